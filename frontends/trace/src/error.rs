@@ -1,0 +1,34 @@
+use ferrax_ir::{ParseError, VerifyError};
+use ferrax_runtime::RuntimeError;
+use std::panic::Location;
+
+/// Errors from tracing and running user functions. Mistakes made inside a user's closure carry
+/// the source location of the offending call in the user's own code.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Error {
+    #[error("{location}: {message}")]
+    Trace {
+        location: &'static Location<'static>,
+        message: String,
+    },
+    #[error("input structure mismatch: expected {expected}, found {found}")]
+    Tree { expected: String, found: String },
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+    #[error(transparent)]
+    Parse(#[from] ParseError),
+}
+
+impl Error {
+    /// The user source location an error points at, if it came from a traced operation.
+    pub fn location(&self) -> Option<&'static Location<'static>> {
+        match self {
+            Error::Trace { location, .. } => Some(location),
+            _ => None,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,98 @@
+//! `jit`: trace once per input signature, cache the program, run it on later calls.
+//! Programs run on the reference interpreter until the compiled backends land.
+
+use crate::tensor::Inner;
+use crate::trace::{trace_named, Traced};
+use crate::{Error, Result, Tensor, Tree, TreeDef};
+use ferrax_ir::{Func, TensorType};
+use ferrax_runtime::interpret;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::rc::Rc;
+
+/// What a compiled program is keyed by: the input structure and the type of every leaf.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Signature {
+    pub structure: TreeDef,
+    pub types: Vec<TensorType>,
+}
+
+/// A function prepared for tracing and caching; see [`jit`].
+pub struct Jit<F, I, O> {
+    f: F,
+    name: String,
+    cache: RefCell<HashMap<Signature, Rc<Traced>>>,
+    traces: Cell<usize>,
+    _types: PhantomData<fn(I) -> O>,
+}
+
+/// Wraps `f` so that calls trace it once per input signature and reuse the program after
+/// (`jax.jit`). Inside another trace, the call is inlined into the outer program.
+pub fn jit<I: Tree, O: Tree, F: Fn(I) -> O>(f: F) -> Jit<F, I, O> {
+    Jit {
+        f,
+        name: "main".into(),
+        cache: RefCell::new(HashMap::new()),
+        traces: Cell::new(0),
+        _types: PhantomData,
+    }
+}
+
+impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
+    /// Names the traced function (the `@name` in printed IR).
+    pub fn named(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Runs the function on concrete inputs.
+    pub fn call(&self, args: I) -> Result<O> {
+        let mut leaves = Vec::new();
+        let structure = args.flatten(&mut leaves);
+        if leaves.iter().any(Tensor::is_traced) {
+            return Ok((self.f)(args));
+        }
+        let mut arrays = Vec::with_capacity(leaves.len());
+        for leaf in &leaves {
+            arrays.push(leaf.to_array()?);
+        }
+        let program = self.program(&args, structure, &leaves)?;
+        let outputs = interpret(&program.func, &arrays)?;
+        let mut out_leaves = outputs.into_iter().map(Tensor::new);
+        O::unflatten(&program.out_def, &mut out_leaves)
+    }
+
+    /// The program for inputs shaped like `args` (tensors or [`Tensor::spec`]s), without
+    /// running it.
+    pub fn lower(&self, args: &I) -> Result<Func> {
+        let mut leaves = Vec::new();
+        let structure = args.flatten(&mut leaves);
+        Ok(self.program(args, structure, &leaves)?.func.clone())
+    }
+
+    /// How many times the function has been traced (once per distinct signature).
+    pub fn trace_count(&self) -> usize {
+        self.traces.get()
+    }
+
+    fn program(&self, args: &I, structure: TreeDef, leaves: &[Tensor]) -> Result<Rc<Traced>> {
+        if let Some(e) = leaves.iter().find_map(|l| match &l.0 {
+            Inner::Failed { error, .. } => Some(error),
+            _ => None,
+        }) {
+            return Err(Error::clone(e));
+        }
+        let key = Signature {
+            structure,
+            types: leaves.iter().map(|l| l.ty().clone()).collect(),
+        };
+        if let Some(hit) = self.cache.borrow().get(&key) {
+            return Ok(hit.clone());
+        }
+        let traced = Rc::new(trace_named(&self.name, &self.f, args)?);
+        self.traces.set(self.traces.get() + 1);
+        self.cache.borrow_mut().insert(key, traced.clone());
+        Ok(traced)
+    }
+}

@@ -1,0 +1,18 @@
+//! ferrax's tracing frontend: the [`Tensor`] users program against, pytrees ([`Tree`]),
+//! [`trace`] (`jax.make_jaxpr`) and [`jit`].
+
+mod error;
+mod jit;
+pub mod nn;
+mod operators;
+mod ops;
+mod tensor;
+mod trace;
+mod tree;
+
+pub use error::{Error, Result};
+pub use jit::{jit, Jit, Signature};
+pub use ops::{Axes, Operand, ShapeArg};
+pub use tensor::Tensor;
+pub use trace::trace;
+pub use tree::{Tree, TreeDef};

@@ -1,0 +1,39 @@
+//! Neural-network helpers (`jax.nn`), written with tensor methods so they trace to plain IR.
+
+use crate::ops::Axes;
+use crate::Tensor;
+
+/// `max(x, 0)`.
+#[track_caller]
+pub fn relu(x: &Tensor) -> Tensor {
+    x.maximum(0.0)
+}
+
+/// `log(sum(exp(x)))` over `axes`, computed stably: the maximum is subtracted first and held
+/// constant under differentiation, as in `jax.nn.logsumexp`.
+#[track_caller]
+pub fn logsumexp(x: &Tensor, axes: impl Into<Axes>) -> Tensor {
+    let axes = axes.into();
+    let m = x.max_keepdims(axes.clone()).stop_gradient();
+    let s = (x - &m).exp().sum_keepdims(axes.clone()).log() + &m;
+    match axes {
+        Axes::All => s.reshape(Vec::<usize>::new()),
+        list => s.squeeze(list),
+    }
+}
+
+/// `exp(x) / sum(exp(x))` along `axis`.
+#[track_caller]
+pub fn softmax(x: &Tensor, axis: i32) -> Tensor {
+    let unnormalized = (x - x.max_keepdims(axis).stop_gradient()).exp();
+    let total = unnormalized.sum_keepdims(axis);
+    unnormalized / total
+}
+
+/// `x - logsumexp(x)` along `axis`.
+#[track_caller]
+pub fn log_softmax(x: &Tensor, axis: i32) -> Tensor {
+    let shifted = x - x.max_keepdims(axis).stop_gradient();
+    let lse = shifted.exp().sum_keepdims(axis).log();
+    shifted - lse
+}

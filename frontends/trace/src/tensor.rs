@@ -1,0 +1,266 @@
+//! `Tensor`: the one array type users write code against. Outside a trace it holds concrete
+//! data and evaluates eagerly through the reference interpreter; inside `trace`/`jit` it is a
+//! tracer that records IR. Operations never panic on user mistakes: a failed operation yields a
+//! failed tensor that carries the error (with the user's source line) to the point where a
+//! result is demanded (`trace`, `jit(..).call`, `Tensor::to_array`).
+
+use crate::trace::TraceCtx;
+use crate::Error;
+use ferrax_ir::{DType, Element, Elements, Literal, Op, Scalar, Shape, TensorType, ValueId};
+use ferrax_runtime::{eval_op, Array};
+use std::fmt;
+use std::panic::Location;
+use std::rc::Rc;
+
+#[derive(Clone)]
+pub struct Tensor(pub(crate) Inner);
+
+#[derive(Clone)]
+pub(crate) enum Inner {
+    Concrete(Array),
+    /// A type without data: an input specification for tracing (`jax.ShapeDtypeStruct`).
+    Abstract(TensorType),
+    Traced {
+        ctx: Rc<TraceCtx>,
+        id: ValueId,
+        ty: TensorType,
+    },
+    /// The result of a failed operation; `ty` is a best guess so that shape queries still work.
+    Failed {
+        error: Rc<Error>,
+        ty: TensorType,
+    },
+}
+
+impl Tensor {
+    /// A tensor holding `array`.
+    pub fn new(array: Array) -> Tensor {
+        Tensor(Inner::Concrete(array))
+    }
+
+    /// A tensor of the given shape with data from `values` (row-major); a wrong length gives a
+    /// failed tensor whose error names the shape and the length.
+    #[track_caller]
+    pub fn from_vec<T: Element>(shape: impl Into<Shape>, values: Vec<T>) -> Tensor {
+        let shape = shape.into();
+        let ty = TensorType::new(T::DTYPE, shape.clone());
+        match Array::from_vec(shape, values) {
+            Ok(a) => Tensor::new(a),
+            Err(e) => Tensor::failed(Location::caller(), e.to_string(), ty),
+        }
+    }
+
+    /// A rank-0 tensor.
+    pub fn scalar<T: Element>(value: T) -> Tensor {
+        Tensor::new(Array::scalar(value))
+    }
+
+    pub fn full(dtype: DType, shape: impl Into<Shape>, value: f64) -> Tensor {
+        Tensor::new(Array::full(shape, Scalar::from_f64(dtype, value)))
+    }
+
+    pub fn zeros(dtype: DType, shape: impl Into<Shape>) -> Tensor {
+        Tensor::full(dtype, shape, 0.0)
+    }
+
+    pub fn ones(dtype: DType, shape: impl Into<Shape>) -> Tensor {
+        Tensor::full(dtype, shape, 1.0)
+    }
+
+    /// The indices along `axis` of a tensor of `shape` (`lax.broadcasted_iota`).
+    #[track_caller]
+    pub fn iota(dtype: DType, shape: impl Into<Shape>, axis: usize) -> Tensor {
+        let op = Op::Iota {
+            dtype,
+            shape: shape.into(),
+            dim: axis,
+        };
+        apply(op, &[])
+    }
+
+    /// `0, 1, ..., n-1` (`jnp.arange(n)`).
+    #[track_caller]
+    pub fn arange(dtype: DType, n: usize) -> Tensor {
+        Tensor::iota(dtype, [n], 0)
+    }
+
+    /// A data-less tensor of the given type, to trace or lower a function without inputs.
+    pub fn spec(dtype: DType, shape: impl Into<Shape>) -> Tensor {
+        Tensor(Inner::Abstract(TensorType::new(dtype, shape)))
+    }
+
+    pub fn ty(&self) -> &TensorType {
+        match &self.0 {
+            Inner::Concrete(a) => a.ty(),
+            Inner::Abstract(ty) | Inner::Traced { ty, .. } | Inner::Failed { ty, .. } => ty,
+        }
+    }
+
+    pub fn shape(&self) -> &[usize] {
+        self.ty().dims()
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.ty().dtype
+    }
+
+    pub fn ndim(&self) -> usize {
+        self.ty().rank()
+    }
+
+    pub fn numel(&self) -> usize {
+        self.ty().numel()
+    }
+
+    pub fn is_traced(&self) -> bool {
+        matches!(self.0, Inner::Traced { .. })
+    }
+
+    /// The concrete value, or why there is none (a tracer, a spec, or a failed operation).
+    pub fn to_array(&self) -> Result<Array, Error> {
+        match &self.0 {
+            Inner::Concrete(a) => Ok(a.clone()),
+            Inner::Failed { error, .. } => Err((**error).clone()),
+            Inner::Abstract(ty) => Err(Error::Tree {
+                expected: "a tensor with data".into(),
+                found: format!("a {ty} specification without data"),
+            }),
+            Inner::Traced { ty, .. } => Err(Error::Tree {
+                expected: "a tensor with data".into(),
+                found: format!(
+                    "a traced {ty} value (its data exists only when the compiled function runs)"
+                ),
+            }),
+        }
+    }
+
+    /// The values as a `Vec<T>`.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, Error> {
+        Ok(self.to_array()?.to_vec()?)
+    }
+
+    pub(crate) fn failed(
+        location: &'static Location<'static>,
+        message: String,
+        ty: TensorType,
+    ) -> Tensor {
+        Tensor(Inner::Failed {
+            error: Rc::new(Error::Trace { location, message }),
+            ty,
+        })
+    }
+
+    /// The error carried by a failed tensor.
+    pub(crate) fn error(&self) -> Option<&Error> {
+        match &self.0 {
+            Inner::Failed { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn trace_ctx(&self) -> Option<&Rc<TraceCtx>> {
+        match &self.0 {
+            Inner::Traced { ctx, .. } => Some(ctx),
+            _ => None,
+        }
+    }
+}
+
+impl From<Array> for Tensor {
+    fn from(a: Array) -> Tensor {
+        Tensor::new(a)
+    }
+}
+
+impl<T: Element> From<Vec<T>> for Tensor {
+    fn from(v: Vec<T>) -> Tensor {
+        Tensor::new(Array::from(v))
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Inner::Concrete(a) => write!(f, "Tensor({a})"),
+            Inner::Abstract(ty) => write!(f, "Tensor(spec {ty})"),
+            Inner::Traced { id, ty, .. } => write!(f, "Tensor(traced {id}: {ty})"),
+            Inner::Failed { error, .. } => write!(f, "Tensor(failed: {error})"),
+        }
+    }
+}
+
+impl fmt::Display for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Inner::Concrete(a) => write!(f, "{a}"),
+            _ => fmt::Debug::fmt(self, f),
+        }
+    }
+}
+
+/// Applies `op` to `args`: records it in the active trace if any argument is traced, and
+/// evaluates it otherwise. All primitive operations funnel through here.
+#[track_caller]
+pub(crate) fn apply(op: Op, args: &[&Tensor]) -> Tensor {
+    let location = Location::caller();
+    let guess = args
+        .first()
+        .map(|a| a.ty().clone())
+        .unwrap_or_else(|| TensorType::scalar(DType::F32));
+    if let Some(failed) = args.iter().find(|a| a.error().is_some()) {
+        return (*failed).clone();
+    }
+    match common_ctx(args) {
+        Err(message) => Tensor::failed(location, message, guess),
+        Ok(Some(ctx)) => ctx.push(op, args, location, guess),
+        Ok(None) => {
+            let mut arrays = Vec::with_capacity(args.len());
+            for a in args {
+                match &a.0 {
+                    Inner::Concrete(arr) => arrays.push(arr),
+                    _ => {
+                        let message = format!(
+                            "{}: operand {} has no data outside a trace",
+                            op.name(),
+                            a.ty()
+                        );
+                        return Tensor::failed(location, message, guess);
+                    }
+                }
+            }
+            match eval_op(&op, &arrays) {
+                Ok(a) => Tensor::new(a),
+                Err(e) => Tensor::failed(location, e.to_string(), guess),
+            }
+        }
+    }
+}
+
+/// The one trace that the traced arguments belong to, if any.
+fn common_ctx(args: &[&Tensor]) -> Result<Option<Rc<TraceCtx>>, String> {
+    let mut found: Option<&Rc<TraceCtx>> = None;
+    for ctx in args.iter().filter_map(|a| a.trace_ctx()) {
+        match found {
+            Some(f) if !Rc::ptr_eq(f, ctx) => return Err(
+                "operands come from two different traces (a traced tensor escaped its function)"
+                    .into(),
+            ),
+            _ => found = Some(ctx),
+        }
+    }
+    Ok(found.cloned())
+}
+
+/// A literal for `array`, stored as a splat when every element is equal.
+pub(crate) fn literal_of(array: &Array) -> Literal {
+    let data = array.elements();
+    let first = (!data.is_empty()).then(|| data.get(0));
+    let splat = first.filter(|&f| (1..data.len()).all(|i| data.get(i) == f));
+    match splat {
+        Some(value) => Literal {
+            ty: array.ty().clone(),
+            data: Elements::splat(value, 1),
+        },
+        None => array.to_literal(),
+    }
+}

@@ -1,0 +1,186 @@
+//! Nested inputs and outputs (JAX's pytrees): any `Tree` flattens to a list of tensor leaves
+//! plus a [`TreeDef`] describing its structure, and rebuilds from them.
+
+use crate::{Error, Result, Tensor};
+use std::fmt;
+
+/// The structure of a tree with its leaves taken out.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TreeDef {
+    Leaf,
+    /// An absent optional value.
+    None,
+    /// A struct, tuple, array or vector with these children, in order.
+    Node(Vec<TreeDef>),
+}
+
+impl TreeDef {
+    /// The children of a node with exactly `n` children, or a structure error.
+    pub fn children(&self, n: usize) -> Result<&[TreeDef]> {
+        match self {
+            TreeDef::Node(c) if c.len() == n => Ok(c),
+            other => Err(Error::Tree {
+                expected: format!("a node with {n} children"),
+                found: other.to_string(),
+            }),
+        }
+    }
+
+    pub fn num_leaves(&self) -> usize {
+        match self {
+            TreeDef::Leaf => 1,
+            TreeDef::None => 0,
+            TreeDef::Node(c) => c.iter().map(TreeDef::num_leaves).sum(),
+        }
+    }
+}
+
+impl fmt::Display for TreeDef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TreeDef::Leaf => f.write_str("*"),
+            TreeDef::None => f.write_str("None"),
+            TreeDef::Node(c) => {
+                f.write_str("(")?;
+                for (i, d) in c.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{d}")?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}
+
+/// A value made of tensors: a `Tensor`, tuples, arrays, `Vec`s, `Option`s, and user structs
+/// with `#[derive(Tree)]`.
+pub trait Tree: Sized {
+    /// Appends the leaves in a fixed order and returns the structure.
+    fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef;
+
+    /// Rebuilds a value of structure `def` from leaves in [`Tree::flatten`]'s order.
+    fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self>;
+
+    /// The leaves alone.
+    fn leaves(&self) -> Vec<Tensor> {
+        let mut out = Vec::new();
+        self.flatten(&mut out);
+        out
+    }
+}
+
+impl Tree for Tensor {
+    fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef {
+        leaves.push(self.clone());
+        TreeDef::Leaf
+    }
+
+    fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        match def {
+            TreeDef::Leaf => leaves.next().ok_or_else(|| Error::Tree {
+                expected: "another leaf".into(),
+                found: "no more leaves".into(),
+            }),
+            other => Err(Error::Tree {
+                expected: "a tensor leaf".into(),
+                found: other.to_string(),
+            }),
+        }
+    }
+}
+
+impl Tree for () {
+    fn flatten(&self, _: &mut Vec<Tensor>) -> TreeDef {
+        TreeDef::Node(Vec::new())
+    }
+
+    fn unflatten(def: &TreeDef, _: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        def.children(0).map(|_| ())
+    }
+}
+
+macro_rules! impl_tuple {
+    ($n:expr; $($t:ident $i:tt),+) => {
+        impl<$($t: Tree),+> Tree for ($($t,)+) {
+            fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef {
+                TreeDef::Node(vec![$(self.$i.flatten(leaves)),+])
+            }
+
+            fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+                let c = def.children($n)?;
+                Ok(($($t::unflatten(&c[$i], leaves)?,)+))
+            }
+        }
+    };
+}
+
+impl_tuple!(1; A 0);
+impl_tuple!(2; A 0, B 1);
+impl_tuple!(3; A 0, B 1, C 2);
+impl_tuple!(4; A 0, B 1, C 2, D 3);
+impl_tuple!(5; A 0, B 1, C 2, D 3, E 4);
+impl_tuple!(6; A 0, B 1, C 2, D 3, E 4, F 5);
+impl_tuple!(7; A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+impl_tuple!(8; A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7);
+
+impl<T: Tree> Tree for Vec<T> {
+    fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef {
+        TreeDef::Node(self.iter().map(|x| x.flatten(leaves)).collect())
+    }
+
+    fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        match def {
+            TreeDef::Node(c) => c.iter().map(|d| T::unflatten(d, leaves)).collect(),
+            other => Err(Error::Tree {
+                expected: "a sequence".into(),
+                found: other.to_string(),
+            }),
+        }
+    }
+}
+
+impl<T: Tree, const N: usize> Tree for [T; N] {
+    fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef {
+        TreeDef::Node(self.iter().map(|x| x.flatten(leaves)).collect())
+    }
+
+    fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        let items = def
+            .children(N)?
+            .iter()
+            .map(|d| T::unflatten(d, leaves))
+            .collect::<Result<Vec<T>>>()?;
+        items.try_into().map_err(|_| Error::Tree {
+            expected: format!("{N} elements"),
+            found: "a different count".into(),
+        })
+    }
+}
+
+impl<T: Tree> Tree for Option<T> {
+    fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef {
+        match self {
+            Some(x) => TreeDef::Node(vec![x.flatten(leaves)]),
+            None => TreeDef::None,
+        }
+    }
+
+    fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        match def {
+            TreeDef::None => Ok(None),
+            d => Ok(Some(T::unflatten(&d.children(1)?[0], leaves)?)),
+        }
+    }
+}
+
+impl<T: Tree> Tree for Box<T> {
+    fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef {
+        (**self).flatten(leaves)
+    }
+
+    fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        T::unflatten(def, leaves).map(Box::new)
+    }
+}

@@ -1,0 +1,27 @@
+//! ferrax's intermediate representation: a typed SSA IR over static-shaped tensors.
+//!
+//! Every pass reads and writes [`Func`]. Types follow from ops ([`infer_type`], one rule per
+//! op, grouped by family under `ops/`), the [`verify`]er checks that they do, and the text
+//! format ([`print_func`] / [`parse_func`]) round-trips exactly.
+
+mod dtype;
+mod error;
+mod func;
+mod literal;
+mod op;
+mod ops;
+mod parse;
+mod print;
+mod shape;
+mod verify;
+
+pub use dtype::DType;
+pub use error::TypeError;
+pub use func::{Func, FuncBuilder, Instr, ValueId};
+pub use literal::{Element, Elements, Literal, Scalar};
+pub use op::{BinaryOp, CompareOp, DotDims, Op, ReduceOp, UnaryOp};
+pub use ops::infer_type;
+pub use parse::{parse_func, ParseError};
+pub use print::{print_func, scalar_text};
+pub use shape::{Shape, TensorType, MAX_RANK};
+pub use verify::{verify, VerifyError};

@@ -1,0 +1,314 @@
+//! Concrete element data: the payload of `constant` instructions and of host arrays.
+
+use crate::{DType, TensorType};
+use half::{bf16, f16};
+use serde::{Deserialize, Serialize};
+use std::hash::{Hash, Hasher};
+
+/// A flat, row-major vector of elements of one dtype.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Elements {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    U8(Vec<u8>),
+    Bool(Vec<bool>),
+}
+
+/// Applies `$body` to the inner vector of an [`Elements`], whatever its dtype.
+#[macro_export]
+macro_rules! with_elements {
+    ($elems:expr, $v:ident => $body:expr) => {
+        match $elems {
+            $crate::Elements::F32($v) => $body,
+            $crate::Elements::F64($v) => $body,
+            $crate::Elements::F16($v) => $body,
+            $crate::Elements::BF16($v) => $body,
+            $crate::Elements::I32($v) => $body,
+            $crate::Elements::I64($v) => $body,
+            $crate::Elements::U8($v) => $body,
+            $crate::Elements::Bool($v) => $body,
+        }
+    };
+}
+
+/// Applies `$body` to the inner vector and rewraps the result in the same variant.
+#[macro_export]
+macro_rules! map_elements {
+    ($elems:expr, $v:ident => $body:expr) => {
+        match $elems {
+            $crate::Elements::F32($v) => $crate::Elements::F32($body),
+            $crate::Elements::F64($v) => $crate::Elements::F64($body),
+            $crate::Elements::F16($v) => $crate::Elements::F16($body),
+            $crate::Elements::BF16($v) => $crate::Elements::BF16($body),
+            $crate::Elements::I32($v) => $crate::Elements::I32($body),
+            $crate::Elements::I64($v) => $crate::Elements::I64($body),
+            $crate::Elements::U8($v) => $crate::Elements::U8($body),
+            $crate::Elements::Bool($v) => $crate::Elements::Bool($body),
+        }
+    };
+}
+
+impl Elements {
+    pub fn dtype(&self) -> DType {
+        match self {
+            Elements::F32(_) => DType::F32,
+            Elements::F64(_) => DType::F64,
+            Elements::F16(_) => DType::F16,
+            Elements::BF16(_) => DType::BF16,
+            Elements::I32(_) => DType::I32,
+            Elements::I64(_) => DType::I64,
+            Elements::U8(_) => DType::U8,
+            Elements::Bool(_) => DType::Bool,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        with_elements!(self, v => v.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `n` copies of `value`.
+    pub fn splat(value: Scalar, n: usize) -> Elements {
+        match value {
+            Scalar::F32(x) => Elements::F32(vec![x; n]),
+            Scalar::F64(x) => Elements::F64(vec![x; n]),
+            Scalar::F16(x) => Elements::F16(vec![x; n]),
+            Scalar::BF16(x) => Elements::BF16(vec![x; n]),
+            Scalar::I32(x) => Elements::I32(vec![x; n]),
+            Scalar::I64(x) => Elements::I64(vec![x; n]),
+            Scalar::U8(x) => Elements::U8(vec![x; n]),
+            Scalar::Bool(x) => Elements::Bool(vec![x; n]),
+        }
+    }
+
+    pub fn zeros(dtype: DType, n: usize) -> Elements {
+        Elements::splat(Scalar::zero(dtype), n)
+    }
+
+    /// The element at `i`; panics if out of range (an internal invariant, never user input).
+    pub fn get(&self, i: usize) -> Scalar {
+        match self {
+            Elements::F32(v) => Scalar::F32(v[i]),
+            Elements::F64(v) => Scalar::F64(v[i]),
+            Elements::F16(v) => Scalar::F16(v[i]),
+            Elements::BF16(v) => Scalar::BF16(v[i]),
+            Elements::I32(v) => Scalar::I32(v[i]),
+            Elements::I64(v) => Scalar::I64(v[i]),
+            Elements::U8(v) => Scalar::U8(v[i]),
+            Elements::Bool(v) => Scalar::Bool(v[i]),
+        }
+    }
+
+    /// Builds elements of `dtype` from scalars that all have that dtype.
+    pub fn from_scalars(dtype: DType, values: &[Scalar]) -> Option<Elements> {
+        let mut out = Elements::zeros(dtype, 0);
+        for &s in values {
+            match (&mut out, s) {
+                (Elements::F32(v), Scalar::F32(x)) => v.push(x),
+                (Elements::F64(v), Scalar::F64(x)) => v.push(x),
+                (Elements::F16(v), Scalar::F16(x)) => v.push(x),
+                (Elements::BF16(v), Scalar::BF16(x)) => v.push(x),
+                (Elements::I32(v), Scalar::I32(x)) => v.push(x),
+                (Elements::I64(v), Scalar::I64(x)) => v.push(x),
+                (Elements::U8(v), Scalar::U8(x)) => v.push(x),
+                (Elements::Bool(v), Scalar::Bool(x)) => v.push(x),
+                _ => return None,
+            }
+        }
+        Some(out)
+    }
+
+    /// Every element as f64 (integers and bools converted by value).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        (0..self.len()).map(|i| self.get(i).to_f64()).collect()
+    }
+
+    /// The raw bits of every element, widened to u64; used for bit-exact equality and hashing.
+    fn bits(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..self.len()).map(|i| self.get(i).bits())
+    }
+}
+
+impl PartialEq for Elements {
+    fn eq(&self, other: &Self) -> bool {
+        self.dtype() == other.dtype() && self.len() == other.len() && self.bits().eq(other.bits())
+    }
+}
+
+impl Eq for Elements {}
+
+impl Hash for Elements {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.dtype().hash(state);
+        self.len().hash(state);
+        for b in self.bits() {
+            b.hash(state);
+        }
+    }
+}
+
+/// One value of some dtype.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub enum Scalar {
+    F32(f32),
+    F64(f64),
+    F16(f16),
+    BF16(bf16),
+    I32(i32),
+    I64(i64),
+    U8(u8),
+    Bool(bool),
+}
+
+impl Scalar {
+    pub fn dtype(self) -> DType {
+        match self {
+            Scalar::F32(_) => DType::F32,
+            Scalar::F64(_) => DType::F64,
+            Scalar::F16(_) => DType::F16,
+            Scalar::BF16(_) => DType::BF16,
+            Scalar::I32(_) => DType::I32,
+            Scalar::I64(_) => DType::I64,
+            Scalar::U8(_) => DType::U8,
+            Scalar::Bool(_) => DType::Bool,
+        }
+    }
+
+    pub fn zero(dtype: DType) -> Scalar {
+        Scalar::from_f64(dtype, 0.0)
+    }
+
+    /// `value` converted to `dtype`: floats round to nearest, integers truncate toward zero
+    /// and saturate, bools are `value != 0`. Meant for numbers written in source code.
+    pub fn from_f64(dtype: DType, value: f64) -> Scalar {
+        match dtype {
+            DType::F32 => Scalar::F32(value as f32),
+            DType::F64 => Scalar::F64(value),
+            DType::F16 => Scalar::F16(f16::from_f64(value)),
+            DType::BF16 => Scalar::BF16(bf16::from_f64(value)),
+            DType::I32 => Scalar::I32(value as i32),
+            DType::I64 => Scalar::I64(value as i64),
+            DType::U8 => Scalar::U8(value as u8),
+            DType::Bool => Scalar::Bool(value != 0.0),
+        }
+    }
+
+    pub fn to_f64(self) -> f64 {
+        match self {
+            Scalar::F32(x) => x as f64,
+            Scalar::F64(x) => x,
+            Scalar::F16(x) => x.to_f64(),
+            Scalar::BF16(x) => x.to_f64(),
+            Scalar::I32(x) => x as f64,
+            Scalar::I64(x) => x as f64,
+            Scalar::U8(x) => x as f64,
+            Scalar::Bool(x) => x as u8 as f64,
+        }
+    }
+
+    fn bits(self) -> u64 {
+        match self {
+            Scalar::F32(x) => x.to_bits() as u64,
+            Scalar::F64(x) => x.to_bits(),
+            Scalar::F16(x) => x.to_bits() as u64,
+            Scalar::BF16(x) => x.to_bits() as u64,
+            Scalar::I32(x) => x as u32 as u64,
+            Scalar::I64(x) => x as u64,
+            Scalar::U8(x) => x as u64,
+            Scalar::Bool(x) => x as u64,
+        }
+    }
+}
+
+impl PartialEq for Scalar {
+    fn eq(&self, other: &Self) -> bool {
+        self.dtype() == other.dtype() && self.bits() == other.bits()
+    }
+}
+
+impl Eq for Scalar {}
+
+impl Hash for Scalar {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.dtype().hash(state);
+        self.bits().hash(state);
+    }
+}
+
+/// A Rust element type that maps onto a [`DType`].
+pub trait Element: Copy + PartialEq + std::fmt::Debug + Send + Sync + 'static {
+    const DTYPE: DType;
+    fn into_elements(values: Vec<Self>) -> Elements;
+    fn slice_of(elements: &Elements) -> Option<&[Self]>;
+    fn into_scalar(self) -> Scalar;
+}
+
+macro_rules! impl_element {
+    ($t:ty, $variant:ident) => {
+        impl Element for $t {
+            const DTYPE: DType = DType::$variant;
+            fn into_elements(values: Vec<Self>) -> Elements {
+                Elements::$variant(values)
+            }
+            fn slice_of(elements: &Elements) -> Option<&[Self]> {
+                match elements {
+                    Elements::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn into_scalar(self) -> Scalar {
+                Scalar::$variant(self)
+            }
+        }
+    };
+}
+
+impl_element!(f32, F32);
+impl_element!(f64, F64);
+impl_element!(f16, F16);
+impl_element!(bf16, BF16);
+impl_element!(i32, I32);
+impl_element!(i64, I64);
+impl_element!(u8, U8);
+impl_element!(bool, Bool);
+
+/// The value of a `constant`: either one element repeated over the whole shape (a splat) or
+/// one element per position, row-major.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Literal {
+    pub ty: TensorType,
+    pub data: Elements,
+}
+
+impl Literal {
+    pub fn splat(value: Scalar, shape: impl Into<crate::Shape>) -> Literal {
+        Literal {
+            ty: TensorType::new(value.dtype(), shape),
+            data: Elements::splat(value, 1),
+        }
+    }
+
+    pub fn scalar(value: Scalar) -> Literal {
+        Literal::splat(value, crate::Shape::scalar())
+    }
+
+    pub fn is_splat(&self) -> bool {
+        self.data.len() == 1
+    }
+
+    /// The literal's data expanded to one element per position.
+    pub fn to_dense(&self) -> Elements {
+        if self.is_splat() {
+            Elements::splat(self.data.get(0), self.ty.numel())
+        } else {
+            self.data.clone()
+        }
+    }
+}

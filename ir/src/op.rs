@@ -1,0 +1,310 @@
+//! The closed set of operations. Semantics follow jax.lax / StableHLO so that a StableHLO
+//! program maps onto this set one to one; every pass matches on `Op` exhaustively, so adding
+//! an op is a compile error everywhere it still needs handling.
+
+use crate::{DType, Literal, Shape};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UnaryOp {
+    Neg,
+    Abs,
+    Sign,
+    Floor,
+    Ceil,
+    /// Round half away from zero (`lax.round`'s default, `stablehlo.round_nearest_afz`).
+    Round,
+    /// Round half to even (`stablehlo.round_nearest_even`).
+    RoundEven,
+    Exp,
+    Expm1,
+    Log,
+    Log1p,
+    Sqrt,
+    Rsqrt,
+    Tanh,
+    Logistic,
+    Sin,
+    Cos,
+    /// Bitwise not on integers, logical not on bools.
+    Not,
+}
+
+impl UnaryOp {
+    pub const ALL: [UnaryOp; 18] = [
+        UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Sign,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Round,
+        UnaryOp::RoundEven,
+        UnaryOp::Exp,
+        UnaryOp::Expm1,
+        UnaryOp::Log,
+        UnaryOp::Log1p,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Tanh,
+        UnaryOp::Logistic,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Not,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "neg",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Sign => "sign",
+            UnaryOp::Floor => "floor",
+            UnaryOp::Ceil => "ceil",
+            UnaryOp::Round => "round",
+            UnaryOp::RoundEven => "round_even",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Expm1 => "expm1",
+            UnaryOp::Log => "log",
+            UnaryOp::Log1p => "log1p",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Rsqrt => "rsqrt",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Logistic => "logistic",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+            UnaryOp::Not => "not",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// Float division; integer division truncates toward zero.
+    Div,
+    /// Remainder with the sign of the dividend (C `fmod`).
+    Rem,
+    Pow,
+    Max,
+    Min,
+    And,
+    Or,
+    Xor,
+}
+
+impl BinaryOp {
+    pub const ALL: [BinaryOp; 11] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Rem,
+        BinaryOp::Pow,
+        BinaryOp::Max,
+        BinaryOp::Min,
+        BinaryOp::And,
+        BinaryOp::Or,
+        BinaryOp::Xor,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Rem => "rem",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Max => "max",
+            BinaryOp::Min => "min",
+            BinaryOp::And => "and",
+            BinaryOp::Or => "or",
+            BinaryOp::Xor => "xor",
+        }
+    }
+
+    /// Bitwise/logical ops: integers and bools only.
+    pub fn is_logical(self) -> bool {
+        matches!(self, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor)
+    }
+}
+
+/// Comparisons; on floats they follow IEEE 754 (every comparison with NaN is false but `ne`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CompareOp {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl CompareOp {
+    pub const ALL: [CompareOp; 6] = [
+        CompareOp::Eq,
+        CompareOp::Ne,
+        CompareOp::Lt,
+        CompareOp::Le,
+        CompareOp::Gt,
+        CompareOp::Ge,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CompareOp::Eq => "eq",
+            CompareOp::Ne => "ne",
+            CompareOp::Lt => "lt",
+            CompareOp::Le => "le",
+            CompareOp::Gt => "gt",
+            CompareOp::Ge => "ge",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+    Prod,
+}
+
+impl ReduceOp {
+    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Prod];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "reduce_sum",
+            ReduceOp::Max => "reduce_max",
+            ReduceOp::Min => "reduce_min",
+            ReduceOp::Prod => "reduce_prod",
+        }
+    }
+}
+
+/// Dimension numbers of a `dot_general`. The result's dimensions are the batch dimensions
+/// (in `lhs_batch` order), then the lhs free dimensions, then the rhs free dimensions, each in
+/// their operand's order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct DotDims {
+    pub lhs_batch: Vec<usize>,
+    pub rhs_batch: Vec<usize>,
+    pub lhs_contract: Vec<usize>,
+    pub rhs_contract: Vec<usize>,
+}
+
+/// An operation. Attributes that determine the result type live in the op, so every result
+/// type follows from the op and its operand types (see [`crate::infer_type`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Op {
+    /// No operands.
+    Constant(Literal),
+    /// No operands; element `i` holds its index along `dim`.
+    Iota {
+        dtype: DType,
+        shape: Shape,
+        dim: usize,
+    },
+    Unary(UnaryOp),
+    /// Two operands of the same type; no implicit broadcasting.
+    Binary(BinaryOp),
+    /// Two operands of the same type; a `bool` result of their shape.
+    Compare(CompareOp),
+    /// `(pred, on_true, on_false)`: `pred` is `bool`, of the branches' shape or a scalar.
+    Select,
+    /// `(min, x, max)`: bounds of `x`'s type or scalars of its dtype.
+    Clamp,
+    /// Element type conversion (floats to integers truncate toward zero and saturate).
+    Convert {
+        to: DType,
+    },
+    /// Operand dimension `i` becomes result dimension `dims[i]` (size 1 or equal).
+    BroadcastInDim {
+        shape: Shape,
+        dims: Vec<usize>,
+    },
+    Reshape {
+        shape: Shape,
+    },
+    /// Result dimension `i` is operand dimension `perm[i]`.
+    Transpose {
+        perm: Vec<usize>,
+    },
+    /// Reduces over `axes` (sorted, unique); the result drops them.
+    Reduce {
+        op: ReduceOp,
+        axes: Vec<usize>,
+    },
+    DotGeneral(DotDims),
+    Slice {
+        start: Vec<usize>,
+        limit: Vec<usize>,
+        strides: Vec<usize>,
+    },
+    /// `(x, padding_value)`: negative `low`/`high` crop.
+    Pad {
+        low: Vec<i64>,
+        high: Vec<i64>,
+        interior: Vec<usize>,
+    },
+    /// One or more operands joined along `axis`.
+    Concatenate {
+        axis: usize,
+    },
+    /// Identity whose derivative is zero.
+    StopGradient,
+}
+
+impl Op {
+    /// The op's name in the text format.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Constant(_) => "constant",
+            Op::Iota { .. } => "iota",
+            Op::Unary(u) => u.name(),
+            Op::Binary(b) => b.name(),
+            Op::Compare(c) => c.name(),
+            Op::Select => "select",
+            Op::Clamp => "clamp",
+            Op::Convert { .. } => "convert",
+            Op::BroadcastInDim { .. } => "broadcast_in_dim",
+            Op::Reshape { .. } => "reshape",
+            Op::Transpose { .. } => "transpose",
+            Op::Reduce { op, .. } => op.name(),
+            Op::DotGeneral(_) => "dot_general",
+            Op::Slice { .. } => "slice",
+            Op::Pad { .. } => "pad",
+            Op::Concatenate { .. } => "concatenate",
+            Op::StopGradient => "stop_gradient",
+        }
+    }
+
+    /// Ops that apply independently at each position of same-shaped operands.
+    pub fn is_elementwise(&self) -> bool {
+        matches!(
+            self,
+            Op::Unary(_)
+                | Op::Binary(_)
+                | Op::Compare(_)
+                | Op::Select
+                | Op::Clamp
+                | Op::Convert { .. }
+                | Op::StopGradient
+        )
+    }
+
+    /// Ops that only move or copy elements.
+    pub fn is_movement(&self) -> bool {
+        matches!(
+            self,
+            Op::BroadcastInDim { .. }
+                | Op::Reshape { .. }
+                | Op::Transpose { .. }
+                | Op::Slice { .. }
+                | Op::Pad { .. }
+                | Op::Concatenate { .. }
+        )
+    }
+}

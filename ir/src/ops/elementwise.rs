@@ -1,0 +1,106 @@
+//! Elementwise ops: operands share one shape (scalars allowed where StableHLO allows them).
+
+use super::arity;
+use crate::{BinaryOp, CompareOp, DType, TensorType, TypeError, UnaryOp};
+
+fn same_type(op: &'static str, a: &TensorType, b: &TensorType) -> Result<(), TypeError> {
+    if a != b {
+        return Err(TypeError::Mismatch {
+            op,
+            lhs: a.clone(),
+            rhs: b.clone(),
+        });
+    }
+    Ok(())
+}
+
+fn require(
+    op: &'static str,
+    dtype: DType,
+    ok: bool,
+    expected: &'static str,
+) -> Result<(), TypeError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(TypeError::DType {
+            op,
+            dtype,
+            expected,
+        })
+    }
+}
+
+pub(super) fn unary(u: UnaryOp, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let [x] = arity::<1>(u.name(), args)?;
+    let d = x.dtype;
+    match u {
+        UnaryOp::Not => require(u.name(), d, d.is_int() || d.is_bool(), "an integer or bool")?,
+        UnaryOp::Abs => require(
+            u.name(),
+            d,
+            d.is_float() || d.is_signed_int(),
+            "a float or signed integer",
+        )?,
+        UnaryOp::Neg | UnaryOp::Sign => require(u.name(), d, d.is_numeric(), "a numeric type")?,
+        _ => require(u.name(), d, d.is_float(), "a floating-point type")?,
+    }
+    Ok(x.clone())
+}
+
+pub(super) fn binary(b: BinaryOp, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let [x, y] = arity::<2>(b.name(), args)?;
+    same_type(b.name(), x, y)?;
+    let d = x.dtype;
+    if b.is_logical() {
+        require(b.name(), d, d.is_int() || d.is_bool(), "an integer or bool")?;
+    } else {
+        require(b.name(), d, d.is_numeric(), "a numeric type")?;
+    }
+    Ok(x.clone())
+}
+
+pub(super) fn compare(c: CompareOp, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let [x, y] = arity::<2>(c.name(), args)?;
+    same_type(c.name(), x, y)?;
+    Ok(x.with_dtype(DType::Bool))
+}
+
+pub(super) fn select(args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let [p, t, f] = arity::<3>("select", args)?;
+    same_type("select", t, f)?;
+    require("select", p.dtype, p.dtype.is_bool(), "a bool predicate")?;
+    if p.rank() != 0 && p.shape != t.shape {
+        return Err(TypeError::Mismatch {
+            op: "select",
+            lhs: p.clone(),
+            rhs: t.clone(),
+        });
+    }
+    Ok(t.clone())
+}
+
+pub(super) fn clamp(args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let [lo, x, hi] = arity::<3>("clamp", args)?;
+    require("clamp", x.dtype, x.dtype.is_numeric(), "a numeric type")?;
+    for bound in [lo, hi] {
+        if bound.dtype != x.dtype || (bound.rank() != 0 && bound.shape != x.shape) {
+            return Err(TypeError::Mismatch {
+                op: "clamp",
+                lhs: bound.clone(),
+                rhs: x.clone(),
+            });
+        }
+    }
+    Ok(x.clone())
+}
+
+pub(super) fn convert(to: DType, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let [x] = arity::<1>("convert", args)?;
+    Ok(x.with_dtype(to))
+}
+
+pub(super) fn identity(op: &'static str, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let [x] = arity::<1>(op, args)?;
+    Ok(x.clone())
+}

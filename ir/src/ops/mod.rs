@@ -1,0 +1,83 @@
+//! Shape and dtype rules: one function computes every op's result type, split by op family.
+
+mod contract;
+mod elementwise;
+mod movement;
+mod reduce;
+mod source;
+
+use crate::{Op, TensorType, TypeError, MAX_RANK};
+
+/// The result type of `op` applied to operands of types `args`, or why it is ill-typed.
+pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let ty = match op {
+        Op::Constant(lit) => source::constant(lit, args)?,
+        Op::Iota { dtype, shape, dim } => source::iota(*dtype, shape, *dim, args)?,
+        Op::Unary(u) => elementwise::unary(*u, args)?,
+        Op::Binary(b) => elementwise::binary(*b, args)?,
+        Op::Compare(c) => elementwise::compare(*c, args)?,
+        Op::Select => elementwise::select(args)?,
+        Op::Clamp => elementwise::clamp(args)?,
+        Op::Convert { to } => elementwise::convert(*to, args)?,
+        Op::StopGradient => elementwise::identity(op.name(), args)?,
+        Op::BroadcastInDim { shape, dims } => movement::broadcast_in_dim(shape, dims, args)?,
+        Op::Reshape { shape } => movement::reshape(shape, args)?,
+        Op::Transpose { perm } => movement::transpose(perm, args)?,
+        Op::Slice {
+            start,
+            limit,
+            strides,
+        } => movement::slice(start, limit, strides, args)?,
+        Op::Pad {
+            low,
+            high,
+            interior,
+        } => movement::pad(low, high, interior, args)?,
+        Op::Concatenate { axis } => movement::concatenate(*axis, args)?,
+        Op::Reduce { op: r, axes } => reduce::reduce(*r, axes, args)?,
+        Op::DotGeneral(dims) => contract::dot_general(dims, args)?,
+    };
+    if ty.rank() > MAX_RANK {
+        return Err(TypeError::Rank {
+            op: op.name(),
+            rank: ty.rank(),
+            max: MAX_RANK,
+        });
+    }
+    Ok(ty)
+}
+
+fn arity<'a, const N: usize>(
+    op: &'static str,
+    args: &[&'a TensorType],
+) -> Result<[&'a TensorType; N], TypeError> {
+    args.try_into().map_err(|_| TypeError::Arity {
+        op,
+        expected: N.to_string(),
+        got: args.len(),
+    })
+}
+
+fn invalid(op: &'static str, message: impl Into<String>) -> TypeError {
+    TypeError::Invalid {
+        op,
+        message: message.into(),
+    }
+}
+
+/// Checks that `axes` are distinct and below `rank`.
+fn check_axes(op: &'static str, axes: &[usize], ty: &TensorType) -> Result<(), TypeError> {
+    for (i, &a) in axes.iter().enumerate() {
+        if a >= ty.rank() {
+            return Err(TypeError::Axis {
+                op,
+                axis: a as i64,
+                ty: ty.clone(),
+            });
+        }
+        if axes[..i].contains(&a) {
+            return Err(invalid(op, format!("axis {a} appears twice in {axes:?}")));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,30 @@
+//! ferrax's runtime: concrete arrays and the reference interpreter, the numerical oracle that
+//! every backend is tested against.
+
+mod array;
+mod interp;
+
+pub use array::Array;
+pub use interp::{eval_op, interpret};
+
+use ferrax_ir::{DType, Shape, TensorType, VerifyError};
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("{len} elements cannot fill shape {shape}")]
+    DataLength { shape: Shape, len: usize },
+    #[error("expected {expected} data, the array holds {got}")]
+    DType { expected: DType, got: DType },
+    #[error("expected a one-element array, got {ty}")]
+    NotScalar { ty: TensorType },
+    #[error("function takes {expected} argument(s), got {got}")]
+    ArgCount { expected: usize, got: usize },
+    #[error("argument {index} should be {expected}, got {got}")]
+    ArgType {
+        index: usize,
+        expected: TensorType,
+        got: TensorType,
+    },
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+}

@@ -1,0 +1,11 @@
+#![doc = include_str!("../README.md")]
+
+pub use ferrax_derive::Tree;
+pub use ferrax_ir as ir;
+pub use ferrax_ir::{DType, Func, Shape, TensorType};
+pub use ferrax_runtime as runtime;
+pub use ferrax_runtime::Array;
+pub use ferrax_trace::Tree;
+pub use ferrax_trace::{
+    jit, nn, trace, Axes, Error, Jit, Operand, Result, Signature, Tensor, TreeDef,
+};

@@ -1,0 +1,274 @@
+//! The IR test corpus: programs traced from representative user functions. Snapshot, round
+//! trip and interpreter tests all run over it.
+#![allow(dead_code)]
+
+use ferrax::{nn, trace, DType, Func, Tensor, Tree};
+
+#[derive(Tree, Clone)]
+pub struct Layer {
+    pub w: Tensor,
+    pub b: Tensor,
+}
+
+#[derive(Tree, Clone)]
+pub struct Mlp {
+    pub layers: Vec<Layer>,
+}
+
+pub fn spec(shape: &[usize]) -> Tensor {
+    Tensor::spec(DType::F32, shape.to_vec())
+}
+
+pub fn mlp_params(sizes: &[usize]) -> Mlp {
+    Mlp {
+        layers: sizes
+            .windows(2)
+            .map(|w| Layer {
+                w: spec(&[w[0], w[1]]),
+                b: spec(&[w[1]]),
+            })
+            .collect(),
+    }
+}
+
+pub fn mlp_forward(p: &Mlp, x: &Tensor) -> Tensor {
+    let mut h = x.clone();
+    for (i, layer) in p.layers.iter().enumerate() {
+        h = h.matmul(&layer.w) + &layer.b;
+        if i + 1 < p.layers.len() {
+            h = nn::relu(&h);
+        }
+    }
+    h
+}
+
+/// Mean softmax cross-entropy against one-hot labels.
+pub fn mlp_loss(p: &Mlp, x: &Tensor, y: &Tensor) -> Tensor {
+    let logp = nn::log_softmax(&mlp_forward(p, x), -1);
+    -(logp * y).sum(-1).mean(..)
+}
+
+pub fn layernorm(x: &Tensor, g: &Tensor, b: &Tensor) -> Tensor {
+    let mean = x.mean_keepdims(-1);
+    let centered = x - &mean;
+    let var = centered.square().mean_keepdims(-1);
+    centered * (var + 1e-5).rsqrt() * g + b
+}
+
+/// One single-head self-attention block with a residual connection.
+pub fn attention(x: &Tensor, wq: &Tensor, wk: &Tensor, wv: &Tensor) -> Tensor {
+    let (q, k, v) = (x.matmul(wq), x.matmul(wk), x.matmul(wv));
+    let d = q.shape()[q.ndim() - 1] as f64;
+    let scores = q.matmul(&k.transpose([0, 2, 1])) / d.sqrt();
+    nn::softmax(&scores, -1).matmul(&v) + x
+}
+
+fn t<I: Tree, O: Tree>(f: impl FnOnce(I) -> O, inputs: I) -> Func {
+    trace(f, &inputs).expect("corpus programs trace")
+}
+
+/// Every corpus program, by name.
+pub fn corpus() -> Vec<(&'static str, Func)> {
+    let s = spec;
+    vec![
+        (
+            "mlp_forward",
+            t(
+                |(p, x): (Mlp, Tensor)| mlp_forward(&p, &x),
+                (mlp_params(&[4, 8, 8, 3]), s(&[2, 4])),
+            ),
+        ),
+        (
+            "mlp_loss",
+            t(
+                |(p, x, y): (Mlp, Tensor, Tensor)| mlp_loss(&p, &x, &y),
+                (mlp_params(&[4, 8, 8, 3]), s(&[2, 4]), s(&[2, 3])),
+            ),
+        ),
+        ("softmax", t(|x: Tensor| nn::softmax(&x, -1), s(&[2, 5]))),
+        (
+            "log_softmax",
+            t(|x: Tensor| nn::log_softmax(&x, 0), s(&[3, 4])),
+        ),
+        (
+            "logsumexp",
+            t(|x: Tensor| nn::logsumexp(&x, [1, 2]), s(&[2, 3, 4])),
+        ),
+        (
+            "layernorm",
+            t(
+                |(x, g, b): (Tensor, Tensor, Tensor)| layernorm(&x, &g, &b),
+                (s(&[4, 6]), s(&[6]), s(&[6])),
+            ),
+        ),
+        (
+            "attention",
+            t(
+                |(x, q, k, v): (Tensor, Tensor, Tensor, Tensor)| attention(&x, &q, &k, &v),
+                (s(&[2, 5, 4]), s(&[4, 4]), s(&[4, 4]), s(&[4, 4])),
+            ),
+        ),
+        (
+            "broadcast_scalars",
+            t(|x: Tensor| (2.0 * &x + 1.0) / (&x - 0.5), s(&[3, 2])),
+        ),
+        (
+            "broadcast_row_col",
+            t(
+                |(r, c): (Tensor, Tensor)| &r * &c + r.sum(..),
+                (s(&[1, 4]), s(&[3, 1])),
+            ),
+        ),
+        (
+            "broadcast_rank_expand",
+            t(
+                |(a, b): (Tensor, Tensor)| &a + &b,
+                (s(&[2, 1, 3]), s(&[4, 1])),
+            ),
+        ),
+        (
+            "unary_chain",
+            t(
+                |x: Tensor| {
+                    let pos = x.abs() + 1.0;
+                    let parts = [
+                        -&x,
+                        x.sign(),
+                        x.floor(),
+                        x.ceil(),
+                        x.round(),
+                        x.round_even(),
+                        x.exp(),
+                        x.expm1(),
+                        pos.log(),
+                        pos.log1p(),
+                        pos.sqrt(),
+                        pos.rsqrt(),
+                        x.tanh(),
+                        x.sigmoid(),
+                        x.sin(),
+                        x.cos(),
+                    ];
+                    Tensor::concatenate(&parts, 0)
+                },
+                s(&[3]),
+            ),
+        ),
+        (
+            "binary_ops",
+            t(
+                |(a, b): (Tensor, Tensor)| {
+                    let parts = [
+                        &a + &b,
+                        &a - &b,
+                        &a * &b,
+                        &a / &b,
+                        &a % &b,
+                        a.abs().pow(&b),
+                        a.maximum(&b),
+                        a.minimum(&b),
+                    ];
+                    Tensor::concatenate(&parts, 1)
+                },
+                (s(&[2, 2]), s(&[2, 2])),
+            ),
+        ),
+        (
+            "compare_select_clamp",
+            t(
+                |(a, b): (Tensor, Tensor)| {
+                    let m = a
+                        .greater(&b)
+                        .logical_and(a.less_equal(2.0))
+                        .logical_or(a.equal(&b));
+                    let n = a
+                        .not_equal(0.0)
+                        .logical_xor(b.greater_equal(&a))
+                        .logical_not();
+                    let c = b.less(1.0);
+                    m.select(&a, &b) + n.select(&a, 0.0) + c.select(1.0, &b) + a.clip(-1.0, 1.0)
+                },
+                (s(&[4]), s(&[4])),
+            ),
+        ),
+        (
+            "convert_dtypes",
+            t(
+                |x: Tensor| {
+                    let h = x.astype(DType::F16);
+                    let bf = x.astype(DType::BF16).astype(DType::F64);
+                    let i = x.astype(DType::I32) * 3;
+                    let u = x.astype(DType::U8).astype(DType::I64);
+                    let flag = x.greater(0.0).astype(DType::F32);
+                    (h, bf, i, u, flag)
+                },
+                s(&[5]),
+            ),
+        ),
+        (
+            "integer_logic",
+            t(
+                |(a, b): (Tensor, Tensor)| {
+                    let bits = a
+                        .logical_and(&b)
+                        .logical_or(a.logical_xor(&b))
+                        .logical_not();
+                    (
+                        bits,
+                        (&a / &b) % 3,
+                        a.prod(..),
+                        b.max(0),
+                        Tensor::arange(DType::I32, 4),
+                    )
+                },
+                (Tensor::spec(DType::I32, [4]), Tensor::spec(DType::I32, [4])),
+            ),
+        ),
+        (
+            "reductions",
+            t(
+                |x: Tensor| {
+                    (
+                        x.sum([0, 2]),
+                        x.max(-1),
+                        x.min(1),
+                        x.prod(..),
+                        x.mean_keepdims(1),
+                    )
+                },
+                s(&[2, 3, 4]),
+            ),
+        ),
+        (
+            "movement",
+            t(
+                |x: Tensor| {
+                    let y = x.transpose([1, 0, 2]).reshape([3, -1]);
+                    let sl = y.slice_strided(&[0, 1], &[3, 8], &[2, 3]);
+                    let pd = sl.pad(&[(1, -1, 0), (0, 2, 1)], 0.5);
+                    let bc = x.sum(2).expand_dims(0).broadcast_to([2, 2, 3]).squeeze(..);
+                    let it = Tensor::iota(DType::F32, [2, 2, 3], 1);
+                    (pd, Tensor::concatenate(&[&bc, &it], 2), x.t())
+                },
+                s(&[2, 3, 4]),
+            ),
+        ),
+        (
+            "batched_matmul",
+            t(
+                |(a, b, v): (Tensor, Tensor, Tensor)| (a.matmul(&b), a.matmul(&v), v.matmul(&b)),
+                (s(&[2, 3, 4]), s(&[4, 5]), s(&[4])),
+            ),
+        ),
+        (
+            "stop_gradient_constants",
+            t(
+                |x: Tensor| {
+                    let c = Tensor::from_vec([3], vec![1.0f32, 2.0, 3.0]);
+                    (x.stop_gradient() * &c + Tensor::ones(DType::F32, [3])).sum(..)
+                },
+                s(&[3]),
+            ),
+        ),
+    ]
+}

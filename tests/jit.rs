@@ -1,0 +1,127 @@
+#![allow(clippy::unwrap_used)]
+
+//! `jit` through the reference interpreter: results, the shape-keyed cache, pytrees.
+
+mod common;
+
+use common::{mlp_forward, Layer, Mlp};
+use ferrax::{jit, DType, Tensor, Tree};
+
+fn vec_f32(t: &Tensor) -> Vec<f32> {
+    t.to_vec::<f32>().unwrap()
+}
+
+#[test]
+fn jit_runs_and_caches_by_signature() {
+    let f = jit(|(x, y): (Tensor, Tensor)| (&x * &y + 1.0).sum(..));
+    let a = Tensor::from_vec([3], vec![1.0f32, 2.0, 3.0]);
+    let b = Tensor::from_vec([3], vec![4.0f32, 5.0, 6.0]);
+    assert_eq!(
+        vec_f32(&f.call((a.clone(), b.clone())).unwrap()),
+        vec![35.0]
+    );
+    assert_eq!(
+        vec_f32(&f.call((b.clone(), a.clone())).unwrap()),
+        vec![35.0]
+    );
+    assert_eq!(f.trace_count(), 1, "same signature must hit the cache");
+    let c = Tensor::from_vec([2], vec![1.0f32, 1.0]);
+    assert_eq!(vec_f32(&f.call((c.clone(), c)).unwrap()), vec![4.0]);
+    assert_eq!(f.trace_count(), 2, "a new shape traces again");
+    let d = Tensor::from_vec([3], vec![1.0f64, 2.0, 3.0]);
+    assert_eq!(
+        f.call((d.clone(), d)).unwrap().to_vec::<f64>().unwrap(),
+        vec![17.0]
+    );
+    assert_eq!(f.trace_count(), 3, "a new dtype traces again");
+}
+
+#[test]
+fn jit_with_struct_parameters() {
+    let params = Mlp {
+        layers: vec![
+            Layer {
+                w: Tensor::from_vec([2, 2], vec![1.0f32, -1.0, 2.0, 0.5]),
+                b: Tensor::from_vec([2], vec![0.5f32, -4.0]),
+            },
+            Layer {
+                w: Tensor::from_vec([2, 1], vec![1.0f32, 2.0]),
+                b: Tensor::from_vec([1], vec![0.25f32]),
+            },
+        ],
+    };
+    let x = Tensor::from_vec([2, 2], vec![1.0f32, 2.0, -1.0, 3.0]);
+    // Row 0: [1,2]@W1 = [5, 0] + b = [5.5, -4] -> relu [5.5, 0] -> 5.5 + 0.25 = 5.75.
+    // Row 1: [-1,3]@W1 = [5, 2.5] + b = [5.5, -1.5] -> relu [5.5, 0] -> 5.75.
+    let f = jit(|(p, x): (Mlp, Tensor)| mlp_forward(&p, &x));
+    let out = f.call((params.clone(), x.clone())).unwrap();
+    assert_eq!(out.shape(), &[2, 1]);
+    assert_eq!(vec_f32(&out), vec![5.75, 5.75]);
+    // Eager evaluation gives the same answer.
+    assert_eq!(vec_f32(&mlp_forward(&params, &x)), vec![5.75, 5.75]);
+}
+
+#[test]
+fn trees_round_trip_through_jit() {
+    #[derive(Tree, Clone)]
+    struct Pair(Tensor, Option<Tensor>);
+    let f = jit(|(p, v): (Pair, Vec<Tensor>)| {
+        let extra = p.1.clone().map(|t| t * 2.0);
+        (Pair(&p.0 + &v[0], extra), [v[1].clone(), v[0].clone()])
+    });
+    let one = Tensor::from_vec([1], vec![1.0f32]);
+    let two = Tensor::from_vec([1], vec![2.0f32]);
+    let (pair, swapped) = f
+        .call((
+            Pair(one.clone(), Some(two.clone())),
+            vec![two.clone(), one.clone()],
+        ))
+        .unwrap();
+    assert_eq!(vec_f32(&pair.0), vec![3.0]);
+    assert_eq!(vec_f32(pair.1.as_ref().unwrap()), vec![4.0]);
+    assert_eq!(vec_f32(&swapped[0]), vec![1.0]);
+    assert_eq!(vec_f32(&swapped[1]), vec![2.0]);
+    let (pair, _) = f.call((Pair(one.clone(), None), vec![two, one])).unwrap();
+    assert!(pair.1.is_none());
+    assert_eq!(f.trace_count(), 2, "Some/None are different structures");
+}
+
+#[test]
+fn lower_gives_the_program_without_running_it() {
+    let f = jit(|x: Tensor| x.exp().sum(..)).named("total");
+    let ir = f.lower(&Tensor::spec(DType::F32, [1024, 1024])).unwrap();
+    insta::assert_snapshot!(ir.to_string(), @r"
+    func @total(%0: f32[1024,1024]) -> (f32[]) {
+      %1 = exp %0 : f32[1024,1024]
+      %2 = reduce_sum %1, axes=[0,1] : f32[]
+      return %2
+    }
+    ");
+}
+
+#[test]
+fn nested_jit_is_inlined() {
+    let inner = jit(|x: Tensor| x.exp());
+    let outer = jit(|x: Tensor| {
+        inner
+            .call(x)
+            .map(|e| e.sum(..))
+            .unwrap_or_else(|_| Tensor::scalar(0.0f32))
+    });
+    let ir = outer.lower(&Tensor::spec(DType::F32, [3])).unwrap();
+    assert_eq!(ir.body.len(), 2, "{ir}");
+    assert_eq!(inner.trace_count(), 0);
+}
+
+#[test]
+fn constants_captured_from_the_environment() {
+    let scale = Tensor::from_vec([3], vec![1.0f32, 10.0, 100.0]);
+    let f = jit(|x: Tensor| &x * &scale);
+    let out = f
+        .call(Tensor::from_vec(
+            [2, 3],
+            vec![1.0f32, 1.0, 1.0, 2.0, 2.0, 2.0],
+        ))
+        .unwrap();
+    assert_eq!(vec_f32(&out), vec![1.0, 10.0, 100.0, 2.0, 20.0, 200.0]);
+}
