@@ -370,7 +370,7 @@ fn build_op(
                     .iter()
                     .map(|w| {
                         parse_scalar(ty.dtype, w).ok_or_else(|| {
-                            p.error_at(lit_at, format!("'{w}' is not a {} value", ty.dtype))
+                            p.error_at(lit_at, format!("'{w}' is not a valid {} value", ty.dtype))
                         })
                     })
                     .collect::<PResult<Vec<_>>>()?;
