@@ -1,3 +1,5 @@
-//! ferrax's compiler: IR→IR transformations (autodiff, egg simplification) and backends
-//! (fusion, kernel IR, Cranelift and PTX codegen). Passes land here in turn; until then `jit`
-//! runs verified IR through the reference interpreter in `ferrax-runtime`.
+//! ferrax's compiler: IR→IR transformations and, in time, the backends (egg simplification,
+//! fusion, kernel IR, Cranelift and PTX codegen).
+
+pub mod autodiff;
+pub mod dce;

@@ -29,11 +29,17 @@ impl Array {
         })
     }
 
-    pub fn from_vec<T: Element>(shape: impl Into<Shape>, data: Vec<T>) -> Result<Array, RuntimeError> {
+    pub fn from_vec<T: Element>(
+        shape: impl Into<Shape>,
+        data: Vec<T>,
+    ) -> Result<Array, RuntimeError> {
         Array::new(shape, T::into_elements(data))
     }
 
-    pub fn from_slice<T: Element>(shape: impl Into<Shape>, data: &[T]) -> Result<Array, RuntimeError> {
+    pub fn from_slice<T: Element>(
+        shape: impl Into<Shape>,
+        data: &[T],
+    ) -> Result<Array, RuntimeError> {
         Array::from_vec(shape, data.to_vec())
     }
 
@@ -160,9 +166,45 @@ impl Array {
     /// The array as an `ndarray::ArrayD`.
     pub fn to_ndarray<T: Element>(&self) -> Result<ndarray::ArrayD<T>, RuntimeError> {
         let v = self.to_vec::<T>()?;
-        ndarray::ArrayD::from_shape_vec(self.dims().to_vec(), v).map_err(|_| RuntimeError::DataLength {
-            shape: self.shape().clone(),
-            len: self.numel(),
+        ndarray::ArrayD::from_shape_vec(self.dims().to_vec(), v).map_err(|_| {
+            RuntimeError::DataLength {
+                shape: self.shape().clone(),
+                len: self.numel(),
+            }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn construction_checks_length_and_dtype() {
+        let a = Array::from_vec([2, 3], vec![1i32, 2, 3, 4, 5, 6]).unwrap();
+        assert_eq!(a.dims(), &[2, 3]);
+        assert_eq!(a.dtype(), DType::I32);
+        assert_eq!(a.to_vec::<i32>().unwrap(), vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!(
+            a.to_vec::<f32>().unwrap_err().to_string(),
+            "expected f32 data, the array holds i32"
+        );
+        let err = Array::from_vec([2, 2], vec![1.0f32; 3]).unwrap_err();
+        assert_eq!(err.to_string(), "3 elements cannot fill shape [2,2]");
+        assert_eq!(Array::scalar(2.5f64).item::<f64>().unwrap(), 2.5);
+        assert!(a.item::<i32>().is_err());
+    }
+
+    #[cfg(feature = "ndarray")]
+    #[test]
+    fn ndarray_round_trip() {
+        let nd = ndarray::Array2::from_shape_fn((2, 3), |(i, j)| (i * 3 + j) as f32);
+        let a = Array::from(nd.clone());
+        assert_eq!(a.dims(), &[2, 3]);
+        assert_eq!(
+            a.to_vec::<f32>().unwrap(),
+            vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+        );
+        assert_eq!(a.to_ndarray::<f32>().unwrap(), nd.into_dyn());
     }
 }

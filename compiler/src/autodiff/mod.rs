@@ -1,0 +1,132 @@
+//! Automatic differentiation as IR→IR transformations.
+//!
+//! [`jvp`] builds the forward-mode program and [`vjp`] the reverse-mode one; both copy the
+//! primal computation and add derivative instructions from per-op rules (`rules/`, one file
+//! per op family, mirroring `ir/src/ops/`). The results are ordinary `Func`s, so transforms
+//! compose: differentiating a `vjp` program gives second derivatives.
+//!
+//! Only floating-point values carry derivatives. Integer and bool values (and the outputs of
+//! comparisons, rounding and `stop_gradient`) have zero derivative; their tangent and
+//! cotangent slots exist so that signatures stay uniform, and are zeros.
+
+mod emit;
+mod rules;
+
+use emit::Emitter;
+use ferrax_ir::{verify, Func, FuncBuilder, TypeError, ValueId, VerifyError};
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum AutodiffError {
+    #[error("a derivative rule built an ill-typed instruction: {0}")]
+    Type(#[from] TypeError),
+    #[error("value {0} is not defined in the derivative program")]
+    Undefined(ValueId),
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+}
+
+/// Forward mode. The result takes `func`'s parameters followed by one tangent per parameter
+/// (same types) and returns `func`'s outputs followed by one tangent per output.
+pub fn jvp(func: &Func) -> Result<Func, AutodiffError> {
+    verify(func)?;
+    let mut e = Emitter {
+        b: FuncBuilder::new(format!("{}_jvp", func.name)),
+    };
+    let mut primal: Vec<ValueId> = func.params.iter().map(|t| e.b.param(t.clone())).collect();
+    let mut tangent: Vec<Option<ValueId>> = func
+        .params
+        .iter()
+        .map(|t| {
+            let p = e.b.param(t.clone());
+            t.dtype.is_float().then_some(p)
+        })
+        .collect();
+    for ins in &func.body {
+        let args: Vec<ValueId> = ins.args.iter().map(|a| primal[a.index()]).collect();
+        let y = e.push(ins.op.clone(), &args)?;
+        let tangents: Vec<Option<ValueId>> = ins.args.iter().map(|a| tangent[a.index()]).collect();
+        let t = if ins.ty.dtype.is_float() && tangents.iter().any(Option::is_some) {
+            rules::jvp(&mut e, &ins.op, &args, &tangents, y)?
+        } else {
+            None
+        };
+        primal.push(y);
+        tangent.push(t);
+    }
+    let mut outputs: Vec<ValueId> = func.outputs.iter().map(|o| primal[o.index()]).collect();
+    for o in &func.outputs {
+        let t = match tangent[o.index()] {
+            Some(t) => t,
+            None => e.full_like(0.0, primal[o.index()])?,
+        };
+        outputs.push(t);
+    }
+    finish(e, outputs)
+}
+
+/// Reverse mode. The result takes `func`'s parameters followed by one cotangent per output
+/// (same types) and returns `func`'s outputs followed by one cotangent per parameter.
+pub fn vjp(func: &Func) -> Result<Func, AutodiffError> {
+    verify(func)?;
+    let mut e = Emitter {
+        b: FuncBuilder::new(format!("{}_vjp", func.name)),
+    };
+    let mut primal: Vec<ValueId> = func.params.iter().map(|t| e.b.param(t.clone())).collect();
+    let out_cts: Vec<ValueId> = func
+        .outputs
+        .iter()
+        .filter_map(|&o| func.value_type(o).cloned())
+        .map(|t| e.b.param(t))
+        .collect();
+    for ins in &func.body {
+        let args: Vec<ValueId> = ins.args.iter().map(|a| primal[a.index()]).collect();
+        primal.push(e.push(ins.op.clone(), &args)?);
+    }
+    let mut ct: Vec<Option<ValueId>> = vec![None; func.num_values()];
+    for (o, &g) in func.outputs.iter().zip(&out_cts) {
+        if func.value_type(*o).is_some_and(|t| t.dtype.is_float()) {
+            accumulate(&mut e, &mut ct[o.index()], g)?;
+        }
+    }
+    for (i, ins) in func.body.iter().enumerate().rev() {
+        let out = func.instr_value(i);
+        let Some(g) = ct[out.index()] else {
+            continue;
+        };
+        let args: Vec<ValueId> = ins.args.iter().map(|a| primal[a.index()]).collect();
+        let contributions = rules::vjp(&mut e, &ins.op, &args, primal[out.index()], g)?;
+        for (a, c) in ins.args.iter().zip(contributions) {
+            let differentiable = func.value_type(*a).is_some_and(|t| t.dtype.is_float());
+            if let (Some(c), true) = (c, differentiable) {
+                accumulate(&mut e, &mut ct[a.index()], c)?;
+            }
+        }
+    }
+    let mut outputs: Vec<ValueId> = func.outputs.iter().map(|o| primal[o.index()]).collect();
+    for (p, slot) in ct.iter().take(func.params.len()).enumerate() {
+        let g = match slot {
+            Some(g) => *g,
+            None => e.full_like(0.0, primal[p])?,
+        };
+        outputs.push(g);
+    }
+    finish(e, outputs)
+}
+
+fn accumulate(
+    e: &mut Emitter,
+    slot: &mut Option<ValueId>,
+    c: ValueId,
+) -> Result<(), AutodiffError> {
+    *slot = Some(match *slot {
+        Some(prev) => e.add(prev, c)?,
+        None => c,
+    });
+    Ok(())
+}
+
+fn finish(e: Emitter, outputs: Vec<ValueId>) -> Result<Func, AutodiffError> {
+    let func = crate::dce::eliminate_dead_code(&e.b.finish(outputs));
+    verify(&func)?;
+    Ok(func)
+}

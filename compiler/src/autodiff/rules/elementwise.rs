@@ -1,0 +1,277 @@
+//! Elementwise ops. Each rule is stated once as the partial derivative of the result with
+//! respect to each operand (a [`Factor`]); forward mode multiplies tangents by it, reverse
+//! mode multiplies the cotangent by it.
+
+use super::{or_zero, sum_terms, Emitter, R};
+use ferrax_ir::{BinaryOp, CompareOp, DType, UnaryOp, ValueId};
+
+/// A partial derivative, with the common constant cases kept symbolic.
+enum Factor {
+    Zero,
+    One,
+    NegOne,
+    Of(ValueId),
+}
+
+fn times(e: &mut Emitter, f: &Factor, t: ValueId) -> R<Option<ValueId>> {
+    Ok(match f {
+        Factor::Zero => None,
+        Factor::One => Some(t),
+        Factor::NegOne => Some(e.neg(t)?),
+        Factor::Of(v) => Some(e.mul(t, *v)?),
+    })
+}
+
+fn recip(e: &mut Emitter, x: ValueId) -> R {
+    let one = e.full_like(1.0, x)?;
+    e.div(one, x)
+}
+
+/// d y / d x for `y = u(x)`.
+fn unary_factor(e: &mut Emitter, u: UnaryOp, x: ValueId, y: ValueId) -> R<Factor> {
+    Ok(match u {
+        UnaryOp::Neg => Factor::NegOne,
+        UnaryOp::Sign
+        | UnaryOp::Floor
+        | UnaryOp::Ceil
+        | UnaryOp::Round
+        | UnaryOp::RoundEven
+        | UnaryOp::Not => Factor::Zero,
+        UnaryOp::Abs => Factor::Of(e.unary(UnaryOp::Sign, x)?),
+        UnaryOp::Exp => Factor::Of(y),
+        UnaryOp::Expm1 => {
+            let one = e.full_like(1.0, y)?;
+            Factor::Of(e.add(y, one)?)
+        }
+        UnaryOp::Log => Factor::Of(recip(e, x)?),
+        UnaryOp::Log1p => {
+            let one = e.full_like(1.0, x)?;
+            let x1 = e.add(x, one)?;
+            Factor::Of(recip(e, x1)?)
+        }
+        UnaryOp::Sqrt => {
+            let half = e.full_like(0.5, y)?;
+            Factor::Of(e.div(half, y)?)
+        }
+        UnaryOp::Rsqrt => {
+            let half_y = e.scale(y, -0.5)?;
+            Factor::Of(e.div(half_y, x)?)
+        }
+        UnaryOp::Tanh => {
+            let one = e.full_like(1.0, y)?;
+            let y2 = e.mul(y, y)?;
+            Factor::Of(e.sub(one, y2)?)
+        }
+        UnaryOp::Logistic => {
+            let one = e.full_like(1.0, y)?;
+            let rest = e.sub(one, y)?;
+            Factor::Of(e.mul(y, rest)?)
+        }
+        UnaryOp::Sin => Factor::Of(e.unary(UnaryOp::Cos, x)?),
+        UnaryOp::Cos => {
+            let s = e.unary(UnaryOp::Sin, x)?;
+            Factor::Of(e.neg(s)?)
+        }
+    })
+}
+
+pub(super) fn unary_jvp(
+    e: &mut Emitter,
+    u: UnaryOp,
+    x: ValueId,
+    t: Option<ValueId>,
+    y: ValueId,
+) -> R<Option<ValueId>> {
+    let Some(t) = t else { return Ok(None) };
+    let f = unary_factor(e, u, x, y)?;
+    times(e, &f, t)
+}
+
+pub(super) fn unary_vjp(
+    e: &mut Emitter,
+    u: UnaryOp,
+    x: ValueId,
+    y: ValueId,
+    g: ValueId,
+) -> R<Option<ValueId>> {
+    let f = unary_factor(e, u, x, y)?;
+    times(e, &f, g)
+}
+
+/// JAX's tie rule for max/min: where both operands equal the result, each gets half.
+fn balanced(e: &mut Emitter, this: ValueId, result: ValueId, other: ValueId) -> R {
+    let dtype = e.ty(result)?.dtype;
+    let hit = e.compare(CompareOp::Eq, this, result)?;
+    let num = e.mask(hit, dtype)?;
+    let tie = e.compare(CompareOp::Eq, other, result)?;
+    let tie = e.mask(tie, dtype)?;
+    let one = e.full_like(1.0, result)?;
+    let den = e.add(one, tie)?;
+    e.div(num, den)
+}
+
+/// (d y / d a, d y / d b) for `y = op(a, b)`.
+fn binary_factors(
+    e: &mut Emitter,
+    op: BinaryOp,
+    a: ValueId,
+    b: ValueId,
+    y: ValueId,
+) -> R<(Factor, Factor)> {
+    Ok(match op {
+        BinaryOp::Add => (Factor::One, Factor::One),
+        BinaryOp::Sub => (Factor::One, Factor::NegOne),
+        BinaryOp::Mul => (Factor::Of(b), Factor::Of(a)),
+        BinaryOp::Div => {
+            let inv = recip(e, b)?;
+            let q = e.div(y, b)?;
+            (Factor::Of(inv), Factor::Of(e.neg(q)?))
+        }
+        BinaryOp::Rem => {
+            // rem(a, b) = a - b * trunc(a / b)
+            let q = e.div(a, b)?;
+            let s = e.unary(UnaryOp::Sign, q)?;
+            let m = e.unary(UnaryOp::Abs, q)?;
+            let m = e.unary(UnaryOp::Floor, m)?;
+            let trunc = e.mul(s, m)?;
+            (Factor::One, Factor::Of(e.neg(trunc)?))
+        }
+        BinaryOp::Pow => {
+            let zero = e.full_like(0.0, b)?;
+            let one = e.full_like(1.0, b)?;
+            let b_is_zero = e.compare(CompareOp::Eq, b, zero)?;
+            let bm1 = e.sub(b, one)?;
+            let p = e.binary(BinaryOp::Pow, a, bm1)?;
+            let da = e.mul(b, p)?;
+            let da = e.select(b_is_zero, zero, da)?;
+            let a_is_zero = e.compare(CompareOp::Eq, a, zero)?;
+            let safe_a = e.select(a_is_zero, one, a)?;
+            let log_a = e.unary(UnaryOp::Log, safe_a)?;
+            (Factor::Of(da), Factor::Of(e.mul(log_a, y)?))
+        }
+        BinaryOp::Max | BinaryOp::Min => (
+            Factor::Of(balanced(e, a, y, b)?),
+            Factor::Of(balanced(e, b, y, a)?),
+        ),
+        BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => (Factor::Zero, Factor::Zero),
+    })
+}
+
+pub(super) fn binary_jvp(
+    e: &mut Emitter,
+    op: BinaryOp,
+    x: &[ValueId],
+    t: &[Option<ValueId>],
+    y: ValueId,
+) -> R<Option<ValueId>> {
+    let (fa, fb) = binary_factors(e, op, x[0], x[1], y)?;
+    let ta = match t[0] {
+        Some(t) => times(e, &fa, t)?,
+        None => None,
+    };
+    let tb = match t[1] {
+        Some(t) => times(e, &fb, t)?,
+        None => None,
+    };
+    sum_terms(e, [ta, tb])
+}
+
+pub(super) fn binary_vjp(
+    e: &mut Emitter,
+    op: BinaryOp,
+    x: &[ValueId],
+    y: ValueId,
+    g: ValueId,
+) -> R<Vec<Option<ValueId>>> {
+    let (fa, fb) = binary_factors(e, op, x[0], x[1], y)?;
+    Ok(vec![times(e, &fa, g)?, times(e, &fb, g)?])
+}
+
+pub(super) fn select_jvp(
+    e: &mut Emitter,
+    x: &[ValueId],
+    t: &[Option<ValueId>],
+) -> R<Option<ValueId>> {
+    if t[1].is_none() && t[2].is_none() {
+        return Ok(None);
+    }
+    let on_true = or_zero(e, t[1], x[1])?;
+    let on_false = or_zero(e, t[2], x[2])?;
+    Ok(Some(e.select(x[0], on_true, on_false)?))
+}
+
+pub(super) fn select_vjp(e: &mut Emitter, x: &[ValueId], g: ValueId) -> R<Vec<Option<ValueId>>> {
+    let zero = e.full_like(0.0, g)?;
+    Ok(vec![
+        None,
+        Some(e.select(x[0], g, zero)?),
+        Some(e.select(x[0], zero, g)?),
+    ])
+}
+
+/// Where each of `clamp(lo, x, hi)`'s operands passes through, following JAX: `x` strictly
+/// inside the bounds, `lo` where it is above `x` (and below `hi`), `hi` where it is below `x`.
+fn clamp_masks(e: &mut Emitter, x: &[ValueId]) -> R<[ValueId; 3]> {
+    let shape = e.ty(x[1])?.shape;
+    let lo = e.broadcast(x[0], &shape, Vec::new())?;
+    let hi = e.broadcast(x[2], &shape, Vec::new())?;
+    let above_lo = e.compare(CompareOp::Gt, x[1], lo)?;
+    let below_hi = e.compare(CompareOp::Lt, x[1], hi)?;
+    let inside = e.binary(BinaryOp::And, above_lo, below_hi)?;
+    let lo_wins = e.compare(CompareOp::Gt, lo, x[1])?;
+    let lo_ok = e.compare(CompareOp::Lt, lo, hi)?;
+    let lo_wins = e.binary(BinaryOp::And, lo_wins, lo_ok)?;
+    let hi_wins = e.compare(CompareOp::Lt, hi, x[1])?;
+    Ok([lo_wins, inside, hi_wins])
+}
+
+pub(super) fn clamp_jvp(
+    e: &mut Emitter,
+    x: &[ValueId],
+    t: &[Option<ValueId>],
+) -> R<Option<ValueId>> {
+    let masks = clamp_masks(e, x)?;
+    let shape = e.ty(x[1])?.shape;
+    let mut terms = Vec::new();
+    for (k, tk) in t.iter().enumerate() {
+        if let Some(tk) = tk {
+            let tk = e.broadcast(*tk, &shape, Vec::new())?;
+            let zero = e.full_like(0.0, tk)?;
+            terms.push(Some(e.select(masks[k], tk, zero)?));
+        }
+    }
+    sum_terms(e, terms)
+}
+
+pub(super) fn clamp_vjp(e: &mut Emitter, x: &[ValueId], g: ValueId) -> R<Vec<Option<ValueId>>> {
+    let masks = clamp_masks(e, x)?;
+    let zero = e.full_like(0.0, g)?;
+    let mut out = Vec::with_capacity(3);
+    for (k, &xk) in x.iter().enumerate() {
+        let picked = e.select(masks[k], g, zero)?;
+        let shape = e.ty(xk)?.shape;
+        out.push(Some(e.sum_to(picked, &shape)?));
+    }
+    Ok(out)
+}
+
+pub(super) fn convert_jvp(
+    e: &mut Emitter,
+    x: ValueId,
+    t: Option<ValueId>,
+    to: DType,
+) -> R<Option<ValueId>> {
+    match t {
+        Some(t) if e.ty(x)?.dtype.is_float() && to.is_float() => Ok(Some(e.convert(t, to)?)),
+        _ => Ok(None),
+    }
+}
+
+pub(super) fn convert_vjp(e: &mut Emitter, x: ValueId, g: ValueId) -> R<Option<ValueId>> {
+    let from = e.ty(x)?.dtype;
+    if from.is_float() {
+        Ok(Some(e.convert(g, from)?))
+    } else {
+        Ok(None)
+    }
+}

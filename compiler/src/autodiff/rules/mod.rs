@@ -1,0 +1,86 @@
+//! Derivative rules, dispatched exhaustively over `Op` so that a new op without rules does
+//! not compile. `jvp` returns the tangent of an instruction's result (`None` for zero); `vjp`
+//! returns the cotangent contribution for each operand.
+
+mod contract;
+mod elementwise;
+mod movement;
+mod reduce;
+
+use super::emit::{Emitter, R};
+use ferrax_ir::{Op, ValueId};
+
+pub(super) fn jvp(
+    e: &mut Emitter,
+    op: &Op,
+    x: &[ValueId],
+    t: &[Option<ValueId>],
+    y: ValueId,
+) -> R<Option<ValueId>> {
+    match op {
+        Op::Constant(_) | Op::Iota { .. } | Op::Compare(_) | Op::StopGradient => Ok(None),
+        Op::Unary(u) => elementwise::unary_jvp(e, *u, x[0], t[0], y),
+        Op::Binary(b) => elementwise::binary_jvp(e, *b, x, t, y),
+        Op::Select => elementwise::select_jvp(e, x, t),
+        Op::Clamp => elementwise::clamp_jvp(e, x, t),
+        Op::Convert { to } => elementwise::convert_jvp(e, x[0], t[0], *to),
+        Op::BroadcastInDim { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Pad { .. }
+        | Op::Concatenate { .. } => movement::jvp(e, op, x, t),
+        Op::Reduce { op: r, axes } => reduce::jvp(e, *r, axes, x[0], t[0], y),
+        Op::DotGeneral(dims) => contract::jvp(e, dims, x, t),
+    }
+}
+
+pub(super) fn vjp(
+    e: &mut Emitter,
+    op: &Op,
+    x: &[ValueId],
+    y: ValueId,
+    g: ValueId,
+) -> R<Vec<Option<ValueId>>> {
+    match op {
+        Op::Constant(_) | Op::Iota { .. } => Ok(Vec::new()),
+        Op::Compare(_) => Ok(vec![None, None]),
+        Op::StopGradient => Ok(vec![None]),
+        Op::Unary(u) => Ok(vec![elementwise::unary_vjp(e, *u, x[0], y, g)?]),
+        Op::Binary(b) => elementwise::binary_vjp(e, *b, x, y, g),
+        Op::Select => elementwise::select_vjp(e, x, g),
+        Op::Clamp => elementwise::clamp_vjp(e, x, g),
+        Op::Convert { .. } => Ok(vec![elementwise::convert_vjp(e, x[0], g)?]),
+        Op::BroadcastInDim { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Pad { .. }
+        | Op::Concatenate { .. } => movement::vjp(e, op, x, g),
+        Op::Reduce { op: r, axes } => Ok(vec![reduce::vjp(e, *r, axes, x[0], y, g)?]),
+        Op::DotGeneral(dims) => contract::vjp(e, dims, x, g),
+    }
+}
+
+/// `t`, or zeros shaped like `like` where the tangent is symbolically zero.
+fn or_zero(e: &mut Emitter, t: Option<ValueId>, like: ValueId) -> R {
+    match t {
+        Some(t) => Ok(t),
+        None => e.full_like(0.0, like),
+    }
+}
+
+/// The sum of the present terms, `None` if there are none.
+fn sum_terms(
+    e: &mut Emitter,
+    terms: impl IntoIterator<Item = Option<ValueId>>,
+) -> R<Option<ValueId>> {
+    let mut acc = None;
+    for t in terms.into_iter().flatten() {
+        acc = Some(match acc {
+            Some(a) => e.add(a, t)?,
+            None => t,
+        });
+    }
+    Ok(acc)
+}

@@ -1,0 +1,266 @@
+//! The autodiff API (`jax.grad` and friends). Each transform traces the user function to IR,
+//! differentiates the IR with `ferrax_compiler::autodiff`, and replays the derivative program
+//! on the actual arguments: eagerly for concrete tensors, or into the enclosing trace for
+//! tracers, which is what makes `grad(grad(f))` and `jit(grad(f))` compose.
+//!
+//! A function passed to a transform must be a function of its arguments: closing over a
+//! tracer of an enclosing trace is reported as an error.
+
+use crate::tensor::{apply, Inner};
+use crate::trace::trace_named;
+use crate::{Error, Result, Tensor, Tree, TreeDef};
+use ferrax_compiler::autodiff;
+use ferrax_ir::{DType, Func};
+use std::panic::Location;
+use std::rc::Rc;
+
+/// Replays `func` on `args` through the tensor operations.
+#[track_caller]
+fn call_func(func: &Func, args: &[Tensor]) -> Vec<Tensor> {
+    let mut values: Vec<Tensor> = args.to_vec();
+    for ins in &func.body {
+        let operands: Vec<&Tensor> = ins.args.iter().map(|a| &values[a.index()]).collect();
+        let out = apply(ins.op.clone(), &operands);
+        values.push(out);
+    }
+    func.outputs
+        .iter()
+        .map(|o| values[o.index()].clone())
+        .collect()
+}
+
+/// A tree shaped like `def` whose every leaf carries `error`.
+fn failed_tree<T: Tree>(def: &TreeDef, leaves: &[Tensor], error: Error) -> T {
+    let error = Rc::new(error);
+    let mut failed = leaves.iter().map(|l| {
+        Tensor(Inner::Failed {
+            error: error.clone(),
+            ty: l.ty().clone(),
+        })
+    });
+    T::unflatten(def, &mut failed)
+        .unwrap_or_else(|e| unreachable!("a Tree does not rebuild from its own flattening: {e}"))
+}
+
+struct Prepared {
+    leaves: Vec<Tensor>,
+    def: TreeDef,
+    func: Func,
+    out_def: TreeDef,
+}
+
+fn prepare<I: Tree, O: Tree>(f: impl FnOnce(I) -> O, args: &I) -> Result<Prepared> {
+    let mut leaves = Vec::new();
+    let def = args.flatten(&mut leaves);
+    let traced = trace_named("f", f, args)?;
+    Ok(Prepared {
+        leaves,
+        def,
+        func: traced.func,
+        out_def: traced.out_def,
+    })
+}
+
+fn autodiff_error(location: &'static Location<'static>, e: autodiff::AutodiffError) -> Error {
+    Error::Trace {
+        location,
+        message: format!("differentiation failed: {e}"),
+    }
+}
+
+fn value_and_grad_impl<I: Tree>(
+    f: impl FnOnce(I) -> Tensor,
+    args: &I,
+    location: &'static Location<'static>,
+) -> Result<(Tensor, Vec<Tensor>, TreeDef)> {
+    let p = prepare(f, args)?;
+    let out_ty = p.func.output_types();
+    match out_ty.as_slice() {
+        [t] if t.rank() == 0 && t.dtype.is_float() => {}
+        _ => {
+            let shown: Vec<String> = out_ty.iter().map(|t| t.to_string()).collect();
+            return Err(Error::Trace {
+                location,
+                message: format!(
+                    "grad needs a function returning a float scalar, this one returns ({})",
+                    shown.join(", ")
+                ),
+            });
+        }
+    }
+    let vjp_func = autodiff::vjp(&p.func).map_err(|e| autodiff_error(location, e))?;
+    let mut inputs = p.leaves.clone();
+    inputs.push(Tensor::ones(out_ty[0].dtype, []));
+    let mut outs = call_func(&vjp_func, &inputs);
+    let grads = outs.split_off(1);
+    let value = outs.remove(0);
+    Ok((value, grads, p.def))
+}
+
+/// `jax.value_and_grad`: the value of a scalar function and its gradient with respect to
+/// every leaf of its argument tree (integer leaves get zeros).
+#[track_caller]
+pub fn value_and_grad<I: Tree, F: Fn(I) -> Tensor>(f: F) -> impl Fn(I) -> (Tensor, I) {
+    let location = Location::caller();
+    move |args: I| {
+        let mut leaves = Vec::new();
+        let def = args.flatten(&mut leaves);
+        match value_and_grad_impl(&f, &args, location) {
+            Ok((value, grads, def)) => {
+                let mut it = grads.into_iter();
+                match I::unflatten(&def, &mut it) {
+                    Ok(g) => (value, g),
+                    Err(e) => (Tensor::scalar(0.0f32), failed_tree(&def, &leaves, e)),
+                }
+            }
+            Err(e) => {
+                let value = Tensor(Inner::Failed {
+                    error: Rc::new(e.clone()),
+                    ty: ferrax_ir::TensorType::scalar(DType::F32),
+                });
+                (value, failed_tree(&def, &leaves, e))
+            }
+        }
+    }
+}
+
+/// `jax.grad`: the gradient of a scalar function with respect to its whole argument tree.
+#[track_caller]
+pub fn grad<I: Tree, F: Fn(I) -> Tensor>(f: F) -> impl Fn(I) -> I {
+    let vg = value_and_grad(f);
+    move |args: I| vg(args).1
+}
+
+/// `jax.jvp`: the outputs of `f` at `primals` and their derivative along `tangents`.
+#[track_caller]
+pub fn jvp<I: Tree, O: Tree>(f: impl FnOnce(I) -> O, primals: &I, tangents: &I) -> Result<(O, O)> {
+    let location = Location::caller();
+    let p = prepare(f, primals)?;
+    let mut t_leaves = Vec::new();
+    let t_def = tangents.flatten(&mut t_leaves);
+    if t_def != p.def {
+        return Err(Error::Tree {
+            expected: format!("tangents shaped like the primals {}", p.def),
+            found: t_def.to_string(),
+        });
+    }
+    for (pl, tl) in p.leaves.iter().zip(&t_leaves) {
+        if pl.ty() != tl.ty() {
+            return Err(Error::Trace {
+                location,
+                message: format!("jvp: tangent {} does not match primal {}", tl.ty(), pl.ty()),
+            });
+        }
+    }
+    let jvp_func = autodiff::jvp(&p.func).map_err(|e| autodiff_error(location, e))?;
+    let mut inputs = p.leaves;
+    inputs.extend(t_leaves);
+    let mut outs = call_func(&jvp_func, &inputs);
+    let tangents_out = outs.split_off(p.func.outputs.len());
+    let first_error = outs
+        .iter()
+        .chain(&tangents_out)
+        .find_map(|t| t.error().cloned());
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    let primal = O::unflatten(&p.out_def, &mut outs.into_iter())?;
+    let tangent = O::unflatten(&p.out_def, &mut tangents_out.into_iter())?;
+    Ok((primal, tangent))
+}
+
+/// The pullback returned by [`vjp`]: maps output cotangents to input cotangents.
+pub struct Pullback<I, O> {
+    primals: Vec<Tensor>,
+    def: TreeDef,
+    out_def: TreeDef,
+    vjp_func: Func,
+    location: &'static Location<'static>,
+    _types: std::marker::PhantomData<fn(O) -> I>,
+}
+
+impl<I: Tree, O: Tree> Pullback<I, O> {
+    pub fn call(&self, cotangents: &O) -> Result<I> {
+        let mut ct = Vec::new();
+        let def = cotangents.flatten(&mut ct);
+        if def != self.out_def {
+            return Err(Error::Tree {
+                expected: format!("cotangents shaped like the outputs {}", self.out_def),
+                found: def.to_string(),
+            });
+        }
+        let n_out = ct.len();
+        for (k, (c, want)) in ct
+            .iter()
+            .zip(self.vjp_func.params.iter().skip(self.primals.len()))
+            .enumerate()
+        {
+            if c.ty() != want {
+                return Err(Error::Trace {
+                    location: self.location,
+                    message: format!("vjp: cotangent {k} is {} but the output is {want}", c.ty()),
+                });
+            }
+        }
+        let mut inputs = self.primals.clone();
+        inputs.extend(ct);
+        let mut outs = call_func(&self.vjp_func, &inputs);
+        let grads = outs.split_off(n_out);
+        if let Some(e) = grads.iter().find_map(|t| t.error().cloned()) {
+            return Err(e);
+        }
+        I::unflatten(&self.def, &mut grads.into_iter())
+    }
+}
+
+/// `jax.vjp`: the outputs of `f` at `primals` and a pullback for reverse-mode derivatives.
+#[track_caller]
+pub fn vjp<I: Tree, O: Tree>(f: impl FnOnce(I) -> O, primals: &I) -> Result<(O, Pullback<I, O>)> {
+    let location = Location::caller();
+    let p = prepare(f, primals)?;
+    let vjp_func = autodiff::vjp(&p.func).map_err(|e| autodiff_error(location, e))?;
+    let mut outs = call_func(&p.func, &p.leaves);
+    if let Some(e) = outs.iter().find_map(|t| t.error().cloned()) {
+        return Err(e);
+    }
+    outs.truncate(p.func.outputs.len());
+    let out = O::unflatten(&p.out_def, &mut outs.into_iter())?;
+    Ok((
+        out,
+        Pullback {
+            primals: p.leaves,
+            def: p.def,
+            out_def: p.out_def,
+            vjp_func,
+            location,
+            _types: std::marker::PhantomData,
+        },
+    ))
+}
+
+/// `jax.hessian` of a scalar function of one tensor: the matrix of second derivatives,
+/// shaped `x.shape + x.shape`, built from one Hessian-vector product (`jvp` of `grad`) per
+/// element of `x`. Meant for small inputs.
+#[track_caller]
+pub fn hessian<F: Fn(Tensor) -> Tensor>(f: F) -> impl Fn(&Tensor) -> Result<Tensor> {
+    let g = grad(f);
+    move |x: &Tensor| {
+        let n = x.numel();
+        let mut rows = Vec::with_capacity(n);
+        for i in 0..n {
+            let basis = Tensor::arange(DType::I32, n)
+                .equal(i as i32)
+                .astype(x.dtype())
+                .reshape(x.shape().to_vec());
+            let (_, hv) = jvp(&g, x, &basis)?;
+            rows.push(hv.reshape([1, n]));
+        }
+        let mut shape = x.shape().to_vec();
+        shape.extend_from_slice(x.shape());
+        let h = Tensor::concatenate(&rows, 0).reshape(shape);
+        match h.error() {
+            Some(e) => Err(e.clone()),
+            None => Ok(h),
+        }
+    }
+}
