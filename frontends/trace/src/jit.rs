@@ -58,6 +58,10 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
             arrays.push(leaf.to_array()?);
         }
         let program = self.program(&args, structure, &leaves)?;
+        if !program.captures.is_empty() {
+            // The function closes over tracers of an enclosing trace: inline it there.
+            return Ok((self.f)(args));
+        }
         let outputs = interpret(&program.func, &arrays)?;
         let mut out_leaves = outputs.into_iter().map(Tensor::new);
         O::unflatten(&program.out_def, &mut out_leaves)
@@ -92,7 +96,9 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         }
         let traced = Rc::new(trace_named(&self.name, &self.f, args)?);
         self.traces.set(self.traces.get() + 1);
-        self.cache.borrow_mut().insert(key, traced.clone());
+        if traced.captures.is_empty() {
+            self.cache.borrow_mut().insert(key, traced.clone());
+        }
         Ok(traced)
     }
 }

@@ -4,9 +4,9 @@
 //! failed tensor that carries the error (with the user's source line) to the point where a
 //! result is demanded (`trace`, `jit(..).call`, `Tensor::to_array`).
 
-use crate::trace::TraceCtx;
+use crate::trace::{Local, TraceCtx};
 use crate::Error;
-use ferrax_ir::{DType, Element, Elements, Literal, Op, Scalar, Shape, TensorType, ValueId};
+use ferrax_ir::{DType, Element, Elements, Literal, Op, Scalar, Shape, TensorType};
 use ferrax_runtime::{eval_op, Array};
 use std::fmt;
 use std::panic::Location;
@@ -22,7 +22,7 @@ pub(crate) enum Inner {
     Abstract(TensorType),
     Traced {
         ctx: Rc<TraceCtx>,
-        id: ValueId,
+        id: Local,
         ty: TensorType,
     },
     /// The result of a failed operation; `ty` is a best guess so that shape queries still work.
@@ -183,7 +183,7 @@ impl fmt::Debug for Tensor {
         match &self.0 {
             Inner::Concrete(a) => write!(f, "Tensor({a})"),
             Inner::Abstract(ty) => write!(f, "Tensor(spec {ty})"),
-            Inner::Traced { id, ty, .. } => write!(f, "Tensor(traced {id}: {ty})"),
+            Inner::Traced { id, ty, .. } => write!(f, "Tensor(traced {id:?}: {ty})"),
             Inner::Failed { error, .. } => write!(f, "Tensor(failed: {error})"),
         }
     }
@@ -210,10 +210,9 @@ pub(crate) fn apply(op: Op, args: &[&Tensor]) -> Tensor {
     if let Some(failed) = args.iter().find(|a| a.error().is_some()) {
         return (*failed).clone();
     }
-    match common_ctx(args) {
-        Err(message) => Tensor::failed(location, message, guess),
-        Ok(Some(ctx)) => ctx.push(op, args, location, guess),
-        Ok(None) => {
+    match innermost_ctx(args) {
+        Some(ctx) => ctx.push(op, args, location, guess),
+        None => {
             let mut arrays = Vec::with_capacity(args.len());
             for a in args {
                 match &a.0 {
@@ -236,19 +235,13 @@ pub(crate) fn apply(op: Op, args: &[&Tensor]) -> Tensor {
     }
 }
 
-/// The one trace that the traced arguments belong to, if any.
-fn common_ctx(args: &[&Tensor]) -> Result<Option<Rc<TraceCtx>>, String> {
-    let mut found: Option<&Rc<TraceCtx>> = None;
-    for ctx in args.iter().filter_map(|a| a.trace_ctx()) {
-        match found {
-            Some(f) if !Rc::ptr_eq(f, ctx) => return Err(
-                "operands come from two different traces (a traced tensor escaped its function)"
-                    .into(),
-            ),
-            _ => found = Some(ctx),
-        }
-    }
-    Ok(found.cloned())
+/// The trace an operation on `args` is recorded in: the innermost (most recently started)
+/// trace among the traced arguments. Tracers of enclosing traces are captured by it.
+fn innermost_ctx(args: &[&Tensor]) -> Option<Rc<TraceCtx>> {
+    args.iter()
+        .filter_map(|a| a.trace_ctx())
+        .max_by_key(|c| c.serial())
+        .cloned()
 }
 
 /// A literal for `array`, stored as a splat when every element is equal.

@@ -3,8 +3,8 @@
 //! on the actual arguments: eagerly for concrete tensors, or into the enclosing trace for
 //! tracers, which is what makes `grad(grad(f))` and `jit(grad(f))` compose.
 //!
-//! A function passed to a transform must be a function of its arguments: closing over a
-//! tracer of an enclosing trace is reported as an error.
+//! A function may close over tracers of an enclosing trace (`grad(|p| loss(p, &x))` inside
+//! `jit`): they are extra primal inputs of the traced program, with zero tangents.
 
 use crate::tensor::{apply, Inner};
 use crate::trace::trace_named;
@@ -43,7 +43,11 @@ fn failed_tree<T: Tree>(def: &TreeDef, leaves: &[Tensor], error: Error) -> T {
 }
 
 struct Prepared {
-    leaves: Vec<Tensor>,
+    /// The argument leaves followed by the enclosing-trace tracers `f` closes over: the
+    /// primal inputs of `func`.
+    primals: Vec<Tensor>,
+    /// How many of `primals` are argument leaves.
+    num_leaves: usize,
     def: TreeDef,
     func: Func,
     out_def: TreeDef,
@@ -53,8 +57,11 @@ fn prepare<I: Tree, O: Tree>(f: impl FnOnce(I) -> O, args: &I) -> Result<Prepare
     let mut leaves = Vec::new();
     let def = args.flatten(&mut leaves);
     let traced = trace_named("f", f, args)?;
+    let num_leaves = leaves.len();
+    leaves.extend(traced.captures);
     Ok(Prepared {
-        leaves,
+        primals: leaves,
+        num_leaves,
         def,
         func: traced.func,
         out_def: traced.out_def,
@@ -89,10 +96,11 @@ fn value_and_grad_impl<I: Tree>(
         }
     }
     let vjp_func = autodiff::vjp(&p.func).map_err(|e| autodiff_error(location, e))?;
-    let mut inputs = p.leaves.clone();
+    let mut inputs = p.primals;
     inputs.push(Tensor::ones(out_ty[0].dtype, []));
     let mut outs = call_func(&vjp_func, &inputs);
-    let grads = outs.split_off(1);
+    let mut grads = outs.split_off(1);
+    grads.truncate(p.num_leaves);
     let value = outs.remove(0);
     Ok((value, grads, p.def))
 }
@@ -144,7 +152,7 @@ pub fn jvp<I: Tree, O: Tree>(f: impl FnOnce(I) -> O, primals: &I, tangents: &I) 
             found: t_def.to_string(),
         });
     }
-    for (pl, tl) in p.leaves.iter().zip(&t_leaves) {
+    for (pl, tl) in p.primals.iter().zip(&t_leaves) {
         if pl.ty() != tl.ty() {
             return Err(Error::Trace {
                 location,
@@ -153,8 +161,13 @@ pub fn jvp<I: Tree, O: Tree>(f: impl FnOnce(I) -> O, primals: &I, tangents: &I) 
         }
     }
     let jvp_func = autodiff::jvp(&p.func).map_err(|e| autodiff_error(location, e))?;
-    let mut inputs = p.leaves;
+    let captured_tangents: Vec<Tensor> = p.primals[p.num_leaves..]
+        .iter()
+        .map(|c| Tensor::zeros(c.dtype(), c.shape().to_vec()))
+        .collect();
+    let mut inputs = p.primals;
     inputs.extend(t_leaves);
+    inputs.extend(captured_tangents);
     let mut outs = call_func(&jvp_func, &inputs);
     let tangents_out = outs.split_off(p.func.outputs.len());
     let first_error = outs
@@ -172,6 +185,7 @@ pub fn jvp<I: Tree, O: Tree>(f: impl FnOnce(I) -> O, primals: &I, tangents: &I) 
 /// The pullback returned by [`vjp`]: maps output cotangents to input cotangents.
 pub struct Pullback<I, O> {
     primals: Vec<Tensor>,
+    num_leaves: usize,
     def: TreeDef,
     out_def: TreeDef,
     vjp_func: Func,
@@ -205,7 +219,8 @@ impl<I: Tree, O: Tree> Pullback<I, O> {
         let mut inputs = self.primals.clone();
         inputs.extend(ct);
         let mut outs = call_func(&self.vjp_func, &inputs);
-        let grads = outs.split_off(n_out);
+        let mut grads = outs.split_off(n_out);
+        grads.truncate(self.num_leaves);
         if let Some(e) = grads.iter().find_map(|t| t.error().cloned()) {
             return Err(e);
         }
@@ -219,7 +234,7 @@ pub fn vjp<I: Tree, O: Tree>(f: impl FnOnce(I) -> O, primals: &I) -> Result<(O, 
     let location = Location::caller();
     let p = prepare(f, primals)?;
     let vjp_func = autodiff::vjp(&p.func).map_err(|e| autodiff_error(location, e))?;
-    let mut outs = call_func(&p.func, &p.leaves);
+    let mut outs = call_func(&p.func, &p.primals);
     if let Some(e) = outs.iter().find_map(|t| t.error().cloned()) {
         return Err(e);
     }
@@ -228,7 +243,8 @@ pub fn vjp<I: Tree, O: Tree>(f: impl FnOnce(I) -> O, primals: &I) -> Result<(O, 
     Ok((
         out,
         Pullback {
-            primals: p.leaves,
+            primals: p.primals,
+            num_leaves: p.num_leaves,
             def: p.def,
             out_def: p.out_def,
             vjp_func,

@@ -1,0 +1,343 @@
+//! Derivatives of every op against central finite differences in f64, forward against reverse
+//! mode, higher order, and the printed gradient IR.
+//!
+//! Finite differences use h = 1e-6: truncation error ~h² and rounding error ~1e-16/h give
+//! about 1e-10 absolute error on these O(1) functions, so 1e-7 relative (floor 1e-7) is a
+//! tight bound that a wrong rule (off by a factor, a sign, a transpose) cannot meet.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use ferrax::{grad, hessian, jit, jvp, nn, trace, value_and_grad, vjp, DType, Tensor};
+
+/// Deterministic values in [lo, hi).
+fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15).wrapping_add(7);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
+        })
+        .collect()
+}
+
+fn t64(shape: &[usize], data: Vec<f64>) -> Tensor {
+    Tensor::from_vec(shape.to_vec(), data)
+}
+
+fn scalar(t: &Tensor) -> f64 {
+    t.to_vec::<f64>().unwrap()[0]
+}
+
+/// Checks `grad(f)` at `xs` against central differences, and `jvp` against `grad`.
+fn check_grad(name: &str, f: impl Fn(Vec<Tensor>) -> Tensor + Copy, xs: Vec<Tensor>) {
+    let grads = grad(f)(xs.clone());
+    let h = 1e-6;
+    for (k, x) in xs.iter().enumerate() {
+        let base = x.to_vec::<f64>().unwrap();
+        let g = grads[k].to_vec::<f64>().unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(grads[k].shape(), x.shape(), "{name}: gradient shape");
+        for i in 0..base.len() {
+            let eval = |delta: f64| {
+                let mut v = base.clone();
+                v[i] += delta;
+                let mut args = xs.clone();
+                args[k] = t64(x.shape(), v);
+                scalar(&f(args))
+            };
+            let fd = (eval(h) - eval(-h)) / (2.0 * h);
+            let tol = 1e-7 * fd.abs().max(1.0);
+            assert!(
+                (g[i] - fd).abs() <= tol,
+                "{name}: d/dx{k}[{i}] = {} but finite differences give {fd}",
+                g[i]
+            );
+        }
+    }
+    // Forward mode along a random direction agrees with the gradient.
+    let dirs: Vec<Tensor> = xs
+        .iter()
+        .enumerate()
+        .map(|(k, x)| t64(x.shape(), values(x.numel(), 100 + k as u64, -1.0, 1.0)))
+        .collect();
+    let (_, tangent) = jvp(f, &xs, &dirs).unwrap();
+    let expected: f64 = grads
+        .iter()
+        .zip(&dirs)
+        .map(|(g, d)| {
+            let (g, d) = (g.to_vec::<f64>().unwrap(), d.to_vec::<f64>().unwrap());
+            g.iter().zip(&d).map(|(a, b)| a * b).sum::<f64>()
+        })
+        .sum();
+    let got = scalar(&tangent);
+    assert!(
+        (got - expected).abs() <= 1e-10 * expected.abs().max(1.0),
+        "{name}: jvp gives {got}, grad·v gives {expected}"
+    );
+}
+
+/// A weighted sum so that every output element gets a distinct cotangent.
+fn weighted(y: &Tensor) -> Tensor {
+    let w = t64(y.shape(), values(y.numel(), 999, 0.5, 1.5));
+    (y * &w).sum(..)
+}
+
+macro_rules! unary_fd {
+    ($($name:ident: $lo:expr, $hi:expr => |$x:ident| $body:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let x = t64(&[2, 3], values(6, 1, $lo, $hi));
+            check_grad(stringify!($name), |v| { let $x = &v[0]; weighted(&$body) }, vec![x]);
+        }
+    )*};
+}
+
+unary_fd! {
+    d_neg: -1.0, 1.0 => |x| -x;
+    d_abs: 0.2, 1.0 => |x| (x - 0.6).abs();
+    d_exp: -1.0, 1.0 => |x| x.exp();
+    d_expm1: -1.0, 1.0 => |x| x.expm1();
+    d_log: 0.5, 2.0 => |x| x.log();
+    d_log1p: -0.5, 1.0 => |x| x.log1p();
+    d_sqrt: 0.5, 2.0 => |x| x.sqrt();
+    d_rsqrt: 0.5, 2.0 => |x| x.rsqrt();
+    d_tanh: -2.0, 2.0 => |x| x.tanh();
+    d_sigmoid: -3.0, 3.0 => |x| x.sigmoid();
+    d_sin: -3.0, 3.0 => |x| x.sin();
+    d_cos: -3.0, 3.0 => |x| x.cos();
+    d_square_and_constants: -1.0, 1.0 => |x| x.square() * 3.0 - 1.0 / (x + 4.0);
+    d_rounding_is_flat: 0.1, 0.4 => |x| x.floor() + x.ceil() + x.round() + x.round_even() + x.sign() + x;
+    d_convert: -1.0, 1.0 => |x| x.astype(DType::F32).astype(DType::F64) * 0.0 + x.stop_gradient() * 0.0 + x;
+}
+
+macro_rules! binary_fd {
+    ($($name:ident: ($alo:expr, $ahi:expr), ($blo:expr, $bhi:expr) => |$a:ident, $b:ident| $body:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let a = t64(&[2, 3], values(6, 2, $alo, $ahi));
+            let b = t64(&[2, 3], values(6, 3, $blo, $bhi));
+            check_grad(stringify!($name), |v| { let ($a, $b) = (&v[0], &v[1]); weighted(&$body) }, vec![a, b]);
+        }
+    )*};
+}
+
+binary_fd! {
+    d_add: (-1.0, 1.0), (-1.0, 1.0) => |a, b| a + b;
+    d_sub: (-1.0, 1.0), (-1.0, 1.0) => |a, b| a - b;
+    d_mul: (-1.0, 1.0), (-1.0, 1.0) => |a, b| a * b;
+    d_div: (-1.0, 1.0), (0.5, 2.0) => |a, b| a / b;
+    d_rem: (2.1, 2.9), (0.7, 0.9) => |a, b| a % b;
+    d_pow: (0.5, 2.0), (-1.5, 1.5) => |a, b| a.pow(b);
+    d_maximum: (-1.0, 1.0), (-1.0, 1.0) => |a, b| a.maximum(b);
+    d_minimum: (-1.0, 1.0), (-1.0, 1.0) => |a, b| a.minimum(b);
+    d_select: (-1.0, 1.0), (-1.0, 1.0) => |a, b| a.greater(b).select(a * 2.0, b * b);
+    d_clip: (-2.0, 2.0), (-1.0, 1.0) => |a, b| a.clip(-0.9, b.abs() + 0.05);
+    d_broadcasting: (-1.0, 1.0), (-1.0, 1.0) => |a, b| a * b.sum(0) + b.max_keepdims(1);
+}
+
+#[test]
+fn d_movement_ops() {
+    let x = t64(&[2, 3, 4], values(24, 4, -1.0, 1.0));
+    check_grad(
+        "movement",
+        |v| {
+            let x = &v[0];
+            let y = x.transpose([2, 0, 1]).reshape([4, 6]);
+            let s = y.slice_strided(&[1, 0], &[4, 5], &[2, 2]);
+            let p = s.pad(&[(1, -1, 1), (-1, 2, 0)], 0.25);
+            let c = Tensor::concatenate(&[&p, &p.exp()], 1);
+            let b = x.sum(2).expand_dims(0).broadcast_to([3, 2, 3]);
+            weighted(&c) + weighted(&b) + weighted(&x.t())
+        },
+        vec![x],
+    );
+}
+
+#[test]
+fn d_pad_value() {
+    let x = t64(&[3], values(3, 5, -1.0, 1.0));
+    let v = t64(&[], vec![0.3]);
+    check_grad(
+        "pad value",
+        |a| {
+            let padded = ferrax::Tensor::concatenate(&[&a[0], &a[1].broadcast_to([2])], 0);
+            weighted(&padded.pad(&[(2, -1, 1)], 0.0)) + weighted(&(a[0].pad(&[(1, 1, 2)], 0.0) * &a[1]))
+        },
+        vec![x, v],
+    );
+}
+
+#[test]
+fn d_reductions() {
+    let x = t64(&[2, 3, 4], values(24, 6, 0.5, 1.5));
+    check_grad(
+        "reductions",
+        |v| {
+            let x = &v[0];
+            weighted(&x.sum([0, 2])) + weighted(&x.max(1)) + weighted(&x.min([0, 1])) + weighted(&x.prod(2)) + x.mean(..)
+        },
+        vec![x],
+    );
+}
+
+#[test]
+fn d_prod_with_a_zero() {
+    let x = t64(&[4], vec![2.0, 0.0, 3.0, 0.5]);
+    let g = grad(|x: Tensor| x.prod(..))(x);
+    assert_eq!(g.to_vec::<f64>().unwrap(), vec![0.0, 3.0, 0.0, 0.0]);
+}
+
+#[test]
+fn max_ties_split_the_gradient_as_jax_does() {
+    let x = t64(&[3], vec![1.0, 3.0, 3.0]);
+    let g = grad(|x: Tensor| x.max(..))(x.clone());
+    assert_eq!(g.to_vec::<f64>().unwrap(), vec![0.0, 0.5, 0.5]);
+    let g = grad(|x: Tensor| x.maximum(x.reverse_for_test()).sum(..))(t64(&[2], vec![2.0, 2.0]));
+    assert_eq!(g.to_vec::<f64>().unwrap(), vec![1.0, 1.0]);
+    let (ga, gb) = grad(|(a, b): (Tensor, Tensor)| a.maximum(&b).sum(..))((t64(&[1], vec![1.0]), t64(&[1], vec![1.0])));
+    assert_eq!((ga.to_vec::<f64>().unwrap(), gb.to_vec::<f64>().unwrap()), (vec![0.5], vec![0.5]));
+}
+
+trait ReverseForTest {
+    fn reverse_for_test(&self) -> Tensor;
+}
+
+impl ReverseForTest for Tensor {
+    fn reverse_for_test(&self) -> Tensor {
+        let n = self.shape()[0];
+        let parts: Vec<Tensor> = (0..n).rev().map(|i| self.slice(&[i], &[i + 1])).collect();
+        Tensor::concatenate(&parts, 0)
+    }
+}
+
+#[test]
+fn d_dot_general() {
+    let a = t64(&[2, 3, 4], values(24, 7, -1.0, 1.0));
+    let b = t64(&[4, 5], values(20, 8, -1.0, 1.0));
+    let c = t64(&[3, 2, 5], values(30, 9, -1.0, 1.0));
+    check_grad(
+        "dot_general",
+        |v| {
+            let ab = v[0].matmul(&v[1]);
+            let dims = ferrax::ir::DotDims {
+                lhs_batch: vec![0],
+                rhs_batch: vec![1],
+                lhs_contract: vec![1, 2],
+                rhs_contract: vec![0, 2],
+            };
+            let batched = ab.dot_general(&v[2], dims);
+            weighted(&ab) + weighted(&batched) + weighted(&v[1].matmul(&v[1].t()))
+        },
+        vec![a, b, c],
+    );
+}
+
+#[test]
+fn d_composites() {
+    let x = t64(&[3, 5], values(15, 10, -2.0, 2.0));
+    let g = t64(&[5], values(5, 11, 0.5, 1.5));
+    let b = t64(&[5], values(5, 12, -0.5, 0.5));
+    check_grad(
+        "softmax, logsumexp, layernorm",
+        |v| {
+            weighted(&nn::softmax(&v[0], -1))
+                + weighted(&nn::logsumexp(&v[0], 0))
+                + weighted(&common::layernorm(&v[0], &v[1], &v[2]))
+                + nn::log_softmax(&v[0], 1).sum(..)
+        },
+        vec![x, g, b],
+    );
+}
+
+#[test]
+fn second_derivatives() {
+    let x = t64(&[], vec![0.7]);
+    let d2 = grad(grad(|x: Tensor| x.sin()))(x.clone());
+    assert!((scalar(&d2) + 0.7f64.sin()).abs() < 1e-15);
+    let d3 = grad(grad(grad(|x: Tensor| x.exp() * x)))(x.clone());
+    assert!((scalar(&d3) - 0.7f64.exp() * 3.7).abs() < 1e-13);
+    let h = hessian(|x: Tensor| (x.square() * &x).sum(..) + x.prod(..))(&t64(&[3], vec![1.0, 2.0, 3.0])).unwrap();
+    assert_eq!(h.shape(), &[3, 3]);
+    // d²/dxi² Σx³ = 6xi; d²/dxi dxj Πx = Π of the third element.
+    assert_eq!(h.to_vec::<f64>().unwrap(), vec![6.0, 3.0, 2.0, 3.0, 12.0, 1.0, 2.0, 1.0, 18.0]);
+}
+
+#[test]
+fn hessian_vector_product_by_jvp_of_grad() {
+    let x = t64(&[3], vec![0.5, -1.0, 2.0]);
+    let v = t64(&[3], vec![1.0, 0.0, -1.0]);
+    let f = |x: Tensor| (x.tanh() * x.sum(..)).sum(..);
+    let (_, hv) = jvp(grad(f), &x, &v).unwrap();
+    let h = hessian(f)(&x).unwrap().to_vec::<f64>().unwrap();
+    let vv = v.to_vec::<f64>().unwrap();
+    let want: Vec<f64> = (0..3).map(|i| (0..3).map(|j| h[i * 3 + j] * vv[j]).sum()).collect();
+    for (a, b) in hv.to_vec::<f64>().unwrap().iter().zip(&want) {
+        assert!((a - b).abs() < 1e-12, "{a} vs {b}");
+    }
+}
+
+#[test]
+fn vjp_pullback_and_value_and_grad() {
+    let x = t64(&[2], vec![1.0, 2.0]);
+    let (y, pullback) = vjp(|x: Tensor| (x.exp(), x.sum(..)), &x).unwrap();
+    assert_eq!(y.1.to_vec::<f64>().unwrap(), vec![3.0]);
+    let ct = (t64(&[2], vec![1.0, 0.0]), t64(&[], vec![2.0]));
+    let gx = pullback.call(&ct).unwrap();
+    assert_eq!(gx.to_vec::<f64>().unwrap(), vec![1f64.exp() + 2.0, 2.0]);
+    let (value, g) = value_and_grad(|x: Tensor| x.square().sum(..))(x);
+    assert_eq!(scalar(&value), 5.0);
+    assert_eq!(g.to_vec::<f64>().unwrap(), vec![2.0, 4.0]);
+}
+
+#[test]
+fn grad_of_struct_parameters_under_jit() {
+    let params = common::Mlp {
+        layers: vec![
+            common::Layer { w: t64(&[2, 3], values(6, 20, -1.0, 1.0)), b: t64(&[3], values(3, 21, -0.1, 0.1)) },
+            common::Layer { w: t64(&[3, 2], values(6, 22, -1.0, 1.0)), b: t64(&[2], values(2, 23, -0.1, 0.1)) },
+        ],
+    };
+    let x = t64(&[4, 2], values(8, 24, -1.0, 1.0));
+    let y = t64(&[4, 2], vec![1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0]);
+    let loss = |(p, x, y): (common::Mlp, Tensor, Tensor)| common::mlp_loss(&p, &x, &y);
+    let step = jit(move |(p, x, y): (common::Mlp, Tensor, Tensor)| grad(loss)((p, x, y)).0);
+    let g_jit = step.call((params.clone(), x.clone(), y.clone())).unwrap();
+    let g_eager = grad(loss)((params.clone(), x.clone(), y.clone())).0;
+    for (a, b) in g_jit.layers.iter().zip(&g_eager.layers) {
+        assert_eq!(a.w.to_vec::<f64>().unwrap(), b.w.to_vec::<f64>().unwrap());
+        assert_eq!(a.b.to_vec::<f64>().unwrap(), b.b.to_vec::<f64>().unwrap());
+    }
+    // And against finite differences on one weight.
+    let h = 1e-6;
+    let bump = |d: f64| {
+        let mut p = params.clone();
+        let mut w = p.layers[0].w.to_vec::<f64>().unwrap();
+        w[4] += d;
+        p.layers[0].w = t64(&[2, 3], w);
+        scalar(&loss((p, x.clone(), y.clone())))
+    };
+    let fd = (bump(h) - bump(-h)) / (2.0 * h);
+    let g = g_jit.layers[0].w.to_vec::<f64>().unwrap()[4];
+    assert!((g - fd).abs() < 1e-8, "{g} vs {fd}");
+}
+
+#[test]
+fn gradient_ir_of_the_mlp_loss() {
+    let p = common::mlp_params(&[4, 8, 8, 3]);
+    let ir = trace(
+        |(p, x, y): (common::Mlp, Tensor, Tensor)| grad(|p: common::Mlp| common::mlp_loss(&p, &x, &y))(p),
+        &(p, common::spec(&[2, 4]), common::spec(&[2, 3])),
+    )
+    .unwrap();
+    insta::assert_snapshot!(ir.to_string());
+}
+
+#[test]
+fn grad_errors_are_reported() {
+    let r = trace(|x: Tensor| grad(|x: Tensor| x.exp())(x), &common::spec(&[3]));
+    let msg = r.unwrap_err().to_string();
+    assert!(msg.contains("grad needs a function returning a float scalar, this one returns (f32[3])"), "{msg}");
+    assert!(msg.contains("autodiff.rs:"), "{msg}");
+}
