@@ -14,13 +14,24 @@ use ferrax_ir::{DType, Func};
 use std::panic::Location;
 use std::rc::Rc;
 
-/// Replays `func` on `args` through the tensor operations.
+/// Replays `func` on `args`: into the innermost trace among them, or eagerly.
 #[track_caller]
 fn call_func(func: &Func, args: &[Tensor]) -> Vec<Tensor> {
+    let location = Location::caller();
+    let ctx = args
+        .iter()
+        .filter_map(Tensor::trace_ctx)
+        .max_by_key(|c| c.serial())
+        .cloned();
     let mut values: Vec<Tensor> = args.to_vec();
     for ins in &func.body {
         let operands: Vec<&Tensor> = ins.args.iter().map(|a| &values[a.index()]).collect();
-        let out = apply(ins.op.clone(), &operands);
+        let failed = operands.iter().find(|o| o.error().is_some());
+        let out = match (failed, &ctx) {
+            (Some(f), _) => (*f).clone(),
+            (None, Some(ctx)) => ctx.push(ins.op.clone(), &operands, location, ins.ty.clone()),
+            (None, None) => apply(ins.op.clone(), &operands),
+        };
         values.push(out);
     }
     func.outputs
