@@ -37,7 +37,9 @@ fn check_grad(name: &str, f: impl Fn(Vec<Tensor>) -> Tensor + Copy, xs: Vec<Tens
     let h = 1e-6;
     for (k, x) in xs.iter().enumerate() {
         let base = x.to_vec::<f64>().unwrap();
-        let g = grads[k].to_vec::<f64>().unwrap_or_else(|e| panic!("{name}: {e}"));
+        let g = grads[k]
+            .to_vec::<f64>()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(grads[k].shape(), x.shape(), "{name}: gradient shape");
         for i in 0..base.len() {
             let eval = |delta: f64| {
@@ -163,7 +165,8 @@ fn d_pad_value() {
         "pad value",
         |a| {
             let padded = ferrax::Tensor::concatenate(&[&a[0], &a[1].broadcast_to([2])], 0);
-            weighted(&padded.pad(&[(2, -1, 1)], 0.0)) + weighted(&(a[0].pad(&[(1, 1, 2)], 0.0) * &a[1]))
+            weighted(&padded.pad(&[(2, -1, 1)], 0.0))
+                + weighted(&(a[0].pad(&[(1, 1, 2)], 0.0) * &a[1]))
         },
         vec![x, v],
     );
@@ -176,7 +179,11 @@ fn d_reductions() {
         "reductions",
         |v| {
             let x = &v[0];
-            weighted(&x.sum([0, 2])) + weighted(&x.max(1)) + weighted(&x.min([0, 1])) + weighted(&x.prod(2)) + x.mean(..)
+            weighted(&x.sum([0, 2]))
+                + weighted(&x.max(1))
+                + weighted(&x.min([0, 1]))
+                + weighted(&x.prod(2))
+                + x.mean(..)
         },
         vec![x],
     );
@@ -196,8 +203,14 @@ fn max_ties_split_the_gradient_as_jax_does() {
     assert_eq!(g.to_vec::<f64>().unwrap(), vec![0.0, 0.5, 0.5]);
     let g = grad(|x: Tensor| x.maximum(x.reverse_for_test()).sum(..))(t64(&[2], vec![2.0, 2.0]));
     assert_eq!(g.to_vec::<f64>().unwrap(), vec![1.0, 1.0]);
-    let (ga, gb) = grad(|(a, b): (Tensor, Tensor)| a.maximum(&b).sum(..))((t64(&[1], vec![1.0]), t64(&[1], vec![1.0])));
-    assert_eq!((ga.to_vec::<f64>().unwrap(), gb.to_vec::<f64>().unwrap()), (vec![0.5], vec![0.5]));
+    let (ga, gb) = grad(|(a, b): (Tensor, Tensor)| a.maximum(&b).sum(..))((
+        t64(&[1], vec![1.0]),
+        t64(&[1], vec![1.0]),
+    ));
+    assert_eq!(
+        (ga.to_vec::<f64>().unwrap(), gb.to_vec::<f64>().unwrap()),
+        (vec![0.5], vec![0.5])
+    );
 }
 
 trait ReverseForTest {
@@ -258,10 +271,17 @@ fn second_derivatives() {
     assert!((scalar(&d2) + 0.7f64.sin()).abs() < 1e-15);
     let d3 = grad(grad(grad(|x: Tensor| x.exp() * x)))(x.clone());
     assert!((scalar(&d3) - 0.7f64.exp() * 3.7).abs() < 1e-13);
-    let h = hessian(|x: Tensor| (x.square() * &x).sum(..) + x.prod(..))(&t64(&[3], vec![1.0, 2.0, 3.0])).unwrap();
+    let h = hessian(|x: Tensor| (x.square() * &x).sum(..) + x.prod(..))(&t64(
+        &[3],
+        vec![1.0, 2.0, 3.0],
+    ))
+    .unwrap();
     assert_eq!(h.shape(), &[3, 3]);
     // d²/dxi² Σx³ = 6xi; d²/dxi dxj Πx = Π of the third element.
-    assert_eq!(h.to_vec::<f64>().unwrap(), vec![6.0, 3.0, 2.0, 3.0, 12.0, 1.0, 2.0, 1.0, 18.0]);
+    assert_eq!(
+        h.to_vec::<f64>().unwrap(),
+        vec![6.0, 3.0, 2.0, 3.0, 12.0, 1.0, 2.0, 1.0, 18.0]
+    );
 }
 
 #[test]
@@ -272,7 +292,9 @@ fn hessian_vector_product_by_jvp_of_grad() {
     let (_, hv) = jvp(grad(f), &x, &v).unwrap();
     let h = hessian(f)(&x).unwrap().to_vec::<f64>().unwrap();
     let vv = v.to_vec::<f64>().unwrap();
-    let want: Vec<f64> = (0..3).map(|i| (0..3).map(|j| h[i * 3 + j] * vv[j]).sum()).collect();
+    let want: Vec<f64> = (0..3)
+        .map(|i| (0..3).map(|j| h[i * 3 + j] * vv[j]).sum())
+        .collect();
     for (a, b) in hv.to_vec::<f64>().unwrap().iter().zip(&want) {
         assert!((a - b).abs() < 1e-12, "{a} vs {b}");
     }
@@ -295,8 +317,14 @@ fn vjp_pullback_and_value_and_grad() {
 fn grad_of_struct_parameters_under_jit() {
     let params = common::Mlp {
         layers: vec![
-            common::Layer { w: t64(&[2, 3], values(6, 20, -1.0, 1.0)), b: t64(&[3], values(3, 21, -0.1, 0.1)) },
-            common::Layer { w: t64(&[3, 2], values(6, 22, -1.0, 1.0)), b: t64(&[2], values(2, 23, -0.1, 0.1)) },
+            common::Layer {
+                w: t64(&[2, 3], values(6, 20, -1.0, 1.0)),
+                b: t64(&[3], values(3, 21, -0.1, 0.1)),
+            },
+            common::Layer {
+                w: t64(&[3, 2], values(6, 22, -1.0, 1.0)),
+                b: t64(&[2], values(2, 23, -0.1, 0.1)),
+            },
         ],
     };
     let x = t64(&[4, 2], values(8, 24, -1.0, 1.0));
@@ -327,7 +355,9 @@ fn grad_of_struct_parameters_under_jit() {
 fn gradient_ir_of_the_mlp_loss() {
     let p = common::mlp_params(&[4, 8, 8, 3]);
     let ir = trace(
-        |(p, x, y): (common::Mlp, Tensor, Tensor)| grad(|p: common::Mlp| common::mlp_loss(&p, &x, &y))(p),
+        |(p, x, y): (common::Mlp, Tensor, Tensor)| {
+            grad(|p: common::Mlp| common::mlp_loss(&p, &x, &y))(p)
+        },
         &(p, common::spec(&[2, 4]), common::spec(&[2, 3])),
     )
     .unwrap();
@@ -336,8 +366,14 @@ fn gradient_ir_of_the_mlp_loss() {
 
 #[test]
 fn grad_errors_are_reported() {
-    let r = trace(|x: Tensor| grad(|x: Tensor| x.exp())(x), &common::spec(&[3]));
+    let r = trace(
+        |x: Tensor| grad(|x: Tensor| x.exp())(x),
+        &common::spec(&[3]),
+    );
     let msg = r.unwrap_err().to_string();
-    assert!(msg.contains("grad needs a function returning a float scalar, this one returns (f32[3])"), "{msg}");
+    assert!(
+        msg.contains("grad needs a function returning a float scalar, this one returns (f32[3])"),
+        "{msg}"
+    );
     assert!(msg.contains("autodiff.rs:"), "{msg}");
 }

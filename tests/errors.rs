@@ -1,6 +1,7 @@
 //! User mistakes come back as `Err`s that name the shapes involved and the user's own source
 //! line. Each mistake is marked with a `// @name` comment on the line that makes it; the test
 //! checks the reported location against that line.
+#![allow(clippy::unwrap_used)]
 
 use ferrax::{jit, trace, DType, Error, Tensor};
 

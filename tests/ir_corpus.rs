@@ -1,4 +1,5 @@
 //! Snapshots of the IR of the corpus programs, and the text-format and serde round trips.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

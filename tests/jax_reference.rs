@@ -10,8 +10,18 @@ use ferrax::{grad, hessian, jvp, nn, value_and_grad, DType, Tensor};
 use serde_json::Value;
 
 fn tensor(v: &Value) -> Tensor {
-    let shape: Vec<usize> = v["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
-    let data: Vec<f64> = v["data"].as_array().unwrap().iter().map(|d| d.as_f64().unwrap()).collect();
+    let shape: Vec<usize> = v["shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_u64().unwrap() as usize)
+        .collect();
+    let data: Vec<f64> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_f64().unwrap())
+        .collect();
     Tensor::from_vec(shape, data)
 }
 
@@ -35,7 +45,9 @@ fn function(name: &str) -> fn(Vec<Tensor>) -> Tensor {
     match name {
         "mlp_loss" => |a| {
             let h = nn::relu(&(a[4].matmul(&a[0]) + &a[1]));
-            -(log_softmax(&(h.matmul(&a[2]) + &a[3])) * &a[5]).sum(-1).mean(..)
+            -(log_softmax(&(h.matmul(&a[2]) + &a[3])) * &a[5])
+                .sum(-1)
+                .mean(..)
         },
         "softmax_cross_entropy" => |a| -(log_softmax(&a[0]) * &a[1]).sum(..),
         "layernorm" => |a| (layernorm(&a[0], &a[1], &a[2]) * arange(1.0, 7.0)).sum(..),
@@ -56,14 +68,22 @@ fn function(name: &str) -> fn(Vec<Tensor>) -> Tensor {
         },
         "huber" => |a| {
             let x = &a[0];
-            x.abs().less(1.0).select(x.square() * 0.5, x.abs() - 0.5).sum(..)
+            x.abs()
+                .less(1.0)
+                .select(x.square() * 0.5, x.abs() - 0.5)
+                .sum(..)
         },
         "rational" => |a| ((a[0].pow(2.0) + 1.0) / (a[0].pow(3.0) + 2.0)).sum(..),
         "product" => |a| a[0].prod(1).sum(..),
         "max_pool" => |a| a[0].reshape([4, 2, 3]).max(1).square().sum(..),
         "matmul_chain" => |a| a[0].matmul(&a[1]).matmul(&a[2]).sin().sum(..),
         "batched_matmul_transpose" => |a| {
-            let dims = DotDims { lhs_batch: vec![0], rhs_batch: vec![0], lhs_contract: vec![2], rhs_contract: vec![2] };
+            let dims = DotDims {
+                lhs_batch: vec![0],
+                rhs_batch: vec![0],
+                lhs_contract: vec![2],
+                rhs_contract: vec![2],
+            };
             a[0].dot_general(&a[1], dims).cos().sum(..)
         },
         "normalize" => |a| (&a[0] / a[0].square().sum(..).sqrt() * arange(1.0, 7.0)).sum(..),
@@ -74,7 +94,9 @@ fn function(name: &str) -> fn(Vec<Tensor>) -> Tensor {
             let strided = a[0].slice_strided(&[1], &[5], &[2]) * 3.0;
             Tensor::concatenate(&[padded, strided], 0).pow(2.0).sum(..)
         },
-        "cosine_similarity" => |a| (&a[0] * &a[1]).sum(..) / (a[0].square().sum(..).sqrt() * a[1].square().sum(..).sqrt()),
+        "cosine_similarity" => |a| {
+            (&a[0] * &a[1]).sum(..) / (a[0].square().sum(..).sqrt() * a[1].square().sum(..).sqrt())
+        },
         "expm1_log1p" => |a| (a[0].expm1() * a[0].square().log1p()).sum(..),
         "power" => |a| a[0].pow(&a[1]).sum(..),
         "linear_regression_mse" => |a| (a[2].matmul(&a[0]) + &a[1] - &a[3]).pow(2.0).mean(..),
@@ -122,8 +144,18 @@ fn composite_functions_match_jax() {
     let mut checked = 0;
     for case in cases {
         let name = case["name"].as_str().unwrap();
-        let inputs: Vec<Tensor> = case["inputs"].as_array().unwrap().iter().map(tensor).collect();
-        let want: Vec<Tensor> = case["outputs"].as_array().unwrap().iter().map(tensor).collect();
+        let inputs: Vec<Tensor> = case["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(tensor)
+            .collect();
+        let want: Vec<Tensor> = case["outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(tensor)
+            .collect();
         let got: Vec<Tensor> = match name {
             "second_derivative_sin_exp" | "second_derivative_logistic" => {
                 let f = second_order(name);
@@ -160,15 +192,33 @@ fn composite_functions_match_jax() {
 #[test]
 fn f32_gradients_match_jax_to_1e_5() {
     let reference: Value = serde_json::from_str(include_str!("jax/reference.json")).unwrap();
-    let case = reference["cases"].as_array().unwrap().iter().find(|c| c["name"] == "mlp_loss").unwrap();
-    let inputs: Vec<Tensor> = case["inputs"].as_array().unwrap().iter().map(|v| tensor(v).astype(DType::F32)).collect();
-    let want: Vec<Tensor> = case["outputs"].as_array().unwrap().iter().map(tensor).collect();
+    let case = reference["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "mlp_loss")
+        .unwrap();
+    let inputs: Vec<Tensor> = case["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| tensor(v).astype(DType::F32))
+        .collect();
+    let want: Vec<Tensor> = case["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(tensor)
+        .collect();
     let (value, grads) = value_and_grad(function("mlp_loss"))(inputs);
     for (k, (g, w)) in std::iter::once(value).chain(grads).zip(&want).enumerate() {
         let (g, w) = (g.to_vec::<f32>().unwrap(), w.to_vec::<f64>().unwrap());
         for (i, (a, b)) in g.iter().zip(&w).enumerate() {
             let scale = w.iter().fold(1e-3f64, |m, v| m.max(v.abs()));
-            assert!(((*a as f64) - b).abs() <= 1e-5 * scale, "output {k}[{i}]: {a} vs {b}");
+            assert!(
+                ((*a as f64) - b).abs() <= 1e-5 * scale,
+                "output {k}[{i}]: {a} vs {b}"
+            );
         }
     }
 }

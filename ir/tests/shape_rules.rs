@@ -1,4 +1,5 @@
 //! Shape and dtype rules of every op, valid and invalid uses, as one reviewed table.
+#![allow(clippy::unwrap_used)]
 
 use ferrax_ir::{
     infer_type, BinaryOp, CompareOp, DType, DotDims, Literal, Op, ReduceOp, Scalar, Shape,

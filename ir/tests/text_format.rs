@@ -1,5 +1,6 @@
 //! The text format: every syntax form parses, prints canonically and round-trips; malformed
 //! text gives positioned errors.
+#![allow(clippy::unwrap_used)]
 
 use ferrax_ir::{parse_func, print_func, verify, DType, Elements, Func, Literal, Op, Scalar};
 use half::{bf16, f16};

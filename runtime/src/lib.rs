@@ -27,4 +27,8 @@ pub enum RuntimeError {
     },
     #[error(transparent)]
     Verify(#[from] VerifyError),
+    #[error(transparent)]
+    Type(#[from] ferrax_ir::TypeError),
+    #[error("internal error: value %{value} was released before its last use")]
+    Freed { value: u32 },
 }

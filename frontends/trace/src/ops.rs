@@ -2,7 +2,7 @@
 //! `apply`, adding NumPy broadcasting, negative axes and Rust scalars on top of the IR's
 //! strict rules. Every method is `#[track_caller]` so errors point at the user's call.
 
-use crate::tensor::{apply, Inner};
+use crate::tensor::{apply, apply_at, Inner};
 use crate::Tensor;
 use ferrax_ir::{
     BinaryOp, CompareOp, DType, DotDims, Literal, Op, ReduceOp, Scalar, Shape, UnaryOp,
@@ -66,7 +66,7 @@ fn number_like(x: f64, like: &Tensor) -> Tensor {
     } else {
         Tensor::failed(
             Location::caller(),
-            format!("the number {x} cannot be combined with a {} tensor without changing its value; convert with astype first", like.ty()),
+            format!("the number {x} cannot be combined with {} without changing its value; convert with astype first", like.ty()),
             like.ty().clone(),
         )
     }
@@ -188,12 +188,18 @@ fn axis_index(axis: i64, rank: usize) -> Option<usize> {
 impl Tensor {
     #[track_caller]
     fn fail(&self, message: String) -> Tensor {
-        Tensor::failed(Location::caller(), message, self.ty().clone())
+        self.fail_at(Location::caller(), message)
+    }
+
+    /// For use inside closures, which do not pass on `#[track_caller]` locations.
+    fn fail_at(&self, location: &'static Location<'static>, message: String) -> Tensor {
+        Tensor::failed(location, message, self.ty().clone())
     }
 
     /// Broadcasts every operand to their common shape; the first failure is returned as `Err`.
     #[track_caller]
     fn broadcast_together(op: &str, args: &[&Tensor]) -> Result<Vec<Tensor>, Tensor> {
+        let location = Location::caller();
         if let Some(f) = args.iter().find(|a| a.error().is_some()) {
             return Err((*f).clone());
         }
@@ -204,14 +210,19 @@ impl Tensor {
                     .iter()
                     .find(|p| broadcast_shapes(p.shape(), a.shape()).is_none())
                     .unwrap_or(&args[0]);
-                a.fail(format!(
+                let message = format!(
                     "{op}: shapes {} and {} cannot be broadcast together",
                     prev.ty(),
                     a.ty()
-                ))
+                );
+                a.fail_at(location, message)
             })?;
         }
-        let ctx = args.iter().find_map(|a| a.trace_ctx()).cloned();
+        let ctx = args
+            .iter()
+            .filter_map(|a| a.trace_ctx())
+            .max_by_key(|c| c.serial())
+            .cloned();
         Ok(args
             .iter()
             .map(|a| {
@@ -221,9 +232,9 @@ impl Tensor {
                 match (&a.0, &ctx) {
                     (Inner::Concrete(arr), Some(ctx)) if arr.numel() == 1 => {
                         let lit = Literal::splat(arr.elements().get(0), out.clone());
-                        ctx.push(Op::Constant(lit), &[], Location::caller(), a.ty().clone())
+                        ctx.push(Op::Constant(lit), &[], location, a.ty().clone())
                     }
-                    _ => a.broadcast_to(out.as_slice()),
+                    _ => a.broadcast_to_at(location, &out),
                 }
             })
             .collect())
@@ -237,24 +248,29 @@ impl Tensor {
             return self.fail(format!("broadcast_to: negative size in {sizes:?}"));
         }
         let target: Vec<usize> = sizes.iter().map(|&s| s as usize).collect();
+        self.broadcast_to_at(Location::caller(), &target)
+    }
+
+    fn broadcast_to_at(&self, location: &'static Location<'static>, target: &[usize]) -> Tensor {
         let (r, n) = (self.ndim(), target.len());
         let fits =
             n >= r && (0..r).all(|i| self.shape()[i] == 1 || self.shape()[i] == target[n - r + i]);
         if !fits {
-            return self.fail(format!(
+            let message = format!(
                 "broadcast_to: cannot broadcast {} to {}",
                 self.ty(),
-                shape_text(self.dtype(), &target)
-            ));
+                shape_text(self.dtype(), target)
+            );
+            return self.fail_at(location, message);
         }
-        if self.shape() == target.as_slice() {
+        if self.shape() == target {
             return self.clone();
         }
         let op = Op::BroadcastInDim {
-            shape: Shape::new(target),
+            shape: Shape::new(target.to_vec()),
             dims: (n - r..n).collect(),
         };
-        apply(op, &[self])
+        apply_at(location, op, &[self])
     }
 
     #[track_caller]
@@ -727,12 +743,12 @@ impl Tensor {
     #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Tensor {
         let (ra, rb) = (self.ndim(), other.ndim());
+        let location = Location::caller();
         let mismatch = || {
-            self.fail(format!(
-                "matmul: cannot multiply {} by {}",
-                self.ty(),
-                other.ty()
-            ))
+            self.fail_at(
+                location,
+                format!("matmul: cannot multiply {} by {}", self.ty(), other.ty()),
+            )
         };
         if ra == 0 || rb == 0 {
             return mismatch();
@@ -746,10 +762,11 @@ impl Tensor {
         if k_a != k_b {
             return mismatch();
         }
-        if ra <= 2 && rb <= 2 {
+        if rb <= 2 {
+            // A plain contraction already yields (lhs leading dims, rhs columns).
             let dims = DotDims {
                 lhs_contract: vec![ra - 1],
-                rhs_contract: vec![if rb == 1 { 0 } else { rb - 2 }],
+                rhs_contract: vec![0],
                 ..DotDims::default()
             };
             return self.dot_general(other, dims);

@@ -4,7 +4,7 @@
 //! failed tensor that carries the error (with the user's source line) to the point where a
 //! result is demanded (`trace`, `jit(..).call`, `Tensor::to_array`).
 
-use crate::trace::{Local, TraceCtx};
+use crate::trace::{current_trace, Local, TraceCtx};
 use crate::Error;
 use ferrax_ir::{DType, Element, Elements, Literal, Op, Scalar, Shape, TensorType};
 use ferrax_runtime::{eval_op, Array};
@@ -55,14 +55,19 @@ impl Tensor {
         Tensor::new(Array::scalar(value))
     }
 
+    /// `value` everywhere. Inside a trace this records a splat constant rather than data.
+    #[track_caller]
     pub fn full(dtype: DType, shape: impl Into<Shape>, value: f64) -> Tensor {
-        Tensor::new(Array::full(shape, Scalar::from_f64(dtype, value)))
+        let lit = Literal::splat(Scalar::from_f64(dtype, value), shape);
+        apply(Op::Constant(lit), &[])
     }
 
+    #[track_caller]
     pub fn zeros(dtype: DType, shape: impl Into<Shape>) -> Tensor {
         Tensor::full(dtype, shape, 0.0)
     }
 
+    #[track_caller]
     pub fn ones(dtype: DType, shape: impl Into<Shape>) -> Tensor {
         Tensor::full(dtype, shape, 1.0)
     }
@@ -202,7 +207,11 @@ impl fmt::Display for Tensor {
 /// evaluates it otherwise. All primitive operations funnel through here.
 #[track_caller]
 pub(crate) fn apply(op: Op, args: &[&Tensor]) -> Tensor {
-    let location = Location::caller();
+    apply_at(Location::caller(), op, args)
+}
+
+/// [`apply`] with an explicit user location, for callers inside closures.
+pub(crate) fn apply_at(location: &'static Location<'static>, op: Op, args: &[&Tensor]) -> Tensor {
     let guess = args
         .first()
         .map(|a| a.ty().clone())
@@ -210,7 +219,7 @@ pub(crate) fn apply(op: Op, args: &[&Tensor]) -> Tensor {
     if let Some(failed) = args.iter().find(|a| a.error().is_some()) {
         return (*failed).clone();
     }
-    match innermost_ctx(args) {
+    match innermost_ctx(args).or_else(|| args.is_empty().then(current_trace).flatten()) {
         Some(ctx) => ctx.push(op, args, location, guess),
         None => {
             let mut arrays = Vec::with_capacity(args.len());

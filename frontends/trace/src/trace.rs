@@ -7,6 +7,7 @@
 
 use crate::tensor::{literal_of, Inner};
 use crate::{Error, Result, Tensor, Tree, TreeDef};
+use ferrax_compiler::dce::eliminate_dead_code;
 use ferrax_ir::{infer_type, verify, Func, Instr, Op, TensorType, ValueId};
 use std::cell::{Cell, RefCell};
 use std::panic::Location;
@@ -23,6 +24,32 @@ pub(crate) enum Local {
 
 thread_local! {
     static NEXT_SERIAL: Cell<u64> = const { Cell::new(0) };
+    /// The traces whose functions are running, innermost last.
+    static ACTIVE: RefCell<Vec<Rc<TraceCtx>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The innermost trace whose function is running, if any: where operations without tensor
+/// operands (`Tensor::iota`, `Tensor::zeros`, ...) are recorded.
+pub(crate) fn current_trace() -> Option<Rc<TraceCtx>> {
+    ACTIVE.with(|a| a.borrow().last().cloned())
+}
+
+/// Marks a trace active while the user function runs; unmarks it even if the function panics.
+struct ActiveGuard;
+
+impl ActiveGuard {
+    fn enter(ctx: &Rc<TraceCtx>) -> ActiveGuard {
+        ACTIVE.with(|a| a.borrow_mut().push(ctx.clone()));
+        ActiveGuard
+    }
+}
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        ACTIVE.with(|a| {
+            a.borrow_mut().pop();
+        });
+    }
 }
 
 /// The state of one trace: what has been recorded and the first user error met.
@@ -178,7 +205,10 @@ pub fn trace<I: Tree, O: Tree>(f: impl FnOnce(I) -> O, inputs: &I) -> Result<Fun
     if let Some(c) = traced.captures.first() {
         return Err(Error::Tree {
             expected: "a function of its inputs".into(),
-            found: format!("a function that closes over a traced {} value of an enclosing trace", c.ty()),
+            found: format!(
+                "a function that closes over a traced {} value of an enclosing trace",
+                c.ty()
+            ),
         });
     }
     Ok(traced.func)
@@ -197,7 +227,9 @@ pub(crate) fn trace_named<I: Tree, O: Tree>(
     let ctx = TraceCtx::new();
     let params: Vec<Tensor> = leaves.iter().map(|l| ctx.input(l.ty().clone())).collect();
     let args = I::unflatten(&in_def, &mut params.into_iter())?;
+    let guard = ActiveGuard::enter(&ctx);
     let out = f(args);
+    drop(guard);
     let mut out_leaves = Vec::new();
     let out_def = out.flatten(&mut out_leaves);
     drop(out);
@@ -244,12 +276,13 @@ pub(crate) fn trace_named<I: Tree, O: Tree>(
             ty,
         })
         .collect();
-    let func = Func {
+    // Values the outputs do not depend on (e.g. the primal result inside `grad`) are dropped.
+    let func = eliminate_dead_code(&Func {
         name: name.to_string(),
         params,
         body,
         outputs: outputs.into_iter().map(value).collect(),
-    };
+    });
     verify(&func)?;
     Ok(Traced {
         func,
