@@ -191,8 +191,8 @@ impl Scalar {
         match dtype {
             DType::F32 => Scalar::F32(value as f32),
             DType::F64 => Scalar::F64(value),
-            DType::F16 => Scalar::F16(f16::from_f64(value)),
-            DType::BF16 => Scalar::BF16(bf16::from_f64(value)),
+            DType::F16 => Scalar::F16(f16_from_f64(value)),
+            DType::BF16 => Scalar::BF16(bf16_from_f64(value)),
             DType::I32 => Scalar::I32(value as i32),
             DType::I64 => Scalar::I64(value as i64),
             DType::U8 => Scalar::U8(value as u8),
@@ -240,6 +240,31 @@ impl Hash for Scalar {
         self.dtype().hash(state);
         self.bits().hash(state);
     }
+}
+
+/// `x` as f32 rounded to odd: truncated toward zero, with the last bit set when inexact.
+/// Rounding that to a format with at least two fewer significand bits is the same as rounding
+/// `x` directly, which avoids double rounding on the way from f64 to f16/bf16.
+fn f32_round_to_odd(x: f64) -> f32 {
+    let f = x as f32;
+    if f.is_nan() || f as f64 == x {
+        return f;
+    }
+    let mut bits = f.to_bits();
+    if (f as f64).abs() > x.abs() {
+        bits -= 1;
+    }
+    f32::from_bits(bits | 1)
+}
+
+/// `x` rounded once to the nearest f16 (ties to even).
+pub fn f16_from_f64(x: f64) -> f16 {
+    f16::from_f32(f32_round_to_odd(x))
+}
+
+/// `x` rounded once to the nearest bf16 (ties to even).
+pub fn bf16_from_f64(x: f64) -> bf16 {
+    bf16::from_f32(f32_round_to_odd(x))
 }
 
 /// A Rust element type that maps onto a [`DType`].

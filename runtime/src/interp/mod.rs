@@ -9,8 +9,9 @@ mod movement;
 mod reduce;
 
 use crate::{Array, RuntimeError};
-use ferrax_ir::{infer_type, verify, DType, Elements, Func, Op, TensorType};
-use half::{bf16, f16};
+use ferrax_ir::{
+    bf16_from_f64, f16_from_f64, infer_type, verify, DType, Elements, Func, Op, TensorType,
+};
 
 /// Evaluates `func` on `args`.
 pub fn interpret(func: &Func, args: &[Array]) -> Result<Vec<Array>, RuntimeError> {
@@ -115,8 +116,8 @@ fn floats(x: &Elements) -> Vec<f64> {
 fn from_floats(v: Vec<f64>, to: DType) -> Elements {
     match to {
         DType::F32 => Elements::F32(v.iter().map(|&a| a as f32).collect()),
-        DType::F16 => Elements::F16(v.iter().map(|&a| f16::from_f64(a)).collect()),
-        DType::BF16 => Elements::BF16(v.iter().map(|&a| bf16::from_f64(a)).collect()),
+        DType::F16 => Elements::F16(v.iter().map(|&a| f16_from_f64(a)).collect()),
+        DType::BF16 => Elements::BF16(v.iter().map(|&a| bf16_from_f64(a)).collect()),
         _ => Elements::F64(v),
     }
 }
