@@ -58,7 +58,8 @@ fn unary_float_ops() {
 fn transcendentals_are_correctly_rounded_from_f64() {
     let xs = [0.1f32, 0.5, 1.0, 3.0];
     let x = f32s(&[4], &xs);
-    let cases: [(&str, fn(f64) -> f64); 10] = [
+    type Reference = fn(f64) -> f64;
+    let cases: [(&str, Reference); 10] = [
         ("exp", f64::exp),
         ("expm1", f64::exp_m1),
         ("log", f64::ln),
@@ -330,7 +331,7 @@ fn movement_ops() {
     let x = iota_f32(&[2, 3, 4]);
     let t = run(
         "func @f(%x: f32[2,3,4]) -> (f32[4,2,3]) {\n  %y = transpose %x, perm=[2,0,1] : f32[4,2,3]\n  return %y\n}",
-        &[x.clone()],
+        std::slice::from_ref(&x),
     );
     let tv = t.to_vec::<f32>().unwrap();
     // t[k, i, j] = x[i, j, k] = 12 i + 4 j + k
@@ -338,7 +339,7 @@ fn movement_ops() {
     assert_eq!(tv[23], 23.0);
     let s = run(
         "func @f(%x: f32[2,3,4]) -> (f32[1,2,2]) {\n  %y = slice %x, start=[1,0,1], limit=[2,3,4], strides=[1,2,2] : f32[1,2,2]\n  return %y\n}",
-        &[x.clone()],
+        std::slice::from_ref(&x),
     );
     assert_eq!(s.to_vec::<f32>().unwrap(), vec![13.0, 15.0, 21.0, 23.0]);
     let b = run(
