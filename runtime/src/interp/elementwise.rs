@@ -4,7 +4,32 @@
 //! transcendentals. Integers are computed in i64 and wrapped to their width.
 
 use super::{floats, from_floats, from_ints, ints};
+use ferrax_ir::{bf16_from_f64, f16_from_f64};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Elements, UnaryOp};
+
+/// `f` on every element of a float array, computed in f64 and rounded once.
+fn map_floats(x: &Elements, f: impl Fn(f64) -> f64) -> Elements {
+    match x {
+        Elements::F32(v) => Elements::F32(v.iter().map(|&a| f(a as f64) as f32).collect()),
+        Elements::F64(v) => Elements::F64(v.iter().map(|&a| f(a)).collect()),
+        Elements::F16(v) => Elements::F16(v.iter().map(|a| f16_from_f64(f(a.to_f64()))).collect()),
+        Elements::BF16(v) => {
+            Elements::BF16(v.iter().map(|a| bf16_from_f64(f(a.to_f64()))).collect())
+        }
+        other => from_floats(floats(other).into_iter().map(f).collect(), other.dtype()),
+    }
+}
+
+/// `f` on corresponding elements of two float arrays of the same dtype.
+fn zip_floats(a: &Elements, b: &Elements, f: impl Fn(f64, f64) -> f64) -> Elements {
+    match (a, b) {
+        (Elements::F32(x), Elements::F32(y)) => {
+            Elements::F32(zip_with(x, y, |p, q| f(p as f64, q as f64) as f32))
+        }
+        (Elements::F64(x), Elements::F64(y)) => Elements::F64(zip_with(x, y, f)),
+        _ => from_floats(zip_with(&floats(a), &floats(b), f), a.dtype()),
+    }
+}
 
 fn unary_float(u: UnaryOp, x: f64) -> f64 {
     match u {
@@ -56,7 +81,7 @@ pub(super) fn unary(u: UnaryOp, x: &Elements) -> Elements {
     let d = x.dtype();
     match x {
         Elements::Bool(v) => Elements::Bool(v.iter().map(|b| !b).collect()),
-        _ if d.is_float() => from_floats(floats(x).iter().map(|&v| unary_float(u, v)).collect(), d),
+        _ if d.is_float() => map_floats(x, |v| unary_float(u, v)),
         _ => from_ints(ints(x).iter().map(|&v| unary_int(u, v)).collect(), d),
     }
 }
@@ -163,10 +188,7 @@ pub(super) fn binary(op: BinaryOp, a: &Elements, b: &Elements) -> Elements {
             BinaryOp::Or | BinaryOp::Max | BinaryOp::Add => p | q,
             _ => p ^ q,
         })),
-        _ if d.is_float() => from_floats(
-            zip_with(&floats(a), &floats(b), |x, y| binary_float(op, x, y)),
-            d,
-        ),
+        _ if d.is_float() => zip_floats(a, b, |x, y| binary_float(op, x, y)),
         _ => from_ints(zip_with(&ints(a), &ints(b), |x, y| binary_int(op, x, y)), d),
     }
 }
