@@ -8,7 +8,10 @@
 
 mod common;
 
-use ferrax::{grad, hessian, jit, jvp, nn, trace, value_and_grad, vjp, DType, Tensor};
+use ferrax::{
+    grad, grad_with_aux, hessian, jit, jvp, nn, trace, value_and_grad, value_and_grad_with_aux,
+    vjp, DType, Tensor,
+};
 
 /// Deterministic values in [lo, hi).
 fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
@@ -372,8 +375,40 @@ fn grad_errors_are_reported() {
     );
     let msg = r.unwrap_err().to_string();
     assert!(
-        msg.contains("grad needs a function returning a float scalar, this one returns (f32[3])"),
+        msg.contains("grad needs a function returning a float scalar, this one returns f32[3]"),
         "{msg}"
     );
     assert!(msg.contains("autodiff.rs:"), "{msg}");
+}
+
+#[test]
+fn auxiliary_outputs_are_returned_undifferentiated() {
+    let x = t64(&[3], vec![1.0, 2.0, 3.0]);
+    let f = |x: Tensor| {
+        let y = x.square();
+        (y.sum(..), (y.clone(), x.max(..)))
+    };
+    let ((value, (squares, top)), g) = value_and_grad_with_aux(f)(x.clone());
+    assert_eq!(scalar(&value), 14.0);
+    assert_eq!(squares.to_vec::<f64>().unwrap(), vec![1.0, 4.0, 9.0]);
+    assert_eq!(scalar(&top), 3.0);
+    assert_eq!(g.to_vec::<f64>().unwrap(), vec![2.0, 4.0, 6.0]);
+    let (g2, (_, top2)) = jit(move |x: Tensor| grad_with_aux(f)(x)).call(x).unwrap();
+    assert_eq!(g2.to_vec::<f64>().unwrap(), vec![2.0, 4.0, 6.0]);
+    assert_eq!(scalar(&top2), 3.0);
+}
+
+#[test]
+fn aux_structure_survives_a_failed_trace() {
+    let r = trace(
+        |x: Tensor| {
+            let (g, aux) = grad_with_aux(|x: Tensor| (x.sum(..), x.reshape([7])))(x);
+            (g, aux)
+        },
+        &common::spec(&[2, 3]),
+    );
+    assert!(r
+        .unwrap_err()
+        .to_string()
+        .contains("reshape: cannot reshape f32[2,3]"));
 }

@@ -95,6 +95,7 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
             return Ok(hit.clone());
         }
         let traced = Rc::new(trace_named(&self.name, &self.f, args)?);
+        crate::dump::write("traced", &traced.func);
         self.traces.set(self.traces.get() + 1);
         if traced.captures.is_empty() {
             self.cache.borrow_mut().insert(key, traced.clone());

@@ -1,6 +1,7 @@
 //! ferrax's tracing frontend: the [`Tensor`] users program against, pytrees ([`Tree`]),
 //! [`trace`] (`jax.make_jaxpr`), [`jit`], and the autodiff transforms ([`grad`], [`jvp`], ...).
 
+mod dump;
 mod error;
 mod jit;
 pub mod nn;
@@ -16,5 +17,7 @@ pub use jit::{jit, Jit, Signature};
 pub use ops::{Axes, Operand, ShapeArg};
 pub use tensor::Tensor;
 pub use trace::trace;
-pub use transforms::{grad, hessian, jvp, value_and_grad, vjp, Pullback};
+pub use transforms::{
+    grad, grad_with_aux, hessian, jvp, value_and_grad, value_and_grad_with_aux, vjp, Pullback,
+};
 pub use tree::{Tree, TreeDef};

@@ -8,7 +8,7 @@
 
 use crate::tensor::{apply, Inner};
 use crate::trace::trace_named;
-use crate::{Error, Result, Tensor, Tree, TreeDef};
+use crate::{dump, Error, Result, Tensor, Tree, TreeDef};
 use ferrax_compiler::autodiff;
 use ferrax_ir::{DType, Func};
 use std::panic::Location;
@@ -86,34 +86,75 @@ fn autodiff_error(location: &'static Location<'static>, e: autodiff::AutodiffErr
     }
 }
 
-fn value_and_grad_impl<I: Tree>(
-    f: impl FnOnce(I) -> Tensor,
+/// The value of `f`'s first output (a float scalar), its other outputs, and the gradient of
+/// the first with respect to the argument leaves.
+fn value_and_grad_impl<I: Tree, A: Tree>(
+    f: impl FnOnce(I) -> (Tensor, A),
     args: &I,
     location: &'static Location<'static>,
-) -> Result<(Tensor, Vec<Tensor>, TreeDef)> {
+) -> Result<((Tensor, A), Vec<Tensor>, TreeDef)> {
     let p = prepare(f, args)?;
     let out_ty = p.func.output_types();
-    match out_ty.as_slice() {
-        [t] if t.rank() == 0 && t.dtype.is_float() => {}
+    match out_ty.first() {
+        Some(t) if t.rank() == 0 && t.dtype.is_float() => {}
         _ => {
-            let shown: Vec<String> = out_ty.iter().map(|t| t.to_string()).collect();
+            let shown = out_ty
+                .first()
+                .map_or("nothing".to_string(), |t| t.to_string());
             return Err(Error::Trace {
                 location,
                 message: format!(
-                    "grad needs a function returning a float scalar, this one returns ({})",
-                    shown.join(", ")
+                    "grad needs a function returning a float scalar, this one returns {shown}"
                 ),
             });
         }
     }
     let vjp_func = autodiff::vjp(&p.func).map_err(|e| autodiff_error(location, e))?;
+    dump::derivatives(&p.func, &vjp_func);
+    let n_out = out_ty.len();
     let mut inputs = p.primals;
     inputs.push(Tensor::ones(out_ty[0].dtype, []));
+    inputs.extend(
+        out_ty[1..]
+            .iter()
+            .map(|t| Tensor::zeros(t.dtype, t.shape.clone())),
+    );
     let mut outs = call_func(&vjp_func, &inputs);
-    let mut grads = outs.split_off(1);
+    let mut grads = outs.split_off(n_out);
     grads.truncate(p.num_leaves);
-    let value = outs.remove(0);
+    if let Some(e) = outs.iter().find_map(|t| t.error().cloned()) {
+        return Err(e);
+    }
+    let value = <(Tensor, A)>::unflatten(&p.out_def, &mut outs.into_iter())?;
     Ok((value, grads, p.def))
+}
+
+/// Runs [`value_and_grad_impl`] and turns failures into failed tensors.
+fn value_and_grad_tree<I: Tree, A: Tree>(
+    f: &impl Fn(I) -> (Tensor, A),
+    args: I,
+    location: &'static Location<'static>,
+) -> ((Tensor, A), I) {
+    let mut leaves = Vec::new();
+    let def = args.flatten(&mut leaves);
+    let result = value_and_grad_impl(f, &args, location).and_then(|(value, grads, def)| {
+        let g = I::unflatten(&def, &mut grads.into_iter())?;
+        Ok((value, g))
+    });
+    match result {
+        Ok(ok) => ok,
+        Err(e) => {
+            // Running `f` on failed arguments rebuilds the auxiliary outputs' structure; every
+            // operation on a failed tensor passes the error on without computing.
+            let failed_args: I = failed_tree(&def, &leaves, e.clone());
+            let (value, aux) = f(failed_args);
+            let value = Tensor(Inner::Failed {
+                error: Rc::new(e.clone()),
+                ty: value.ty().clone(),
+            });
+            ((value, aux), failed_tree(&def, &leaves, e))
+        }
+    }
 }
 
 /// `jax.value_and_grad`: the value of a scalar function and its gradient with respect to
@@ -122,25 +163,19 @@ fn value_and_grad_impl<I: Tree>(
 pub fn value_and_grad<I: Tree, F: Fn(I) -> Tensor>(f: F) -> impl Fn(I) -> (Tensor, I) {
     let location = Location::caller();
     move |args: I| {
-        let mut leaves = Vec::new();
-        let def = args.flatten(&mut leaves);
-        match value_and_grad_impl(&f, &args, location) {
-            Ok((value, grads, def)) => {
-                let mut it = grads.into_iter();
-                match I::unflatten(&def, &mut it) {
-                    Ok(g) => (value, g),
-                    Err(e) => (Tensor::scalar(0.0f32), failed_tree(&def, &leaves, e)),
-                }
-            }
-            Err(e) => {
-                let value = Tensor(Inner::Failed {
-                    error: Rc::new(e.clone()),
-                    ty: ferrax_ir::TensorType::scalar(DType::F32),
-                });
-                (value, failed_tree(&def, &leaves, e))
-            }
-        }
+        let ((value, ()), g) = value_and_grad_tree(&|x| (f(x), ()), args, location);
+        (value, g)
     }
+}
+
+/// `jax.value_and_grad(f, has_aux=True)`: `f` returns the scalar to differentiate and
+/// auxiliary outputs, which are returned alongside without being differentiated.
+#[track_caller]
+pub fn value_and_grad_with_aux<I: Tree, A: Tree, F: Fn(I) -> (Tensor, A)>(
+    f: F,
+) -> impl Fn(I) -> ((Tensor, A), I) {
+    let location = Location::caller();
+    move |args: I| value_and_grad_tree(&f, args, location)
 }
 
 /// `jax.grad`: the gradient of a scalar function with respect to its whole argument tree.
@@ -148,6 +183,16 @@ pub fn value_and_grad<I: Tree, F: Fn(I) -> Tensor>(f: F) -> impl Fn(I) -> (Tenso
 pub fn grad<I: Tree, F: Fn(I) -> Tensor>(f: F) -> impl Fn(I) -> I {
     let vg = value_and_grad(f);
     move |args: I| vg(args).1
+}
+
+/// `jax.grad(f, has_aux=True)`: the gradient and `f`'s auxiliary outputs.
+#[track_caller]
+pub fn grad_with_aux<I: Tree, A: Tree, F: Fn(I) -> (Tensor, A)>(f: F) -> impl Fn(I) -> (I, A) {
+    let vg = value_and_grad_with_aux(f);
+    move |args: I| {
+        let ((_, aux), g) = vg(args);
+        (g, aux)
+    }
 }
 
 /// `jax.jvp`: the outputs of `f` at `primals` and their derivative along `tangents`.
@@ -172,6 +217,8 @@ pub fn jvp<I: Tree, O: Tree>(f: impl FnOnce(I) -> O, primals: &I, tangents: &I) 
         }
     }
     let jvp_func = autodiff::jvp(&p.func).map_err(|e| autodiff_error(location, e))?;
+    dump::write("forward", &p.func);
+    dump::write("jvp", &jvp_func);
     let captured_tangents: Vec<Tensor> = p.primals[p.num_leaves..]
         .iter()
         .map(|c| Tensor::zeros(c.dtype(), c.shape().to_vec()))
@@ -245,6 +292,7 @@ pub fn vjp<I: Tree, O: Tree>(f: impl FnOnce(I) -> O, primals: &I) -> Result<(O, 
     let location = Location::caller();
     let p = prepare(f, primals)?;
     let vjp_func = autodiff::vjp(&p.func).map_err(|e| autodiff_error(location, e))?;
+    dump::derivatives(&p.func, &vjp_func);
     let mut outs = call_func(&p.func, &p.primals);
     if let Some(e) = outs.iter().find_map(|t| t.error().cloned()) {
         return Err(e);

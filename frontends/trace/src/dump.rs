@@ -1,0 +1,41 @@
+//! `FERRAX_DUMP=dir`: every program ferrax traces or derives is written to `dir`, one file per
+//! stage, so a user can see what was traced and how it was differentiated.
+
+use ferrax_ir::{print_func, Func};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+fn dump_dir() -> Option<PathBuf> {
+    std::env::var_os("FERRAX_DUMP").map(PathBuf::from)
+}
+
+/// Writes `func` as `NNNN-<name>.<stage>.ir`. Dumping is a diagnostic: a failure to write is
+/// reported on stderr and does not affect the computation.
+pub(crate) fn write(stage: &str, func: &Func) {
+    let Some(dir) = dump_dir() else { return };
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let path = dir.join(format!("{n:04}-{}.{stage}.ir", func.name));
+    let result =
+        std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, print_func(func)));
+    if let Err(e) = result {
+        eprintln!(
+            "ferrax: FERRAX_DUMP could not write {}: {e}",
+            path.display()
+        );
+    }
+}
+
+/// The stages of a reverse-mode derivative: the traced function, its forward-mode (linearized)
+/// program and the reverse-mode (transposed) program that is run.
+pub(crate) fn derivatives(forward: &Func, vjp: &Func) {
+    if dump_dir().is_none() {
+        return;
+    }
+    write("forward", forward);
+    if let Ok(jvp) = ferrax_compiler::autodiff::jvp(forward) {
+        write("linearized", &jvp);
+    }
+    write("transposed", vjp);
+}
