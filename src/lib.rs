@@ -7,6 +7,7 @@ pub use ferrax_runtime as runtime;
 pub use ferrax_runtime::Array;
 pub use ferrax_trace::Tree;
 pub use ferrax_trace::{
-    grad, grad_with_aux, hessian, jit, jvp, nn, trace, value_and_grad, value_and_grad_with_aux,
-    vjp, Axes, Error, Jit, Operand, Pullback, Result, Signature, Tensor, TreeDef,
+    custom_vjp, grad, grad_with_aux, hessian, jit, jvp, nn, trace, value_and_grad,
+    value_and_grad_with_aux, vjp, Axes, Error, Jit, Operand, Pullback, Result, Signature, Tensor,
+    TreeDef,
 };

@@ -412,3 +412,105 @@ fn aux_structure_survives_a_failed_trace() {
         .to_string()
         .contains("reshape: cannot reshape f32[2,3]"));
 }
+
+/// softplus(x) = log(1 + exp(x)), whose naive derivative exp(x)/(1+exp(x)) is NaN for large x.
+fn stable_softplus() -> impl Fn(Tensor) -> Tensor {
+    ferrax::custom_vjp(
+        |x: Tensor| x.exp().log1p(),
+        |x: Tensor| (x.exp().log1p(), x.sigmoid()),
+        |s: Tensor, g: Tensor| g * s,
+    )
+}
+
+#[test]
+fn custom_vjp_rule_is_used_by_grad_and_jit() {
+    let x = t64(&[3], vec![-2.0, 0.5, 1000.0]);
+    let naive = grad(|x: Tensor| x.exp().log1p().sum(..))(x.clone())
+        .to_vec::<f64>()
+        .unwrap();
+    assert!(
+        naive[2].is_nan(),
+        "the naive derivative overflows: {naive:?}"
+    );
+    let sp = stable_softplus();
+    let g = grad(|x: Tensor| sp(x).sum(..))(x.clone())
+        .to_vec::<f64>()
+        .unwrap();
+    let want: Vec<f64> = [-2.0f64, 0.5, 1000.0]
+        .iter()
+        .map(|v| 1.0 / (1.0 + (-v).exp()))
+        .collect();
+    assert_eq!(g, want);
+    let sp = stable_softplus();
+    let jitted = jit(move |x: Tensor| grad(|x: Tensor| sp(x).sum(..))(x))
+        .call(x.clone())
+        .unwrap();
+    assert_eq!(jitted.to_vec::<f64>().unwrap(), want);
+    // Values are the primal function's.
+    let sp = stable_softplus();
+    assert_eq!(
+        sp(t64(&[], vec![0.0])).to_vec::<f64>().unwrap(),
+        vec![2f64.ln()]
+    );
+}
+
+#[test]
+fn custom_vjp_gradient_clipping_over_a_tree() {
+    let clip = ferrax::custom_vjp(
+        |(a, b): (Tensor, Tensor)| (&a * &b).sum(..),
+        |(a, b): (Tensor, Tensor)| ((&a * &b).sum(..), (a, b)),
+        |(a, b): (Tensor, Tensor), g: Tensor| {
+            ((&b * &g).clip(-1.0, 1.0), (&a * &g).clip(-1.0, 1.0))
+        },
+    );
+    let a = t64(&[2], vec![3.0, -0.25]);
+    let b = t64(&[2], vec![0.5, -4.0]);
+    let (ga, gb) = grad(|p: (Tensor, Tensor)| clip(p) * 2.0)((a, b));
+    assert_eq!(ga.to_vec::<f64>().unwrap(), vec![1.0, -1.0]);
+    assert_eq!(gb.to_vec::<f64>().unwrap(), vec![1.0, -0.5]);
+}
+
+#[test]
+fn custom_vjp_second_order_and_forward_mode() {
+    // Second derivative through the rule: d/dx sigmoid(x) = s (1 - s).
+    let sp = stable_softplus();
+    let d2 = grad(grad(|x: Tensor| sp(x)))(t64(&[], vec![0.3]))
+        .to_vec::<f64>()
+        .unwrap()[0];
+    let s = 1.0 / (1.0 + (-0.3f64).exp());
+    assert!((d2 - s * (1.0 - s)).abs() < 1e-15, "{d2}");
+    // Forward mode differentiates the primal function.
+    let sp = stable_softplus();
+    let (_, t) = jvp(
+        |x: Tensor| sp(x),
+        &t64(&[], vec![0.3]),
+        &t64(&[], vec![2.0]),
+    )
+    .unwrap();
+    assert!((scalar(&t) - 2.0 * s).abs() < 1e-15);
+}
+
+#[test]
+fn custom_vjp_ir_prints_nested_programs_and_round_trips() {
+    let sp = stable_softplus();
+    let ir = trace(|x: Tensor| sp(x), &common::spec(&[2])).unwrap();
+    let text = ir.to_string();
+    assert_eq!(ferrax::ir::parse_func(&text).unwrap(), ir);
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn custom_vjp_misuse_is_reported() {
+    let bad = ferrax::custom_vjp(
+        |x: Tensor| x.exp(),
+        |x: Tensor| (x.exp(), x.clone()),
+        |_: Tensor, g: Tensor| g.sum(..),
+    );
+    let err = trace(|x: Tensor| bad(x), &common::spec(&[3]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("bwd must return one cotangent per operand (f32[3]), it returns (f32[])"),
+        "{err}"
+    );
+}

@@ -63,6 +63,7 @@ fn corpus_covers_every_op() {
         "pad",
         "concatenate",
         "stop_gradient",
+        "custom_vjp",
     ];
     all.extend(ferrax::ir::UnaryOp::ALL.iter().map(|u| u.name()));
     all.extend(ferrax::ir::BinaryOp::ALL.iter().map(|b| b.name()));

@@ -2,7 +2,7 @@
 //! program maps onto this set one to one; every pass matches on `Op` exhaustively, so adding
 //! an op is a compile error everywhere it still needs handling.
 
-use crate::{DType, Literal, Shape};
+use crate::{DType, Func, Literal, Shape};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -255,6 +255,18 @@ pub enum Op {
     },
     /// Identity whose derivative is zero.
     StopGradient,
+    /// A function with a user-defined reverse-mode derivative (`jax.custom_vjp`).
+    CustomVjp(Box<CustomVjp>),
+}
+
+/// The three programs of a `custom_vjp` call. `primal` maps the operands to the one result;
+/// `fwd` returns that result followed by residuals; `bwd` maps the residuals and the result's
+/// cotangent to one cotangent per operand. Forward mode differentiates `primal`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CustomVjp {
+    pub primal: Func,
+    pub fwd: Func,
+    pub bwd: Func,
 }
 
 impl Op {
@@ -278,6 +290,7 @@ impl Op {
             Op::Pad { .. } => "pad",
             Op::Concatenate { .. } => "concatenate",
             Op::StopGradient => "stop_gradient",
+            Op::CustomVjp(_) => "custom_vjp",
         }
     }
 

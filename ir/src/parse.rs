@@ -2,8 +2,8 @@
 //! `%identifier`; they are renumbered densely, so printing a parsed function is canonical.
 
 use crate::{
-    infer_type, BinaryOp, CompareOp, DType, DotDims, Elements, Func, Instr, Literal, Op, ReduceOp,
-    Scalar, Shape, TensorType, UnaryOp, ValueId,
+    infer_type, BinaryOp, CompareOp, CustomVjp, DType, DotDims, Elements, Func, Instr, Literal, Op,
+    ReduceOp, Scalar, Shape, TensorType, UnaryOp, ValueId,
 };
 use half::{bf16, f16};
 use std::collections::HashMap;
@@ -109,11 +109,12 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize, usize)>, ParseError> {
     Ok(toks)
 }
 
-/// An attribute value: `3`, `[1,2]` or `[1]x[0]`.
+/// An attribute value: `3`, `[1,2]`, `[1]x[0]` or a nested `func`.
 enum AttrValue {
     Int(i64),
     List(Vec<i64>),
     Pair(Vec<i64>, Vec<i64>),
+    Func(Box<Func>),
 }
 
 struct Parser {
@@ -224,6 +225,9 @@ impl Parser {
     }
 
     fn attr_value(&mut self) -> PResult<AttrValue> {
+        if *self.peek() == Tok::Word("func".into()) {
+            return Ok(AttrValue::Func(Box::new(parse_one(self)?)));
+        }
         if *self.peek() != Tok::Punct('[') {
             return Ok(AttrValue::Int(self.int()?));
         }
@@ -333,6 +337,13 @@ impl Attrs {
         }
     }
 
+    fn func(&mut self, p: &Parser, key: &str) -> PResult<Func> {
+        match self.take(p, key)? {
+            (AttrValue::Func(f), _) => Ok(*f),
+            (_, at) => Err(p.error_at(at, format!("attribute '{key}' expects a function"))),
+        }
+    }
+
     fn finish(self, p: &Parser) -> PResult<()> {
         match self.map.into_iter().next() {
             Some((k, (_, at))) => Err(p.error_at(at, format!("unknown attribute '{k}'"))),
@@ -435,6 +446,11 @@ fn build_op(
                 axis: attrs.int(p, "axis")?,
             },
             "stop_gradient" => Op::StopGradient,
+            "custom_vjp" => Op::CustomVjp(Box::new(CustomVjp {
+                primal: attrs.func(p, "primal")?,
+                fwd: attrs.func(p, "fwd")?,
+                bwd: attrs.func(p, "bwd")?,
+            })),
             _ => return Err(p.error_at(at, format!("unknown op '{name}'"))),
         }
     };

@@ -94,6 +94,15 @@ impl fmt::Display for Instr {
                 }
             }
             Op::Concatenate { axis } => parts.push(format!("axis={axis}")),
+            Op::CustomVjp(c) => {
+                for (role, nested) in [("primal", &c.primal), ("fwd", &c.fwd), ("bwd", &c.bwd)] {
+                    let text = nested.to_string();
+                    parts.push(format!(
+                        "{role}={}",
+                        text.trim_end().replace('\n', "\n    ")
+                    ));
+                }
+            }
             Op::Unary(_)
             | Op::Binary(_)
             | Op::Compare(_)

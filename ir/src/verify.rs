@@ -1,7 +1,7 @@
 //! The verifier: checks SSA dominance and that every stored type is the one the shape rules
 //! give. Passes run it on their output in debug and test builds.
 
-use crate::{infer_type, print_func, Func, ValueId, MAX_RANK};
+use crate::{infer_type, print_func, Func, Op, ValueId, MAX_RANK};
 
 /// A verification failure, with the function printed around the offending value.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -38,6 +38,11 @@ pub fn verify(func: &Func) -> Result<(), VerifyError> {
             }
         }
         let inferred = infer_type(&ins.op, &types).map_err(|e| fail(v, e.to_string()))?;
+        if let Op::CustomVjp(c) = &ins.op {
+            for (role, nested) in [("primal", &c.primal), ("fwd", &c.fwd), ("bwd", &c.bwd)] {
+                verify(nested).map_err(|e| fail(v, format!("in its {role} function: {e}")))?;
+            }
+        }
         if inferred != ins.ty {
             return Err(fail(
                 v,

@@ -270,5 +270,19 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
                 s(&[3]),
             ),
         ),
+        (
+            "custom_vjp_clip",
+            t(
+                |x: Tensor| {
+                    let clipped = ferrax::custom_vjp(
+                        |x: Tensor| x.sum(..),
+                        |x: Tensor| (x.sum(..), ()),
+                        |(), g: Tensor| g.clip(-1.0, 1.0).broadcast_to([4]),
+                    );
+                    clipped(x) * 3.0
+                },
+                s(&[4]),
+            ),
+        ),
     ]
 }

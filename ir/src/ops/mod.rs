@@ -1,5 +1,6 @@
 //! Shape and dtype rules: one function computes every op's result type, split by op family.
 
+mod call;
 mod contract;
 mod elementwise;
 mod movement;
@@ -36,6 +37,7 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::Concatenate { axis } => movement::concatenate(*axis, args)?,
         Op::Reduce { op: r, axes } => reduce::reduce(*r, axes, args)?,
         Op::DotGeneral(dims) => contract::dot_general(dims, args)?,
+        Op::CustomVjp(c) => call::custom_vjp(c, args)?,
     };
     if ty.rank() > MAX_RANK {
         return Err(TypeError::Rank {

@@ -80,6 +80,14 @@ pub fn eval_op(op: &Op, args: &[&Array]) -> Result<Array, RuntimeError> {
 fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, RuntimeError> {
     let data: Elements = match op {
         Op::Constant(lit) => return Ok(Array::from_literal(lit)),
+        Op::CustomVjp(c) => {
+            let owned: Vec<Array> = args.iter().map(|&a| a.clone()).collect();
+            let mut out = interpret(&c.primal, &owned)?;
+            return out.pop().ok_or(RuntimeError::ArgCount {
+                expected: 1,
+                got: 0,
+            });
+        }
         Op::Iota { dim, .. } => movement::iota(ty, *dim),
         Op::Unary(u) => elementwise::unary(*u, args[0].elements()),
         Op::Binary(b) => elementwise::binary(*b, args[0].elements(), args[1].elements()),

@@ -2,6 +2,7 @@
 //! not compile. `jvp` returns the tangent of an instruction's result (`None` for zero); `vjp`
 //! returns the cotangent contribution for each operand.
 
+mod call;
 mod contract;
 mod elementwise;
 mod movement;
@@ -32,6 +33,7 @@ pub(super) fn jvp(
         | Op::Concatenate { .. } => movement::jvp(e, op, x, t),
         Op::Reduce { op: r, axes } => reduce::jvp(e, *r, axes, x[0], t[0], y),
         Op::DotGeneral(dims) => contract::jvp(e, dims, x, t),
+        Op::CustomVjp(c) => call::jvp(e, c, x, t),
     }
 }
 
@@ -59,6 +61,7 @@ pub(super) fn vjp(
         | Op::Concatenate { .. } => movement::vjp(e, op, x, g),
         Op::Reduce { op: r, axes } => Ok(vec![reduce::vjp(e, *r, axes, x[0], y, g)?]),
         Op::DotGeneral(dims) => contract::vjp(e, dims, x, g),
+        Op::CustomVjp(c) => call::vjp(e, c, x, g),
     }
 }
 
