@@ -35,8 +35,8 @@ fn scalar(t: &Tensor) -> f64 {
 }
 
 /// Checks `grad(f)` at `xs` against central differences, and `jvp` against `grad`.
-fn check_grad(name: &str, f: impl Fn(Vec<Tensor>) -> Tensor + Copy, xs: Vec<Tensor>) {
-    let grads = grad(f)(xs.clone());
+fn check_grad(name: &str, f: impl Fn(Vec<Tensor>) -> Tensor, xs: Vec<Tensor>) {
+    let grads = grad(&f)(xs.clone());
     let h = 1e-6;
     for (k, x) in xs.iter().enumerate() {
         let base = x.to_vec::<f64>().unwrap();
@@ -67,7 +67,7 @@ fn check_grad(name: &str, f: impl Fn(Vec<Tensor>) -> Tensor + Copy, xs: Vec<Tens
         .enumerate()
         .map(|(k, x)| t64(x.shape(), values(x.numel(), 100 + k as u64, -1.0, 1.0)))
         .collect();
-    let (_, tangent) = jvp(f, &xs, &dirs).unwrap();
+    let (_, tangent) = jvp(&f, &xs, &dirs).unwrap();
     let expected: f64 = grads
         .iter()
         .zip(&dirs)
@@ -513,4 +513,176 @@ fn custom_vjp_misuse_is_reported() {
         err.contains("bwd must return one cotangent per operand (f32[3]), it returns (f32[])"),
         "{err}"
     );
+}
+
+/// A small deterministic generator for the randomized property tests below.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn shape(&mut self, max_rank: usize) -> Vec<usize> {
+        let rank = self.below(max_rank + 1);
+        (0..rank).map(|_| 1 + self.below(4)).collect()
+    }
+
+    fn tensor(&mut self, shape: &[usize], lo: f64, hi: f64) -> Tensor {
+        let n = shape.iter().product();
+        t64(shape, values(n, self.next(), lo, hi))
+    }
+}
+
+const CASES: u64 = 40;
+
+#[test]
+fn prop_elementwise_ops_with_broadcasting() {
+    for case in 0..CASES {
+        let mut g = Gen(1000 + case);
+        let shape = g.shape(3);
+        // The second operand drops leading dimensions and sets some to 1.
+        let drop = g.below(shape.len() + 1);
+        let other: Vec<usize> = shape[drop..]
+            .iter()
+            .map(|&d| if g.below(2) == 0 { 1 } else { d })
+            .collect();
+        let a = g.tensor(&shape, 0.5, 2.0);
+        let b = g.tensor(&other, 0.5, 2.0);
+        let name = format!("elementwise {shape:?} with {other:?}");
+        check_grad(
+            &name,
+            |v| {
+                let (a, b) = (&v[0], &v[1]);
+                let terms = [
+                    a * b,
+                    a / b,
+                    a.pow(b),
+                    a.maximum(b * 1.1),
+                    (a - b).tanh(),
+                    a.log() * b.sqrt(),
+                    a.sigmoid() + b.rsqrt(),
+                    a.sin() * b.cos() + a.expm1() - b.log1p(),
+                    a.greater(b).select(a, &(b * 2.0)),
+                    a.clip(0.8, 1.6),
+                ];
+                terms.iter().map(weighted).reduce(|x, y| x + y).unwrap()
+            },
+            vec![a, b],
+        );
+    }
+}
+
+#[test]
+fn prop_reductions_over_random_axes() {
+    for case in 0..CASES {
+        let mut g = Gen(2000 + case);
+        let mut shape = g.shape(3);
+        if shape.is_empty() {
+            shape.push(3);
+        }
+        let axes: Vec<i32> = (0..shape.len() as i32)
+            .filter(|_| g.below(2) == 0)
+            .collect();
+        let x = g.tensor(&shape, 0.5, 1.5);
+        let name = format!("reductions of {shape:?} over {axes:?}");
+        check_grad(
+            &name,
+            |v| {
+                let ax = || axes.as_slice();
+                weighted(&v[0].sum(ax()))
+                    + weighted(&v[0].max(ax()))
+                    + weighted(&v[0].min(ax()))
+                    + weighted(&v[0].prod(ax()))
+            },
+            vec![x],
+        );
+    }
+}
+
+#[test]
+fn prop_movement_ops() {
+    for case in 0..CASES {
+        let mut g = Gen(3000 + case);
+        let mut shape = g.shape(3);
+        if shape.is_empty() {
+            shape.push(2);
+        }
+        let rank = shape.len();
+        let mut perm: Vec<i32> = (0..rank as i32).collect();
+        for i in (1..rank).rev() {
+            perm.swap(i, g.below(i + 1));
+        }
+        let start: Vec<usize> = shape.iter().map(|&d| g.below(d)).collect();
+        let limit: Vec<usize> = shape
+            .iter()
+            .zip(&start)
+            .map(|(&d, &s)| s + 1 + g.below(d - s))
+            .collect();
+        let strides: Vec<usize> = (0..rank).map(|_| 1 + g.below(2)).collect();
+        let pads: Vec<(i64, i64, usize)> = shape
+            .iter()
+            .map(|&d| {
+                let lo = g.below(3) as i64 - if d > 1 { 1 } else { 0 };
+                (lo, g.below(3) as i64, g.below(3))
+            })
+            .collect();
+        let axis = g.below(rank) as i64;
+        let x = g.tensor(&shape, -1.0, 1.0);
+        let name = format!("movement of {shape:?}: perm {perm:?}, slice {start:?}..{limit:?} by {strides:?}, pad {pads:?}, axis {axis}");
+        check_grad(
+            &name,
+            |v| {
+                let x = &v[0];
+                let t = x.transpose(perm.as_slice());
+                let s = x.slice_strided(&start, &limit, &strides);
+                let p = x.pad(&pads, 0.5);
+                let c = Tensor::concatenate(&[x, &x.exp()], axis);
+                let r = x
+                    .reshape([-1])
+                    .reshape(x.shape().iter().rev().copied().collect::<Vec<_>>());
+                let b = x
+                    .expand_dims(0)
+                    .broadcast_to([2].iter().chain(x.shape()).copied().collect::<Vec<usize>>());
+                weighted(&t)
+                    + weighted(&s)
+                    + weighted(&p)
+                    + weighted(&c)
+                    + weighted(&r)
+                    + weighted(&b)
+            },
+            vec![x],
+        );
+    }
+}
+
+#[test]
+fn prop_matmul_shapes() {
+    for case in 0..CASES {
+        let mut g = Gen(4000 + case);
+        let batch: Vec<usize> = (0..g.below(3)).map(|_| 1 + g.below(3)).collect();
+        let (m, k, n) = (1 + g.below(4), 1 + g.below(4), 1 + g.below(4));
+        let lhs: Vec<usize> = batch.iter().copied().chain([m, k]).collect();
+        let rhs: Vec<usize> = if g.below(2) == 0 {
+            vec![k, n]
+        } else {
+            batch.iter().copied().chain([k, n]).collect()
+        };
+        let vec_rhs = g.below(3) == 0;
+        let rhs = if vec_rhs { vec![k] } else { rhs };
+        let a = g.tensor(&lhs, -1.0, 1.0);
+        let b = g.tensor(&rhs, -1.0, 1.0);
+        check_grad(
+            &format!("matmul {lhs:?} @ {rhs:?}"),
+            |v| weighted(&v[0].matmul(&v[1])),
+            vec![a, b],
+        );
+    }
 }
