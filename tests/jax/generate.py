@@ -83,7 +83,7 @@ CASES = {
     "softplus": (lambda x: jnp.log1p(jnp.exp(x)).sum(), lambda: [arr(6, lo=-3, hi=3)]),
     "clipped_square": (lambda x: (jnp.clip(x, -1.0, 1.0) ** 2).sum(), lambda: [arr(7, lo=-2, hi=2)]),
     "pad_slice_concat": (
-        lambda x: (jnp.concatenate([jax.lax.pad(x, 0.5, [(1, -1, 1)]), x[1:5:2] * 3.0]) ** 2).sum(),
+        lambda x: (jnp.concatenate([jax.lax.pad(x, jnp.asarray(0.5, x.dtype), [(1, -1, 1)]), x[1:5:2] * 3.0]) ** 2).sum(),
         lambda: [arr(5)],
     ),
     "cosine_similarity": (
@@ -115,7 +115,15 @@ def main():
         inputs = make()
         args = [jnp.asarray(a) for a in inputs]
         value, grads = jax.value_and_grad(f, argnums=tuple(range(len(args))))(*args)
-        out.append({"name": name, "inputs": [tensor(a) for a in inputs], "outputs": [tensor(value)] + [tensor(g) for g in grads]})
+        # The same computation in f32, from the inputs rounded to f32.
+        args32 = [jnp.asarray(a, dtype=jnp.float32) for a in inputs]
+        value32, grads32 = jax.value_and_grad(f, argnums=tuple(range(len(args))))(*args32)
+        out.append({
+            "name": name,
+            "inputs": [tensor(a) for a in inputs],
+            "outputs": [tensor(value)] + [tensor(g) for g in grads],
+            "outputs_f32": [tensor(value32)] + [tensor(g) for g in grads32],
+        })
     for name, (f, points) in SECOND_ORDER.items():
         d2 = [float(jax.grad(jax.grad(f))(p)) for p in points]
         out.append({"name": name, "inputs": [tensor(points)], "outputs": [tensor(d2)]})

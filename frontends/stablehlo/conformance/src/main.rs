@@ -1,0 +1,245 @@
+//! `ferrax-conformance DIR... [--backend reference] [--min-passed N]`: imports every `.mlir`
+//! file under the given directories, runs it with the file's inputs passed as runtime
+//! arguments, applies the file's own checks, and prints one line per file and a summary.
+//! Exits with status 1 when fewer than `--min-passed` files pass.
+
+use ferrax_ir::Scalar;
+use ferrax_runtime::{interpret, Array};
+use ferrax_stablehlo::{test_cases, CheckKind, Expected, TestCase};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+enum Outcome {
+    Pass,
+    Fail(String),
+    Skip(String),
+}
+
+/// Distance between two floats of the same dtype in units in the last place; non-finite
+/// values that are not identical are `u64::MAX` apart.
+fn ulps(a: Scalar, b: Scalar) -> u64 {
+    let (fa, fb) = (a.to_f64(), b.to_f64());
+    if !fa.is_finite() || !fb.is_finite() {
+        let same = (fa.is_nan() && fb.is_nan()) || fa == fb;
+        return if same { 0 } else { u64::MAX };
+    }
+    let ordered = |s: Scalar| -> i64 {
+        let (bits, width) = match s {
+            Scalar::F32(x) => (x.to_bits() as i64, 32),
+            Scalar::F64(x) => (x.to_bits() as i64, 64),
+            Scalar::F16(x) => (x.to_bits() as i64, 16),
+            Scalar::BF16(x) => (x.to_bits() as i64, 16),
+            other => return other.to_f64() as i64,
+        };
+        let sign = if width == 64 {
+            bits < 0
+        } else {
+            bits >> (width - 1) & 1 == 1
+        };
+        let magnitude = if width == 64 {
+            bits & i64::MAX
+        } else {
+            bits & ((1 << (width - 1)) - 1)
+        };
+        if sign {
+            -magnitude
+        } else {
+            magnitude
+        }
+    };
+    ordered(a).abs_diff(ordered(b))
+}
+
+/// `Ok(())` or the largest error found.
+fn compare(kind: &CheckKind, actual: &Array, expected: &Array) -> Result<(), String> {
+    if actual.ty() != expected.ty() {
+        return Err(format!(
+            "type {} but expected {}",
+            actual.ty(),
+            expected.ty()
+        ));
+    }
+    let dtype = actual.dtype();
+    let (a, e) = (actual.elements(), expected.elements());
+    let mut worst = 0f64;
+    let mut failed = false;
+    for i in 0..a.len() {
+        let (x, y) = (a.get(i), e.get(i));
+        let (fx, fy) = (x.to_f64(), y.to_f64());
+        if fx.is_nan() && fy.is_nan() && !matches!(kind, CheckKind::Ulp { .. }) {
+            continue;
+        }
+        let err = match kind {
+            _ if !dtype.is_float() => {
+                if x == y {
+                    0.0
+                } else {
+                    (fx - fy).abs().max(1.0)
+                }
+            }
+            CheckKind::Exact => {
+                if fx == fy {
+                    0.0
+                } else {
+                    (fx - fy).abs()
+                }
+            }
+            CheckKind::Ulp { min, max } => {
+                let d = ulps(x, y);
+                if d > *max || d < *min {
+                    failed = true;
+                }
+                worst = worst.max(d as f64);
+                continue;
+            }
+            CheckKind::Absolute(tol) => {
+                let d = if fx == fy { 0.0 } else { (fx - fy).abs() };
+                if d.is_nan() || d > *tol {
+                    failed = true;
+                }
+                worst = worst.max(if d.is_nan() { f64::INFINITY } else { d });
+                continue;
+            }
+        };
+        if err != 0.0 {
+            failed = true;
+            worst = worst.max(err);
+        }
+    }
+    if !failed {
+        return Ok(());
+    }
+    Err(match kind {
+        CheckKind::Ulp { .. } if dtype.is_float() => format!("largest error {worst} ulp"),
+        _ => format!("largest error {worst:e}"),
+    })
+}
+
+fn run_case(case: &TestCase) -> Outcome {
+    let mut args = Vec::new();
+    for input in &case.inputs {
+        match interpret(input, &[]) {
+            Ok(values) => args.extend(values),
+            Err(e) => return Outcome::Fail(format!("{}: inputs: {e}", case.name)),
+        }
+    }
+    let outputs = match interpret(&case.program.func, &args) {
+        Ok(o) => o,
+        Err(e) => return Outcome::Fail(format!("{}: {e}", case.name)),
+    };
+    for check in &case.program.checks {
+        let actual = &outputs[check.actual];
+        let expected = match &check.expected {
+            Expected::Output(k) => outputs[*k].clone(),
+            Expected::Constant(lit) => Array::from_literal(lit),
+        };
+        if let Err(e) = compare(&check.kind, actual, &expected) {
+            return Outcome::Fail(format!("{}: check at line {}: {e}", case.name, check.line));
+        }
+    }
+    Outcome::Pass
+}
+
+fn run_file(path: &Path) -> Outcome {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => return Outcome::Fail(format!("cannot read: {e}")),
+    };
+    let cases = match test_cases(&text) {
+        Ok(c) => c,
+        Err(e @ ferrax_stablehlo::Error::Unsupported { .. }) => {
+            return Outcome::Skip(e.to_string())
+        }
+        Err(e) => return Outcome::Fail(e.to_string()),
+    };
+    if cases.iter().all(|c| c.program.checks.is_empty()) {
+        return Outcome::Skip("no checks".into());
+    }
+    for case in &cases {
+        if let failed @ (Outcome::Fail(_) | Outcome::Skip(_)) = run_case(case) {
+            return failed;
+        }
+    }
+    Outcome::Pass
+}
+
+fn mlir_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    if dir.is_file() {
+        out.push(dir.to_path_buf());
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            mlir_files(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "mlir") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let mut dirs = Vec::new();
+    let mut min_passed = 0usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--backend" => match args.next().as_deref() {
+                Some("reference") => {}
+                Some(other) => {
+                    eprintln!("backend '{other}' is not available yet; use --backend reference");
+                    return ExitCode::from(2);
+                }
+                None => {
+                    eprintln!("--backend needs a value");
+                    return ExitCode::from(2);
+                }
+            },
+            "--min-passed" => match args.next().and_then(|n| n.parse().ok()) {
+                Some(n) => min_passed = n,
+                None => {
+                    eprintln!("--min-passed needs a number");
+                    return ExitCode::from(2);
+                }
+            },
+            _ => dirs.push(PathBuf::from(a)),
+        }
+    }
+    if dirs.is_empty() {
+        eprintln!("usage: ferrax-conformance DIR... [--backend reference] [--min-passed N]");
+        return ExitCode::from(2);
+    }
+    let mut files = Vec::new();
+    for d in &dirs {
+        if let Err(e) = mlir_files(d, &mut files) {
+            eprintln!("{}: {e}", d.display());
+            return ExitCode::from(2);
+        }
+    }
+    files.sort();
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    for f in &files {
+        let name = f.display();
+        match run_file(f) {
+            Outcome::Pass => {
+                passed += 1;
+                println!("pass {name}");
+            }
+            Outcome::Fail(why) => {
+                failed += 1;
+                println!("fail {name}: {why}");
+            }
+            Outcome::Skip(why) => {
+                skipped += 1;
+                println!("unsupported {name}: {why}");
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed, {skipped} skipped");
+    if passed < min_passed {
+        eprintln!("expected at least {min_passed} passing files");
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,86 @@
+//! `dense<...>` literals: splats, nested lists, per-element hex bit patterns and hex blobs.
+
+use crate::lex::Tok;
+use crate::Error;
+use ferrax_ir::{DType, Elements, Literal, Scalar, TensorType};
+use half::{bf16, f16};
+
+fn from_bits(dtype: DType, bits: u64) -> Scalar {
+    match dtype {
+        DType::F32 => Scalar::F32(f32::from_bits(bits as u32)),
+        DType::F64 => Scalar::F64(f64::from_bits(bits)),
+        DType::F16 => Scalar::F16(f16::from_bits(bits as u16)),
+        DType::BF16 => Scalar::BF16(bf16::from_bits(bits as u16)),
+        DType::I32 => Scalar::I32(bits as u32 as i32),
+        DType::I64 => Scalar::I64(bits as i64),
+        DType::U8 => Scalar::U8(bits as u8),
+        DType::Bool => Scalar::Bool(bits != 0),
+    }
+}
+
+fn scalar(dtype: DType, word: &str, line: usize) -> Result<Scalar, Error> {
+    let bad = || Error::at(line, format!("'{word}' is not a {dtype} value"));
+    if let Some(hex) = word.strip_prefix("0x").or_else(|| word.strip_prefix("0X")) {
+        return u64::from_str_radix(hex, 16)
+            .map(|b| from_bits(dtype, b))
+            .map_err(|_| bad());
+    }
+    Ok(match dtype {
+        DType::Bool => Scalar::Bool(match word {
+            "true" | "1" => true,
+            "false" | "0" => false,
+            _ => return Err(bad()),
+        }),
+        DType::I32 => Scalar::I32(word.parse().map_err(|_| bad())?),
+        DType::I64 => Scalar::I64(word.parse().map_err(|_| bad())?),
+        DType::U8 => Scalar::U8(word.parse().map_err(|_| bad())?),
+        _ => Scalar::from_f64(dtype, word.parse::<f64>().map_err(|_| bad())?),
+    })
+}
+
+/// Little-endian element bytes of a `dense<"0x...">` blob.
+fn blob(dtype: DType, hex: &str, line: usize) -> Result<Vec<Scalar>, Error> {
+    let digits = hex.strip_prefix("0x").unwrap_or(hex);
+    let bytes = (0..digits.len() / 2)
+        .map(|i| u8::from_str_radix(&digits[2 * i..2 * i + 2], 16))
+        .collect::<Result<Vec<u8>, _>>()
+        .map_err(|_| Error::at(line, "malformed hex constant"))?;
+    let width = dtype.size_bytes();
+    Ok(bytes
+        .chunks(width)
+        .map(|c| {
+            let bits = c.iter().rev().fold(0u64, |acc, &b| (acc << 8) | b as u64);
+            from_bits(dtype, bits)
+        })
+        .collect())
+}
+
+/// The literal written by the tokens following `dense` in `words`, of type `ty`.
+pub(crate) fn literal(words: &[Tok], ty: &TensorType, line: usize) -> Result<Literal, Error> {
+    let start = words
+        .iter()
+        .position(|t| *t == Tok::Word("dense".into()))
+        .ok_or_else(|| Error::at(line, "expected a dense<...> constant"))?;
+    let mut values = Vec::new();
+    for t in &words[start + 1..] {
+        match t {
+            Tok::Punct('>') => break,
+            Tok::Str(hex) => values.extend(blob(ty.dtype, hex, line)?),
+            Tok::Word(w) => values.push(scalar(ty.dtype, w, line)?),
+            _ => {}
+        }
+    }
+    let n = ty.numel();
+    if values.len() != 1 && values.len() != n {
+        return Err(Error::at(
+            line,
+            format!("{} values for a constant of type {ty}", values.len()),
+        ));
+    }
+    let data = Elements::from_scalars(ty.dtype, &values)
+        .ok_or_else(|| Error::at(line, "mixed constant types"))?;
+    Ok(Literal {
+        ty: ty.clone(),
+        data,
+    })
+}

@@ -1,0 +1,126 @@
+//! StableHLO import: JAX users export a jitted function as StableHLO text
+//! (`jax.jit(f).lower(...).as_text()`), and ferrax runs it, with every downstream pass
+//! (autodiff included) applying to it as to traced programs.
+//!
+//! The parser reads the MLIR text subset StableHLO programs use: `module`, `func.func`,
+//! `func.call`/`call` (inlined), `return`, the pretty and the generic (`"stablehlo.op"(...)`)
+//! op forms with regions, and every `dense<...>` constant form. Ops map one to one onto the
+//! ferrax IR; anything else is an [`Error::Unsupported`] naming the op and its line.
+
+mod dense;
+mod import;
+mod lex;
+mod parse;
+
+pub use import::{Check, CheckKind, Expected, Program};
+
+use ferrax_ir::Func;
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("line {line}: {message}")]
+    Syntax { line: usize, message: String },
+    #[error("line {line}: unsupported {what}")]
+    Unsupported { line: usize, what: String },
+}
+
+impl Error {
+    pub(crate) fn at(line: usize, message: impl Into<String>) -> Error {
+        Error::Syntax {
+            line,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn unsupported(line: usize, what: impl Into<String>) -> Error {
+        Error::Unsupported {
+            line,
+            what: what.into(),
+        }
+    }
+}
+
+/// Imports the program's entry point (`@main`, or its only public function) as a ferrax
+/// function returning what the entry returns.
+pub fn load(text: &str) -> Result<Func, Error> {
+    let funcs = parse::parse_module(text)?;
+    let entry = funcs
+        .iter()
+        .find(|f| f.name == "main")
+        .or_else(|| {
+            let mut public = funcs.iter().filter(|f| f.public);
+            public.next().filter(|_| public.next().is_none())
+        })
+        .ok_or_else(|| Error::at(1, "no @main and no single public function to import"))?;
+    let program = import::Importer::new(&funcs, &entry.name, &[]).import(entry)?;
+    let mut func = program.func;
+    func.outputs.truncate(program.returned);
+    Ok(ferrax_compiler::dce::eliminate_dead_code(&func))
+}
+
+/// A conformance test: an entry point whose external inputs (`@inputs()`, `@samples()`) are
+/// separate programs, so that their values reach the test as runtime arguments.
+#[derive(Clone, Debug)]
+pub struct TestCase {
+    pub name: String,
+    /// Programs without parameters computing the test's arguments, in parameter order.
+    pub inputs: Vec<Func>,
+    pub program: Program,
+}
+
+/// Functions whose results are a test's inputs rather than part of its computation.
+const INPUT_FUNCTIONS: [&str; 2] = ["inputs", "samples"];
+
+/// The tests of a conformance file: `@main` of each `// -----`-separated part, or, without
+/// one, every public function without parameters.
+pub fn test_cases(text: &str) -> Result<Vec<TestCase>, Error> {
+    let mut cases = Vec::new();
+    let mut line_offset = 0;
+    for part in text.split("\n// -----") {
+        let shift = |e: Error| match e {
+            Error::Syntax { line, message } => Error::Syntax {
+                line: line + line_offset,
+                message,
+            },
+            Error::Unsupported { line, what } => Error::Unsupported {
+                line: line + line_offset,
+                what,
+            },
+        };
+        let funcs = parse::parse_module(part).map_err(shift)?;
+        let entries: Vec<&parse::MFunc> = match funcs.iter().find(|f| f.name == "main") {
+            Some(main) => vec![main],
+            None => funcs
+                .iter()
+                .filter(|f| f.public && f.params.is_empty())
+                .collect(),
+        };
+        for entry in entries {
+            let mut inputs = Vec::new();
+            for op in &entry.body {
+                let callee = op.callee.as_deref().filter(|c| INPUT_FUNCTIONS.contains(c));
+                if let (Some(c), "call" | "func.call") = (callee, op.name.as_str()) {
+                    let f = funcs.iter().find(|f| f.name == c).ok_or_else(|| {
+                        shift(Error::at(op.line, format!("call of unknown function @{c}")))
+                    })?;
+                    inputs.push(
+                        import::Importer::new(&funcs, c, &[])
+                            .import(f)
+                            .map_err(shift)?
+                            .func,
+                    );
+                }
+            }
+            let program = import::Importer::new(&funcs, &entry.name, &INPUT_FUNCTIONS)
+                .import(entry)
+                .map_err(shift)?;
+            cases.push(TestCase {
+                name: entry.name.clone(),
+                inputs,
+                program,
+            });
+        }
+        line_offset += part.lines().count();
+    }
+    Ok(cases)
+}

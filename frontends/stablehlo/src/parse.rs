@@ -1,0 +1,446 @@
+//! MLIR text → a light operation tree. Ops are kept close to their text: operands, named
+//! attributes and loose words as tokens, types, nested regions; `import` gives them meaning.
+
+use crate::lex::{lex, Tok};
+use crate::Error;
+use ferrax_ir::{DType, TensorType};
+
+pub(crate) struct MFunc {
+    pub name: String,
+    pub public: bool,
+    pub params: Vec<(String, TensorType)>,
+    pub body: Vec<Operation>,
+}
+
+pub(crate) struct Region {
+    pub args: Vec<(String, TensorType)>,
+    pub ops: Vec<Operation>,
+}
+
+pub(crate) struct Operation {
+    pub line: usize,
+    pub name: String,
+    /// Result names as they are used: `0` or `0#1`.
+    pub results: Vec<String>,
+    pub operands: Vec<String>,
+    pub callee: Option<String>,
+    pub attrs: Vec<(String, Vec<Tok>)>,
+    /// Tokens that are neither operands nor attributes (`LE`, `dense<...>`, `[1:2]`, ...).
+    pub words: Vec<Tok>,
+    pub regions: Vec<Region>,
+    /// Types after `:`: operand types and result types of a function type, or a plain list.
+    pub operand_types: Vec<TensorType>,
+    pub result_types: Vec<TensorType>,
+}
+
+impl Operation {
+    pub fn attr(&self, keys: &[&str]) -> Option<&[Tok]> {
+        self.attrs
+            .iter()
+            .find(|(k, _)| keys.contains(&k.as_str()))
+            .map(|(_, v)| v.as_slice())
+    }
+}
+
+struct P {
+    toks: Vec<(Tok, usize)>,
+    pos: usize,
+}
+
+type PResult<T> = Result<T, Error>;
+
+impl P {
+    fn peek(&self) -> &Tok {
+        &self.toks[self.pos].0
+    }
+
+    fn peek_at(&self, k: usize) -> &Tok {
+        &self.toks[(self.pos + k).min(self.toks.len() - 1)].0
+    }
+
+    fn line(&self) -> usize {
+        self.toks[self.pos].1
+    }
+
+    fn next(&mut self) -> Tok {
+        let t = self.toks[self.pos].0.clone();
+        if self.pos + 1 < self.toks.len() {
+            self.pos += 1;
+        }
+        t
+    }
+
+    fn err(&self, msg: impl Into<String>) -> Error {
+        Error::at(self.line(), msg)
+    }
+
+    fn is(&self, c: char) -> bool {
+        *self.peek() == Tok::Punct(c)
+    }
+
+    fn eat(&mut self, c: char) -> bool {
+        if self.is(c) {
+            self.next();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, c: char) -> PResult<()> {
+        if self.eat(c) {
+            Ok(())
+        } else {
+            Err(self.err(format!("expected '{c}', found {}", self.peek())))
+        }
+    }
+
+    /// Skips a balanced `{...}` (attribute dictionaries we do not need).
+    fn skip_braces(&mut self) -> PResult<()> {
+        self.expect('{')?;
+        let mut depth = 1;
+        while depth > 0 {
+            match self.next() {
+                Tok::Punct('{') => depth += 1,
+                Tok::Punct('}') => depth -= 1,
+                Tok::Eof => return Err(self.err("unbalanced '{'")),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn tensor_type(&mut self) -> PResult<TensorType> {
+        let line = self.line();
+        match self.next() {
+            Tok::Word(w) if w == "tensor" => {}
+            t => {
+                return Err(Error::at(
+                    line,
+                    format!("expected a tensor type, found {t}"),
+                ))
+            }
+        }
+        self.expect('<')?;
+        let spec = match self.next() {
+            Tok::Word(w) => w,
+            t => {
+                return Err(Error::at(
+                    line,
+                    format!("expected a tensor shape, found {t}"),
+                ))
+            }
+        };
+        self.expect('>')?;
+        let mut parts: Vec<&str> = spec.split('x').collect();
+        let elem = parts.pop().unwrap_or_default();
+        let dims = parts
+            .iter()
+            .map(|d| {
+                d.parse::<usize>().map_err(|_| {
+                    Error::unsupported(line, format!("dimension '{d}' in tensor<{spec}>"))
+                })
+            })
+            .collect::<PResult<Vec<_>>>()?;
+        let dtype = element_type(elem)
+            .ok_or_else(|| Error::unsupported(line, format!("element type {elem}")))?;
+        Ok(TensorType::new(dtype, dims))
+    }
+
+    /// A type with an optional attribute dictionary after it (function signatures).
+    fn annotated_type(&mut self) -> PResult<TensorType> {
+        let t = self.tensor_type()?;
+        if self.is('{') {
+            self.skip_braces()?;
+        }
+        Ok(t)
+    }
+
+    fn type_list(&mut self) -> PResult<Vec<TensorType>> {
+        self.expect('(')?;
+        let mut out = Vec::new();
+        if self.eat(')') {
+            return Ok(out);
+        }
+        loop {
+            out.push(self.annotated_type()?);
+            if self.eat(')') {
+                return Ok(out);
+            }
+            self.expect(',')?;
+        }
+    }
+
+    fn typed_args(&mut self) -> PResult<Vec<(String, TensorType)>> {
+        self.expect('(')?;
+        let mut out = Vec::new();
+        if self.eat(')') {
+            return Ok(out);
+        }
+        loop {
+            let name = match self.next() {
+                Tok::Value(v) => v,
+                t => return Err(self.err(format!("expected an argument, found {t}"))),
+            };
+            self.expect(':')?;
+            out.push((name, self.annotated_type()?));
+            if self.eat(')') {
+                return Ok(out);
+            }
+            self.expect(',')?;
+        }
+    }
+
+    fn func(&mut self) -> PResult<MFunc> {
+        self.next();
+        let mut public = true;
+        if let Tok::Word(w) = self.peek() {
+            public = w != "private";
+            self.next();
+        }
+        let name = match self.next() {
+            Tok::Symbol(s) => s,
+            t => return Err(self.err(format!("expected a function name, found {t}"))),
+        };
+        let params = self.typed_args()?;
+        if *self.peek() == Tok::Arrow {
+            self.next();
+            if self.is('(') {
+                self.type_list()?;
+            } else {
+                self.tensor_type()?;
+            }
+        }
+        if *self.peek() == Tok::Word("attributes".into()) {
+            self.next();
+            self.skip_braces()?;
+        }
+        self.expect('{')?;
+        let body = self.ops_until_brace()?;
+        Ok(MFunc {
+            name,
+            public,
+            params,
+            body,
+        })
+    }
+
+    fn ops_until_brace(&mut self) -> PResult<Vec<Operation>> {
+        let mut ops = Vec::new();
+        while !self.eat('}') {
+            if *self.peek() == Tok::Eof {
+                return Err(self.err("missing '}'"));
+            }
+            ops.push(self.operation()?);
+        }
+        Ok(ops)
+    }
+
+    fn results(&mut self) -> PResult<Vec<String>> {
+        let mut names = Vec::new();
+        loop {
+            let base = match self.next() {
+                Tok::Value(v) => v,
+                t => return Err(self.err(format!("expected a result name, found {t}"))),
+            };
+            if self.eat(':') {
+                let n: usize = match self.next() {
+                    Tok::Word(w) => w.parse().map_err(|_| self.err("bad result count"))?,
+                    t => return Err(self.err(format!("expected a result count, found {t}"))),
+                };
+                names.extend((0..n).map(|k| format!("{base}#{k}")));
+            } else {
+                names.push(base);
+            }
+            if !self.eat(',') {
+                break;
+            }
+        }
+        self.expect('=')?;
+        Ok(names)
+    }
+
+    fn region(&mut self) -> PResult<Region> {
+        self.expect('{')?;
+        let mut args = Vec::new();
+        if let Tok::Block(_) = self.peek() {
+            self.next();
+            if self.is('(') {
+                args = self.typed_args()?;
+            }
+            self.expect(':')?;
+        }
+        let ops = self.ops_until_brace()?;
+        Ok(Region { args, ops })
+    }
+
+    /// `{key = value, ...}`: values kept as tokens.
+    fn attr_dict(&mut self, attrs: &mut Vec<(String, Vec<Tok>)>) -> PResult<()> {
+        self.expect('{')?;
+        while !self.eat('}') {
+            let key = match self.next() {
+                Tok::Word(w) => w,
+                t => return Err(self.err(format!("expected an attribute name, found {t}"))),
+            };
+            let mut value = Vec::new();
+            if self.eat('=') {
+                value = self.attr_value()?;
+            }
+            attrs.push((key, value));
+            self.eat(',');
+        }
+        Ok(())
+    }
+
+    /// Tokens up to the next `,` `}` or `:` outside brackets.
+    fn attr_value(&mut self) -> PResult<Vec<Tok>> {
+        let mut out = Vec::new();
+        let mut depth = 0i32;
+        loop {
+            let t = self.peek().clone();
+            match t {
+                Tok::Punct(',') | Tok::Punct('}') | Tok::Punct(':') if depth == 0 => {
+                    return Ok(out)
+                }
+                Tok::Punct('(') | Tok::Punct('[') | Tok::Punct('<') | Tok::Punct('{') => depth += 1,
+                Tok::Punct(')') | Tok::Punct(']') | Tok::Punct('>') | Tok::Punct('}') => depth -= 1,
+                Tok::Eof => return Err(self.err("unexpected end of input in an attribute")),
+                _ => {}
+            }
+            out.push(self.next());
+        }
+    }
+
+    fn operation(&mut self) -> PResult<Operation> {
+        let line = self.line();
+        let results = if let Tok::Value(_) = self.peek() {
+            self.results()?
+        } else {
+            Vec::new()
+        };
+        let name = match self.next() {
+            Tok::Word(w) | Tok::Str(w) => w,
+            t => return Err(Error::at(line, format!("expected an operation, found {t}"))),
+        };
+        let mut op = Operation {
+            line,
+            name,
+            results,
+            operands: Vec::new(),
+            callee: None,
+            attrs: Vec::new(),
+            words: Vec::new(),
+            regions: Vec::new(),
+            operand_types: Vec::new(),
+            result_types: Vec::new(),
+        };
+        // Operands, attributes and words up to the type.
+        let mut depth = 0i32;
+        loop {
+            match self.peek().clone() {
+                Tok::Punct(':') if depth == 0 => break,
+                Tok::Punct('}') if depth == 0 => return Ok(op),
+                Tok::Eof => return Err(Error::at(line, "unexpected end of input")),
+                Tok::Punct('(') if *self.peek_at(1) == Tok::Punct('{') => {
+                    self.next();
+                    loop {
+                        op.regions.push(self.region()?);
+                        if !self.eat(',') {
+                            break;
+                        }
+                    }
+                    self.expect(')')?;
+                }
+                Tok::Punct('{') if depth == 0 => self.attr_dict(&mut op.attrs)?,
+                Tok::Word(key) if depth == 0 && *self.peek_at(1) == Tok::Punct('=') => {
+                    self.next();
+                    self.next();
+                    let value = self.attr_value()?;
+                    op.attrs.push((key, value));
+                }
+                Tok::Value(v) => {
+                    self.next();
+                    op.operands.push(v);
+                }
+                Tok::Symbol(s) => {
+                    self.next();
+                    op.callee = Some(s);
+                }
+                t => {
+                    match t {
+                        Tok::Punct('(') | Tok::Punct('[') | Tok::Punct('<') => depth += 1,
+                        Tok::Punct(')') | Tok::Punct(']') | Tok::Punct('>') => depth -= 1,
+                        _ => {}
+                    }
+                    op.words.push(self.next());
+                }
+            }
+        }
+        self.expect(':')?;
+        if self.is('(') {
+            op.operand_types = self.type_list()?;
+            if *self.peek() != Tok::Arrow {
+                return Err(self.err(format!("expected '->', found {}", self.peek())));
+            }
+            self.next();
+            op.result_types = if self.is('(') {
+                self.type_list()?
+            } else {
+                vec![self.annotated_type()?]
+            };
+        } else {
+            let mut plain = vec![self.tensor_type()?];
+            while self.is(',') && *self.peek_at(1) == Tok::Word("tensor".into()) {
+                self.next();
+                plain.push(self.tensor_type()?);
+            }
+            op.result_types = plain.last().cloned().into_iter().collect();
+            op.operand_types = plain;
+        }
+        Ok(op)
+    }
+}
+
+pub(crate) fn element_type(name: &str) -> Option<DType> {
+    Some(match name {
+        "f32" => DType::F32,
+        "f64" => DType::F64,
+        "f16" => DType::F16,
+        "bf16" => DType::BF16,
+        "i32" => DType::I32,
+        "i64" => DType::I64,
+        "ui8" => DType::U8,
+        "i1" => DType::Bool,
+        _ => return None,
+    })
+}
+
+/// All functions of the text: inside `module` wrappers or at top level.
+pub(crate) fn parse_module(src: &str) -> Result<Vec<MFunc>, Error> {
+    let mut p = P {
+        toks: lex(src)?,
+        pos: 0,
+    };
+    let mut funcs = Vec::new();
+    loop {
+        match p.peek().clone() {
+            Tok::Eof => return Ok(funcs),
+            Tok::Word(w) if w == "func.func" => funcs.push(p.func()?),
+            Tok::Word(w) if w == "module" => {
+                p.next();
+                if let Tok::Symbol(_) = p.peek() {
+                    p.next();
+                }
+                if *p.peek() == Tok::Word("attributes".into()) {
+                    p.next();
+                    p.skip_braces()?;
+                }
+                p.expect('{')?;
+            }
+            Tok::Punct('}') => {
+                p.next();
+            }
+            t => return Err(p.err(format!("expected a function, found {t}"))),
+        }
+    }
+}
