@@ -5,6 +5,7 @@ pub use ferrax_ir as ir;
 pub use ferrax_ir::{DType, Func, Shape, TensorType};
 pub use ferrax_runtime as runtime;
 pub use ferrax_runtime::Array;
+pub use ferrax_stablehlo as stablehlo;
 pub use ferrax_trace::Tree;
 pub use ferrax_trace::{
     custom_vjp, grad, grad_with_aux, hessian, jit, jvp, nn, trace, value_and_grad,
