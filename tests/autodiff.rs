@@ -686,3 +686,27 @@ fn prop_matmul_shapes() {
         );
     }
 }
+
+#[test]
+fn gradients_through_lower_precision() {
+    let x = Tensor::from_vec([3], vec![0.5f32, -1.25, 2.0]);
+    let g = grad(|x: Tensor| {
+        (x.astype(DType::F16) * 3.0)
+            .astype(DType::F32)
+            .square()
+            .sum(..)
+    })(x);
+    // d/dx (3x)^2 = 18x, with x and 3x exact in f16.
+    assert_eq!(g.to_vec::<f32>().unwrap(), vec![9.0, -22.5, 36.0]);
+    let h = Tensor::from_vec(
+        [2],
+        vec![half::bf16::from_f32(1.5), half::bf16::from_f32(-2.0)],
+    );
+    let gh = grad(|h: Tensor| h.astype(DType::F64).exp().sum(..))(h);
+    assert_eq!(gh.dtype(), DType::BF16);
+    let want: Vec<half::bf16> = [1.5f64, -2.0]
+        .iter()
+        .map(|v| half::bf16::from_f64(v.exp()))
+        .collect();
+    assert_eq!(gh.to_vec::<half::bf16>().unwrap(), want);
+}

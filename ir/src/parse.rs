@@ -2,8 +2,8 @@
 //! `%identifier`; they are renumbered densely, so printing a parsed function is canonical.
 
 use crate::{
-    infer_type, BinaryOp, CompareOp, CustomVjp, DType, DotDims, Elements, Func, Instr, Literal, Op,
-    ReduceOp, Scalar, Shape, TensorType, UnaryOp, ValueId,
+    bf16_from_f64, f16_from_f64, infer_type, BinaryOp, CompareOp, CustomVjp, DType, DotDims,
+    Elements, Func, Instr, Literal, Op, ReduceOp, Scalar, Shape, TensorType, UnaryOp, ValueId,
 };
 use half::{bf16, f16};
 use std::collections::HashMap;
@@ -272,8 +272,8 @@ fn parse_scalar(dtype: DType, w: &str) -> Option<Scalar> {
     Some(match dtype {
         DType::F32 => Scalar::F32(w.parse().ok()?),
         DType::F64 => Scalar::F64(w.parse().ok()?),
-        DType::F16 => Scalar::F16(f16::from_f32(w.parse().ok()?)),
-        DType::BF16 => Scalar::BF16(bf16::from_f32(w.parse().ok()?)),
+        DType::F16 => Scalar::F16(f16_from_f64(w.parse().ok()?)),
+        DType::BF16 => Scalar::BF16(bf16_from_f64(w.parse().ok()?)),
         DType::I32 => Scalar::I32(w.parse().ok()?),
         DType::I64 => Scalar::I64(w.parse().ok()?),
         DType::U8 => Scalar::U8(w.parse().ok()?),

@@ -33,8 +33,9 @@ pub fn verify(func: &Func) -> Result<(), VerifyError> {
             if a >= v {
                 return Err(fail(v, format!("operand {a} is used before it is defined")));
             }
-            if let Some(ty) = func.value_type(a) {
-                types.push(ty);
+            match func.value_type(a) {
+                Some(ty) => types.push(ty),
+                None => return Err(fail(v, format!("operand {a} is not defined"))),
             }
         }
         let inferred = infer_type(&ins.op, &types).map_err(|e| fail(v, e.to_string()))?;

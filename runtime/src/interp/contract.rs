@@ -1,20 +1,20 @@
-//! `dot_general`: both operands are gathered into `[batch, free, contract]` / `[batch,
-//! contract, free]` layouts, then multiplied with a cache-friendly i-k-j loop. Floats
-//! accumulate in f64 and round once; integers wrap.
+//! `dot_general`. The operands are gathered into contiguous `[batch, m, k]` and
+//! `[batch, k, n]` layouts (batch, free and contracting dimensions each flattened), converted
+//! to the accumulator type on the way: f64 for floats, which round once at the end, and the
+//! dtype itself for integers, whose wrapping arithmetic equals i64's truncated. The product
+//! is an i-k-j loop, blocked over k so that a slab of the right operand stays in cache; every
+//! output element still sums its k terms in ascending order.
 
-use super::movement::strided_gather;
-use super::{floats, from_floats, from_ints, ints};
-use crate::Array;
-use ferrax_ir::{DotDims, Elements, TensorType};
+use super::movement::permuted_with;
+use super::num::{Float, Int};
+use super::undefined;
+use crate::{Array, RuntimeError};
+use ferrax_ir::{DType, DotDims, Elements};
 
-/// Gathers `x` with its dimensions in `order`.
-fn permuted<T: Copy>(data: &[T], x: &Array, order: &[usize]) -> Vec<T> {
-    let strides = x.shape().strides();
-    let dims: Vec<usize> = order.iter().map(|&a| x.dims()[a]).collect();
-    let st: Vec<usize> = order.iter().map(|&a| strides[a]).collect();
-    strided_gather(data, 0, &dims, &st)
-}
+/// Bytes of the right operand's rows kept hot per k block.
+const BLOCK_BYTES: usize = 256 * 1024;
 
+/// Sizes of the flattened dimension groups and the axis orders that produce the layouts.
 struct Layout {
     batch: usize,
     m: usize,
@@ -30,68 +30,77 @@ fn layout(a: &Array, b: &Array, d: &DotDims) -> Layout {
             .filter(|i| !batch.contains(i) && !contract.contains(i))
             .collect()
     };
+    let size = |x: &Array, axes: &[usize]| axes.iter().map(|&i| x.dims()[i]).product::<usize>();
     let lhs_free = free(a, &d.lhs_batch, &d.lhs_contract);
     let rhs_free = free(b, &d.rhs_batch, &d.rhs_contract);
-    let size = |x: &Array, axes: &[usize]| axes.iter().map(|&i| x.dims()[i]).product::<usize>();
+    let chain = |x: &[usize], y: &[usize], z: &[usize]| -> Vec<usize> {
+        x.iter().chain(y).chain(z).copied().collect()
+    };
     Layout {
         batch: size(a, &d.lhs_batch),
         m: size(a, &lhs_free),
         k: size(a, &d.lhs_contract),
         n: size(b, &rhs_free),
-        lhs_order: d
-            .lhs_batch
-            .iter()
-            .chain(&lhs_free)
-            .chain(&d.lhs_contract)
-            .copied()
-            .collect(),
-        rhs_order: d
-            .rhs_batch
-            .iter()
-            .chain(&d.rhs_contract)
-            .chain(&rhs_free)
-            .copied()
-            .collect(),
+        lhs_order: chain(&d.lhs_batch, &lhs_free, &d.lhs_contract),
+        rhs_order: chain(&d.rhs_batch, &d.rhs_contract, &rhs_free),
     }
 }
 
-/// `c[b, i, j] = Σ_p a[b, i, p] * w[b, p, j]` with `T` as the accumulator.
-fn matmul<T: Copy + Default>(
-    a: &[T],
-    w: &[T],
+/// `c[b, i, j] = Σ_p lhs[b, i, p] * rhs[b, p, j]` with `fma(c, x, y) = c + x * y`.
+fn matmul<A: Copy>(
+    lhs: &[A],
+    rhs: &[A],
     l: &Layout,
-    add: impl Fn(T, T) -> T,
-    mul: impl Fn(T, T) -> T,
-) -> Vec<T> {
+    zero: A,
+    fma: impl Fn(A, A, A) -> A,
+) -> Vec<A> {
     let (m, k, n) = (l.m, l.k, l.n);
-    let mut c = vec![T::default(); l.batch * m * n];
+    let mut out = vec![zero; l.batch * m * n];
+    if n == 0 {
+        return out;
+    }
+    let kb = (BLOCK_BYTES / (n * size_of::<A>())).max(1);
     for b in 0..l.batch {
-        for i in 0..m {
-            let row = &mut c[(b * m + i) * n..(b * m + i + 1) * n];
-            for p in 0..k {
-                let av = a[(b * m + i) * k + p];
-                let wrow = &w[(b * k + p) * n..(b * k + p + 1) * n];
-                for (cj, &wv) in row.iter_mut().zip(wrow) {
-                    *cj = add(*cj, mul(av, wv));
+        let a = &lhs[b * m * k..(b + 1) * m * k];
+        let w = &rhs[b * k * n..(b + 1) * k * n];
+        let c = &mut out[b * m * n..(b + 1) * m * n];
+        for p0 in (0..k).step_by(kb) {
+            let p1 = (p0 + kb).min(k);
+            for (crow, arow) in c.chunks_exact_mut(n).zip(a.chunks_exact(k.max(1))) {
+                for (p, &x) in (p0..p1).zip(&arow[p0..p1]) {
+                    for (cj, &y) in crow.iter_mut().zip(&w[p * n..(p + 1) * n]) {
+                        *cj = fma(*cj, x, y);
+                    }
                 }
             }
         }
     }
-    c
+    out
 }
 
-pub(super) fn dot_general(a: &Array, b: &Array, d: &DotDims, ty: &TensorType) -> Elements {
-    let l = layout(a, b, d);
-    if ty.dtype.is_float() {
-        let lhs = permuted(&floats(a.elements()), a, &l.lhs_order);
-        let rhs = permuted(&floats(b.elements()), b, &l.rhs_order);
-        from_floats(matmul(&lhs, &rhs, &l, |x, y| x + y, |x, y| x * y), ty.dtype)
-    } else {
-        let lhs = permuted(&ints(a.elements()), a, &l.lhs_order);
-        let rhs = permuted(&ints(b.elements()), b, &l.rhs_order);
-        from_ints(
-            matmul(&lhs, &rhs, &l, i64::wrapping_add, i64::wrapping_mul),
-            ty.dtype,
-        )
-    }
+fn dot_float<T: Float>(a: &[T], x: &Array, b: &[T], y: &Array, l: &Layout) -> Vec<T> {
+    let lhs = permuted_with(a, x, &l.lhs_order, T::to_f64);
+    let rhs = permuted_with(b, y, &l.rhs_order, T::to_f64);
+    let out = matmul(&lhs, &rhs, l, 0.0, |c, p, q| c + p * q);
+    out.into_iter().map(T::from_f64).collect()
+}
+
+fn dot_int<T: Int>(a: &[T], x: &Array, b: &[T], y: &Array, l: &Layout) -> Vec<T> {
+    let lhs = permuted_with(a, x, &l.lhs_order, |v| v);
+    let rhs = permuted_with(b, y, &l.rhs_order, |v| v);
+    matmul(&lhs, &rhs, l, T::ZERO, |c, p, q| c.add(p.mul(q)))
+}
+
+pub(super) fn dot_general(x: &Array, y: &Array, d: &DotDims) -> Result<Elements, RuntimeError> {
+    let l = layout(x, y, d);
+    Ok(match x.elements() {
+        Elements::F32(a) => Elements::F32(dot_float(a, x, y.as_slice()?, y, &l)),
+        Elements::F64(a) => Elements::F64(dot_float(a, x, y.as_slice()?, y, &l)),
+        Elements::F16(a) => Elements::F16(dot_float(a, x, y.as_slice()?, y, &l)),
+        Elements::BF16(a) => Elements::BF16(dot_float(a, x, y.as_slice()?, y, &l)),
+        Elements::I32(a) => Elements::I32(dot_int(a, x, y.as_slice()?, y, &l)),
+        Elements::I64(a) => Elements::I64(dot_int(a, x, y.as_slice()?, y, &l)),
+        Elements::U8(a) => Elements::U8(dot_int(a, x, y.as_slice()?, y, &l)),
+        Elements::Bool(_) => return Err(undefined("dot_general", DType::Bool)),
+    })
 }

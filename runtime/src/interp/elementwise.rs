@@ -1,284 +1,384 @@
-//! Elementwise ops. Floats of every width are computed in f64 and rounded once to their dtype:
-//! exact for the arithmetic ops (f64 has more than twice the precision of f32, so the result
-//! equals the correctly rounded f32 operation) and nearly always correctly rounded for the
-//! transcendentals. Integers are computed in i64 and wrapped to their width.
+//! Elementwise ops. Each op matches on the dtype and on the op once, then runs one
+//! monomorphized loop. f32/f64 arithmetic is native IEEE; f16/bf16 arithmetic goes through
+//! f32 and rounds back (see [`Float`]); transcendentals of every float width are computed in
+//! f64 and rounded once, so they are nearly always correctly rounded. Integers wrap.
 
-use super::{floats, from_floats, from_ints, ints};
-use ferrax_ir::{bf16_from_f64, f16_from_f64};
-use ferrax_ir::{BinaryOp, CompareOp, DType, Elements, UnaryOp};
+use super::num::{fmax, fmin, Arith, Float, Int};
+use super::undefined;
+use crate::{Array, RuntimeError};
+use ferrax_ir::{
+    bf16_from_f64, f16_from_f64, map_elements, with_elements, BinaryOp, CompareOp, DType, Element,
+    Elements, UnaryOp,
+};
+use half::{bf16, f16};
 
-/// `f` on every element of a float array, computed in f64 and rounded once.
-fn map_floats(x: &Elements, f: impl Fn(f64) -> f64) -> Elements {
-    match x {
-        Elements::F32(v) => Elements::F32(v.iter().map(|&a| f(a as f64) as f32).collect()),
-        Elements::F64(v) => Elements::F64(v.iter().map(|&a| f(a)).collect()),
-        Elements::F16(v) => Elements::F16(v.iter().map(|a| f16_from_f64(f(a.to_f64()))).collect()),
-        Elements::BF16(v) => {
-            Elements::BF16(v.iter().map(|a| bf16_from_f64(f(a.to_f64()))).collect())
-        }
-        other => from_floats(floats(other).into_iter().map(f).collect(), other.dtype()),
-    }
+fn map<T: Copy, U>(v: &[T], f: impl Fn(T) -> U) -> Vec<U> {
+    v.iter().map(|&x| f(x)).collect()
 }
 
-/// `f` on corresponding elements of two float arrays of the same dtype.
-fn zip_floats(a: &Elements, b: &Elements, f: impl Fn(f64, f64) -> f64) -> Elements {
-    match (a, b) {
-        (Elements::F32(x), Elements::F32(y)) => {
-            Elements::F32(zip_with(x, y, |p, q| f(p as f64, q as f64) as f32))
-        }
-        (Elements::F64(x), Elements::F64(y)) => Elements::F64(zip_with(x, y, f)),
-        _ => from_floats(zip_with(&floats(a), &floats(b), f), a.dtype()),
-    }
-}
-
-fn unary_float(u: UnaryOp, x: f64) -> f64 {
-    match u {
-        UnaryOp::Neg => -x,
-        UnaryOp::Abs => x.abs(),
-        UnaryOp::Sign => {
-            if x.is_nan() || x == 0.0 {
-                x
-            } else {
-                x.signum()
-            }
-        }
-        UnaryOp::Floor => x.floor(),
-        UnaryOp::Ceil => x.ceil(),
-        UnaryOp::Round => x.round(),
-        UnaryOp::RoundEven => x.round_ties_even(),
-        UnaryOp::Exp => x.exp(),
-        UnaryOp::Expm1 => x.exp_m1(),
-        UnaryOp::Log => x.ln(),
-        UnaryOp::Log1p => x.ln_1p(),
-        UnaryOp::Sqrt => x.sqrt(),
-        UnaryOp::Rsqrt => 1.0 / x.sqrt(),
-        UnaryOp::Tanh => x.tanh(),
-        UnaryOp::Logistic => {
-            if x >= 0.0 {
-                1.0 / (1.0 + (-x).exp())
-            } else {
-                let e = x.exp();
-                e / (1.0 + e)
-            }
-        }
-        UnaryOp::Sin => x.sin(),
-        UnaryOp::Cos => x.cos(),
-        UnaryOp::Not => f64::NAN,
-    }
-}
-
-fn unary_int(u: UnaryOp, x: i64) -> i64 {
-    match u {
-        UnaryOp::Neg => x.wrapping_neg(),
-        UnaryOp::Abs => x.wrapping_abs(),
-        UnaryOp::Sign => x.signum(),
-        UnaryOp::Not => !x,
-        _ => x,
-    }
-}
-
-pub(super) fn unary(u: UnaryOp, x: &Elements) -> Elements {
-    let d = x.dtype();
-    match x {
-        Elements::Bool(v) => Elements::Bool(v.iter().map(|b| !b).collect()),
-        _ if d.is_float() => map_floats(x, |v| unary_float(u, v)),
-        _ => from_ints(ints(x).iter().map(|&v| unary_int(u, v)).collect(), d),
-    }
-}
-
-/// NaN-propagating maximum with max(-0, +0) = +0.
-fn fmax(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
-    } else if a == b {
-        if a.is_sign_negative() {
-            b
-        } else {
-            a
-        }
-    } else {
-        a.max(b)
-    }
-}
-
-/// NaN-propagating minimum with min(-0, +0) = -0.
-fn fmin(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
-    } else if a == b {
-        if a.is_sign_negative() {
-            a
-        } else {
-            b
-        }
-    } else {
-        a.min(b)
-    }
-}
-
-fn binary_float(op: BinaryOp, a: f64, b: f64) -> f64 {
-    match op {
-        BinaryOp::Add => a + b,
-        BinaryOp::Sub => a - b,
-        BinaryOp::Mul => a * b,
-        BinaryOp::Div => a / b,
-        BinaryOp::Rem => a % b,
-        BinaryOp::Pow => a.powf(b),
-        BinaryOp::Max => fmax(a, b),
-        BinaryOp::Min => fmin(a, b),
-        BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => f64::NAN,
-    }
-}
-
-/// Integer `a ** b` by repeated squaring, wrapping; negative exponents give 0 unless |a| = 1.
-fn int_pow(a: i64, b: i64) -> i64 {
-    if b < 0 {
-        return match a {
-            1 => 1,
-            -1 => {
-                if b % 2 == 0 {
-                    1
-                } else {
-                    -1
-                }
-            }
-            _ => 0,
-        };
-    }
-    let (mut base, mut exp, mut acc) = (a, b as u64, 1i64);
-    while exp > 0 {
-        if exp & 1 == 1 {
-            acc = acc.wrapping_mul(base);
-        }
-        base = base.wrapping_mul(base);
-        exp >>= 1;
-    }
-    acc
-}
-
-fn binary_int(op: BinaryOp, a: i64, b: i64) -> i64 {
-    match op {
-        BinaryOp::Add => a.wrapping_add(b),
-        BinaryOp::Sub => a.wrapping_sub(b),
-        BinaryOp::Mul => a.wrapping_mul(b),
-        // XLA: x / 0 has all bits set, x % 0 = x, MIN / -1 = MIN, MIN % -1 = 0.
-        BinaryOp::Div if b == 0 => -1,
-        BinaryOp::Div => a.wrapping_div(b),
-        BinaryOp::Rem if b == 0 => a,
-        BinaryOp::Rem => a.wrapping_rem(b),
-        BinaryOp::Pow => int_pow(a, b),
-        BinaryOp::Max => a.max(b),
-        BinaryOp::Min => a.min(b),
-        BinaryOp::And => a & b,
-        BinaryOp::Or => a | b,
-        BinaryOp::Xor => a ^ b,
-    }
-}
-
-/// `f(a[i], b[i])`; both have the same length (the type rules guarantee it).
-fn zip_with<T: Copy, U>(a: &[T], b: &[T], f: impl Fn(T, T) -> U) -> Vec<U> {
+/// `f(a[i], b[i])`; the type rules give both the same length.
+fn zip<T: Copy, U>(a: &[T], b: &[T], f: impl Fn(T, T) -> U) -> Vec<U> {
     a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
 }
 
-pub(super) fn binary(op: BinaryOp, a: &Elements, b: &Elements) -> Elements {
-    let d = a.dtype();
-    match (a, b) {
-        (Elements::Bool(x), Elements::Bool(y)) => Elements::Bool(zip_with(x, y, |p, q| match op {
-            BinaryOp::And | BinaryOp::Min | BinaryOp::Mul => p & q,
-            BinaryOp::Or | BinaryOp::Max | BinaryOp::Add => p | q,
-            _ => p ^ q,
-        })),
-        _ if d.is_float() => zip_floats(a, b, |x, y| binary_float(op, x, y)),
-        _ => from_ints(zip_with(&ints(a), &ints(b), |x, y| binary_int(op, x, y)), d),
+/// `f` computed in f64 and rounded once to `T`.
+fn map_wide<T: Float>(v: &[T], f: impl Fn(f64) -> f64) -> Vec<T> {
+    map(v, |x| T::from_f64(f(x.to_f64())))
+}
+
+fn map_arith<T: Float>(v: &[T], f: impl Fn(T::Arith) -> T::Arith) -> Vec<T> {
+    map(v, |x| T::from_arith(f(x.to_arith())))
+}
+
+fn zip_wide<T: Float>(a: &[T], b: &[T], f: impl Fn(f64, f64) -> f64) -> Vec<T> {
+    zip(a, b, |x, y| T::from_f64(f(x.to_f64(), y.to_f64())))
+}
+
+fn zip_arith<T: Float>(a: &[T], b: &[T], f: impl Fn(T::Arith, T::Arith) -> T::Arith) -> Vec<T> {
+    zip(a, b, |x, y| T::from_arith(f(x.to_arith(), y.to_arith())))
+}
+
+/// The logistic function without overflow for large |x|.
+fn logistic(x: f64) -> f64 {
+    if x >= 0.0 {
+        1.0 / (1.0 + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (1.0 + e)
     }
 }
 
-fn ordering<T: PartialOrd>(c: CompareOp, a: T, b: T) -> bool {
-    match c {
-        CompareOp::Eq => a == b,
-        CompareOp::Ne => a != b,
-        CompareOp::Lt => a < b,
-        CompareOp::Le => a <= b,
-        CompareOp::Gt => a > b,
-        CompareOp::Ge => a >= b,
+/// NaN and ±0 map to themselves, everything else to ±1.
+fn sign(x: f64) -> f64 {
+    if x.is_nan() || x == 0.0 {
+        x
+    } else {
+        x.signum()
     }
 }
 
-pub(super) fn compare(c: CompareOp, a: &Elements, b: &Elements) -> Elements {
-    let d = a.dtype();
-    Elements::Bool(match (a, b) {
-        (Elements::Bool(x), Elements::Bool(y)) => zip_with(x, y, |p, q| ordering(c, p, q)),
-        _ if d.is_float() => zip_with(&floats(a), &floats(b), |x, y| ordering(c, x, y)),
-        _ => zip_with(&ints(a), &ints(b), |x, y| ordering(c, x, y)),
+fn unary_float<T: Float>(u: UnaryOp, v: &[T]) -> Result<Vec<T>, RuntimeError> {
+    Ok(match u {
+        UnaryOp::Neg => map_arith(v, |x| -x),
+        UnaryOp::Abs => map_arith(v, Arith::abs),
+        // Exact in f64 for every narrower float.
+        UnaryOp::Sign => map_wide(v, sign),
+        UnaryOp::Floor => map_wide(v, f64::floor),
+        UnaryOp::Ceil => map_wide(v, f64::ceil),
+        UnaryOp::Round => map_wide(v, f64::round),
+        UnaryOp::RoundEven => map_wide(v, f64::round_ties_even),
+        UnaryOp::Exp => map_wide(v, f64::exp),
+        UnaryOp::Expm1 => map_wide(v, f64::exp_m1),
+        UnaryOp::Log => map_wide(v, f64::ln),
+        UnaryOp::Log1p => map_wide(v, f64::ln_1p),
+        UnaryOp::Sqrt => map_wide(v, f64::sqrt),
+        UnaryOp::Rsqrt => map_wide(v, |x| 1.0 / x.sqrt()),
+        UnaryOp::Tanh => map_wide(v, f64::tanh),
+        UnaryOp::Logistic => map_wide(v, logistic),
+        UnaryOp::Sin => map_wide(v, f64::sin),
+        UnaryOp::Cos => map_wide(v, f64::cos),
+        UnaryOp::Not => return Err(undefined(u.name(), T::DTYPE)),
     })
 }
 
-/// `pred[i] ? a[i] : b[i]`, with a one-element `pred` applying everywhere.
-fn pick<T: Copy>(pred: &[bool], a: &[T], b: &[T]) -> Vec<T> {
-    (0..a.len())
-        .map(|i| if pred[i % pred.len()] { a[i] } else { b[i] })
-        .collect()
+fn unary_int<T: Int>(u: UnaryOp, v: &[T]) -> Result<Vec<T>, RuntimeError> {
+    Ok(match u {
+        UnaryOp::Neg => map(v, T::neg),
+        UnaryOp::Abs => map(v, T::abs),
+        UnaryOp::Sign => map(v, T::sign),
+        UnaryOp::Not => map(v, |x| !x),
+        _ => return Err(undefined(u.name(), T::DTYPE)),
+    })
 }
 
-pub(super) fn select(pred: &Elements, a: &Elements, b: &Elements) -> Elements {
-    let Elements::Bool(p) = pred else {
-        return a.clone();
-    };
-    match (a, b) {
-        (Elements::F32(x), Elements::F32(y)) => Elements::F32(pick(p, x, y)),
-        (Elements::F64(x), Elements::F64(y)) => Elements::F64(pick(p, x, y)),
-        (Elements::F16(x), Elements::F16(y)) => Elements::F16(pick(p, x, y)),
-        (Elements::BF16(x), Elements::BF16(y)) => Elements::BF16(pick(p, x, y)),
-        (Elements::I32(x), Elements::I32(y)) => Elements::I32(pick(p, x, y)),
-        (Elements::I64(x), Elements::I64(y)) => Elements::I64(pick(p, x, y)),
-        (Elements::U8(x), Elements::U8(y)) => Elements::U8(pick(p, x, y)),
-        (Elements::Bool(x), Elements::Bool(y)) => Elements::Bool(pick(p, x, y)),
-        _ => a.clone(),
+pub(super) fn unary(u: UnaryOp, x: &Array) -> Result<Elements, RuntimeError> {
+    Ok(match x.elements() {
+        Elements::F32(v) => Elements::F32(unary_float(u, v)?),
+        Elements::F64(v) => Elements::F64(unary_float(u, v)?),
+        Elements::F16(v) => Elements::F16(unary_float(u, v)?),
+        Elements::BF16(v) => Elements::BF16(unary_float(u, v)?),
+        Elements::I32(v) => Elements::I32(unary_int(u, v)?),
+        Elements::I64(v) => Elements::I64(unary_int(u, v)?),
+        Elements::U8(v) => Elements::U8(unary_int(u, v)?),
+        Elements::Bool(v) if u == UnaryOp::Not => Elements::Bool(map(v, |b| !b)),
+        Elements::Bool(_) => return Err(undefined(u.name(), DType::Bool)),
+    })
+}
+
+fn binary_float<T: Float>(op: BinaryOp, a: &[T], b: &[T]) -> Result<Vec<T>, RuntimeError> {
+    Ok(match op {
+        BinaryOp::Add => zip_arith(a, b, |x, y| x + y),
+        BinaryOp::Sub => zip_arith(a, b, |x, y| x - y),
+        BinaryOp::Mul => zip_arith(a, b, |x, y| x * y),
+        BinaryOp::Div => zip_arith(a, b, |x, y| x / y),
+        BinaryOp::Rem => zip_arith(a, b, |x, y| x % y),
+        BinaryOp::Max => zip_arith(a, b, fmax),
+        BinaryOp::Min => zip_arith(a, b, fmin),
+        BinaryOp::Pow => zip_wide(a, b, f64::powf),
+        BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => return Err(undefined(op.name(), T::DTYPE)),
+    })
+}
+
+fn binary_int<T: Int>(op: BinaryOp, a: &[T], b: &[T]) -> Vec<T> {
+    match op {
+        BinaryOp::Add => zip(a, b, T::add),
+        BinaryOp::Sub => zip(a, b, T::sub),
+        BinaryOp::Mul => zip(a, b, T::mul),
+        BinaryOp::Div => zip(a, b, T::div),
+        BinaryOp::Rem => zip(a, b, T::rem),
+        BinaryOp::Pow => zip(a, b, T::pow),
+        BinaryOp::Max => zip(a, b, Ord::max),
+        BinaryOp::Min => zip(a, b, Ord::min),
+        BinaryOp::And => zip(a, b, |x, y| x & y),
+        BinaryOp::Or => zip(a, b, |x, y| x | y),
+        BinaryOp::Xor => zip(a, b, |x, y| x ^ y),
     }
 }
 
-/// `min(max(x, lo), hi)`; `lo`/`hi` have one element or as many as `x`.
-pub(super) fn clamp(lo: &Elements, x: &Elements, hi: &Elements) -> Elements {
-    let d = x.dtype();
-    if d.is_float() {
-        let (l, v, h) = (floats(lo), floats(x), floats(hi));
-        let out = (0..v.len())
-            .map(|i| fmin(fmax(v[i], l[i % l.len()]), h[i % h.len()]))
-            .collect();
-        from_floats(out, d)
-    } else {
-        let (l, v, h) = (ints(lo), ints(x), ints(hi));
-        let out = (0..v.len())
-            .map(|i| v[i].max(l[i % l.len()]).min(h[i % h.len()]))
-            .collect();
-        from_ints(out, d)
+fn binary_bool(op: BinaryOp, a: &[bool], b: &[bool]) -> Result<Vec<bool>, RuntimeError> {
+    Ok(match op {
+        BinaryOp::And => zip(a, b, |x, y| x & y),
+        BinaryOp::Or => zip(a, b, |x, y| x | y),
+        BinaryOp::Xor => zip(a, b, |x, y| x ^ y),
+        _ => return Err(undefined(op.name(), DType::Bool)),
+    })
+}
+
+pub(super) fn binary(op: BinaryOp, a: &Array, b: &Array) -> Result<Elements, RuntimeError> {
+    Ok(match a.elements() {
+        Elements::F32(x) => Elements::F32(binary_float(op, x, b.as_slice()?)?),
+        Elements::F64(x) => Elements::F64(binary_float(op, x, b.as_slice()?)?),
+        Elements::F16(x) => Elements::F16(binary_float(op, x, b.as_slice()?)?),
+        Elements::BF16(x) => Elements::BF16(binary_float(op, x, b.as_slice()?)?),
+        Elements::I32(x) => Elements::I32(binary_int(op, x, b.as_slice()?)),
+        Elements::I64(x) => Elements::I64(binary_int(op, x, b.as_slice()?)),
+        Elements::U8(x) => Elements::U8(binary_int(op, x, b.as_slice()?)),
+        Elements::Bool(x) => Elements::Bool(binary_bool(op, x, b.as_slice()?)?),
+    })
+}
+
+/// Compares `key(a[i])` with `key(b[i])`; float keys give IEEE results (NaN unordered).
+fn compare_by<T: Copy, K: PartialOrd>(
+    c: CompareOp,
+    a: &[T],
+    b: &[T],
+    key: impl Fn(T) -> K,
+) -> Vec<bool> {
+    match c {
+        CompareOp::Eq => zip(a, b, |x, y| key(x) == key(y)),
+        CompareOp::Ne => zip(a, b, |x, y| key(x) != key(y)),
+        CompareOp::Lt => zip(a, b, |x, y| key(x) < key(y)),
+        CompareOp::Le => zip(a, b, |x, y| key(x) <= key(y)),
+        CompareOp::Gt => zip(a, b, |x, y| key(x) > key(y)),
+        CompareOp::Ge => zip(a, b, |x, y| key(x) >= key(y)),
+    }
+}
+
+pub(super) fn compare(c: CompareOp, a: &Array, b: &Array) -> Result<Elements, RuntimeError> {
+    Ok(Elements::Bool(match a.elements() {
+        Elements::F32(x) => compare_by(c, x, b.as_slice()?, |v| v),
+        Elements::F64(x) => compare_by(c, x, b.as_slice()?, |v| v),
+        Elements::F16(x) => compare_by(c, x, b.as_slice()?, f16::to_f32),
+        Elements::BF16(x) => compare_by(c, x, b.as_slice()?, bf16::to_f32),
+        Elements::I32(x) => compare_by(c, x, b.as_slice()?, |v| v),
+        Elements::I64(x) => compare_by(c, x, b.as_slice()?, |v| v),
+        Elements::U8(x) => compare_by(c, x, b.as_slice()?, |v| v),
+        Elements::Bool(x) => compare_by(c, x, b.as_slice()?, |v| v),
+    }))
+}
+
+/// `pred[i] ? a[i] : b[i]`; a one-element `pred` picks a whole branch.
+fn select_typed<T: Element>(pred: &[bool], a: &[T], b: &[T]) -> Vec<T> {
+    match pred {
+        [p] => if *p { a } else { b }.to_vec(),
+        _ => pred
+            .iter()
+            .zip(a.iter().zip(b))
+            .map(|(&p, (&x, &y))| if p { x } else { y })
+            .collect(),
+    }
+}
+
+pub(super) fn select(pred: &Array, a: &Array, b: &Array) -> Result<Elements, RuntimeError> {
+    let p = pred.as_slice::<bool>()?;
+    Ok(map_elements!(a.elements(), v => select_typed(p, v, b.as_slice()?)))
+}
+
+/// `f(lo, x, hi)` per element; `lo` and `hi` have one element or as many as `x`.
+fn clamp_with<T: Copy>(lo: &[T], x: &[T], hi: &[T], f: impl Fn(T, T, T) -> T) -> Vec<T> {
+    x.iter()
+        .zip(lo.iter().cycle().zip(hi.iter().cycle()))
+        .map(|(&v, (&l, &h))| f(l, v, h))
+        .collect()
+}
+
+fn clamp_float<T: Float>(lo: &[T], x: &[T], hi: &[T]) -> Vec<T> {
+    clamp_with(lo, x, hi, |l, v, h| {
+        T::from_arith(fmin(fmax(v.to_arith(), l.to_arith()), h.to_arith()))
+    })
+}
+
+fn clamp_int<T: Int>(lo: &[T], x: &[T], hi: &[T]) -> Vec<T> {
+    clamp_with(lo, x, hi, |l, v, h| v.max(l).min(h))
+}
+
+/// `min(max(x, lo), hi)`, so `lo > hi` gives `hi` and NaN anywhere gives NaN.
+pub(super) fn clamp(lo: &Array, x: &Array, hi: &Array) -> Result<Elements, RuntimeError> {
+    Ok(match x.elements() {
+        Elements::F32(v) => Elements::F32(clamp_float(lo.as_slice()?, v, hi.as_slice()?)),
+        Elements::F64(v) => Elements::F64(clamp_float(lo.as_slice()?, v, hi.as_slice()?)),
+        Elements::F16(v) => Elements::F16(clamp_float(lo.as_slice()?, v, hi.as_slice()?)),
+        Elements::BF16(v) => Elements::BF16(clamp_float(lo.as_slice()?, v, hi.as_slice()?)),
+        Elements::I32(v) => Elements::I32(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
+        Elements::I64(v) => Elements::I64(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
+        Elements::U8(v) => Elements::U8(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
+        Elements::Bool(_) => return Err(undefined("clamp", DType::Bool)),
+    })
+}
+
+/// One element converted to every dtype with `convert`'s rules.
+trait Cast: Element {
+    fn cast_f32(self) -> f32;
+    fn cast_f64(self) -> f64;
+    fn cast_f16(self) -> f16;
+    fn cast_bf16(self) -> bf16;
+    fn cast_i32(self) -> i32;
+    fn cast_i64(self) -> i64;
+    fn cast_u8(self) -> u8;
+    fn cast_bool(self) -> bool;
+}
+
+/// Floats widen to f64 exactly, then round once to a float dtype, or truncate toward zero and
+/// saturate to an integer (Rust's `as`, which also maps NaN to 0).
+macro_rules! cast_float {
+    ($t:ty) => {
+        impl Cast for $t {
+            fn cast_f32(self) -> f32 {
+                Float::to_f64(self) as f32
+            }
+            fn cast_f64(self) -> f64 {
+                Float::to_f64(self)
+            }
+            fn cast_f16(self) -> f16 {
+                f16_from_f64(Float::to_f64(self))
+            }
+            fn cast_bf16(self) -> bf16 {
+                bf16_from_f64(Float::to_f64(self))
+            }
+            fn cast_i32(self) -> i32 {
+                Float::to_f64(self) as i32
+            }
+            fn cast_i64(self) -> i64 {
+                Float::to_f64(self) as i64
+            }
+            fn cast_u8(self) -> u8 {
+                Float::to_f64(self) as u8
+            }
+            fn cast_bool(self) -> bool {
+                Float::to_f64(self) != 0.0
+            }
+        }
+    };
+}
+
+cast_float!(f32);
+cast_float!(f64);
+cast_float!(f16);
+cast_float!(bf16);
+
+/// `x` as f64 rounded to odd (truncated, last bit set when inexact), so that a later rounding
+/// to bf16 equals rounding `x` directly.
+fn i64_to_f64_odd(x: i64) -> f64 {
+    let f = x as f64;
+    let (exact, back) = (x as i128, f as i128);
+    if back == exact {
+        return f;
+    }
+    let mut bits = f.to_bits();
+    if back.abs() > exact.abs() {
+        bits -= 1;
+    }
+    f64::from_bits(bits | 1)
+}
+
+/// Integers widen to i64 exactly, round once to floats and wrap to narrower integers.
+macro_rules! cast_int {
+    ($t:ty) => {
+        impl Cast for $t {
+            fn cast_f32(self) -> f32 {
+                self as i64 as f32
+            }
+            fn cast_f64(self) -> f64 {
+                self as i64 as f64
+            }
+            // Exact in f64 up to 2^53, far beyond f16's overflow to infinity.
+            fn cast_f16(self) -> f16 {
+                f16_from_f64(self as i64 as f64)
+            }
+            fn cast_bf16(self) -> bf16 {
+                bf16_from_f64(i64_to_f64_odd(self as i64))
+            }
+            fn cast_i32(self) -> i32 {
+                self as i32
+            }
+            fn cast_i64(self) -> i64 {
+                self as i64
+            }
+            fn cast_u8(self) -> u8 {
+                self as u8
+            }
+            fn cast_bool(self) -> bool {
+                self != 0
+            }
+        }
+    };
+}
+
+cast_int!(i32);
+cast_int!(i64);
+cast_int!(u8);
+
+/// Bools are 0 or 1.
+impl Cast for bool {
+    fn cast_f32(self) -> f32 {
+        (self as u8).cast_f32()
+    }
+    fn cast_f64(self) -> f64 {
+        (self as u8).cast_f64()
+    }
+    fn cast_f16(self) -> f16 {
+        (self as u8).cast_f16()
+    }
+    fn cast_bf16(self) -> bf16 {
+        (self as u8).cast_bf16()
+    }
+    fn cast_i32(self) -> i32 {
+        self as i32
+    }
+    fn cast_i64(self) -> i64 {
+        self as i64
+    }
+    fn cast_u8(self) -> u8 {
+        self as u8
+    }
+    fn cast_bool(self) -> bool {
+        self
+    }
+}
+
+fn cast_all<T: Cast>(v: &[T], to: DType) -> Elements {
+    match to {
+        DType::F32 => Elements::F32(map(v, T::cast_f32)),
+        DType::F64 => Elements::F64(map(v, T::cast_f64)),
+        DType::F16 => Elements::F16(map(v, T::cast_f16)),
+        DType::BF16 => Elements::BF16(map(v, T::cast_bf16)),
+        DType::I32 => Elements::I32(map(v, T::cast_i32)),
+        DType::I64 => Elements::I64(map(v, T::cast_i64)),
+        DType::U8 => Elements::U8(map(v, T::cast_u8)),
+        DType::Bool => Elements::Bool(map(v, T::cast_bool)),
     }
 }
 
 pub(super) fn convert(x: &Elements, to: DType) -> Elements {
-    let from = x.dtype();
-    if from == to {
-        return x.clone();
-    }
-    if let Elements::Bool(v) = x {
-        return convert(&Elements::U8(v.iter().map(|&b| b as u8).collect()), to);
-    }
-    match to {
-        DType::Bool if from.is_float() => {
-            Elements::Bool(floats(x).iter().map(|&v| v != 0.0).collect())
-        }
-        DType::Bool => Elements::Bool(ints(x).iter().map(|&v| v != 0).collect()),
-        // Directly from i64, so that large integers round once.
-        DType::F32 if from.is_int() => Elements::F32(ints(x).iter().map(|&v| v as f32).collect()),
-        _ if to.is_float() && from.is_float() => from_floats(floats(x), to),
-        _ if to.is_float() => from_floats(ints(x).iter().map(|&v| v as f64).collect(), to),
-        // Float to integer truncates toward zero, saturates and maps NaN to 0: Rust's `as`.
-        DType::I32 if from.is_float() => {
-            Elements::I32(floats(x).iter().map(|&v| v as i32).collect())
-        }
-        DType::U8 if from.is_float() => Elements::U8(floats(x).iter().map(|&v| v as u8).collect()),
-        _ if from.is_float() => Elements::I64(floats(x).iter().map(|&v| v as i64).collect()),
-        // Integer to integer wraps.
-        _ => from_ints(ints(x), to),
-    }
+    with_elements!(x, v => cast_all(v, to))
 }

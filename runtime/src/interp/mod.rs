@@ -1,19 +1,20 @@
 //! The reference interpreter: evaluates a verified `Func` op by op on host arrays. It is the
-//! numerical oracle for every backend, so it favours accuracy: float sums and dot products
-//! accumulate in f64 and round once, and f32/f16/bf16 transcendentals are computed in f64.
-//! Files mirror `ir/src/ops/`.
+//! numerical oracle for every backend, so it favours accuracy over speed: float sums and dot
+//! products accumulate in f64 and round once, and transcendentals are computed in f64 and
+//! rounded to the dtype. Each op dispatches on its dtype once and then runs a loop generic
+//! over the element type (see `num`). Files mirror `ir/src/ops/`.
 
 mod contract;
 mod elementwise;
 mod movement;
+mod num;
 mod reduce;
+mod source;
 
 use crate::{Array, RuntimeError};
-use ferrax_ir::{
-    bf16_from_f64, f16_from_f64, infer_type, verify, DType, Elements, Func, Op, TensorType,
-};
+use ferrax_ir::{infer_type, verify, DType, Func, Op, TensorType, TypeError};
 
-/// Evaluates `func` on `args`.
+/// Evaluates `func` on `args`, which must match its parameter types.
 pub fn interpret(func: &Func, args: &[Array]) -> Result<Vec<Array>, RuntimeError> {
     verify(func)?;
     if args.len() != func.params.len() {
@@ -31,31 +32,35 @@ pub fn interpret(func: &Func, args: &[Array]) -> Result<Vec<Array>, RuntimeError
             });
         }
     }
-    // The last use of every value, so that intermediates are freed as soon as possible.
-    let mut last_use = vec![0usize; func.num_values()];
+    // A value is released after the instruction that uses it last, or right away if nothing
+    // uses it, unless it is an output. That bounds memory by the live values.
+    let n = func.num_values();
+    let mut last_use: Vec<Option<usize>> = vec![None; n];
     for (i, ins) in func.body.iter().enumerate() {
         for a in &ins.args {
-            last_use[a.index()] = i;
+            last_use[a.index()] = Some(i);
         }
     }
-    let pinned: Vec<bool> = {
-        let mut p = vec![false; func.num_values()];
-        for o in &func.outputs {
-            p[o.index()] = true;
-        }
-        p
-    };
+    let mut keep = vec![false; n];
+    for o in &func.outputs {
+        keep[o.index()] = true;
+    }
     let mut values: Vec<Option<Array>> = args.iter().cloned().map(Some).collect();
     for (i, ins) in func.body.iter().enumerate() {
-        let operands: Vec<&Array> = ins
+        let operands = ins
             .args
             .iter()
-            .filter_map(|a| values[a.index()].as_ref())
-            .collect();
+            .map(|a| {
+                values[a.index()]
+                    .as_ref()
+                    .ok_or(RuntimeError::Freed { value: a.0 })
+            })
+            .collect::<Result<Vec<&Array>, RuntimeError>>()?;
         let out = eval_typed(&ins.op, &operands, &ins.ty)?;
-        values.push(Some(out));
+        let v = func.instr_value(i).index();
+        values.push((keep[v] || last_use[v].is_some()).then_some(out));
         for a in &ins.args {
-            if last_use[a.index()] == i && !pinned[a.index()] {
+            if last_use[a.index()] == Some(i) && !keep[a.index()] {
                 values[a.index()] = None;
             }
         }
@@ -70,15 +75,16 @@ pub fn interpret(func: &Func, args: &[Array]) -> Result<Vec<Array>, RuntimeError
         .collect()
 }
 
-/// Evaluates one op on concrete operands.
+/// Evaluates one op on concrete operands (eager mode), checking their types first.
 pub fn eval_op(op: &Op, args: &[&Array]) -> Result<Array, RuntimeError> {
     let types: Vec<&TensorType> = args.iter().map(|a| a.ty()).collect();
     let ty = infer_type(op, &types)?;
     eval_typed(op, args, &ty)
 }
 
+/// Evaluates `op` on operands whose types the shape rules accept, giving a result of type `ty`.
 fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, RuntimeError> {
-    let data: Elements = match op {
+    let data = match op {
         Op::Constant(lit) => return Ok(Array::from_literal(lit)),
         Op::CustomVjp(c) => {
             let owned: Vec<Array> = args.iter().map(|&a| a.clone()).collect();
@@ -88,65 +94,33 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
                 got: 0,
             });
         }
-        Op::Iota { dim, .. } => movement::iota(ty, *dim),
-        Op::Unary(u) => elementwise::unary(*u, args[0].elements()),
-        Op::Binary(b) => elementwise::binary(*b, args[0].elements(), args[1].elements()),
-        Op::Compare(c) => elementwise::compare(*c, args[0].elements(), args[1].elements()),
-        Op::Select => {
-            elementwise::select(args[0].elements(), args[1].elements(), args[2].elements())
-        }
-        Op::Clamp => elementwise::clamp(args[0].elements(), args[1].elements(), args[2].elements()),
+        Op::StopGradient => return Ok(args[0].clone()),
+        Op::Convert { to } if *to == args[0].dtype() => return Ok(args[0].clone()),
+        Op::Iota { dim, .. } => source::iota(ty, *dim),
+        Op::Unary(u) => elementwise::unary(*u, args[0])?,
+        Op::Binary(b) => elementwise::binary(*b, args[0], args[1])?,
+        Op::Compare(c) => elementwise::compare(*c, args[0], args[1])?,
+        Op::Select => elementwise::select(args[0], args[1], args[2])?,
+        Op::Clamp => elementwise::clamp(args[0], args[1], args[2])?,
         Op::Convert { to } => elementwise::convert(args[0].elements(), *to),
-        Op::StopGradient | Op::Reshape { .. } => args[0].elements().clone(),
+        Op::Reshape { .. } => args[0].elements().clone(),
         Op::BroadcastInDim { dims, .. } => movement::broadcast_in_dim(args[0], ty, dims),
-        Op::Transpose { perm } => movement::transpose(args[0], ty, perm),
+        Op::Transpose { perm } => movement::transpose(args[0], perm),
         Op::Slice { start, strides, .. } => movement::slice(args[0], ty, start, strides),
-        Op::Pad { low, interior, .. } => movement::pad(args[0], args[1], ty, low, interior),
-        Op::Concatenate { axis } => movement::concatenate(args, ty, *axis),
-        Op::Reduce { op, axes } => reduce::reduce(*op, args[0], axes),
-        Op::DotGeneral(dims) => contract::dot_general(args[0], args[1], dims, ty),
+        Op::Pad { low, interior, .. } => movement::pad(args[0], args[1], ty, low, interior)?,
+        Op::Concatenate { axis } => movement::concatenate(args, ty, *axis)?,
+        Op::Reduce { op, axes } => reduce::reduce(*op, args[0], axes)?,
+        Op::DotGeneral(dims) => contract::dot_general(args[0], args[1], dims)?,
     };
     Array::new(ty.shape.clone(), data)
 }
 
-/// Float elements widened to f64 (exactly).
-fn floats(x: &Elements) -> Vec<f64> {
-    match x {
-        Elements::F32(v) => v.iter().map(|&a| a as f64).collect(),
-        Elements::F64(v) => v.clone(),
-        Elements::F16(v) => v.iter().map(|a| a.to_f64()).collect(),
-        Elements::BF16(v) => v.iter().map(|a| a.to_f64()).collect(),
-        other => other.to_f64_vec(),
-    }
-}
-
-/// f64 values rounded once to the float dtype `to`.
-fn from_floats(v: Vec<f64>, to: DType) -> Elements {
-    match to {
-        DType::F32 => Elements::F32(v.iter().map(|&a| a as f32).collect()),
-        DType::F16 => Elements::F16(v.iter().map(|&a| f16_from_f64(a)).collect()),
-        DType::BF16 => Elements::BF16(v.iter().map(|&a| bf16_from_f64(a)).collect()),
-        _ => Elements::F64(v),
-    }
-}
-
-/// Integer (or bool) elements widened to i64.
-fn ints(x: &Elements) -> Vec<i64> {
-    match x {
-        Elements::I32(v) => v.iter().map(|&a| a as i64).collect(),
-        Elements::I64(v) => v.clone(),
-        Elements::U8(v) => v.iter().map(|&a| a as i64).collect(),
-        Elements::Bool(v) => v.iter().map(|&a| a as i64).collect(),
-        other => other.to_f64_vec().iter().map(|&a| a as i64).collect(),
-    }
-}
-
-/// i64 values wrapped to the integer dtype `to`.
-fn from_ints(v: Vec<i64>, to: DType) -> Elements {
-    match to {
-        DType::I32 => Elements::I32(v.iter().map(|&a| a as i32).collect()),
-        DType::U8 => Elements::U8(v.iter().map(|&a| a as u8).collect()),
-        DType::Bool => Elements::Bool(v.iter().map(|&a| a != 0).collect()),
-        _ => Elements::I64(v),
-    }
+/// The error for an op applied to a dtype it is not defined on. The shape rules reject these
+/// before evaluation, so this only guards the typed loops.
+fn undefined(op: &'static str, dtype: DType) -> RuntimeError {
+    RuntimeError::Type(TypeError::DType {
+        op,
+        dtype,
+        expected: "a dtype the op is defined on",
+    })
 }

@@ -1,52 +1,91 @@
-//! Data movement. Broadcast, transpose and slice are one strided gather; pad scatters into a
-//! filled output; concatenate copies row blocks.
+//! Data movement. Broadcast, transpose and slice are one strided gather each (a broadcast
+//! dimension has stride 0); pad fills the result and copies the surviving box of the operand
+//! into it with strides; concatenate copies row blocks. All loops are generic over the element
+//! type, selected once per op.
 
-use crate::Array;
-use ferrax_ir::{map_elements, Elements, Shape, TensorType};
+use crate::{Array, RuntimeError};
+use ferrax_ir::{map_elements, Element, Elements, TensorType};
 
-/// `out[i] = src[base + Σ_k idx_k(i) * strides[k]]` over the row-major indices of `dims`.
-/// Strides may be zero (broadcasting).
-pub(super) fn strided_gather<T: Copy>(
+/// Calls `f(offset_a, offset_b)` once per innermost row of the index space `dims` (every
+/// index but the last), where `offset = base + Σ idx[k] * strides[k]` in each of two
+/// arrays. A rank-0 space has one row; an empty one has none.
+pub(super) fn for_each_row(
+    dims: &[usize],
+    (base_a, strides_a): (usize, &[usize]),
+    (base_b, strides_b): (usize, &[usize]),
+    mut f: impl FnMut(usize, usize),
+) {
+    if dims.contains(&0) {
+        return;
+    }
+    let outer = dims.len().saturating_sub(1);
+    let mut idx = vec![0usize; outer];
+    let (mut a, mut b) = (base_a, base_b);
+    loop {
+        f(a, b);
+        // Advance the outer index like an odometer.
+        let mut k = outer;
+        loop {
+            if k == 0 {
+                return;
+            }
+            k -= 1;
+            idx[k] += 1;
+            a += strides_a[k];
+            b += strides_b[k];
+            if idx[k] < dims[k] {
+                break;
+            }
+            a -= strides_a[k] * dims[k];
+            b -= strides_b[k] * dims[k];
+            idx[k] = 0;
+        }
+    }
+}
+
+/// `out[i] = f(src[base + Σ idx_k(i) * strides[k]])` over the row-major positions of `dims`.
+pub(super) fn gather_with<T: Copy, U>(
     src: &[T],
     base: usize,
     dims: &[usize],
     strides: &[usize],
-) -> Vec<T> {
-    let n: usize = dims.iter().product();
-    let mut out = Vec::with_capacity(n);
-    if n == 0 {
-        return out;
-    }
-    let rank = dims.len();
-    if rank == 0 {
-        out.push(src[base]);
-        return out;
-    }
-    let (inner, inner_stride) = (dims[rank - 1], strides[rank - 1]);
-    let mut idx = vec![0usize; rank];
-    let mut offset = base;
-    loop {
-        if inner_stride == 1 {
-            out.extend_from_slice(&src[offset..offset + inner]);
+    f: impl Fn(T) -> U,
+) -> Vec<U> {
+    let mut out = Vec::with_capacity(dims.iter().product());
+    let (inner, step) = match (dims.last(), strides.last()) {
+        (Some(&n), Some(&s)) => (n, s),
+        _ => (1, 0),
+    };
+    let unused = vec![0; dims.len()];
+    for_each_row(dims, (base, strides), (0, &unused), |row, _| {
+        if step == 1 {
+            out.extend(src[row..row + inner].iter().map(|&x| f(x)));
         } else {
-            out.extend((0..inner).map(|j| src[offset + j * inner_stride]));
+            out.extend((0..inner).map(|j| f(src[row + j * step])));
         }
-        // Advance the outer indices like an odometer.
-        let mut k = rank - 1;
-        loop {
-            if k == 0 {
-                return out;
-            }
-            k -= 1;
-            idx[k] += 1;
-            offset += strides[k];
-            if idx[k] < dims[k] {
-                break;
-            }
-            offset -= strides[k] * dims[k];
-            idx[k] = 0;
-        }
-    }
+    });
+    out
+}
+
+pub(super) fn gather<T: Copy>(src: &[T], base: usize, dims: &[usize], strides: &[usize]) -> Vec<T> {
+    gather_with(src, base, dims, strides, |x| x)
+}
+
+/// `x`'s elements with its dimensions reordered to `order` (a permutation of its axes).
+pub(super) fn permuted<T: Copy>(src: &[T], x: &Array, order: &[usize]) -> Vec<T> {
+    permuted_with(src, x, order, |v| v)
+}
+
+pub(super) fn permuted_with<T: Copy, U>(
+    src: &[T],
+    x: &Array,
+    order: &[usize],
+    f: impl Fn(T) -> U,
+) -> Vec<U> {
+    let strides = x.shape().strides();
+    let dims: Vec<usize> = order.iter().map(|&a| x.dims()[a]).collect();
+    let st: Vec<usize> = order.iter().map(|&a| strides[a]).collect();
+    gather_with(src, 0, &dims, &st, f)
 }
 
 pub(super) fn broadcast_in_dim(x: &Array, ty: &TensorType, dims: &[usize]) -> Elements {
@@ -57,61 +96,83 @@ pub(super) fn broadcast_in_dim(x: &Array, ty: &TensorType, dims: &[usize]) -> El
             strides[d] = in_strides[i];
         }
     }
-    map_elements!(x.elements(), v => strided_gather(v, 0, ty.dims(), &strides))
+    map_elements!(x.elements(), v => gather(v, 0, ty.dims(), &strides))
 }
 
-pub(super) fn transpose(x: &Array, ty: &TensorType, perm: &[usize]) -> Elements {
-    let in_strides = x.shape().strides();
-    let strides: Vec<usize> = perm.iter().map(|&p| in_strides[p]).collect();
-    map_elements!(x.elements(), v => strided_gather(v, 0, ty.dims(), &strides))
+pub(super) fn transpose(x: &Array, perm: &[usize]) -> Elements {
+    map_elements!(x.elements(), v => permuted(v, x, perm))
 }
 
 pub(super) fn slice(x: &Array, ty: &TensorType, start: &[usize], steps: &[usize]) -> Elements {
     let in_strides = x.shape().strides();
-    let base: usize = start.iter().zip(&in_strides).map(|(s, st)| s * st).sum();
+    let base = start.iter().zip(&in_strides).map(|(s, st)| s * st).sum();
     let strides: Vec<usize> = steps
         .iter()
         .zip(&in_strides)
         .map(|(s, st)| s * st)
         .collect();
-    map_elements!(x.elements(), v => strided_gather(v, base, ty.dims(), &strides))
+    map_elements!(x.elements(), v => gather(v, base, ty.dims(), &strides))
 }
 
-fn pad_into<T: Copy>(
+/// The operand indices `first..first + count` of one dimension that land inside the result,
+/// where index `i` lands at `low + i * (interior + 1)`.
+fn pad_range(low: i64, interior: usize, in_dim: usize, out_dim: usize) -> (usize, usize) {
+    let step = interior as i64 + 1;
+    // The smallest i with low + i * step >= 0, and the first i past out_dim - 1.
+    let first = if low >= 0 {
+        0
+    } else {
+        (-low + step - 1) / step
+    };
+    let end = if out_dim as i64 - 1 - low < 0 {
+        0
+    } else {
+        ((out_dim as i64 - 1 - low) / step + 1).min(in_dim as i64)
+    };
+    (first as usize, (end - first).max(0) as usize)
+}
+
+fn pad_typed<T: Element>(
     src: &[T],
-    value: T,
-    in_shape: &Shape,
-    out: &TensorType,
+    value: &[T],
+    x: &Array,
+    ty: &TensorType,
     low: &[i64],
     interior: &[usize],
 ) -> Vec<T> {
-    let mut data = vec![value; out.numel()];
-    let out_strides = out.shape.strides();
-    let rank = in_shape.rank();
-    let mut idx = vec![0usize; rank];
-    'elements: for &x in src {
-        let mut pos = 0usize;
-        let mut inside = true;
-        for k in 0..rank {
-            let p = low[k] + (idx[k] * (interior[k] + 1)) as i64;
-            if p < 0 || p >= out.dims()[k] as i64 {
-                inside = false;
-            } else {
-                pos += p as usize * out_strides[k];
-            }
+    let mut out = vec![value[0]; ty.numel()];
+    let (in_strides, out_strides) = (x.shape().strides(), ty.shape.strides());
+    let (mut src_base, mut dst_base) = (0usize, 0usize);
+    let mut counts = Vec::with_capacity(x.dims().len());
+    let mut src_steps = Vec::with_capacity(counts.capacity());
+    let mut dst_steps = Vec::with_capacity(counts.capacity());
+    for k in 0..x.dims().len() {
+        let (first, count) = pad_range(low[k], interior[k], x.dims()[k], ty.dims()[k]);
+        let step = interior[k] + 1;
+        counts.push(count);
+        src_base += first * in_strides[k];
+        src_steps.push(in_strides[k]);
+        if count > 0 {
+            // In range, so non-negative.
+            dst_base += (low[k] + (first * step) as i64) as usize * out_strides[k];
         }
-        if inside {
-            data[pos] = x;
-        }
-        for k in (0..rank).rev() {
-            idx[k] += 1;
-            if idx[k] < in_shape.dims()[k] {
-                continue 'elements;
-            }
-            idx[k] = 0;
-        }
+        dst_steps.push(step * out_strides[k]);
     }
-    data
+    let (inner, src_step, dst_step) = match (counts.last(), src_steps.last(), dst_steps.last()) {
+        (Some(&n), Some(&s), Some(&d)) => (n, s, d),
+        _ => (1, 0, 0),
+    };
+    for_each_row(
+        &counts,
+        (src_base, &src_steps),
+        (dst_base, &dst_steps),
+        |s, d| {
+            for j in 0..inner {
+                out[d + j * dst_step] = src[s + j * src_step];
+            }
+        },
+    );
+    out
 }
 
 pub(super) fn pad(
@@ -120,75 +181,36 @@ pub(super) fn pad(
     ty: &TensorType,
     low: &[i64],
     interior: &[usize],
-) -> Elements {
-    let shape = x.shape();
-    match (x.elements(), value.elements()) {
-        (Elements::F32(v), Elements::F32(p)) => {
-            Elements::F32(pad_into(v, p[0], shape, ty, low, interior))
-        }
-        (Elements::F64(v), Elements::F64(p)) => {
-            Elements::F64(pad_into(v, p[0], shape, ty, low, interior))
-        }
-        (Elements::F16(v), Elements::F16(p)) => {
-            Elements::F16(pad_into(v, p[0], shape, ty, low, interior))
-        }
-        (Elements::BF16(v), Elements::BF16(p)) => {
-            Elements::BF16(pad_into(v, p[0], shape, ty, low, interior))
-        }
-        (Elements::I32(v), Elements::I32(p)) => {
-            Elements::I32(pad_into(v, p[0], shape, ty, low, interior))
-        }
-        (Elements::I64(v), Elements::I64(p)) => {
-            Elements::I64(pad_into(v, p[0], shape, ty, low, interior))
-        }
-        (Elements::U8(v), Elements::U8(p)) => {
-            Elements::U8(pad_into(v, p[0], shape, ty, low, interior))
-        }
-        (Elements::Bool(v), Elements::Bool(p)) => {
-            Elements::Bool(pad_into(v, p[0], shape, ty, low, interior))
-        }
-        _ => x.elements().clone(),
-    }
+) -> Result<Elements, RuntimeError> {
+    Ok(map_elements!(x.elements(), v => pad_typed(v, value.as_slice()?, x, ty, low, interior)))
 }
 
-pub(super) fn concatenate(args: &[&Array], ty: &TensorType, axis: usize) -> Elements {
+/// Row block `o` of every operand in turn; `first` is the first operand's data.
+fn concatenate_typed<T: Element>(
+    first: &[T],
+    args: &[&Array],
+    ty: &TensorType,
+    axis: usize,
+) -> Result<Vec<T>, RuntimeError> {
     let outer: usize = ty.dims()[..axis].iter().product();
-    let blocks: Vec<usize> = args
-        .iter()
-        .map(|a| a.dims()[axis..].iter().product())
-        .collect();
-    let mut out = Elements::zeros(ty.dtype, 0);
+    let block = |a: &Array| -> usize { a.dims()[axis..].iter().product() };
+    let mut parts = vec![(first, block(args[0]))];
+    for a in &args[1..] {
+        parts.push((a.as_slice::<T>()?, block(a)));
+    }
+    let mut out = Vec::with_capacity(ty.numel());
     for o in 0..outer {
-        for (a, &block) in args.iter().zip(&blocks) {
-            append(&mut out, a.elements(), o * block, block);
+        for &(data, n) in &parts {
+            out.extend_from_slice(&data[o * n..(o + 1) * n]);
         }
     }
-    out
+    Ok(out)
 }
 
-/// Appends `src[start..start + len]` to `dst` (same dtype, by the type rules).
-fn append(dst: &mut Elements, src: &Elements, start: usize, len: usize) {
-    match (dst, src) {
-        (Elements::F32(d), Elements::F32(s)) => d.extend_from_slice(&s[start..start + len]),
-        (Elements::F64(d), Elements::F64(s)) => d.extend_from_slice(&s[start..start + len]),
-        (Elements::F16(d), Elements::F16(s)) => d.extend_from_slice(&s[start..start + len]),
-        (Elements::BF16(d), Elements::BF16(s)) => d.extend_from_slice(&s[start..start + len]),
-        (Elements::I32(d), Elements::I32(s)) => d.extend_from_slice(&s[start..start + len]),
-        (Elements::I64(d), Elements::I64(s)) => d.extend_from_slice(&s[start..start + len]),
-        (Elements::U8(d), Elements::U8(s)) => d.extend_from_slice(&s[start..start + len]),
-        (Elements::Bool(d), Elements::Bool(s)) => d.extend_from_slice(&s[start..start + len]),
-        _ => {}
-    }
-}
-
-pub(super) fn iota(ty: &TensorType, dim: usize) -> Elements {
-    let stride = ty.shape.strides()[dim];
-    let size = ty.dims()[dim];
-    let index = |i: usize| (i / stride) % size;
-    let n = ty.numel();
-    if ty.dtype.is_float() {
-        super::from_floats((0..n).map(|i| index(i) as f64).collect(), ty.dtype)
-    } else {
-        super::from_ints((0..n).map(|i| index(i) as i64).collect(), ty.dtype)
-    }
+pub(super) fn concatenate(
+    args: &[&Array],
+    ty: &TensorType,
+    axis: usize,
+) -> Result<Elements, RuntimeError> {
+    Ok(map_elements!(args[0].elements(), v => concatenate_typed(v, args, ty, axis)?))
 }

@@ -1,94 +1,122 @@
-//! Reductions: the reduced axes are moved last with one strided gather, then each contiguous
-//! group is folded. Float sums and products accumulate in f64 and round once.
+//! Reductions. The reduced axes are moved last (without a copy when they already are), so
+//! each result element folds one contiguous group. Float sums and products accumulate in f64
+//! and round once to the dtype; sums are pairwise, so that f64 inputs stay accurate too.
+//! Max and min propagate NaN. Integers wrap.
 
-use super::movement::strided_gather;
-use super::{floats, from_floats, from_ints, ints};
-use crate::Array;
-use ferrax_ir::{Elements, ReduceOp};
+use super::movement::permuted;
+use super::num::{fmax, fmin, Arith, Float, Int};
+use super::undefined;
+use crate::{Array, RuntimeError};
+use ferrax_ir::{DType, Elements, ReduceOp};
+use std::borrow::Cow;
 
-/// `x` with `axes` moved last, and the size of one reduction group.
-fn grouped<T: Copy>(data: &[T], x: &Array, axes: &[usize]) -> (Vec<T>, usize) {
-    let strides = x.shape().strides();
-    let kept: Vec<usize> = (0..x.dims().len()).filter(|a| !axes.contains(a)).collect();
+/// `x`'s data with `axes` moved last, the number of groups and the size of each.
+fn grouped<'a, T: Copy>(data: &'a [T], x: &Array, axes: &[usize]) -> (Cow<'a, [T]>, usize, usize) {
+    let rank = x.dims().len();
+    let kept: Vec<usize> = (0..rank).filter(|a| !axes.contains(a)).collect();
+    let groups = kept.iter().map(|&a| x.dims()[a]).product();
+    let size = axes.iter().map(|&a| x.dims()[a]).product();
+    if kept.iter().enumerate().all(|(i, &a)| i == a) {
+        return (Cow::Borrowed(data), groups, size);
+    }
     let order: Vec<usize> = kept.iter().chain(axes).copied().collect();
-    let dims: Vec<usize> = order.iter().map(|&a| x.dims()[a]).collect();
-    let st: Vec<usize> = order.iter().map(|&a| strides[a]).collect();
-    let group = axes.iter().map(|&a| x.dims()[a]).product();
-    (strided_gather(data, 0, &dims, &st), group)
+    (Cow::Owned(permuted(data, x, &order)), groups, size)
 }
 
-/// Folds each group of `group` consecutive values; an empty group gives `init`.
-fn fold_groups<T: Copy>(
-    v: &[T],
-    group: usize,
-    outputs: usize,
-    init: T,
-    f: impl Fn(T, T) -> T,
-) -> Vec<T> {
-    (0..outputs)
-        .map(|o| {
-            v[o * group..(o + 1) * group]
-                .iter()
-                .fold(init, |acc, &x| f(acc, x))
-        })
+/// `f` applied to each of the `groups` consecutive chunks of `size` elements.
+fn per_group<T, U>(data: &[T], groups: usize, size: usize, f: impl Fn(&[T]) -> U) -> Vec<U> {
+    (0..groups)
+        .map(|g| f(&data[g * size..(g + 1) * size]))
         .collect()
 }
 
-fn nan_max(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
+/// Each group folded from `init` with `f`, then `finish`ed.
+fn fold_groups<T: Copy, A: Copy, U>(
+    data: &[T],
+    groups: usize,
+    size: usize,
+    init: A,
+    f: impl Fn(A, T) -> A,
+    finish: impl Fn(A) -> U,
+) -> Vec<U> {
+    per_group(data, groups, size, |g| {
+        finish(g.iter().fold(init, |acc, &x| f(acc, x)))
+    })
+}
+
+/// Σ v in f64, pairwise above a small block size.
+fn pairwise_sum<T: Float>(v: &[T]) -> f64 {
+    if v.len() <= 128 {
+        v.iter().fold(0.0, |acc, &x| acc + x.to_f64())
     } else {
-        a.max(b)
+        let (a, b) = v.split_at(v.len() / 2);
+        pairwise_sum(a) + pairwise_sum(b)
     }
 }
 
-fn nan_min(a: f64, b: f64) -> f64 {
-    if a.is_nan() || b.is_nan() {
-        f64::NAN
-    } else {
-        a.min(b)
+fn reduce_float<T: Float>(op: ReduceOp, data: &[T], groups: usize, size: usize) -> Vec<T> {
+    let inf = T::Arith::INFINITY;
+    match op {
+        ReduceOp::Sum => per_group(data, groups, size, |g| T::from_f64(pairwise_sum(g))),
+        ReduceOp::Prod => fold_groups(data, groups, size, 1.0, |a, x| a * x.to_f64(), T::from_f64),
+        ReduceOp::Max => fold_groups(
+            data,
+            groups,
+            size,
+            -inf,
+            |a, x| fmax(a, x.to_arith()),
+            T::from_arith,
+        ),
+        ReduceOp::Min => fold_groups(
+            data,
+            groups,
+            size,
+            inf,
+            |a, x| fmin(a, x.to_arith()),
+            T::from_arith,
+        ),
     }
 }
 
-pub(super) fn reduce(op: ReduceOp, x: &Array, axes: &[usize]) -> Elements {
-    let d = x.dtype();
-    let outputs: usize = (0..x.dims().len())
-        .filter(|a| !axes.contains(a))
-        .map(|a| x.dims()[a])
-        .product();
-    match x.elements() {
-        Elements::Bool(v) => {
-            let (g, n) = grouped(v, x, axes);
-            let out = match op {
-                ReduceOp::Max | ReduceOp::Sum => fold_groups(&g, n, outputs, false, |a, b| a | b),
-                ReduceOp::Min | ReduceOp::Prod => fold_groups(&g, n, outputs, true, |a, b| a & b),
-            };
-            Elements::Bool(out)
-        }
-        e if d.is_float() => {
-            let (g, n) = grouped(&floats(e), x, axes);
-            let out = match op {
-                ReduceOp::Sum => fold_groups(&g, n, outputs, 0.0, |a, b| a + b),
-                ReduceOp::Prod => fold_groups(&g, n, outputs, 1.0, |a, b| a * b),
-                ReduceOp::Max => fold_groups(&g, n, outputs, f64::NEG_INFINITY, nan_max),
-                ReduceOp::Min => fold_groups(&g, n, outputs, f64::INFINITY, nan_min),
-            };
-            from_floats(out, d)
-        }
-        e => {
-            let (g, n) = grouped(&ints(e), x, axes);
-            let (lowest, highest) = match d {
-                ferrax_ir::DType::I32 => (i32::MIN as i64, i32::MAX as i64),
-                ferrax_ir::DType::U8 => (0, u8::MAX as i64),
-                _ => (i64::MIN, i64::MAX),
-            };
-            let out = match op {
-                ReduceOp::Sum => fold_groups(&g, n, outputs, 0, i64::wrapping_add),
-                ReduceOp::Prod => fold_groups(&g, n, outputs, 1, i64::wrapping_mul),
-                ReduceOp::Max => fold_groups(&g, n, outputs, lowest, i64::max),
-                ReduceOp::Min => fold_groups(&g, n, outputs, highest, i64::min),
-            };
-            from_ints(out, d)
-        }
+fn reduce_int<T: Int>(op: ReduceOp, data: &[T], groups: usize, size: usize) -> Vec<T> {
+    let same = |a: T| a;
+    match op {
+        ReduceOp::Sum => fold_groups(data, groups, size, T::ZERO, T::add, same),
+        ReduceOp::Prod => fold_groups(data, groups, size, T::ONE, T::mul, same),
+        ReduceOp::Max => fold_groups(data, groups, size, T::MIN, Ord::max, same),
+        ReduceOp::Min => fold_groups(data, groups, size, T::MAX, Ord::min, same),
     }
+}
+
+/// Max is "any", min is "all"; sums and products are not defined on bools.
+fn reduce_bool(
+    op: ReduceOp,
+    data: &[bool],
+    groups: usize,
+    size: usize,
+) -> Result<Vec<bool>, RuntimeError> {
+    match op {
+        ReduceOp::Max => Ok(per_group(data, groups, size, |g| g.contains(&true))),
+        ReduceOp::Min => Ok(per_group(data, groups, size, |g| !g.contains(&false))),
+        ReduceOp::Sum | ReduceOp::Prod => Err(undefined(op.name(), DType::Bool)),
+    }
+}
+
+pub(super) fn reduce(op: ReduceOp, x: &Array, axes: &[usize]) -> Result<Elements, RuntimeError> {
+    macro_rules! run {
+        ($v:expr, $f:ident) => {{
+            let (data, groups, size) = grouped($v, x, axes);
+            $f(op, &data, groups, size)
+        }};
+    }
+    Ok(match x.elements() {
+        Elements::F32(v) => Elements::F32(run!(v, reduce_float)),
+        Elements::F64(v) => Elements::F64(run!(v, reduce_float)),
+        Elements::F16(v) => Elements::F16(run!(v, reduce_float)),
+        Elements::BF16(v) => Elements::BF16(run!(v, reduce_float)),
+        Elements::I32(v) => Elements::I32(run!(v, reduce_int)),
+        Elements::I64(v) => Elements::I64(run!(v, reduce_int)),
+        Elements::U8(v) => Elements::U8(run!(v, reduce_int)),
+        Elements::Bool(v) => Elements::Bool(run!(v, reduce_bool)?),
+    })
 }
