@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub use ferrax_compiler as compiler;
 pub use ferrax_derive::Tree;
 pub use ferrax_ir as ir;
 pub use ferrax_ir::{DType, Func, Shape, TensorType};
@@ -8,7 +9,7 @@ pub use ferrax_runtime::Array;
 pub use ferrax_stablehlo as stablehlo;
 pub use ferrax_trace::Tree;
 pub use ferrax_trace::{
-    custom_vjp, grad, grad_with_aux, hessian, jit, jvp, nn, trace, value_and_grad,
-    value_and_grad_with_aux, vjp, Axes, Error, Jit, Operand, Pullback, Result, Signature, Tensor,
-    TreeDef,
+    custom_vjp, custom_vjp_named, grad, grad_with_aux, hessian, jit, jvp, nn, trace,
+    value_and_grad, value_and_grad_with_aux, vjp, Axes, Error, Jit, Operand, Pullback, Result,
+    Signature, Tensor, TreeDef,
 };

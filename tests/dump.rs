@@ -24,14 +24,17 @@ fn dump_writes_traced_forward_linearized_and_transposed_programs() {
             "0000-f.forward.ir",
             "0001-f_jvp.linearized.ir",
             "0002-f_vjp.transposed.ir",
-            "0003-step.traced.ir"
+            "0003-step.traced.ir",
+            "0004-step.simplified.ir",
+            "0005-step.simplify.txt"
         ]
     );
     let read = |n: &str| std::fs::read_to_string(dir.join(n)).unwrap();
     // Every dumped file is valid IR in the text format.
-    for n in &names {
+    for n in names.iter().filter(|n| n.ends_with(".ir")) {
         ferrax::ir::parse_func(&read(n)).unwrap();
     }
+    assert!(read("0005-step.simplify.txt").contains("stage algebra+layout: stopped:"));
     assert!(read("0000-f.forward.ir").contains("sin"));
     assert!(read("0002-f_vjp.transposed.ir").contains("cos"));
     let _ = std::fs::remove_dir_all(&dir);

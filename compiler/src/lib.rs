@@ -1,5 +1,7 @@
-//! ferrax's compiler: IR→IR transformations and, in time, the backends (egg simplification,
-//! fusion, kernel IR, Cranelift and PTX codegen).
+//! ferrax's compiler: IR→IR transformations (autodiff, equality-saturation simplification,
+//! dead-code elimination) and, in time, the backends (fusion, kernel IR, Cranelift and PTX
+//! codegen).
 
 pub mod autodiff;
 pub mod dce;
+pub mod simplify;

@@ -11,14 +11,20 @@ fn dump_dir() -> Option<PathBuf> {
     std::env::var_os("FERRAX_DUMP").map(PathBuf::from)
 }
 
-/// Writes `func` as `NNNN-<name>.<stage>.ir`. Dumping is a diagnostic: a failure to write is
-/// reported on stderr and does not affect the computation.
+/// Writes `func` as `NNNN-<name>.<stage>.ir`.
 pub(crate) fn write(stage: &str, func: &Func) {
+    if dump_dir().is_some() {
+        write_text(&format!("{stage}.ir"), &func.name, &print_func(func));
+    }
+}
+
+/// Writes `text` as `NNNN-<name>.<suffix>`. Dumping is a diagnostic: a failure to write is
+/// reported on stderr and does not affect the computation.
+pub(crate) fn write_text(suffix: &str, name: &str, text: &str) {
     let Some(dir) = dump_dir() else { return };
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let path = dir.join(format!("{n:04}-{}.{stage}.ir", func.name));
-    let result =
-        std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, print_func(func)));
+    let path = dir.join(format!("{n:04}-{name}.{suffix}"));
+    let result = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text));
     if let Err(e) = result {
         eprintln!(
             "ferrax: FERRAX_DUMP could not write {}: {e}",

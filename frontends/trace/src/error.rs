@@ -19,6 +19,8 @@ pub enum Error {
     Verify(#[from] VerifyError),
     #[error(transparent)]
     Parse(#[from] ParseError),
+    #[error(transparent)]
+    Simplify(#[from] ferrax_compiler::simplify::SimplifyError),
 }
 
 impl Error {

@@ -1,9 +1,11 @@
-//! `jit`: trace once per input signature, cache the program, run it on later calls.
-//! Programs run on the reference interpreter until the compiled backends land.
+//! `jit`: trace once per input signature, simplify (equality saturation), cache the program,
+//! run it on later calls. Programs run on the reference interpreter until the compiled
+//! backends land.
 
 use crate::tensor::Inner;
 use crate::trace::{trace_named, Traced};
 use crate::{Error, Result, Tensor, Tree, TreeDef};
+use ferrax_compiler::simplify::simplify;
 use ferrax_ir::{Func, TensorType};
 use ferrax_runtime::interpret;
 use std::cell::{Cell, RefCell};
@@ -94,8 +96,15 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         if let Some(hit) = self.cache.borrow().get(&key) {
             return Ok(hit.clone());
         }
-        let traced = Rc::new(trace_named(&self.name, &self.f, args)?);
+        let mut traced = trace_named(&self.name, &self.f, args)?;
         crate::dump::write("traced", &traced.func);
+        if traced.captures.is_empty() {
+            let (simplified, report) = simplify(&traced.func)?;
+            crate::dump::write("simplified", &simplified);
+            crate::dump::write_text("simplify.txt", &simplified.name, &report.to_string());
+            traced.func = simplified;
+        }
+        let traced = Rc::new(traced);
         self.traces.set(self.traces.get() + 1);
         if traced.captures.is_empty() {
             self.cache.borrow_mut().insert(key, traced.clone());

@@ -18,7 +18,7 @@ pub use ops::{Axes, Operand, ShapeArg};
 pub use tensor::Tensor;
 pub use trace::trace;
 pub use transforms::{
-    custom_vjp, grad, grad_with_aux, hessian, jvp, value_and_grad, value_and_grad_with_aux, vjp,
-    Pullback,
+    custom_vjp, custom_vjp_named, grad, grad_with_aux, hessian, jvp, value_and_grad,
+    value_and_grad_with_aux, vjp, Pullback,
 };
 pub use tree::{Tree, TreeDef};

@@ -3,10 +3,16 @@
 use crate::ops::Axes;
 use crate::Tensor;
 
-/// `max(x, 0)`.
+/// `max(x, 0)`, with JAX's derivative: 1 where `x > 0`, else 0 (no half-split at zero).
 #[track_caller]
 pub fn relu(x: &Tensor) -> Tensor {
-    x.maximum(0.0)
+    let f = crate::custom_vjp_named(
+        "relu",
+        |x: Tensor| x.maximum(0.0),
+        |x: Tensor| (x.maximum(0.0), x),
+        |x: Tensor, g: Tensor| x.greater(0.0).select(g, 0.0),
+    );
+    f(x.clone())
 }
 
 /// `log(sum(exp(x)))` over `axes`, computed stably: the maximum is subtracted first and held

