@@ -1,0 +1,243 @@
+//! The workloads of `../shared/bench/workloads.md`, one JSON line each, in the format
+//! `../shared/bench/compare.py` pairs with JAX:
+//!
+//! `cargo run --release -p ferrax-bench -- [--only w2_softmax,w5_mlp_step] [--reps 20]`
+//!
+//! Programs run through `jit` on the reference interpreter until the compiled backends land,
+//! so `impl` is `ferrax-interp`; the compile rows time tracing, differentiation and
+//! simplification from nothing.
+
+use ferrax::{grad, jit, nn, DType, Result, Tensor, Tree};
+use std::time::Instant;
+
+const IMPL: &str = "ferrax-interp";
+
+struct Args {
+    only: Vec<String>,
+    reps: usize,
+}
+
+impl Args {
+    fn parse() -> Args {
+        let mut args = Args {
+            only: Vec::new(),
+            reps: 20,
+        };
+        let mut it = std::env::args().skip(1);
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--only" => {
+                    args.only = it
+                        .next()
+                        .unwrap_or_default()
+                        .split(',')
+                        .map(String::from)
+                        .collect()
+                }
+                "--reps" => args.reps = it.next().and_then(|n| n.parse().ok()).unwrap_or(20),
+                other => eprintln!("ignoring unknown argument {other}"),
+            }
+        }
+        args
+    }
+
+    fn want(&self, name: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o == name)
+    }
+}
+
+/// Median and minimum seconds of `reps` calls after one warm-up call.
+fn timed(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
+    f()?;
+    let mut times = Vec::with_capacity(reps);
+    for _ in 0..reps.max(1) {
+        let start = Instant::now();
+        f()?;
+        times.push(start.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    Ok((times[times.len() / 2], times[0]))
+}
+
+fn emit(name: &str, (median, min): (f64, f64), bytes: Option<f64>, flops: Option<f64>) {
+    let mut row = format!(
+        r#"{{"name": "{name}", "impl": "{IMPL}", "seconds": {median:e}, "min_seconds": {min:e}"#
+    );
+    if let Some(b) = bytes {
+        row.push_str(&format!(r#", "gbps": {}"#, b / median / 1e9));
+    }
+    if let Some(f) = flops {
+        row.push_str(&format!(r#", "gflops": {}"#, f / median / 1e9));
+    }
+    row.push('}');
+    println!("{row}");
+}
+
+/// Deterministic standard-normal-ish values (sum of uniforms).
+fn normal(shape: &[usize], seed: u64) -> Tensor {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    let n: usize = shape.iter().product();
+    let data = (0..n)
+        .map(|_| {
+            (0..4)
+                .map(|_| {
+                    s ^= s << 13;
+                    s ^= s >> 7;
+                    s ^= s << 17;
+                    (s >> 40) as f32 / (1u64 << 24) as f32
+                })
+                .sum::<f32>()
+                * 1.7320508
+                - 3.4641016
+        })
+        .collect();
+    Tensor::from_vec(shape.to_vec(), data)
+}
+
+fn gelu(x: Tensor) -> Tensor {
+    (&x * 0.5) * ((((&x * &x * &x) * 0.044715 + &x) * 0.7978845608).tanh() + 1.0) * 1.5 + 0.25
+}
+
+fn layernorm((a, g, b): (Tensor, Tensor, Tensor)) -> Tensor {
+    let m = a.mean_keepdims(-1);
+    let c = &a - &m;
+    let v = c.square().mean_keepdims(-1);
+    c * (v + 1e-5).rsqrt() * g + b
+}
+
+#[derive(Tree, Clone)]
+struct Layer {
+    w: Tensor,
+    b: Tensor,
+}
+
+fn mlp_init(sizes: &[usize]) -> Vec<Layer> {
+    sizes
+        .windows(2)
+        .enumerate()
+        .map(|(i, s)| Layer {
+            w: normal(&[s[0], s[1]], 10 + i as u64) * (1.0 / (s[0] as f64).sqrt()),
+            b: Tensor::zeros(DType::F32, [s[1]]),
+        })
+        .collect()
+}
+
+fn mlp_loss((ps, x, y): (Vec<Layer>, Tensor, Tensor)) -> Tensor {
+    let mut h = x;
+    for (i, l) in ps.iter().enumerate() {
+        h = h.matmul(&l.w) + &l.b;
+        if i + 1 < ps.len() {
+            h = nn::relu(&h);
+        }
+    }
+    -(nn::log_softmax(&h, -1) * y).sum(-1).mean(..)
+}
+
+fn mlp_step((ps, x, y): (Vec<Layer>, Tensor, Tensor)) -> Vec<Layer> {
+    let (gs, _, _) = grad(mlp_loss)((ps.clone(), x, y));
+    ps.iter()
+        .zip(&gs)
+        .map(|(p, g)| Layer {
+            w: &p.w - &g.w * 0.01,
+            b: &p.b - &g.b * 0.01,
+        })
+        .collect()
+}
+
+fn sin_chain(x: Tensor) -> Tensor {
+    let mut y = x;
+    for _ in 0..8 {
+        y = y.sin() * 1.01 + 0.1;
+    }
+    y
+}
+
+fn one_hot(rows: usize) -> Tensor {
+    let data = (0..rows * 10)
+        .map(|i| if i % 10 == (i / 10) % 10 { 1.0f32 } else { 0.0 })
+        .collect();
+    Tensor::from_vec([rows, 10], data)
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let reps = args.reps;
+    let sizes = [784, 1024, 1024, 10];
+    let (ps, xb, yb) = (mlp_init(&sizes), normal(&[256, 784], 1), one_hot(256));
+    let a = normal(&[4096, 1024], 2);
+    if args.want("w6_compile_mlp_step") {
+        let start = Instant::now();
+        jit(mlp_step).lower(&(ps.clone(), xb.clone(), yb.clone()))?;
+        let t = start.elapsed().as_secs_f64();
+        emit("w6_compile_mlp_step", (t, t), None, None);
+    }
+    if args.want("w6_compile_softmax") {
+        let start = Instant::now();
+        jit(|x: Tensor| nn::softmax(&x, -1)).lower(&a)?;
+        let t = start.elapsed().as_secs_f64();
+        emit("w6_compile_softmax", (t, t), None, None);
+    }
+    if args.want("w1_gelu") {
+        let x = normal(&[1 << 24], 3);
+        let f = jit(gelu);
+        emit(
+            "w1_gelu",
+            timed(reps, || f.call(x.clone()).map(drop))?,
+            Some(8.0 * (1 << 24) as f64),
+            None,
+        );
+    }
+    if args.want("w2_softmax") {
+        let f = jit(|x: Tensor| nn::softmax(&x, -1));
+        emit(
+            "w2_softmax",
+            timed(reps, || f.call(a.clone()).map(drop))?,
+            Some(8.0 * a.numel() as f64),
+            None,
+        );
+    }
+    if args.want("w3_layernorm") {
+        let (g, b) = (
+            Tensor::ones(DType::F32, [1024]),
+            Tensor::zeros(DType::F32, [1024]),
+        );
+        let f = jit(layernorm);
+        let t = timed(reps, || f.call((a.clone(), g.clone(), b.clone())).map(drop))?;
+        emit("w3_layernorm", t, Some(8.0 * a.numel() as f64), None);
+    }
+    if args.want("w4_matmul") {
+        let (m1, m2) = (normal(&[1024, 1024], 4), normal(&[1024, 1024], 5));
+        let f = jit(|(a, b): (Tensor, Tensor)| a.matmul(&b));
+        let t = timed(reps, || f.call((m1.clone(), m2.clone())).map(drop))?;
+        emit("w4_matmul", t, None, Some(2.0 * 1024f64.powi(3)));
+    }
+    if args.want("w5_mlp_step") {
+        let f = jit(mlp_step);
+        let t = timed(reps, || {
+            f.call((ps.clone(), xb.clone(), yb.clone())).map(drop)
+        })?;
+        let flops = 6.0 * 256.0 * (784.0 * 1024.0 + 1024.0 * 1024.0 + 1024.0 * 10.0);
+        emit("w5_mlp_step", t, None, Some(flops));
+    }
+    if args.want("w7_rowsum") {
+        let r = normal(&[4096, 4096], 6);
+        let f = jit(|r: Tensor| r.sum(-1));
+        emit(
+            "w7_rowsum",
+            timed(reps, || f.call(r.clone()).map(drop))?,
+            Some(4.0 * r.numel() as f64),
+            None,
+        );
+    }
+    if args.want("w8_sin_chain") {
+        let x = normal(&[1 << 22], 7);
+        let f = jit(sin_chain);
+        emit(
+            "w8_sin_chain",
+            timed(reps, || f.call(x.clone()).map(drop))?,
+            Some(8.0 * (1 << 22) as f64),
+            None,
+        );
+    }
+    Ok(())
+}
