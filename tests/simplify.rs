@@ -4,45 +4,13 @@
 
 mod common;
 
+use common::inputs;
 use ferrax::compiler::simplify::simplify;
-use ferrax::ir::{Elements, Func, Op, TensorType};
+use ferrax::ir::{Func, Op};
 use ferrax::runtime::interpret;
-use ferrax::{grad, nn, trace, Array, DType, Tensor};
+use ferrax::{grad, nn, trace, Tensor};
 
-/// Deterministic inputs for `func`: floats in [-2, 2), integers in 1..=4, alternating bools.
-fn inputs(func: &Func, seed: u64) -> Vec<Array> {
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
-    func.params
-        .iter()
-        .map(|TensorType { dtype, shape }| {
-            let n = shape.numel();
-            let data = match dtype {
-                DType::F32 => Elements::F32(
-                    (0..n)
-                        .map(|_| (next() >> 40) as f32 / (1u64 << 22) as f32 - 2.0)
-                        .collect(),
-                ),
-                DType::F64 => Elements::F64(
-                    (0..n)
-                        .map(|_| (next() >> 11) as f64 / (1u64 << 51) as f64 - 2.0)
-                        .collect(),
-                ),
-                DType::I32 => Elements::I32((0..n).map(|_| 1 + (next() % 4) as i32).collect()),
-                DType::Bool => Elements::Bool((0..n).map(|_| next() % 2 == 0).collect()),
-                other => panic!("no generator for {other}"),
-            };
-            Array::new(shape.clone(), data).unwrap()
-        })
-        .collect()
-}
-
-fn gradient_programs() -> Vec<(&'static str, Func)> {
+pub fn gradient_programs() -> Vec<(&'static str, Func)> {
     let p = common::mlp_params(&[4, 8, 8, 3]);
     vec![
         (

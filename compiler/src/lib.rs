@@ -1,7 +1,9 @@
 //! ferrax's compiler: IR→IR transformations (autodiff, equality-saturation simplification,
-//! dead-code elimination) and, in time, the backends (fusion, kernel IR, Cranelift and PTX
-//! codegen).
+//! dead-code elimination), fusion into kernels, the kernel IR, and the CPU backend (Cranelift).
 
 pub mod autodiff;
+pub mod backend;
 pub mod dce;
+pub mod fuse;
+pub mod kernel;
 pub mod simplify;

@@ -2,7 +2,8 @@
 //! trip and interpreter tests all run over it.
 #![allow(dead_code)]
 
-use ferrax::{nn, trace, DType, Func, Tensor, Tree};
+use ferrax::ir::{Elements, TensorType};
+use ferrax::{nn, trace, Array, DType, Func, Tensor, Tree};
 
 #[derive(Tree, Clone)]
 pub struct Layer {
@@ -285,4 +286,37 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
             ),
         ),
     ]
+}
+
+/// Deterministic inputs for `func`: floats in [-2, 2), integers in 1..=4, alternating bools.
+pub fn inputs(func: &Func, seed: u64) -> Vec<Array> {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    func.params
+        .iter()
+        .map(|TensorType { dtype, shape }| {
+            let n = shape.numel();
+            let data = match dtype {
+                DType::F32 => Elements::F32(
+                    (0..n)
+                        .map(|_| (next() >> 40) as f32 / (1u64 << 22) as f32 - 2.0)
+                        .collect(),
+                ),
+                DType::F64 => Elements::F64(
+                    (0..n)
+                        .map(|_| (next() >> 11) as f64 / (1u64 << 51) as f64 - 2.0)
+                        .collect(),
+                ),
+                DType::I32 => Elements::I32((0..n).map(|_| 1 + (next() % 4) as i32).collect()),
+                DType::Bool => Elements::Bool((0..n).map(|_| next() % 2 == 0).collect()),
+                other => panic!("no generator for {other}"),
+            };
+            Array::new(shape.clone(), data).unwrap()
+        })
+        .collect()
 }

@@ -21,6 +21,8 @@ pub enum Error {
     Parse(#[from] ParseError),
     #[error(transparent)]
     Simplify(#[from] ferrax_compiler::simplify::SimplifyError),
+    #[error("CPU compilation failed: {0}")]
+    Backend(String),
 }
 
 impl Error {

@@ -1,10 +1,11 @@
-//! `jit`: trace once per input signature, simplify (equality saturation), cache the program,
-//! run it on later calls. Programs run on the reference interpreter until the compiled
-//! backends land.
+//! `jit`: trace once per input signature, simplify (equality saturation), compile for the CPU
+//! (fused Cranelift kernels, other ops on the interpreter's evaluator), cache, and run the
+//! executable on later calls.
 
 use crate::tensor::Inner;
 use crate::trace::{trace_named, Traced};
 use crate::{Error, Result, Tensor, Tree, TreeDef};
+use ferrax_compiler::backend::CpuExecutable;
 use ferrax_compiler::simplify::simplify;
 use ferrax_ir::{Func, TensorType};
 use ferrax_runtime::interpret;
@@ -20,11 +21,23 @@ pub struct Signature {
     pub types: Vec<TensorType>,
 }
 
+/// A traced, simplified program and its CPU executable.
+struct Program {
+    traced: Traced,
+    executable: Option<CpuExecutable>,
+}
+
+/// `FERRAX_BACKEND=interpreter` runs programs on the reference interpreter instead of the CPU
+/// backend (for debugging and comparisons).
+fn use_cpu_backend() -> bool {
+    std::env::var("FERRAX_BACKEND").map_or(true, |b| b != "interpreter")
+}
+
 /// A function prepared for tracing and caching; see [`jit`].
 pub struct Jit<F, I, O> {
     f: F,
     name: String,
-    cache: RefCell<HashMap<Signature, Rc<Traced>>>,
+    cache: RefCell<HashMap<Signature, Rc<Program>>>,
     traces: Cell<usize>,
     _types: PhantomData<fn(I) -> O>,
 }
@@ -60,13 +73,16 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
             arrays.push(leaf.to_array()?);
         }
         let program = self.program(&args, structure, &leaves)?;
-        if !program.captures.is_empty() {
+        if !program.traced.captures.is_empty() {
             // The function closes over tracers of an enclosing trace: inline it there.
             return Ok((self.f)(args));
         }
-        let outputs = interpret(&program.func, &arrays)?;
+        let outputs = match &program.executable {
+            Some(exe) => exe.run(&arrays)?,
+            None => interpret(&program.traced.func, &arrays)?,
+        };
         let mut out_leaves = outputs.into_iter().map(Tensor::new);
-        O::unflatten(&program.out_def, &mut out_leaves)
+        O::unflatten(&program.traced.out_def, &mut out_leaves)
     }
 
     /// The program for inputs shaped like `args` (tensors or [`Tensor::spec`]s), without
@@ -74,7 +90,7 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
     pub fn lower(&self, args: &I) -> Result<Func> {
         let mut leaves = Vec::new();
         let structure = args.flatten(&mut leaves);
-        Ok(self.program(args, structure, &leaves)?.func.clone())
+        Ok(self.program(args, structure, &leaves)?.traced.func.clone())
     }
 
     /// How many times the function has been traced (once per distinct signature).
@@ -82,7 +98,7 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         self.traces.get()
     }
 
-    fn program(&self, args: &I, structure: TreeDef, leaves: &[Tensor]) -> Result<Rc<Traced>> {
+    fn program(&self, args: &I, structure: TreeDef, leaves: &[Tensor]) -> Result<Rc<Program>> {
         if let Some(e) = leaves.iter().find_map(|l| match &l.0 {
             Inner::Failed { error, .. } => Some(error),
             _ => None,
@@ -104,11 +120,23 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
             crate::dump::write_text("simplify.txt", &simplified.name, &report.to_string());
             traced.func = simplified;
         }
-        let traced = Rc::new(traced);
+        let executable = if traced.captures.is_empty() && use_cpu_backend() {
+            let exe =
+                CpuExecutable::compile(&traced.func).map_err(|e| Error::Backend(e.to_string()))?;
+            let listing: Vec<String> = exe
+                .kernels()
+                .map(|(k, clif)| format!("{k}\n{clif}"))
+                .collect();
+            crate::dump::write_text("kernels.txt", &traced.func.name, &listing.join("\n"));
+            Some(exe)
+        } else {
+            None
+        };
+        let program = Rc::new(Program { traced, executable });
         self.traces.set(self.traces.get() + 1);
-        if traced.captures.is_empty() {
-            self.cache.borrow_mut().insert(key, traced.clone());
+        if program.traced.captures.is_empty() {
+            self.cache.borrow_mut().insert(key, program.clone());
         }
-        Ok(traced)
+        Ok(program)
     }
 }

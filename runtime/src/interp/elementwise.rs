@@ -57,27 +57,37 @@ fn sign(x: f64) -> f64 {
     }
 }
 
-fn unary_float<T: Float>(u: UnaryOp, v: &[T]) -> Result<Vec<T>, RuntimeError> {
-    Ok(match u {
-        UnaryOp::Neg => map_arith(v, |x| -x),
-        UnaryOp::Abs => map_arith(v, Arith::abs),
+/// The f64 function the interpreter applies, then rounds once, for a float unary op (`None`
+/// for the ops computed in the element type: `neg`, `abs`, and `not`, which floats lack).
+/// Compiled backends call it for the same results, bit for bit.
+pub fn wide_unary(u: UnaryOp) -> Option<fn(f64) -> f64> {
+    Some(match u {
+        UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Not => return None,
         // Exact in f64 for every narrower float.
-        UnaryOp::Sign => map_wide(v, sign),
-        UnaryOp::Floor => map_wide(v, f64::floor),
-        UnaryOp::Ceil => map_wide(v, f64::ceil),
-        UnaryOp::Round => map_wide(v, f64::round),
-        UnaryOp::RoundEven => map_wide(v, f64::round_ties_even),
-        UnaryOp::Exp => map_wide(v, f64::exp),
-        UnaryOp::Expm1 => map_wide(v, f64::exp_m1),
-        UnaryOp::Log => map_wide(v, f64::ln),
-        UnaryOp::Log1p => map_wide(v, f64::ln_1p),
-        UnaryOp::Sqrt => map_wide(v, f64::sqrt),
-        UnaryOp::Rsqrt => map_wide(v, |x| 1.0 / x.sqrt()),
-        UnaryOp::Tanh => map_wide(v, f64::tanh),
-        UnaryOp::Logistic => map_wide(v, logistic),
-        UnaryOp::Sin => map_wide(v, f64::sin),
-        UnaryOp::Cos => map_wide(v, f64::cos),
-        UnaryOp::Not => return Err(undefined(u.name(), T::DTYPE)),
+        UnaryOp::Sign => sign,
+        UnaryOp::Floor => f64::floor,
+        UnaryOp::Ceil => f64::ceil,
+        UnaryOp::Round => f64::round,
+        UnaryOp::RoundEven => f64::round_ties_even,
+        UnaryOp::Exp => f64::exp,
+        UnaryOp::Expm1 => f64::exp_m1,
+        UnaryOp::Log => f64::ln,
+        UnaryOp::Log1p => f64::ln_1p,
+        UnaryOp::Sqrt => f64::sqrt,
+        UnaryOp::Rsqrt => |x| 1.0 / x.sqrt(),
+        UnaryOp::Tanh => f64::tanh,
+        UnaryOp::Logistic => logistic,
+        UnaryOp::Sin => f64::sin,
+        UnaryOp::Cos => f64::cos,
+    })
+}
+
+fn unary_float<T: Float>(u: UnaryOp, v: &[T]) -> Result<Vec<T>, RuntimeError> {
+    Ok(match (u, wide_unary(u)) {
+        (_, Some(f)) => map_wide(v, f),
+        (UnaryOp::Neg, _) => map_arith(v, |x| -x),
+        (UnaryOp::Abs, _) => map_arith(v, Arith::abs),
+        _ => return Err(undefined(u.name(), T::DTYPE)),
     })
 }
 

@@ -6,6 +6,8 @@
 
 mod contract;
 mod elementwise;
+
+pub use elementwise::wide_unary;
 mod movement;
 mod num;
 mod reduce;

@@ -1,0 +1,311 @@
+//! Kernel IR → Cranelift IR → machine code. Each kernel becomes
+//! `extern "C" fn(args: *const *mut u8, start: i64, end: i64)`: `args` is the argument block
+//! that [`crate::kernel::KernelSig::pack`] builds, and the loop covers elements `start..end`,
+//! so a launch can be split across threads. Arithmetic the hardware does exactly (add, mul,
+//! div, sqrt, min/max, rounding to integers) is native; transcendentals call the reference
+//! interpreter's own f64 functions, so compiled results equal the interpreter's bit for bit.
+//! This first code generator is scalar; SIMD comes next.
+
+use crate::kernel::{KOp, Kernel, Role};
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
+use cranelift_codegen::ir::{types, AbiParam, FuncRef, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Linkage, Module};
+use ferrax_ir::{BinaryOp, CompareOp, DType, Scalar, UnaryOp};
+
+/// A compiled kernel's entry point.
+pub type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
+
+#[derive(Debug, thiserror::Error)]
+pub enum CodegenError {
+    #[error("cranelift: {0}")]
+    Cranelift(String),
+    #[error("kernel {kernel}: {what} is not supported by the CPU code generator")]
+    Unsupported { kernel: String, what: String },
+}
+
+fn err(e: impl std::fmt::Display) -> CodegenError {
+    CodegenError::Cranelift(e.to_string())
+}
+
+extern "C" fn wide_unary(code: i32, x: f64) -> f64 {
+    let op = usize::try_from(code)
+        .ok()
+        .and_then(|c| UnaryOp::ALL.get(c).copied());
+    match op.and_then(ferrax_runtime::wide_unary) {
+        Some(f) => f(x),
+        None => f64::NAN,
+    }
+}
+
+extern "C" fn pow_f64(a: f64, b: f64) -> f64 {
+    a.powf(b)
+}
+
+extern "C" fn rem_f32(a: f32, b: f32) -> f32 {
+    a % b
+}
+
+extern "C" fn rem_f64(a: f64, b: f64) -> f64 {
+    a % b
+}
+
+/// Kernels compiled into one module, which must outlive every call of their entries.
+pub struct Compiled {
+    _module: JITModule,
+    pub entries: Vec<KernelFn>,
+    /// The Cranelift IR of each kernel, for dumps and snapshots.
+    pub clif: Vec<String>,
+}
+
+struct Helpers {
+    wide_unary: FuncId,
+    pow: FuncId,
+    rem_f32: FuncId,
+    rem_f64: FuncId,
+}
+
+fn clif_type(d: DType) -> Option<Type> {
+    match d {
+        DType::F32 => Some(types::F32),
+        DType::F64 => Some(types::F64),
+        DType::Bool => Some(types::I8),
+        _ => None,
+    }
+}
+
+pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
+    let mut jb = JITBuilder::with_flags(
+        &[("opt_level", "speed")],
+        cranelift_module::default_libcall_names(),
+    )
+    .map_err(err)?;
+    jb.symbol("ferrax_wide_unary", wide_unary as *const u8);
+    jb.symbol("ferrax_pow_f64", pow_f64 as *const u8);
+    jb.symbol("ferrax_rem_f32", rem_f32 as *const u8);
+    jb.symbol("ferrax_rem_f64", rem_f64 as *const u8);
+    let mut module = JITModule::new(jb);
+    let mut import = |name: &str, params: &[Type], ret: Type| -> Result<FuncId, CodegenError> {
+        let mut sig = module.make_signature();
+        sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+        sig.returns.push(AbiParam::new(ret));
+        module
+            .declare_function(name, Linkage::Import, &sig)
+            .map_err(err)
+    };
+    let helpers = Helpers {
+        wide_unary: import("ferrax_wide_unary", &[types::I32, types::F64], types::F64)?,
+        pow: import("ferrax_pow_f64", &[types::F64, types::F64], types::F64)?,
+        rem_f32: import("ferrax_rem_f32", &[types::F32, types::F32], types::F32)?,
+        rem_f64: import("ferrax_rem_f64", &[types::F64, types::F64], types::F64)?,
+    };
+    let mut ids = Vec::with_capacity(kernels.len());
+    let mut clif = Vec::with_capacity(kernels.len());
+    let mut ctx = module.make_context();
+    let mut fctx = FunctionBuilderContext::new();
+    for kernel in kernels {
+        let ptr = module.target_config().pointer_type();
+        ctx.func.signature.params.push(AbiParam::new(ptr));
+        ctx.func.signature.params.push(AbiParam::new(types::I64));
+        ctx.func.signature.params.push(AbiParam::new(types::I64));
+        let funcs = [
+            helpers.wide_unary,
+            helpers.pow,
+            helpers.rem_f32,
+            helpers.rem_f64,
+        ]
+        .map(|id| module.declare_func_in_func(id, &mut ctx.func));
+        {
+            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+            build(&mut b, kernel, ptr, &funcs)?;
+            b.finalize(module.target_config());
+        }
+        clif.push(ctx.func.display().to_string());
+        let id = module
+            .declare_function(&kernel.name, Linkage::Local, &ctx.func.signature)
+            .map_err(err)?;
+        module.define_function(id, &mut ctx).map_err(err)?;
+        module.clear_context(&mut ctx);
+        ids.push(id);
+    }
+    module.finalize_definitions().map_err(err)?;
+    let entries = ids
+        .into_iter()
+        .map(|id| {
+            let code = module.get_finalized_function(id);
+            // SAFETY: `code` was compiled from a function with exactly this signature.
+            unsafe { std::mem::transmute::<*const u8, KernelFn>(code) }
+        })
+        .collect();
+    Ok(Compiled {
+        _module: module,
+        entries,
+        clif,
+    })
+}
+
+fn build(
+    b: &mut FunctionBuilder,
+    kernel: &Kernel,
+    ptr: Type,
+    funcs: &[FuncRef; 4],
+) -> Result<(), CodegenError> {
+    let unsupported = |what: String| CodegenError::Unsupported {
+        kernel: kernel.name.clone(),
+        what,
+    };
+    let flags = MemFlagsData::trusted();
+    let entry = b.create_block();
+    let body = b.create_block();
+    let exit = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let (args, start, end) = {
+        let p = b.block_params(entry);
+        (p[0], p[1], p[2])
+    };
+    // Buffer base pointers, and scalar inputs loaded once.
+    let mut bases = Vec::with_capacity(kernel.sig.buffers.len());
+    let mut scalars: Vec<Option<Value>> = Vec::with_capacity(kernel.sig.buffers.len());
+    for (k, buffer) in kernel.sig.buffers.iter().enumerate() {
+        let offset = i32::try_from(k * ptr.bytes() as usize)
+            .map_err(|_| unsupported("argument offset".into()))?;
+        let base = b.ins().load(ptr, flags, args, offset);
+        bases.push(base);
+        let scalar = if buffer.scalar && buffer.role == Role::Input {
+            let ty = clif_type(buffer.dtype)
+                .ok_or_else(|| unsupported(format!("dtype {}", buffer.dtype)))?;
+            Some(b.ins().load(ty, flags, base, 0))
+        } else {
+            None
+        };
+        scalars.push(scalar);
+    }
+    let any = b.ins().icmp(IntCC::SignedLessThan, start, end);
+    b.ins().brif(any, body, &[start.into()], exit, &[]);
+    b.switch_to_block(body);
+    let i = b.append_block_param(body, types::I64);
+    let mut values: Vec<Value> = Vec::with_capacity(kernel.body.len());
+    for ins in &kernel.body {
+        let ty = clif_type(ins.dtype).ok_or_else(|| unsupported(format!("dtype {}", ins.dtype)))?;
+        let arg = |k: usize| values[ins.args[k]];
+        let address = |b: &mut FunctionBuilder, buffer: usize| {
+            let size = kernel.sig.buffers[buffer].dtype.size_bytes() as i64;
+            let offset = b.ins().imul_imm_s(i, size);
+            b.ins().iadd(bases[buffer], offset)
+        };
+        let v = match &ins.op {
+            KOp::Load(buffer) => match scalars[*buffer] {
+                Some(s) => s,
+                None => {
+                    let addr = address(b, *buffer);
+                    b.ins().load(ty, flags, addr, 0)
+                }
+            },
+            KOp::Const(s) => match *s {
+                Scalar::F32(x) => b.ins().f32const(x),
+                Scalar::F64(x) => b.ins().f64const(x),
+                Scalar::Bool(x) => b.ins().iconst(types::I8, i64::from(x)),
+                other => return Err(unsupported(format!("constant of {}", other.dtype()))),
+            },
+            KOp::Unary(u) => {
+                let x = arg(0);
+                match u {
+                    UnaryOp::Neg => b.ins().fneg(x),
+                    UnaryOp::Abs => b.ins().fabs(x),
+                    UnaryOp::Sqrt => b.ins().sqrt(x),
+                    UnaryOp::Floor => b.ins().floor(x),
+                    UnaryOp::Ceil => b.ins().ceil(x),
+                    UnaryOp::RoundEven => b.ins().nearest(x),
+                    UnaryOp::Not => return Err(unsupported("not".into())),
+                    other => {
+                        let code = UnaryOp::ALL.iter().position(|o| o == other).unwrap_or(0) as i64;
+                        let code = b.ins().iconst(types::I32, code);
+                        let wide = if ty == types::F32 {
+                            b.ins().fpromote(types::F64, x)
+                        } else {
+                            x
+                        };
+                        let call = b.ins().call(funcs[0], &[code, wide]);
+                        let r = b.inst_results(call)[0];
+                        if ty == types::F32 {
+                            b.ins().fdemote(types::F32, r)
+                        } else {
+                            r
+                        }
+                    }
+                }
+            }
+            KOp::Binary(op) => {
+                let (x, y) = (arg(0), arg(1));
+                match op {
+                    BinaryOp::Add => b.ins().fadd(x, y),
+                    BinaryOp::Sub => b.ins().fsub(x, y),
+                    BinaryOp::Mul => b.ins().fmul(x, y),
+                    BinaryOp::Div => b.ins().fdiv(x, y),
+                    BinaryOp::Max => b.ins().fmax(x, y),
+                    BinaryOp::Min => b.ins().fmin(x, y),
+                    BinaryOp::Rem => {
+                        let f = if ty == types::F32 { funcs[2] } else { funcs[3] };
+                        let call = b.ins().call(f, &[x, y]);
+                        b.inst_results(call)[0]
+                    }
+                    BinaryOp::Pow => {
+                        let (wx, wy) = if ty == types::F32 {
+                            (
+                                b.ins().fpromote(types::F64, x),
+                                b.ins().fpromote(types::F64, y),
+                            )
+                        } else {
+                            (x, y)
+                        };
+                        let call = b.ins().call(funcs[1], &[wx, wy]);
+                        let r = b.inst_results(call)[0];
+                        if ty == types::F32 {
+                            b.ins().fdemote(types::F32, r)
+                        } else {
+                            r
+                        }
+                    }
+                    other => return Err(unsupported(other.name().into())),
+                }
+            }
+            KOp::Compare(c) => {
+                let cc = match c {
+                    CompareOp::Eq => FloatCC::Equal,
+                    CompareOp::Ne => FloatCC::NotEqual,
+                    CompareOp::Lt => FloatCC::LessThan,
+                    CompareOp::Le => FloatCC::LessThanOrEqual,
+                    CompareOp::Gt => FloatCC::GreaterThan,
+                    CompareOp::Ge => FloatCC::GreaterThanOrEqual,
+                };
+                b.ins().fcmp(cc, arg(0), arg(1))
+            }
+            KOp::Select => b.ins().select(arg(0), arg(1), arg(2)),
+            KOp::Clamp => {
+                let low = b.ins().fmax(arg(1), arg(0));
+                b.ins().fmin(low, arg(2))
+            }
+            KOp::Convert(to) => match (ty, b.func.dfg.value_type(arg(0)), to) {
+                (types::F64, types::F32, _) => b.ins().fpromote(types::F64, arg(0)),
+                (types::F32, types::F64, _) => b.ins().fdemote(types::F32, arg(0)),
+                (t, u, _) if t == u => arg(0),
+                _ => return Err(unsupported(format!("convert to {to}"))),
+            },
+            KOp::Store(buffer) => {
+                let addr = address(b, *buffer);
+                b.ins().store(flags, arg(0), addr, 0);
+                arg(0)
+            }
+        };
+        values.push(v);
+    }
+    let next = b.ins().iadd_imm_s(i, 1);
+    let more = b.ins().icmp(IntCC::SignedLessThan, next, end);
+    b.ins().brif(more, body, &[next.into()], exit, &[]);
+    b.switch_to_block(exit);
+    b.ins().return_(&[]);
+    b.seal_all_blocks();
+    Ok(())
+}

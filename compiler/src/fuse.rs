@@ -1,0 +1,103 @@
+//! Fusion: the program is cut into steps, each either one kernel (a run of elementwise ops over
+//! one element count, compiled to a single loop) or one op left to the library path (the
+//! reference interpreter for now). Values that live only inside a kernel never touch memory.
+//!
+//! This first partition is deliberately simple: a kernel is a maximal run of consecutive
+//! fusible instructions with the same element count, so program order is kept as is.
+
+use ferrax_ir::{DType, Func, Op, UnaryOp, ValueId};
+
+/// One step of a fused program.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Instructions `start..end` of the body, fused into one kernel.
+    Kernel { start: usize, end: usize },
+    /// Instruction `index` of the body, run on its own.
+    Op { index: usize },
+}
+
+/// Element types the kernel code generator handles.
+pub fn kernel_dtype(d: DType) -> bool {
+    matches!(d, DType::F32 | DType::F64 | DType::Bool)
+}
+
+/// Whether instruction `i` can be computed element by element inside a kernel of `len` elements.
+fn fusible(func: &Func, i: usize) -> bool {
+    let ins = &func.body[i];
+    let types_ok = kernel_dtype(ins.ty.dtype)
+        && ins
+            .args
+            .iter()
+            .filter_map(|&a| func.value_type(a))
+            .all(|t| kernel_dtype(t.dtype));
+    let float_result = matches!(ins.ty.dtype, DType::F32 | DType::F64);
+    types_ok
+        && match &ins.op {
+            Op::Unary(UnaryOp::Not) => false,
+            Op::Unary(_) | Op::Binary(_) => float_result,
+            Op::Compare(_) => ins
+                .args
+                .iter()
+                .filter_map(|&a| func.value_type(a))
+                .all(|t| t.dtype != DType::Bool),
+            Op::Select | Op::Clamp | Op::StopGradient => true,
+            Op::Convert { to } => {
+                let from = ins
+                    .args
+                    .first()
+                    .and_then(|&a| func.value_type(a))
+                    .map(|t| t.dtype);
+                matches!(
+                    (from, to),
+                    (Some(DType::F32 | DType::F64), DType::F32 | DType::F64)
+                )
+            }
+            Op::Constant(lit) => lit.is_splat(),
+            // A scalar broadcast is read as one value by every iteration.
+            Op::BroadcastInDim { .. } => ins
+                .args
+                .first()
+                .and_then(|&a| func.value_type(a))
+                .is_some_and(|t| t.numel() == 1),
+            _ => false,
+        }
+}
+
+/// The steps of `func`, in program order.
+pub fn partition(func: &Func) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut i = 0;
+    while i < func.body.len() {
+        if !fusible(func, i) {
+            steps.push(Step::Op { index: i });
+            i += 1;
+            continue;
+        }
+        let len = func.body[i].ty.numel();
+        let mut end = i + 1;
+        while end < func.body.len() && fusible(func, end) && func.body[end].ty.numel() == len {
+            end += 1;
+        }
+        // A kernel that only moves a constant or a scalar is not worth a launch.
+        let computes = func.body[i..end]
+            .iter()
+            .any(|ins| !matches!(ins.op, Op::Constant(_) | Op::BroadcastInDim { .. }));
+        if computes {
+            steps.push(Step::Kernel { start: i, end });
+        } else {
+            steps.extend((i..end).map(|index| Step::Op { index }));
+        }
+        i = end;
+    }
+    steps
+}
+
+/// The values of instructions `start..end` that are used after the kernel or returned.
+pub fn kernel_outputs(func: &Func, start: usize, end: usize) -> Vec<ValueId> {
+    (start..end)
+        .map(|i| func.instr_value(i))
+        .filter(|&v| {
+            func.outputs.contains(&v) || func.body[end..].iter().any(|ins| ins.args.contains(&v))
+        })
+        .collect()
+}

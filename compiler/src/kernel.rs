@@ -1,0 +1,203 @@
+//! Kernel IR: one loop over `len` elements that loads its inputs, computes in registers and
+//! stores its outputs. Both the CPU and the PTX backends lower from it. [`KernelSig`] lists the
+//! kernel's buffers once; it generates the compiled function's parameter list and the packing
+//! of arguments at launch, so the two cannot disagree.
+
+use crate::fuse::kernel_outputs;
+use ferrax_ir::{BinaryOp, CompareOp, DType, Func, Op, Scalar, UnaryOp, ValueId};
+use std::collections::HashMap;
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Input,
+    Output,
+}
+
+/// One buffer of a kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Buffer {
+    pub role: Role,
+    pub dtype: DType,
+    /// One element read by every iteration (a scalar broadcast), rather than one per element.
+    pub scalar: bool,
+    /// The program value the buffer holds.
+    pub value: ValueId,
+}
+
+/// A kernel's buffers, in parameter order.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct KernelSig {
+    pub buffers: Vec<Buffer>,
+}
+
+impl KernelSig {
+    /// The argument block for a launch: one pointer per buffer, in parameter order, taken from
+    /// `pointer_of(buffer index, buffer)`. The compiled kernel reads its parameters from it.
+    pub fn pack(&self, mut pointer_of: impl FnMut(usize, &Buffer) -> *mut u8) -> Vec<*mut u8> {
+        self.buffers
+            .iter()
+            .enumerate()
+            .map(|(i, b)| pointer_of(i, b))
+            .collect()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum KOp {
+    Load(usize),
+    Const(Scalar),
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Compare(CompareOp),
+    Select,
+    Clamp,
+    Convert(DType),
+    Store(usize),
+}
+
+/// One instruction; its result (if any) is the next kernel value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KInstr {
+    pub op: KOp,
+    pub args: Vec<usize>,
+    pub dtype: DType,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    pub name: String,
+    pub len: usize,
+    pub sig: KernelSig,
+    pub body: Vec<KInstr>,
+}
+
+struct Lowering<'a> {
+    func: &'a Func,
+    len: usize,
+    sig: KernelSig,
+    body: Vec<KInstr>,
+    values: HashMap<ValueId, usize>,
+}
+
+impl Lowering<'_> {
+    fn emit(&mut self, op: KOp, args: Vec<usize>, dtype: DType) -> usize {
+        self.body.push(KInstr { op, args, dtype });
+        self.body.len() - 1
+    }
+
+    /// The kernel value of program value `v`, loading it if it comes from outside.
+    fn value(&mut self, v: ValueId) -> Option<usize> {
+        if let Some(&k) = self.values.get(&v) {
+            return Some(k);
+        }
+        let ty = self.func.value_type(v)?;
+        let scalar = ty.numel() == 1 && self.len != 1;
+        self.sig.buffers.push(Buffer {
+            role: Role::Input,
+            dtype: ty.dtype,
+            scalar,
+            value: v,
+        });
+        let k = self.emit(KOp::Load(self.sig.buffers.len() - 1), Vec::new(), ty.dtype);
+        self.values.insert(v, k);
+        Some(k)
+    }
+}
+
+/// The kernel for instructions `start..end` of `func` (a [`crate::fuse::Step::Kernel`]).
+pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kernel> {
+    let len = func.body.get(start)?.ty.numel();
+    let mut l = Lowering {
+        func,
+        len,
+        sig: KernelSig::default(),
+        body: Vec::new(),
+        values: HashMap::new(),
+    };
+    for i in start..end {
+        let ins = &func.body[i];
+        let dtype = ins.ty.dtype;
+        let k = match &ins.op {
+            Op::Constant(lit) => l.emit(KOp::Const(lit.data.get(0)), Vec::new(), dtype),
+            Op::BroadcastInDim { .. } | Op::StopGradient => l.value(ins.args[0])?,
+            op => {
+                let args = ins
+                    .args
+                    .iter()
+                    .map(|&a| l.value(a))
+                    .collect::<Option<Vec<_>>>()?;
+                let kop = match op {
+                    Op::Unary(u) => KOp::Unary(*u),
+                    Op::Binary(b) => KOp::Binary(*b),
+                    Op::Compare(c) => KOp::Compare(*c),
+                    Op::Select => KOp::Select,
+                    Op::Clamp => KOp::Clamp,
+                    Op::Convert { to } => KOp::Convert(*to),
+                    _ => return None,
+                };
+                l.emit(kop, args, dtype)
+            }
+        };
+        l.values.insert(func.instr_value(i), k);
+    }
+    for v in kernel_outputs(func, start, end) {
+        let k = *l.values.get(&v)?;
+        let dtype = func.value_type(v)?.dtype;
+        l.sig.buffers.push(Buffer {
+            role: Role::Output,
+            dtype,
+            scalar: false,
+            value: v,
+        });
+        let buffer = l.sig.buffers.len() - 1;
+        l.emit(KOp::Store(buffer), vec![k], dtype);
+    }
+    Some(Kernel {
+        name,
+        len,
+        sig: l.sig,
+        body: l.body,
+    })
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "kernel @{} len={} (", self.name, self.len)?;
+        for (i, b) in self.sig.buffers.iter().enumerate() {
+            let role = match b.role {
+                Role::Input => "in",
+                Role::Output => "out",
+            };
+            let scalar = if b.scalar { " scalar" } else { "" };
+            write!(
+                f,
+                "{}{role} #{i}: {}{scalar} = {}",
+                if i > 0 { ", " } else { "" },
+                b.dtype,
+                b.value
+            )?;
+        }
+        writeln!(f, ") {{")?;
+        for (k, ins) in self.body.iter().enumerate() {
+            let args: Vec<String> = ins.args.iter().map(|a| format!("v{a}")).collect();
+            let head = match &ins.op {
+                KOp::Load(b) => format!("load #{b}"),
+                KOp::Const(s) => format!("const {}", ferrax_ir::scalar_text(*s)),
+                KOp::Unary(u) => u.name().to_string(),
+                KOp::Binary(b) => b.name().to_string(),
+                KOp::Compare(c) => c.name().to_string(),
+                KOp::Select => "select".to_string(),
+                KOp::Clamp => "clamp".to_string(),
+                KOp::Convert(d) => format!("convert.{d}"),
+                KOp::Store(b) => {
+                    writeln!(f, "  store #{b}, {}", args.join(", "))?;
+                    continue;
+                }
+            };
+            let sep = if args.is_empty() { "" } else { " " };
+            writeln!(f, "  v{k} = {head}{sep}{} : {}", args.join(", "), ins.dtype)?;
+        }
+        f.write_str("}\n")
+    }
+}
