@@ -226,9 +226,6 @@ fn main() -> ferrax::Result<()> {
     println!("final training loss {:.4}", report.final_loss);
     println!("test accuracy {:.2}%", report.test_accuracy * 100.0);
     println!("trace time {:.1} ms", report.compile_seconds * 1e3);
-    println!(
-        "{:.0} steps/s (reference interpreter; the compiled backends are to come)",
-        report.steps_per_second
-    );
+    println!("{:.0} steps/s", report.steps_per_second);
     Ok(())
 }

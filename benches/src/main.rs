@@ -3,14 +3,14 @@
 //!
 //! `cargo run --release -p ferrax-bench -- [--only w2_softmax,w5_mlp_step] [--reps 20]`
 //!
-//! Programs run through `jit` on the reference interpreter until the compiled backends land,
-//! so `impl` is `ferrax-interp`; the compile rows time tracing, differentiation and
-//! simplification from nothing.
+//! Programs run through `jit`: fused elementwise kernels compiled with Cranelift, other ops on
+//! the reference interpreter's evaluator (`impl` is `ferrax-cpu`). The compile rows time
+//! tracing, differentiation, simplification and code generation from nothing.
 
 use ferrax::{grad, jit, nn, DType, Result, Tensor, Tree};
 use std::time::Instant;
 
-const IMPL: &str = "ferrax-interp";
+const IMPL: &str = "ferrax-cpu";
 
 struct Args {
     only: Vec<String>,

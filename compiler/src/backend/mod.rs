@@ -9,6 +9,7 @@ use crate::kernel::{lower, Kernel, Role};
 use clif::KernelFn;
 use ferrax_ir::{verify, with_elements, Elements, Func, ValueId};
 use ferrax_runtime::{eval_op, Array, RuntimeError};
+use std::sync::OnceLock;
 
 /// Elements per kernel launch below which splitting across threads does not pay.
 const PARALLEL_THRESHOLD: usize = 1 << 16;
@@ -162,9 +163,16 @@ impl CpuExecutable {
 
 /// Runs `entry` over `len` elements, split across the available cores when large.
 fn launch(entry: KernelFn, args: &[*mut u8], len: usize) {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let shared = Launch { args };
-    if len < PARALLEL_THRESHOLD || threads < 2 {
+    if len < PARALLEL_THRESHOLD {
+        // SAFETY: `args` points at live buffers of at least `len` elements of the kernel's types.
+        unsafe { entry(shared.args.as_ptr(), 0, len as i64) };
+        return;
+    }
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    let threads =
+        *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if threads < 2 {
         // SAFETY: `args` points at live buffers of at least `len` elements of the kernel's types.
         unsafe { entry(shared.args.as_ptr(), 0, len as i64) };
         return;
