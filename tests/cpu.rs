@@ -8,22 +8,12 @@ use common::inputs;
 use ferrax::compiler::backend::CpuExecutable;
 use ferrax::compiler::simplify::simplify;
 use ferrax::runtime::interpret;
-use ferrax::{grad, nn, trace, DType, Tensor};
+use ferrax::{nn, trace, DType, Tensor};
 
 #[test]
 fn compiled_programs_match_the_interpreter_bit_for_bit() {
-    let p = common::mlp_params(&[4, 8, 8, 3]);
     let mut programs = common::corpus();
-    programs.push((
-        "mlp_loss_grad",
-        trace(
-            |(p, x, y): (common::Mlp, Tensor, Tensor)| {
-                grad(|p: common::Mlp| common::mlp_loss(&p, &x, &y))(p)
-            },
-            &(p, common::spec(&[2, 4]), common::spec(&[2, 3])),
-        )
-        .unwrap(),
-    ));
+    programs.extend(common::gradient_programs());
     let mut kernels = 0;
     for (name, func) in programs {
         let (simple, _) = simplify(&func).unwrap();

@@ -4,51 +4,11 @@
 
 mod common;
 
-use common::inputs;
+use common::{gradient_programs, inputs};
 use ferrax::compiler::simplify::simplify;
 use ferrax::ir::{Func, Op};
 use ferrax::runtime::interpret;
 use ferrax::{grad, nn, trace, Tensor};
-
-pub fn gradient_programs() -> Vec<(&'static str, Func)> {
-    let p = common::mlp_params(&[4, 8, 8, 3]);
-    vec![
-        (
-            "mlp_loss_grad",
-            trace(
-                |(p, x, y): (common::Mlp, Tensor, Tensor)| {
-                    grad(|p: common::Mlp| common::mlp_loss(&p, &x, &y))(p)
-                },
-                &(p, common::spec(&[2, 4]), common::spec(&[2, 3])),
-            )
-            .unwrap(),
-        ),
-        (
-            "softmax_grad",
-            trace(
-                |x: Tensor| grad(|x: Tensor| (nn::softmax(&x, -1) * &x).sum(..))(x),
-                &common::spec(&[3, 5]),
-            )
-            .unwrap(),
-        ),
-        (
-            "layernorm_grad",
-            trace(
-                |(x, g, b): (Tensor, Tensor, Tensor)| {
-                    grad(|(x, g, b): (Tensor, Tensor, Tensor)| {
-                        common::layernorm(&x, &g, &b).square().sum(..)
-                    })((x, g, b))
-                },
-                &(
-                    common::spec(&[4, 6]),
-                    common::spec(&[6]),
-                    common::spec(&[6]),
-                ),
-            )
-            .unwrap(),
-        ),
-    ]
-}
 
 #[test]
 fn results_are_bit_identical_on_the_corpus_and_gradients() {

@@ -5,7 +5,7 @@ mod array;
 mod interp;
 
 pub use array::Array;
-pub use interp::{eval_op, interpret, wide_unary};
+pub use interp::{check_args, eval_op, interpret, wide_unary};
 
 use ferrax_ir::{DType, Shape, TensorType, VerifyError};
 

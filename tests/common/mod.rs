@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use ferrax::ir::{Elements, TensorType};
-use ferrax::{nn, trace, Array, DType, Func, Tensor, Tree};
+use ferrax::{grad, nn, trace, Array, DType, Func, Tensor, Tree};
 
 #[derive(Tree, Clone)]
 pub struct Layer {
@@ -319,4 +319,39 @@ pub fn inputs(func: &Func, seed: u64) -> Vec<Array> {
             Array::new(shape.clone(), data).unwrap()
         })
         .collect()
+}
+
+/// Gradient programs of the corpus' composite functions.
+pub fn gradient_programs() -> Vec<(&'static str, Func)> {
+    let p = mlp_params(&[4, 8, 8, 3]);
+    vec![
+        (
+            "mlp_loss_grad",
+            trace(
+                |(p, x, y): (Mlp, Tensor, Tensor)| grad(|p: Mlp| mlp_loss(&p, &x, &y))(p),
+                &(p, spec(&[2, 4]), spec(&[2, 3])),
+            )
+            .unwrap(),
+        ),
+        (
+            "softmax_grad",
+            trace(
+                |x: Tensor| grad(|x: Tensor| (nn::softmax(&x, -1) * &x).sum(..))(x),
+                &spec(&[3, 5]),
+            )
+            .unwrap(),
+        ),
+        (
+            "layernorm_grad",
+            trace(
+                |(x, g, b): (Tensor, Tensor, Tensor)| {
+                    grad(|(x, g, b): (Tensor, Tensor, Tensor)| {
+                        layernorm(&x, &g, &b).square().sum(..)
+                    })((x, g, b))
+                },
+                &(spec(&[4, 6]), spec(&[6]), spec(&[6])),
+            )
+            .unwrap(),
+        ),
+    ]
 }

@@ -8,7 +8,7 @@ use crate::fuse::{partition, Step};
 use crate::kernel::{lower, Kernel, Role};
 use clif::KernelFn;
 use ferrax_ir::{verify, with_elements, Elements, Func, ValueId};
-use ferrax_runtime::{eval_op, Array, RuntimeError};
+use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
 use std::sync::OnceLock;
 
 /// Elements per kernel launch below which splitting across threads does not pay.
@@ -85,21 +85,7 @@ impl CpuExecutable {
 
     pub fn run(&self, args: &[Array]) -> Result<Vec<Array>, RuntimeError> {
         let func = &self.func;
-        if args.len() != func.params.len() {
-            return Err(RuntimeError::ArgCount {
-                expected: func.params.len(),
-                got: args.len(),
-            });
-        }
-        for (index, (a, p)) in args.iter().zip(&func.params).enumerate() {
-            if a.ty() != p {
-                return Err(RuntimeError::ArgType {
-                    index,
-                    expected: p.clone(),
-                    got: a.ty().clone(),
-                });
-            }
-        }
+        check_args(func, args)?;
         let mut values: Vec<Option<Array>> = args.iter().cloned().map(Some).collect();
         values.resize(func.num_values(), None);
         let get = |values: &[Option<Array>], v: ValueId| {

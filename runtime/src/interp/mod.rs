@@ -16,9 +16,8 @@ mod source;
 use crate::{Array, RuntimeError};
 use ferrax_ir::{infer_type, verify, DType, Func, Op, TensorType, TypeError};
 
-/// Evaluates `func` on `args`, which must match its parameter types.
-pub fn interpret(func: &Func, args: &[Array]) -> Result<Vec<Array>, RuntimeError> {
-    verify(func)?;
+/// Checks that `args` fit `func`'s parameters: their count and every type.
+pub fn check_args(func: &Func, args: &[Array]) -> Result<(), RuntimeError> {
     if args.len() != func.params.len() {
         return Err(RuntimeError::ArgCount {
             expected: func.params.len(),
@@ -34,6 +33,13 @@ pub fn interpret(func: &Func, args: &[Array]) -> Result<Vec<Array>, RuntimeError
             });
         }
     }
+    Ok(())
+}
+
+/// Evaluates `func` on `args`, which must match its parameter types.
+pub fn interpret(func: &Func, args: &[Array]) -> Result<Vec<Array>, RuntimeError> {
+    verify(func)?;
+    check_args(func, args)?;
     // A value is released after the instruction that uses it last, or right away if nothing
     // uses it, unless it is an output. That bounds memory by the live values.
     let n = func.num_values();
