@@ -1,8 +1,9 @@
-//! `ferrax-conformance DIR... [--backend reference] [--min-passed N]`: imports every `.mlir`
+//! `ferrax-conformance DIR... [--backend reference|cpu] [--min-passed N]`: imports every `.mlir`
 //! file under the given directories, runs it with the file's inputs passed as runtime
 //! arguments, applies the file's own checks, and prints one line per file and a summary.
 //! Exits with status 1 when fewer than `--min-passed` files pass.
 
+use ferrax_compiler::backend::CpuExecutable;
 use ferrax_ir::Scalar;
 use ferrax_runtime::{interpret, Array};
 use ferrax_stablehlo::{test_cases, CheckKind, Expected, TestCase};
@@ -115,7 +116,13 @@ fn compare(kind: &CheckKind, actual: &Array, expected: &Array) -> Result<(), Str
     })
 }
 
-fn run_case(case: &TestCase) -> Outcome {
+#[derive(Clone, Copy, PartialEq)]
+enum Backend {
+    Reference,
+    Cpu,
+}
+
+fn run_case(case: &TestCase, backend: Backend) -> Outcome {
     let mut args = Vec::new();
     for input in &case.inputs {
         match interpret(input, &[]) {
@@ -123,7 +130,14 @@ fn run_case(case: &TestCase) -> Outcome {
             Err(e) => return Outcome::Fail(format!("{}: inputs: {e}", case.name)),
         }
     }
-    let outputs = match interpret(&case.program.func, &args) {
+    let outputs = match backend {
+        Backend::Reference => interpret(&case.program.func, &args),
+        Backend::Cpu => match CpuExecutable::compile(&case.program.func) {
+            Ok(exe) => exe.run(&args),
+            Err(e) => return Outcome::Fail(format!("{}: compiling: {e}", case.name)),
+        },
+    };
+    let outputs = match outputs {
         Ok(o) => o,
         Err(e) => return Outcome::Fail(format!("{}: {e}", case.name)),
     };
@@ -140,7 +154,7 @@ fn run_case(case: &TestCase) -> Outcome {
     Outcome::Pass
 }
 
-fn run_file(path: &Path) -> Outcome {
+fn run_file(path: &Path, backend: Backend) -> Outcome {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => return Outcome::Fail(format!("cannot read: {e}")),
@@ -156,7 +170,7 @@ fn run_file(path: &Path) -> Outcome {
         return Outcome::Skip("no checks".into());
     }
     for case in &cases {
-        if let failed @ (Outcome::Fail(_) | Outcome::Skip(_)) = run_case(case) {
+        if let failed @ (Outcome::Fail(_) | Outcome::Skip(_)) = run_case(case, backend) {
             return failed;
         }
     }
@@ -182,13 +196,15 @@ fn mlir_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 fn main() -> ExitCode {
     let mut dirs = Vec::new();
     let mut min_passed = 0usize;
+    let mut backend = Backend::Reference;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--backend" => match args.next().as_deref() {
-                Some("reference") => {}
+                Some("reference") => backend = Backend::Reference,
+                Some("cpu") => backend = Backend::Cpu,
                 Some(other) => {
-                    eprintln!("backend '{other}' is not available yet; use --backend reference");
+                    eprintln!("backend '{other}' is not available; use reference or cpu");
                     return ExitCode::from(2);
                 }
                 None => {
@@ -207,7 +223,7 @@ fn main() -> ExitCode {
         }
     }
     if dirs.is_empty() {
-        eprintln!("usage: ferrax-conformance DIR... [--backend reference] [--min-passed N]");
+        eprintln!("usage: ferrax-conformance DIR... [--backend reference|cpu] [--min-passed N]");
         return ExitCode::from(2);
     }
     let mut files = Vec::new();
@@ -221,7 +237,7 @@ fn main() -> ExitCode {
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for f in &files {
         let name = f.display();
-        match run_file(f) {
+        match run_file(f, backend) {
             Outcome::Pass => {
                 passed += 1;
                 println!("pass {name}");
