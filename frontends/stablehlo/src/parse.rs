@@ -286,6 +286,10 @@ impl P {
             if self.eat('=') {
                 value = self.attr_value()?;
             }
+            // A typed value (`0 : i64`): the type is not needed.
+            if self.eat(':') {
+                self.attr_value()?;
+            }
             attrs.push((key, value));
             self.eat(',');
         }

@@ -270,3 +270,86 @@ fn jax_exported_training_step_matches_jax() {
         }
     }
 }
+
+/// More programs through import → ferrax IR text → snapshot (with the text round trip checked).
+#[test]
+fn import_snapshots() {
+    let programs = [
+        (
+            "unary_chain",
+            "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.exponential_minus_one %x : tensor<4xf32>
+  %1 = stablehlo.log_plus_one %0 : tensor<4xf32>
+  %2 = stablehlo.logistic %1 : tensor<4xf32>
+  %3 = stablehlo.round_nearest_even %2 : tensor<4xf32>
+  %4 = stablehlo.round_nearest_afz %3 : tensor<4xf32>
+  %5 = stablehlo.sign %4 : tensor<4xf32>
+  %6 = stablehlo.cosine %5 : tensor<4xf32>
+  return %6 : tensor<4xf32>
+}",
+        ),
+        (
+            "compare_select_clamp",
+            "func.func @main(%a: tensor<3xi64>, %b: tensor<3xi64>) -> tensor<3xi64> {
+  %c = stablehlo.constant dense<[0, 5, 10]> : tensor<3xi64>
+  %0 = stablehlo.compare  LT, %a, %b,  SIGNED : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi1>
+  %1 = stablehlo.select %0, %a, %b : tensor<3xi1>, tensor<3xi64>
+  %2 = stablehlo.clamp %c, %1, %b : tensor<3xi64>
+  return %2 : tensor<3xi64>
+}",
+        ),
+        (
+            "bool_arithmetic",
+            "func.func @main(%p: tensor<2xi1>, %q: tensor<2xi1>) -> (tensor<2xi1>, tensor<2xi1>, tensor<i1>) {
+  %0 = stablehlo.add %p, %q : tensor<2xi1>
+  %1 = stablehlo.multiply %p, %q : tensor<2xi1>
+  %f = stablehlo.constant dense<false> : tensor<i1>
+  %2 = stablehlo.reduce(%0 init: %f) applies stablehlo.or across dimensions = [0] : (tensor<2xi1>, tensor<i1>) -> tensor<i1>
+  return %0, %1, %2 : tensor<2xi1>, tensor<2xi1>, tensor<i1>
+}",
+        ),
+        (
+            "convert_chain",
+            "func.func @main(%x: tensor<2x2xi32>) -> tensor<2x2xf16> {
+  %0 = stablehlo.convert %x : (tensor<2x2xi32>) -> tensor<2x2xf32>
+  %1 = stablehlo.convert %0 : (tensor<2x2xf32>) -> tensor<2x2xbf16>
+  %2 = stablehlo.convert %1 : (tensor<2x2xbf16>) -> tensor<2x2xf16>
+  return %2 : tensor<2x2xf16>
+}",
+        ),
+        (
+            "iota_concatenate",
+            "func.func @main(%x: tensor<2x3xf32>) -> tensor<4x3xf32> {
+  %0 = stablehlo.iota dim = 0 : tensor<2x3xf32>
+  %1 = \"stablehlo.concatenate\"(%x, %0) {dimension = 0 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
+  return %1 : tensor<4x3xf32>
+}",
+        ),
+        (
+            "generic_pad_and_reduce",
+            "func.func @main(%x: tensor<2x3xf64>) -> tensor<5xf64> {
+  %v = stablehlo.constant dense<1.5> : tensor<f64>
+  %one = stablehlo.constant dense<1.0> : tensor<f64>
+  %0 = \"stablehlo.pad\"(%x, %v) {edge_padding_low = array<i64: 1, 0>, edge_padding_high = array<i64: 0, 1>, interior_padding = array<i64: 1, 0>} : (tensor<2x3xf64>, tensor<f64>) -> tensor<4x4xf64>
+  %1 = \"stablehlo.reduce\"(%0, %one) ({
+    ^bb0(%a: tensor<f64>, %b: tensor<f64>):
+      %m = stablehlo.multiply %a, %b : tensor<f64>
+      stablehlo.return %m : tensor<f64>
+  }) {dimensions = array<i64: 1>} : (tensor<4x4xf64>, tensor<f64>) -> tensor<4xf64>
+  %2 = stablehlo.broadcast_in_dim %v, dims = [] : (tensor<f64>) -> tensor<1xf64>
+  %3 = stablehlo.concatenate %1, %2, dim = 0 : (tensor<4xf64>, tensor<1xf64>) -> tensor<5xf64>
+  return %3 : tensor<5xf64>
+}",
+        ),
+        (
+            "generic_dot",
+            "func.func @main(%a: tensor<2x3xf32>, %b: tensor<3x4xf32>) -> tensor<2x4xf32> {
+  %0 = \"stablehlo.dot_general\"(%a, %b) {dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<2x3xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}",
+        ),
+    ];
+    for (name, text) in programs {
+        insta::assert_snapshot!(name, imported(text));
+    }
+}
