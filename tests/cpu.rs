@@ -79,3 +79,27 @@ fn softmax_splits_into_kernels_and_library_ops() {
     let args = inputs(&func, 7);
     assert_eq!(exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
 }
+
+#[test]
+fn row_and_column_broadcasts_are_read_in_place() {
+    let func = trace(
+        |(x, g, b): (Tensor, Tensor, Tensor)| common::layernorm(&x, &g, &b),
+        &(
+            common::spec(&[4, 6]),
+            common::spec(&[6]),
+            common::spec(&[6]),
+        ),
+    )
+    .unwrap();
+    let (simple, _) = simplify(&func).unwrap();
+    let exe = CpuExecutable::compile(&simple).unwrap();
+    let listing: Vec<String> = exe.kernels().map(|(k, _)| k.to_string()).collect();
+    let listing = listing.join("\n");
+    assert!(
+        listing.contains("[i / 6]") && listing.contains("[i % 6]"),
+        "{listing}"
+    );
+    insta::assert_snapshot!("layernorm_kernels", listing);
+    let args = inputs(&func, 3);
+    assert_eq!(exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+}

@@ -5,7 +5,8 @@
 //! This first partition is deliberately simple: a kernel is a maximal run of consecutive
 //! fusible instructions with the same element count, so program order is kept as is.
 
-use ferrax_ir::{DType, Func, Op, UnaryOp, ValueId};
+use crate::kernel::Access;
+use ferrax_ir::{DType, Func, Op, TensorType, UnaryOp, ValueId};
 
 /// One step of a fused program.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,14 +54,45 @@ fn fusible(func: &Func, i: usize) -> bool {
                 )
             }
             Op::Constant(lit) => lit.is_splat(),
-            // A scalar broadcast is read as one value by every iteration.
-            Op::BroadcastInDim { .. } => ins
+            // Broadcasts that are a scalar, a row or a column pattern are read in place.
+            Op::BroadcastInDim { dims, .. } => ins
                 .args
                 .first()
                 .and_then(|&a| func.value_type(a))
-                .is_some_and(|t| t.numel() == 1),
+                .is_some_and(|t| broadcast_access(t, &ins.ty, dims).is_some()),
             _ => false,
         }
+}
+
+/// How a kernel over `result`'s elements reads `operand` broadcast with `dims`: one value
+/// for all (a scalar), element `i / n` (the operand fills the leading dimensions, like a
+/// keep-dims row statistic), element `i % n` (it fills the trailing dimensions, like a bias), or
+/// none of these.
+pub fn broadcast_access(
+    operand: &TensorType,
+    result: &TensorType,
+    dims: &[usize],
+) -> Option<Access> {
+    if operand.numel() == 1 {
+        return Some(Access::Scalar);
+    }
+    let kept: Vec<usize> = dims
+        .iter()
+        .zip(operand.dims())
+        .filter(|(_, &size)| size != 1)
+        .map(|(&d, _)| d)
+        .collect();
+    let (&first, &last) = (kept.first()?, kept.last()?);
+    if kept.windows(2).any(|w| w[1] != w[0] + 1) {
+        return None;
+    }
+    let rank = result.rank();
+    match (first == 0, last + 1 == rank) {
+        (true, true) => Some(Access::Each),
+        (true, false) => Some(Access::Outer(result.dims()[last + 1..].iter().product())),
+        (false, true) => Some(Access::Inner(result.dims()[first..].iter().product())),
+        (false, false) => None,
+    }
 }
 
 /// The steps of `func`, in program order.

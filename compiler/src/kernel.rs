@@ -3,7 +3,7 @@
 //! kernel's buffers once; it generates the compiled function's parameter list and the packing
 //! of arguments at launch, so the two cannot disagree.
 
-use crate::fuse::kernel_outputs;
+use crate::fuse::{broadcast_access, kernel_outputs};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Func, Op, Scalar, UnaryOp, ValueId};
 use std::collections::HashMap;
 use std::fmt;
@@ -14,13 +14,25 @@ pub enum Role {
     Output,
 }
 
+/// Which element of a buffer iteration `i` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// Element `i`.
+    Each,
+    /// Element 0, for every `i` (a scalar broadcast).
+    Scalar,
+    /// Element `i / n` (a broadcast over trailing dimensions).
+    Outer(usize),
+    /// Element `i % n` (a broadcast over leading dimensions).
+    Inner(usize),
+}
+
 /// One buffer of a kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Buffer {
     pub role: Role,
     pub dtype: DType,
-    /// One element read by every iteration (a scalar broadcast), rather than one per element.
-    pub scalar: bool,
+    pub access: Access,
     /// The program value the buffer holds.
     pub value: ValueId,
 }
@@ -78,6 +90,7 @@ struct Lowering<'a> {
     sig: KernelSig,
     body: Vec<KInstr>,
     values: HashMap<ValueId, usize>,
+    loads: HashMap<(ValueId, Access), usize>,
 }
 
 impl Lowering<'_> {
@@ -92,15 +105,28 @@ impl Lowering<'_> {
             return Some(k);
         }
         let ty = self.func.value_type(v)?;
-        let scalar = ty.numel() == 1 && self.len != 1;
+        let access = if ty.numel() == 1 && self.len != 1 {
+            Access::Scalar
+        } else {
+            Access::Each
+        };
+        self.load(v, access)
+    }
+
+    /// A load of outside value `v` with `access` (one per value and access).
+    fn load(&mut self, v: ValueId, access: Access) -> Option<usize> {
+        if let Some(&k) = self.loads.get(&(v, access)) {
+            return Some(k);
+        }
+        let dtype = self.func.value_type(v)?.dtype;
         self.sig.buffers.push(Buffer {
             role: Role::Input,
-            dtype: ty.dtype,
-            scalar,
+            dtype,
+            access,
             value: v,
         });
-        let k = self.emit(KOp::Load(self.sig.buffers.len() - 1), Vec::new(), ty.dtype);
-        self.values.insert(v, k);
+        let k = self.emit(KOp::Load(self.sig.buffers.len() - 1), Vec::new(), dtype);
+        self.loads.insert((v, access), k);
         Some(k)
     }
 }
@@ -114,13 +140,23 @@ pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kern
         sig: KernelSig::default(),
         body: Vec::new(),
         values: HashMap::new(),
+        loads: HashMap::new(),
     };
     for i in start..end {
         let ins = &func.body[i];
         let dtype = ins.ty.dtype;
         let k = match &ins.op {
             Op::Constant(lit) => l.emit(KOp::Const(lit.data.get(0)), Vec::new(), dtype),
-            Op::BroadcastInDim { .. } | Op::StopGradient => l.value(ins.args[0])?,
+            Op::BroadcastInDim { dims, .. } => {
+                let operand = ins.args[0];
+                match broadcast_access(func.value_type(operand)?, &ins.ty, dims)? {
+                    Access::Each | Access::Scalar if l.values.contains_key(&operand) => {
+                        l.values[&operand]
+                    }
+                    access => l.load(operand, access)?,
+                }
+            }
+            Op::StopGradient => l.value(ins.args[0])?,
             op => {
                 let args = ins
                     .args
@@ -147,7 +183,7 @@ pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kern
         l.sig.buffers.push(Buffer {
             role: Role::Output,
             dtype,
-            scalar: false,
+            access: Access::Each,
             value: v,
         });
         let buffer = l.sig.buffers.len() - 1;
@@ -169,10 +205,15 @@ impl fmt::Display for Kernel {
                 Role::Input => "in",
                 Role::Output => "out",
             };
-            let scalar = if b.scalar { " scalar" } else { "" };
+            let access = match b.access {
+                Access::Each => String::new(),
+                Access::Scalar => " [0]".to_string(),
+                Access::Outer(n) => format!(" [i / {n}]"),
+                Access::Inner(n) => format!(" [i % {n}]"),
+            };
             write!(
                 f,
-                "{}{role} #{i}: {}{scalar} = {}",
+                "{}{role} #{i}: {}{access} = {}",
                 if i > 0 { ", " } else { "" },
                 b.dtype,
                 b.value

@@ -6,7 +6,7 @@
 //! interpreter's own f64 functions, so compiled results equal the interpreter's bit for bit.
 //! This first code generator is scalar; SIMD comes next.
 
-use crate::kernel::{KOp, Kernel, Role};
+use crate::kernel::{Access, KOp, Kernel, Role};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, AbiParam, FuncRef, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -173,7 +173,7 @@ fn build(
             .map_err(|_| unsupported("argument offset".into()))?;
         let base = b.ins().load(ptr, flags, args, offset);
         bases.push(base);
-        let scalar = if buffer.scalar && buffer.role == Role::Input {
+        let scalar = if buffer.access == Access::Scalar && buffer.role == Role::Input {
             let ty = clif_type(buffer.dtype)
                 .ok_or_else(|| unsupported(format!("dtype {}", buffer.dtype)))?;
             Some(b.ins().load(ty, flags, base, 0))
@@ -192,7 +192,12 @@ fn build(
         let arg = |k: usize| values[ins.args[k]];
         let address = |b: &mut FunctionBuilder, buffer: usize| {
             let size = kernel.sig.buffers[buffer].dtype.size_bytes() as i64;
-            let offset = b.ins().imul_imm_s(i, size);
+            let index = match kernel.sig.buffers[buffer].access {
+                Access::Outer(n) => b.ins().udiv_imm_u(i, n as i64),
+                Access::Inner(n) => b.ins().urem_imm_u(i, n as i64),
+                Access::Each | Access::Scalar => i,
+            };
+            let offset = b.ins().imul_imm_s(index, size);
             b.ins().iadd(bases[buffer], offset)
         };
         let v = match &ins.op {
