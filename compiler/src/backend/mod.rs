@@ -46,8 +46,14 @@ struct Launch<'a> {
 // are only read, and each thread writes a disjoint range of every output buffer.
 unsafe impl Sync for Launch<'_> {}
 
+/// An input buffer's data, which kernels only read.
 fn data_ptr(e: &Elements) -> *mut u8 {
     with_elements!(e, v => v.as_ptr() as *mut u8)
+}
+
+/// An output buffer's data, which kernels write.
+fn data_ptr_mut(e: &mut Elements) -> *mut u8 {
+    with_elements!(e, v => v.as_mut_ptr() as *mut u8)
 }
 
 impl CpuExecutable {
@@ -121,6 +127,7 @@ impl CpuExecutable {
                         .filter(|b| b.role == Role::Output)
                         .map(|b| Elements::zeros(b.dtype, kernel.len))
                         .collect();
+                    let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(data_ptr_mut).collect();
                     let (mut next_in, mut next_out) = (0, 0);
                     let packed = kernel.sig.pack(|_, b| match b.role {
                         Role::Input => {
@@ -129,7 +136,7 @@ impl CpuExecutable {
                         }
                         Role::Output => {
                             next_out += 1;
-                            data_ptr(&outputs[next_out - 1])
+                            out_ptrs[next_out - 1]
                         }
                     });
                     launch(self.code.entries[k], &packed, kernel.len);
