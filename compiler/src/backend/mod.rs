@@ -48,12 +48,12 @@ unsafe impl Sync for Launch<'_> {}
 
 /// An input buffer's data, which kernels only read.
 fn data_ptr(e: &Elements) -> *mut u8 {
-    with_elements!(e, v => v.as_ptr() as *mut u8)
+    with_elements!(e, v => v.as_ptr().cast::<u8>().cast_mut())
 }
 
 /// An output buffer's data, which kernels write.
 fn data_ptr_mut(e: &mut Elements) -> *mut u8 {
-    with_elements!(e, v => v.as_mut_ptr() as *mut u8)
+    with_elements!(e, v => v.as_mut_ptr().cast::<u8>())
 }
 
 impl CpuExecutable {
