@@ -40,18 +40,21 @@ fn simplified_gradient_snapshots() {
     }
 }
 
+/// Weights and biases of three layers, then the batch and its one-hot labels.
+type W5Args = (
+    Tensor,
+    Tensor,
+    Tensor,
+    Tensor,
+    Tensor,
+    Tensor,
+    Tensor,
+    Tensor,
+);
+
 /// The w5 workload: one SGD step of a 784-1024-1024-10 MLP's mean cross-entropy, batch 256.
 fn w5_step() -> Func {
-    let loss = |(w1, b1, w2, b2, w3, b3, x, y): (
-        Tensor,
-        Tensor,
-        Tensor,
-        Tensor,
-        Tensor,
-        Tensor,
-        Tensor,
-        Tensor,
-    )| {
+    let loss = |(w1, b1, w2, b2, w3, b3, x, y): W5Args| {
         let h1 = nn::relu(&(x.matmul(&w1) + &b1));
         let h2 = nn::relu(&(h1.matmul(&w2) + &b2));
         -(nn::log_softmax(&(h2.matmul(&w3) + &b3), -1) * &y)
@@ -70,16 +73,7 @@ fn w5_step() -> Func {
         s(&[256, 10]),
     );
     trace(
-        move |a: (
-            Tensor,
-            Tensor,
-            Tensor,
-            Tensor,
-            Tensor,
-            Tensor,
-            Tensor,
-            Tensor,
-        )| {
+        move |a: W5Args| {
             let g = grad(loss)(a.clone());
             (
                 &a.0 - &g.0 * 0.01,
