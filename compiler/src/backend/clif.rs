@@ -71,6 +71,8 @@ fn clif_type(d: DType) -> Option<Type> {
         DType::F32 => Some(types::F32),
         DType::F64 => Some(types::F64),
         DType::Bool => Some(types::I8),
+        DType::I32 => Some(types::I32),
+        DType::I64 => Some(types::I64),
         _ => None,
     }
 }
@@ -212,8 +214,40 @@ fn build(
                 Scalar::F32(x) => b.ins().f32const(x),
                 Scalar::F64(x) => b.ins().f64const(x),
                 Scalar::Bool(x) => b.ins().iconst(types::I8, i64::from(x)),
+                Scalar::I32(x) => b.ins().iconst(types::I32, i64::from(x)),
+                Scalar::I64(x) => b.ins().iconst(types::I64, x),
                 other => return Err(unsupported(format!("constant of {}", other.dtype()))),
             },
+            KOp::Unary(UnaryOp::Not) if ty == types::I8 => {
+                let one = b.ins().iconst(types::I8, 1);
+                b.ins().bxor(arg(0), one)
+            }
+            KOp::Binary(op) if ty.is_int() => {
+                let (x, y) = (arg(0), arg(1));
+                match op {
+                    BinaryOp::Add => b.ins().iadd(x, y),
+                    BinaryOp::Sub => b.ins().isub(x, y),
+                    BinaryOp::And => b.ins().band(x, y),
+                    BinaryOp::Or => b.ins().bor(x, y),
+                    BinaryOp::Xor => b.ins().bxor(x, y),
+                    other => return Err(unsupported(format!("integer {}", other.name()))),
+                }
+            }
+            KOp::Compare(c) if b.func.dfg.value_type(arg(0)).is_int() => {
+                let cc = match c {
+                    CompareOp::Eq => IntCC::Equal,
+                    CompareOp::Ne => IntCC::NotEqual,
+                    CompareOp::Lt => IntCC::SignedLessThan,
+                    CompareOp::Le => IntCC::SignedLessThanOrEqual,
+                    CompareOp::Gt => IntCC::SignedGreaterThan,
+                    CompareOp::Ge => IntCC::SignedGreaterThanOrEqual,
+                };
+                b.ins().icmp(cc, arg(0), arg(1))
+            }
+            KOp::Fma => b.ins().fma(arg(0), arg(1), arg(2)),
+            KOp::Bitcast => b.ins().bitcast(ty, MemFlagsData::new(), arg(0)),
+            KOp::ShiftLeft(n) => b.ins().ishl_imm_u(arg(0), i64::from(*n)),
+            KOp::ShiftRight(n) => b.ins().sshr_imm_u(arg(0), i64::from(*n)),
             KOp::Unary(u) => {
                 let x = arg(0);
                 match u {
@@ -296,6 +330,8 @@ fn build(
                 (types::F64, types::F32, _) => b.ins().fpromote(types::F64, arg(0)),
                 (types::F32, types::F64, _) => b.ins().fdemote(types::F32, arg(0)),
                 (t, u, _) if t == u => arg(0),
+                (t, u, _) if t.is_int() && u.is_float() => b.ins().fcvt_to_sint_sat(t, arg(0)),
+                (t, u, _) if t.is_float() && u.is_int() => b.ins().fcvt_from_sint(t, arg(0)),
                 _ => return Err(unsupported(format!("convert to {to}"))),
             },
             KOp::Store(buffer) => {

@@ -3,6 +3,8 @@
 //! kernel's buffers once; it generates the compiled function's parameter list and the packing
 //! of arguments at launch, so the two cannot disagree.
 
+pub mod math;
+
 use crate::fuse::{broadcast_access, kernel_outputs};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Func, Op, Scalar, UnaryOp, ValueId};
 use std::collections::HashMap;
@@ -65,6 +67,14 @@ pub enum KOp {
     Select,
     Clamp,
     Convert(DType),
+    /// `a * b + c` rounded once.
+    Fma,
+    /// The bits of the argument reinterpreted as the instruction's type (same width).
+    Bitcast,
+    /// Integer shift left by a constant.
+    ShiftLeft(u32),
+    /// Arithmetic (sign-filling) integer shift right by a constant.
+    ShiftRight(u32),
     Store(usize),
 }
 
@@ -231,6 +241,10 @@ impl fmt::Display for Kernel {
                 KOp::Select => "select".to_string(),
                 KOp::Clamp => "clamp".to_string(),
                 KOp::Convert(d) => format!("convert.{d}"),
+                KOp::Fma => "fma".to_string(),
+                KOp::Bitcast => "bitcast".to_string(),
+                KOp::ShiftLeft(n) => format!("shl {n},"),
+                KOp::ShiftRight(n) => format!("shr {n},"),
                 KOp::Store(b) => {
                     writeln!(f, "  store #{b}, {}", args.join(", "))?;
                     continue;
