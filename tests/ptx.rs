@@ -1,0 +1,134 @@
+//! The PTX renderer: snapshots of the benchmark programs' kernels, and every kernel of the test
+//! corpus, the gradients and the benchmark programs assembled with `ptxas` for sm_80 and sm_90.
+//!
+//! `ptxas` is taken from `FERRAX_PTXAS` or the `PATH`; `.ci/run` installs it (PyPI
+//! `nvidia-cuda-nvcc`) and sets `FERRAX_REQUIRE_PTXAS=1`, so in CI a missing assembler fails
+//! the test instead of skipping it.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use ferrax::compiler::backend::ptx::{legalize, render_module, PtxTarget};
+use ferrax::compiler::backend::CpuExecutable;
+use ferrax::compiler::kernel::Kernel;
+use ferrax::compiler::simplify::simplify;
+use ferrax::ir::Func;
+use ferrax::{nn, trace, DType, Tensor};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn kernels_of(func: &Func) -> Vec<Kernel> {
+    let (simple, _) = simplify(func).unwrap();
+    let exe = CpuExecutable::compile(&simple).unwrap();
+    exe.kernels().map(|(k, _)| k.clone()).collect()
+}
+
+fn gelu(x: Tensor) -> Tensor {
+    (&x * 0.5) * ((((&x * &x * &x) * 0.044715 + &x) * 0.7978845608).tanh() + 1.0) * 1.5 + 0.25
+}
+
+fn sin_chain(x: Tensor) -> Tensor {
+    (0..8).fold(x, |y, _| y.sin() * 1.01 + 0.1)
+}
+
+/// The elementwise parts of the benchmark workloads, by name.
+fn benchmark_programs() -> Vec<(&'static str, Func)> {
+    let rows = Tensor::spec(DType::F32, [4096, 1024]);
+    vec![
+        (
+            "w1_gelu",
+            trace(gelu, &Tensor::spec(DType::F32, [1 << 24])).unwrap(),
+        ),
+        (
+            "w8_sin_chain",
+            trace(sin_chain, &Tensor::spec(DType::F32, [1 << 22])).unwrap(),
+        ),
+        (
+            "w2_softmax",
+            trace(|x: Tensor| nn::softmax(&x, -1), &rows).unwrap(),
+        ),
+        (
+            "w3_layernorm",
+            trace(
+                |(x, g, b): (Tensor, Tensor, Tensor)| common::layernorm(&x, &g, &b),
+                &(
+                    rows.clone(),
+                    Tensor::spec(DType::F32, [1024]),
+                    Tensor::spec(DType::F32, [1024]),
+                ),
+            )
+            .unwrap(),
+        ),
+    ]
+}
+
+#[test]
+fn benchmark_kernels_ptx_snapshots() {
+    for (name, func) in benchmark_programs() {
+        let kernels = kernels_of(&func);
+        assert!(!kernels.is_empty(), "{name} has no kernel");
+        let ptx = render_module(&kernels, PtxTarget::Sm80).unwrap();
+        assert!(!ptx.contains(".approx"), "{name}: approximate instruction");
+        insta::assert_snapshot!(format!("ptx_{name}"), ptx);
+    }
+}
+
+fn ptxas() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("FERRAX_PTXAS") {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("ptxas"))
+        .find(|p| p.is_file())
+}
+
+#[test]
+fn every_kernel_assembles_with_ptxas() {
+    let Some(ptxas) = ptxas() else {
+        assert!(
+            std::env::var_os("FERRAX_REQUIRE_PTXAS").is_none(),
+            "FERRAX_REQUIRE_PTXAS is set but no ptxas was found"
+        );
+        eprintln!("skipped: no ptxas (set FERRAX_PTXAS or put it on PATH)");
+        return;
+    };
+    let mut programs = common::corpus();
+    programs.extend(common::gradient_programs());
+    programs.extend(benchmark_programs());
+    let mut kernels = Vec::new();
+    for (name, func) in &programs {
+        for mut k in kernels_of(func) {
+            k.name = format!("{name}_{}", k.name);
+            // Only float remainder has no PTX form yet; the GPU runs it on the host path.
+            match legalize(&k) {
+                Ok(_) => kernels.push(k),
+                Err(e) => assert!(e.to_string().contains("Rem"), "{e}"),
+            }
+        }
+    }
+    assert!(kernels.len() >= 25, "only {} kernels", kernels.len());
+    let dir = std::env::temp_dir().join(format!("ferrax-ptx-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for target in PtxTarget::ALL {
+        let ptx = render_module(&kernels, target).unwrap();
+        let file = dir.join(format!("corpus_{}.ptx", target.arch()));
+        std::fs::write(&file, &ptx).unwrap();
+        let out = Command::new(&ptxas)
+            .arg(format!("-arch={}", target.arch()))
+            .arg(&file)
+            .arg("-o")
+            .arg(dir.join("out.cubin"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ptxas {}: {}",
+            target.arch(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let warnings = String::from_utf8_lossy(&out.stderr);
+        assert!(warnings.trim().is_empty(), "ptxas warnings: {warnings}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
