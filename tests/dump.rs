@@ -1,5 +1,5 @@
 //! `FERRAX_DUMP=dir` writes every traced and derived program, the simplifier's report, and
-//! the kernels (kernel IR and Cranelift IR). Its own test binary, because the
+//! the kernels (kernel IR, Cranelift IR and PTX). Its own test binary, because the
 //! variable is process-wide.
 #![allow(clippy::unwrap_used)]
 
@@ -28,7 +28,8 @@ fn dump_writes_traced_forward_linearized_and_transposed_programs() {
             "0003-step.traced.ir",
             "0004-step.simplified.ir",
             "0005-step.simplify.txt",
-            "0006-step.kernels.txt"
+            "0006-step.kernels.txt",
+            "0007-step.ptx"
         ]
     );
     let read = |n: &str| std::fs::read_to_string(dir.join(n)).unwrap();
@@ -43,6 +44,7 @@ fn dump_writes_traced_forward_linearized_and_transposed_programs() {
         "{kernels}"
     );
     assert!(read("0000-f.forward.ir").contains("sin"));
+    assert!(read("0007-step.ptx").contains(".visible .entry step_k0("));
     assert!(read("0002-f_vjp.transposed.ir").contains("cos"));
     let _ = std::fs::remove_dir_all(&dir);
 }

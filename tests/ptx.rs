@@ -8,12 +8,15 @@
 
 mod common;
 
+use ferrax::compiler::backend::gpu::GpuPlan;
+use ferrax::compiler::backend::ptx::reduce::ReduceKernel;
 use ferrax::compiler::backend::ptx::{legalize, render_module, PtxTarget};
 use ferrax::compiler::backend::CpuExecutable;
 use ferrax::compiler::kernel::Kernel;
 use ferrax::compiler::simplify::simplify;
 use ferrax::ir::Func;
-use ferrax::{nn, trace, DType, Tensor};
+use ferrax::ir::ReduceOp;
+use ferrax::{nn, trace, DType, Tensor, TensorType};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -67,9 +70,64 @@ fn benchmark_kernels_ptx_snapshots() {
     for (name, func) in benchmark_programs() {
         let kernels = kernels_of(&func);
         assert!(!kernels.is_empty(), "{name} has no kernel");
-        let ptx = render_module(&kernels, PtxTarget::Sm80).unwrap();
+        let ptx = render_module(&kernels, &[], PtxTarget::Sm80).unwrap();
         assert!(!ptx.contains(".approx"), "{name}: approximate instruction");
         insta::assert_snapshot!(format!("ptx_{name}"), ptx);
+    }
+}
+
+#[test]
+fn reduction_kernels_ptx_snapshot() {
+    let rows = ReduceKernel::plan(
+        "w7_rowsum".into(),
+        ReduceOp::Sum,
+        &TensorType::new(DType::F32, [4096, 4096]),
+        &[1],
+    )
+    .unwrap();
+    let columns = ReduceKernel::plan(
+        "bias_grad".into(),
+        ReduceOp::Max,
+        &TensorType::new(DType::F64, [256, 1024]),
+        &[0],
+    )
+    .unwrap();
+    assert_eq!(
+        (rows.outputs, rows.reduced, rows.block()),
+        (4096, 4096, 256)
+    );
+    assert_eq!((columns.outputs, columns.reduced), (1024, 256));
+    let ptx = render_module(&[], &[rows, columns], PtxTarget::Sm80).unwrap();
+    insta::assert_snapshot!("ptx_reductions", ptx);
+}
+
+#[test]
+fn benchmark_programs_and_gradients_run_entirely_on_the_gpu() {
+    let mut programs = benchmark_programs();
+    programs.extend(common::gradient_programs());
+    programs.push((
+        "w4_matmul",
+        trace(
+            |(a, b): (Tensor, Tensor)| a.matmul(&b),
+            &(
+                Tensor::spec(DType::F32, [1024, 1024]),
+                Tensor::spec(DType::F32, [1024, 1024]),
+            ),
+        )
+        .unwrap(),
+    ));
+    programs.push((
+        "w7_rowsum",
+        trace(
+            |r: Tensor| r.sum(-1),
+            &Tensor::spec(DType::F32, [4096, 4096]),
+        )
+        .unwrap(),
+    ));
+    for (name, func) in programs {
+        let (simple, _) = simplify(&func).unwrap();
+        let plan = GpuPlan::new(&simple, PtxTarget::Sm90).unwrap();
+        assert_eq!(plan.host_ops(&simple), Vec::<&str>::new(), "{name}");
     }
 }
 
@@ -108,10 +166,21 @@ fn every_kernel_assembles_with_ptxas() {
         }
     }
     assert!(kernels.len() >= 25, "only {} kernels", kernels.len());
+    // Every reduction kernel form: each op, float type and layout.
+    let mut reductions = Vec::new();
+    for op in ReduceOp::ALL {
+        for dtype in [DType::F32, DType::F64] {
+            for (shape, axes) in [([64, 1000], [1]), ([300, 7], [0])] {
+                let name = format!("reduce_{}_{dtype}_{}", op.name(), axes[0]);
+                let ty = TensorType::new(dtype, shape);
+                reductions.push(ReduceKernel::plan(name, op, &ty, &axes).unwrap());
+            }
+        }
+    }
     let dir = std::env::temp_dir().join(format!("ferrax-ptx-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for target in PtxTarget::ALL {
-        let ptx = render_module(&kernels, target).unwrap();
+        let ptx = render_module(&kernels, &reductions, target).unwrap();
         let file = dir.join(format!("corpus_{}.ptx", target.arch()));
         std::fs::write(&file, &ptx).unwrap();
         let out = Command::new(&ptxas)

@@ -1,20 +1,25 @@
 //! The workloads of `../shared/bench/workloads.md`, one JSON line each, in the format
 //! `../shared/bench/compare.py` pairs with JAX:
 //!
-//! `cargo run --release -p ferrax-bench -- [--only w2_softmax,w5_mlp_step] [--reps 20]`
+//! `cargo run --release -p ferrax-bench -- [--only w2_softmax,w5_mlp_step] [--reps 20]
+//! [--device cuda]`
 //!
-//! Programs run through `jit`: fused elementwise kernels compiled with Cranelift, other ops on
-//! the reference interpreter's evaluator (`impl` is `ferrax-cpu`). The compile rows time
-//! tracing, differentiation, simplification and code generation from nothing.
+//! On the CPU (`impl` is `ferrax-cpu`), programs run through `jit`: fused elementwise kernels
+//! compiled with Cranelift, other ops on the reference interpreter's evaluator. With
+//! `--device cuda` (`ferrax-gpu`), the same simplified programs are compiled for GPU 0 and run
+//! on arrays already on the device, each call timed until the device is idle. The compile rows
+//! time tracing, differentiation, simplification and code generation from nothing.
 
-use ferrax::{grad, jit, nn, DType, Result, Tensor, Tree};
+use ferrax::compiler::backend::gpu::GpuExecutable;
+use ferrax::runtime::{CudaDevice, DeviceArray};
+use ferrax::{grad, jit, nn, DType, Error, Func, Result, Tensor, Tree};
+use std::sync::Arc;
 use std::time::Instant;
-
-const IMPL: &str = "ferrax-cpu";
 
 struct Args {
     only: Vec<String>,
     reps: usize,
+    cuda: bool,
 }
 
 impl Args {
@@ -22,6 +27,7 @@ impl Args {
         let mut args = Args {
             only: Vec::new(),
             reps: 20,
+            cuda: false,
         };
         let mut it = std::env::args().skip(1);
         while let Some(a) = it.next() {
@@ -35,6 +41,7 @@ impl Args {
                         .collect()
                 }
                 "--reps" => args.reps = it.next().and_then(|n| n.parse().ok()).unwrap_or(20),
+                "--device" => args.cuda = it.next().as_deref() == Some("cuda"),
                 other => eprintln!("ignoring unknown argument {other}"),
             }
         }
@@ -60,8 +67,18 @@ fn timed(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
 }
 
 fn emit(name: &str, (median, min): (f64, f64), bytes: Option<f64>, flops: Option<f64>) {
+    emit_as("ferrax-cpu", name, (median, min), bytes, flops);
+}
+
+fn emit_as(
+    imp: &str,
+    name: &str,
+    (median, min): (f64, f64),
+    bytes: Option<f64>,
+    flops: Option<f64>,
+) {
     let mut row = format!(
-        r#"{{"name": "{name}", "impl": "{IMPL}", "seconds": {median:e}, "min_seconds": {min:e}"#
+        r#"{{"name": "{name}", "impl": "{imp}", "seconds": {median:e}, "min_seconds": {min:e}"#
     );
     if let Some(b) = bytes {
         row.push_str(&format!(r#", "gbps": {}"#, b / median / 1e9));
@@ -159,8 +176,147 @@ fn one_hot(rows: usize) -> Tensor {
     Tensor::from_vec([rows, 10], data)
 }
 
+fn backend(e: impl std::fmt::Display) -> Error {
+    Error::Backend(e.to_string())
+}
+
+/// Traces, simplifies and compiles `f` for the GPU from nothing.
+fn gpu_compile<I: Tree, O: Tree>(
+    dev: &Arc<CudaDevice>,
+    f: impl Fn(I) -> O,
+    args: &I,
+) -> Result<GpuExecutable> {
+    let func: Func = jit(f).lower(args)?;
+    GpuExecutable::compile(&func, dev).map_err(backend)
+}
+
+/// Times `f` on the GPU on inputs already there, waiting for the device after each call.
+fn gpu_case<I: Tree, O: Tree>(
+    dev: &Arc<CudaDevice>,
+    reps: usize,
+    name: &str,
+    f: impl Fn(I) -> O,
+    args: I,
+    (bytes, flops): (Option<f64>, Option<f64>),
+) -> Result<()> {
+    let exe = gpu_compile(dev, f, &args)?;
+    let mut leaves = Vec::new();
+    args.flatten(&mut leaves);
+    let inputs = leaves
+        .iter()
+        .map(|t| dev.upload(&t.to_array()?).map_err(backend))
+        .collect::<Result<Vec<DeviceArray>>>()?;
+    let t = timed(reps, || {
+        exe.run_device(&inputs).map_err(backend)?;
+        dev.synchronize().map_err(backend)
+    })?;
+    emit_as("ferrax-gpu", name, t, bytes, flops);
+    if exe.host_steps() > 0 {
+        eprintln!(
+            "{name}: {} instruction(s) on the host path",
+            exe.host_steps()
+        );
+    }
+    Ok(())
+}
+
+fn main_gpu(args: &Args) -> Result<()> {
+    let dev = CudaDevice::new(0).map_err(backend)?;
+    eprintln!("device: {dev:?}");
+    let reps = args.reps;
+    let sizes = [784, 1024, 1024, 10];
+    let (ps, xb, yb) = (mlp_init(&sizes), normal(&[256, 784], 1), one_hot(256));
+    let a = normal(&[4096, 1024], 2);
+    let mlp = (ps.clone(), xb.clone(), yb.clone());
+    if args.want("w6_compile_mlp_step") {
+        let start = Instant::now();
+        gpu_compile(&dev, mlp_step, &mlp)?;
+        let t = start.elapsed().as_secs_f64();
+        emit_as("ferrax-gpu", "w6_compile_mlp_step", (t, t), None, None);
+    }
+    if args.want("w6_compile_softmax") {
+        let start = Instant::now();
+        gpu_compile(&dev, |x: Tensor| nn::softmax(&x, -1), &a)?;
+        let t = start.elapsed().as_secs_f64();
+        emit_as("ferrax-gpu", "w6_compile_softmax", (t, t), None, None);
+    }
+    let bytes = |n: usize, per: f64| (Some(per * n as f64), None);
+    if args.want("w1_gelu") {
+        let x = normal(&[1 << 24], 3);
+        gpu_case(&dev, reps, "w1_gelu", gelu, x, bytes(1 << 24, 8.0))?;
+    }
+    if args.want("w2_softmax") {
+        let f = |x: Tensor| nn::softmax(&x, -1);
+        gpu_case(
+            &dev,
+            reps,
+            "w2_softmax",
+            f,
+            a.clone(),
+            bytes(a.numel(), 8.0),
+        )?;
+    }
+    if args.want("w3_layernorm") {
+        let g = Tensor::ones(DType::F32, [1024]);
+        let b = Tensor::zeros(DType::F32, [1024]);
+        let inputs = (a.clone(), g, b);
+        gpu_case(
+            &dev,
+            reps,
+            "w3_layernorm",
+            layernorm,
+            inputs,
+            bytes(a.numel(), 8.0),
+        )?;
+    }
+    if args.want("w4_matmul") {
+        let (m1, m2) = (normal(&[1024, 1024], 4), normal(&[1024, 1024], 5));
+        let f = |(a, b): (Tensor, Tensor)| a.matmul(&b);
+        let flops = (None, Some(2.0 * 1024f64.powi(3)));
+        gpu_case(&dev, reps, "w4_matmul", f, (m1, m2), flops)?;
+    }
+    if args.want("w5_mlp_step") {
+        let flops = 6.0 * 256.0 * (784.0 * 1024.0 + 1024.0 * 1024.0 + 1024.0 * 10.0);
+        gpu_case(
+            &dev,
+            reps,
+            "w5_mlp_step",
+            mlp_step,
+            mlp,
+            (None, Some(flops)),
+        )?;
+    }
+    if args.want("w7_rowsum") {
+        let r = normal(&[4096, 4096], 6);
+        let n = r.numel();
+        gpu_case(
+            &dev,
+            reps,
+            "w7_rowsum",
+            |r: Tensor| r.sum(-1),
+            r,
+            bytes(n, 4.0),
+        )?;
+    }
+    if args.want("w8_sin_chain") {
+        let x = normal(&[1 << 22], 7);
+        gpu_case(
+            &dev,
+            reps,
+            "w8_sin_chain",
+            sin_chain,
+            x,
+            bytes(1 << 22, 8.0),
+        )?;
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args = Args::parse();
+    if args.cuda {
+        return main_gpu(&args);
+    }
     let reps = args.reps;
     let sizes = [784, 1024, 1024, 10];
     let (ps, xb, yb) = (mlp_init(&sizes), normal(&[256, 784], 1), one_hot(256));

@@ -2,9 +2,11 @@
 //! every backend is tested against.
 
 mod array;
+pub mod cuda;
 mod interp;
 
 pub use array::Array;
+pub use cuda::{CudaDevice, CudaError, DeviceArray};
 pub use interp::{check_args, eval_op, interpret, wide_unary};
 
 use ferrax_ir::{DType, Shape, TensorType, VerifyError};

@@ -3,6 +3,7 @@
 //! reductions and data movement get kernels of their own). Large kernels run on every core.
 
 pub mod clif;
+pub mod gpu;
 pub mod ptx;
 
 use crate::fuse::{partition, Step};

@@ -240,13 +240,13 @@ impl Emit {
     fn reduce_ln2(&mut self, x: usize, t: DType) -> (usize, usize) {
         let (log2e, hi, lo) = if t == DType::F32 {
             (
-                1.442_695_040_888_963_4,
+                std::f64::consts::LOG2_E,
                 0.693_145_751_953_125,
                 1.428_606_765_330_187e-6,
             )
         } else {
             (
-                1.442_695_040_888_963_4,
+                std::f64::consts::LOG2_E,
                 0.693_147_180_369_123_8,
                 1.908_214_929_270_587_7e-10,
             )
@@ -284,7 +284,8 @@ impl Emit {
         self.mul(y, s2, t)
     }
 
-    fn expm1(&mut self, x: usize, t: DType) -> usize {
+    /// expm1 for `x <= hi` (20 for f32, 40 for f64), where `2^k` needs no split.
+    fn expm1_core(&mut self, x: usize, t: DType) -> usize {
         let (lo, hi, degree) = if t == DType::F32 {
             (-18.0, 20.0, 8)
         } else {
@@ -304,7 +305,12 @@ impl Emit {
         let s = self.pow2(ki, t);
         let one = self.c(1.0, t);
         let sm1 = self.sub(s, one, t);
-        let y = self.fma(s, em1, sm1, t);
+        self.fma(s, em1, sm1, t)
+    }
+
+    fn expm1(&mut self, x: usize, t: DType) -> usize {
+        let hi = if t == DType::F32 { 20.0 } else { 40.0 };
+        let y = self.expm1_core(x, t);
         // Above `hi` the -1 no longer matters and exp carries the overflow.
         let big = self.cmp_c(CompareOp::Gt, x, hi, t);
         let e = self.exp(x, t);
@@ -413,8 +419,8 @@ impl Emit {
         let saturate = if t == DType::F32 { 9.5 } else { 22.0 };
         let a = self.un(UnaryOp::Abs, x, t);
         let two_a = self.add(a, a, t);
-        // tanh(a) = expm1(2a) / (expm1(2a) + 2).
-        let m = self.expm1(two_a, t);
+        // tanh(a) = expm1(2a) / (expm1(2a) + 2); past `saturate` the result is 1 anyway.
+        let m = self.expm1_core(two_a, t);
         let two = self.c(2.0, t);
         let den = self.add(m, two, t);
         let y = self.div(m, den, t);
@@ -453,7 +459,7 @@ impl Emit {
         let nk = self.un(UnaryOp::Neg, k, w);
         let mut r = xd;
         for part in [
-            1.570_796_326_794_896_6,
+            std::f64::consts::FRAC_PI_2,
             6.123_233_995_736_766e-17,
             -1.497_384_904_859_169_8e-33,
         ] {
@@ -473,25 +479,21 @@ impl Emit {
         let cp = self.poly(s, &alternating_factorials(2, cos_terms), t);
         let one = self.c(1.0, t);
         let cos_r = self.fma(s, cp, one, t);
-        // Quadrant q = k mod 4 (cos is sin a quadrant on); odd quadrants use the other series,
-        // the upper two negate.
+        // Quadrant q = k mod 4 (cos is sin a quadrant on), in integers; odd quadrants use the
+        // other series, the upper two negate.
+        let ki = self.convert(k, DType::I64);
         let q = if cos {
-            let one = self.c(1.0, w);
-            self.add(k, one, w)
+            let one = self.ci(1, DType::I64);
+            self.add(ki, one, DType::I64)
         } else {
-            k
+            ki
         };
-        let quarter = self.c(0.25, w);
-        let q4 = self.mul(q, quarter, w);
-        let fq4 = self.un(UnaryOp::Floor, q4, w);
-        let four = self.c(4.0, w);
-        let whole = self.mul(fq4, four, w);
-        let q = self.sub(q, whole, w);
-        let q1 = self.cmp_c(CompareOp::Eq, q, 1.0, w);
-        let q3 = self.cmp_c(CompareOp::Eq, q, 3.0, w);
-        let odd = self.bin(BinaryOp::Or, q1, q3, DType::Bool);
+        let (one, two) = (self.ci(1, DType::I64), self.ci(2, DType::I64));
+        let q_odd = self.bin(BinaryOp::And, q, one, DType::I64);
+        let q_upper = self.bin(BinaryOp::And, q, two, DType::I64);
+        let odd = self.cmp(CompareOp::Eq, q_odd, one);
         let v = self.select(odd, cos_r, sin_r, t);
-        let upper = self.cmp_c(CompareOp::Ge, q, 2.0, w);
+        let upper = self.cmp(CompareOp::Eq, q_upper, two);
         let nv = self.un(UnaryOp::Neg, v, t);
         let y = self.select(upper, nv, v, t);
         if cos {

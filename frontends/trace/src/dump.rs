@@ -45,3 +45,15 @@ pub(crate) fn derivatives(forward: &Func, vjp: &Func) {
     }
     write("transposed", vjp);
 }
+
+/// The PTX the GPU backend renders for `kernels` (sm_80), next to their CPU forms.
+pub(crate) fn ptx(name: &str, kernels: &[ferrax_compiler::kernel::Kernel]) {
+    if dump_dir().is_none() {
+        return;
+    }
+    use ferrax_compiler::backend::ptx::{render_module, PtxTarget};
+    match render_module(kernels, &[], PtxTarget::Sm80) {
+        Ok(text) => write_text("ptx", name, &text),
+        Err(e) => write_text("ptx", name, &format!("// {e}\n")),
+    }
+}

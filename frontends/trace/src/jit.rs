@@ -128,6 +128,8 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
                 .map(|(k, clif)| format!("{k}\n{clif}"))
                 .collect();
             crate::dump::write_text("kernels.txt", &traced.func.name, &listing.join("\n"));
+            let kernels: Vec<_> = exe.kernels().map(|(k, _)| k.clone()).collect();
+            crate::dump::ptx(&traced.func.name, &kernels);
             Some(exe)
         } else {
             None

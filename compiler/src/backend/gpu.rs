@@ -1,0 +1,425 @@
+//! The GPU executable: the same fused program as on the CPU, its kernels rendered to one PTX
+//! module and launched on the device's stream, `dot_general` run by cuBLAS, reshapes kept as
+//! views of the same buffer. What has no GPU form yet (reductions, data movement, float
+//! remainder) runs on the host: its operands are copied back, evaluated by the reference
+//! interpreter and copied up again. That keeps every program correct while the GPU kernel set
+//! grows; [`GpuExecutable::host_steps`] says how much of a program takes that path.
+
+use super::ptx::reduce::ReduceKernel;
+use super::ptx::{entry_name, legalize, render_module, PtxError, PtxTarget};
+use crate::fuse::{partition, Step};
+use crate::kernel::{Kernel, Role};
+use ferrax_ir::{verify, DotDims, Func, Op, ValueId};
+use ferrax_runtime::cuda::{CudaDevice, CudaError, DeviceArray, Function};
+use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
+use std::sync::Arc;
+
+/// Threads per block of elementwise kernels.
+const BLOCK: u32 = 256;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
+    #[error(transparent)]
+    Ptx(#[from] PtxError),
+    #[error(transparent)]
+    Verify(#[from] ferrax_ir::VerifyError),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error("could not lower instructions {start}..{end} to a kernel")]
+    Lowering { start: usize, end: usize },
+    #[error("internal error: value %{0} is not on the device")]
+    Missing(u32),
+}
+
+/// A `dot_general` as one strided-batched GEMM on row-major operands.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Gemm {
+    batch: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    /// The lhs is stored `[K, M]` (contracting dimensions first) rather than `[M, K]`.
+    lhs_k_first: bool,
+    /// The rhs is stored `[N, K]` rather than `[K, N]`.
+    rhs_k_last: bool,
+}
+
+enum GpuStep {
+    Kernel(usize),
+    Gemm(usize, Gemm),
+    /// Instruction and reduction kernel.
+    Reduce(usize, usize),
+    /// A reshape: the result shares the operand's buffer.
+    View(usize),
+    /// A constant, copied to the device once, when the program is loaded.
+    Constant(usize),
+    /// Instructions run one by one on the host.
+    Host(std::ops::Range<usize>),
+}
+
+/// A program compiled for one GPU.
+pub struct GpuExecutable {
+    func: Func,
+    device: Arc<CudaDevice>,
+    constants: std::collections::HashMap<usize, DeviceArray>,
+    steps: Vec<GpuStep>,
+    kernels: Vec<Kernel>,
+    functions: Vec<Function>,
+    reductions: Vec<ReduceKernel>,
+    reduce_functions: Vec<Function>,
+    ptx: String,
+}
+
+/// Whether dimensions `dims` are exactly `start..start + dims.len()`.
+fn consecutive(dims: &[usize], start: usize) -> bool {
+    dims.iter().enumerate().all(|(i, &d)| d == start + i)
+}
+
+/// The GEMM form of a `dot_general`, if its operands are laid out as batched matrices.
+fn plan_gemm(func: &Func, index: usize, dims: &DotDims) -> Option<Gemm> {
+    let ins = &func.body[index];
+    let (lhs, rhs) = (func.value_type(ins.args[0])?, func.value_type(ins.args[1])?);
+    let nb = dims.lhs_batch.len();
+    if !consecutive(&dims.lhs_batch, 0) || !consecutive(&dims.rhs_batch, 0) {
+        return None;
+    }
+    let (lr, rr, nc) = (lhs.rank(), rhs.rank(), dims.lhs_contract.len());
+    let lhs_k_first = if consecutive(&dims.lhs_contract, lr - nc) {
+        false
+    } else if consecutive(&dims.lhs_contract, nb) {
+        true
+    } else {
+        return None;
+    };
+    let rhs_k_last = if consecutive(&dims.rhs_contract, nb) {
+        false
+    } else if consecutive(&dims.rhs_contract, rr - nc) {
+        true
+    } else {
+        return None;
+    };
+    let size = |dims: &[usize], shape: &[usize]| dims.iter().map(|&d| shape[d]).product::<usize>();
+    let ls = lhs.dims();
+    let batch = size(&dims.lhs_batch, ls);
+    let k = size(&dims.lhs_contract, ls);
+    let m = lhs.numel() / (batch * k).max(1);
+    let n = rhs.numel() / (batch * k).max(1);
+    let float = matches!(ins.ty.dtype, ferrax_ir::DType::F32 | ferrax_ir::DType::F64);
+    (float && batch * k > 0).then_some(Gemm {
+        batch,
+        m,
+        n,
+        k,
+        lhs_k_first,
+        rhs_k_last,
+    })
+}
+
+/// What a program becomes on the GPU, before any device is involved: its steps, kernels and
+/// PTX module.
+pub struct GpuPlan {
+    steps: Vec<GpuStep>,
+    pub kernels: Vec<Kernel>,
+    pub reductions: Vec<ReduceKernel>,
+    pub ptx: String,
+}
+
+impl GpuPlan {
+    pub fn new(func: &Func, target: PtxTarget) -> Result<GpuPlan, GpuError> {
+        verify(func)?;
+        let mut steps = Vec::new();
+        let mut kernels = Vec::new();
+        let mut reductions = Vec::new();
+        for step in partition(func) {
+            match step {
+                Step::Kernel { start, end } => {
+                    let name = format!("{}_k{}", func.name, kernels.len());
+                    let kernel = crate::kernel::lower(func, start, end, name)
+                        .ok_or(GpuError::Lowering { start, end })?;
+                    if legalize(&kernel).is_ok() {
+                        steps.push(GpuStep::Kernel(kernels.len()));
+                        kernels.push(kernel);
+                    } else {
+                        steps.push(GpuStep::Host(start..end));
+                    }
+                }
+                Step::Op { index } => steps.push(match &func.body[index].op {
+                    Op::DotGeneral(dims) => match plan_gemm(func, index, dims) {
+                        Some(g) => GpuStep::Gemm(index, g),
+                        None => GpuStep::Host(index..index + 1),
+                    },
+                    Op::Reshape { .. } => GpuStep::View(index),
+                    Op::Constant(lit) if !lit.is_splat() => GpuStep::Constant(index),
+                    // Splats and broadcasts the CPU leaves alone (they only move data) are
+                    // still worth a launch here: the alternative is a trip through the host.
+                    Op::Constant(_) | Op::BroadcastInDim { .. } => {
+                        let name = format!("{}_k{}", func.name, kernels.len());
+                        match crate::kernel::lower(func, index, index + 1, name) {
+                            Some(k) if legalize(&k).is_ok() => {
+                                kernels.push(k);
+                                GpuStep::Kernel(kernels.len() - 1)
+                            }
+                            _ => GpuStep::Host(index..index + 1),
+                        }
+                    }
+                    Op::Reduce { op, axes } => {
+                        let name = format!("{}_r{}", func.name, reductions.len());
+                        let input = func.value_type(func.body[index].args[0]);
+                        match input.and_then(|t| ReduceKernel::plan(name, *op, t, axes)) {
+                            Some(r) => {
+                                reductions.push(r);
+                                GpuStep::Reduce(index, reductions.len() - 1)
+                            }
+                            None => GpuStep::Host(index..index + 1),
+                        }
+                    }
+                    _ => GpuStep::Host(index..index + 1),
+                }),
+            }
+        }
+        let ptx = render_module(&kernels, &reductions, target)?;
+        Ok(GpuPlan {
+            steps,
+            kernels,
+            reductions,
+            ptx,
+        })
+    }
+
+    /// The instructions that run on the host path, by op name.
+    pub fn host_ops<'f>(&self, func: &'f Func) -> Vec<&'f str> {
+        host_ops(&self.steps, func)
+    }
+}
+
+fn host_ops<'f>(steps: &[GpuStep], func: &'f Func) -> Vec<&'f str> {
+    steps
+        .iter()
+        .flat_map(|s| match s {
+            GpuStep::Host(r) => r.clone().map(|i| func.body[i].op.name()).collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+impl GpuExecutable {
+    pub fn compile(func: &Func, device: &Arc<CudaDevice>) -> Result<GpuExecutable, GpuError> {
+        let (major, minor) = device.compute_capability();
+        let plan = GpuPlan::new(func, PtxTarget::for_compute_capability(major, minor))?;
+        let (functions, reduce_functions) = if plan.kernels.is_empty() && plan.reductions.is_empty()
+        {
+            (Vec::new(), Vec::new())
+        } else {
+            let module = device.load_module(&plan.ptx)?;
+            (
+                plan.kernels
+                    .iter()
+                    .map(|k| module.function(&entry_name(k)))
+                    .collect::<Result<_, _>>()?,
+                plan.reductions
+                    .iter()
+                    .map(|r| module.function(&r.name))
+                    .collect::<Result<_, _>>()?,
+            )
+        };
+        let constants = plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                GpuStep::Constant(i) => Some(*i),
+                _ => None,
+            })
+            .map(|i| match &func.body[i].op {
+                Op::Constant(lit) => {
+                    let ty = &func.body[i].ty;
+                    let host = Array::new(ty.shape.clone(), lit.data.clone())?;
+                    Ok((i, device.upload(&host)?))
+                }
+                _ => Err(GpuError::Lowering {
+                    start: i,
+                    end: i + 1,
+                }),
+            })
+            .collect::<Result<_, GpuError>>()?;
+        Ok(GpuExecutable {
+            func: func.clone(),
+            device: device.clone(),
+            constants,
+            steps: plan.steps,
+            kernels: plan.kernels,
+            functions,
+            reductions: plan.reductions,
+            reduce_functions,
+            ptx: plan.ptx,
+        })
+    }
+
+    /// The PTX module of the program's kernels.
+    pub fn ptx(&self) -> &str {
+        &self.ptx
+    }
+
+    pub fn kernels(&self) -> &[Kernel] {
+        &self.kernels
+    }
+
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        &self.device
+    }
+
+    /// How many instructions run on the host path.
+    pub fn host_steps(&self) -> usize {
+        host_ops(&self.steps, &self.func).len()
+    }
+
+    /// Copies `args` to the device, runs, and copies the results back.
+    pub fn run(&self, args: &[Array]) -> Result<Vec<Array>, GpuError> {
+        check_args(&self.func, args)?;
+        let up = args
+            .iter()
+            .map(|a| self.device.upload(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        let out = self.run_device(&up)?;
+        Ok(out
+            .iter()
+            .map(DeviceArray::to_host)
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// Runs on arrays already on the device; the results stay there. Work is queued, not
+    /// waited for, unless a host step needs a value.
+    pub fn run_device(&self, args: &[DeviceArray]) -> Result<Vec<DeviceArray>, GpuError> {
+        let func = &self.func;
+        if args.len() != func.params.len() {
+            return Err(RuntimeError::ArgCount {
+                expected: func.params.len(),
+                got: args.len(),
+            }
+            .into());
+        }
+        for (index, (a, p)) in args.iter().zip(&func.params).enumerate() {
+            if a.shape() != &p.shape || a.dtype() != p.dtype {
+                return Err(RuntimeError::ArgType {
+                    index,
+                    expected: p.clone(),
+                    got: ferrax_ir::TensorType::new(a.dtype(), a.shape().clone()),
+                }
+                .into());
+            }
+        }
+        let mut values: Vec<Option<DeviceArray>> = args.iter().cloned().map(Some).collect();
+        values.resize(func.num_values(), None);
+        let get = |values: &[Option<DeviceArray>], v: ValueId| {
+            values[v.index()].clone().ok_or(GpuError::Missing(v.0))
+        };
+        let device = &self.device;
+        for step in &self.steps {
+            match step {
+                GpuStep::Kernel(k) => {
+                    let kernel = &self.kernels[*k];
+                    let mut addresses = Vec::with_capacity(kernel.sig.buffers.len());
+                    let mut outputs = Vec::new();
+                    for b in &kernel.sig.buffers {
+                        match b.role {
+                            Role::Input => addresses.push(get(&values, b.value)?.address()),
+                            Role::Output => {
+                                let ty = func
+                                    .value_type(b.value)
+                                    .ok_or(GpuError::Missing(b.value.0))?;
+                                let buffer = device.alloc(ty.numel() * ty.dtype.size_bytes())?;
+                                let array =
+                                    DeviceArray::from_buffer(ty.shape.clone(), ty.dtype, buffer);
+                                addresses.push(array.address());
+                                outputs.push((b.value, array));
+                            }
+                        }
+                    }
+                    let grid = device.grid_for(kernel.len, BLOCK);
+                    // SAFETY: every address is a live buffer of the kernel's element count
+                    // (inputs are kept alive in `values`, outputs in `outputs`).
+                    unsafe { device.launch(&self.functions[*k], grid, BLOCK, &addresses)? };
+                    for (v, a) in outputs {
+                        values[v.index()] = Some(a);
+                    }
+                }
+                GpuStep::Gemm(i, g) => {
+                    let ins = &func.body[*i];
+                    let (lhs, rhs) = (get(&values, ins.args[0])?, get(&values, ins.args[1])?);
+                    let ty = &ins.ty;
+                    let buffer = device.alloc(ty.numel() * ty.dtype.size_bytes())?;
+                    let out = DeviceArray::from_buffer(ty.shape.clone(), ty.dtype, buffer);
+                    let lda = if g.lhs_k_first { g.m } else { g.k };
+                    let ldb = if g.rhs_k_last { g.k } else { g.n };
+                    // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ.
+                    // SAFETY: operand and result buffers hold exactly these shapes.
+                    unsafe {
+                        device.gemm(
+                            ty.dtype,
+                            (g.rhs_k_last, g.lhs_k_first),
+                            (g.n, g.m, g.k),
+                            (rhs.address(), ldb, g.k * g.n),
+                            (lhs.address(), lda, g.m * g.k),
+                            (out.address(), g.n, g.m * g.n),
+                            g.batch,
+                        )?
+                    };
+                    values[func.instr_value(*i).index()] = Some(out);
+                }
+                GpuStep::Reduce(i, r) => {
+                    let ins = &func.body[*i];
+                    let input = get(&values, ins.args[0])?;
+                    let ty = &ins.ty;
+                    let buffer = device.alloc(ty.numel() * ty.dtype.size_bytes())?;
+                    let out = DeviceArray::from_buffer(ty.shape.clone(), ty.dtype, buffer);
+                    let k = &self.reductions[*r];
+                    let grid = k.grid(device.multiprocessors());
+                    // SAFETY: the input holds `outputs * reduced` elements, the result `outputs`.
+                    unsafe {
+                        device.launch(
+                            &self.reduce_functions[*r],
+                            grid,
+                            k.block(),
+                            &[input.address(), out.address()],
+                        )?
+                    };
+                    values[func.instr_value(*i).index()] = Some(out);
+                }
+                GpuStep::Constant(i) => {
+                    let c = self
+                        .constants
+                        .get(i)
+                        .ok_or(GpuError::Missing(func.instr_value(*i).0))?;
+                    values[func.instr_value(*i).index()] = Some(c.clone());
+                }
+                GpuStep::View(i) => {
+                    let ins = &func.body[*i];
+                    let operand = get(&values, ins.args[0])?;
+                    values[func.instr_value(*i).index()] =
+                        Some(operand.reshaped(ins.ty.shape.clone()));
+                }
+                GpuStep::Host(range) => {
+                    let mut local: std::collections::HashMap<ValueId, Array> = Default::default();
+                    for i in range.clone() {
+                        let ins = &func.body[i];
+                        let operands = ins
+                            .args
+                            .iter()
+                            .map(|a| match local.get(a) {
+                                Some(x) => Ok(x.clone()),
+                                None => Ok(get(&values, *a)?.to_host()?),
+                            })
+                            .collect::<Result<Vec<_>, GpuError>>()?;
+                        let refs: Vec<&Array> = operands.iter().collect();
+                        local.insert(func.instr_value(i), eval_op(&ins.op, &refs)?);
+                    }
+                    for (v, a) in local {
+                        values[v.index()] = Some(device.upload(&a)?);
+                    }
+                }
+            }
+        }
+        func.outputs.iter().map(|&o| get(&values, o)).collect()
+    }
+}

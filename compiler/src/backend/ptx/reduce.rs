@@ -1,0 +1,259 @@
+//! Reduction kernels: a reduction over trailing dimensions is a row reduction (one block per
+//! row: each thread strides the row, then warp shuffles and one shared-memory pass across the
+//! block's warps); one over leading dimensions is a column reduction (one thread per output,
+//! reading down its column, so neighbouring threads read neighbouring addresses). Other axis
+//! sets are not lowered here.
+//!
+//! Max and min follow the interpreter (NaN wins, +0 beats -0 for max); sums accumulate in the
+//! element type, in a different order than the interpreter's pairwise f64 sum, so results agree
+//! to rounding, not bit for bit.
+
+use ferrax_ir::{DType, ReduceOp, TensorType};
+use std::fmt::Write;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceLayout {
+    /// Output `r` reduces elements `r*reduced .. (r+1)*reduced`.
+    Rows,
+    /// Output `c` reduces elements `c, c + outputs, c + 2*outputs, ...`.
+    Columns,
+}
+
+/// One reduction kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReduceKernel {
+    pub name: String,
+    pub op: ReduceOp,
+    pub dtype: DType,
+    pub layout: ReduceLayout,
+    /// Number of results.
+    pub outputs: usize,
+    /// Elements folded into each result.
+    pub reduced: usize,
+}
+
+impl ReduceKernel {
+    /// The kernel for reducing `input` over `axes`, when it is a row or column reduction of a
+    /// float array.
+    pub fn plan(name: String, op: ReduceOp, input: &TensorType, axes: &[usize]) -> Option<Self> {
+        if !matches!(input.dtype, DType::F32 | DType::F64) || axes.is_empty() {
+            return None;
+        }
+        let rank = input.rank();
+        let consecutive = axes.windows(2).all(|w| w[1] == w[0] + 1);
+        let reduced: usize = axes.iter().map(|&a| input.dims()[a]).product();
+        let layout = match (consecutive, axes[0] == 0, axes[axes.len() - 1] + 1 == rank) {
+            (true, _, true) => ReduceLayout::Rows,
+            (true, true, false) => ReduceLayout::Columns,
+            _ => return None,
+        };
+        (reduced > 0).then(|| ReduceKernel {
+            name,
+            op,
+            dtype: input.dtype,
+            layout,
+            outputs: input.numel() / reduced,
+            reduced,
+        })
+    }
+
+    /// Threads per block: rows get up to 256 threads (whole warps), columns 256.
+    pub fn block(&self) -> u32 {
+        match self.layout {
+            ReduceLayout::Rows => self.reduced.div_ceil(32).clamp(1, 8) as u32 * 32,
+            ReduceLayout::Columns => 256,
+        }
+    }
+
+    /// Blocks to launch, given the device's multiprocessor count.
+    pub fn grid(&self, multiprocessors: u32) -> u32 {
+        let wanted = match self.layout {
+            ReduceLayout::Rows => self.outputs,
+            ReduceLayout::Columns => self.outputs.div_ceil(256),
+        };
+        wanted.clamp(1, multiprocessors as usize * 32) as u32
+    }
+}
+
+fn init_literal(op: ReduceOp, dtype: DType) -> String {
+    let v = match op {
+        ReduceOp::Sum => 0.0,
+        ReduceOp::Prod => 1.0,
+        ReduceOp::Max => f64::NEG_INFINITY,
+        ReduceOp::Min => f64::INFINITY,
+    };
+    if dtype == DType::F32 {
+        format!("0f{:08X}", (v as f32).to_bits())
+    } else {
+        format!("0d{:016X}", v.to_bits())
+    }
+}
+
+/// `acc = op(acc, v)`, using scratch registers `%s1..%s4` (value type), `%q1..%q3` (bits) and
+/// `%g1..%g3` (predicates).
+fn combine(op: ReduceOp, t: &str, bits: &str, acc: &str, v: &str) -> String {
+    match op {
+        ReduceOp::Sum => format!("\tadd.rn.{t} {acc}, {acc}, {v};\n"),
+        ReduceOp::Prod => format!("\tmul.rn.{t} {acc}, {acc}, {v};\n"),
+        ReduceOp::Max | ReduceOp::Min => {
+            let (cmp, join) = if op == ReduceOp::Max {
+                ("gt", "and")
+            } else {
+                ("lt", "or")
+            };
+            format!(
+                "\tsetp.{cmp}.{t} %g1, {acc}, {v};\n\
+                 \tselp.{t} %s1, {acc}, {v}, %g1;\n\
+                 \tmov.{bits} %q1, {acc};\n\
+                 \tmov.{bits} %q2, {v};\n\
+                 \t{join}.{bits} %q3, %q1, %q2;\n\
+                 \tmov.{bits} %s2, %q3;\n\
+                 \tsetp.eq.{t} %g2, {acc}, {v};\n\
+                 \tselp.{t} %s1, %s2, %s1, %g2;\n\
+                 \tsetp.nan.{t} %g3, {acc}, {v};\n\
+                 \tadd.rn.{t} %s3, {acc}, {v};\n\
+                 \tselp.{t} {acc}, %s3, %s1, %g3;\n"
+            )
+        }
+    }
+}
+
+/// Folds `%v1` across the 32 lanes of each warp with butterfly shuffles.
+fn warp_reduce(k: &ReduceKernel, t: &str, bits: &str) -> String {
+    let mut out = String::new();
+    for offset in [16, 8, 4, 2, 1] {
+        if k.dtype == DType::F32 {
+            let _ = writeln!(out, "\tshfl.sync.bfly.b32 %v2, %v1, {offset}, 31, -1;");
+        } else {
+            let _ = writeln!(out, "\tmov.b64 {{%r20, %r21}}, %v1;");
+            let _ = writeln!(out, "\tshfl.sync.bfly.b32 %r22, %r20, {offset}, 31, -1;");
+            let _ = writeln!(out, "\tshfl.sync.bfly.b32 %r23, %r21, {offset}, 31, -1;");
+            let _ = writeln!(out, "\tmov.b64 %v2, {{%r22, %r23}};");
+        }
+        out.push_str(&combine(k.op, t, bits, "%v1", "%v2"));
+    }
+    out
+}
+
+/// The `.entry` of a reduction kernel (without the module header).
+pub fn render_reduce(k: &ReduceKernel) -> String {
+    let (t, bits, size) = if k.dtype == DType::F32 {
+        ("f32", "b32", 4)
+    } else {
+        ("f64", "b64", 8)
+    };
+    let name = &k.name;
+    let init = init_literal(k.op, k.dtype);
+    let (outputs, reduced) = (k.outputs, k.reduced);
+    let mut s = String::new();
+    let layout = match k.layout {
+        ReduceLayout::Rows => "rows",
+        ReduceLayout::Columns => "columns",
+    };
+    let _ = writeln!(
+        s,
+        "// {} over {layout}: {outputs} results of {reduced} {} elements each",
+        k.op.name(),
+        k.dtype
+    );
+    let _ = writeln!(
+        s,
+        ".visible .entry {name}(\n\t.param .u64 {name}_param_0,\n\t.param .u64 {name}_param_1\n)\n{{"
+    );
+    let _ = writeln!(s, "\t.reg .pred %p<8>;\n\t.reg .pred %g<4>;");
+    let _ = writeln!(s, "\t.reg .b32 %r<24>;\n\t.reg .b64 %rd<12>;");
+    let _ = writeln!(
+        s,
+        "\t.reg .{t} %v<4>;\n\t.reg .{t} %s<4>;\n\t.reg .{bits} %q<4>;"
+    );
+    if k.layout == ReduceLayout::Rows {
+        // One partial result per warp (at most 32 warps, 8 bytes each).
+        let _ = writeln!(s, "\t.shared .align 8 .b8 {name}_partial[256];");
+    }
+    let _ = writeln!(s, "\tld.param.u64 %rd1, [{name}_param_0];");
+    let _ = writeln!(s, "\tcvta.to.global.u64 %rd1, %rd1;");
+    let _ = writeln!(s, "\tld.param.u64 %rd2, [{name}_param_1];");
+    let _ = writeln!(s, "\tcvta.to.global.u64 %rd2, %rd2;");
+    let _ = writeln!(s, "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, %ntid.x;");
+    let _ = writeln!(s, "\tmov.u32 %r3, %ctaid.x;\n\tmov.u32 %r4, %nctaid.x;");
+    match k.layout {
+        ReduceLayout::Rows => {
+            let row_bytes = reduced * size;
+            let _ = writeln!(
+                s,
+                "\tand.b32 %r5, %r1, 31;\n\tshr.u32 %r6, %r1, 5;\n\tshr.u32 %r7, %r2, 5;"
+            );
+            let _ = writeln!(s, "\tmov.u32 %r12, {name}_partial;");
+            let _ = writeln!(s, "\tmov.u32 %r8, %r3;");
+            let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r8, {outputs};\n\t@%p1 bra $L_end;");
+            s.push_str("$L_row:\n");
+            let _ = writeln!(s, "\tmov.{t} %v1, {init};\n\tmov.u32 %r9, %r1;");
+            let _ = writeln!(s, "\tcvt.u64.u32 %rd3, %r8;\n\tmul.lo.s64 %rd3, %rd3, {row_bytes};\n\tadd.s64 %rd3, %rd1, %rd3;");
+            let _ = writeln!(
+                s,
+                "\tsetp.ge.u32 %p2, %r9, {reduced};\n\t@%p2 bra $L_folded;"
+            );
+            s.push_str("$L_col:\n");
+            let _ = writeln!(
+                s,
+                "\tmul.wide.u32 %rd4, %r9, {size};\n\tadd.s64 %rd5, %rd3, %rd4;"
+            );
+            let _ = writeln!(s, "\tld.global.nc.{t} %v2, [%rd5];");
+            s.push_str(&combine(k.op, t, bits, "%v1", "%v2"));
+            let _ = writeln!(
+                s,
+                "\tadd.s32 %r9, %r9, %r2;\n\tsetp.lt.u32 %p3, %r9, {reduced};\n\t@%p3 bra $L_col;"
+            );
+            s.push_str("$L_folded:\n");
+            s.push_str(&warp_reduce(k, t, bits));
+            let _ = writeln!(s, "\tsetp.ne.u32 %p4, %r5, 0;\n\t@%p4 bra $L_stored;");
+            let _ = writeln!(s, "\tshl.b32 %r11, %r6, 3;\n\tadd.s32 %r10, %r12, %r11;\n\tst.shared.{t} [%r10], %v1;");
+            s.push_str("$L_stored:\n\tbar.sync 0;\n");
+            let _ = writeln!(s, "\tsetp.ne.u32 %p5, %r6, 0;\n\t@%p5 bra $L_next;");
+            let _ = writeln!(s, "\tmov.{t} %v1, {init};");
+            let _ = writeln!(s, "\tsetp.ge.u32 %p6, %r5, %r7;\n\t@%p6 bra $L_partial;");
+            let _ = writeln!(s, "\tshl.b32 %r11, %r5, 3;\n\tadd.s32 %r10, %r12, %r11;\n\tld.shared.{t} %v1, [%r10];");
+            s.push_str("$L_partial:\n");
+            s.push_str(&warp_reduce(k, t, bits));
+            let _ = writeln!(s, "\tsetp.ne.u32 %p4, %r5, 0;\n\t@%p4 bra $L_next;");
+            let _ = writeln!(s, "\tmul.wide.u32 %rd6, %r8, {size};\n\tadd.s64 %rd7, %rd2, %rd6;\n\tst.global.{t} [%rd7], %v1;");
+            s.push_str("$L_next:\n\tbar.sync 0;\n");
+            let _ = writeln!(
+                s,
+                "\tadd.s32 %r8, %r8, %r4;\n\tsetp.lt.u32 %p1, %r8, {outputs};\n\t@%p1 bra $L_row;"
+            );
+        }
+        ReduceLayout::Columns => {
+            let stride = outputs * size;
+            let _ = writeln!(
+                s,
+                "\tmad.lo.s32 %r8, %r3, %r2, %r1;\n\tmul.lo.s32 %r9, %r4, %r2;"
+            );
+            let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r8, {outputs};\n\t@%p1 bra $L_end;");
+            s.push_str("$L_out:\n");
+            let _ = writeln!(s, "\tmov.{t} %v1, {init};");
+            let _ = writeln!(s, "\tmul.wide.u32 %rd3, %r8, {size};\n\tadd.s64 %rd4, %rd1, %rd3;\n\tmov.u32 %r10, 0;");
+            s.push_str("$L_down:\n");
+            let _ = writeln!(s, "\tld.global.nc.{t} %v2, [%rd4];");
+            s.push_str(&combine(k.op, t, bits, "%v1", "%v2"));
+            let _ = writeln!(
+                s,
+                "\tadd.s64 %rd4, %rd4, {stride};\n\tadd.s32 %r10, %r10, 1;"
+            );
+            let _ = writeln!(
+                s,
+                "\tsetp.lt.u32 %p2, %r10, {reduced};\n\t@%p2 bra $L_down;"
+            );
+            let _ = writeln!(
+                s,
+                "\tadd.s64 %rd5, %rd2, %rd3;\n\tst.global.{t} [%rd5], %v1;"
+            );
+            let _ = writeln!(
+                s,
+                "\tadd.s32 %r8, %r8, %r9;\n\tsetp.lt.u32 %p1, %r8, {outputs};\n\t@%p1 bra $L_out;"
+            );
+        }
+    }
+    s.push_str("$L_end:\n\tret;\n}\n");
+    s
+}

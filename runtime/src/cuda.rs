@@ -1,0 +1,505 @@
+//! NVIDIA GPUs through the CUDA driver API (`cudarc`). The driver and cuBLAS are loaded at run
+//! time, so ferrax builds and runs everywhere; without them, [`CudaDevice::new`] is an `Err`.
+//!
+//! One context and one stream per device: every copy, launch and GEMM is queued on that stream
+//! and runs in order, so only reading results back waits. Device memory comes from a caching
+//! allocator (freed buffers are kept by size and reused), and loaded PTX modules are cached by
+//! their text, so executing a compiled program again allocates and loads nothing.
+
+use crate::{Array, RuntimeError};
+use cudarc::cublas::{result as blas, sys as blas_sys};
+use cudarc::driver::{result, sys, CudaContext, DriverError};
+use ferrax_ir::{with_elements, DType, Elements, Shape};
+use std::collections::HashMap;
+use std::ffi::{c_void, CString};
+use std::sync::{Arc, Mutex, OnceLock};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CudaError {
+    #[error("no CUDA driver: libcuda could not be loaded (is an NVIDIA driver installed?)")]
+    NoDriver,
+    #[error("CUDA device {ordinal} does not exist ({count} found)")]
+    NoDevice { ordinal: usize, count: usize },
+    #[error("CUDA driver: {0}")]
+    Driver(#[from] DriverError),
+    #[error("cuBLAS could not be loaded (libcublas); matrix products on the GPU need it")]
+    NoBlas,
+    #[error("cuBLAS: {0:?}")]
+    Blas(blas::CublasError),
+    #[error("{0} arrays are not supported on the GPU")]
+    DType(DType),
+    #[error("module has no kernel named {0}")]
+    NoKernel(String),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// A device pointer and the raw handles the driver gives out, which the driver lets any
+/// thread use once the context is bound.
+#[derive(Clone, Copy, Debug)]
+struct Handle<T>(T);
+// SAFETY: CUDA driver handles are process-wide; every use binds the owning context first.
+unsafe impl<T> Send for Handle<T> {}
+// SAFETY: as above; the handles are only read.
+unsafe impl<T> Sync for Handle<T> {}
+
+/// One GPU: its context, stream, memory cache, module cache and cuBLAS handle.
+pub struct CudaDevice {
+    ordinal: usize,
+    name: String,
+    compute_capability: (i32, i32),
+    multiprocessors: u32,
+    ctx: Arc<CudaContext>,
+    stream: Handle<sys::CUstream>,
+    free: Mutex<HashMap<usize, Vec<sys::CUdeviceptr>>>,
+    modules: Mutex<HashMap<String, Arc<Module>>>,
+    blas: Mutex<Option<Handle<blas_sys::cublasHandle_t>>>,
+}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cuda:{} ({}, sm_{}{})",
+            self.ordinal, self.name, self.compute_capability.0, self.compute_capability.1
+        )
+    }
+}
+
+fn devices() -> &'static Mutex<HashMap<usize, Arc<CudaDevice>>> {
+    static DEVICES: OnceLock<Mutex<HashMap<usize, Arc<CudaDevice>>>> = OnceLock::new();
+    DEVICES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Rounding of allocation sizes, so that buffers of nearby sizes share the cache.
+const GRANULE: usize = 512;
+
+impl CudaDevice {
+    /// GPU `ordinal`, opened once per process and shared.
+    pub fn new(ordinal: usize) -> Result<Arc<CudaDevice>, CudaError> {
+        let mut all = lock(devices());
+        if let Some(d) = all.get(&ordinal) {
+            return Ok(d.clone());
+        }
+        // SAFETY: only probes whether the library can be loaded.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(CudaError::NoDriver);
+        }
+        result::init()?;
+        let count = usize::try_from(result::device::get_count()?).unwrap_or(0);
+        if ordinal >= count {
+            return Err(CudaError::NoDevice { ordinal, count });
+        }
+        let ctx = CudaContext::new(ordinal)?;
+        let compute_capability = ctx.compute_capability()?;
+        let multiprocessors = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?
+            .max(1) as u32;
+        let name = ctx.name()?;
+        ctx.bind_to_thread()?;
+        let stream = result::stream::create(result::stream::StreamKind::NonBlocking)?;
+        let device = Arc::new(CudaDevice {
+            ordinal,
+            name,
+            compute_capability,
+            multiprocessors,
+            ctx,
+            stream: Handle(stream),
+            free: Mutex::new(HashMap::new()),
+            modules: Mutex::new(HashMap::new()),
+            blas: Mutex::new(None),
+        });
+        all.insert(ordinal, device.clone());
+        Ok(device)
+    }
+
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `(major, minor)`; part of every compiled program's cache key.
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.compute_capability
+    }
+
+    pub fn multiprocessors(&self) -> u32 {
+        self.multiprocessors
+    }
+
+    fn bind(&self) -> Result<(), CudaError> {
+        Ok(self.ctx.bind_to_thread()?)
+    }
+
+    /// A buffer of at least `bytes`, from the cache when one of that size was freed.
+    pub fn alloc(self: &Arc<Self>, bytes: usize) -> Result<DeviceBuffer, CudaError> {
+        let size = bytes.max(1).div_ceil(GRANULE) * GRANULE;
+        let cached = lock(&self.free).get_mut(&size).and_then(Vec::pop);
+        let ptr = match cached {
+            Some(p) => p,
+            None => {
+                self.bind()?;
+                // SAFETY: a plain allocation on this device's stream.
+                unsafe { result::malloc_async(self.stream.0, size)? }
+            }
+        };
+        Ok(DeviceBuffer {
+            ptr,
+            size,
+            device: self.clone(),
+        })
+    }
+
+    /// Copies `array` to this device.
+    pub fn upload(self: &Arc<Self>, array: &Array) -> Result<DeviceArray, CudaError> {
+        let dtype = array.dtype();
+        let bytes = array.shape().numel() * dtype.size_bytes();
+        let buffer = self.alloc(bytes)?;
+        self.bind()?;
+        match array.elements() {
+            Elements::Bool(v) => {
+                let raw: Vec<u8> = v.iter().map(|&b| u8::from(b)).collect();
+                // SAFETY: the buffer holds `bytes` bytes; the copy completes before `raw` drops.
+                unsafe {
+                    result::memcpy_htod_async(buffer.ptr, &raw, self.stream.0)?;
+                    result::stream::synchronize(self.stream.0)?;
+                }
+            }
+            e => with_elements!(e, v => {
+                // SAFETY: the buffer holds `bytes` bytes; the source outlives the copy, which
+                // completes before this returns.
+                unsafe {
+                    result::memcpy_htod_async(buffer.ptr, v.as_slice(), self.stream.0)?;
+                    result::stream::synchronize(self.stream.0)?;
+                }
+            }),
+        }
+        Ok(DeviceArray {
+            shape: array.shape().clone(),
+            dtype,
+            buffer: Arc::new(buffer),
+        })
+    }
+
+    /// Loads a PTX module (once per distinct text).
+    pub fn load_module(&self, ptx: &str) -> Result<Arc<Module>, CudaError> {
+        let mut modules = lock(&self.modules);
+        if let Some(m) = modules.get(ptx) {
+            return Ok(m.clone());
+        }
+        self.bind()?;
+        let text = CString::new(ptx).map_err(|_| CudaError::NoKernel("<PTX with NUL>".into()))?;
+        // SAFETY: `text` is a NUL-terminated PTX image that outlives the call.
+        let module = unsafe { result::module::load_data(text.as_ptr().cast())? };
+        let m = Arc::new(Module {
+            module: Handle(module),
+            ctx: self.ctx.clone(),
+        });
+        modules.insert(ptx.to_string(), m.clone());
+        Ok(m)
+    }
+
+    /// Queues `function` over `grid` blocks of `block` threads; `args` are its `.u64`
+    /// parameters (buffer addresses) in order.
+    ///
+    /// # Safety
+    /// The addresses must be live buffers of the sizes the kernel indexes.
+    pub unsafe fn launch(
+        &self,
+        function: &Function,
+        grid: u32,
+        block: u32,
+        args: &[u64],
+    ) -> Result<(), CudaError> {
+        self.bind()?;
+        let mut values = args.to_vec();
+        let mut params: Vec<*mut c_void> = values
+            .iter_mut()
+            .map(|v| (v as *mut u64).cast::<c_void>())
+            .collect();
+        // SAFETY: the caller guarantees the buffers; `params` points at `values`, alive here.
+        unsafe {
+            result::launch_kernel(
+                function.function.0,
+                (grid, 1, 1),
+                (block, 1, 1),
+                0,
+                self.stream.0,
+                &mut params,
+            )?
+        };
+        Ok(())
+    }
+
+    /// The grid for an elementwise kernel over `len` elements: enough blocks to fill the
+    /// device a few times over, each thread striding through the rest.
+    pub fn grid_for(&self, len: usize, block: u32) -> u32 {
+        let needed = len.div_ceil(block as usize).max(1);
+        let full = self.multiprocessors as usize * 32;
+        needed.min(full) as u32
+    }
+
+    /// Batched matrix product on column-major operands (cuBLAS conventions):
+    /// `C[i] = op(A[i]) · op(B[i])` for `i < batch`, `C` being `m × n`.
+    ///
+    /// # Safety
+    /// The addresses must be live buffers of `dtype` large enough for the given shapes,
+    /// leading dimensions and strides.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn gemm(
+        &self,
+        dtype: DType,
+        (transpose_a, transpose_b): (bool, bool),
+        (m, n, k): (usize, usize, usize),
+        (a, lda, stride_a): (u64, usize, usize),
+        (b, ldb, stride_b): (u64, usize, usize),
+        (c, ldc, stride_c): (u64, usize, usize),
+        batch: usize,
+    ) -> Result<(), CudaError> {
+        self.bind()?;
+        let handle = self.blas_handle()?;
+        let op = |t: bool| {
+            if t {
+                blas_sys::cublasOperation_t::CUBLAS_OP_T
+            } else {
+                blas_sys::cublasOperation_t::CUBLAS_OP_N
+            }
+        };
+        let int = |v: usize| i32::try_from(v).map_err(|_| CudaError::DType(dtype));
+        let long = |v: usize| i64::try_from(v).map_err(|_| CudaError::DType(dtype));
+        let (ta, tb) = (op(transpose_a), op(transpose_b));
+        let (m, n, k, lda, ldb, ldc) = (int(m)?, int(n)?, int(k)?, int(lda)?, int(ldb)?, int(ldc)?);
+        let (sa, sb, sc, batch) = (
+            long(stride_a)?,
+            long(stride_b)?,
+            long(stride_c)?,
+            int(batch)?,
+        );
+        // SAFETY: the caller guarantees the operands; alpha and beta are host scalars.
+        unsafe {
+            match dtype {
+                DType::F32 => blas::sgemm_strided_batched(
+                    handle,
+                    ta,
+                    tb,
+                    m,
+                    n,
+                    k,
+                    &1.0f32,
+                    a as *const f32,
+                    lda,
+                    sa,
+                    b as *const f32,
+                    ldb,
+                    sb,
+                    &0.0f32,
+                    c as *mut f32,
+                    ldc,
+                    sc,
+                    batch,
+                ),
+                DType::F64 => blas::dgemm_strided_batched(
+                    handle,
+                    ta,
+                    tb,
+                    m,
+                    n,
+                    k,
+                    &1.0f64,
+                    a as *const f64,
+                    lda,
+                    sa,
+                    b as *const f64,
+                    ldb,
+                    sb,
+                    &0.0f64,
+                    c as *mut f64,
+                    ldc,
+                    sc,
+                    batch,
+                ),
+                other => return Err(CudaError::DType(other)),
+            }
+            .map_err(CudaError::Blas)
+        }
+    }
+
+    fn blas_handle(&self) -> Result<blas_sys::cublasHandle_t, CudaError> {
+        let mut slot = lock(&self.blas);
+        if let Some(h) = *slot {
+            return Ok(h.0);
+        }
+        // SAFETY: only probes whether the library can be loaded.
+        if !unsafe { blas_sys::is_culib_present() } {
+            return Err(CudaError::NoBlas);
+        }
+        let handle = blas::create_handle().map_err(CudaError::Blas)?;
+        // SAFETY: both handles are live; cuBLAS then queues its work on our stream.
+        unsafe { blas::set_stream(handle, self.stream.0 as _) }.map_err(CudaError::Blas)?;
+        *slot = Some(Handle(handle));
+        Ok(handle)
+    }
+
+    /// Waits for everything queued on the device.
+    pub fn synchronize(&self) -> Result<(), CudaError> {
+        self.bind()?;
+        // SAFETY: the stream is live for the device's lifetime.
+        unsafe { result::stream::synchronize(self.stream.0)? };
+        Ok(())
+    }
+
+    /// Bytes held in the allocation cache, ready for reuse.
+    pub fn cached_bytes(&self) -> usize {
+        lock(&self.free)
+            .iter()
+            .map(|(size, v)| size * v.len())
+            .sum()
+    }
+}
+
+/// Device memory; dropping it returns it to the device's cache.
+pub struct DeviceBuffer {
+    ptr: sys::CUdeviceptr,
+    size: usize,
+    device: Arc<CudaDevice>,
+}
+
+impl DeviceBuffer {
+    pub fn address(&self) -> u64 {
+        self.ptr
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        lock(&self.device.free)
+            .entry(self.size)
+            .or_default()
+            .push(self.ptr);
+    }
+}
+
+/// An array in GPU memory.
+#[derive(Clone)]
+pub struct DeviceArray {
+    shape: Shape,
+    dtype: DType,
+    buffer: Arc<DeviceBuffer>,
+}
+
+impl std::fmt::Debug for DeviceArray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DeviceArray({} {} on {:?})",
+            self.dtype, self.shape, self.buffer.device
+        )
+    }
+}
+
+impl DeviceArray {
+    /// An array of `shape` over `buffer` (which must be large enough).
+    pub fn from_buffer(shape: Shape, dtype: DType, buffer: DeviceBuffer) -> DeviceArray {
+        DeviceArray {
+            shape,
+            dtype,
+            buffer: Arc::new(buffer),
+        }
+    }
+
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The same buffer under another shape of the same element count (row-major reshape).
+    pub fn reshaped(&self, shape: Shape) -> DeviceArray {
+        DeviceArray {
+            shape,
+            dtype: self.dtype,
+            buffer: self.buffer.clone(),
+        }
+    }
+
+    pub fn device(&self) -> &Arc<CudaDevice> {
+        &self.buffer.device
+    }
+
+    pub fn address(&self) -> u64 {
+        self.buffer.ptr
+    }
+
+    /// Copies the array back to the host (waiting for the work that produces it).
+    pub fn to_host(&self) -> Result<Array, CudaError> {
+        let device = &self.buffer.device;
+        device.bind()?;
+        let n = self.shape.numel();
+        let stream = device.stream.0;
+        let elements = if self.dtype == DType::Bool {
+            let mut raw = vec![0u8; n];
+            // SAFETY: the buffer holds `n` bytes; the copy completes before `raw` is read.
+            unsafe {
+                result::memcpy_dtoh_async(&mut raw, self.buffer.ptr, stream)?;
+                result::stream::synchronize(stream)?;
+            }
+            Elements::Bool(raw.into_iter().map(|b| b != 0).collect())
+        } else {
+            let mut e = Elements::zeros(self.dtype, n);
+            with_elements!(&mut e, v => {
+                // SAFETY: the buffer holds `n` elements of this dtype; the copy completes
+                // before `e` is read.
+                unsafe {
+                    result::memcpy_dtoh_async(v.as_mut_slice(), self.buffer.ptr, stream)?;
+                    result::stream::synchronize(stream)?;
+                }
+            });
+            e
+        };
+        Ok(Array::new(self.shape.clone(), elements)?)
+    }
+}
+
+/// A loaded PTX module.
+pub struct Module {
+    module: Handle<sys::CUmodule>,
+    ctx: Arc<CudaContext>,
+}
+
+/// One kernel entry point of a loaded module.
+pub struct Function {
+    function: Handle<sys::CUfunction>,
+    _module: Arc<Module>,
+}
+
+impl Module {
+    pub fn function(self: &Arc<Self>, name: &str) -> Result<Function, CudaError> {
+        let c = CString::new(name).map_err(|_| CudaError::NoKernel(name.into()))?;
+        self.ctx.bind_to_thread()?;
+        // SAFETY: the module is loaded; the name is NUL-terminated.
+        let f = unsafe { result::module::get_function(self.module.0, c) }
+            .map_err(|_| CudaError::NoKernel(name.into()))?;
+        Ok(Function {
+            function: Handle(f),
+            _module: self.clone(),
+        })
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: no function of the module outlives it (each holds an `Arc`).
+            let _ = unsafe { result::module::unload(self.module.0) };
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! The CPU backend's numerics suite instantiated for CUDA: every corpus program and gradient on
+//! the GPU against the reference interpreter, the transcendental expansions within 3 ULP on the
+//! device, cuBLAS matrix products in every layout, and the runtime's caches. Where there is no
+//! NVIDIA driver or GPU, each test prints why and passes (`FERRAX_REQUIRE_GPU=1` makes that a
+//! failure, for runs on a GPU machine).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::inputs;
+use ferrax::compiler::backend::gpu::GpuExecutable;
+use ferrax::compiler::simplify::simplify;
+use ferrax::ir::Elements;
+use ferrax::runtime::{interpret, CudaDevice, CudaError};
+use ferrax::{trace, Array, DType, Tensor};
+use std::sync::Arc;
+
+/// A traced program body.
+type Program = fn(Tensor) -> Tensor;
+/// An f64 reference function.
+type Reference = fn(f64) -> f64;
+
+fn device() -> Option<Arc<CudaDevice>> {
+    match CudaDevice::new(0) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            assert!(
+                std::env::var_os("FERRAX_REQUIRE_GPU").is_none(),
+                "FERRAX_REQUIRE_GPU is set: {e}"
+            );
+            eprintln!("skipped: {e}");
+            None
+        }
+    }
+}
+
+/// Elementwise closeness: NaN where the reference has NaN, equal infinities, and otherwise
+/// within `rtol` of the element's magnitude plus the array's largest magnitude (matrix
+/// products and sums accumulate in another order than the interpreter, so their error scales
+/// with the size of the terms, which the largest result stands for).
+fn assert_close(got: &Array, want: &Array, rtol: f64, what: &str) {
+    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
+    let as_f64 = |a: &Array| -> Vec<f64> {
+        match a.elements() {
+            Elements::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            Elements::F64(v) => v.clone(),
+            Elements::I32(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            Elements::I64(v) => v.iter().map(|&x| x as f64).collect(),
+            Elements::U8(v) => v.iter().map(|&x| f64::from(x)).collect(),
+            Elements::Bool(v) => v.iter().map(|&x| f64::from(u8::from(x))).collect(),
+            Elements::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
+            Elements::BF16(v) => v.iter().map(|x| x.to_f64()).collect(),
+        }
+    };
+    let (g, w) = (as_f64(got), as_f64(want));
+    let scale = w
+        .iter()
+        .filter(|x| x.is_finite())
+        .fold(0f64, |m, x| m.max(x.abs()));
+    for (i, (&a, &b)) in g.iter().zip(&w).enumerate() {
+        let ok = if b.is_nan() {
+            a.is_nan()
+        } else if b.is_infinite() {
+            a == b
+        } else {
+            (a - b).abs() <= rtol * (b.abs() + scale)
+        };
+        assert!(ok, "{what}: element {i} is {a}, want {b}");
+    }
+}
+
+fn rtol(d: DType) -> f64 {
+    if d == DType::F64 {
+        1e-11
+    } else {
+        2e-5
+    }
+}
+
+#[test]
+fn corpus_and_gradients_match_the_interpreter() {
+    let Some(dev) = device() else { return };
+    let mut programs = common::corpus();
+    programs.extend(common::gradient_programs());
+    let mut kernels = 0;
+    for (name, func) in programs {
+        let (simple, _) = simplify(&func).unwrap();
+        let exe = GpuExecutable::compile(&simple, &dev).unwrap_or_else(|e| panic!("{name}: {e}"));
+        kernels += exe.kernels().len();
+        for seed in 0..2 {
+            let args = inputs(&func, seed);
+            let got = exe.run(&args).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let want = interpret(&func, &args).unwrap();
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_close(
+                    g,
+                    w,
+                    rtol(w.dtype()),
+                    &format!("{name} output {k} seed {seed}"),
+                );
+            }
+        }
+    }
+    assert!(kernels >= 20, "only {kernels} GPU kernels");
+}
+
+/// ULP distance between f32 values; NaN matches NaN only.
+fn ulps(a: f32, b: f32) -> u64 {
+    if a.is_nan() || b.is_nan() {
+        return if a.is_nan() && b.is_nan() {
+            0
+        } else {
+            u64::MAX
+        };
+    }
+    let key = |x: f32| {
+        let i = x.to_bits() as i32;
+        i64::from(if i < 0 { i32::MIN - i } else { i })
+    };
+    key(a).abs_diff(key(b))
+}
+
+#[test]
+fn transcendentals_within_3_ulp_on_the_device() {
+    let Some(dev) = device() else { return };
+    // Every 2048th f32 bit pattern (2^21 values), both signs, all exponents.
+    let xs: Vec<f32> = (0..(1u32 << 21))
+        .map(|i| f32::from_bits(i << 11))
+        .filter(|x| x.abs() < 1e15 || x.is_nan() || x.is_infinite())
+        .collect();
+    let n = xs.len();
+    let x = Array::from_vec([n], xs.clone()).unwrap();
+    let cases: [(&str, Program, Reference); 8] = [
+        ("exp", |t| t.exp(), f64::exp),
+        ("expm1", |t| t.expm1(), f64::exp_m1),
+        ("log", |t| t.log(), f64::ln),
+        ("log1p", |t| t.log1p(), f64::ln_1p),
+        ("tanh", |t| t.tanh(), f64::tanh),
+        ("logistic", |t| t.sigmoid(), |v| 1.0 / (1.0 + (-v).exp())),
+        ("sin", |t| t.sin(), f64::sin),
+        ("cos", |t| t.cos(), f64::cos),
+    ];
+    for (name, f, reference) in cases {
+        let func = trace(f, &Tensor::spec(DType::F32, [n])).unwrap();
+        let exe = GpuExecutable::compile(&func, &dev).unwrap();
+        assert_eq!(exe.host_steps(), 0, "{name} should run as a GPU kernel");
+        let got = exe.run(std::slice::from_ref(&x)).unwrap();
+        let got = got[0].as_slice::<f32>().unwrap();
+        let (worst, at) = xs
+            .iter()
+            .zip(got)
+            .map(|(&x, &y)| (ulps(y, reference(f64::from(x)) as f32), x))
+            .max_by_key(|p| p.0)
+            .unwrap();
+        eprintln!("gpu f32 {name}: worst {worst} ULP at {at:e}");
+        assert!(worst <= 3, "{name}: {worst} ULP at {at:e}");
+    }
+}
+
+#[test]
+fn matrix_products_in_every_layout_run_on_cublas() {
+    let Some(dev) = device() else { return };
+    let spec = |s: &[usize]| Tensor::spec(DType::F32, s.to_vec());
+    let cases: Vec<(&str, ferrax::Func)> = vec![
+        (
+            "a @ b",
+            trace(
+                |(a, b): (Tensor, Tensor)| a.matmul(&b),
+                &(spec(&[33, 17]), spec(&[17, 9])),
+            )
+            .unwrap(),
+        ),
+        (
+            "a.T @ b",
+            trace(
+                |(a, b): (Tensor, Tensor)| a.transpose([1, 0]).matmul(&b),
+                &(spec(&[17, 33]), spec(&[17, 9])),
+            )
+            .unwrap(),
+        ),
+        (
+            "a @ b.T",
+            trace(
+                |(a, b): (Tensor, Tensor)| a.matmul(&b.transpose([1, 0])),
+                &(spec(&[33, 17]), spec(&[9, 17])),
+            )
+            .unwrap(),
+        ),
+        (
+            "batched",
+            trace(
+                |(a, b): (Tensor, Tensor)| a.matmul(&b),
+                &(spec(&[4, 8, 5]), spec(&[4, 5, 3])),
+            )
+            .unwrap(),
+        ),
+    ];
+    for (name, func) in cases {
+        let (simple, _) = simplify(&func).unwrap();
+        let exe = GpuExecutable::compile(&simple, &dev).unwrap();
+        assert_eq!(
+            exe.host_steps(),
+            0,
+            "{name}: {}",
+            ferrax::ir::print_func(&simple)
+        );
+        let args = inputs(&func, 1);
+        let got = exe.run(&args).unwrap();
+        let want = interpret(&func, &args).unwrap();
+        assert_close(&got[0], &want[0], 1e-5, name);
+    }
+}
+
+#[test]
+fn reductions_over_rows_and_columns_run_on_the_device() {
+    let Some(dev) = device() else { return };
+    let (rows, cols) = (300, 257);
+    let mut data: Vec<f32> = (0..rows * cols)
+        .map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0)
+        .collect();
+    data[5] = f32::NAN;
+    data[rows * cols - 2] = -0.0;
+    let x = Array::from_vec([rows, cols], data.clone()).unwrap();
+    let spec = Tensor::spec(DType::F32, [rows, cols]);
+    // Max and min round nothing: bit-identical to the interpreter (any NaN for NaN).
+    let exact: [(&str, Program); 4] = [
+        ("row max", |t| t.max(-1)),
+        ("row min", |t| t.min(-1)),
+        ("column max", |t| t.max(0)),
+        ("column min", |t| t.min(0)),
+    ];
+    for (name, f) in exact {
+        let func = trace(f, &spec).unwrap();
+        let exe = GpuExecutable::compile(&func, &dev).unwrap();
+        assert_eq!(exe.host_steps(), 0, "{name} should run on the device");
+        let got = exe.run(std::slice::from_ref(&x)).unwrap();
+        let want = interpret(&func, std::slice::from_ref(&x)).unwrap();
+        let bits = |a: &Array| -> Vec<u32> {
+            let canonical = |v: &f32| if v.is_nan() { f32::NAN } else { *v };
+            a.as_slice::<f32>()
+                .unwrap()
+                .iter()
+                .map(|v| canonical(v).to_bits())
+                .collect()
+        };
+        assert_eq!(bits(&got[0]), bits(&want[0]), "{name}");
+    }
+    // Sums: within the f32 accumulation bound n·2⁻²⁴·Σ|x| of the exact (f64) sum.
+    let sums: [(&str, Program, bool); 2] = [
+        ("row sum", |t| t.sum(-1), true),
+        ("column sum", |t| t.sum(0), false),
+    ];
+    for (name, f, by_row) in sums {
+        let func = trace(f, &spec).unwrap();
+        let exe = GpuExecutable::compile(&func, &dev).unwrap();
+        assert_eq!(exe.host_steps(), 0, "{name} should run on the device");
+        let got = exe.run(std::slice::from_ref(&x)).unwrap();
+        let got = got[0].as_slice::<f32>().unwrap();
+        let (outer, n) = if by_row { (rows, cols) } else { (cols, rows) };
+        for (o, &g) in got.iter().enumerate().take(outer) {
+            let terms: Vec<f64> = (0..n)
+                .map(|j| {
+                    let i = if by_row { o * cols + j } else { j * cols + o };
+                    f64::from(data[i])
+                })
+                .collect();
+            let exact: f64 = terms.iter().sum();
+            if exact.is_nan() {
+                assert!(g.is_nan(), "{name} {o}: {g}");
+                continue;
+            }
+            let bound = n as f64 * 2f64.powi(-24) * terms.iter().map(|t| t.abs()).sum::<f64>();
+            assert!(
+                (f64::from(g) - exact).abs() <= bound,
+                "{name} {o}: {g} vs {exact} (bound {bound:e})"
+            );
+        }
+    }
+}
+
+#[test]
+fn runtime_caches_modules_and_memory_and_reports_bad_devices() {
+    let Some(dev) = device() else { return };
+    let func = trace(
+        |x: Tensor| (x.exp() + 1.0).log(),
+        &Tensor::spec(DType::F32, [1000]),
+    )
+    .unwrap();
+    let a = GpuExecutable::compile(&func, &dev).unwrap();
+    let b = GpuExecutable::compile(&func, &dev).unwrap();
+    assert_eq!(a.ptx(), b.ptx());
+    let m1 = dev.load_module(a.ptx()).unwrap();
+    let m2 = dev.load_module(b.ptx()).unwrap();
+    assert!(Arc::ptr_eq(&m1, &m2), "the module is loaded once");
+    let x = Array::from_vec([1000], vec![0.5f32; 1000]).unwrap();
+    drop(a.run(std::slice::from_ref(&x)).unwrap());
+    assert!(dev.cached_bytes() > 0, "freed buffers are kept for reuse");
+    let (major, _) = dev.compute_capability();
+    assert!(major >= 8, "sm_80 or later");
+    match CudaDevice::new(1000) {
+        Err(CudaError::NoDevice { ordinal, .. }) => assert_eq!(ordinal, 1000),
+        other => panic!("expected NoDevice, got {other:?}"),
+    }
+}
