@@ -187,7 +187,10 @@ fn worst64(op: UnaryOp, xs: &[f64], reference: fn(f64) -> f64) -> (u64, f64) {
         .unwrap()
 }
 
-const UNARY: [(UnaryOp, fn(f64) -> f64); 8] = [
+/// An f64 reference function.
+type Reference = fn(f64) -> f64;
+
+const UNARY: [(UnaryOp, Reference); 8] = [
     (UnaryOp::Exp, f64::exp),
     (UnaryOp::Expm1, f64::exp_m1),
     (UnaryOp::Log, f64::ln),
@@ -220,7 +223,7 @@ fn f32_sin_cos_dense_up_to_1e5() {
         .map(|i| -1e5 + 2e5 * (i as f32) / 1e6)
         .collect();
     for (op, reference) in [
-        (UnaryOp::Sin, f64::sin as fn(f64) -> f64),
+        (UnaryOp::Sin, f64::sin as Reference),
         (UnaryOp::Cos, f64::cos),
     ] {
         let (ulps, x) = worst32(op, &xs, reference);
