@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release --example train_mlp [-- EPOCHS]`
 
-use ferrax::{jit, nn, value_and_grad, DType, Tensor, Tree};
+use ferrax::{jit, nn, value_and_grad, DType, Device, Tensor, Tree};
 use std::time::Instant;
 
 #[derive(Tree, Clone)]
@@ -146,14 +146,26 @@ pub struct Report {
     pub steps_per_second: f64,
 }
 
-/// Trains for `epochs` over 80% of the digits and evaluates on the other 20%.
-pub fn train(epochs: usize, verbose: bool) -> ferrax::Result<Report> {
+/// Every leaf of `tree` copied to `device`.
+fn to_device<T: Tree>(tree: T, device: &Device) -> ferrax::Result<T> {
+    let mut leaves = Vec::new();
+    let def = tree.flatten(&mut leaves);
+    let moved = leaves
+        .iter()
+        .map(|t| t.to_device(device))
+        .collect::<ferrax::Result<Vec<_>>>()?;
+    T::unflatten(&def, &mut moved.into_iter())
+}
+
+/// Trains for `epochs` over 80% of the digits and evaluates on the other 20%; parameters live
+/// on `device`, so `jit` runs the training step there.
+pub fn train(epochs: usize, verbose: bool, device: &Device) -> ferrax::Result<Report> {
     let data = Digits::load();
     let mut rng = Rng(0x5EED_F00D);
     let mut order: Vec<usize> = (0..data.len()).collect();
     rng.shuffle(&mut order);
     let (train_rows, test_rows) = order.split_at(data.len() * 4 / 5);
-    let mut params = Mlp {
+    let params = Mlp {
         hidden: layer(&mut rng, PIXELS, HIDDEN),
         out: layer(&mut rng, HIDDEN, CLASSES),
     };
@@ -161,11 +173,12 @@ pub fn train(epochs: usize, verbose: bool) -> ferrax::Result<Report> {
         w: Tensor::zeros(DType::F32, l.w.shape().to_vec()),
         b: Tensor::zeros(DType::F32, l.b.shape().to_vec()),
     };
-    let mut velocity = Mlp {
+    let velocity = Mlp {
         hidden: zeros(&params.hidden),
         out: zeros(&params.out),
     };
 
+    let (mut params, mut velocity) = (to_device(params, device)?, to_device(velocity, device)?);
     let step = jit(step).named("train_step");
     let (x0, y0) = data.batch(&train_rows[..BATCH]);
     let start = Instant::now();
@@ -217,12 +230,24 @@ pub fn train(epochs: usize, verbose: bool) -> ferrax::Result<Report> {
     })
 }
 
+/// `train_mlp [EPOCHS] [--device cpu|cuda]`
 fn main() -> ferrax::Result<()> {
-    let epochs = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(30);
-    let report = train(epochs, true)?;
+    let mut epochs = 30;
+    let mut device = Device::Cpu;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--device" => {
+                device = match args.next().as_deref() {
+                    Some("cuda") => Device::cuda(0)?,
+                    _ => Device::Cpu,
+                }
+            }
+            n => epochs = n.parse().unwrap_or(epochs),
+        }
+    }
+    println!("device: {device:?}");
+    let report = train(epochs, true, &device)?;
     println!("final training loss {:.4}", report.final_loss);
     println!("test accuracy {:.2}%", report.test_accuracy * 100.0);
     println!("trace time {:.1} ms", report.compile_seconds * 1e3);

@@ -7,12 +7,16 @@
 
 mod common;
 
+#[allow(dead_code)]
+#[path = "../examples/train_mlp.rs"]
+mod train_mlp;
+
 use common::inputs;
 use ferrax::compiler::backend::gpu::GpuExecutable;
 use ferrax::compiler::simplify::simplify;
 use ferrax::ir::Elements;
 use ferrax::runtime::{interpret, CudaDevice, CudaError};
-use ferrax::{trace, Array, DType, Tensor};
+use ferrax::{jit, nn, trace, Array, DType, Device, Tensor};
 use std::sync::Arc;
 
 /// A traced program body.
@@ -302,4 +306,53 @@ fn runtime_caches_modules_and_memory_and_reports_bad_devices() {
         Err(CudaError::NoDevice { ordinal, .. }) => assert_eq!(ordinal, 1000),
         other => panic!("expected NoDevice, got {other:?}"),
     }
+}
+
+#[test]
+fn a_missing_gpu_is_an_error_not_a_panic() {
+    match Device::cuda(1000) {
+        Err(ferrax::Error::Device(message)) => assert!(!message.is_empty()),
+        other => panic!("expected a device error, got {other:?}"),
+    }
+}
+
+#[test]
+fn jit_follows_its_inputs_to_the_gpu() {
+    let Some(dev) = device() else { return };
+    let gpu = Device::Cuda(dev);
+    let f = jit(|(x, w): (Tensor, Tensor)| nn::softmax(&x.matmul(&w), -1));
+    let x = Tensor::from_vec([4, 3], (0..12).map(|i| i as f32 / 7.0).collect::<Vec<_>>());
+    let w = Tensor::from_vec(
+        [3, 5],
+        (0..15).map(|i| (i as f32 - 7.0) / 9.0).collect::<Vec<_>>(),
+    );
+    let on_cpu = f.call((x.clone(), w.clone())).unwrap();
+    let on_gpu = f.call((x.to_device(&gpu).unwrap(), w.clone())).unwrap();
+    assert_eq!(on_gpu.device(), gpu, "results stay on the GPU");
+    assert_eq!(f.trace_count(), 2, "a new device is a new signature");
+    assert_close(
+        &on_gpu.to_array().unwrap(),
+        &on_cpu.to_array().unwrap(),
+        1e-6,
+        "softmax",
+    );
+    f.call((x.to_device(&gpu).unwrap(), w.to_device(&gpu).unwrap()))
+        .unwrap();
+    assert_eq!(f.trace_count(), 2, "the GPU program is cached");
+}
+
+#[test]
+fn the_training_example_learns_on_the_gpu() {
+    let Some(dev) = device() else { return };
+    let report = train_mlp::train(8, false, &Device::Cuda(dev)).unwrap();
+    assert!(
+        report.final_loss < 0.15,
+        "training loss {}",
+        report.final_loss
+    );
+    assert!(
+        report.test_accuracy >= 0.95,
+        "test accuracy {}",
+        report.test_accuracy
+    );
 }

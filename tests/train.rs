@@ -7,7 +7,7 @@ mod train_mlp;
 
 #[test]
 fn mlp_learns_the_digits() {
-    let report = train_mlp::train(8, false).unwrap_or_else(|e| panic!("{e}"));
+    let report = train_mlp::train(8, false, &ferrax::Device::Cpu).unwrap_or_else(|e| panic!("{e}"));
     assert!(
         report.final_loss < 0.15,
         "training loss {}",

@@ -151,10 +151,10 @@ impl GpuPlan {
                         None => GpuStep::Host(index..index + 1),
                     },
                     Op::Reshape { .. } => GpuStep::View(index),
-                    Op::Constant(lit) if !lit.is_splat() => GpuStep::Constant(index),
-                    // Splats and broadcasts the CPU leaves alone (they only move data) are
-                    // still worth a launch here: the alternative is a trip through the host.
-                    Op::Constant(_) | Op::BroadcastInDim { .. } => {
+                    Op::Constant(_) => GpuStep::Constant(index),
+                    // Broadcasts the CPU leaves alone (they only move data) are still worth a
+                    // launch here: the alternative is a trip through the host.
+                    Op::BroadcastInDim { .. } => {
                         let name = format!("{}_k{}", func.name, kernels.len());
                         match crate::kernel::lower(func, index, index + 1, name) {
                             Some(k) if legalize(&k).is_ok() => {

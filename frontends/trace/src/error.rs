@@ -21,8 +21,10 @@ pub enum Error {
     Parse(#[from] ParseError),
     #[error(transparent)]
     Simplify(#[from] ferrax_compiler::simplify::SimplifyError),
-    #[error("CPU compilation failed: {0}")]
+    #[error("compilation failed: {0}")]
     Backend(String),
+    #[error("device: {0}")]
+    Device(String),
 }
 
 impl Error {

@@ -1,10 +1,13 @@
-//! `jit`: trace once per input signature, simplify (equality saturation), compile for the CPU
-//! (fused Cranelift kernels, other ops on the interpreter's evaluator), cache, and run the
-//! executable on later calls.
+//! `jit`: trace once per input signature, simplify (equality saturation), compile for the
+//! device of the inputs (the CPU: fused Cranelift kernels, other ops on the interpreter's
+//! evaluator; a GPU: PTX kernels, reductions and cuBLAS), cache, and run the executable on later
+//! calls.
 
+use crate::device::Device;
 use crate::tensor::Inner;
 use crate::trace::{trace_named, Traced};
 use crate::{Error, Result, Tensor, Tree, TreeDef};
+use ferrax_compiler::backend::gpu::GpuExecutable;
 use ferrax_compiler::backend::CpuExecutable;
 use ferrax_compiler::simplify::simplify;
 use ferrax_ir::{Func, TensorType};
@@ -14,17 +17,37 @@ use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::rc::Rc;
 
-/// What a compiled program is keyed by: the input structure and the type of every leaf.
+/// What a compiled program is keyed by: the input structure, the type of every leaf, and the
+/// GPU it runs on (ordinal and compute capability), if any.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Signature {
     pub structure: TreeDef,
     pub types: Vec<TensorType>,
+    pub gpu: Option<(usize, (i32, i32))>,
 }
 
-/// A traced, simplified program and its CPU executable.
+/// A traced, simplified program and its executable.
 struct Program {
     traced: Traced,
     executable: Option<CpuExecutable>,
+    gpu: Option<GpuExecutable>,
+}
+
+/// The one device the inputs live on (the CPU when none is on a GPU).
+fn device_of(leaves: &[Tensor]) -> Result<Device> {
+    let mut device = Device::Cpu;
+    for leaf in leaves {
+        let d = leaf.device();
+        if !d.is_cpu() {
+            if !device.is_cpu() && device != d {
+                return Err(Error::Device(format!(
+                    "inputs live on two devices, {device:?} and {d:?}; move them to one"
+                )));
+            }
+            device = d;
+        }
+    }
+    Ok(device)
 }
 
 /// `FERRAX_BACKEND=interpreter` runs programs on the reference interpreter instead of the CPU
@@ -68,14 +91,29 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         if leaves.iter().any(Tensor::is_traced) {
             return Ok((self.f)(args));
         }
-        let mut arrays = Vec::with_capacity(leaves.len());
-        for leaf in &leaves {
-            arrays.push(leaf.to_array()?);
-        }
-        let program = self.program(&args, structure, &leaves)?;
+        let device = device_of(&leaves)?;
+        let program = self.program(&args, structure, &leaves, &device)?;
         if !program.traced.captures.is_empty() {
             // The function closes over tracers of an enclosing trace: inline it there.
             return Ok((self.f)(args));
+        }
+        if let (Some(gpu), Device::Cuda(_)) = (&program.gpu, &device) {
+            let inputs = leaves
+                .iter()
+                .map(|l| match l.to_device(&device)?.0 {
+                    Inner::Device { array, .. } => Ok(array),
+                    _ => Err(Error::Device("an input did not reach the GPU".into())),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let outputs = gpu
+                .run_device(&inputs)
+                .map_err(|e| Error::Device(e.to_string()))?;
+            let mut out_leaves = outputs.into_iter().map(Tensor::on_device);
+            return O::unflatten(&program.traced.out_def, &mut out_leaves);
+        }
+        let mut arrays = Vec::with_capacity(leaves.len());
+        for leaf in &leaves {
+            arrays.push(leaf.to_array()?);
         }
         let outputs = match &program.executable {
             Some(exe) => exe.run(&arrays)?,
@@ -90,7 +128,12 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
     pub fn lower(&self, args: &I) -> Result<Func> {
         let mut leaves = Vec::new();
         let structure = args.flatten(&mut leaves);
-        Ok(self.program(args, structure, &leaves)?.traced.func.clone())
+        let device = device_of(&leaves)?;
+        Ok(self
+            .program(args, structure, &leaves, &device)?
+            .traced
+            .func
+            .clone())
     }
 
     /// How many times the function has been traced (once per distinct signature).
@@ -98,7 +141,13 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         self.traces.get()
     }
 
-    fn program(&self, args: &I, structure: TreeDef, leaves: &[Tensor]) -> Result<Rc<Program>> {
+    fn program(
+        &self,
+        args: &I,
+        structure: TreeDef,
+        leaves: &[Tensor],
+        device: &Device,
+    ) -> Result<Rc<Program>> {
         if let Some(e) = leaves.iter().find_map(|l| match &l.0 {
             Inner::Failed { error, .. } => Some(error),
             _ => None,
@@ -108,6 +157,10 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         let key = Signature {
             structure,
             types: leaves.iter().map(|l| l.ty().clone()).collect(),
+            gpu: match device {
+                Device::Cpu => None,
+                Device::Cuda(d) => Some((d.ordinal(), d.compute_capability())),
+            },
         };
         if let Some(hit) = self.cache.borrow().get(&key) {
             return Ok(hit.clone());
@@ -120,7 +173,16 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
             crate::dump::write_text("simplify.txt", &simplified.name, &report.to_string());
             traced.func = simplified;
         }
-        let executable = if traced.captures.is_empty() && use_cpu_backend() {
+        let gpu = match device {
+            Device::Cuda(d) if traced.captures.is_empty() => {
+                let exe = GpuExecutable::compile(&traced.func, d)
+                    .map_err(|e| Error::Backend(e.to_string()))?;
+                crate::dump::write_text("ptx", &traced.func.name, exe.ptx());
+                Some(exe)
+            }
+            _ => None,
+        };
+        let executable = if gpu.is_none() && traced.captures.is_empty() && use_cpu_backend() {
             let exe =
                 CpuExecutable::compile(&traced.func).map_err(|e| Error::Backend(e.to_string()))?;
             let listing: Vec<String> = exe
@@ -134,7 +196,11 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         } else {
             None
         };
-        let program = Rc::new(Program { traced, executable });
+        let program = Rc::new(Program {
+            traced,
+            executable,
+            gpu,
+        });
         self.traces.set(self.traces.get() + 1);
         if program.traced.captures.is_empty() {
             self.cache.borrow_mut().insert(key, program.clone());

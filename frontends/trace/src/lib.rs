@@ -1,6 +1,7 @@
 //! ferrax's tracing frontend: the [`Tensor`] users program against, pytrees ([`Tree`]),
 //! [`trace`] (`jax.make_jaxpr`), [`jit`], and the autodiff transforms ([`grad`], [`jvp`], ...).
 
+mod device;
 mod dump;
 mod error;
 mod jit;
@@ -12,6 +13,7 @@ mod trace;
 mod transforms;
 mod tree;
 
+pub use device::Device;
 pub use error::{Error, Result};
 pub use jit::{jit, Jit, Signature};
 pub use ops::{Axes, Operand, ShapeArg};

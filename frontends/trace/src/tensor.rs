@@ -7,7 +7,7 @@
 use crate::trace::{current_trace, Local, TraceCtx};
 use crate::Error;
 use ferrax_ir::{DType, Element, Elements, Literal, Op, Scalar, Shape, TensorType};
-use ferrax_runtime::{eval_op, Array};
+use ferrax_runtime::{eval_op, Array, DeviceArray};
 use std::fmt;
 use std::panic::Location;
 use std::rc::Rc;
@@ -18,6 +18,11 @@ pub struct Tensor(pub(crate) Inner);
 #[derive(Clone)]
 pub(crate) enum Inner {
     Concrete(Array),
+    /// Data in GPU memory (`ty` mirrors the array's type, so shape queries stay cheap).
+    Device {
+        array: DeviceArray,
+        ty: TensorType,
+    },
     /// A type without data: an input specification for tracing (`jax.ShapeDtypeStruct`).
     Abstract(TensorType),
     Traced {
@@ -36,6 +41,12 @@ impl Tensor {
     /// A tensor holding `array`.
     pub fn new(array: Array) -> Tensor {
         Tensor(Inner::Concrete(array))
+    }
+
+    /// A tensor over GPU data.
+    pub(crate) fn on_device(array: DeviceArray) -> Tensor {
+        let ty = TensorType::new(array.dtype(), array.shape().clone());
+        Tensor(Inner::Device { array, ty })
     }
 
     /// A tensor of the given shape with data from `values` (row-major); a wrong length gives a
@@ -97,7 +108,10 @@ impl Tensor {
     pub fn ty(&self) -> &TensorType {
         match &self.0 {
             Inner::Concrete(a) => a.ty(),
-            Inner::Abstract(ty) | Inner::Traced { ty, .. } | Inner::Failed { ty, .. } => ty,
+            Inner::Abstract(ty)
+            | Inner::Device { ty, .. }
+            | Inner::Traced { ty, .. }
+            | Inner::Failed { ty, .. } => ty,
         }
     }
 
@@ -125,6 +139,9 @@ impl Tensor {
     pub fn to_array(&self) -> Result<Array, Error> {
         match &self.0 {
             Inner::Concrete(a) => Ok(a.clone()),
+            Inner::Device { array, .. } => {
+                array.to_host().map_err(|e| Error::Device(e.to_string()))
+            }
             Inner::Failed { error, .. } => Err((**error).clone()),
             Inner::Abstract(ty) => Err(Error::Tree {
                 expected: "a tensor with data".into(),
@@ -187,6 +204,7 @@ impl fmt::Debug for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             Inner::Concrete(a) => write!(f, "Tensor({a})"),
+            Inner::Device { array, .. } => write!(f, "Tensor({array:?})"),
             Inner::Abstract(ty) => write!(f, "Tensor(spec {ty})"),
             Inner::Traced { id, ty, .. } => write!(f, "Tensor(traced {id:?}: {ty})"),
             Inner::Failed { error, .. } => write!(f, "Tensor(failed: {error})"),
@@ -198,6 +216,10 @@ impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {
             Inner::Concrete(a) => write!(f, "{a}"),
+            Inner::Device { .. } => match self.to_array() {
+                Ok(a) => write!(f, "{a}"),
+                Err(e) => write!(f, "<{e}>"),
+            },
             _ => fmt::Debug::fmt(self, f),
         }
     }
@@ -222,10 +244,22 @@ pub(crate) fn apply_at(location: &'static Location<'static>, op: Op, args: &[&Te
     match innermost_ctx(args).or_else(|| args.is_empty().then(current_trace).flatten()) {
         Some(ctx) => ctx.push(op, args, location, guess),
         None => {
+            // Eager operations run on the host; GPU operands are copied back first.
+            let mut fetched = Vec::new();
+            for a in args {
+                if let Inner::Device { .. } = &a.0 {
+                    match a.to_array() {
+                        Ok(arr) => fetched.push(arr),
+                        Err(e) => return Tensor::failed(location, e.to_string(), guess),
+                    }
+                }
+            }
+            let mut fetched = fetched.iter();
             let mut arrays = Vec::with_capacity(args.len());
             for a in args {
                 match &a.0 {
                     Inner::Concrete(arr) => arrays.push(arr),
+                    Inner::Device { .. } => arrays.extend(fetched.next()),
                     _ => {
                         let message = format!(
                             "{}: operand {} has no data outside a trace",

@@ -110,6 +110,10 @@ impl State {
                 Ok(Local::Capture(k))
             }
             Inner::Concrete(a) => self.record(Op::Constant(literal_of(a)), Vec::new()),
+            Inner::Device { .. } => {
+                let a = t.to_array().map_err(|e| e.to_string())?;
+                self.record(Op::Constant(literal_of(&a)), Vec::new())
+            }
             Inner::Abstract(ty) => Err(format!(
                 "a {ty} specification has no data; pass it as an input of the traced function"
             )),

@@ -69,7 +69,7 @@ impl ReduceKernel {
     pub fn grid(&self, multiprocessors: u32) -> u32 {
         let wanted = match self.layout {
             ReduceLayout::Rows => self.outputs,
-            ReduceLayout::Columns => self.outputs.div_ceil(256),
+            ReduceLayout::Columns => self.outputs.div_ceil(32),
         };
         wanted.clamp(1, multiprocessors as usize * 32) as u32
     }
@@ -166,10 +166,13 @@ pub fn render_reduce(k: &ReduceKernel) -> String {
         s,
         "\t.reg .{t} %v<4>;\n\t.reg .{t} %s<4>;\n\t.reg .{bits} %q<4>;"
     );
-    if k.layout == ReduceLayout::Rows {
-        // One partial result per warp (at most 32 warps, 8 bytes each).
-        let _ = writeln!(s, "\t.shared .align 8 .b8 {name}_partial[256];");
-    }
+    let _ = writeln!(s, "\t.reg .{t} %w<5>;");
+    // Rows: one partial per warp (at most 32); columns: one per thread (256), 8 bytes each.
+    let partials = match k.layout {
+        ReduceLayout::Rows => 256,
+        ReduceLayout::Columns => 2048,
+    };
+    let _ = writeln!(s, "\t.shared .align 8 .b8 {name}_partial[{partials}];");
     let _ = writeln!(s, "\tld.param.u64 %rd1, [{name}_param_0];");
     let _ = writeln!(s, "\tcvta.to.global.u64 %rd1, %rd1;");
     let _ = writeln!(s, "\tld.param.u64 %rd2, [{name}_param_1];");
@@ -224,33 +227,76 @@ pub fn render_reduce(k: &ReduceKernel) -> String {
             );
         }
         ReduceLayout::Columns => {
-            let stride = outputs * size;
+            // 256 threads = 32 columns x 8 row lanes; each lane folds every 8th row, four
+            // loads in flight at a time, then the 8 partials of a column meet in shared memory.
+            let row_step = 8 * outputs * size;
+            let _ = writeln!(s, "\tand.b32 %r5, %r1, 31;\n\tshr.u32 %r6, %r1, 5;");
+            let _ = writeln!(s, "\tmov.u32 %r12, {name}_partial;");
+            let _ = writeln!(s, "\tshl.b32 %r11, %r1, 3;\n\tadd.s32 %r13, %r12, %r11;");
+            let _ = writeln!(s, "\tmov.u32 %r7, %r3;");
+            let blocks = outputs.div_ceil(32);
+            let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r7, {blocks};\n\t@%p1 bra $L_end;");
+            s.push_str("$L_block:\n");
+            let _ = writeln!(s, "\tmov.{t} %v1, {init};");
+            let _ = writeln!(s, "\tshl.b32 %r8, %r7, 5;\n\tadd.s32 %r8, %r8, %r5;");
             let _ = writeln!(
                 s,
-                "\tmad.lo.s32 %r8, %r3, %r2, %r1;\n\tmul.lo.s32 %r9, %r4, %r2;"
+                "\tsetp.ge.u32 %p2, %r8, {outputs};\n\t@%p2 bra $L_folded;"
             );
-            let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r8, {outputs};\n\t@%p1 bra $L_end;");
-            s.push_str("$L_out:\n");
-            let _ = writeln!(s, "\tmov.{t} %v1, {init};");
-            let _ = writeln!(s, "\tmul.wide.u32 %rd3, %r8, {size};\n\tadd.s64 %rd4, %rd1, %rd3;\n\tmov.u32 %r10, 0;");
-            s.push_str("$L_down:\n");
-            let _ = writeln!(s, "\tld.global.nc.{t} %v2, [%rd4];");
+            // Address of element (row lane, column).
+            let _ = writeln!(s, "\tmul.wide.u32 %rd3, %r6, {};", outputs * size);
+            let _ = writeln!(s, "\tmul.wide.u32 %rd4, %r8, {size};\n\tadd.s64 %rd3, %rd3, %rd4;\n\tadd.s64 %rd3, %rd1, %rd3;");
+            let _ = writeln!(s, "\tmov.u32 %r9, %r6;");
+            let unrolled = reduced.saturating_sub(24);
+            let _ = writeln!(
+                s,
+                "\tsetp.ge.u32 %p3, %r9, {unrolled};\n\t@%p3 bra $L_tail;"
+            );
+            s.push_str("$L_four:\n");
+            for j in 0..4 {
+                let _ = writeln!(
+                    s,
+                    "\tld.global.nc.{t} %w{}, [%rd3+{}];",
+                    j + 1,
+                    j * row_step
+                );
+            }
+            for j in 0..4 {
+                s.push_str(&combine(k.op, t, bits, "%v1", &format!("%w{}", j + 1)));
+            }
+            let _ = writeln!(
+                s,
+                "\tadd.s64 %rd3, %rd3, {};\n\tadd.s32 %r9, %r9, 32;",
+                4 * row_step
+            );
+            let _ = writeln!(
+                s,
+                "\tsetp.lt.u32 %p3, %r9, {unrolled};\n\t@%p3 bra $L_four;"
+            );
+            s.push_str("$L_tail:\n");
+            let _ = writeln!(
+                s,
+                "\tsetp.ge.u32 %p4, %r9, {reduced};\n\t@%p4 bra $L_folded;"
+            );
+            let _ = writeln!(s, "\tld.global.nc.{t} %v2, [%rd3];");
             s.push_str(&combine(k.op, t, bits, "%v1", "%v2"));
             let _ = writeln!(
                 s,
-                "\tadd.s64 %rd4, %rd4, {stride};\n\tadd.s32 %r10, %r10, 1;"
+                "\tadd.s64 %rd3, %rd3, {row_step};\n\tadd.s32 %r9, %r9, 8;\n\tbra.uni $L_tail;"
             );
+            s.push_str("$L_folded:\n");
+            let _ = writeln!(s, "\tst.shared.{t} [%r13], %v1;\n\tbar.sync 0;");
+            let _ = writeln!(s, "\tsetp.ne.u32 %p5, %r6, 0;\n\t@%p5 bra $L_next;");
+            let _ = writeln!(s, "\tsetp.ge.u32 %p6, %r8, {outputs};\n\t@%p6 bra $L_next;");
+            for j in 1..8 {
+                let _ = writeln!(s, "\tld.shared.{t} %v2, [%r13+{}];", j * 256);
+                s.push_str(&combine(k.op, t, bits, "%v1", "%v2"));
+            }
+            let _ = writeln!(s, "\tmul.wide.u32 %rd6, %r8, {size};\n\tadd.s64 %rd7, %rd2, %rd6;\n\tst.global.{t} [%rd7], %v1;");
+            s.push_str("$L_next:\n\tbar.sync 0;\n");
             let _ = writeln!(
                 s,
-                "\tsetp.lt.u32 %p2, %r10, {reduced};\n\t@%p2 bra $L_down;"
-            );
-            let _ = writeln!(
-                s,
-                "\tadd.s64 %rd5, %rd2, %rd3;\n\tst.global.{t} [%rd5], %v1;"
-            );
-            let _ = writeln!(
-                s,
-                "\tadd.s32 %r8, %r8, %r9;\n\tsetp.lt.u32 %p1, %r8, {outputs};\n\t@%p1 bra $L_out;"
+                "\tadd.s32 %r7, %r7, %r4;\n\tsetp.lt.u32 %p1, %r7, {blocks};\n\t@%p1 bra $L_block;"
             );
         }
     }
