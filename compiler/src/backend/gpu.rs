@@ -231,16 +231,10 @@ impl GpuExecutable {
                 GpuStep::Constant(i) => Some(*i),
                 _ => None,
             })
-            .map(|i| match &func.body[i].op {
-                Op::Constant(lit) => {
-                    let ty = &func.body[i].ty;
-                    let host = Array::new(ty.shape.clone(), lit.data.clone())?;
-                    Ok((i, device.upload(&host)?))
-                }
-                _ => Err(GpuError::Lowering {
-                    start: i,
-                    end: i + 1,
-                }),
+            .map(|i| {
+                // The interpreter materializes splats to their full shape.
+                let host = eval_op(&func.body[i].op, &[])?;
+                Ok((i, device.upload(&host)?))
             })
             .collect::<Result<_, GpuError>>()?;
         Ok(GpuExecutable {
