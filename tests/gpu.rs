@@ -11,10 +11,9 @@ mod common;
 #[path = "../examples/train_mlp.rs"]
 mod train_mlp;
 
-use common::inputs;
+use common::{assert_close, inputs};
 use ferrax::compiler::backend::gpu::GpuExecutable;
 use ferrax::compiler::simplify::simplify;
-use ferrax::ir::Elements;
 use ferrax::runtime::{interpret, CudaDevice, CudaError};
 use ferrax::{jit, nn, trace, Array, DType, Device, Tensor};
 use std::sync::Arc;
@@ -35,42 +34,6 @@ fn device() -> Option<Arc<CudaDevice>> {
             eprintln!("skipped: {e}");
             None
         }
-    }
-}
-
-/// Elementwise closeness: NaN where the reference has NaN, equal infinities, and otherwise
-/// within `rtol` of the element's magnitude plus the array's largest magnitude (matrix
-/// products and sums accumulate in another order than the interpreter, so their error scales
-/// with the size of the terms, which the largest result stands for).
-fn assert_close(got: &Array, want: &Array, rtol: f64, what: &str) {
-    assert_eq!(got.shape(), want.shape(), "{what}: shape");
-    assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
-    let as_f64 = |a: &Array| -> Vec<f64> {
-        match a.elements() {
-            Elements::F32(v) => v.iter().map(|&x| f64::from(x)).collect(),
-            Elements::F64(v) => v.clone(),
-            Elements::I32(v) => v.iter().map(|&x| f64::from(x)).collect(),
-            Elements::I64(v) => v.iter().map(|&x| x as f64).collect(),
-            Elements::U8(v) => v.iter().map(|&x| f64::from(x)).collect(),
-            Elements::Bool(v) => v.iter().map(|&x| f64::from(u8::from(x))).collect(),
-            Elements::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
-            Elements::BF16(v) => v.iter().map(|x| x.to_f64()).collect(),
-        }
-    };
-    let (g, w) = (as_f64(got), as_f64(want));
-    let scale = w
-        .iter()
-        .filter(|x| x.is_finite())
-        .fold(0f64, |m, x| m.max(x.abs()));
-    for (i, (&a, &b)) in g.iter().zip(&w).enumerate() {
-        let ok = if b.is_nan() {
-            a.is_nan()
-        } else if b.is_infinite() {
-            a == b
-        } else {
-            (a - b).abs() <= rtol * (b.abs() + scale)
-        };
-        assert!(ok, "{what}: element {i} is {a}, want {b}");
     }
 }
 

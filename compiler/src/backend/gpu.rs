@@ -5,11 +5,12 @@
 //! interpreter and copied up again. That keeps every program correct while the GPU kernel set
 //! grows; [`GpuExecutable::host_steps`] says how much of a program takes that path.
 
+use super::gemm::{plan_gemm, Gemm};
 use super::ptx::reduce::ReduceKernel;
 use super::ptx::{entry_name, legalize, render_module, PtxError, PtxTarget};
 use crate::fuse::{partition, Step};
 use crate::kernel::{Kernel, Role};
-use ferrax_ir::{verify, DotDims, Func, Op, ValueId};
+use ferrax_ir::{verify, Func, Op, ValueId};
 use ferrax_runtime::cuda::{CudaDevice, CudaError, DeviceArray, Function};
 use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
 use std::sync::Arc;
@@ -31,19 +32,6 @@ pub enum GpuError {
     Lowering { start: usize, end: usize },
     #[error("internal error: value %{0} is not on the device")]
     Missing(u32),
-}
-
-/// A `dot_general` as one strided-batched GEMM on row-major operands.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Gemm {
-    batch: usize,
-    m: usize,
-    n: usize,
-    k: usize,
-    /// The lhs is stored `[K, M]` (contracting dimensions first) rather than `[M, K]`.
-    lhs_k_first: bool,
-    /// The rhs is stored `[N, K]` rather than `[K, N]`.
-    rhs_k_last: bool,
 }
 
 enum GpuStep {
@@ -70,51 +58,6 @@ pub struct GpuExecutable {
     reductions: Vec<ReduceKernel>,
     reduce_functions: Vec<Function>,
     ptx: String,
-}
-
-/// Whether dimensions `dims` are exactly `start..start + dims.len()`.
-fn consecutive(dims: &[usize], start: usize) -> bool {
-    dims.iter().enumerate().all(|(i, &d)| d == start + i)
-}
-
-/// The GEMM form of a `dot_general`, if its operands are laid out as batched matrices.
-fn plan_gemm(func: &Func, index: usize, dims: &DotDims) -> Option<Gemm> {
-    let ins = &func.body[index];
-    let (lhs, rhs) = (func.value_type(ins.args[0])?, func.value_type(ins.args[1])?);
-    let nb = dims.lhs_batch.len();
-    if !consecutive(&dims.lhs_batch, 0) || !consecutive(&dims.rhs_batch, 0) {
-        return None;
-    }
-    let (lr, rr, nc) = (lhs.rank(), rhs.rank(), dims.lhs_contract.len());
-    let lhs_k_first = if consecutive(&dims.lhs_contract, lr - nc) {
-        false
-    } else if consecutive(&dims.lhs_contract, nb) {
-        true
-    } else {
-        return None;
-    };
-    let rhs_k_last = if consecutive(&dims.rhs_contract, nb) {
-        false
-    } else if consecutive(&dims.rhs_contract, rr - nc) {
-        true
-    } else {
-        return None;
-    };
-    let size = |dims: &[usize], shape: &[usize]| dims.iter().map(|&d| shape[d]).product::<usize>();
-    let ls = lhs.dims();
-    let batch = size(&dims.lhs_batch, ls);
-    let k = size(&dims.lhs_contract, ls);
-    let m = lhs.numel() / (batch * k).max(1);
-    let n = rhs.numel() / (batch * k).max(1);
-    let float = matches!(ins.ty.dtype, ferrax_ir::DType::F32 | ferrax_ir::DType::F64);
-    (float && batch * k > 0).then_some(Gemm {
-        batch,
-        m,
-        n,
-        k,
-        lhs_k_first,
-        rhs_k_last,
-    })
 }
 
 /// What a program becomes on the GPU, before any device is involved: its steps, kernels and

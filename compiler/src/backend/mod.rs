@@ -1,8 +1,10 @@
-//! The CPU executable: a fused program whose kernels are compiled with Cranelift and whose
-//! other ops run on the reference interpreter's op evaluator (the library path, until GEMM,
-//! reductions and data movement get kernels of their own). Large kernels run on every core.
+//! The CPU executable: a fused program whose kernels are compiled with Cranelift, whose matrix
+//! products run on the `gemm` crate's packed SIMD kernels (f32 accumulates in f32, as XLA
+//! does), and whose other ops run on the reference interpreter's op evaluator (until reductions
+//! and data movement get kernels of their own). Large kernels and products use every core.
 
 pub mod clif;
+pub mod gemm;
 pub mod gpu;
 pub mod ptx;
 
@@ -11,6 +13,7 @@ use crate::kernel::{lower, Kernel, Role};
 use clif::KernelFn;
 use ferrax_ir::{verify, with_elements, Elements, Func, ValueId};
 use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
+use gemm::{plan_gemm, Gemm};
 use std::sync::OnceLock;
 
 /// Elements per kernel launch below which splitting across threads does not pay.
@@ -28,6 +31,7 @@ pub enum BackendError {
 
 enum ExecStep {
     Kernel(usize),
+    Gemm(usize, Gemm),
     Op(usize),
 }
 
@@ -65,7 +69,13 @@ impl CpuExecutable {
         let mut kernels = Vec::new();
         for step in partition(func) {
             match step {
-                Step::Op { index } => steps.push(ExecStep::Op(index)),
+                Step::Op { index } => steps.push(match &func.body[index].op {
+                    ferrax_ir::Op::DotGeneral(dims) => match plan_gemm(func, index, dims) {
+                        Some(g) => ExecStep::Gemm(index, g),
+                        None => ExecStep::Op(index),
+                    },
+                    _ => ExecStep::Op(index),
+                }),
                 Step::Kernel { start, end } => {
                     let name = format!("{}_k{}", func.name, kernels.len());
                     let kernel = lower(func, start, end, name)
@@ -113,6 +123,17 @@ impl CpuExecutable {
                     let refs: Vec<&Array> = operands.iter().collect();
                     values[func.instr_value(i).index()] = Some(eval_op(&ins.op, &refs)?);
                 }
+                ExecStep::Gemm(i, g) => {
+                    let ins = &func.body[i];
+                    let (lhs, rhs) = (get(&values, ins.args[0])?, get(&values, ins.args[1])?);
+                    let out = match (lhs.elements(), rhs.elements()) {
+                        (Elements::F32(a), Elements::F32(b)) => Elements::F32(matmul(&g, a, b)),
+                        (Elements::F64(a), Elements::F64(b)) => Elements::F64(matmul(&g, a, b)),
+                        _ => eval_op(&ins.op, &[&lhs, &rhs])?.elements().clone(),
+                    };
+                    values[func.instr_value(i).index()] =
+                        Some(Array::new(ins.ty.shape.clone(), out)?);
+                }
                 ExecStep::Kernel(k) => {
                     let kernel = &self.kernels[k];
                     let inputs = kernel
@@ -156,6 +177,70 @@ impl CpuExecutable {
     }
 }
 
+/// Products below this many multiply-adds run on one thread.
+const GEMM_PARALLEL_THRESHOLD: usize = 1 << 18;
+
+fn threads() -> usize {
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// The float types `gemm` multiplies, with their one (the product's scale).
+trait Unit: Copy + Default + 'static {
+    const ONE: Self;
+}
+
+impl Unit for f32 {
+    const ONE: f32 = 1.0;
+}
+
+impl Unit for f64 {
+    const ONE: f64 = 1.0;
+}
+
+/// The row-major product `g` describes, batch by batch.
+fn matmul<T: Unit>(g: &Gemm, a: &[T], b: &[T]) -> Vec<T> {
+    let mut c = vec![T::default(); g.batch * g.m * g.n];
+    let (m, n, k) = (g.m, g.n, g.k);
+    // Strides in elements: (row stride, column stride) of each operand.
+    let (a_rs, a_cs) = if g.lhs_k_first { (1, m) } else { (k, 1) };
+    let (b_rs, b_cs) = if g.rhs_k_last { (1, k) } else { (n, 1) };
+    let parallelism = if m * n * k >= GEMM_PARALLEL_THRESHOLD && threads() > 1 {
+        ::gemm::Parallelism::Rayon(threads())
+    } else {
+        ::gemm::Parallelism::None
+    };
+    for batch in 0..g.batch {
+        let (a, b) = (&a[batch * m * k..], &b[batch * k * n..]);
+        let c = &mut c[batch * m * n..];
+        // SAFETY: the slices hold at least m·k, k·n and m·n elements at these strides.
+        unsafe {
+            ::gemm::gemm(
+                m,
+                n,
+                k,
+                c.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                a.as_ptr(),
+                a_cs as isize,
+                a_rs as isize,
+                b.as_ptr(),
+                b_cs as isize,
+                b_rs as isize,
+                T::default(),
+                T::ONE,
+                false,
+                false,
+                false,
+                parallelism,
+            )
+        };
+    }
+    c
+}
+
 /// Runs `entry` over `len` elements, split across the available cores when large.
 fn launch(entry: KernelFn, args: &[*mut u8], len: usize) {
     let shared = Launch { args };
@@ -164,9 +249,7 @@ fn launch(entry: KernelFn, args: &[*mut u8], len: usize) {
         unsafe { entry(shared.args.as_ptr(), 0, len as i64) };
         return;
     }
-    static THREADS: OnceLock<usize> = OnceLock::new();
-    let threads =
-        *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let threads = threads();
     if threads < 2 {
         // SAFETY: `args` points at live buffers of at least `len` elements of the kernel's types.
         unsafe { entry(shared.args.as_ptr(), 0, len as i64) };
