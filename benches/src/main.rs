@@ -327,6 +327,16 @@ fn main() -> Result<()> {
         let t = start.elapsed().as_secs_f64();
         emit("w6_compile_mlp_step", (t, t), None, None);
     }
+    if args.want("simplify_mlp_step") {
+        // The equality-saturation pass alone on the traced w5 step (the optimizer issue's
+        // budget: under 20 ms); no JAX counterpart.
+        let traced = ferrax::trace(mlp_step, &(ps.clone(), xb.clone(), yb.clone()))?;
+        let t = timed(reps, || {
+            ferrax::compiler::simplify::simplify(&traced)?;
+            Ok(())
+        })?;
+        emit("simplify_mlp_step", t, None, None);
+    }
     if args.want("w6_compile_softmax") {
         let start = Instant::now();
         jit(|x: Tensor| nn::softmax(&x, -1)).lower(&a)?;
