@@ -311,3 +311,13 @@ fn f64_pow_special_cases_follow_ieee() {
         }
     }
 }
+
+/// The kernels above ran as SIMD (with a scalar tail): a silent fallback to scalar code would
+/// leave the vector path untested.
+#[test]
+fn f32_kernels_compile_to_simd() {
+    let k = kernel(KOp::Unary(UnaryOp::Tanh), DType::F32, 1, 1024);
+    assert!(clif::vectorizable(&k));
+    let code = clif::compile(std::slice::from_ref(&k)).unwrap();
+    assert!(code.clif[0].contains("f32x4"), "{}", code.clif[0]);
+}

@@ -391,3 +391,29 @@ pub fn assert_close(got: &Array, want: &Array, rtol: f64, what: &str) {
         assert!(ok, "{what}: element {i} is {a}, want {b}");
     }
 }
+
+/// Whether the CPU backend may compute `func` differently from the interpreter: matrix products
+/// (`gemm` accumulates in its own order) and f32 transcendentals (SIMD polynomials, 3 ULP).
+pub fn cpu_approximates(func: &Func) -> bool {
+    use ferrax::ir::{BinaryOp, Op, UnaryOp};
+    func.body.iter().any(|ins| match &ins.op {
+        Op::DotGeneral(_) => true,
+        Op::Unary(u) => {
+            ins.ty.dtype == DType::F32
+                && !matches!(
+                    u,
+                    UnaryOp::Neg
+                        | UnaryOp::Abs
+                        | UnaryOp::Sign
+                        | UnaryOp::Floor
+                        | UnaryOp::Ceil
+                        | UnaryOp::Round
+                        | UnaryOp::RoundEven
+                        | UnaryOp::Sqrt
+                        | UnaryOp::Not
+                )
+        }
+        Op::Binary(BinaryOp::Pow) => ins.ty.dtype == DType::F32,
+        _ => false,
+    })
+}

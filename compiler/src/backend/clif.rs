@@ -1,14 +1,20 @@
 //! Kernel IR → Cranelift IR → machine code. Each kernel becomes
 //! `extern "C" fn(args: *const *mut u8, start: i64, end: i64)`: `args` is the argument block
-//! that [`crate::kernel::KernelSig::pack`] builds, and the loop covers elements `start..end`,
-//! so a launch can be split across threads. Arithmetic the hardware does exactly (add, mul,
-//! div, sqrt, min/max, rounding to integers) is native; transcendentals call the reference
-//! interpreter's own f64 functions, so compiled results equal the interpreter's bit for bit.
-//! This first code generator is scalar; SIMD comes next.
+//! that [`crate::kernel::KernelSig::pack`] builds, and the loop covers elements `start..end`
+//! (`start` a multiple of [`LANES`]), so a launch can be split across threads.
+//!
+//! Kernels of f32 values (see [`vectorizable`]) are compiled for SIMD: transcendentals are
+//! expanded into polynomials (`kernel::math`, 3 ULP), and the loop runs 128-bit vectors of
+//! LANES elements, then a scalar tail computing exactly the same operations. Other kernels
+//! (f64 values, bool buffers, ops without a vector form) are scalar, f32 transcendentals still
+//! expanded; f64 transcendentals call the reference interpreter's own functions, so f64
+//! results equal the interpreter's bit for bit.
 
-use crate::kernel::{Access, KOp, Kernel, Role};
+use crate::kernel::{math, Access, KOp, Kernel, Role};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, AbiParam, FuncRef, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::{
+    types, AbiParam, Endianness, FuncRef, InstBuilder, MemFlagsData, Type, Value,
+};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
@@ -108,27 +114,65 @@ pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
     let mut fctx = FunctionBuilderContext::new();
     for kernel in kernels {
         let ptr = module.target_config().pointer_type();
-        ctx.func.signature.params.push(AbiParam::new(ptr));
-        ctx.func.signature.params.push(AbiParam::new(types::I64));
-        ctx.func.signature.params.push(AbiParam::new(types::I64));
-        let funcs = [
-            helpers.wide_unary,
-            helpers.pow,
-            helpers.rem_f32,
-            helpers.rem_f64,
-        ]
-        .map(|id| module.declare_func_in_func(id, &mut ctx.func));
-        {
-            let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-            build(&mut b, kernel, ptr, &funcs)?;
-            b.finalize(module.target_config());
-        }
-        clif.push(ctx.func.display().to_string());
         let id = module
-            .declare_function(&kernel.name, Linkage::Local, &ctx.func.signature)
+            .declare_function(&kernel.name, Linkage::Local, &{
+                let mut sig = module.make_signature();
+                sig.params.push(AbiParam::new(ptr));
+                sig.params.push(AbiParam::new(types::I64));
+                sig.params.push(AbiParam::new(types::I64));
+                sig
+            })
             .map_err(err)?;
-        module.define_function(id, &mut ctx).map_err(err)?;
-        module.clear_context(&mut ctx);
+        // SIMD with polynomial transcendentals where the kernel allows; else scalar, with
+        // polynomial f32 transcendentals; f64 transcendentals (or a target lacking an
+        // instruction, such as a vector fma) get the interpreter's own functions.
+        let expanded = math::expand(kernel);
+        let f64_math = kernel
+            .body
+            .iter()
+            .any(|ins| ins.dtype == DType::F64 && math::expands(&ins.op, ins.dtype));
+        let mut attempts = Vec::new();
+        if vectorizable(&expanded) {
+            attempts.push((&expanded, true));
+        }
+        if !f64_math {
+            attempts.push((&expanded, false));
+        }
+        attempts.push((kernel, false));
+        let mut last = None;
+        for (k, simd) in attempts {
+            ctx.func.signature.params.push(AbiParam::new(ptr));
+            ctx.func.signature.params.push(AbiParam::new(types::I64));
+            ctx.func.signature.params.push(AbiParam::new(types::I64));
+            let funcs = [
+                helpers.wide_unary,
+                helpers.pow,
+                helpers.rem_f32,
+                helpers.rem_f64,
+            ]
+            .map(|id| module.declare_func_in_func(id, &mut ctx.func));
+            let built = {
+                let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+                let r = build(&mut b, k, ptr, &funcs, simd);
+                b.finalize(module.target_config());
+                r
+            };
+            let text = ctx.func.display().to_string();
+
+            let result = built.and_then(|()| module.define_function(id, &mut ctx).map_err(err));
+            module.clear_context(&mut ctx);
+            match result {
+                Ok(()) => {
+                    last = None;
+                    clif.push(text);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        if let Some(e) = last {
+            return Err(e);
+        }
         ids.push(id);
     }
     module.finalize_definitions().map_err(err)?;
@@ -147,11 +191,41 @@ pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
     })
 }
 
+/// Elements per vector step of a SIMD kernel (128-bit vectors of f32/i32).
+pub const LANES: i64 = 4;
+
+/// Whether a kernel (with transcendentals already expanded) can run LANES elements at a time:
+/// every value is f32, i32 or a bool mask, buffers are f32/i32, broadcast patterns keep groups
+/// of LANES elements together, and every op has a vector form.
+pub fn vectorizable(kernel: &Kernel) -> bool {
+    let lanes = LANES as usize;
+    let buffers_ok = kernel.sig.buffers.iter().all(|b| {
+        matches!(b.dtype, DType::F32 | DType::I32)
+            && match b.access {
+                Access::Outer(n) | Access::Inner(n) => n.is_multiple_of(lanes),
+                Access::Each | Access::Scalar => true,
+            }
+    });
+    buffers_ok
+        && kernel.body.iter().all(|ins| {
+            matches!(ins.dtype, DType::F32 | DType::I32 | DType::Bool)
+                && match &ins.op {
+                    KOp::Unary(u) => {
+                        !matches!(u, UnaryOp::Round | UnaryOp::Sign | UnaryOp::Rsqrt)
+                            && (ins.dtype != DType::Bool || *u == UnaryOp::Not)
+                    }
+                    KOp::Binary(op) => !matches!(op, BinaryOp::Rem | BinaryOp::Pow),
+                    _ => true,
+                }
+        })
+}
+
 fn build(
     b: &mut FunctionBuilder,
     kernel: &Kernel,
     ptr: Type,
     funcs: &[FuncRef; 4],
+    simd: bool,
 ) -> Result<(), CodegenError> {
     let unsupported = |what: String| CodegenError::Unsupported {
         kernel: kernel.name.clone(),
@@ -184,13 +258,76 @@ fn build(
         };
         scalars.push(scalar);
     }
-    let any = b.ins().icmp(IntCC::SignedLessThan, start, end);
-    b.ins().brif(any, body, &[start.into()], exit, &[]);
+    let tail = b.create_block();
+    if simd {
+        // Whole vectors from `start` (a multiple of LANES), then the scalar tail.
+        let vector = b.create_block();
+        let count = b.ins().isub(end, start);
+        let whole = b.ins().band_imm_s(count, -LANES);
+        let vend = b.ins().iadd(start, whole);
+        let any = b.ins().icmp(IntCC::SignedLessThan, start, vend);
+        b.ins()
+            .brif(any, vector, &[start.into()], tail, &[start.into()]);
+        b.switch_to_block(vector);
+        let i = b.append_block_param(vector, types::I64);
+        emit_body(b, kernel, i, true, &bases, &scalars, funcs)?;
+        let next = b.ins().iadd_imm_s(i, LANES);
+        let more = b.ins().icmp(IntCC::SignedLessThan, next, vend);
+        b.ins()
+            .brif(more, vector, &[next.into()], tail, &[next.into()]);
+    } else {
+        b.ins().jump(tail, &[start.into()]);
+    }
+    b.switch_to_block(tail);
+    let from = b.append_block_param(tail, types::I64);
+    let any = b.ins().icmp(IntCC::SignedLessThan, from, end);
+    b.ins().brif(any, body, &[from.into()], exit, &[]);
     b.switch_to_block(body);
     let i = b.append_block_param(body, types::I64);
+    emit_body(b, kernel, i, false, &bases, &scalars, funcs)?;
+    let next = b.ins().iadd_imm_s(i, 1);
+    let more = b.ins().icmp(IntCC::SignedLessThan, next, end);
+    b.ins().brif(more, body, &[next.into()], exit, &[]);
+    b.switch_to_block(exit);
+    b.ins().return_(&[]);
+    b.seal_all_blocks();
+    Ok(())
+}
+
+/// The clif type of kernel values of `d`: scalar, or a 4-lane vector (bools become lane masks).
+fn value_type(d: DType, vector: bool) -> Option<Type> {
+    if !vector {
+        return clif_type(d);
+    }
+    match d {
+        DType::F32 => Some(types::F32X4),
+        DType::I32 | DType::Bool => Some(types::I32X4),
+        _ => None,
+    }
+}
+
+/// One element (or one vector of LANES elements, `i` a multiple of LANES) of the kernel's body.
+fn emit_body(
+    b: &mut FunctionBuilder,
+    kernel: &Kernel,
+    i: Value,
+    vector: bool,
+    bases: &[Value],
+    scalars: &[Option<Value>],
+    funcs: &[FuncRef; 4],
+) -> Result<(), CodegenError> {
+    let unsupported = |what: String| CodegenError::Unsupported {
+        kernel: kernel.name.clone(),
+        what,
+    };
+    let flags = MemFlagsData::trusted();
+    // Vectors are only element-aligned.
+    let vflags = MemFlagsData::new().with_notrap();
+    let lanes = MemFlagsData::new().with_endianness(Endianness::Little);
     let mut values: Vec<Value> = Vec::with_capacity(kernel.body.len());
     for ins in &kernel.body {
-        let ty = clif_type(ins.dtype).ok_or_else(|| unsupported(format!("dtype {}", ins.dtype)))?;
+        let ty = value_type(ins.dtype, vector)
+            .ok_or_else(|| unsupported(format!("dtype {}", ins.dtype)))?;
         let arg = |k: usize| values[ins.args[k]];
         let address = |b: &mut FunctionBuilder, buffer: usize| {
             let size = kernel.sig.buffers[buffer].dtype.size_bytes() as i64;
@@ -203,26 +340,55 @@ fn build(
             b.ins().iadd(bases[buffer], offset)
         };
         let v = match &ins.op {
-            KOp::Load(buffer) => match scalars[*buffer] {
-                Some(s) => s,
-                None => {
-                    let addr = address(b, *buffer);
-                    b.ins().load(ty, flags, addr, 0)
+            KOp::Load(buffer) => {
+                let access = kernel.sig.buffers[*buffer].access;
+                match (scalars[*buffer], vector, access) {
+                    (Some(s), false, _) => s,
+                    (Some(s), true, _) => b.ins().splat(ty, s),
+                    (None, true, Access::Outer(_)) => {
+                        // All lanes share one row (`i` and `n` are multiples of LANES).
+                        let addr = address(b, *buffer);
+                        let lane = ty.lane_type();
+                        let x = b.ins().load(lane, flags, addr, 0);
+                        b.ins().splat(ty, x)
+                    }
+                    (None, true, _) => {
+                        let addr = address(b, *buffer);
+                        b.ins().load(ty, vflags, addr, 0)
+                    }
+                    (None, false, _) => {
+                        let addr = address(b, *buffer);
+                        b.ins().load(ty, flags, addr, 0)
+                    }
                 }
-            },
-            KOp::Const(s) => match *s {
-                Scalar::F32(x) => b.ins().f32const(x),
-                Scalar::F64(x) => b.ins().f64const(x),
-                Scalar::Bool(x) => b.ins().iconst(types::I8, i64::from(x)),
-                Scalar::I32(x) => b.ins().iconst(types::I32, i64::from(x)),
-                Scalar::I64(x) => b.ins().iconst(types::I64, x),
-                other => return Err(unsupported(format!("constant of {}", other.dtype()))),
-            },
-            KOp::Unary(UnaryOp::Not) if ty == types::I8 => {
-                let one = b.ins().iconst(types::I8, 1);
-                b.ins().bxor(arg(0), one)
             }
-            KOp::Binary(op) if ty.is_int() => {
+            KOp::Const(s) => {
+                let x = match (*s, vector) {
+                    (Scalar::F32(x), _) => b.ins().f32const(x),
+                    (Scalar::F64(x), _) => b.ins().f64const(x),
+                    (Scalar::Bool(x), false) => b.ins().iconst(types::I8, i64::from(x)),
+                    (Scalar::Bool(x), true) => b.ins().iconst(types::I32, -i64::from(x)),
+                    (Scalar::I32(x), _) => b.ins().iconst(types::I32, i64::from(x)),
+                    (Scalar::I64(x), _) => b.ins().iconst(types::I64, x),
+                    (other, _) => {
+                        return Err(unsupported(format!("constant of {}", other.dtype())))
+                    }
+                };
+                if vector {
+                    b.ins().splat(ty, x)
+                } else {
+                    x
+                }
+            }
+            KOp::Unary(UnaryOp::Not) if ins.dtype == DType::Bool => {
+                if vector {
+                    b.ins().bnot(arg(0))
+                } else {
+                    let one = b.ins().iconst(types::I8, 1);
+                    b.ins().bxor(arg(0), one)
+                }
+            }
+            KOp::Binary(op) if ty.lane_type().is_int() => {
                 let (x, y) = (arg(0), arg(1));
                 match op {
                     BinaryOp::Add => b.ins().iadd(x, y),
@@ -233,7 +399,7 @@ fn build(
                     other => return Err(unsupported(format!("integer {}", other.name()))),
                 }
             }
-            KOp::Compare(c) if b.func.dfg.value_type(arg(0)).is_int() => {
+            KOp::Compare(c) if b.func.dfg.value_type(arg(0)).lane_type().is_int() => {
                 let cc = match c {
                     CompareOp::Eq => IntCC::Equal,
                     CompareOp::Ne => IntCC::NotEqual,
@@ -245,6 +411,7 @@ fn build(
                 b.ins().icmp(cc, arg(0), arg(1))
             }
             KOp::Fma => b.ins().fma(arg(0), arg(1), arg(2)),
+            KOp::Bitcast if vector => b.ins().bitcast(ty, lanes, arg(0)),
             KOp::Bitcast => b.ins().bitcast(ty, MemFlagsData::new(), arg(0)),
             KOp::ShiftLeft(n) => b.ins().ishl_imm_u(arg(0), i64::from(*n)),
             KOp::ShiftRight(n) => b.ins().sshr_imm_u(arg(0), i64::from(*n)),
@@ -258,6 +425,7 @@ fn build(
                     UnaryOp::Ceil => b.ins().ceil(x),
                     UnaryOp::RoundEven => b.ins().nearest(x),
                     UnaryOp::Not => return Err(unsupported("not".into())),
+                    other if vector => return Err(unsupported(format!("vector {}", other.name()))),
                     other => {
                         let code = UnaryOp::ALL.iter().position(|o| o == other).unwrap_or(0) as i64;
                         let code = b.ins().iconst(types::I32, code);
@@ -285,6 +453,9 @@ fn build(
                     BinaryOp::Div => b.ins().fdiv(x, y),
                     BinaryOp::Max => b.ins().fmax(x, y),
                     BinaryOp::Min => b.ins().fmin(x, y),
+                    BinaryOp::Rem | BinaryOp::Pow if vector => {
+                        return Err(unsupported(format!("vector {}", op.name())))
+                    }
                     BinaryOp::Rem => {
                         let f = if ty == types::F32 { funcs[2] } else { funcs[3] };
                         let call = b.ins().call(f, &[x, y]);
@@ -321,6 +492,14 @@ fn build(
                 };
                 b.ins().fcmp(cc, arg(0), arg(1))
             }
+            KOp::Select if vector => {
+                let mask = if ty == types::I32X4 {
+                    arg(0)
+                } else {
+                    b.ins().bitcast(ty, lanes, arg(0))
+                };
+                b.ins().bitselect(mask, arg(1), arg(2))
+            }
             KOp::Select => b.ins().select(arg(0), arg(1), arg(2)),
             KOp::Clamp => {
                 let low = b.ins().fmax(arg(1), arg(0));
@@ -330,23 +509,22 @@ fn build(
                 (types::F64, types::F32, _) => b.ins().fpromote(types::F64, arg(0)),
                 (types::F32, types::F64, _) => b.ins().fdemote(types::F32, arg(0)),
                 (t, u, _) if t == u => arg(0),
-                (t, u, _) if t.is_int() && u.is_float() => b.ins().fcvt_to_sint_sat(t, arg(0)),
-                (t, u, _) if t.is_float() && u.is_int() => b.ins().fcvt_from_sint(t, arg(0)),
+                (t, u, _) if t.lane_type().is_int() && u.lane_type().is_float() => {
+                    b.ins().fcvt_to_sint_sat(t, arg(0))
+                }
+                (t, u, _) if t.lane_type().is_float() && u.lane_type().is_int() => {
+                    b.ins().fcvt_from_sint(t, arg(0))
+                }
                 _ => return Err(unsupported(format!("convert to {to}"))),
             },
             KOp::Store(buffer) => {
                 let addr = address(b, *buffer);
-                b.ins().store(flags, arg(0), addr, 0);
+                b.ins()
+                    .store(if vector { vflags } else { flags }, arg(0), addr, 0);
                 arg(0)
             }
         };
         values.push(v);
     }
-    let next = b.ins().iadd_imm_s(i, 1);
-    let more = b.ins().icmp(IntCC::SignedLessThan, next, end);
-    b.ins().brif(more, body, &[next.into()], exit, &[]);
-    b.switch_to_block(exit);
-    b.ins().return_(&[]);
-    b.seal_all_blocks();
     Ok(())
 }

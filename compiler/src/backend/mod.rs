@@ -255,10 +255,12 @@ fn launch(entry: KernelFn, args: &[*mut u8], len: usize) {
         unsafe { entry(shared.args.as_ptr(), 0, len as i64) };
         return;
     }
-    let chunk = len.div_ceil(threads);
+    // Chunks start at multiples of the vector width.
+    let lanes = clif::LANES as usize;
+    let chunk = len.div_ceil(threads).div_ceil(lanes) * lanes;
     std::thread::scope(|s| {
         for t in 0..threads {
-            let (start, end) = (t * chunk, ((t + 1) * chunk).min(len));
+            let (start, end) = ((t * chunk).min(len), ((t + 1) * chunk).min(len));
             let shared = &shared;
             s.spawn(move || {
                 // SAFETY: as above; the ranges of the threads are disjoint.

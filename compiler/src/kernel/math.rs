@@ -29,6 +29,7 @@ pub fn expands(op: &KOp, dtype: DType) -> bool {
                     | UnaryOp::Logistic
                     | UnaryOp::Sin
                     | UnaryOp::Cos
+                    | UnaryOp::Rsqrt
             ),
             KOp::Binary(BinaryOp::Pow) => true,
             _ => false,
@@ -53,7 +54,13 @@ pub fn expand(kernel: &Kernel) -> Kernel {
                     UnaryOp::Tanh => e.tanh(x, t),
                     UnaryOp::Logistic => e.logistic(x, t),
                     UnaryOp::Sin => e.sin_cos(x, t, false),
-                    _ => e.sin_cos(x, t, true),
+                    UnaryOp::Cos => e.sin_cos(x, t, true),
+                    // Two correctly rounded steps, as on every backend.
+                    _ => {
+                        let one = e.c(1.0, t);
+                        let root = e.un(UnaryOp::Sqrt, x, t);
+                        e.div(one, root, t)
+                    }
                 }
             }
             (KOp::Binary(_), true) => e.pow(args[0], args[1], t),

@@ -9,6 +9,7 @@ use std::ops::{Add, BitAnd, BitOr, BitXor, Div, Mul, Neg, Not, Rem, Sub};
 /// The type basic float arithmetic is carried out in: f32 or f64.
 pub(super) trait Arith:
     Copy
+    + Sync
     + PartialOrd
     + Add<Output = Self>
     + Sub<Output = Self>

@@ -23,31 +23,70 @@ fn grouped<'a, T: Copy>(data: &'a [T], x: &Array, axes: &[usize]) -> (Cow<'a, [T
     (Cow::Owned(permuted(data, x, &order)), groups, size)
 }
 
-/// `f` applied to each of the `groups` consecutive chunks of `size` elements.
-fn per_group<T, U>(data: &[T], groups: usize, size: usize, f: impl Fn(&[T]) -> U) -> Vec<U> {
-    (0..groups)
-        .map(|g| f(&data[g * size..(g + 1) * size]))
-        .collect()
+/// Inputs below this many elements are reduced on one thread.
+const PARALLEL_ELEMENTS: usize = 1 << 16;
+
+/// `f` applied to each of the `groups` consecutive chunks of `size` elements; large inputs are
+/// split by groups across the cores (each group is folded the same way on any thread, so the
+/// result does not depend on the split).
+fn per_group<T: Sync, U: Send>(
+    data: &[T],
+    groups: usize,
+    size: usize,
+    f: impl Fn(&[T]) -> U + Sync,
+) -> Vec<U> {
+    let fold = |range: std::ops::Range<usize>| -> Vec<U> {
+        range.map(|g| f(&data[g * size..(g + 1) * size])).collect()
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if groups < 2 || groups * size < PARALLEL_ELEMENTS || threads < 2 {
+        return fold(0..groups);
+    }
+    let chunk = groups.div_ceil(threads);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = (0..threads)
+            .map(|t| {
+                let range = (t * chunk).min(groups)..((t + 1) * chunk).min(groups);
+                let fold = &fold;
+                s.spawn(move || fold(range))
+            })
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
 }
 
 /// Each group folded from `init` with `f`, then `finish`ed.
-fn fold_groups<T: Copy, A: Copy, U>(
+fn fold_groups<T: Copy + Sync, A: Copy + Sync, U: Send>(
     data: &[T],
     groups: usize,
     size: usize,
     init: A,
-    f: impl Fn(A, T) -> A,
-    finish: impl Fn(A) -> U,
+    f: impl Fn(A, T) -> A + Sync,
+    finish: impl Fn(A) -> U + Sync,
 ) -> Vec<U> {
     per_group(data, groups, size, |g| {
         finish(g.iter().fold(init, |acc, &x| f(acc, x)))
     })
 }
 
-/// Σ v in f64, pairwise above a small block size.
+/// Σ v in f64, pairwise above a small block size; blocks are summed in eight interleaved
+/// partial sums (which the compiler keeps in SIMD registers).
 fn pairwise_sum<T: Float>(v: &[T]) -> f64 {
     if v.len() <= 128 {
-        v.iter().fold(0.0, |acc, &x| acc + x.to_f64())
+        let mut acc = [0.0f64; 8];
+        let chunks = v.chunks_exact(8);
+        let rest = chunks.remainder();
+        for c in chunks {
+            for (a, &x) in acc.iter_mut().zip(c) {
+                *a += x.to_f64();
+            }
+        }
+        let total =
+            ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        rest.iter().fold(total, |s, &x| s + x.to_f64())
     } else {
         let (a, b) = v.split_at(v.len() / 2);
         pairwise_sum(a) + pairwise_sum(b)

@@ -514,11 +514,6 @@ fn emit_op(
                 UnaryOp::Neg => e.line(format!("neg.{t} {r}, {x}")),
                 UnaryOp::Abs => e.line(format!("abs.{t} {r}, {x}")),
                 UnaryOp::Sqrt => e.line(format!("sqrt.rn.{t} {r}, {x}")),
-                UnaryOp::Rsqrt => {
-                    let s = e.reg(class);
-                    e.line(format!("sqrt.rn.{t} {s}, {x}"));
-                    e.line(format!("rcp.rn.{t} {r}, {s}"));
-                }
                 UnaryOp::Floor => e.line(format!("cvt.rmi.{t}.{t} {r}, {x}")),
                 UnaryOp::Ceil => e.line(format!("cvt.rpi.{t}.{t} {r}, {x}")),
                 UnaryOp::RoundEven => e.line(format!("cvt.rni.{t}.{t} {r}, {x}")),
