@@ -25,10 +25,30 @@ fn jit_runs_and_caches_by_signature() {
         vec![35.0]
     );
     assert_eq!(f.trace_count(), 1, "same signature must hit the cache");
+    assert_eq!(
+        f.last_cache_miss().as_deref(),
+        Some("first call: nothing compiled yet")
+    );
     let c = Tensor::from_vec([2], vec![1.0f32, 1.0]);
     assert_eq!(vec_f32(&f.call((c.clone(), c)).unwrap()), vec![4.0]);
     assert_eq!(f.trace_count(), 2, "a new shape traces again");
+    assert_eq!(
+        f.last_cache_miss().as_deref(),
+        Some("leaf 0: f32[3] -> f32[2]; leaf 1: f32[3] -> f32[2]")
+    );
     let d = Tensor::from_vec([3], vec![1.0f64, 2.0, 3.0]);
+    assert!(
+        f.call((d.clone(), a))
+            .unwrap_err()
+            .to_string()
+            .contains("f64"),
+        "mixed dtypes are an error"
+    );
+    assert_eq!(
+        f.last_cache_miss().as_deref(),
+        Some("leaf 0: f32[3] -> f64[3]"),
+        "explained against the closest signature"
+    );
     assert_eq!(
         f.call((d.clone(), d)).unwrap().to_vec::<f64>().unwrap(),
         vec![17.0]

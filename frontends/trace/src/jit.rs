@@ -62,7 +62,43 @@ pub struct Jit<F, I, O> {
     name: String,
     cache: RefCell<HashMap<Signature, Rc<Program>>>,
     traces: Cell<usize>,
+    last_miss: RefCell<Option<String>>,
     _types: PhantomData<fn(I) -> O>,
+}
+
+/// Why `key` missed the cache: what differs from the closest cached signature (the one with
+/// the fewest differing leaves), or that nothing was cached yet.
+fn explain_miss<'a>(key: &Signature, cached: impl Iterator<Item = &'a Signature>) -> String {
+    let gpu = |g: &Option<(usize, (i32, i32))>| match g {
+        None => "cpu".to_string(),
+        Some((n, (major, minor))) => format!("cuda:{n} (sm_{major}{minor})"),
+    };
+    let mut best: Option<(usize, Vec<String>)> = None;
+    for old in cached {
+        let mut changes = Vec::new();
+        if old.structure != key.structure {
+            changes.push(format!(
+                "input structure {} -> {}",
+                old.structure, key.structure
+            ));
+        } else {
+            for (i, (a, b)) in old.types.iter().zip(&key.types).enumerate() {
+                if a != b {
+                    changes.push(format!("leaf {i}: {a} -> {b}"));
+                }
+            }
+        }
+        if old.gpu != key.gpu {
+            changes.push(format!("device {} -> {}", gpu(&old.gpu), gpu(&key.gpu)));
+        }
+        if best.as_ref().is_none_or(|(n, _)| changes.len() < *n) {
+            best = Some((changes.len(), changes));
+        }
+    }
+    match best {
+        None => "first call: nothing compiled yet".to_string(),
+        Some((_, changes)) => changes.join("; "),
+    }
 }
 
 /// Wraps `f` so that calls trace it once per input signature and reuse the program after
@@ -73,6 +109,7 @@ pub fn jit<I: Tree, O: Tree, F: Fn(I) -> O>(f: F) -> Jit<F, I, O> {
         name: "main".into(),
         cache: RefCell::new(HashMap::new()),
         traces: Cell::new(0),
+        last_miss: RefCell::new(None),
         _types: PhantomData,
     }
 }
@@ -141,6 +178,14 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         self.traces.get()
     }
 
+    /// Why the last cache miss happened (`None` before the first call): which input leaves
+    /// changed type, from what to what, against the closest signature compiled before, or a
+    /// change of input structure or device. `FERRAX_EXPLAIN_CACHE_MISSES=1` also prints each
+    /// explanation to stderr as it happens.
+    pub fn last_cache_miss(&self) -> Option<String> {
+        self.last_miss.borrow().clone()
+    }
+
     fn program(
         &self,
         args: &I,
@@ -165,6 +210,11 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         if let Some(hit) = self.cache.borrow().get(&key) {
             return Ok(hit.clone());
         }
+        let why = explain_miss(&key, self.cache.borrow().keys());
+        if std::env::var_os("FERRAX_EXPLAIN_CACHE_MISSES").is_some() {
+            eprintln!("ferrax: jit {}: cache miss: {why}", self.name);
+        }
+        *self.last_miss.borrow_mut() = Some(why);
         let mut traced = trace_named(&self.name, &self.f, args)?;
         crate::dump::write("traced", &traced.func);
         if traced.captures.is_empty() {
