@@ -107,9 +107,19 @@ fn trees_round_trip_through_jit() {
 }
 
 #[test]
-fn lower_gives_the_program_without_running_it() {
-    let f = jit(|x: Tensor| x.exp().sum(..)).named("total");
-    let ir = f.lower(&Tensor::spec(DType::F32, [1024, 1024])).unwrap();
+fn lower_gives_every_stage_and_compile_an_executable() {
+    let f = jit(|x: Tensor| (x.exp() * 1.0).sum(..)).named("total");
+    let lowered = f.lower(&Tensor::spec(DType::F32, [1024, 1024])).unwrap();
+    assert_eq!(f.trace_count(), 1);
+    assert!(lowered.traced().to_string().contains("mul"), "as traced");
+    assert!(lowered.simplify_report().contains("stopped"));
+    let kernels = lowered.kernels().join("\n");
+    assert!(
+        kernels.contains("kernel @total_k0") && kernels.contains("f32x4"),
+        "{kernels}"
+    );
+    assert!(lowered.ptx().unwrap().contains(".visible .entry total_k0("));
+    let ir = lowered.simplified();
     insta::assert_snapshot!(ir.to_string(), @r"
     func @total(%0: f32[1024,1024]) -> (f32[]) {
       %1 = exp %0 : f32[1024,1024]
@@ -117,6 +127,19 @@ fn lower_gives_the_program_without_running_it() {
       return %2
     }
     ");
+    // The compiled executable runs without tracing again, and only on its own signature.
+    let compiled = lowered.compile();
+    let ones = Tensor::from_vec([1024, 1024], vec![0.0f32; 1024 * 1024]);
+    assert_eq!(vec_f32(&compiled.call(ones).unwrap()), vec![1048576.0]);
+    assert_eq!(f.trace_count(), 1);
+    let err = compiled
+        .call(Tensor::from_vec([2], vec![0.0f32; 2]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("f32[1024,1024]") && err.contains("f32[2]"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -128,7 +151,8 @@ fn nested_jit_is_inlined() {
             .map(|e| e.sum(..))
             .unwrap_or_else(|_| Tensor::scalar(0.0f32))
     });
-    let ir = outer.lower(&Tensor::spec(DType::F32, [3])).unwrap();
+    let lowered = outer.lower(&Tensor::spec(DType::F32, [3])).unwrap();
+    let ir = lowered.simplified();
     assert_eq!(ir.body.len(), 2, "{ir}");
     assert_eq!(inner.trace_count(), 0);
 }

@@ -186,7 +186,7 @@ fn gpu_compile<I: Tree, O: Tree>(
     f: impl Fn(I) -> O,
     args: &I,
 ) -> Result<GpuExecutable> {
-    let func: Func = jit(f).lower(args)?;
+    let func: Func = jit(f).lower(args)?.simplified().clone();
     GpuExecutable::compile(&func, dev).map_err(backend)
 }
 

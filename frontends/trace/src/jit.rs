@@ -7,7 +7,8 @@ use crate::device::Device;
 use crate::tensor::Inner;
 use crate::trace::{trace_named, Traced};
 use crate::{Error, Result, Tensor, Tree, TreeDef};
-use ferrax_compiler::backend::gpu::GpuExecutable;
+use ferrax_compiler::backend::gpu::{GpuExecutable, GpuPlan};
+use ferrax_compiler::backend::ptx::PtxTarget;
 use ferrax_compiler::backend::CpuExecutable;
 use ferrax_compiler::simplify::simplify;
 use ferrax_ir::{Func, TensorType};
@@ -28,9 +29,138 @@ pub struct Signature {
 
 /// A traced, simplified program and its executable.
 struct Program {
+    /// The traced program after simplification.
     traced: Traced,
+    /// As traced, before simplification.
+    raw: Func,
+    simplify_report: String,
     executable: Option<CpuExecutable>,
     gpu: Option<GpuExecutable>,
+}
+
+/// Runs `program` on `leaves` (whose device the program was compiled for).
+fn run_program<O: Tree>(program: &Program, leaves: &[Tensor], device: &Device) -> Result<O> {
+    if let (Some(gpu), Device::Cuda(_)) = (&program.gpu, device) {
+        let inputs = leaves
+            .iter()
+            .map(|l| match l.to_device(device)?.0 {
+                Inner::Device { array, .. } => Ok(array),
+                _ => Err(Error::Device("an input did not reach the GPU".into())),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let outputs = gpu
+            .run_device(&inputs)
+            .map_err(|e| Error::Device(e.to_string()))?;
+        let mut out_leaves = outputs.into_iter().map(Tensor::on_device);
+        return O::unflatten(&program.traced.out_def, &mut out_leaves);
+    }
+    let mut arrays = Vec::with_capacity(leaves.len());
+    for leaf in leaves {
+        arrays.push(leaf.to_array()?);
+    }
+    let outputs = match &program.executable {
+        Some(exe) => exe.run(&arrays)?,
+        None => interpret(&program.traced.func, &arrays)?,
+    };
+    let mut out_leaves = outputs.into_iter().map(Tensor::new);
+    O::unflatten(&program.traced.out_def, &mut out_leaves)
+}
+
+/// A function lowered for one input signature (`jax.jit(f).lower(...)`): its program at every
+/// stage, compiled but not run.
+pub struct Lowered<I, O> {
+    program: Rc<Program>,
+    key: Signature,
+    _types: PhantomData<fn(I) -> O>,
+}
+
+impl<I: Tree, O: Tree> Lowered<I, O> {
+    /// The program as traced.
+    pub fn traced(&self) -> &Func {
+        &self.program.raw
+    }
+
+    /// The program after equality-saturation simplification (what is compiled).
+    pub fn simplified(&self) -> &Func {
+        &self.program.traced.func
+    }
+
+    /// What the simplifier did: stop reasons and the rewrites that fired.
+    pub fn simplify_report(&self) -> &str {
+        &self.program.simplify_report
+    }
+
+    /// The CPU program's fused kernels, each in kernel IR followed by its Cranelift IR.
+    pub fn kernels(&self) -> Vec<String> {
+        self.program
+            .executable
+            .as_ref()
+            .map_or_else(Vec::new, |exe| {
+                exe.kernels()
+                    .map(|(k, clif)| format!("{k}\n{clif}"))
+                    .collect()
+            })
+    }
+
+    /// The PTX module of the program (for the GPU it was compiled for, or else for sm_80;
+    /// rendering needs no GPU).
+    pub fn ptx(&self) -> Result<String> {
+        if let Some(gpu) = &self.program.gpu {
+            return Ok(gpu.ptx().to_string());
+        }
+        GpuPlan::new(self.simplified(), PtxTarget::Sm80)
+            .map(|plan| plan.ptx)
+            .map_err(|e| Error::Backend(e.to_string()))
+    }
+
+    /// The executable, callable on inputs of this signature without tracing again.
+    pub fn compile(&self) -> Compiled<I, O> {
+        Compiled {
+            program: self.program.clone(),
+            key: self.key.clone(),
+            _types: PhantomData,
+        }
+    }
+}
+
+/// A compiled program for one input signature (`jax.jit(f).lower(...).compile()`).
+pub struct Compiled<I, O> {
+    program: Rc<Program>,
+    key: Signature,
+    _types: PhantomData<fn(I) -> O>,
+}
+
+impl<I: Tree, O: Tree> Compiled<I, O> {
+    /// Runs on inputs of the signature it was compiled for; others are an error naming both.
+    pub fn call(&self, args: I) -> Result<O> {
+        let mut leaves = Vec::new();
+        let structure = args.flatten(&mut leaves);
+        let device = device_of(&leaves)?;
+        let key = signature(structure, &leaves, &device);
+        if key != self.key {
+            return Err(Error::Tree {
+                expected: format!("inputs like the compiled ones ({})", describe(&self.key)),
+                found: describe(&key),
+            });
+        }
+        run_program(&self.program, &leaves, &device)
+    }
+}
+
+fn describe(key: &Signature) -> String {
+    let types: Vec<String> = key.types.iter().map(ToString::to_string).collect();
+    format!("{} of {}", key.structure, types.join(", "))
+}
+
+fn signature(structure: TreeDef, leaves: &[Tensor], device: &Device) -> Signature {
+    Signature {
+        structure,
+        types: leaves.iter().map(|l| l.ty().clone()).collect(),
+        gpu: match device {
+            Device::Cpu => None,
+            Device::Cuda(d) => Some((d.ordinal(), d.compute_capability())),
+        },
+    }
 }
 
 /// The one device the inputs live on (the CPU when none is on a GPU).
@@ -134,43 +264,21 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
             // The function closes over tracers of an enclosing trace: inline it there.
             return Ok((self.f)(args));
         }
-        if let (Some(gpu), Device::Cuda(_)) = (&program.gpu, &device) {
-            let inputs = leaves
-                .iter()
-                .map(|l| match l.to_device(&device)?.0 {
-                    Inner::Device { array, .. } => Ok(array),
-                    _ => Err(Error::Device("an input did not reach the GPU".into())),
-                })
-                .collect::<Result<Vec<_>>>()?;
-            let outputs = gpu
-                .run_device(&inputs)
-                .map_err(|e| Error::Device(e.to_string()))?;
-            let mut out_leaves = outputs.into_iter().map(Tensor::on_device);
-            return O::unflatten(&program.traced.out_def, &mut out_leaves);
-        }
-        let mut arrays = Vec::with_capacity(leaves.len());
-        for leaf in &leaves {
-            arrays.push(leaf.to_array()?);
-        }
-        let outputs = match &program.executable {
-            Some(exe) => exe.run(&arrays)?,
-            None => interpret(&program.traced.func, &arrays)?,
-        };
-        let mut out_leaves = outputs.into_iter().map(Tensor::new);
-        O::unflatten(&program.traced.out_def, &mut out_leaves)
+        run_program(&program, &leaves, &device)
     }
 
-    /// The program for inputs shaped like `args` (tensors or [`Tensor::spec`]s), without
-    /// running it.
-    pub fn lower(&self, args: &I) -> Result<Func> {
+    /// The program for inputs shaped like `args` (tensors or [`Tensor::spec`]s) at every
+    /// stage, compiled for their device, without running it.
+    pub fn lower(&self, args: &I) -> Result<Lowered<I, O>> {
         let mut leaves = Vec::new();
         let structure = args.flatten(&mut leaves);
         let device = device_of(&leaves)?;
-        Ok(self
-            .program(args, structure, &leaves, &device)?
-            .traced
-            .func
-            .clone())
+        let key = signature(structure.clone(), &leaves, &device);
+        Ok(Lowered {
+            program: self.program(args, structure, &leaves, &device)?,
+            key,
+            _types: PhantomData,
+        })
     }
 
     /// How many times the function has been traced (once per distinct signature).
@@ -199,14 +307,7 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         }) {
             return Err(Error::clone(e));
         }
-        let key = Signature {
-            structure,
-            types: leaves.iter().map(|l| l.ty().clone()).collect(),
-            gpu: match device {
-                Device::Cpu => None,
-                Device::Cuda(d) => Some((d.ordinal(), d.compute_capability())),
-            },
-        };
+        let key = signature(structure, leaves, device);
         if let Some(hit) = self.cache.borrow().get(&key) {
             return Ok(hit.clone());
         }
@@ -217,10 +318,13 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         *self.last_miss.borrow_mut() = Some(why);
         let mut traced = trace_named(&self.name, &self.f, args)?;
         crate::dump::write("traced", &traced.func);
+        let raw = traced.func.clone();
+        let mut simplify_report = String::new();
         if traced.captures.is_empty() {
             let (simplified, report) = simplify(&traced.func)?;
+            simplify_report = report.to_string();
             crate::dump::write("simplified", &simplified);
-            crate::dump::write_text("simplify.txt", &simplified.name, &report.to_string());
+            crate::dump::write_text("simplify.txt", &simplified.name, &simplify_report);
             traced.func = simplified;
         }
         let gpu = match device {
@@ -248,6 +352,8 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         };
         let program = Rc::new(Program {
             traced,
+            raw,
+            simplify_report,
             executable,
             gpu,
         });

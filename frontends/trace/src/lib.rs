@@ -15,7 +15,7 @@ mod tree;
 
 pub use device::Device;
 pub use error::{Error, Result};
-pub use jit::{jit, Jit, Signature};
+pub use jit::{jit, Compiled, Jit, Lowered, Signature};
 pub use ops::{Axes, Operand, ShapeArg};
 pub use tensor::Tensor;
 pub use trace::trace;
