@@ -117,3 +117,35 @@ fn row_and_column_broadcasts_are_read_in_place() {
     // rsqrt is two rounded f32 steps here, one f64 step in the interpreter.
     common::assert_close(&got[0], &want[0], 1e-6, "layernorm");
 }
+
+#[test]
+fn memory_plan_frees_dead_values_and_reuses_donated_buffers() {
+    let func = trace(
+        |x: Tensor| nn::softmax(&x, -1),
+        &Tensor::spec(DType::F32, [64, 128]),
+    )
+    .unwrap();
+    let (simple, _) = simplify(&func).unwrap();
+    let exe = CpuExecutable::compile(&simple).unwrap();
+    let report = exe.memory();
+    let array = 64 * 128 * 4;
+    assert_eq!((report.inputs, report.outputs), (array, array));
+    assert!(
+        report.peak < report.unplanned && report.peak >= report.inputs + report.outputs,
+        "{report:?}"
+    );
+    // Given away, the input and the intermediates end in the pool; later runs reuse them and
+    // stale contents never show.
+    for seed in 0..3 {
+        let args = inputs(&func, seed);
+        let want = interpret(&func, &args).unwrap();
+        let got = exe.run_donated(args).unwrap();
+        common::assert_close(&got[0], &want[0], 2e-6, "softmax");
+        assert!(exe.pooled_bytes() >= array, "nothing was pooled");
+    }
+    // Inputs still held by the caller are never reused.
+    let args = inputs(&func, 9);
+    let before = args[0].clone();
+    exe.run(&args).unwrap();
+    assert_eq!(args[0], before);
+}

@@ -119,6 +119,9 @@ fn lower_gives_every_stage_and_compile_an_executable() {
         "{kernels}"
     );
     assert!(lowered.ptx().unwrap().contains(".visible .entry total_k0("));
+    let memory = lowered.memory().unwrap();
+    assert_eq!(memory.inputs, 4 << 20);
+    assert!(memory.peak <= memory.unplanned);
     let ir = lowered.simplified();
     insta::assert_snapshot!(ir.to_string(), @r"
     func @total(%0: f32[1024,1024]) -> (f32[]) {

@@ -99,6 +99,12 @@ impl Array {
         &self.data
     }
 
+    /// The data itself when this is its only holder (so it can be reused), else the array.
+    pub fn into_elements(self) -> Result<Elements, Array> {
+        let ty = self.ty;
+        Arc::try_unwrap(self.data).map_err(|data| Array { ty, data })
+    }
+
     /// The elements as a slice of `T`, or an error naming both dtypes.
     pub fn as_slice<T: Element>(&self) -> Result<&[T], RuntimeError> {
         T::slice_of(&self.data).ok_or(RuntimeError::DType {

@@ -11,10 +11,11 @@ pub mod ptx;
 use crate::fuse::{partition, Step};
 use crate::kernel::{lower, Kernel, Role};
 use clif::KernelFn;
-use ferrax_ir::{verify, with_elements, Elements, Func, ValueId};
+use ferrax_ir::{verify, with_elements, DType, Elements, Func, ValueId};
 use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
 use gemm::{plan_gemm, Gemm};
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
 
 /// Elements per kernel launch below which splitting across threads does not pay.
 const PARALLEL_THRESHOLD: usize = 1 << 16;
@@ -41,6 +42,94 @@ pub struct CpuExecutable {
     steps: Vec<ExecStep>,
     kernels: Vec<Kernel>,
     code: clif::Compiled,
+    /// Per step, the values whose last use it is (never a program output).
+    frees: Vec<Vec<ValueId>>,
+    memory: MemoryReport,
+    /// Buffers of dead values, by dtype and length, for later steps and later runs.
+    pool: Mutex<HashMap<(DType, usize), Vec<Elements>>>,
+}
+
+/// The memory plan's figures, in bytes: every value is released after its last use, so the
+/// peak is the largest set of values alive at once (inputs included while still needed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryReport {
+    pub inputs: usize,
+    pub outputs: usize,
+    /// Peak of live values over the run, with nothing freed early by donation.
+    pub peak: usize,
+    /// What keeping every value to the end (no plan) would take.
+    pub unplanned: usize,
+}
+
+/// The operands each step reads and the values it defines.
+fn step_values(func: &Func, kernels: &[Kernel], step: &ExecStep) -> (Vec<ValueId>, Vec<ValueId>) {
+    match *step {
+        ExecStep::Op(i) | ExecStep::Gemm(i, _) => {
+            (func.body[i].args.clone(), vec![func.instr_value(i)])
+        }
+        ExecStep::Kernel(k) => {
+            let of = |role| {
+                kernels[k]
+                    .sig
+                    .buffers
+                    .iter()
+                    .filter(|b| b.role == role)
+                    .map(|b| b.value)
+                    .collect()
+            };
+            (of(Role::Input), of(Role::Output))
+        }
+    }
+}
+
+/// Last uses and the peak of live bytes, stepping through the program.
+fn plan_memory(
+    func: &Func,
+    kernels: &[Kernel],
+    steps: &[ExecStep],
+) -> (Vec<Vec<ValueId>>, MemoryReport) {
+    let bytes = |v: ValueId| {
+        func.value_type(v)
+            .map_or(0, |t| t.numel() * t.dtype.size_bytes())
+    };
+    let mut last = vec![None; func.num_values()];
+    for (s, step) in steps.iter().enumerate() {
+        for v in step_values(func, kernels, step).0 {
+            last[v.index()] = Some(s);
+        }
+    }
+    let mut frees = vec![Vec::new(); steps.len()];
+    for (v, l) in last.iter().enumerate() {
+        let value = ValueId(v as u32);
+        if let Some(s) = l {
+            if !func.outputs.contains(&value) {
+                frees[*s].push(value);
+            }
+        }
+    }
+    let inputs: usize = (0..func.params.len())
+        .map(|p| bytes(ValueId(p as u32)))
+        .sum();
+    let outputs: usize = func.outputs.iter().map(|&o| bytes(o)).sum();
+    let (mut live, mut peak, mut unplanned) = (inputs, inputs, inputs);
+    for (s, step) in steps.iter().enumerate() {
+        let defined: usize = step_values(func, kernels, step)
+            .1
+            .into_iter()
+            .map(bytes)
+            .sum();
+        live += defined;
+        unplanned += defined;
+        peak = peak.max(live);
+        live -= frees[s].iter().map(|&v| bytes(v)).sum::<usize>();
+    }
+    let report = MemoryReport {
+        inputs,
+        outputs,
+        peak,
+        unplanned,
+    };
+    (frees, report)
 }
 
 /// Raw buffer pointers shared by the threads of one launch.
@@ -86,12 +175,53 @@ impl CpuExecutable {
             }
         }
         let code = clif::compile(&kernels)?;
+        let (frees, memory) = plan_memory(func, &kernels, &steps);
         Ok(CpuExecutable {
             func: func.clone(),
             steps,
             kernels,
             code,
+            frees,
+            memory,
+            pool: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The memory plan's figures (peak bytes of live values, against keeping them all).
+    pub fn memory(&self) -> MemoryReport {
+        self.memory
+    }
+
+    /// Bytes held for reuse by later steps and runs.
+    pub fn pooled_bytes(&self) -> usize {
+        let pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+        pool.iter()
+            .map(|((d, len), v)| d.size_bytes() * len * v.len())
+            .sum()
+    }
+
+    /// A buffer of `len` elements of `dtype`, whose contents the caller overwrites entirely.
+    fn buffer(&self, dtype: DType, len: usize) -> Elements {
+        let reused = self
+            .pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&(dtype, len))
+            .and_then(Vec::pop);
+        reused.unwrap_or_else(|| Elements::zeros(dtype, len))
+    }
+
+    /// Releases `value`: its buffer joins the pool when nothing else holds it.
+    fn release(&self, value: Option<Array>) {
+        if let Some(Ok(e)) = value.map(Array::into_elements) {
+            let key = (e.dtype(), e.len());
+            let mut pool = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+            let kept = pool.entry(key).or_default();
+            // A few of each size cover a program's reuse; more would only hold memory.
+            if kept.len() < 4 {
+                kept.push(e);
+            }
+        }
     }
 
     /// The kernels, with the Cranelift IR of each.
@@ -102,16 +232,22 @@ impl CpuExecutable {
     }
 
     pub fn run(&self, args: &[Array]) -> Result<Vec<Array>, RuntimeError> {
+        self.run_donated(args.to_vec())
+    }
+
+    /// Runs on `args` given by value: an input nothing else holds is donated, its buffer
+    /// reused for later values once the program no longer needs it.
+    pub fn run_donated(&self, args: Vec<Array>) -> Result<Vec<Array>, RuntimeError> {
         let func = &self.func;
-        check_args(func, args)?;
-        let mut values: Vec<Option<Array>> = args.iter().cloned().map(Some).collect();
+        check_args(func, &args)?;
+        let mut values: Vec<Option<Array>> = args.into_iter().map(Some).collect();
         values.resize(func.num_values(), None);
         let get = |values: &[Option<Array>], v: ValueId| {
             values[v.index()]
                 .clone()
                 .ok_or(RuntimeError::Freed { value: v.0 })
         };
-        for step in &self.steps {
+        for (s, step) in self.steps.iter().enumerate() {
             match *step {
                 ExecStep::Op(i) => {
                     let ins = &func.body[i];
@@ -126,9 +262,20 @@ impl CpuExecutable {
                 ExecStep::Gemm(i, g) => {
                     let ins = &func.body[i];
                     let (lhs, rhs) = (get(&values, ins.args[0])?, get(&values, ins.args[1])?);
-                    let out = match (lhs.elements(), rhs.elements()) {
-                        (Elements::F32(a), Elements::F32(b)) => Elements::F32(matmul(&g, a, b)),
-                        (Elements::F64(a), Elements::F64(b)) => Elements::F64(matmul(&g, a, b)),
+                    let len = ins.ty.numel();
+                    let out = match (
+                        lhs.elements(),
+                        rhs.elements(),
+                        self.buffer(ins.ty.dtype, len),
+                    ) {
+                        (Elements::F32(a), Elements::F32(b), Elements::F32(mut c)) => {
+                            matmul(&g, a, b, &mut c);
+                            Elements::F32(c)
+                        }
+                        (Elements::F64(a), Elements::F64(b), Elements::F64(mut c)) => {
+                            matmul(&g, a, b, &mut c);
+                            Elements::F64(c)
+                        }
                         _ => eval_op(&ins.op, &[&lhs, &rhs])?.elements().clone(),
                     };
                     values[func.instr_value(i).index()] =
@@ -148,7 +295,7 @@ impl CpuExecutable {
                         .buffers
                         .iter()
                         .filter(|b| b.role == Role::Output)
-                        .map(|b| Elements::zeros(b.dtype, kernel.len))
+                        .map(|b| self.buffer(b.dtype, kernel.len))
                         .collect();
                     let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(data_ptr_mut).collect();
                     let (mut next_in, mut next_out) = (0, 0);
@@ -171,6 +318,9 @@ impl CpuExecutable {
                         values[b.value.index()] = Some(Array::new(ty.shape.clone(), data)?);
                     }
                 }
+            }
+            for &v in &self.frees[s] {
+                self.release(values[v.index()].take());
             }
         }
         func.outputs.iter().map(|&o| get(&values, o)).collect()
@@ -199,8 +349,8 @@ impl Unit for f64 {
 }
 
 /// The row-major product `g` describes, batch by batch.
-fn matmul<T: Unit>(g: &Gemm, a: &[T], b: &[T]) -> Vec<T> {
-    let mut c = vec![T::default(); g.batch * g.m * g.n];
+/// `c` (batch·m·n elements, overwritten) = the row-major product `g` describes.
+fn matmul<T: Unit>(g: &Gemm, a: &[T], b: &[T], c: &mut [T]) {
     let (m, n, k) = (g.m, g.n, g.k);
     // Strides in elements: (row stride, column stride) of each operand.
     let (a_rs, a_cs) = if g.lhs_k_first { (1, m) } else { (k, 1) };
@@ -238,7 +388,6 @@ fn matmul<T: Unit>(g: &Gemm, a: &[T], b: &[T]) -> Vec<T> {
             )
         };
     }
-    c
 }
 
 /// Runs `entry` over `len` elements, split across the available cores when large.

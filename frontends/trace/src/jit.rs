@@ -38,8 +38,9 @@ struct Program {
     gpu: Option<GpuExecutable>,
 }
 
-/// Runs `program` on `leaves` (whose device the program was compiled for).
-fn run_program<O: Tree>(program: &Program, leaves: &[Tensor], device: &Device) -> Result<O> {
+/// Runs `program` on `leaves` (whose device the program was compiled for). Leaves given by
+/// value and held nowhere else donate their buffers to the run.
+fn run_program<O: Tree>(program: &Program, leaves: Vec<Tensor>, device: &Device) -> Result<O> {
     if let (Some(gpu), Device::Cuda(_)) = (&program.gpu, device) {
         let inputs = leaves
             .iter()
@@ -54,12 +55,12 @@ fn run_program<O: Tree>(program: &Program, leaves: &[Tensor], device: &Device) -
         let mut out_leaves = outputs.into_iter().map(Tensor::on_device);
         return O::unflatten(&program.traced.out_def, &mut out_leaves);
     }
-    let mut arrays = Vec::with_capacity(leaves.len());
-    for leaf in leaves {
-        arrays.push(leaf.to_array()?);
-    }
+    let arrays = leaves
+        .into_iter()
+        .map(Tensor::into_array)
+        .collect::<Result<Vec<_>>>()?;
     let outputs = match &program.executable {
-        Some(exe) => exe.run(&arrays)?,
+        Some(exe) => exe.run_donated(arrays)?,
         None => interpret(&program.traced.func, &arrays)?,
     };
     let mut out_leaves = outputs.into_iter().map(Tensor::new);
@@ -100,6 +101,11 @@ impl<I: Tree, O: Tree> Lowered<I, O> {
                     .map(|(k, clif)| format!("{k}\n{clif}"))
                     .collect()
             })
+    }
+
+    /// The CPU memory plan's figures (peak bytes of live values), for CPU programs.
+    pub fn memory(&self) -> Option<ferrax_compiler::backend::MemoryReport> {
+        self.program.executable.as_ref().map(CpuExecutable::memory)
     }
 
     /// The PTX module of the program (for the GPU it was compiled for, or else for sm_80;
@@ -143,7 +149,8 @@ impl<I: Tree, O: Tree> Compiled<I, O> {
                 found: describe(&key),
             });
         }
-        run_program(&self.program, &leaves, &device)
+        drop(args);
+        run_program(&self.program, leaves, &device)
     }
 }
 
@@ -264,7 +271,9 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
             // The function closes over tracers of an enclosing trace: inline it there.
             return Ok((self.f)(args));
         }
-        run_program(&program, &leaves, &device)
+        // The leaves now hold the only references this call was given.
+        drop(args);
+        run_program(&program, leaves, &device)
     }
 
     /// The program for inputs shaped like `args` (tensors or [`Tensor::spec`]s) at every
@@ -339,10 +348,12 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         let executable = if gpu.is_none() && traced.captures.is_empty() && use_cpu_backend() {
             let exe =
                 CpuExecutable::compile(&traced.func).map_err(|e| Error::Backend(e.to_string()))?;
-            let listing: Vec<String> = exe
-                .kernels()
-                .map(|(k, clif)| format!("{k}\n{clif}"))
-                .collect();
+            let m = exe.memory();
+            let mut listing = vec![format!(
+                "// memory: inputs {} B, outputs {} B, peak {} B (without the plan: {} B)",
+                m.inputs, m.outputs, m.peak, m.unplanned
+            )];
+            listing.extend(exe.kernels().map(|(k, clif)| format!("{k}\n{clif}")));
             crate::dump::write_text("kernels.txt", &traced.func.name, &listing.join("\n"));
             let kernels: Vec<_> = exe.kernels().map(|(k, _)| k.clone()).collect();
             crate::dump::ptx(&traced.func.name, &kernels);

@@ -135,6 +135,14 @@ impl Tensor {
         matches!(self.0, Inner::Traced { .. })
     }
 
+    /// The concrete value, moved out (so that a tensor given away can donate its buffer).
+    pub fn into_array(self) -> Result<Array, Error> {
+        match self.0 {
+            Inner::Concrete(a) => Ok(a),
+            other => Tensor(other).to_array(),
+        }
+    }
+
     /// The concrete value, or why there is none (a tracer, a spec, or a failed operation).
     pub fn to_array(&self) -> Result<Array, Error> {
         match &self.0 {
