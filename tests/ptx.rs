@@ -77,6 +77,20 @@ fn benchmark_kernels_ptx_snapshots() {
 }
 
 #[test]
+fn half_precision_kernel_ptx_snapshot() {
+    let spec = Tensor::spec(DType::F16, [1024]);
+    let func = trace(
+        |(x, y): (Tensor, Tensor)| ((&x * 2.0 + &y).exp(), x.astype(DType::BF16)),
+        &(spec.clone(), spec),
+    )
+    .unwrap();
+    let (simple, _) = simplify(&func).unwrap();
+    let plan = GpuPlan::new(&simple, PtxTarget::Sm80).unwrap();
+    assert_eq!(plan.host_ops(&simple), Vec::<&str>::new());
+    insta::assert_snapshot!("ptx_half_precision", plan.ptx);
+}
+
+#[test]
 fn reduction_kernels_ptx_snapshot() {
     let rows = ReduceKernel::plan(
         "w7_rowsum".into(),
@@ -154,20 +168,30 @@ fn every_kernel_assembles_with_ptxas() {
     let mut programs = common::corpus();
     programs.extend(common::gradient_programs());
     programs.extend(benchmark_programs());
+    // The GPU's own partition (f16/bf16 kernels included); what it leaves to the host path
+    // (float remainder, for one) is not rendered.
     let mut kernels = Vec::new();
+    let mut reductions = Vec::new();
     for (name, func) in &programs {
-        for mut k in kernels_of(func) {
+        let (simple, _) = simplify(func).unwrap();
+        let plan = GpuPlan::new(&simple, PtxTarget::Sm80).unwrap();
+        for mut k in plan.kernels {
             k.name = format!("{name}_{}", k.name);
-            // Only float remainder has no PTX form yet; the GPU runs it on the host path.
-            match legalize(&k) {
-                Ok(_) => kernels.push(k),
-                Err(e) => assert!(e.to_string().contains("Rem"), "{e}"),
-            }
+            kernels.push(k);
+        }
+        for mut r in plan.reductions {
+            r.name = format!("{name}_{}", r.name);
+            reductions.push(r);
         }
     }
+    assert!(
+        kernels
+            .iter()
+            .any(|k| k.sig.buffers.iter().any(|b| b.dtype == DType::F16)),
+        "no f16 kernel in the corpus"
+    );
     assert!(kernels.len() >= 25, "only {} kernels", kernels.len());
     // Every reduction kernel form: each op, float type and layout.
-    let mut reductions = Vec::new();
     for op in ReduceOp::ALL {
         for dtype in [DType::F32, DType::F64] {
             for (shape, axes) in [([64, 1000], [1]), ([300, 7], [0])] {

@@ -17,21 +17,39 @@ pub enum Step {
     Op { index: usize },
 }
 
-/// Element types the kernel code generator handles.
-pub fn kernel_dtype(d: DType) -> bool {
-    matches!(d, DType::F32 | DType::F64 | DType::Bool)
+/// What a backend's kernels handle: f32, f64 and bool always; f16 and bf16 (stored as such,
+/// computed in f32) where `halves` is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelTypes {
+    pub halves: bool,
+}
+
+impl KernelTypes {
+    /// The CPU code generator's set.
+    pub const CPU: KernelTypes = KernelTypes { halves: false };
+    /// The PTX renderer's set.
+    pub const GPU: KernelTypes = KernelTypes { halves: true };
+
+    pub fn float(self, d: DType) -> bool {
+        matches!(d, DType::F32 | DType::F64)
+            || (self.halves && matches!(d, DType::F16 | DType::BF16))
+    }
+
+    pub fn handles(self, d: DType) -> bool {
+        self.float(d) || d == DType::Bool
+    }
 }
 
 /// Whether instruction `i` can be computed element by element inside a kernel of `len` elements.
-fn fusible(func: &Func, i: usize) -> bool {
+fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
     let ins = &func.body[i];
-    let types_ok = kernel_dtype(ins.ty.dtype)
+    let types_ok = types.handles(ins.ty.dtype)
         && ins
             .args
             .iter()
             .filter_map(|&a| func.value_type(a))
-            .all(|t| kernel_dtype(t.dtype));
-    let float_result = matches!(ins.ty.dtype, DType::F32 | DType::F64);
+            .all(|t| types.handles(t.dtype));
+    let float_result = types.float(ins.ty.dtype);
     types_ok
         && match &ins.op {
             Op::Unary(UnaryOp::Not) => false,
@@ -48,10 +66,7 @@ fn fusible(func: &Func, i: usize) -> bool {
                     .first()
                     .and_then(|&a| func.value_type(a))
                     .map(|t| t.dtype);
-                matches!(
-                    (from, to),
-                    (Some(DType::F32 | DType::F64), DType::F32 | DType::F64)
-                )
+                from.is_some_and(|f| types.float(f)) && types.float(*to)
             }
             Op::Constant(lit) => lit.is_splat(),
             // Broadcasts that are a scalar, a row or a column pattern are read in place.
@@ -95,19 +110,20 @@ pub fn broadcast_access(
     }
 }
 
-/// The steps of `func`, in program order.
-pub fn partition(func: &Func) -> Vec<Step> {
+/// The steps of `func`, in program order, for kernels of `types`.
+pub fn partition(func: &Func, types: KernelTypes) -> Vec<Step> {
     let mut steps = Vec::new();
     let mut i = 0;
     while i < func.body.len() {
-        if !fusible(func, i) {
+        if !fusible(func, i, types) {
             steps.push(Step::Op { index: i });
             i += 1;
             continue;
         }
         let len = func.body[i].ty.numel();
         let mut end = i + 1;
-        while end < func.body.len() && fusible(func, end) && func.body[end].ty.numel() == len {
+        while end < func.body.len() && fusible(func, end, types) && func.body[end].ty.numel() == len
+        {
             end += 1;
         }
         // A kernel that only moves a constant or a scalar is not worth a launch.

@@ -8,7 +8,7 @@
 use super::gemm::{plan_gemm, Gemm};
 use super::ptx::reduce::ReduceKernel;
 use super::ptx::{entry_name, legalize, render_module, PtxError, PtxTarget};
-use crate::fuse::{partition, Step};
+use crate::fuse::{partition, KernelTypes, Step};
 use crate::kernel::{Kernel, Role};
 use ferrax_ir::{verify, Func, Op, ValueId};
 use ferrax_runtime::cuda::{CudaDevice, CudaError, DeviceArray, Function};
@@ -75,7 +75,7 @@ impl GpuPlan {
         let mut steps = Vec::new();
         let mut kernels = Vec::new();
         let mut reductions = Vec::new();
-        for step in partition(func) {
+        for step in partition(func, KernelTypes::GPU) {
             match step {
                 Step::Kernel { start, end } => {
                     let name = format!("{}_k{}", func.name, kernels.len());

@@ -8,7 +8,7 @@ pub mod gemm;
 pub mod gpu;
 pub mod ptx;
 
-use crate::fuse::{partition, Step};
+use crate::fuse::{partition, KernelTypes, Step};
 use crate::kernel::{lower, Kernel, Role};
 use clif::KernelFn;
 use ferrax_ir::{verify, with_elements, DType, Elements, Func, ValueId};
@@ -156,7 +156,7 @@ impl CpuExecutable {
         verify(func)?;
         let mut steps = Vec::new();
         let mut kernels = Vec::new();
-        for step in partition(func) {
+        for step in partition(func, KernelTypes::CPU) {
             match step {
                 Step::Op { index } => steps.push(match &func.body[index].op {
                     ferrax_ir::Op::DotGeneral(dims) => match plan_gemm(func, index, dims) {

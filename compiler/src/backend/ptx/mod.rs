@@ -65,7 +65,7 @@ pub enum PtxError {
 
 /// A kernel ready to render: transcendentals expanded and every instruction supported.
 pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
-    let expanded = math::expand(kernel);
+    let expanded = math::expand(&widen_halves(kernel));
     let unsupported = |what: String| PtxError::Unsupported {
         kernel: kernel.name.clone(),
         what,
@@ -100,6 +100,64 @@ pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
         }
     }
     Ok(expanded)
+}
+
+fn half(d: DType) -> bool {
+    matches!(d, DType::F16 | DType::BF16)
+}
+
+/// f16 and bf16 are stored as such and computed in f32: loads widen, every operation runs in
+/// f32 and rounds its result to the half type (so each rounds once to that type, as in the
+/// interpreter, barring double rounding in rare ties), and stores narrow.
+fn widen_halves(kernel: &Kernel) -> Kernel {
+    if !kernel.body.iter().any(|i| half(i.dtype)) {
+        return kernel.clone();
+    }
+    let mut body: Vec<KInstr> = Vec::new();
+    let mut push = |op: KOp, args: Vec<usize>, dtype: DType| {
+        body.push(KInstr { op, args, dtype });
+        body.len() - 1
+    };
+    let mut map: Vec<usize> = Vec::with_capacity(kernel.body.len());
+    for ins in &kernel.body {
+        let args: Vec<usize> = ins.args.iter().map(|&a| map[a]).collect();
+        let d = ins.dtype;
+        let v = match &ins.op {
+            KOp::Load(_) if half(d) => {
+                let raw = push(ins.op.clone(), args, d);
+                push(KOp::Convert(DType::F32), vec![raw], DType::F32)
+            }
+            KOp::Store(_) if half(d) => {
+                let narrow = push(KOp::Convert(d), args, d);
+                push(ins.op.clone(), vec![narrow], d)
+            }
+            KOp::Const(c) if half(d) => {
+                let x = match c {
+                    Scalar::F16(x) => x.to_f32(),
+                    Scalar::BF16(x) => x.to_f32(),
+                    _ => f32::NAN,
+                };
+                push(KOp::Const(Scalar::F32(x)), args, DType::F32)
+            }
+            _ if half(d) => {
+                // Computed in f32 (a conversion to the half type is just its rounding).
+                let wide = match &ins.op {
+                    KOp::Convert(_) => args[0],
+                    op => push(op.clone(), args, DType::F32),
+                };
+                let narrow = push(KOp::Convert(d), vec![wide], d);
+                push(KOp::Convert(DType::F32), vec![narrow], DType::F32)
+            }
+            op => push(op.clone(), args, d),
+        };
+        map.push(v);
+    }
+    Kernel {
+        name: kernel.name.clone(),
+        len: kernel.len,
+        sig: kernel.sig.clone(),
+        body,
+    }
 }
 
 /// One PTX module holding `kernels` and `reductions` as entry points named after them.
@@ -164,6 +222,7 @@ fn reg_class(d: DType) -> Option<Class> {
         DType::I32 => Class::R,
         DType::I64 => Class::Rd,
         DType::Bool => Class::P,
+        DType::F16 | DType::BF16 => Class::Rs,
         _ => return None,
     })
 }
@@ -175,6 +234,7 @@ fn suffix(d: DType) -> (&'static str, &'static str) {
         DType::F64 => ("f64", "b64"),
         DType::I32 => ("s32", "b32"),
         DType::I64 => ("s64", "b64"),
+        DType::F16 | DType::BF16 => ("b16", "b16"),
         _ => ("pred", "pred"),
     }
 }
@@ -612,6 +672,27 @@ fn emit_op(
         KOp::Clamp => {
             let low = e.min_max(&arg(1), &arg(0), d, true);
             e.min_max(&low, &arg(2), d, false)
+        }
+        KOp::Convert(to) if half(*to) || half(kernel.body[ins.args[0]].dtype) => {
+            let from = kernel.body[ins.args[0]].dtype;
+            let r = e.reg(class);
+            let x = arg(0);
+            match (from, *to) {
+                (DType::F16, DType::F32) => e.line(format!("cvt.f32.f16 {r}, {x}")),
+                (DType::BF16, DType::F32) => {
+                    // bf16 is the upper half of an f32 (cvt.f32.bf16 needs sm_90).
+                    let w = e.reg(Class::R);
+                    e.line(format!("cvt.u32.u16 {w}, {x}"));
+                    e.line(format!("shl.b32 {w}, {w}, 16"));
+                    e.line(format!("mov.b32 {r}, {w}"));
+                }
+                (DType::F32 | DType::F64, DType::F16) => {
+                    e.line(format!("cvt.rn.f16.{} {r}, {x}", suffix(from).0))
+                }
+                (DType::F32, DType::BF16) => e.line(format!("cvt.rn.bf16.f32 {r}, {x}")),
+                _ => return Err(unsupported(format!("convert {from} to {to}"))),
+            }
+            r
         }
         KOp::Convert(to) => {
             let from = kernel.body[ins.args[0]].dtype;
