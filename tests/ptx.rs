@@ -10,7 +10,7 @@ mod common;
 
 use ferrax::compiler::backend::gpu::GpuPlan;
 use ferrax::compiler::backend::ptx::reduce::ReduceKernel;
-use ferrax::compiler::backend::ptx::{legalize, render_module, PtxTarget};
+use ferrax::compiler::backend::ptx::{render_module, PtxTarget};
 use ferrax::compiler::backend::CpuExecutable;
 use ferrax::compiler::kernel::Kernel;
 use ferrax::compiler::simplify::simplify;
