@@ -250,6 +250,33 @@ fn reductions_over_rows_and_columns_run_on_the_device() {
 }
 
 #[test]
+fn transposes_broadcasts_and_slices_are_copied_on_the_device() {
+    let Some(dev) = device() else { return };
+    let func = trace(
+        |(a, b): (Tensor, Tensor)| {
+            (
+                a.transpose([2, 0, 1]),
+                b.broadcast_to([7, 3, 5]),
+                a.slice_strided(&[1, 0, 2], &[4, 6, 7], &[1, 2, 3]),
+            )
+        },
+        &(
+            Tensor::spec(DType::F32, [5, 6, 7]),
+            Tensor::spec(DType::F64, [3, 1]),
+        ),
+    )
+    .unwrap();
+    let exe = GpuExecutable::compile(&func, &dev).unwrap();
+    assert_eq!(exe.host_steps(), 0);
+    let args = inputs(&func, 4);
+    assert_eq!(
+        exe.run(&args).unwrap(),
+        interpret(&func, &args).unwrap(),
+        "bit for bit"
+    );
+}
+
+#[test]
 fn runtime_caches_modules_and_memory_and_reports_bad_devices() {
     let Some(dev) = device() else { return };
     let func = trace(

@@ -70,7 +70,7 @@ fn benchmark_kernels_ptx_snapshots() {
     for (name, func) in benchmark_programs() {
         let kernels = kernels_of(&func);
         assert!(!kernels.is_empty(), "{name} has no kernel");
-        let ptx = render_module(&kernels, &[], PtxTarget::Sm80).unwrap();
+        let ptx = render_module(&kernels, &[], &[], PtxTarget::Sm80).unwrap();
         assert!(!ptx.contains(".approx"), "{name}: approximate instruction");
         insta::assert_snapshot!(format!("ptx_{name}"), ptx);
     }
@@ -88,6 +88,22 @@ fn half_precision_kernel_ptx_snapshot() {
     let plan = GpuPlan::new(&simple, PtxTarget::Sm80).unwrap();
     assert_eq!(plan.host_ops(&simple), Vec::<&str>::new());
     insta::assert_snapshot!("ptx_half_precision", plan.ptx);
+}
+
+#[test]
+fn strided_copy_ptx_snapshot() {
+    let func = trace(
+        |(a, b): (Tensor, Tensor)| (a.transpose([1, 0]), b.broadcast_to([3, 5])),
+        &(
+            Tensor::spec(DType::F32, [4, 6]),
+            Tensor::spec(DType::F16, [5]),
+        ),
+    )
+    .unwrap();
+    let plan = GpuPlan::new(&func, PtxTarget::Sm80).unwrap();
+    assert_eq!(plan.host_ops(&func), Vec::<&str>::new());
+    assert_eq!(plan.copies.len(), 2);
+    insta::assert_snapshot!("ptx_copies", plan.ptx);
 }
 
 #[test]
@@ -111,7 +127,7 @@ fn reduction_kernels_ptx_snapshot() {
         (4096, 4096, 256)
     );
     assert_eq!((columns.outputs, columns.reduced), (1024, 256));
-    let ptx = render_module(&[], &[rows, columns], PtxTarget::Sm80).unwrap();
+    let ptx = render_module(&[], &[rows, columns], &[], PtxTarget::Sm80).unwrap();
     insta::assert_snapshot!("ptx_reductions", ptx);
 }
 
@@ -172,6 +188,7 @@ fn every_kernel_assembles_with_ptxas() {
     // (float remainder, for one) is not rendered.
     let mut kernels = Vec::new();
     let mut reductions = Vec::new();
+    let mut copies = Vec::new();
     for (name, func) in &programs {
         let (simple, _) = simplify(func).unwrap();
         let plan = GpuPlan::new(&simple, PtxTarget::Sm80).unwrap();
@@ -183,6 +200,10 @@ fn every_kernel_assembles_with_ptxas() {
             r.name = format!("{name}_{}", r.name);
             reductions.push(r);
         }
+        for mut c in plan.copies {
+            c.name = format!("{name}_{}", c.name);
+            copies.push(c);
+        }
     }
     assert!(
         kernels
@@ -190,6 +211,7 @@ fn every_kernel_assembles_with_ptxas() {
             .any(|k| k.sig.buffers.iter().any(|b| b.dtype == DType::F16)),
         "no f16 kernel in the corpus"
     );
+    assert!(copies.len() >= 5, "only {} strided copies", copies.len());
     assert!(kernels.len() >= 25, "only {} kernels", kernels.len());
     // Every reduction kernel form: each op, float type and layout.
     for op in ReduceOp::ALL {
@@ -204,7 +226,7 @@ fn every_kernel_assembles_with_ptxas() {
     let dir = std::env::temp_dir().join(format!("ferrax-ptx-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for target in PtxTarget::ALL {
-        let ptx = render_module(&kernels, &reductions, target).unwrap();
+        let ptx = render_module(&kernels, &reductions, &copies, target).unwrap();
         let file = dir.join(format!("corpus_{}.ptx", target.arch()));
         std::fs::write(&file, &ptx).unwrap();
         let out = Command::new(&ptxas)

@@ -6,6 +6,7 @@
 //! grows; [`GpuExecutable::host_steps`] says how much of a program takes that path.
 
 use super::gemm::{plan_gemm, Gemm};
+use super::ptx::copy::CopyKernel;
 use super::ptx::reduce::ReduceKernel;
 use super::ptx::{entry_name, legalize, render_module, PtxError, PtxTarget};
 use crate::fuse::{partition, KernelTypes, Step};
@@ -39,6 +40,8 @@ enum GpuStep {
     Gemm(usize, Gemm),
     /// Instruction and reduction kernel.
     Reduce(usize, usize),
+    /// Instruction and strided copy.
+    Copy(usize, usize),
     /// A reshape: the result shares the operand's buffer.
     View(usize),
     /// A constant, copied to the device once, when the program is loaded.
@@ -57,6 +60,8 @@ pub struct GpuExecutable {
     functions: Vec<Function>,
     reductions: Vec<ReduceKernel>,
     reduce_functions: Vec<Function>,
+    copies: Vec<CopyKernel>,
+    copy_functions: Vec<Function>,
     ptx: String,
 }
 
@@ -66,6 +71,7 @@ pub struct GpuPlan {
     steps: Vec<GpuStep>,
     pub kernels: Vec<Kernel>,
     pub reductions: Vec<ReduceKernel>,
+    pub copies: Vec<CopyKernel>,
     pub ptx: String,
 }
 
@@ -75,6 +81,7 @@ impl GpuPlan {
         let mut steps = Vec::new();
         let mut kernels = Vec::new();
         let mut reductions = Vec::new();
+        let mut copies = Vec::new();
         for step in partition(func, KernelTypes::GPU) {
             match step {
                 Step::Kernel { start, end } => {
@@ -95,16 +102,18 @@ impl GpuPlan {
                     },
                     Op::Reshape { .. } => GpuStep::View(index),
                     Op::Constant(_) => GpuStep::Constant(index),
-                    // Broadcasts the CPU leaves alone (they only move data) are still worth a
-                    // launch here: the alternative is a trip through the host.
-                    Op::BroadcastInDim { .. } => {
-                        let name = format!("{}_k{}", func.name, kernels.len());
-                        match crate::kernel::lower(func, index, index + 1, name) {
-                            Some(k) if legalize(&k).is_ok() => {
-                                kernels.push(k);
-                                GpuStep::Kernel(kernels.len() - 1)
+                    // Data movement the CPU leaves to the interpreter is a strided copy here:
+                    // the alternative is a trip through the host.
+                    op @ (Op::BroadcastInDim { .. } | Op::Transpose { .. } | Op::Slice { .. }) => {
+                        let ins = &func.body[index];
+                        let name = format!("{}_c{}", func.name, copies.len());
+                        let input = func.value_type(ins.args[0]);
+                        match input.and_then(|t| CopyKernel::plan(name, op, t, &ins.ty)) {
+                            Some(c) => {
+                                copies.push(c);
+                                GpuStep::Copy(index, copies.len() - 1)
                             }
-                            _ => GpuStep::Host(index..index + 1),
+                            None => GpuStep::Host(index..index + 1),
                         }
                     }
                     Op::Reduce { op, axes } => {
@@ -122,11 +131,12 @@ impl GpuPlan {
                 }),
             }
         }
-        let ptx = render_module(&kernels, &reductions, target)?;
+        let ptx = render_module(&kernels, &reductions, &copies, target)?;
         Ok(GpuPlan {
             steps,
             kernels,
             reductions,
+            copies,
             ptx,
         })
     }
@@ -151,20 +161,21 @@ impl GpuExecutable {
     pub fn compile(func: &Func, device: &Arc<CudaDevice>) -> Result<GpuExecutable, GpuError> {
         let (major, minor) = device.compute_capability();
         let plan = GpuPlan::new(func, PtxTarget::for_compute_capability(major, minor))?;
-        let (functions, reduce_functions) = if plan.kernels.is_empty() && plan.reductions.is_empty()
-        {
-            (Vec::new(), Vec::new())
+        let empty = plan.kernels.is_empty() && plan.reductions.is_empty() && plan.copies.is_empty();
+        let (functions, reduce_functions, copy_functions) = if empty {
+            (Vec::new(), Vec::new(), Vec::new())
         } else {
             let module = device.load_module(&plan.ptx)?;
+            let load = |names: Vec<String>| -> Result<Vec<Function>, GpuError> {
+                Ok(names
+                    .iter()
+                    .map(|n| module.function(n))
+                    .collect::<Result<_, _>>()?)
+            };
             (
-                plan.kernels
-                    .iter()
-                    .map(|k| module.function(&entry_name(k)))
-                    .collect::<Result<_, _>>()?,
-                plan.reductions
-                    .iter()
-                    .map(|r| module.function(&r.name))
-                    .collect::<Result<_, _>>()?,
+                load(plan.kernels.iter().map(entry_name).collect())?,
+                load(plan.reductions.iter().map(|r| r.name.clone()).collect())?,
+                load(plan.copies.iter().map(|c| c.name.clone()).collect())?,
             )
         };
         let constants = plan
@@ -189,6 +200,8 @@ impl GpuExecutable {
             functions,
             reductions: plan.reductions,
             reduce_functions,
+            copies: plan.copies,
+            copy_functions,
             ptx: plan.ptx,
         })
     }
@@ -318,6 +331,26 @@ impl GpuExecutable {
                             &self.reduce_functions[*r],
                             grid,
                             k.block(),
+                            &[input.address(), out.address()],
+                        )?
+                    };
+                    values[func.instr_value(*i).index()] = Some(out);
+                }
+                GpuStep::Copy(i, c) => {
+                    let ins = &func.body[*i];
+                    let input = get(&values, ins.args[0])?;
+                    let ty = &ins.ty;
+                    let buffer = device.alloc(ty.numel() * ty.dtype.size_bytes())?;
+                    let out = DeviceArray::from_buffer(ty.shape.clone(), ty.dtype, buffer);
+                    let k = &self.copies[*c];
+                    let grid = device.grid_for(k.len(), BLOCK);
+                    // SAFETY: the copy reads within the operand (its strides and base come from
+                    // the operand's shape) and writes exactly the result's elements.
+                    unsafe {
+                        device.launch(
+                            &self.copy_functions[*c],
+                            grid,
+                            BLOCK,
                             &[input.address(), out.address()],
                         )?
                     };

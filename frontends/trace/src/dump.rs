@@ -52,7 +52,7 @@ pub(crate) fn ptx(name: &str, kernels: &[ferrax_compiler::kernel::Kernel]) {
         return;
     }
     use ferrax_compiler::backend::ptx::{render_module, PtxTarget};
-    match render_module(kernels, &[], PtxTarget::Sm80) {
+    match render_module(kernels, &[], &[], PtxTarget::Sm80) {
         Ok(text) => write_text("ptx", name, &text),
         Err(e) => write_text("ptx", name, &format!("// {e}\n")),
     }

@@ -11,9 +11,11 @@
 //! `.rn` forms so that `ptxas` never contracts a multiply and an add into an fma, which keeps
 //! results equal to the reference interpreter's for the exact operations.
 
+pub mod copy;
 pub mod reduce;
 
 use crate::kernel::{math, Access, KInstr, KOp, Kernel, Role};
+use copy::{render_copy, CopyKernel};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Scalar, UnaryOp};
 use reduce::{render_reduce, ReduceKernel};
 use std::collections::HashMap;
@@ -160,10 +162,12 @@ fn widen_halves(kernel: &Kernel) -> Kernel {
     }
 }
 
-/// One PTX module holding `kernels` and `reductions` as entry points named after them.
+/// One PTX module holding `kernels`, `reductions` and `copies` as entry points named after
+/// them.
 pub fn render_module(
     kernels: &[Kernel],
     reductions: &[ReduceKernel],
+    copies: &[CopyKernel],
     target: PtxTarget,
 ) -> Result<String, PtxError> {
     let mut out = format!(
@@ -178,6 +182,10 @@ pub fn render_module(
     for r in reductions {
         out.push('\n');
         out.push_str(&render_reduce(r));
+    }
+    for c in copies {
+        out.push('\n');
+        out.push_str(&render_copy(c));
     }
     Ok(out)
 }

@@ -1,0 +1,151 @@
+//! Data movement as strided copies: transposes, broadcasts and slices all read element
+//! `base + Σ c_d · stride_d` of their operand for the result element at coordinates `c`, so one
+//! kernel form covers them (a stride is 0 along a broadcast dimension). Each thread takes
+//! result elements in a grid-stride loop and unravels the index with one division per
+//! dimension; the copy moves bits, so it serves every dtype.
+
+use ferrax_ir::{Op, TensorType};
+use std::fmt::Write;
+
+/// One strided copy into a row-major result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CopyKernel {
+    pub name: String,
+    /// Result dimensions.
+    pub dims: Vec<usize>,
+    /// Operand element stride per result dimension.
+    pub strides: Vec<usize>,
+    /// Operand element where the result starts.
+    pub base: usize,
+    /// Element size in bytes.
+    pub size: usize,
+}
+
+fn row_major_strides(dims: &[usize]) -> Vec<usize> {
+    let mut strides = vec![1; dims.len()];
+    for d in (0..dims.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1] * dims[d + 1];
+    }
+    strides
+}
+
+impl CopyKernel {
+    /// The copy computing `op` on an operand of type `input` into `output`, for transposes,
+    /// broadcasts and unit-stride or strided slices.
+    pub fn plan(name: String, op: &Op, input: &TensorType, output: &TensorType) -> Option<Self> {
+        let in_strides = row_major_strides(input.dims());
+        let (strides, base) = match op {
+            Op::Transpose { perm } => (perm.iter().map(|&p| in_strides[p]).collect(), 0),
+            Op::BroadcastInDim { dims, .. } => {
+                let mut strides = vec![0; output.rank()];
+                for (k, &d) in dims.iter().enumerate() {
+                    if input.dims()[k] != 1 {
+                        strides[d] = in_strides[k];
+                    }
+                }
+                (strides, 0)
+            }
+            Op::Slice { start, strides, .. } => (
+                strides
+                    .iter()
+                    .zip(&in_strides)
+                    .map(|(s, i)| s * i)
+                    .collect(),
+                start.iter().zip(&in_strides).map(|(s, i)| s * i).sum(),
+            ),
+            _ => return None,
+        };
+        let size = input.dtype.size_bytes();
+        let fits = output.numel() < i32::MAX as usize && input.numel() < i32::MAX as usize;
+        (fits && output.numel() > 0).then(|| CopyKernel {
+            name,
+            dims: output.dims().to_vec(),
+            strides,
+            base,
+            size,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The `.entry` of a strided copy (without the module header).
+pub fn render_copy(k: &CopyKernel) -> String {
+    let name = &k.name;
+    let len = k.len();
+    // The value register: one not used for indexing.
+    let (ty, value) = match k.size {
+        1 => ("u8", "%rs2"),
+        2 => ("b16", "%rs2"),
+        4 => ("b32", "%r15"),
+        _ => ("b64", "%rd10"),
+    };
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "// copy into {:?} from strides {:?} at {} ({} bytes per element)",
+        k.dims, k.strides, k.base, k.size
+    );
+    let _ = writeln!(
+        s,
+        ".visible .entry {name}(\n\t.param .u64 {name}_param_0,\n\t.param .u64 {name}_param_1\n)\n{{"
+    );
+    let _ = writeln!(
+        s,
+        "\t.reg .pred %p<3>;\n\t.reg .b16 %rs<3>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<12>;"
+    );
+    let _ = writeln!(
+        s,
+        "\tld.param.u64 %rd1, [{name}_param_0];\n\tcvta.to.global.u64 %rd1, %rd1;"
+    );
+    let _ = writeln!(
+        s,
+        "\tld.param.u64 %rd2, [{name}_param_1];\n\tcvta.to.global.u64 %rd2, %rd2;"
+    );
+    let _ = writeln!(s, "\tmov.u32 %r1, %ctaid.x;\n\tmov.u32 %r2, %ntid.x;\n\tmov.u32 %r3, %tid.x;\n\tmov.u32 %r4, %nctaid.x;");
+    let _ = writeln!(
+        s,
+        "\tmad.lo.s32 %r5, %r1, %r2, %r3;\n\tmul.lo.s32 %r6, %r4, %r2;"
+    );
+    let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r5, {len};\n\t@%p1 bra $L_done;");
+    s.push_str("$L_loop:\n");
+    // %r7: the index left to unravel; %r8: the operand element.
+    let _ = writeln!(s, "\tmov.u32 %r7, %r5;\n\tmov.u32 %r8, {};", k.base);
+    for d in (0..k.dims.len()).rev() {
+        let (dim, stride) = (k.dims[d], k.strides[d]);
+        if d > 0 {
+            let _ = writeln!(s, "\trem.u32 %r9, %r7, {dim};\n\tdiv.u32 %r7, %r7, {dim};");
+        } else {
+            let _ = writeln!(s, "\tmov.u32 %r9, %r7;");
+        }
+        if stride != 0 {
+            let _ = writeln!(s, "\tmad.lo.s32 %r8, %r9, {stride}, %r8;");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\tmul.wide.u32 %rd3, %r8, {};\n\tadd.s64 %rd3, %rd1, %rd3;",
+        k.size
+    );
+    let _ = writeln!(
+        s,
+        "\tmul.wide.u32 %rd4, %r5, {};\n\tadd.s64 %rd4, %rd2, %rd4;",
+        k.size
+    );
+    let _ = writeln!(
+        s,
+        "\tld.global.nc.{ty} {value}, [%rd3];\n\tst.global.{ty} [%rd4], {value};"
+    );
+    let _ = writeln!(
+        s,
+        "\tadd.s32 %r5, %r5, %r6;\n\tsetp.lt.u32 %p2, %r5, {len};\n\t@%p2 bra $L_loop;"
+    );
+    s.push_str("$L_done:\n\tret;\n}\n");
+    s
+}
