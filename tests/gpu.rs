@@ -75,20 +75,8 @@ fn corpus_and_gradients_match_the_interpreter() {
     assert!(kernels >= 20, "only {kernels} GPU kernels");
 }
 
-/// ULP distance between f32 values; NaN matches NaN only.
 fn ulps(a: f32, b: f32) -> u64 {
-    if a.is_nan() || b.is_nan() {
-        return if a.is_nan() && b.is_nan() {
-            0
-        } else {
-            u64::MAX
-        };
-    }
-    let key = |x: f32| {
-        let i = x.to_bits() as i32;
-        i64::from(if i < 0 { i32::MIN - i } else { i })
-    };
-    key(a).abs_diff(key(b))
+    ferrax::ir::ulp_distance(ferrax::ir::Scalar::F32(a), ferrax::ir::Scalar::F32(b))
 }
 
 #[test]

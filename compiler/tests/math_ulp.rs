@@ -7,7 +7,7 @@
 
 use ferrax_compiler::backend::clif;
 use ferrax_compiler::kernel::{math, Access, Buffer, KInstr, KOp, Kernel, KernelSig, Role};
-use ferrax_ir::{BinaryOp, DType, UnaryOp, ValueId};
+use ferrax_ir::{ulp_distance, BinaryOp, DType, Scalar, UnaryOp, ValueId};
 
 fn buffer(role: Role, dtype: DType) -> Buffer {
     Buffer {
@@ -79,35 +79,12 @@ fn run_f64(op: KOp, inputs: &[&[f64]]) -> Vec<f64> {
     out
 }
 
-/// Distance in representable f32 values; NaN matches NaN only.
 fn ulps32(a: f32, b: f32) -> u64 {
-    if a.is_nan() || b.is_nan() {
-        return if a.is_nan() && b.is_nan() {
-            0
-        } else {
-            u64::MAX
-        };
-    }
-    let key = |x: f32| {
-        let i = x.to_bits() as i32;
-        i64::from(if i < 0 { i32::MIN - i } else { i })
-    };
-    key(a).abs_diff(key(b))
+    ulp_distance(Scalar::F32(a), Scalar::F32(b))
 }
 
 fn ulps64(a: f64, b: f64) -> u64 {
-    if a.is_nan() || b.is_nan() {
-        return if a.is_nan() && b.is_nan() {
-            0
-        } else {
-            u64::MAX
-        };
-    }
-    let key = |x: f64| {
-        let i = x.to_bits() as i64;
-        i128::from(if i < 0 { i64::MIN - i } else { i })
-    };
-    u64::try_from(key(a).abs_diff(key(b))).unwrap_or(u64::MAX)
+    ulp_distance(Scalar::F64(a), Scalar::F64(b))
 }
 
 /// Every `step`-th f32 bit pattern in `[lo, hi]` (both signs when `lo < 0`), plus specials.

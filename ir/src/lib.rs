@@ -18,7 +18,7 @@ mod verify;
 pub use dtype::DType;
 pub use error::TypeError;
 pub use func::{Func, FuncBuilder, Instr, ValueId};
-pub use literal::{bf16_from_f64, f16_from_f64, Element, Elements, Literal, Scalar};
+pub use literal::{bf16_from_f64, f16_from_f64, ulp_distance, Element, Elements, Literal, Scalar};
 pub use op::{BinaryOp, CompareOp, CustomVjp, DotDims, Op, ReduceOp, UnaryOp};
 pub use ops::infer_type;
 pub use parse::{parse_func, ParseError};

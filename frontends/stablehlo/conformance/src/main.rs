@@ -4,7 +4,7 @@
 //! Exits with status 1 when fewer than `--min-passed` files pass.
 
 use ferrax_compiler::backend::CpuExecutable;
-use ferrax_ir::Scalar;
+use ferrax_ir::ulp_distance as ulps;
 use ferrax_runtime::{interpret, Array};
 use ferrax_stablehlo::{test_cases, CheckKind, Expected, TestCase};
 use std::path::{Path, PathBuf};
@@ -14,41 +14,6 @@ enum Outcome {
     Pass,
     Fail(String),
     Skip(String),
-}
-
-/// Distance between two floats of the same dtype in units in the last place; non-finite
-/// values that are not identical are `u64::MAX` apart.
-fn ulps(a: Scalar, b: Scalar) -> u64 {
-    let (fa, fb) = (a.to_f64(), b.to_f64());
-    if !fa.is_finite() || !fb.is_finite() {
-        let same = (fa.is_nan() && fb.is_nan()) || fa == fb;
-        return if same { 0 } else { u64::MAX };
-    }
-    let ordered = |s: Scalar| -> i64 {
-        let (bits, width) = match s {
-            Scalar::F32(x) => (x.to_bits() as i64, 32),
-            Scalar::F64(x) => (x.to_bits() as i64, 64),
-            Scalar::F16(x) => (x.to_bits() as i64, 16),
-            Scalar::BF16(x) => (x.to_bits() as i64, 16),
-            other => return other.to_f64() as i64,
-        };
-        let sign = if width == 64 {
-            bits < 0
-        } else {
-            bits >> (width - 1) & 1 == 1
-        };
-        let magnitude = if width == 64 {
-            bits & i64::MAX
-        } else {
-            bits & ((1 << (width - 1)) - 1)
-        };
-        if sign {
-            -magnitude
-        } else {
-            magnitude
-        }
-    };
-    ordered(a).abs_diff(ordered(b))
 }
 
 /// `Ok(())` or the largest error found.
