@@ -15,7 +15,7 @@ use ferrax_ir::{verify, with_elements, DType, Elements, Func, ValueId};
 use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
 use gemm::{plan_gemm, Gemm};
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 /// Elements per kernel launch below which splitting across threads does not pay.
 const PARALLEL_THRESHOLD: usize = 1 << 16;
@@ -331,8 +331,7 @@ impl CpuExecutable {
 const GEMM_PARALLEL_THRESHOLD: usize = 1 << 18;
 
 fn threads() -> usize {
-    static THREADS: OnceLock<usize> = OnceLock::new();
-    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    rayon::current_num_threads()
 }
 
 /// The float types `gemm` multiplies, with their one (the product's scale).
@@ -390,16 +389,11 @@ fn matmul<T: Unit>(g: &Gemm, a: &[T], b: &[T], c: &mut [T]) {
     }
 }
 
-/// Runs `entry` over `len` elements, split across the available cores when large.
+/// Runs `entry` over `len` elements, split across the cores (rayon's pool) when large.
 fn launch(entry: KernelFn, args: &[*mut u8], len: usize) {
     let shared = Launch { args };
-    if len < PARALLEL_THRESHOLD {
-        // SAFETY: `args` points at live buffers of at least `len` elements of the kernel's types.
-        unsafe { entry(shared.args.as_ptr(), 0, len as i64) };
-        return;
-    }
     let threads = threads();
-    if threads < 2 {
+    if len < PARALLEL_THRESHOLD || threads < 2 {
         // SAFETY: `args` points at live buffers of at least `len` elements of the kernel's types.
         unsafe { entry(shared.args.as_ptr(), 0, len as i64) };
         return;
@@ -407,12 +401,12 @@ fn launch(entry: KernelFn, args: &[*mut u8], len: usize) {
     // Chunks start at multiples of the vector width.
     let lanes = clif::LANES as usize;
     let chunk = len.div_ceil(threads).div_ceil(lanes) * lanes;
-    std::thread::scope(|s| {
+    let shared = &shared;
+    rayon::scope(|s| {
         for t in 0..threads {
             let (start, end) = ((t * chunk).min(len), ((t + 1) * chunk).min(len));
-            let shared = &shared;
-            s.spawn(move || {
-                // SAFETY: as above; the ranges of the threads are disjoint.
+            s.spawn(move |_| {
+                // SAFETY: as above; the ranges of the chunks are disjoint.
                 unsafe { entry(shared.args.as_ptr(), start as i64, end as i64) };
             });
         }

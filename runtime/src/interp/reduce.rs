@@ -8,6 +8,7 @@ use super::num::{fmax, fmin, Arith, Float, Int};
 use super::undefined;
 use crate::{Array, RuntimeError};
 use ferrax_ir::{DType, Elements, ReduceOp};
+use rayon::prelude::*;
 use std::borrow::Cow;
 
 /// `x`'s data with `axes` moved last, the number of groups and the size of each.
@@ -27,7 +28,7 @@ fn grouped<'a, T: Copy>(data: &'a [T], x: &Array, axes: &[usize]) -> (Cow<'a, [T
 const PARALLEL_ELEMENTS: usize = 1 << 16;
 
 /// `f` applied to each of the `groups` consecutive chunks of `size` elements; large inputs are
-/// split by groups across the cores (each group is folded the same way on any thread, so the
+/// split by groups across the cores (rayon's pool; each group is folded the same way on any thread, so the
 /// result does not depend on the split).
 fn per_group<T: Sync, U: Send>(
     data: &[T],
@@ -38,24 +39,16 @@ fn per_group<T: Sync, U: Send>(
     let fold = |range: std::ops::Range<usize>| -> Vec<U> {
         range.map(|g| f(&data[g * size..(g + 1) * size])).collect()
     };
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = rayon::current_num_threads();
     if groups < 2 || groups * size < PARALLEL_ELEMENTS || threads < 2 {
         return fold(0..groups);
     }
     let chunk = groups.div_ceil(threads);
-    std::thread::scope(|s| {
-        let parts: Vec<_> = (0..threads)
-            .map(|t| {
-                let range = (t * chunk).min(groups)..((t + 1) * chunk).min(groups);
-                let fold = &fold;
-                s.spawn(move || fold(range))
-            })
-            .collect();
-        parts
-            .into_iter()
-            .flat_map(|p| p.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    })
+    let parts: Vec<Vec<U>> = (0..threads)
+        .into_par_iter()
+        .map(|t| fold((t * chunk).min(groups)..((t + 1) * chunk).min(groups)))
+        .collect();
+    parts.into_iter().flatten().collect()
 }
 
 /// Each group folded from `init` with `f`, then `finish`ed.
