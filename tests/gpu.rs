@@ -14,6 +14,7 @@ mod train_mlp;
 use common::{assert_close, inputs};
 use ferrax::compiler::backend::gpu::GpuExecutable;
 use ferrax::compiler::simplify::simplify;
+use ferrax::ir::DotDims;
 use ferrax::runtime::{interpret, CudaDevice, CudaError};
 use ferrax::{jit, nn, trace, Array, DType, Device, Tensor};
 use std::sync::Arc;
@@ -150,6 +151,25 @@ fn matrix_products_in_every_layout_run_on_cublas() {
             trace(
                 |(a, b): (Tensor, Tensor)| a.matmul(&b),
                 &(spec(&[4, 8, 5]), spec(&[4, 5, 3])),
+            )
+            .unwrap(),
+        ),
+        (
+            // Attention scores, "bqhd,bkhd->bhqk": batch dimensions not leading.
+            "bqhd,bkhd->bhqk",
+            trace(
+                |(q, k): (Tensor, Tensor)| {
+                    q.dot_general(
+                        &k,
+                        DotDims {
+                            lhs_batch: vec![0, 2],
+                            rhs_batch: vec![0, 2],
+                            lhs_contract: vec![3],
+                            rhs_contract: vec![3],
+                        },
+                    )
+                },
+                &(spec(&[2, 5, 3, 4]), spec(&[2, 6, 3, 4])),
             )
             .unwrap(),
         ),

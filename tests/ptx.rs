@@ -132,7 +132,7 @@ fn reduction_kernels_ptx_snapshot() {
 }
 
 #[test]
-fn benchmark_programs_and_gradients_run_entirely_on_the_gpu() {
+fn benchmark_programs_gradients_and_attention_run_entirely_on_the_gpu() {
     let mut programs = benchmark_programs();
     programs.extend(common::gradient_programs());
     programs.push((
@@ -142,6 +142,27 @@ fn benchmark_programs_and_gradients_run_entirely_on_the_gpu() {
             &(
                 Tensor::spec(DType::F32, [1024, 1024]),
                 Tensor::spec(DType::F32, [1024, 1024]),
+            ),
+        )
+        .unwrap(),
+    ));
+    programs.push((
+        "attention_scores",
+        trace(
+            |(q, k): (Tensor, Tensor)| {
+                q.dot_general(
+                    &k,
+                    ferrax::ir::DotDims {
+                        lhs_batch: vec![0, 2],
+                        rhs_batch: vec![0, 2],
+                        lhs_contract: vec![3],
+                        rhs_contract: vec![3],
+                    },
+                )
+            },
+            &(
+                Tensor::spec(DType::F32, [2, 5, 3, 4]),
+                Tensor::spec(DType::F32, [2, 6, 3, 4]),
             ),
         )
         .unwrap(),

@@ -62,3 +62,39 @@ pub fn plan_gemm(func: &Func, index: usize, dims: &DotDims) -> Option<Gemm> {
         rhs_k_last,
     })
 }
+
+/// Permutations that bring a `dot_general`'s operands into batched-matrix layout (the lhs as
+/// batch, free, contracting dimensions; the rhs as batch, contracting, free), and the GEMM on
+/// the permuted operands. The result's layout (batch, lhs free, rhs free) is already the GEMM's.
+pub fn plan_permuted_gemm(
+    func: &Func,
+    index: usize,
+    dims: &DotDims,
+) -> Option<(Vec<usize>, Vec<usize>, Gemm)> {
+    let ins = &func.body[index];
+    let (lhs, rhs) = (func.value_type(ins.args[0])?, func.value_type(ins.args[1])?);
+    if !matches!(ins.ty.dtype, DType::F32 | DType::F64) {
+        return None;
+    }
+    let free = |rank: usize, batch: &[usize], contract: &[usize]| -> Vec<usize> {
+        (0..rank)
+            .filter(|d| !batch.contains(d) && !contract.contains(d))
+            .collect()
+    };
+    let lhs_free = free(lhs.rank(), &dims.lhs_batch, &dims.lhs_contract);
+    let rhs_free = free(rhs.rank(), &dims.rhs_batch, &dims.rhs_contract);
+    let lhs_perm: Vec<usize> = [&dims.lhs_batch[..], &lhs_free, &dims.lhs_contract].concat();
+    let rhs_perm: Vec<usize> = [&dims.rhs_batch[..], &dims.rhs_contract, &rhs_free].concat();
+    let size = |ds: &[usize], shape: &[usize]| ds.iter().map(|&d| shape[d]).product::<usize>();
+    let batch = size(&dims.lhs_batch, lhs.dims());
+    let k = size(&dims.lhs_contract, lhs.dims());
+    let gemm = Gemm {
+        batch,
+        m: size(&lhs_free, lhs.dims()),
+        n: size(&rhs_free, rhs.dims()),
+        k,
+        lhs_k_first: false,
+        rhs_k_last: false,
+    };
+    (batch * k > 0).then_some((lhs_perm, rhs_perm, gemm))
+}

@@ -5,7 +5,7 @@
 //! interpreter and copied up again. That keeps every program correct while the GPU kernel set
 //! grows; [`GpuExecutable::host_steps`] says how much of a program takes that path.
 
-use super::gemm::{plan_gemm, Gemm};
+use super::gemm::{plan_gemm, plan_permuted_gemm, Gemm};
 use super::ptx::copy::CopyKernel;
 use super::ptx::reduce::ReduceKernel;
 use super::ptx::{entry_name, legalize, render_module, PtxError, PtxTarget};
@@ -37,7 +37,13 @@ pub enum GpuError {
 
 enum GpuStep {
     Kernel(usize),
-    Gemm(usize, Gemm),
+    /// A `dot_general` on cuBLAS, its operands first copied into matrix layout where given.
+    Gemm {
+        index: usize,
+        gemm: Gemm,
+        lhs_copy: Option<usize>,
+        rhs_copy: Option<usize>,
+    },
     /// Instruction and reduction kernel.
     Reduce(usize, usize),
     /// Instruction and strided copy.
@@ -97,8 +103,41 @@ impl GpuPlan {
                 }
                 Step::Op { index } => steps.push(match &func.body[index].op {
                     Op::DotGeneral(dims) => match plan_gemm(func, index, dims) {
-                        Some(g) => GpuStep::Gemm(index, g),
-                        None => GpuStep::Host(index..index + 1),
+                        Some(gemm) => GpuStep::Gemm {
+                            index,
+                            gemm,
+                            lhs_copy: None,
+                            rhs_copy: None,
+                        },
+                        None => match plan_permuted_gemm(func, index, dims) {
+                            Some((lhs_perm, rhs_perm, gemm)) => {
+                                let args = &func.body[index].args;
+                                let mut copy = |operand: ValueId, perm: Vec<usize>| {
+                                    let ty = func.value_type(operand)?;
+                                    if perm.iter().enumerate().all(|(i, &p)| i == p) {
+                                        return Some(None);
+                                    }
+                                    let dims: Vec<usize> =
+                                        perm.iter().map(|&p| ty.dims()[p]).collect();
+                                    let out = ferrax_ir::TensorType::new(ty.dtype, dims);
+                                    let name = format!("{}_c{}", func.name, copies.len());
+                                    let c =
+                                        CopyKernel::plan(name, &Op::Transpose { perm }, ty, &out)?;
+                                    copies.push(c);
+                                    Some(Some(copies.len() - 1))
+                                };
+                                match (copy(args[0], lhs_perm), copy(args[1], rhs_perm)) {
+                                    (Some(lhs_copy), Some(rhs_copy)) => GpuStep::Gemm {
+                                        index,
+                                        gemm,
+                                        lhs_copy,
+                                        rhs_copy,
+                                    },
+                                    _ => GpuStep::Host(index..index + 1),
+                                }
+                            }
+                            None => GpuStep::Host(index..index + 1),
+                        },
                     },
                     Op::Reshape { .. } => GpuStep::View(index),
                     Op::Constant(_) => GpuStep::Constant(index),
@@ -294,9 +333,37 @@ impl GpuExecutable {
                         values[v.index()] = Some(a);
                     }
                 }
-                GpuStep::Gemm(i, g) => {
-                    let ins = &func.body[*i];
-                    let (lhs, rhs) = (get(&values, ins.args[0])?, get(&values, ins.args[1])?);
+                GpuStep::Gemm {
+                    index,
+                    gemm: g,
+                    lhs_copy,
+                    rhs_copy,
+                } => {
+                    let ins = &func.body[*index];
+                    let operand =
+                        |k: usize, copy: Option<usize>| -> Result<DeviceArray, GpuError> {
+                            let value = get(&values, ins.args[k])?;
+                            let Some(c) = copy else { return Ok(value) };
+                            let kernel = &self.copies[c];
+                            let buffer = device.alloc(kernel.len() * kernel.size)?;
+                            let moved = DeviceArray::from_buffer(
+                                kernel.dims.clone().into(),
+                                value.dtype(),
+                                buffer,
+                            );
+                            let grid = device.grid_for(kernel.len(), BLOCK);
+                            // SAFETY: the copy reads within the operand and fills `moved` exactly.
+                            unsafe {
+                                device.launch(
+                                    &self.copy_functions[c],
+                                    grid,
+                                    BLOCK,
+                                    &[value.address(), moved.address()],
+                                )?
+                            };
+                            Ok(moved)
+                        };
+                    let (lhs, rhs) = (operand(0, *lhs_copy)?, operand(1, *rhs_copy)?);
                     let ty = &ins.ty;
                     let buffer = device.alloc(ty.numel() * ty.dtype.size_bytes())?;
                     let out = DeviceArray::from_buffer(ty.shape.clone(), ty.dtype, buffer);
@@ -315,7 +382,7 @@ impl GpuExecutable {
                             g.batch,
                         )?
                     };
-                    values[func.instr_value(*i).index()] = Some(out);
+                    values[func.instr_value(*index).index()] = Some(out);
                 }
                 GpuStep::Reduce(i, r) => {
                     let ins = &func.body[*i];
