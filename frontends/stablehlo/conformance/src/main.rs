@@ -1,14 +1,17 @@
-//! `ferrax-conformance DIR... [--backend reference|cpu] [--min-passed N]`: imports every `.mlir`
+//! `ferrax-conformance DIR... [--backend reference|cpu|gpu] [--min-passed N]`: imports every `.mlir`
 //! file under the given directories, runs it with the file's inputs passed as runtime
 //! arguments, applies the file's own checks, and prints one line per file and a summary.
 //! Exits with status 1 when fewer than `--min-passed` files pass.
 
+use ferrax_compiler::backend::gpu::GpuExecutable;
 use ferrax_compiler::backend::CpuExecutable;
 use ferrax_ir::ulp_distance as ulps;
+use ferrax_runtime::CudaDevice;
 use ferrax_runtime::{interpret, Array};
 use ferrax_stablehlo::{test_cases, CheckKind, Expected, TestCase};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 enum Outcome {
     Pass,
@@ -81,13 +84,14 @@ fn compare(kind: &CheckKind, actual: &Array, expected: &Array) -> Result<(), Str
     })
 }
 
-#[derive(Clone, Copy, PartialEq)]
 enum Backend {
     Reference,
     Cpu,
+    /// GPU 0, opened once.
+    Gpu(Arc<CudaDevice>),
 }
 
-fn run_case(case: &TestCase, backend: Backend) -> Outcome {
+fn run_case(case: &TestCase, backend: &Backend) -> Outcome {
     let mut args = Vec::new();
     for input in &case.inputs {
         match interpret(input, &[]) {
@@ -96,9 +100,13 @@ fn run_case(case: &TestCase, backend: Backend) -> Outcome {
         }
     }
     let outputs = match backend {
-        Backend::Reference => interpret(&case.program.func, &args),
+        Backend::Reference => interpret(&case.program.func, &args).map_err(|e| e.to_string()),
         Backend::Cpu => match CpuExecutable::compile(&case.program.func) {
-            Ok(exe) => exe.run(&args),
+            Ok(exe) => exe.run(&args).map_err(|e| e.to_string()),
+            Err(e) => return Outcome::Fail(format!("{}: compiling: {e}", case.name)),
+        },
+        Backend::Gpu(device) => match GpuExecutable::compile(&case.program.func, device) {
+            Ok(exe) => exe.run(&args).map_err(|e| e.to_string()),
             Err(e) => return Outcome::Fail(format!("{}: compiling: {e}", case.name)),
         },
     };
@@ -119,7 +127,7 @@ fn run_case(case: &TestCase, backend: Backend) -> Outcome {
     Outcome::Pass
 }
 
-fn run_file(path: &Path, backend: Backend) -> Outcome {
+fn run_file(path: &Path, backend: &Backend) -> Outcome {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) => return Outcome::Fail(format!("cannot read: {e}")),
@@ -168,8 +176,15 @@ fn main() -> ExitCode {
             "--backend" => match args.next().as_deref() {
                 Some("reference") => backend = Backend::Reference,
                 Some("cpu") => backend = Backend::Cpu,
+                Some("gpu") => match CudaDevice::new(0) {
+                    Ok(device) => backend = Backend::Gpu(device),
+                    Err(e) => {
+                        eprintln!("--backend gpu: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                },
                 Some(other) => {
-                    eprintln!("backend '{other}' is not available; use reference or cpu");
+                    eprintln!("backend '{other}' is not available; use reference, cpu or gpu");
                     return ExitCode::from(2);
                 }
                 None => {
@@ -188,7 +203,9 @@ fn main() -> ExitCode {
         }
     }
     if dirs.is_empty() {
-        eprintln!("usage: ferrax-conformance DIR... [--backend reference|cpu] [--min-passed N]");
+        eprintln!(
+            "usage: ferrax-conformance DIR... [--backend reference|cpu|gpu] [--min-passed N]"
+        );
         return ExitCode::from(2);
     }
     let mut files = Vec::new();
@@ -202,7 +219,7 @@ fn main() -> ExitCode {
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for f in &files {
         let name = f.display();
-        match run_file(f, backend) {
+        match run_file(f, &backend) {
             Outcome::Pass => {
                 passed += 1;
                 println!("pass {name}");
