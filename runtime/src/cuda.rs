@@ -9,7 +9,7 @@
 use crate::{Array, RuntimeError};
 use cudarc::cublas::{result as blas, sys as blas_sys};
 use cudarc::driver::{result, sys, CudaContext, DriverError};
-use ferrax_ir::{with_elements, DType, Elements, Shape};
+use ferrax_ir::{with_elements, DType, Elements, Shape, TensorType};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -155,6 +155,12 @@ impl CudaDevice {
             size,
             device: self.clone(),
         })
+    }
+
+    /// An uninitialized device array of type `ty`, for a kernel to fill.
+    pub fn alloc_array(self: &Arc<Self>, ty: &TensorType) -> Result<DeviceArray, CudaError> {
+        let buffer = self.alloc(ty.numel() * ty.dtype.size_bytes())?;
+        Ok(DeviceArray::from_buffer(ty.shape.clone(), ty.dtype, buffer))
     }
 
     /// Copies `array` to this device.

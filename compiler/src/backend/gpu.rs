@@ -263,6 +263,25 @@ impl GpuExecutable {
         host_ops(&self.steps, &self.func).len()
     }
 
+    /// Strided copy `c` of `input` into a new array.
+    fn copy(&self, c: usize, input: &DeviceArray) -> Result<DeviceArray, GpuError> {
+        let kernel = &self.copies[c];
+        let ty = ferrax_ir::TensorType::new(input.dtype(), kernel.dims.clone());
+        let out = self.device.alloc_array(&ty)?;
+        let grid = self.device.grid_for(kernel.len(), BLOCK);
+        // SAFETY: the copy reads within the operand (its strides and base come from the
+        // operand's shape) and writes exactly the result's elements.
+        unsafe {
+            self.device.launch(
+                &self.copy_functions[c],
+                grid,
+                BLOCK,
+                &[input.address(), out.address()],
+            )?
+        };
+        Ok(out)
+    }
+
     /// Copies `args` to the device, runs, and copies the results back.
     pub fn run(&self, args: &[Array]) -> Result<Vec<Array>, GpuError> {
         check_args(&self.func, args)?;
@@ -317,9 +336,7 @@ impl GpuExecutable {
                                 let ty = func
                                     .value_type(b.value)
                                     .ok_or(GpuError::Missing(b.value.0))?;
-                                let buffer = device.alloc(ty.numel() * ty.dtype.size_bytes())?;
-                                let array =
-                                    DeviceArray::from_buffer(ty.shape.clone(), ty.dtype, buffer);
+                                let array = device.alloc_array(ty)?;
                                 addresses.push(array.address());
                                 outputs.push((b.value, array));
                             }
@@ -340,33 +357,16 @@ impl GpuExecutable {
                     rhs_copy,
                 } => {
                     let ins = &func.body[*index];
-                    let operand =
-                        |k: usize, copy: Option<usize>| -> Result<DeviceArray, GpuError> {
-                            let value = get(&values, ins.args[k])?;
-                            let Some(c) = copy else { return Ok(value) };
-                            let kernel = &self.copies[c];
-                            let buffer = device.alloc(kernel.len() * kernel.size)?;
-                            let moved = DeviceArray::from_buffer(
-                                kernel.dims.clone().into(),
-                                value.dtype(),
-                                buffer,
-                            );
-                            let grid = device.grid_for(kernel.len(), BLOCK);
-                            // SAFETY: the copy reads within the operand and fills `moved` exactly.
-                            unsafe {
-                                device.launch(
-                                    &self.copy_functions[c],
-                                    grid,
-                                    BLOCK,
-                                    &[value.address(), moved.address()],
-                                )?
-                            };
-                            Ok(moved)
-                        };
+                    let operand = |k: usize, copy: Option<usize>| {
+                        let value = get(&values, ins.args[k])?;
+                        match copy {
+                            Some(c) => self.copy(c, &value),
+                            None => Ok(value),
+                        }
+                    };
                     let (lhs, rhs) = (operand(0, *lhs_copy)?, operand(1, *rhs_copy)?);
                     let ty = &ins.ty;
-                    let buffer = device.alloc(ty.numel() * ty.dtype.size_bytes())?;
-                    let out = DeviceArray::from_buffer(ty.shape.clone(), ty.dtype, buffer);
+                    let out = device.alloc_array(ty)?;
                     let lda = if g.lhs_k_first { g.m } else { g.k };
                     let ldb = if g.rhs_k_last { g.k } else { g.n };
                     // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ.
@@ -387,9 +387,7 @@ impl GpuExecutable {
                 GpuStep::Reduce(i, r) => {
                     let ins = &func.body[*i];
                     let input = get(&values, ins.args[0])?;
-                    let ty = &ins.ty;
-                    let buffer = device.alloc(ty.numel() * ty.dtype.size_bytes())?;
-                    let out = DeviceArray::from_buffer(ty.shape.clone(), ty.dtype, buffer);
+                    let out = device.alloc_array(&ins.ty)?;
                     let k = &self.reductions[*r];
                     let grid = k.grid(device.multiprocessors());
                     // SAFETY: the input holds `outputs * reduced` elements, the result `outputs`.
@@ -404,24 +402,8 @@ impl GpuExecutable {
                     values[func.instr_value(*i).index()] = Some(out);
                 }
                 GpuStep::Copy(i, c) => {
-                    let ins = &func.body[*i];
-                    let input = get(&values, ins.args[0])?;
-                    let ty = &ins.ty;
-                    let buffer = device.alloc(ty.numel() * ty.dtype.size_bytes())?;
-                    let out = DeviceArray::from_buffer(ty.shape.clone(), ty.dtype, buffer);
-                    let k = &self.copies[*c];
-                    let grid = device.grid_for(k.len(), BLOCK);
-                    // SAFETY: the copy reads within the operand (its strides and base come from
-                    // the operand's shape) and writes exactly the result's elements.
-                    unsafe {
-                        device.launch(
-                            &self.copy_functions[*c],
-                            grid,
-                            BLOCK,
-                            &[input.address(), out.address()],
-                        )?
-                    };
-                    values[func.instr_value(*i).index()] = Some(out);
+                    let input = get(&values, func.body[*i].args[0])?;
+                    values[func.instr_value(*i).index()] = Some(self.copy(*c, &input)?);
                 }
                 GpuStep::Constant(i) => {
                     let c = self

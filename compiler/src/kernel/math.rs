@@ -217,6 +217,14 @@ impl Emit {
         self.op(KOp::Bitcast, &[x], to)
     }
 
+    /// `x` limited to `[lo, hi]` (NaN stays NaN).
+    fn clamp_c(&mut self, x: usize, lo: f64, hi: f64, t: DType) -> usize {
+        let l = self.c(lo, t);
+        let h = self.c(hi, t);
+        let low = self.bin(BinaryOp::Max, x, l, t);
+        self.bin(BinaryOp::Min, low, h, t)
+    }
+
     /// Horner evaluation of `sum coeffs[i] * x^i`.
     fn poly(&mut self, x: usize, coeffs: &[f64], t: DType) -> usize {
         let mut acc = self.c(coeffs[coeffs.len() - 1], t);
@@ -275,10 +283,7 @@ impl Emit {
             (-746.0, 710.0, 13)
         };
         // Clamping keeps 2^k representable as two normal factors; NaN passes through.
-        let l = self.c(lo, t);
-        let h = self.c(hi, t);
-        let low = self.bin(BinaryOp::Max, x, l, t);
-        let xc = self.bin(BinaryOp::Min, low, h, t);
+        let xc = self.clamp_c(x, lo, hi, t);
         let (k, r) = self.reduce_ln2(xc, t);
         let p = self.poly(r, &inverse_factorials(0, degree), t);
         let it = int_of(t);
@@ -298,10 +303,7 @@ impl Emit {
         } else {
             (-40.0, 40.0, 14)
         };
-        let l = self.c(lo, t);
-        let h = self.c(hi, t);
-        let low = self.bin(BinaryOp::Max, x, l, t);
-        let xc = self.bin(BinaryOp::Min, low, h, t);
+        let xc = self.clamp_c(x, lo, hi, t);
         let (k, r) = self.reduce_ln2(xc, t);
         // expm1(r) = r + r²·(1/2 + r/6 + ...), rounded once at the end.
         let q = self.poly(r, &inverse_factorials(2, degree), t);
