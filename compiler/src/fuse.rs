@@ -2,11 +2,14 @@
 //! one element count, compiled to a single loop) or one op left to the library path (the
 //! reference interpreter for now). Values that live only inside a kernel never touch memory.
 //!
-//! This first partition is deliberately simple: a kernel is a maximal run of consecutive
-//! fusible instructions with the same element count, so program order is kept as is.
+//! The partition keeps program order: a kernel is a maximal run of consecutive fusible
+//! instructions with the same element count. Where the backend has row kernels, a run that
+//! reduces over trailing axes (softmax, layernorm, row sums) becomes one row kernel instead: its
+//! elementwise producers, the reductions, the per-row arithmetic on their results and the
+//! elementwise consumers of those, all in one pass over each row's data per reduction.
 
 use crate::kernel::Access;
-use ferrax_ir::{DType, Func, Op, TensorType, UnaryOp, ValueId};
+use ferrax_ir::{DType, Func, Op, ReduceOp, TensorType, UnaryOp, ValueId};
 
 /// One step of a fused program.
 #[derive(Clone, Debug, PartialEq)]
@@ -15,20 +18,34 @@ pub enum Step {
     Kernel { start: usize, end: usize },
     /// Instruction `index` of the body, run on its own.
     Op { index: usize },
+    /// Instructions `start..end`, one row kernel over `rows` rows of `cols` elements.
+    Rows {
+        start: usize,
+        end: usize,
+        rows: usize,
+        cols: usize,
+    },
 }
 
 /// What a backend's kernels handle: f32, f64 and bool always; f16 and bf16 (stored as such,
-/// computed in f32) where `halves` is set.
+/// computed in f32) where `halves` is set; row kernels where `rows` is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelTypes {
     pub halves: bool,
+    pub rows: bool,
 }
 
 impl KernelTypes {
     /// The CPU code generator's set.
-    pub const CPU: KernelTypes = KernelTypes { halves: false };
-    /// The PTX renderer's set.
-    pub const GPU: KernelTypes = KernelTypes { halves: true };
+    pub const CPU: KernelTypes = KernelTypes {
+        halves: false,
+        rows: true,
+    };
+    /// The PTX renderer's set (its reductions are kernels of their own).
+    pub const GPU: KernelTypes = KernelTypes {
+        halves: true,
+        rows: false,
+    };
 
     pub fn float(self, d: DType) -> bool {
         matches!(d, DType::F32 | DType::F64)
@@ -115,6 +132,16 @@ pub fn partition(func: &Func, types: KernelTypes) -> Vec<Step> {
     let mut steps = Vec::new();
     let mut i = 0;
     while i < func.body.len() {
+        if let Some((end, rows, cols)) = row_group(func, i, types) {
+            steps.push(Step::Rows {
+                start: i,
+                end,
+                rows,
+                cols,
+            });
+            i = end;
+            continue;
+        }
         if !fusible(func, i, types) {
             steps.push(Step::Op { index: i });
             i += 1;
@@ -138,6 +165,112 @@ pub fn partition(func: &Func, types: KernelTypes) -> Vec<Step> {
         i = end;
     }
     steps
+}
+
+/// `(rows, cols)` of a reduction a row kernel computes: a sum, max or min of floats over the
+/// trailing axes (at least two elements per row; products stay with the interpreter, which
+/// accumulates them in f64 and so cannot overflow early).
+fn row_reduction(func: &Func, i: usize, types: KernelTypes) -> Option<(usize, usize)> {
+    let ins = &func.body[i];
+    let Op::Reduce { op, axes } = &ins.op else {
+        return None;
+    };
+    let operand = func.value_type(*ins.args.first()?)?;
+    let rank = operand.rank();
+    let trailing = axes
+        .iter()
+        .enumerate()
+        .all(|(k, &a)| a == rank - axes.len() + k);
+    let cols: usize = axes.iter().map(|&a| operand.dims()[a]).product();
+    let ok = types.rows
+        && types.float(ins.ty.dtype)
+        && !matches!(op, ReduceOp::Prod)
+        && !axes.is_empty()
+        && trailing
+        && cols >= 2;
+    ok.then(|| (ins.ty.numel(), cols))
+}
+
+/// How an instruction takes part in a row kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowRole {
+    /// Computed for every element (`rows * cols` of them).
+    Elem,
+    /// Computed once per row.
+    Row,
+    /// A reduction of each row to one value.
+    Reduce,
+}
+
+/// The role of instruction `i` in a row kernel over `rows` by `cols` that starts at
+/// instruction `start`, or `None` if it cannot be part of it.
+pub fn row_role(
+    func: &Func,
+    i: usize,
+    types: KernelTypes,
+    (rows, cols): (usize, usize),
+    start: usize,
+) -> Option<RowRole> {
+    if row_reduction(func, i, types) == Some((rows, cols)) {
+        return Some(RowRole::Reduce);
+    }
+    let ins = &func.body[i];
+    let n = ins.ty.numel();
+    let role = if n == rows * cols {
+        RowRole::Elem
+    } else if n == rows {
+        RowRole::Row
+    } else {
+        return None;
+    };
+    let operand = ins.args.first().and_then(|&a| func.value_type(a));
+    let ok = match &ins.op {
+        // Same elements, another shape: the kernel reads them in place.
+        Op::Reshape { .. } => {
+            operand.is_some_and(|t| t.numel() == n) && types.handles(ins.ty.dtype)
+        }
+        Op::BroadcastInDim { dims, .. } if fusible(func, i, types) => {
+            let t = operand?;
+            let defined_here = (start..i).any(|k| func.instr_value(k) == ins.args[0]);
+            match broadcast_access(t, &ins.ty, dims)? {
+                Access::Each | Access::Scalar => true,
+                _ if t.numel() == n => true,
+                Access::Outer(m) => role == RowRole::Elem && m == cols,
+                // A row of columns is read from memory, never from a value of the kernel.
+                Access::Inner(m) => role == RowRole::Elem && m == cols && !defined_here,
+            }
+        }
+        _ => fusible(func, i, types),
+    };
+    ok.then_some(role)
+}
+
+/// The row kernel that starts at instruction `start`: its end and `(rows, cols)`. It needs a
+/// row reduction, reached from `start` through fusible instructions, and takes every
+/// following instruction that fits.
+fn row_group(func: &Func, start: usize, types: KernelTypes) -> Option<(usize, usize, usize)> {
+    if !types.rows {
+        return None;
+    }
+    let mut j = start;
+    let shape = loop {
+        let ins = func.body.get(j)?;
+        if let Some(shape) = row_reduction(func, j, types) {
+            break shape;
+        }
+        if !(fusible(func, j, types) || matches!(ins.op, Op::Reshape { .. })) {
+            return None;
+        }
+        j += 1;
+    };
+    if (start..j).any(|k| row_role(func, k, types, shape, start).is_none()) {
+        return None;
+    }
+    let mut end = j + 1;
+    while end < func.body.len() && row_role(func, end, types, shape, start).is_some() {
+        end += 1;
+    }
+    Some((end, shape.0, shape.1))
 }
 
 /// The values of instructions `start..end` that are used after the kernel or returned.

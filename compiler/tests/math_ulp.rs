@@ -44,6 +44,7 @@ fn kernel(op: KOp, dtype: DType, arity: usize, len: usize) -> Kernel {
         len,
         sig: KernelSig { buffers },
         body,
+        rows: None,
     };
     math::expand(&k)
 }

@@ -393,11 +393,16 @@ pub fn assert_close(got: &Array, want: &Array, rtol: f64, what: &str) {
 }
 
 /// Whether the CPU backend may compute `func` differently from the interpreter: matrix products
-/// (`gemm` accumulates in its own order) and f32 transcendentals (SIMD polynomials, 3 ULP).
+/// (`gemm` accumulates in its own order), float sums (row kernels accumulate in the element type,
+/// in SIMD lanes; the interpreter in f64, pairwise) and f32 transcendentals (SIMD polynomials,
+/// 3 ULP).
 pub fn cpu_approximates(func: &Func) -> bool {
-    use ferrax::ir::{BinaryOp, Op, UnaryOp};
+    use ferrax::ir::{BinaryOp, Op, ReduceOp, UnaryOp};
     func.body.iter().any(|ins| match &ins.op {
         Op::DotGeneral(_) => true,
+        Op::Reduce {
+            op: ReduceOp::Sum, ..
+        } => ins.ty.dtype.is_float(),
         Op::Unary(u) => {
             ins.ty.dtype == DType::F32
                 && !matches!(

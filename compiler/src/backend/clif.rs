@@ -10,15 +10,17 @@
 //! expanded; f64 transcendentals call the reference interpreter's own functions, so f64
 //! results equal the interpreter's bit for bit.
 
-use crate::kernel::{math, Access, KOp, Kernel, Role};
+use crate::kernel::{math, Access, KInstr, KOp, Kernel, Role, Rows, Stage};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
     types, AbiParam, Endianness, FuncRef, InstBuilder, MemFlagsData, Type, Value,
 };
+use cranelift_frontend::Variable;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
-use ferrax_ir::{BinaryOp, CompareOp, DType, Scalar, UnaryOp};
+use ferrax_ir::{BinaryOp, CompareOp, DType, ReduceOp, Scalar, UnaryOp};
+use std::collections::HashMap;
 
 /// A compiled kernel's entry point.
 pub type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
@@ -153,7 +155,10 @@ pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
             .map(|id| module.declare_func_in_func(id, &mut ctx.func));
             let built = {
                 let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
-                let r = build(&mut b, k, ptr, &funcs, simd);
+                let r = match &k.rows {
+                    Some(rows) => build_rows(&mut b, k, rows, ptr, &funcs, simd),
+                    None => build(&mut b, k, ptr, &funcs, simd),
+                };
                 b.finalize(module.target_config());
                 r
             };
@@ -196,9 +201,35 @@ pub const LANES: i64 = 4;
 
 /// Whether a kernel (with transcendentals already expanded) can run LANES elements at a time:
 /// every value is f32, i32 or a bool mask, buffers are f32/i32, broadcast patterns keep groups
-/// of LANES elements together, and every op has a vector form.
+/// of LANES elements together, and every op has a vector form. A row kernel vectorizes its
+/// element stages (any number of columns: the last few run as scalars); its row stages are
+/// scalar code whatever their types.
 pub fn vectorizable(kernel: &Kernel) -> bool {
     let lanes = LANES as usize;
+    if let Some(r) = &kernel.rows {
+        let elem = |k: usize| matches!(r.stages[k], Stage::Elem(_));
+        return kernel
+            .body
+            .iter()
+            .enumerate()
+            .all(|(k, ins)| match &ins.op {
+                KOp::Load(b) | KOp::Store(b) if elem(k) => {
+                    matches!(kernel.sig.buffers[*b].dtype, DType::F32 | DType::I32)
+                }
+                KOp::Reduce(_) => ins.dtype == DType::F32,
+                _ if elem(k) => {
+                    vector_op(ins)
+                        && ins.args.iter().all(|&a| {
+                            elem(a)
+                                || matches!(
+                                    kernel.body[a].dtype,
+                                    DType::F32 | DType::I32 | DType::Bool
+                                )
+                        })
+                }
+                _ => true,
+            });
+    }
     let buffers_ok = kernel.sig.buffers.iter().all(|b| {
         matches!(b.dtype, DType::F32 | DType::I32)
             && match b.access {
@@ -206,18 +237,387 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
                 Access::Each | Access::Scalar => true,
             }
     });
-    buffers_ok
-        && kernel.body.iter().all(|ins| {
-            matches!(ins.dtype, DType::F32 | DType::I32 | DType::Bool)
-                && match &ins.op {
-                    KOp::Unary(u) => {
-                        !matches!(u, UnaryOp::Round | UnaryOp::Sign | UnaryOp::Rsqrt)
-                            && (ins.dtype != DType::Bool || *u == UnaryOp::Not)
-                    }
-                    KOp::Binary(op) => !matches!(op, BinaryOp::Rem | BinaryOp::Pow),
-                    _ => true,
-                }
+    buffers_ok && kernel.body.iter().all(vector_op)
+}
+
+/// Whether an instruction has a vector form.
+fn vector_op(ins: &KInstr) -> bool {
+    matches!(ins.dtype, DType::F32 | DType::I32 | DType::Bool)
+        && match &ins.op {
+            KOp::Unary(u) => {
+                !matches!(u, UnaryOp::Round | UnaryOp::Sign | UnaryOp::Rsqrt)
+                    && (ins.dtype != DType::Bool || *u == UnaryOp::Not)
+            }
+            KOp::Binary(op) => !matches!(op, BinaryOp::Rem | BinaryOp::Pow),
+            KOp::Reduce(_) => false,
+            _ => true,
+        }
+}
+
+/// A row kernel's elementwise work of one pass, unrolled `copies` times in its vector loop (a
+/// short body gets more independent copies, to hide the latency of each accumulator).
+fn unroll(elems: usize) -> usize {
+    match elems {
+        0..=24 => 4,
+        25..=96 => 2,
+        _ => 1,
+    }
+}
+
+/// The row kernel's code: for each row of `start..end`, the row stages and pass loops in order.
+fn build_rows(
+    b: &mut FunctionBuilder,
+    kernel: &Kernel,
+    r: &Rows,
+    ptr: Type,
+    funcs: &[FuncRef; 4],
+    simd: bool,
+) -> Result<(), CodegenError> {
+    let unsupported = |what: String| CodegenError::Unsupported {
+        kernel: kernel.name.clone(),
+        what,
+    };
+    let flags = MemFlagsData::trusted();
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let (args, start, end) = {
+        let p = b.block_params(entry);
+        (p[0], p[1], p[2])
+    };
+    let mut bases = Vec::with_capacity(kernel.sig.buffers.len());
+    for k in 0..kernel.sig.buffers.len() {
+        let offset = i32::try_from(k * ptr.bytes() as usize)
+            .map_err(|_| unsupported("argument offset".into()))?;
+        bases.push(b.ins().load(ptr, flags, args, offset));
+    }
+    let row_var = b.declare_var(types::I64);
+    b.def_var(row_var, start);
+    let head = b.create_block();
+    let row_block = b.create_block();
+    let exit = b.create_block();
+    b.ins().jump(head, &[]);
+    b.switch_to_block(head);
+    let row = b.use_var(row_var);
+    let more = b.ins().icmp(IntCC::SignedLessThan, row, end);
+    b.ins().brif(more, row_block, &[], exit, &[]);
+    b.switch_to_block(row_block);
+    let mut rc = RowCode {
+        kernel,
+        r,
+        bases: &bases,
+        funcs,
+        unsupported: &unsupported,
+        row,
+        row_start: b.ins().imul_imm_s(row, r.cols as i64),
+        values: HashMap::new(),
+    };
+    for pass in 0..=r.passes {
+        for k in 0..kernel.body.len() {
+            if r.stages[k] == Stage::Row(pass) && !matches!(kernel.body[k].op, KOp::Reduce(_)) {
+                let v = rc.row_instr(b, k)?;
+                rc.values.insert(k, v);
+            }
+        }
+        if pass < r.passes {
+            rc.pass(b, pass, simd)?;
+        }
+    }
+    let next = b.ins().iadd_imm_s(row, 1);
+    b.def_var(row_var, next);
+    b.ins().jump(head, &[]);
+    b.switch_to_block(exit);
+    b.ins().return_(&[]);
+    b.seal_all_blocks();
+    Ok(())
+}
+
+/// The state of one row's code: the row's values (row stages, reductions) by kernel value.
+struct RowCode<'a> {
+    kernel: &'a Kernel,
+    r: &'a Rows,
+    bases: &'a [Value],
+    funcs: &'a [FuncRef; 4],
+    unsupported: &'a dyn Fn(String) -> CodegenError,
+    row: Value,
+    /// The flat index of the row's first element.
+    row_start: Value,
+    values: HashMap<usize, Value>,
+}
+
+/// A reduction's starting value and step.
+fn reduce_identity(op: ReduceOp) -> f64 {
+    match op {
+        ReduceOp::Max => f64::NEG_INFINITY,
+        ReduceOp::Min => f64::INFINITY,
+        ReduceOp::Sum | ReduceOp::Prod => 0.0,
+    }
+}
+
+fn reduce_step(b: &mut FunctionBuilder, op: ReduceOp, acc: Value, x: Value) -> Value {
+    match op {
+        ReduceOp::Max => b.ins().fmax(acc, x),
+        ReduceOp::Min => b.ins().fmin(acc, x),
+        ReduceOp::Sum | ReduceOp::Prod => b.ins().fadd(acc, x),
+    }
+}
+
+impl RowCode<'_> {
+    fn address(&self, b: &mut FunctionBuilder, buffer: usize, col: Option<Value>) -> Value {
+        let kernel = self.kernel;
+        let size = kernel.sig.buffers[buffer].dtype.size_bytes() as i64;
+        let index = match (kernel.sig.buffers[buffer].access, col) {
+            (Access::Scalar, _) => None,
+            (Access::Outer(_), _) | (_, None) => Some(self.row),
+            (Access::Inner(_), Some(c)) => Some(c),
+            (Access::Each, Some(c)) => Some(b.ins().iadd(self.row_start, c)),
+        };
+        match index {
+            None => self.bases[buffer],
+            Some(i) => {
+                let offset = b.ins().imul_imm_s(i, size);
+                b.ins().iadd(self.bases[buffer], offset)
+            }
+        }
+    }
+
+    /// A row-stage instruction (scalar code, run once per row).
+    fn row_instr(&mut self, b: &mut FunctionBuilder, k: usize) -> Result<Value, CodegenError> {
+        let ins = &self.kernel.body[k];
+        let flags = MemFlagsData::trusted();
+        let ty = clif_type(ins.dtype)
+            .ok_or_else(|| (self.unsupported)(format!("dtype {}", ins.dtype)))?;
+        Ok(match &ins.op {
+            KOp::Load(buffer) => {
+                let addr = self.address(b, *buffer, None);
+                b.ins().load(ty, flags, addr, 0)
+            }
+            KOp::Store(buffer) => {
+                let x = self.values[&ins.args[0]];
+                let addr = self.address(b, *buffer, None);
+                b.ins().store(flags, x, addr, 0);
+                x
+            }
+            _ => {
+                let args: Vec<Value> = ins.args.iter().map(|a| self.values[a]).collect();
+                emit_op(b, ins, &args, false, self.funcs, self.unsupported)?
+            }
         })
+    }
+
+    /// Row value `v` as a vector of LANES copies (a bool becomes a lane mask).
+    fn splat(
+        &self,
+        b: &mut FunctionBuilder,
+        v: Value,
+        dtype: DType,
+    ) -> Result<Value, CodegenError> {
+        let ty = value_type(dtype, true)
+            .ok_or_else(|| (self.unsupported)(format!("vector of {dtype}")))?;
+        Ok(if dtype == DType::Bool {
+            let wide = b.ins().uextend(types::I32, v);
+            let mask = b.ins().ineg(wide);
+            b.ins().splat(ty, mask)
+        } else {
+            b.ins().splat(ty, v)
+        })
+    }
+
+    /// The loop of pass `pass` over the row, and the results of its reductions.
+    fn pass(
+        &mut self,
+        b: &mut FunctionBuilder,
+        pass: usize,
+        simd: bool,
+    ) -> Result<(), CodegenError> {
+        let kernel = self.kernel;
+        let body = &kernel.body;
+        let stages = &self.r.stages;
+        let elems: Vec<usize> = (0..body.len())
+            .filter(|&k| stages[k] == Stage::Elem(pass))
+            .collect();
+        let reductions: Vec<(usize, ReduceOp)> = (0..body.len())
+            .filter(|&k| stages[k] == Stage::Row(pass + 1))
+            .filter_map(|k| match body[k].op {
+                KOp::Reduce(op) => Some((k, op)),
+                _ => None,
+            })
+            .collect();
+        // Row values the loop reads, splatted once.
+        let mut splats = HashMap::new();
+        if simd {
+            let used = elems
+                .iter()
+                .chain(reductions.iter().map(|(k, _)| k))
+                .flat_map(|&k| body[k].args.iter().copied());
+            for a in used {
+                if let (Stage::Row(_), std::collections::hash_map::Entry::Vacant(e)) =
+                    (stages[a], splats.entry(a))
+                {
+                    e.insert(self.splat(b, self.values[&a], body[a].dtype)?);
+                }
+            }
+        }
+        let cols = self.r.cols as i64;
+        let copies = if simd { unroll(elems.len()) } else { 1 };
+        let vectors = if simd { cols / LANES } else { 0 };
+        let scalar_acc = |b: &mut FunctionBuilder, op: ReduceOp, dtype: DType| {
+            let id = reduce_identity(op);
+            let v = if dtype == DType::F32 {
+                b.ins().f32const(id as f32)
+            } else {
+                b.ins().f64const(id)
+            };
+            let var = b.declare_var(b.func.dfg.value_type(v));
+            b.def_var(var, v);
+            (var, v)
+        };
+        // Per reduction: `copies` vector accumulators (SIMD) and one scalar accumulator.
+        let mut accs: Vec<(Vec<Variable>, Variable)> = Vec::new();
+        for &(k, op) in &reductions {
+            let (scalar, init) = scalar_acc(b, op, body[k].dtype);
+            let mut vecs = Vec::new();
+            if simd {
+                for _ in 0..copies {
+                    let v = b.ins().splat(types::F32X4, init);
+                    let var = b.declare_var(types::F32X4);
+                    b.def_var(var, v);
+                    vecs.push(var);
+                }
+            }
+            accs.push((vecs, scalar));
+        }
+        // The main loop: `copies` vectors (or one scalar) per step.
+        let step = if simd { LANES * copies as i64 } else { 1 };
+        let (main_end, loop_copies) = if simd {
+            (vectors / copies as i64 * step, copies)
+        } else {
+            (cols, 1)
+        };
+        if main_end > 0 {
+            let col_var = b.declare_var(types::I64);
+            let zero = b.ins().iconst(types::I64, 0);
+            b.def_var(col_var, zero);
+            let body_block = b.create_block();
+            let after = b.create_block();
+            b.ins().jump(body_block, &[]);
+            b.switch_to_block(body_block);
+            let col = b.use_var(col_var);
+            for u in 0..loop_copies {
+                let c = if u == 0 {
+                    col
+                } else {
+                    b.ins().iadd_imm_s(col, u as i64 * LANES)
+                };
+                self.elements(b, &elems, &reductions, &accs, c, simd, u, &splats)?;
+            }
+            let next = b.ins().iadd_imm_s(col, step);
+            b.def_var(col_var, next);
+            let again = b.ins().icmp_imm_s(IntCC::SignedLessThan, next, main_end);
+            b.ins().brif(again, body_block, &[], after, &[]);
+            b.switch_to_block(after);
+        }
+        if simd {
+            // Whole vectors after the unrolled loop, then single elements.
+            for (u, v) in (main_end / LANES..vectors).enumerate() {
+                let c = b.ins().iconst(types::I64, v * LANES);
+                self.elements(b, &elems, &reductions, &accs, c, true, u, &splats)?;
+            }
+            for col in vectors * LANES..cols {
+                let c = b.ins().iconst(types::I64, col);
+                self.elements(b, &elems, &reductions, &accs, c, false, 0, &splats)?;
+            }
+        }
+        for (&(k, op), (vecs, scalar)) in reductions.iter().zip(&accs) {
+            let mut total = b.use_var(*scalar);
+            if !vecs.is_empty() {
+                let mut parts: Vec<Value> = vecs.iter().map(|&v| b.use_var(v)).collect();
+                while parts.len() > 1 {
+                    let mut pairs = Vec::with_capacity(parts.len().div_ceil(2));
+                    for p in parts.chunks(2) {
+                        pairs.push(if p.len() == 2 {
+                            reduce_step(b, op, p[0], p[1])
+                        } else {
+                            p[0]
+                        });
+                    }
+                    parts = pairs;
+                }
+                let lane = |b: &mut FunctionBuilder, l: u8| b.ins().extractlane(parts[0], l);
+                let (l0, l1, l2, l3) = (lane(b, 0), lane(b, 1), lane(b, 2), lane(b, 3));
+                let low = reduce_step(b, op, l0, l1);
+                let high = reduce_step(b, op, l2, l3);
+                let lanes = reduce_step(b, op, low, high);
+                total = reduce_step(b, op, lanes, total);
+            }
+            self.values.insert(k, total);
+        }
+        Ok(())
+    }
+
+    /// One copy of a pass's element stage at column `col` (a vector of LANES columns, or one),
+    /// folded into accumulator copy `copy` of each reduction.
+    #[allow(clippy::too_many_arguments)]
+    fn elements(
+        &self,
+        b: &mut FunctionBuilder,
+        elems: &[usize],
+        reductions: &[(usize, ReduceOp)],
+        accs: &[(Vec<Variable>, Variable)],
+        col: Value,
+        vector: bool,
+        copy: usize,
+        splats: &HashMap<usize, Value>,
+    ) -> Result<(), CodegenError> {
+        let kernel = self.kernel;
+        let flags = if vector {
+            MemFlagsData::new().with_notrap()
+        } else {
+            MemFlagsData::trusted()
+        };
+        let mut local: HashMap<usize, Value> = HashMap::new();
+        let value = |local: &HashMap<usize, Value>, a: usize| -> Value {
+            match (local.get(&a), vector) {
+                (Some(&v), _) => v,
+                (None, true) => splats[&a],
+                (None, false) => self.values[&a],
+            }
+        };
+        for &k in elems {
+            let ins = &kernel.body[k];
+            let v = match &ins.op {
+                KOp::Load(buffer) => {
+                    let ty = value_type(ins.dtype, vector)
+                        .ok_or_else(|| (self.unsupported)(format!("dtype {}", ins.dtype)))?;
+                    let addr = self.address(b, *buffer, Some(col));
+                    b.ins().load(ty, flags, addr, 0)
+                }
+                KOp::Store(buffer) => {
+                    let x = value(&local, ins.args[0]);
+                    let addr = self.address(b, *buffer, Some(col));
+                    b.ins().store(flags, x, addr, 0);
+                    x
+                }
+                _ => {
+                    let args: Vec<Value> = ins.args.iter().map(|&a| value(&local, a)).collect();
+                    emit_op(b, ins, &args, vector, self.funcs, self.unsupported)?
+                }
+            };
+            local.insert(k, v);
+        }
+        for (&(k, op), (vecs, scalar)) in reductions.iter().zip(accs) {
+            let x = value(&local, kernel.body[k].args[0]);
+            let var = if vector {
+                vecs[copy % vecs.len()]
+            } else {
+                *scalar
+            };
+            let acc = b.use_var(var);
+            let next = reduce_step(b, op, acc, x);
+            b.def_var(var, next);
+        }
+        Ok(())
+    }
 }
 
 fn build(
@@ -294,6 +694,181 @@ fn build(
     Ok(())
 }
 
+/// One instruction other than a load or store, on argument values `args` (scalars, or vectors
+/// of LANES elements).
+fn emit_op(
+    b: &mut FunctionBuilder,
+    ins: &KInstr,
+    args: &[Value],
+    vector: bool,
+    funcs: &[FuncRef; 4],
+    unsupported: &dyn Fn(String) -> CodegenError,
+) -> Result<Value, CodegenError> {
+    let ty =
+        value_type(ins.dtype, vector).ok_or_else(|| unsupported(format!("dtype {}", ins.dtype)))?;
+    let arg = |k: usize| args[k];
+    let lanes = MemFlagsData::new().with_endianness(Endianness::Little);
+    let v = match &ins.op {
+        KOp::Const(s) => {
+            let x = match (*s, vector) {
+                (Scalar::F32(x), _) => b.ins().f32const(x),
+                (Scalar::F64(x), _) => b.ins().f64const(x),
+                (Scalar::Bool(x), false) => b.ins().iconst(types::I8, i64::from(x)),
+                (Scalar::Bool(x), true) => b.ins().iconst(types::I32, -i64::from(x)),
+                (Scalar::I32(x), _) => b.ins().iconst(types::I32, i64::from(x)),
+                (Scalar::I64(x), _) => b.ins().iconst(types::I64, x),
+                (other, _) => return Err(unsupported(format!("constant of {}", other.dtype()))),
+            };
+            if vector {
+                b.ins().splat(ty, x)
+            } else {
+                x
+            }
+        }
+        KOp::Unary(UnaryOp::Not) if ins.dtype == DType::Bool => {
+            if vector {
+                b.ins().bnot(arg(0))
+            } else {
+                let one = b.ins().iconst(types::I8, 1);
+                b.ins().bxor(arg(0), one)
+            }
+        }
+        KOp::Binary(op) if ty.lane_type().is_int() => {
+            let (x, y) = (arg(0), arg(1));
+            match op {
+                BinaryOp::Add => b.ins().iadd(x, y),
+                BinaryOp::Sub => b.ins().isub(x, y),
+                BinaryOp::And => b.ins().band(x, y),
+                BinaryOp::Or => b.ins().bor(x, y),
+                BinaryOp::Xor => b.ins().bxor(x, y),
+                other => return Err(unsupported(format!("integer {}", other.name()))),
+            }
+        }
+        KOp::Compare(c) if b.func.dfg.value_type(arg(0)).lane_type().is_int() => {
+            let cc = match c {
+                CompareOp::Eq => IntCC::Equal,
+                CompareOp::Ne => IntCC::NotEqual,
+                CompareOp::Lt => IntCC::SignedLessThan,
+                CompareOp::Le => IntCC::SignedLessThanOrEqual,
+                CompareOp::Gt => IntCC::SignedGreaterThan,
+                CompareOp::Ge => IntCC::SignedGreaterThanOrEqual,
+            };
+            b.ins().icmp(cc, arg(0), arg(1))
+        }
+        KOp::Fma => b.ins().fma(arg(0), arg(1), arg(2)),
+        KOp::Bitcast if vector => b.ins().bitcast(ty, lanes, arg(0)),
+        KOp::Bitcast => b.ins().bitcast(ty, MemFlagsData::new(), arg(0)),
+        KOp::ShiftLeft(n) => b.ins().ishl_imm_u(arg(0), i64::from(*n)),
+        KOp::ShiftRight(n) => b.ins().sshr_imm_u(arg(0), i64::from(*n)),
+        KOp::Unary(u) => {
+            let x = arg(0);
+            match u {
+                UnaryOp::Neg => b.ins().fneg(x),
+                UnaryOp::Abs => b.ins().fabs(x),
+                UnaryOp::Sqrt => b.ins().sqrt(x),
+                UnaryOp::Floor => b.ins().floor(x),
+                UnaryOp::Ceil => b.ins().ceil(x),
+                UnaryOp::RoundEven => b.ins().nearest(x),
+                UnaryOp::Not => return Err(unsupported("not".into())),
+                other if vector => return Err(unsupported(format!("vector {}", other.name()))),
+                other => {
+                    let code = UnaryOp::ALL.iter().position(|o| o == other).unwrap_or(0) as i64;
+                    let code = b.ins().iconst(types::I32, code);
+                    let wide = if ty == types::F32 {
+                        b.ins().fpromote(types::F64, x)
+                    } else {
+                        x
+                    };
+                    let call = b.ins().call(funcs[0], &[code, wide]);
+                    let r = b.inst_results(call)[0];
+                    if ty == types::F32 {
+                        b.ins().fdemote(types::F32, r)
+                    } else {
+                        r
+                    }
+                }
+            }
+        }
+        KOp::Binary(op) => {
+            let (x, y) = (arg(0), arg(1));
+            match op {
+                BinaryOp::Add => b.ins().fadd(x, y),
+                BinaryOp::Sub => b.ins().fsub(x, y),
+                BinaryOp::Mul => b.ins().fmul(x, y),
+                BinaryOp::Div => b.ins().fdiv(x, y),
+                BinaryOp::Max => b.ins().fmax(x, y),
+                BinaryOp::Min => b.ins().fmin(x, y),
+                BinaryOp::Rem | BinaryOp::Pow if vector => {
+                    return Err(unsupported(format!("vector {}", op.name())))
+                }
+                BinaryOp::Rem => {
+                    let f = if ty == types::F32 { funcs[2] } else { funcs[3] };
+                    let call = b.ins().call(f, &[x, y]);
+                    b.inst_results(call)[0]
+                }
+                BinaryOp::Pow => {
+                    let (wx, wy) = if ty == types::F32 {
+                        (
+                            b.ins().fpromote(types::F64, x),
+                            b.ins().fpromote(types::F64, y),
+                        )
+                    } else {
+                        (x, y)
+                    };
+                    let call = b.ins().call(funcs[1], &[wx, wy]);
+                    let r = b.inst_results(call)[0];
+                    if ty == types::F32 {
+                        b.ins().fdemote(types::F32, r)
+                    } else {
+                        r
+                    }
+                }
+                other => return Err(unsupported(other.name().into())),
+            }
+        }
+        KOp::Compare(c) => {
+            let cc = match c {
+                CompareOp::Eq => FloatCC::Equal,
+                CompareOp::Ne => FloatCC::NotEqual,
+                CompareOp::Lt => FloatCC::LessThan,
+                CompareOp::Le => FloatCC::LessThanOrEqual,
+                CompareOp::Gt => FloatCC::GreaterThan,
+                CompareOp::Ge => FloatCC::GreaterThanOrEqual,
+            };
+            b.ins().fcmp(cc, arg(0), arg(1))
+        }
+        KOp::Select if vector => {
+            let mask = if ty == types::I32X4 {
+                arg(0)
+            } else {
+                b.ins().bitcast(ty, lanes, arg(0))
+            };
+            b.ins().bitselect(mask, arg(1), arg(2))
+        }
+        KOp::Select => b.ins().select(arg(0), arg(1), arg(2)),
+        KOp::Clamp => {
+            let low = b.ins().fmax(arg(1), arg(0));
+            b.ins().fmin(low, arg(2))
+        }
+        KOp::Convert(to) => match (ty, b.func.dfg.value_type(arg(0)), to) {
+            (types::F64, types::F32, _) => b.ins().fpromote(types::F64, arg(0)),
+            (types::F32, types::F64, _) => b.ins().fdemote(types::F32, arg(0)),
+            (t, u, _) if t == u => arg(0),
+            (t, u, _) if t.lane_type().is_int() && u.lane_type().is_float() => {
+                b.ins().fcvt_to_sint_sat(t, arg(0))
+            }
+            (t, u, _) if t.lane_type().is_float() && u.lane_type().is_int() => {
+                b.ins().fcvt_from_sint(t, arg(0))
+            }
+            _ => return Err(unsupported(format!("convert to {to}"))),
+        },
+        KOp::Load(_) | KOp::Store(_) | KOp::Reduce(_) => {
+            return Err(unsupported(format!("{:?} outside its stage", ins.op)))
+        }
+    };
+    Ok(v)
+}
+
 /// The clif type of kernel values of `d`: scalar, or a 4-lane vector (bools become lane masks).
 fn value_type(d: DType, vector: bool) -> Option<Type> {
     if !vector {
@@ -323,7 +898,6 @@ fn emit_body(
     let flags = MemFlagsData::trusted();
     // Vectors are only element-aligned.
     let vflags = MemFlagsData::new().with_notrap();
-    let lanes = MemFlagsData::new().with_endianness(Endianness::Little);
     let mut values: Vec<Value> = Vec::with_capacity(kernel.body.len());
     for ins in &kernel.body {
         let ty = value_type(ins.dtype, vector)
@@ -362,166 +936,15 @@ fn emit_body(
                     }
                 }
             }
-            KOp::Const(s) => {
-                let x = match (*s, vector) {
-                    (Scalar::F32(x), _) => b.ins().f32const(x),
-                    (Scalar::F64(x), _) => b.ins().f64const(x),
-                    (Scalar::Bool(x), false) => b.ins().iconst(types::I8, i64::from(x)),
-                    (Scalar::Bool(x), true) => b.ins().iconst(types::I32, -i64::from(x)),
-                    (Scalar::I32(x), _) => b.ins().iconst(types::I32, i64::from(x)),
-                    (Scalar::I64(x), _) => b.ins().iconst(types::I64, x),
-                    (other, _) => {
-                        return Err(unsupported(format!("constant of {}", other.dtype())))
-                    }
-                };
-                if vector {
-                    b.ins().splat(ty, x)
-                } else {
-                    x
-                }
-            }
-            KOp::Unary(UnaryOp::Not) if ins.dtype == DType::Bool => {
-                if vector {
-                    b.ins().bnot(arg(0))
-                } else {
-                    let one = b.ins().iconst(types::I8, 1);
-                    b.ins().bxor(arg(0), one)
-                }
-            }
-            KOp::Binary(op) if ty.lane_type().is_int() => {
-                let (x, y) = (arg(0), arg(1));
-                match op {
-                    BinaryOp::Add => b.ins().iadd(x, y),
-                    BinaryOp::Sub => b.ins().isub(x, y),
-                    BinaryOp::And => b.ins().band(x, y),
-                    BinaryOp::Or => b.ins().bor(x, y),
-                    BinaryOp::Xor => b.ins().bxor(x, y),
-                    other => return Err(unsupported(format!("integer {}", other.name()))),
-                }
-            }
-            KOp::Compare(c) if b.func.dfg.value_type(arg(0)).lane_type().is_int() => {
-                let cc = match c {
-                    CompareOp::Eq => IntCC::Equal,
-                    CompareOp::Ne => IntCC::NotEqual,
-                    CompareOp::Lt => IntCC::SignedLessThan,
-                    CompareOp::Le => IntCC::SignedLessThanOrEqual,
-                    CompareOp::Gt => IntCC::SignedGreaterThan,
-                    CompareOp::Ge => IntCC::SignedGreaterThanOrEqual,
-                };
-                b.ins().icmp(cc, arg(0), arg(1))
-            }
-            KOp::Fma => b.ins().fma(arg(0), arg(1), arg(2)),
-            KOp::Bitcast if vector => b.ins().bitcast(ty, lanes, arg(0)),
-            KOp::Bitcast => b.ins().bitcast(ty, MemFlagsData::new(), arg(0)),
-            KOp::ShiftLeft(n) => b.ins().ishl_imm_u(arg(0), i64::from(*n)),
-            KOp::ShiftRight(n) => b.ins().sshr_imm_u(arg(0), i64::from(*n)),
-            KOp::Unary(u) => {
-                let x = arg(0);
-                match u {
-                    UnaryOp::Neg => b.ins().fneg(x),
-                    UnaryOp::Abs => b.ins().fabs(x),
-                    UnaryOp::Sqrt => b.ins().sqrt(x),
-                    UnaryOp::Floor => b.ins().floor(x),
-                    UnaryOp::Ceil => b.ins().ceil(x),
-                    UnaryOp::RoundEven => b.ins().nearest(x),
-                    UnaryOp::Not => return Err(unsupported("not".into())),
-                    other if vector => return Err(unsupported(format!("vector {}", other.name()))),
-                    other => {
-                        let code = UnaryOp::ALL.iter().position(|o| o == other).unwrap_or(0) as i64;
-                        let code = b.ins().iconst(types::I32, code);
-                        let wide = if ty == types::F32 {
-                            b.ins().fpromote(types::F64, x)
-                        } else {
-                            x
-                        };
-                        let call = b.ins().call(funcs[0], &[code, wide]);
-                        let r = b.inst_results(call)[0];
-                        if ty == types::F32 {
-                            b.ins().fdemote(types::F32, r)
-                        } else {
-                            r
-                        }
-                    }
-                }
-            }
-            KOp::Binary(op) => {
-                let (x, y) = (arg(0), arg(1));
-                match op {
-                    BinaryOp::Add => b.ins().fadd(x, y),
-                    BinaryOp::Sub => b.ins().fsub(x, y),
-                    BinaryOp::Mul => b.ins().fmul(x, y),
-                    BinaryOp::Div => b.ins().fdiv(x, y),
-                    BinaryOp::Max => b.ins().fmax(x, y),
-                    BinaryOp::Min => b.ins().fmin(x, y),
-                    BinaryOp::Rem | BinaryOp::Pow if vector => {
-                        return Err(unsupported(format!("vector {}", op.name())))
-                    }
-                    BinaryOp::Rem => {
-                        let f = if ty == types::F32 { funcs[2] } else { funcs[3] };
-                        let call = b.ins().call(f, &[x, y]);
-                        b.inst_results(call)[0]
-                    }
-                    BinaryOp::Pow => {
-                        let (wx, wy) = if ty == types::F32 {
-                            (
-                                b.ins().fpromote(types::F64, x),
-                                b.ins().fpromote(types::F64, y),
-                            )
-                        } else {
-                            (x, y)
-                        };
-                        let call = b.ins().call(funcs[1], &[wx, wy]);
-                        let r = b.inst_results(call)[0];
-                        if ty == types::F32 {
-                            b.ins().fdemote(types::F32, r)
-                        } else {
-                            r
-                        }
-                    }
-                    other => return Err(unsupported(other.name().into())),
-                }
-            }
-            KOp::Compare(c) => {
-                let cc = match c {
-                    CompareOp::Eq => FloatCC::Equal,
-                    CompareOp::Ne => FloatCC::NotEqual,
-                    CompareOp::Lt => FloatCC::LessThan,
-                    CompareOp::Le => FloatCC::LessThanOrEqual,
-                    CompareOp::Gt => FloatCC::GreaterThan,
-                    CompareOp::Ge => FloatCC::GreaterThanOrEqual,
-                };
-                b.ins().fcmp(cc, arg(0), arg(1))
-            }
-            KOp::Select if vector => {
-                let mask = if ty == types::I32X4 {
-                    arg(0)
-                } else {
-                    b.ins().bitcast(ty, lanes, arg(0))
-                };
-                b.ins().bitselect(mask, arg(1), arg(2))
-            }
-            KOp::Select => b.ins().select(arg(0), arg(1), arg(2)),
-            KOp::Clamp => {
-                let low = b.ins().fmax(arg(1), arg(0));
-                b.ins().fmin(low, arg(2))
-            }
-            KOp::Convert(to) => match (ty, b.func.dfg.value_type(arg(0)), to) {
-                (types::F64, types::F32, _) => b.ins().fpromote(types::F64, arg(0)),
-                (types::F32, types::F64, _) => b.ins().fdemote(types::F32, arg(0)),
-                (t, u, _) if t == u => arg(0),
-                (t, u, _) if t.lane_type().is_int() && u.lane_type().is_float() => {
-                    b.ins().fcvt_to_sint_sat(t, arg(0))
-                }
-                (t, u, _) if t.lane_type().is_float() && u.lane_type().is_int() => {
-                    b.ins().fcvt_from_sint(t, arg(0))
-                }
-                _ => return Err(unsupported(format!("convert to {to}"))),
-            },
             KOp::Store(buffer) => {
                 let addr = address(b, *buffer);
                 b.ins()
                     .store(if vector { vflags } else { flags }, arg(0), addr, 0);
                 arg(0)
+            }
+            _ => {
+                let args: Vec<Value> = ins.args.iter().map(|&a| values[a]).collect();
+                emit_op(b, ins, &args, vector, funcs, &unsupported)?
             }
         };
         values.push(v);

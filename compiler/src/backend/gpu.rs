@@ -90,6 +90,8 @@ impl GpuPlan {
         let mut copies = Vec::new();
         for step in partition(func, KernelTypes::GPU) {
             match step {
+                // The GPU's reductions are kernels of their own (`KernelTypes::GPU`).
+                Step::Rows { start, end, .. } => return Err(GpuError::Lowering { start, end }),
                 Step::Kernel { start, end } => {
                     let name = format!("{}_k{}", func.name, kernels.len());
                     let kernel = crate::kernel::lower(func, start, end, name)
@@ -340,6 +342,7 @@ impl GpuExecutable {
                                 addresses.push(array.address());
                                 outputs.push((b.value, array));
                             }
+                            Role::Scratch => return Err(GpuError::Missing(b.value.0)),
                         }
                     }
                     let grid = device.grid_for(kernel.len, BLOCK);

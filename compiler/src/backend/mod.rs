@@ -9,6 +9,7 @@ pub mod gpu;
 pub mod ptx;
 
 use crate::fuse::{partition, KernelTypes, Step};
+use crate::kernel::rows::lower_rows;
 use crate::kernel::{lower, Kernel, Role};
 use clif::KernelFn;
 use ferrax_ir::{verify, with_elements, DType, Elements, Func, ValueId};
@@ -141,6 +142,13 @@ struct Launch<'a> {
 // are only read, and each thread writes a disjoint range of every output buffer.
 unsafe impl Sync for Launch<'_> {}
 
+impl Launch<'_> {
+    /// A copy of the argument block, for a thread to fill in its own scratch pointers.
+    fn pointers(&self) -> Vec<*mut u8> {
+        self.args.to_vec()
+    }
+}
+
 /// An input buffer's data, which kernels only read.
 fn data_ptr(e: &Elements) -> *mut u8 {
     with_elements!(e, v => v.as_ptr().cast::<u8>().cast_mut())
@@ -168,6 +176,18 @@ impl CpuExecutable {
                 Step::Kernel { start, end } => {
                     let name = format!("{}_k{}", func.name, kernels.len());
                     let kernel = lower(func, start, end, name)
+                        .ok_or(BackendError::Lowering { start, end })?;
+                    steps.push(ExecStep::Kernel(kernels.len()));
+                    kernels.push(kernel);
+                }
+                Step::Rows {
+                    start,
+                    end,
+                    rows,
+                    cols,
+                } => {
+                    let name = format!("{}_k{}", func.name, kernels.len());
+                    let kernel = lower_rows(func, (start, end), (rows, cols), name)
                         .ok_or(BackendError::Lowering { start, end })?;
                     steps.push(ExecStep::Kernel(kernels.len()));
                     kernels.push(kernel);
@@ -295,7 +315,10 @@ impl CpuExecutable {
                         .buffers
                         .iter()
                         .filter(|b| b.role == Role::Output)
-                        .map(|b| self.buffer(b.dtype, kernel.len))
+                        .map(|b| {
+                            let len = func.value_type(b.value).map_or(0, |t| t.numel());
+                            self.buffer(b.dtype, len)
+                        })
                         .collect();
                     let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(data_ptr_mut).collect();
                     let (mut next_in, mut next_out) = (0, 0);
@@ -308,8 +331,13 @@ impl CpuExecutable {
                             next_out += 1;
                             out_ptrs[next_out - 1]
                         }
+                        // Each thread's own, filled in at launch.
+                        Role::Scratch => std::ptr::null_mut(),
                     });
-                    launch(self.code.entries[k], &packed, kernel.len);
+                    match &kernel.rows {
+                        None => launch(self.code.entries[k], &packed, kernel.len),
+                        Some(r) => launch_rows(self.code.entries[k], kernel, &packed, r.rows),
+                    }
                     let out_buffers = kernel.sig.buffers.iter().filter(|b| b.role == Role::Output);
                     for (b, data) in out_buffers.zip(outputs.drain(..)) {
                         let ty = func
@@ -387,6 +415,42 @@ fn matmul<T: Unit>(g: &Gemm, a: &[T], b: &[T], c: &mut [T]) {
             )
         };
     }
+}
+
+/// Runs row kernel `entry` over `rows` rows, split across the cores when large; each thread
+/// gets its own scratch rows.
+fn launch_rows(entry: KernelFn, kernel: &Kernel, args: &[*mut u8], rows: usize) {
+    let shared = Launch { args };
+    let shared = &shared;
+    let run = |start: usize, end: usize| {
+        // 8-byte words cover every element type's alignment.
+        let mut scratch: Vec<Vec<u64>> = Vec::new();
+        let mut own = shared.pointers();
+        for (b, arg) in kernel.sig.buffers.iter().zip(own.iter_mut()) {
+            if b.role == Role::Scratch {
+                let cols = kernel.rows.as_ref().map_or(0, |r| r.cols);
+                let mut row = vec![0u64; (cols * b.dtype.size_bytes()).div_ceil(8)];
+                *arg = row.as_mut_ptr().cast::<u8>();
+                scratch.push(row);
+            }
+        }
+        // SAFETY: `own` points at live buffers of the kernel's types and sizes (the scratch rows
+        // above live until the call returns); threads run disjoint row ranges.
+        unsafe { entry(own.as_ptr(), start as i64, end as i64) };
+    };
+    let threads = threads();
+    if kernel.len < PARALLEL_THRESHOLD || threads < 2 || rows < 2 {
+        run(0, rows);
+        return;
+    }
+    let chunk = rows.div_ceil(threads);
+    let run = &run;
+    rayon::scope(|s| {
+        for t in 0..threads {
+            let (start, end) = ((t * chunk).min(rows), ((t + 1) * chunk).min(rows));
+            s.spawn(move |_| run(start, end));
+        }
+    });
 }
 
 /// Runs `entry` over `len` elements, split across the cores (rayon's pool) when large.

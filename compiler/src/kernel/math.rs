@@ -11,7 +11,7 @@
 //! Polynomials are truncated Taylor series whose remainder is below a tenth of an ULP on the
 //! reduced range. f32 sin/cos reduce in f64; f32 pow runs entirely in f64.
 
-use super::{KInstr, KOp, Kernel};
+use super::{KInstr, KOp, Kernel, Rows};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Scalar, UnaryOp};
 
 /// Whether `op` on `dtype` is replaced by an expansion.
@@ -36,11 +36,13 @@ pub fn expands(op: &KOp, dtype: DType) -> bool {
         }
 }
 
-/// `kernel` with every transcendental replaced by its expansion.
+/// `kernel` with every transcendental replaced by its expansion (in a row kernel, at the
+/// stage of the instruction it replaces).
 pub fn expand(kernel: &Kernel) -> Kernel {
     let mut e = Emit { body: Vec::new() };
     let mut map = Vec::with_capacity(kernel.body.len());
-    for ins in &kernel.body {
+    let mut stages = Vec::new();
+    for (k, ins) in kernel.body.iter().enumerate() {
         let args: Vec<usize> = ins.args.iter().map(|&a| map[a]).collect();
         let t = ins.dtype;
         let v = match (&ins.op, expands(&ins.op, t)) {
@@ -66,6 +68,9 @@ pub fn expand(kernel: &Kernel) -> Kernel {
             (KOp::Binary(_), true) => e.pow(args[0], args[1], t),
             (op, _) => e.op(op.clone(), &args, t),
         };
+        if let Some(r) = &kernel.rows {
+            stages.resize(e.body.len(), r.stages[k]);
+        }
         map.push(v);
     }
     Kernel {
@@ -73,6 +78,10 @@ pub fn expand(kernel: &Kernel) -> Kernel {
         len: kernel.len,
         sig: kernel.sig.clone(),
         body: e.body,
+        rows: kernel.rows.as_ref().map(|r| Rows {
+            stages,
+            ..r.clone()
+        }),
     }
 }
 

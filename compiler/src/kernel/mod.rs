@@ -2,11 +2,16 @@
 //! stores its outputs. Both the CPU and the PTX backends lower from it. [`KernelSig`] lists the
 //! kernel's buffers once; it generates the compiled function's parameter list and the packing
 //! of arguments at launch, so the two cannot disagree.
+//!
+//! A row kernel ([`Rows`], see [`rows`]) is the same body over `rows` rows of `cols` elements,
+//! each instruction tagged with a [`Stage`]: once per row, or per element in one of the passes
+//! over the row; reductions carry a pass's values over to the next stage.
 
 pub mod math;
+pub mod rows;
 
 use crate::fuse::{broadcast_access, kernel_outputs};
-use ferrax_ir::{BinaryOp, CompareOp, DType, Func, Op, Scalar, UnaryOp, ValueId};
+use ferrax_ir::{BinaryOp, CompareOp, DType, Func, Op, ReduceOp, Scalar, UnaryOp, ValueId};
 use std::collections::HashMap;
 use std::fmt;
 
@@ -14,6 +19,9 @@ use std::fmt;
 pub enum Role {
     Input,
     Output,
+    /// One row of working memory per thread (a row kernel's value kept from one pass to a
+    /// later one); the launch provides it.
+    Scratch,
 }
 
 /// Which element of a buffer iteration `i` reads.
@@ -76,6 +84,8 @@ pub enum KOp {
     /// Arithmetic (sign-filling) integer shift right by a constant.
     ShiftRight(u32),
     Store(usize),
+    /// A row kernel's reduction of its argument over the row.
+    Reduce(ReduceOp),
 }
 
 /// One instruction; its result (if any) is the next kernel value.
@@ -89,9 +99,32 @@ pub struct KInstr {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
     pub name: String,
+    /// Elements the kernel runs over (`rows * cols` for a row kernel).
     pub len: usize,
     pub sig: KernelSig,
     pub body: Vec<KInstr>,
+    /// The row structure of a row kernel; `None` for one flat loop.
+    pub rows: Option<Rows>,
+}
+
+/// Where a row kernel's instruction runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Stage {
+    /// Once per row, after the reductions of the passes before `pass` (before its loop).
+    Row(usize),
+    /// For each element of the row, in the loop of `pass`.
+    Elem(usize),
+}
+
+/// A row kernel's shape: `rows` rows of `cols` elements, `passes` loops over each row, and the
+/// stage of every body instruction. Buffers index element `i = row * cols + col` as in a flat
+/// kernel; row stages run at `i = row * cols`, so a per-row buffer is read `[i / cols]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rows {
+    pub rows: usize,
+    pub cols: usize,
+    pub passes: usize,
+    pub stages: Vec<Stage>,
 }
 
 struct Lowering<'a> {
@@ -204,16 +237,25 @@ pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kern
         len,
         sig: l.sig,
         body: l.body,
+        rows: None,
     })
 }
 
 impl fmt::Display for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "kernel @{} len={} (", self.name, self.len)?;
+        match &self.rows {
+            None => write!(f, "kernel @{} len={} (", self.name, self.len)?,
+            Some(r) => write!(
+                f,
+                "kernel @{} rows={} cols={} passes={} (",
+                self.name, r.rows, r.cols, r.passes
+            )?,
+        }
         for (i, b) in self.sig.buffers.iter().enumerate() {
             let role = match b.role {
                 Role::Input => "in",
                 Role::Output => "out",
+                Role::Scratch => "scratch",
             };
             let access = match b.access {
                 Access::Each => String::new(),
@@ -230,7 +272,31 @@ impl fmt::Display for Kernel {
             )?;
         }
         writeln!(f, ") {{")?;
-        for (k, ins) in self.body.iter().enumerate() {
+        // A row kernel lists its instructions stage by stage, in the order they run.
+        let mut order: Vec<usize> = (0..self.body.len()).collect();
+        if let Some(r) = &self.rows {
+            order.sort_by_key(|&k| {
+                let stage = r.stages[k];
+                let at = match stage {
+                    Stage::Row(p) => (p, 0),
+                    Stage::Elem(p) => (p, 1),
+                };
+                (at, k)
+            });
+        }
+        let mut current = None;
+        for k in order {
+            let ins = &self.body[k];
+            if let Some(r) = &self.rows {
+                let stage = r.stages[k];
+                if current != Some(stage) {
+                    current = Some(stage);
+                    match stage {
+                        Stage::Row(p) => writeln!(f, " row {p}:")?,
+                        Stage::Elem(p) => writeln!(f, " pass {p}:")?,
+                    }
+                }
+            }
             let args: Vec<String> = ins.args.iter().map(|a| format!("v{a}")).collect();
             let head = match &ins.op {
                 KOp::Load(b) => format!("load #{b}"),
@@ -245,6 +311,7 @@ impl fmt::Display for Kernel {
                 KOp::Bitcast => "bitcast".to_string(),
                 KOp::ShiftLeft(n) => format!("shl {n},"),
                 KOp::ShiftRight(n) => format!("shr {n},"),
+                KOp::Reduce(r) => r.name().to_string(),
                 KOp::Store(b) => {
                     writeln!(f, "  store #{b}, {}", args.join(", "))?;
                     continue;

@@ -72,6 +72,9 @@ pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
         kernel: kernel.name.clone(),
         what,
     };
+    if kernel.rows.is_some() {
+        return Err(unsupported("a row kernel".into()));
+    }
     for b in &expanded.sig.buffers {
         if reg_class(b.dtype).is_none() {
             return Err(unsupported(format!("a buffer of {}", b.dtype)));
@@ -95,6 +98,7 @@ pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
             },
             KOp::Fma | KOp::Clamp => !int && ins.dtype != DType::Bool,
             KOp::ShiftLeft(_) | KOp::ShiftRight(_) => int,
+            KOp::Reduce(_) => false,
             _ => true,
         };
         if !ok {
@@ -159,6 +163,7 @@ fn widen_halves(kernel: &Kernel) -> Kernel {
         len: kernel.len,
         sig: kernel.sig.clone(),
         body,
+        rows: None,
     }
 }
 
@@ -746,7 +751,7 @@ fn emit_op(
             e.line(format!("shr.{t} {r}, {}, {n}", arg(0)));
             r
         }
-        KOp::Load(_) | KOp::Const(_) | KOp::Store(_) => {
+        KOp::Load(_) | KOp::Const(_) | KOp::Store(_) | KOp::Reduce(_) => {
             return Err(unsupported(format!("{:?} as arithmetic", ins.op)))
         }
     };

@@ -1,0 +1,287 @@
+//! Lowering of a row group ([`crate::fuse::Step::Rows`]) to a row kernel.
+//!
+//! Each instruction gets the earliest stage its operands allow: an elementwise instruction runs
+//! in the pass after the reductions it depends on, a reduction's result is available from the
+//! row stage after its operand's pass, and per-row arithmetic runs once per row as soon as its
+//! operands are there. Constants and scalar inputs are per-row values too, so every pass shares
+//! them. A pass that needs an element computed in an earlier pass reloads it if it is an input,
+//! and otherwise reads it back from a row of scratch memory the earlier pass wrote (the row is
+//! small and recently touched, so this stays in cache, unlike recomputing an exp).
+
+use super::{Access, Buffer, KInstr, KOp, Kernel, KernelSig, Role, Rows, Stage};
+use crate::fuse::{broadcast_access, kernel_outputs, row_role, KernelTypes, RowRole};
+use ferrax_ir::{DType, Func, Op, ValueId};
+use std::collections::HashMap;
+
+/// A program value as the kernel sees it.
+#[derive(Clone, Copy, Debug)]
+enum Operand {
+    /// A kernel value and the stage that computes it.
+    Kernel(usize, Stage),
+    /// A value from outside the kernel, read with `access`.
+    Outside(ValueId, Access),
+}
+
+struct RowLowering<'a> {
+    func: &'a Func,
+    rows: usize,
+    cols: usize,
+    sig: KernelSig,
+    body: Vec<KInstr>,
+    stages: Vec<Stage>,
+    values: HashMap<ValueId, Operand>,
+    /// Loads, by buffer and stage.
+    loads: HashMap<(usize, Stage), usize>,
+    /// An element value of one pass, made available in a later one.
+    carried: HashMap<(usize, usize), usize>,
+    /// The scratch buffer of each spilled element value.
+    spills: HashMap<usize, usize>,
+    /// The program value of each kernel value that a program value maps to.
+    origin: HashMap<usize, ValueId>,
+}
+
+impl RowLowering<'_> {
+    fn emit(&mut self, op: KOp, args: Vec<usize>, dtype: DType, stage: Stage) -> usize {
+        self.body.push(KInstr { op, args, dtype });
+        self.stages.push(stage);
+        self.body.len() - 1
+    }
+
+    /// The input buffer of `value` read with `access` (one per pair).
+    fn buffer(&mut self, value: ValueId, access: Access, role: Role) -> Option<usize> {
+        let dtype = self.func.value_type(value)?.dtype;
+        let found = self
+            .sig
+            .buffers
+            .iter()
+            .position(|b| b.role == role && b.value == value && b.access == access);
+        Some(found.unwrap_or_else(|| {
+            self.sig.buffers.push(Buffer {
+                role,
+                dtype,
+                access,
+                value,
+            });
+            self.sig.buffers.len() - 1
+        }))
+    }
+
+    fn load(&mut self, buffer: usize, stage: Stage) -> usize {
+        if let Some(&k) = self.loads.get(&(buffer, stage)) {
+            return k;
+        }
+        let dtype = self.sig.buffers[buffer].dtype;
+        let k = self.emit(KOp::Load(buffer), Vec::new(), dtype, stage);
+        self.loads.insert((buffer, stage), k);
+        k
+    }
+
+    /// How the kernel reads outside value `v` when it is used as is.
+    fn outside(&self, v: ValueId) -> Option<Operand> {
+        let n = self.func.value_type(v)?.numel();
+        let access = if n == 1 {
+            Access::Scalar
+        } else if n == self.rows {
+            Access::Outer(self.cols)
+        } else if n == self.rows * self.cols {
+            Access::Each
+        } else {
+            return None;
+        };
+        Some(Operand::Outside(v, access))
+    }
+
+    fn operand(&self, v: ValueId) -> Option<Operand> {
+        match self.values.get(&v) {
+            Some(&o) => Some(o),
+            None => self.outside(v),
+        }
+    }
+
+    /// The pass (for an element stage) or row stage that can first use `o`.
+    fn ready(o: Operand) -> usize {
+        match o {
+            Operand::Kernel(_, Stage::Row(p) | Stage::Elem(p)) => p,
+            Operand::Outside(..) => 0,
+        }
+    }
+
+    /// Operand `o` as a kernel value usable at `stage` (not before the stage `ready` gives).
+    fn at(&mut self, o: Operand, stage: Stage) -> Option<usize> {
+        match (o, stage) {
+            (Operand::Kernel(k, Stage::Row(_)), _) => Some(k),
+            (Operand::Kernel(k, Stage::Elem(p)), Stage::Elem(q)) if p == q => Some(k),
+            (Operand::Kernel(k, Stage::Elem(p)), Stage::Elem(q)) if p < q => {
+                Some(self.carry(k, p, q))
+            }
+            (Operand::Kernel(..), _) => None,
+            (Operand::Outside(v, access @ (Access::Scalar | Access::Outer(_))), _) => {
+                let b = self.buffer(v, access, Role::Input)?;
+                Some(self.load(b, Stage::Row(0)))
+            }
+            (Operand::Outside(v, access), Stage::Elem(_)) => {
+                let b = self.buffer(v, access, Role::Input)?;
+                Some(self.load(b, stage))
+            }
+            (Operand::Outside(..), Stage::Row(_)) => None,
+        }
+    }
+
+    /// Element value `k` of pass `p` in later pass `q`: loads are repeated, anything else is
+    /// written to scratch in pass `p` and read back.
+    fn carry(&mut self, k: usize, p: usize, q: usize) -> usize {
+        if let Some(&c) = self.carried.get(&(k, q)) {
+            return c;
+        }
+        let dtype = self.body[k].dtype;
+        let c = match self.body[k].op {
+            KOp::Load(b) => self.load(b, Stage::Elem(q)),
+            _ => {
+                let scratch = match self.spills.get(&k) {
+                    Some(&s) => s,
+                    None => {
+                        self.sig.buffers.push(Buffer {
+                            role: Role::Scratch,
+                            dtype,
+                            access: Access::Inner(self.cols),
+                            value: self.origin[&k],
+                        });
+                        let s = self.sig.buffers.len() - 1;
+                        self.emit(KOp::Store(s), vec![k], dtype, Stage::Elem(p));
+                        self.spills.insert(k, s);
+                        s
+                    }
+                };
+                self.emit(KOp::Load(scratch), Vec::new(), dtype, Stage::Elem(q))
+            }
+        };
+        self.carried.insert((k, q), c);
+        c
+    }
+
+    fn define(&mut self, v: ValueId, k: usize, stage: Stage) {
+        self.values.insert(v, Operand::Kernel(k, stage));
+        self.origin.entry(k).or_insert(v);
+    }
+}
+
+/// The row kernel for instructions `start..end` of `func` over `rows` rows of `cols` elements
+/// (a [`crate::fuse::Step::Rows`]).
+pub fn lower_rows(
+    func: &Func,
+    (start, end): (usize, usize),
+    (rows, cols): (usize, usize),
+    name: String,
+) -> Option<Kernel> {
+    let mut l = RowLowering {
+        func,
+        rows,
+        cols,
+        sig: KernelSig::default(),
+        body: Vec::new(),
+        stages: Vec::new(),
+        values: HashMap::new(),
+        loads: HashMap::new(),
+        carried: HashMap::new(),
+        spills: HashMap::new(),
+        origin: HashMap::new(),
+    };
+    for i in start..end {
+        let ins = &func.body[i];
+        let v = func.instr_value(i);
+        let dtype = ins.ty.dtype;
+        let role = row_role(func, i, KernelTypes::CPU, (rows, cols), start)?;
+        match &ins.op {
+            Op::Reduce { op, .. } => {
+                let o = l.operand(ins.args[0])?;
+                let p = RowLowering::ready(o);
+                let x = l.at(o, Stage::Elem(p))?;
+                let stage = Stage::Row(p + 1);
+                let k = l.emit(KOp::Reduce(*op), vec![x], dtype, stage);
+                l.define(v, k, stage);
+            }
+            Op::Reshape { .. } | Op::StopGradient => {
+                let o = l.operand(ins.args[0])?;
+                l.values.insert(v, o);
+            }
+            Op::BroadcastInDim { dims, .. } => {
+                let operand = ins.args[0];
+                let t = func.value_type(operand)?;
+                let o = match (l.values.get(&operand), broadcast_access(t, &ins.ty, dims)?) {
+                    // Every element of a row sees the row's value.
+                    (Some(&o), _) => o,
+                    (None, Access::Each) => l.outside(operand)?,
+                    (None, access) => Operand::Outside(operand, access),
+                };
+                l.values.insert(v, o);
+            }
+            Op::Constant(lit) => {
+                let stage = Stage::Row(0);
+                let k = l.emit(KOp::Const(lit.data.get(0)), Vec::new(), dtype, stage);
+                l.define(v, k, stage);
+            }
+            op => {
+                let operands = ins
+                    .args
+                    .iter()
+                    .map(|&a| l.operand(a))
+                    .collect::<Option<Vec<_>>>()?;
+                let ready = operands.iter().map(|&o| RowLowering::ready(o)).max();
+                let ready = ready.unwrap_or(0);
+                let stage = match role {
+                    RowRole::Elem => Stage::Elem(ready),
+                    _ => Stage::Row(ready),
+                };
+                let args = operands
+                    .into_iter()
+                    .map(|o| l.at(o, stage))
+                    .collect::<Option<Vec<_>>>()?;
+                let kop = match op {
+                    Op::Unary(u) => KOp::Unary(*u),
+                    Op::Binary(b) => KOp::Binary(*b),
+                    Op::Compare(c) => KOp::Compare(*c),
+                    Op::Select => KOp::Select,
+                    Op::Clamp => KOp::Clamp,
+                    Op::Convert { to } => KOp::Convert(*to),
+                    _ => return None,
+                };
+                let k = l.emit(kop, args, dtype, stage);
+                l.define(v, k, stage);
+            }
+        }
+    }
+    for v in kernel_outputs(func, start, end) {
+        let ty = func.value_type(v)?;
+        let o = l.operand(v)?;
+        let (stage, access) = if ty.numel() == rows * cols {
+            (Stage::Elem(RowLowering::ready(o)), Access::Each)
+        } else {
+            (Stage::Row(RowLowering::ready(o)), Access::Outer(cols))
+        };
+        let k = l.at(o, stage)?;
+        let b = l.buffer(v, access, Role::Output)?;
+        l.emit(KOp::Store(b), vec![k], ty.dtype, stage);
+    }
+    // Loops run for every element stage; the last row stage follows the last loop.
+    let passes = l
+        .stages
+        .iter()
+        .map(|s| match *s {
+            Stage::Row(p) => p,
+            Stage::Elem(p) => p + 1,
+        })
+        .max()
+        .unwrap_or(0);
+    Some(Kernel {
+        name,
+        len: rows * cols,
+        sig: l.sig,
+        body: l.body,
+        rows: Some(Rows {
+            rows,
+            cols,
+            passes,
+            stages: l.stages,
+        }),
+    })
+}
