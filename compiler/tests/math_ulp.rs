@@ -195,6 +195,38 @@ fn f32_transcendentals_within_3_ulp_over_the_whole_domain() {
     }
 }
 
+/// Zeros keep their sign through sin, NaN and infinities give NaN, and tiny arguments round to
+/// themselves (sin) or one (cos), in the vector loop and in the scalar tail alike.
+#[test]
+fn f32_sin_cos_special_values() {
+    let xs = [
+        0.0,
+        -0.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        1e-45,
+        -1e-45,
+        f32::MIN_POSITIVE,
+        -0.0,
+        f32::NAN,
+    ];
+    for (op, reference) in [
+        (UnaryOp::Sin, f64::sin as Reference),
+        (UnaryOp::Cos, f64::cos),
+    ] {
+        let got = run_f32(KOp::Unary(op), &[&xs]);
+        for (&x, &y) in xs.iter().zip(&got) {
+            let want = reference(f64::from(x)) as f32;
+            assert!(
+                y.to_bits() == want.to_bits() || (y.is_nan() && want.is_nan()),
+                "{}({x:e}) = {y:e}, want {want:e}",
+                op.name()
+            );
+        }
+    }
+}
+
 #[test]
 fn f32_sin_cos_dense_up_to_1e5() {
     let xs: Vec<f32> = (0..1_000_000)
@@ -294,8 +326,14 @@ fn f64_pow_special_cases_follow_ieee() {
 /// leave the vector path untested.
 #[test]
 fn f32_kernels_compile_to_simd() {
-    let k = kernel(KOp::Unary(UnaryOp::Tanh), DType::F32, 1, 1024);
-    assert!(clif::vectorizable(&k));
-    let code = clif::compile(std::slice::from_ref(&k)).unwrap();
-    assert!(code.clif[0].contains("f32x4"), "{}", code.clif[0]);
+    for op in [UnaryOp::Tanh, UnaryOp::Exp, UnaryOp::Sin, UnaryOp::Cos] {
+        let k = kernel(KOp::Unary(op), DType::F32, 1, 1024);
+        assert!(clif::vectorizable(&k), "{op:?}");
+        let code = clif::compile(std::slice::from_ref(&k)).unwrap();
+        assert!(code.clif[0].contains("f32x4"), "{}", code.clif[0]);
+        // sin and cos reduce their argument in f64, as two f64x2 halves.
+        if matches!(op, UnaryOp::Sin | UnaryOp::Cos) {
+            assert!(code.clif[0].contains("fvpromote_low"), "{}", code.clif[0]);
+        }
+    }
 }

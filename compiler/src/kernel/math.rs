@@ -488,15 +488,14 @@ impl Emit {
         let inv = self.c(std::f64::consts::FRAC_2_PI, w);
         let scaled = self.mul(xd, inv, w);
         let k = self.un(UnaryOp::RoundEven, scaled, w);
-        let nk = self.un(UnaryOp::Neg, k, w);
         let mut r = xd;
         for part in [
             std::f64::consts::FRAC_PI_2,
             6.123_233_995_736_766e-17,
             -1.497_384_904_859_169_8e-33,
         ] {
-            let p = self.c(part, w);
-            r = self.fma(nk, p, r, w);
+            let p = self.c(-part, w);
+            r = self.fma(k, p, r, w);
         }
         let r = if t == DType::F32 {
             self.convert(r, t)
@@ -511,18 +510,28 @@ impl Emit {
         let cp = self.poly(s, &alternating_factorials(2, cos_terms), t);
         let one = self.c(1.0, t);
         let cos_r = self.fma(s, cp, one, t);
-        // Quadrant q = k mod 4 (cos is sin a quadrant on), in integers; odd quadrants use the
-        // other series, the upper two negate.
-        let ki = self.convert(k, DType::I64);
-        let q = if cos {
-            let one = self.ci(1, DType::I64);
-            self.add(ki, one, DType::I64)
+        // Quadrant q = k mod 4 (cos is sin a quadrant on): `m = k - 4·floor(k/4)`, exact in f64,
+        // then in `t` plus 2^mantissa, whose low bits are then `m` (every step has a vector
+        // form on every backend). Odd quadrants use the other series, the upper two negate.
+        let quarter = self.c(0.25, w);
+        let kq = self.mul(k, quarter, w);
+        let whole = self.un(UnaryOp::Floor, kq, w);
+        let minus_four = self.c(-4.0, w);
+        let m = self.fma(whole, minus_four, k, w);
+        let m = if t == DType::F32 {
+            self.convert(m, t)
         } else {
-            ki
+            m
         };
-        let (one, two) = (self.ci(1, DType::I64), self.ci(2, DType::I64));
-        let q_odd = self.bin(BinaryOp::And, q, one, DType::I64);
-        let q_upper = self.bin(BinaryOp::And, q, two, DType::I64);
+        let (_, mant) = layout(t);
+        let magic = self.c(2f64.powi(mant as i32), t);
+        let shifted = self.add(m, magic, t);
+        let it = int_of(t);
+        let mi = self.bitcast(shifted, it);
+        let (one, two) = (self.ci(1, it), self.ci(2, it));
+        let q = if cos { self.add(mi, one, it) } else { mi };
+        let q_odd = self.bin(BinaryOp::And, q, one, it);
+        let q_upper = self.bin(BinaryOp::And, q, two, it);
         let odd = self.cmp(CompareOp::Eq, q_odd, one);
         let v = self.select(odd, cos_r, sin_r, t);
         let upper = self.cmp(CompareOp::Eq, q_upper, two);
