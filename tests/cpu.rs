@@ -227,3 +227,20 @@ fn memory_plan_frees_dead_values_and_reuses_donated_buffers() {
     exe.run(&args).unwrap();
     assert_eq!(args[0], before);
 }
+
+#[test]
+fn large_results_reuse_the_buffers_of_dropped_ones() {
+    // Over a MiB, and a length no other test uses: recycled buffers are shared by the process.
+    let n = (1 << 18) + 3;
+    let func = trace(|x: Tensor| x.exp() * 2.0, &Tensor::spec(DType::F32, [n])).unwrap();
+    let exe = CpuExecutable::compile(&func).unwrap();
+    let args = inputs(&func, 0);
+    let first = exe.run(&args).unwrap();
+    let buffer = first[0].as_slice::<f32>().unwrap().as_ptr();
+    drop(first);
+    // The second result lands in the first one's buffer, and none of its stale contents show.
+    let second = exe.run(&inputs(&func, 1)).unwrap();
+    assert_eq!(second[0].as_slice::<f32>().unwrap().as_ptr(), buffer);
+    let want = interpret(&func, &inputs(&func, 1)).unwrap();
+    common::assert_close(&second[0], &want[0], 2e-7, "exp");
+}

@@ -13,6 +13,17 @@ pub struct Array {
     data: Arc<Elements>,
 }
 
+/// The last holder of a large array hands its buffer to [`crate::recycle`].
+impl Drop for Array {
+    fn drop(&mut self) {
+        if let Some(data) = Arc::get_mut(&mut self.data) {
+            if data.len() * data.dtype().size_bytes() >= crate::recycle::MIN_BYTES {
+                crate::recycle::give(std::mem::replace(data, Elements::F32(Vec::new())));
+            }
+        }
+    }
+}
+
 impl Array {
     /// An array of `shape` holding `data` row-major; the length must match.
     pub fn new(shape: impl Into<Shape>, data: Elements) -> Result<Array, RuntimeError> {
@@ -100,9 +111,11 @@ impl Array {
     }
 
     /// The data itself when this is its only holder (so it can be reused), else the array.
-    pub fn into_elements(self) -> Result<Elements, Array> {
-        let ty = self.ty;
-        Arc::try_unwrap(self.data).map_err(|data| Array { ty, data })
+    pub fn into_elements(mut self) -> Result<Elements, Array> {
+        match Arc::get_mut(&mut self.data) {
+            Some(data) => Ok(std::mem::replace(data, Elements::F32(Vec::new()))),
+            None => Err(self),
+        }
     }
 
     /// The elements as a slice of `T`, or an error naming both dtypes.

@@ -4,6 +4,7 @@
 mod array;
 pub mod cuda;
 mod interp;
+pub mod recycle;
 
 pub use array::Array;
 pub use cuda::{CudaDevice, CudaError, DeviceArray};

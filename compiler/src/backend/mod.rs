@@ -13,7 +13,7 @@ use crate::kernel::rows::lower_rows;
 use crate::kernel::{lower, Kernel, Role};
 use clif::KernelFn;
 use ferrax_ir::{verify, with_elements, DType, Elements, Func, ValueId};
-use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
+use ferrax_runtime::{check_args, eval_op, recycle, Array, RuntimeError};
 use gemm::{plan_gemm, Gemm};
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -228,7 +228,9 @@ impl CpuExecutable {
             .unwrap_or_else(|e| e.into_inner())
             .get_mut(&(dtype, len))
             .and_then(Vec::pop);
-        reused.unwrap_or_else(|| Elements::zeros(dtype, len))
+        reused
+            .or_else(|| recycle::take(dtype, len))
+            .unwrap_or_else(|| Elements::zeros(dtype, len))
     }
 
     /// Releases `value`: its buffer joins the pool when nothing else holds it.
