@@ -244,3 +244,111 @@ fn large_results_reuse_the_buffers_of_dropped_ones() {
     let want = interpret(&func, &inputs(&func, 1)).unwrap();
     common::assert_close(&second[0], &want[0], 2e-7, "exp");
 }
+
+/// One zero constant feeds relu's forward kernel and its backward kernel (as in every relu
+/// gradient). Kernels inline it: none stores it for another to read, and an array of it is made
+/// only where a library op reads it or the program returns it.
+#[test]
+fn kernels_inline_shared_constants() {
+    use ferrax::compiler::fuse::{partition, KernelTypes, Step};
+    use ferrax::ir::parse_func;
+    let body = "
+  %2 = constant 0.0 : f32[8,16]
+  %3 = gt %0, %2 : bool[8,16]
+  %4 = max %0, %2 : f32[8,16]
+  %5 = dot_general %4, %1, contract=[1]x[0] : f32[8,16]
+  %6 = select %3, %5, %2 : f32[8,16]";
+    let header = "func @main(%0: f32[8,16], %1: f32[16,16])";
+    let only_kernels = parse_func(&format!(
+        "{header} -> (f32[8,16]) {{{body}\n  return %6\n}}"
+    ));
+    let library_too = parse_func(&format!(
+        "{header} -> (f32[8,16], f32[8,16], f32[8,16]) {{{body}
+  %7 = dot_general %2, %1, contract=[1]x[0] : f32[8,16]
+  return %6, %7, %2\n}}"
+    ));
+    for (func, materialized) in [(only_kernels.unwrap(), 0), (library_too.unwrap(), 1)] {
+        let constant_steps = partition(&func, KernelTypes::CPU)
+            .iter()
+            .filter(|s| **s == Step::Op { index: 0 })
+            .count();
+        assert_eq!(constant_steps, materialized, "{func}");
+        let exe = CpuExecutable::compile(&func).unwrap();
+        for (kernel, _) in exe.kernels() {
+            assert!(
+                kernel.sig.buffers.iter().all(|b| b.value.index() != 2),
+                "{kernel}"
+            );
+        }
+        let args = inputs(&func, 3);
+        let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+        for (g, w) in got.iter().zip(&want) {
+            common::assert_close(g, w, 1e-6, "relu and its mask");
+        }
+    }
+}
+
+/// Bool buffers (relu masks between forward and backward kernels) run as SIMD too: each group
+/// of bytes widens into a lane mask and narrows back, in the vector loop and the scalar tail.
+#[test]
+fn bool_buffers_vectorize() {
+    let func = ferrax::ir::parse_func(
+        "func @main(%0: bool[67], %1: f32[67], %2: f32[67]) -> (f32[67], bool[67]) {
+  %3 = select %0, %1, %2 : f32[67]
+  %4 = gt %3, %2 : bool[67]
+  return %3, %4
+}",
+    )
+    .unwrap();
+    let exe = CpuExecutable::compile(&func).unwrap();
+    let (_, clif) = exe.kernels().next().unwrap();
+    assert!(
+        clif.contains("uwiden_low") && clif.contains("unarrow"),
+        "{clif}"
+    );
+    for seed in 0..4 {
+        let args = inputs(&func, seed);
+        assert_eq!(exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+    }
+}
+
+/// Sums over leading axes (bias gradients) skip the interpreter's transposing copy. Their f64
+/// accumulators make them bit-identical to its pairwise sums on data like this, NaN, infinities
+/// and signed zeros included.
+#[test]
+fn column_sums_match_the_interpreter() {
+    for (shape, axes) in [
+        (vec![300, 257], vec![0]),
+        (vec![7, 5, 130], vec![0, 1]),
+        (vec![3000, 66], vec![0]),
+    ] {
+        let n: usize = shape.iter().product();
+        let cols: usize = n / axes.iter().map(|&a| shape[a]).product::<usize>();
+        let func = trace(
+            |x: Tensor| x.sum(axes.clone()),
+            &Tensor::spec(DType::F32, shape.clone()),
+        )
+        .unwrap();
+        let mut data: Vec<f32> = (0..n)
+            .map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0)
+            .collect();
+        data[3] = f32::NAN;
+        data[cols + 1] = f32::INFINITY;
+        data[2 * cols + 2] = f32::INFINITY;
+        data[3 * cols + 2] = f32::NEG_INFINITY;
+        for r in 0..n / cols {
+            data[r * cols + 4] = -0.0;
+        }
+        let x = ferrax::Array::from_vec(shape.clone(), data).unwrap();
+        let exe = CpuExecutable::compile(&func).unwrap();
+        let got = exe.run(std::slice::from_ref(&x)).unwrap()[0]
+            .to_vec::<f32>()
+            .unwrap();
+        let want = interpret(&func, &[x]).unwrap()[0].to_vec::<f32>().unwrap();
+        assert!(got[2].is_nan() && want[2].is_nan());
+        assert_eq!(got[1], f32::INFINITY);
+        let bits = |v: &[f32]| -> Vec<u32> { v.iter().map(|x| x.to_bits()).collect() };
+        assert_eq!(bits(&got[3..]), bits(&want[3..]), "{shape:?} over {axes:?}");
+        assert_eq!(bits(&got[..2]), bits(&want[..2]), "{shape:?} over {axes:?}");
+    }
+}

@@ -9,7 +9,7 @@
 //! elementwise consumers of those, all in one pass over each row's data per reduction.
 
 use crate::kernel::Access;
-use ferrax_ir::{DType, Func, Op, ReduceOp, TensorType, UnaryOp, ValueId};
+use ferrax_ir::{DType, Func, Op, ReduceOp, Scalar, TensorType, UnaryOp, ValueId};
 
 /// One step of a fused program.
 #[derive(Clone, Debug, PartialEq)]
@@ -164,7 +164,55 @@ pub fn partition(func: &Func, types: KernelTypes) -> Vec<Step> {
         }
         i = end;
     }
-    steps
+    materialize_constants(func, steps)
+}
+
+/// The splat value of `v` when it is a splat constant, or a broadcast or reshape of one.
+pub fn splat_constant(func: &Func, v: ValueId) -> Option<Scalar> {
+    let ins = func.body.get(v.index().checked_sub(func.params.len())?)?;
+    match &ins.op {
+        Op::Constant(lit) if lit.is_splat() => Some(lit.data.get(0)),
+        Op::BroadcastInDim { .. } | Op::Reshape { .. } => splat_constant(func, ins.args[0]),
+        _ => None,
+    }
+}
+
+/// Kernels inline the splat constants they read (see [`kernel_outputs`]), so such a constant
+/// is made as an array (a step of its own, after the kernel that holds it) only where a library
+/// op reads it or the program returns it; otherwise no step makes it at all.
+fn materialize_constants(func: &Func, steps: Vec<Step>) -> Vec<Step> {
+    let mut in_kernel = vec![false; func.body.len()];
+    for step in &steps {
+        if let Step::Kernel { start, end } | Step::Rows { start, end, .. } = *step {
+            in_kernel[start..end].fill(true);
+        }
+    }
+    let needed = |i: usize| {
+        let v = func.instr_value(i);
+        func.outputs.contains(&v)
+            || func
+                .body
+                .iter()
+                .enumerate()
+                .any(|(j, ins)| !in_kernel[j] && ins.args.contains(&v))
+    };
+    let constant = |i: usize| splat_constant(func, func.instr_value(i)).is_some();
+    let mut out = Vec::with_capacity(steps.len());
+    for step in steps {
+        match step {
+            Step::Op { index } if constant(index) && !needed(index) => {}
+            Step::Kernel { start, end } | Step::Rows { start, end, .. } => {
+                out.push(step);
+                out.extend(
+                    (start..end)
+                        .filter(|&i| constant(i) && needed(i))
+                        .map(|index| Step::Op { index }),
+                );
+            }
+            step => out.push(step),
+        }
+    }
+    out
 }
 
 /// `(rows, cols)` of a reduction a row kernel computes: a sum, max or min of floats over the
@@ -273,12 +321,16 @@ fn row_group(func: &Func, start: usize, types: KernelTypes) -> Option<(usize, us
     Some((end, shape.0, shape.1))
 }
 
-/// The values of instructions `start..end` that are used after the kernel or returned.
+/// The values of instructions `start..end` that are used after the kernel or returned, splat
+/// constants aside: every kernel inlines those, and [`partition`] makes the ones needed as
+/// arrays in steps of their own.
 pub fn kernel_outputs(func: &Func, start: usize, end: usize) -> Vec<ValueId> {
     (start..end)
         .map(|i| func.instr_value(i))
         .filter(|&v| {
-            func.outputs.contains(&v) || func.body[end..].iter().any(|ins| ins.args.contains(&v))
+            splat_constant(func, v).is_none()
+                && (func.outputs.contains(&v)
+                    || func.body[end..].iter().any(|ins| ins.args.contains(&v)))
         })
         .collect()
 }

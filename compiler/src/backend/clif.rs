@@ -232,13 +232,19 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
                 _ => true,
             });
     }
-    let buffers_ok = kernel.sig.buffers.iter().all(|b| {
-        matches!(b.dtype, DType::F32 | DType::I32)
-            && match b.access {
-                Access::Outer(n) | Access::Inner(n) => n.is_multiple_of(lanes),
-                Access::Each | Access::Scalar => true,
+    let buffers_ok = kernel
+        .sig
+        .buffers
+        .iter()
+        .all(|b| match (b.dtype, b.access) {
+            // Bools are bytes: LANES of them widen into a lane mask, and narrow back.
+            (DType::Bool, access) => access == Access::Each,
+            (DType::F32 | DType::I32, Access::Outer(n) | Access::Inner(n)) => {
+                n.is_multiple_of(lanes)
             }
-    });
+            (DType::F32 | DType::I32, Access::Each | Access::Scalar) => true,
+            _ => false,
+        });
     buffers_ok
         && kernel.body.iter().all(|ins| {
             let f64_args = ins.args.iter().any(|&a| kernel.body[a].dtype == DType::F64);
@@ -1052,6 +1058,10 @@ fn emit_body(
                             let x = b.ins().load(lane, flags, addr, 0);
                             b.ins().splat(ty, x)
                         }
+                        (None, true, _) if ins.dtype == DType::Bool => {
+                            let addr = address(b, *buffer);
+                            load_mask(b, addr)
+                        }
                         (None, true, _) => {
                             let addr = address(b, *buffer);
                             b.ins().load(ty, vflags, addr, 0)
@@ -1064,8 +1074,12 @@ fn emit_body(
                 }
                 KOp::Store(buffer) => {
                     let addr = address(b, *buffer);
-                    b.ins()
-                        .store(if vector { vflags } else { flags }, arg(0), addr, 0);
+                    if vector && ins.dtype == DType::Bool {
+                        store_mask(b, arg(0), addr);
+                    } else {
+                        b.ins()
+                            .store(if vector { vflags } else { flags }, arg(0), addr, 0);
+                    }
                     arg(0)
                 }
                 _ => {
@@ -1079,4 +1093,34 @@ fn emit_body(
         values.push(copies);
     }
     Ok(())
+}
+
+/// LANES bools (bytes of 0 or 1) at `addr` as a lane mask.
+fn load_mask(b: &mut FunctionBuilder, addr: Value) -> Value {
+    let lanes = MemFlagsData::new().with_endianness(Endianness::Little);
+    // Bool buffers are only byte-aligned.
+    let bytes = b
+        .ins()
+        .load(types::I32, MemFlagsData::new().with_notrap(), addr, 0);
+    let v = b.ins().scalar_to_vector(types::I32X4, bytes);
+    let v = b.ins().bitcast(types::I8X16, lanes, v);
+    let halves = b.ins().uwiden_low(v);
+    let words = b.ins().uwiden_low(halves);
+    let zero = b.ins().iconst(types::I32, 0);
+    let zero = b.ins().splat(types::I32X4, zero);
+    b.ins().icmp(IntCC::NotEqual, words, zero)
+}
+
+/// Lane mask `mask` stored as LANES bools at `addr`.
+fn store_mask(b: &mut FunctionBuilder, mask: Value, addr: Value) {
+    let lanes = MemFlagsData::new().with_endianness(Endianness::Little);
+    let one = b.ins().iconst(types::I32, 1);
+    let one = b.ins().splat(types::I32X4, one);
+    let words = b.ins().band(mask, one);
+    let halves = b.ins().snarrow(words, words);
+    let bytes = b.ins().unarrow(halves, halves);
+    let packed = b.ins().bitcast(types::I32X4, lanes, bytes);
+    let first = b.ins().extractlane(packed, 0);
+    b.ins()
+        .store(MemFlagsData::new().with_notrap(), first, addr, 0);
 }

@@ -10,7 +10,7 @@
 pub mod math;
 pub mod rows;
 
-use crate::fuse::{broadcast_access, kernel_outputs};
+use crate::fuse::{broadcast_access, kernel_outputs, splat_constant};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Func, Op, ReduceOp, Scalar, UnaryOp, ValueId};
 use std::collections::HashMap;
 use std::fmt;
@@ -142,12 +142,18 @@ impl Lowering<'_> {
         self.body.len() - 1
     }
 
-    /// The kernel value of program value `v`, loading it if it comes from outside.
+    /// The kernel value of program value `v`: computed here, an inlined splat constant, or
+    /// loaded from outside.
     fn value(&mut self, v: ValueId) -> Option<usize> {
         if let Some(&k) = self.values.get(&v) {
             return Some(k);
         }
         let ty = self.func.value_type(v)?;
+        if let Some(c) = splat_constant(self.func, v) {
+            let k = self.emit(KOp::Const(c), Vec::new(), ty.dtype);
+            self.values.insert(v, k);
+            return Some(k);
+        }
         let access = if ty.numel() == 1 && self.len != 1 {
             Access::Scalar
         } else {
@@ -193,6 +199,7 @@ pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kern
             Op::BroadcastInDim { dims, .. } => {
                 let operand = ins.args[0];
                 match broadcast_access(func.value_type(operand)?, &ins.ty, dims)? {
+                    _ if splat_constant(func, operand).is_some() => l.value(operand)?,
                     Access::Each | Access::Scalar if l.values.contains_key(&operand) => {
                         l.values[&operand]
                     }

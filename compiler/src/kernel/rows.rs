@@ -9,7 +9,9 @@
 //! small and recently touched, so this stays in cache, unlike recomputing an exp).
 
 use super::{Access, Buffer, KInstr, KOp, Kernel, KernelSig, Role, Rows, Stage};
-use crate::fuse::{broadcast_access, kernel_outputs, row_role, KernelTypes, RowRole};
+use crate::fuse::{
+    broadcast_access, kernel_outputs, row_role, splat_constant, KernelTypes, RowRole,
+};
 use ferrax_ir::{DType, Func, Op, ValueId};
 use std::collections::HashMap;
 
@@ -91,11 +93,20 @@ impl RowLowering<'_> {
         Some(Operand::Outside(v, access))
     }
 
-    fn operand(&self, v: ValueId) -> Option<Operand> {
-        match self.values.get(&v) {
-            Some(&o) => Some(o),
-            None => self.outside(v),
+    /// How the kernel sees program value `v`; a splat constant from outside is inlined as a
+    /// row value.
+    fn operand(&mut self, v: ValueId) -> Option<Operand> {
+        if let Some(&o) = self.values.get(&v) {
+            return Some(o);
         }
+        if let Some(c) = splat_constant(self.func, v) {
+            let dtype = self.func.value_type(v)?.dtype;
+            let stage = Stage::Row(0);
+            let k = self.emit(KOp::Const(c), Vec::new(), dtype, stage);
+            self.define(v, k, stage);
+            return self.values.get(&v).copied();
+        }
+        self.outside(v)
     }
 
     /// The pass (for an element stage) or row stage that can first use `o`.
@@ -210,6 +221,7 @@ pub fn lower_rows(
                 let o = match (l.values.get(&operand), broadcast_access(t, &ins.ty, dims)?) {
                     // Every element of a row sees the row's value.
                     (Some(&o), _) => o,
+                    _ if splat_constant(func, operand).is_some() => l.operand(operand)?,
                     (None, Access::Each) => l.outside(operand)?,
                     (None, access) => Operand::Outside(operand, access),
                 };
