@@ -5,8 +5,10 @@
 //!
 //! Kernels of f32 values (see [`vectorizable`]) are compiled for SIMD: transcendentals are
 //! expanded into polynomials (`kernel::math`, 3 ULP), and the loop runs 128-bit vectors of
-//! LANES elements (two vectors per step, interleaved), then a scalar tail computing exactly the
-//! same operations. The f64 argument reduction of f32 sin and cos runs as two f64x2 halves of
+//! LANES elements (several vectors per step, interleaved), then a scalar tail computing exactly
+//! the same operations. Flat kernels are compiled without Cranelift's mid-end (their code is
+//! emitted ready: constants folded from a table, broadcast positions stepped), row kernels with
+//! it. The f64 argument reduction of f32 sin and cos runs as two f64x2 halves of
 //! each vector. Other kernels (f64 data, bool buffers, ops without a vector form) are scalar,
 //! f32 transcendentals still expanded; f64 transcendentals call the reference interpreter's own
 //! functions, so f64 results equal the interpreter's bit for bit.
@@ -14,12 +16,13 @@
 use crate::kernel::{math, Access, KInstr, KOp, Kernel, Role, Rows, Stage};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
-    types, AbiParam, Endianness, FuncRef, InstBuilder, MemFlagsData, Type, Value,
+    types, AbiParam, Block, BlockArg, Endianness, FuncRef, GlobalValue, InstBuilder, MemFlagsData,
+    Type, Value,
 };
 use cranelift_frontend::Variable;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{FuncId, Linkage, Module};
+use cranelift_module::{DataDescription, FuncId, Linkage, Module};
 use ferrax_ir::{BinaryOp, CompareOp, DType, ReduceOp, Scalar, UnaryOp};
 use std::collections::HashMap;
 
@@ -62,17 +65,10 @@ extern "C" fn rem_f64(a: f64, b: f64) -> f64 {
 
 /// Kernels compiled into one module, which must outlive every call of their entries.
 pub struct Compiled {
-    _module: JITModule,
+    _modules: [JITModule; 2],
     pub entries: Vec<KernelFn>,
     /// The Cranelift IR of each kernel, for dumps and snapshots.
     pub clif: Vec<String>,
-}
-
-struct Helpers {
-    wide_unary: FuncId,
-    pow: FuncId,
-    rem_f32: FuncId,
-    rem_f64: FuncId,
 }
 
 fn clif_type(d: DType) -> Option<Type> {
@@ -86,36 +82,58 @@ fn clif_type(d: DType) -> Option<Type> {
     }
 }
 
-pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
-    let mut jb = JITBuilder::with_flags(
-        &[("opt_level", "speed")],
-        cranelift_module::default_libcall_names(),
-    )
-    .map_err(err)?;
-    jb.symbol("ferrax_wide_unary", wide_unary as *const u8);
-    jb.symbol("ferrax_pow_f64", pow_f64 as *const u8);
-    jb.symbol("ferrax_rem_f32", rem_f32 as *const u8);
-    jb.symbol("ferrax_rem_f64", rem_f64 as *const u8);
-    let mut module = JITModule::new(jb);
-    let mut import = |name: &str, params: &[Type], ret: Type| -> Result<FuncId, CodegenError> {
-        let mut sig = module.make_signature();
-        sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
-        sig.returns.push(AbiParam::new(ret));
-        module
-            .declare_function(name, Linkage::Import, &sig)
-            .map_err(err)
-    };
-    let helpers = Helpers {
-        wide_unary: import("ferrax_wide_unary", &[types::I32, types::F64], types::F64)?,
-        pow: import("ferrax_pow_f64", &[types::F64, types::F64], types::F64)?,
-        rem_f32: import("ferrax_rem_f32", &[types::F32, types::F32], types::F32)?,
-        rem_f64: import("ferrax_rem_f64", &[types::F64, types::F64], types::F64)?,
-    };
-    let mut ids = Vec::with_capacity(kernels.len());
-    let mut clif = Vec::with_capacity(kernels.len());
-    let mut ctx = module.make_context();
-    let mut fctx = FunctionBuilderContext::new();
-    for kernel in kernels {
+/// A JIT module, and the helper functions its kernels may call.
+struct Jit {
+    module: JITModule,
+    helpers: [FuncId; 4],
+    ctx: cranelift_codegen::Context,
+}
+
+impl Jit {
+    fn new(opt_level: &str) -> Result<Jit, CodegenError> {
+        let mut jb = JITBuilder::with_flags(
+            &[("opt_level", opt_level)],
+            cranelift_module::default_libcall_names(),
+        )
+        .map_err(err)?;
+        jb.symbol("ferrax_wide_unary", wide_unary as *const u8);
+        jb.symbol("ferrax_pow_f64", pow_f64 as *const u8);
+        jb.symbol("ferrax_rem_f32", rem_f32 as *const u8);
+        jb.symbol("ferrax_rem_f64", rem_f64 as *const u8);
+        let mut module = JITModule::new(jb);
+        let mut import = |name: &str, params: &[Type], ret: Type| {
+            let mut sig = module.make_signature();
+            sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
+            sig.returns.push(AbiParam::new(ret));
+            module
+                .declare_function(name, Linkage::Import, &sig)
+                .map_err(err)
+        };
+        let helpers = [
+            import("ferrax_wide_unary", &[types::I32, types::F64], types::F64)?,
+            import("ferrax_pow_f64", &[types::F64, types::F64], types::F64)?,
+            import("ferrax_rem_f32", &[types::F32, types::F32], types::F32)?,
+            import("ferrax_rem_f64", &[types::F64, types::F64], types::F64)?,
+        ];
+        let ctx = module.make_context();
+        Ok(Jit {
+            module,
+            helpers,
+            ctx,
+        })
+    }
+
+    /// Defines `kernel`'s function, and returns it with its Cranelift IR.
+    fn define(
+        &mut self,
+        kernel: &Kernel,
+        fctx: &mut FunctionBuilderContext,
+    ) -> Result<(FuncId, String), CodegenError> {
+        let Jit {
+            module,
+            helpers,
+            ctx,
+        } = self;
         let ptr = module.target_config().pointer_type();
         let id = module
             .declare_function(&kernel.name, Linkage::Local, &{
@@ -144,54 +162,68 @@ pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
         attempts.push((kernel, false));
         let mut last = None;
         for (k, simd) in attempts {
+            let data = module.declare_anonymous_data(false, false).map_err(err)?;
+            let mut pool = ConstPool {
+                table: module.declare_data_in_func(data, &mut ctx.func),
+                bytes: Vec::new(),
+            };
             ctx.func.signature.params.push(AbiParam::new(ptr));
             ctx.func.signature.params.push(AbiParam::new(types::I64));
             ctx.func.signature.params.push(AbiParam::new(types::I64));
-            let funcs = [
-                helpers.wide_unary,
-                helpers.pow,
-                helpers.rem_f32,
-                helpers.rem_f64,
-            ]
-            .map(|id| module.declare_func_in_func(id, &mut ctx.func));
+            let funcs = helpers.map(|id| module.declare_func_in_func(id, &mut ctx.func));
             let built = {
-                let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+                let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
                 let r = match &k.rows {
                     Some(rows) => build_rows(&mut b, k, rows, ptr, &funcs, simd),
-                    None => build(&mut b, k, ptr, &funcs, simd),
+                    None => build(&mut b, k, ptr, &funcs, simd, &mut pool),
                 };
                 b.finalize(module.target_config());
                 r
             };
             let text = ctx.func.display().to_string();
-
-            let result = built.and_then(|()| module.define_function(id, &mut ctx).map_err(err));
-            module.clear_context(&mut ctx);
+            let result = built.and_then(|()| module.define_function(id, ctx).map_err(err));
+            module.clear_context(ctx);
+            let mut table = DataDescription::new();
+            table.define(pool.bytes.into_boxed_slice());
+            table.set_align(16);
+            module.define_data(data, &table).map_err(err)?;
             match result {
-                Ok(()) => {
-                    last = None;
-                    clif.push(text);
-                    break;
-                }
+                Ok(()) => return Ok((id, text)),
                 Err(e) => last = Some(e),
             }
         }
-        if let Some(e) = last {
-            return Err(e);
-        }
-        ids.push(id);
+        Err(last.unwrap_or_else(|| CodegenError::Cranelift("no attempt".into())))
     }
-    module.finalize_definitions().map_err(err)?;
+}
+
+pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
+    // Flat kernels skip Cranelift's mid-end: it would place each interleaved vector's
+    // instructions next to that vector's store, undoing the interleaving, and their code is
+    // emitted ready (constants from a table, positions stepped without division). Row kernels
+    // keep it for their address arithmetic and hoisting.
+    let mut jits = [Jit::new("none")?, Jit::new("speed")?];
+    let mut fctx = FunctionBuilderContext::new();
+    let mut ids = Vec::with_capacity(kernels.len());
+    let mut clif = Vec::with_capacity(kernels.len());
+    for kernel in kernels {
+        let which = usize::from(kernel.rows.is_some());
+        let (id, text) = jits[which].define(kernel, &mut fctx)?;
+        ids.push((which, id));
+        clif.push(text);
+    }
+    for jit in &mut jits {
+        jit.module.finalize_definitions().map_err(err)?;
+    }
     let entries = ids
         .into_iter()
-        .map(|id| {
-            let code = module.get_finalized_function(id);
+        .map(|(which, id)| {
+            let code = jits[which].module.get_finalized_function(id);
             // SAFETY: `code` was compiled from a function with exactly this signature.
             unsafe { std::mem::transmute::<*const u8, KernelFn>(code) }
         })
         .collect();
     Ok(Compiled {
-        _module: module,
+        _modules: jits.map(|j| j.module),
         entries,
         clif,
     })
@@ -642,6 +674,7 @@ fn build(
     ptr: Type,
     funcs: &[FuncRef; 4],
     simd: bool,
+    pool: &mut ConstPool,
 ) -> Result<(), CodegenError> {
     let unsupported = |what: String| CodegenError::Unsupported {
         kernel: kernel.name.clone(),
@@ -674,48 +707,173 @@ fn build(
         };
         scalars.push(scalar);
     }
+    let divisors = Divisors::of(kernel);
     let tail = b.create_block();
     if simd {
-        // Groups of FLAT_COPIES whole vectors from `start` (a multiple of LANES), then the
-        // scalar tail.
-        let step = LANES * FLAT_COPIES as i64;
+        // Groups of `copies` whole vectors from `start` (a multiple of LANES), then the scalar
+        // tail.
+        let copies = flat_copies(kernel);
+        let step = LANES * copies as i64;
         let vector = b.create_block();
         let count = b.ins().isub(end, start);
         let whole = b.ins().band_imm_s(count, -step);
         let vend = b.ins().iadd(start, whole);
         let any = b.ins().icmp(IntCC::SignedLessThan, start, vend);
+        let first = divisors.at(b, start);
+        let base = b.ins().symbol_value(ptr, pool.table);
         b.ins()
-            .brif(any, vector, &[start.into()], tail, &[start.into()]);
+            .brif(any, vector, &first.args(), tail, &[start.into()]);
         b.switch_to_block(vector);
-        let i = b.append_block_param(vector, types::I64);
-        let at: Vec<Value> = (0..FLAT_COPIES)
-            .map(|c| match c {
-                0 => i,
-                _ => b.ins().iadd_imm_s(i, c as i64 * LANES),
-            })
-            .collect();
-        emit_body(b, kernel, &at, true, &bases, &scalars, funcs)?;
-        let next = b.ins().iadd_imm_s(i, step);
-        let more = b.ins().icmp(IntCC::SignedLessThan, next, vend);
+        let mut at = vec![divisors.params(b, vector)];
+        for _ in 1..copies {
+            let next = divisors.advance(b, &at[at.len() - 1], LANES);
+            at.push(next);
+        }
+        let mut consts = Consts {
+            pool: &mut *pool,
+            base,
+        };
+        let mem = Memory {
+            divisors: &divisors,
+            bases: &bases,
+            scalars: &scalars,
+        };
+        emit_body(b, kernel, &at, Some(&mut consts), &mem, funcs)?;
+        let next = divisors.advance(b, &at[copies - 1], LANES);
+        let more = b.ins().icmp(IntCC::SignedLessThan, next.i, vend);
         b.ins()
-            .brif(more, vector, &[next.into()], tail, &[next.into()]);
+            .brif(more, vector, &next.args(), tail, &[next.i.into()]);
     } else {
         b.ins().jump(tail, &[start.into()]);
     }
     b.switch_to_block(tail);
     let from = b.append_block_param(tail, types::I64);
     let any = b.ins().icmp(IntCC::SignedLessThan, from, end);
-    b.ins().brif(any, body, &[from.into()], exit, &[]);
+    let first = divisors.at(b, from);
+    b.ins().brif(any, body, &first.args(), exit, &[]);
     b.switch_to_block(body);
-    let i = b.append_block_param(body, types::I64);
-    emit_body(b, kernel, &[i], false, &bases, &scalars, funcs)?;
-    let next = b.ins().iadd_imm_s(i, 1);
-    let more = b.ins().icmp(IntCC::SignedLessThan, next, end);
-    b.ins().brif(more, body, &[next.into()], exit, &[]);
+    let at = divisors.params(b, body);
+    let mem = Memory {
+        divisors: &divisors,
+        bases: &bases,
+        scalars: &scalars,
+    };
+    emit_body(b, kernel, std::slice::from_ref(&at), None, &mem, funcs)?;
+    let next = divisors.advance(b, &at, 1);
+    let more = b.ins().icmp(IntCC::SignedLessThan, next.i, end);
+    b.ins().brif(more, body, &next.args(), exit, &[]);
     b.switch_to_block(exit);
     b.ins().return_(&[]);
     b.seal_all_blocks();
     Ok(())
+}
+
+/// Where a flat kernel's buffers are: base pointers, scalar inputs loaded once, and the
+/// divisors that index broadcasts.
+struct Memory<'a> {
+    divisors: &'a Divisors,
+    bases: &'a [Value],
+    scalars: &'a [Option<Value>],
+}
+
+/// The row lengths `n` by which a flat kernel's broadcast buffers are indexed (`i / n`, `i % n`).
+/// Loops carry each element's row and column for every such `n` and step them, so that no
+/// division runs per element.
+struct Divisors(Vec<usize>);
+
+/// Element `i` of a flat loop, with its row and column for each of the kernel's [`Divisors`].
+struct Position {
+    i: Value,
+    rows_cols: Vec<(Value, Value)>,
+}
+
+impl Position {
+    fn args(&self) -> Vec<BlockArg> {
+        std::iter::once(self.i)
+            .chain(self.rows_cols.iter().flat_map(|&(r, c)| [r, c]))
+            .map(BlockArg::from)
+            .collect()
+    }
+}
+
+impl Divisors {
+    fn of(kernel: &Kernel) -> Divisors {
+        let mut ns: Vec<usize> = kernel
+            .sig
+            .buffers
+            .iter()
+            .filter_map(|b| match b.access {
+                Access::Outer(n) | Access::Inner(n) => Some(n),
+                Access::Each | Access::Scalar => None,
+            })
+            .collect();
+        ns.sort_unstable();
+        ns.dedup();
+        Divisors(ns)
+    }
+
+    /// Element `i`'s position, by division (once per loop entry).
+    fn at(&self, b: &mut FunctionBuilder, i: Value) -> Position {
+        let rows_cols = self
+            .0
+            .iter()
+            .map(|&n| {
+                (
+                    b.ins().udiv_imm_u(i, n as i64),
+                    b.ins().urem_imm_u(i, n as i64),
+                )
+            })
+            .collect();
+        Position { i, rows_cols }
+    }
+
+    /// A position as the parameters of loop block `block`.
+    fn params(&self, b: &mut FunctionBuilder, block: Block) -> Position {
+        let i = b.append_block_param(block, types::I64);
+        let rows_cols = self
+            .0
+            .iter()
+            .map(|_| {
+                (
+                    b.append_block_param(block, types::I64),
+                    b.append_block_param(block, types::I64),
+                )
+            })
+            .collect();
+        Position { i, rows_cols }
+    }
+
+    /// The position `k` elements on, `k` at most every divisor.
+    fn advance(&self, b: &mut FunctionBuilder, p: &Position, k: i64) -> Position {
+        let i = b.ins().iadd_imm_s(p.i, k);
+        let rows_cols = self
+            .0
+            .iter()
+            .zip(&p.rows_cols)
+            .map(|(&n, &(row, col))| {
+                let col = b.ins().iadd_imm_s(col, k);
+                let wrap = b
+                    .ins()
+                    .icmp_imm_s(IntCC::UnsignedGreaterThanOrEqual, col, n as i64);
+                let wrapped = b.ins().iadd_imm_s(col, -(n as i64));
+                let col = b.ins().select(wrap, wrapped, col);
+                let carry = b.ins().uextend(types::I64, wrap);
+                (b.ins().iadd(row, carry), col)
+            })
+            .collect();
+        Position { i, rows_cols }
+    }
+
+    /// The element index of buffer access `access` at `p` (`None` for a row length that is
+    /// not one of the divisors).
+    fn index(&self, p: &Position, access: Access) -> Option<Value> {
+        let of = |n: usize| self.0.iter().position(|&m| m == n).map(|k| p.rows_cols[k]);
+        match access {
+            Access::Outer(n) => of(n).map(|rc| rc.0),
+            Access::Inner(n) => of(n).map(|rc| rc.1),
+            Access::Each | Access::Scalar => Some(p.i),
+        }
+    }
 }
 
 /// One instruction other than a load or store, on argument values `args` (scalars, or vectors
@@ -906,6 +1064,44 @@ fn value_type(d: DType, vector: bool) -> Option<Type> {
     }
 }
 
+/// The vector constants of a flat kernel, in a read-only table of 16-byte entries, one per use:
+/// each use loads its own entry, which x64 folds into the instruction as a memory operand (one
+/// instruction, where a splat is two; w8_sin_chain: 62 -> 54 ms).
+struct ConstPool {
+    table: GlobalValue,
+    bytes: Vec<u8>,
+}
+
+/// A [`ConstPool`] and its address in the function being built.
+struct Consts<'a> {
+    pool: &'a mut ConstPool,
+    base: Value,
+}
+
+impl Consts<'_> {
+    /// `x` in every lane: an f64 fills both halves of a vector of f64 values, and a bool is a
+    /// lane mask.
+    fn vector(&mut self, b: &mut FunctionBuilder, x: Scalar) -> Val {
+        let (ty, lane): (Type, Vec<u8>) = match x {
+            Scalar::F32(v) => (types::F32X4, v.to_le_bytes().to_vec()),
+            Scalar::F64(v) => (types::F64X2, v.to_le_bytes().to_vec()),
+            Scalar::I32(v) => (types::I32X4, v.to_le_bytes().to_vec()),
+            Scalar::Bool(v) => (types::I32X4, (-i32::from(v)).to_le_bytes().to_vec()),
+            _ => (types::I64X2, 0i64.to_le_bytes().to_vec()),
+        };
+        let bytes = &mut self.pool.bytes;
+        bytes.extend(lane.iter().copied().cycle().take(16));
+        let offset = i32::try_from(bytes.len() - 16).unwrap_or(i32::MAX);
+        let flags = MemFlagsData::trusted().with_readonly();
+        let v = b.ins().load(ty, flags, self.base, offset);
+        if ty == types::F64X2 {
+            Val::Halves(v, v)
+        } else {
+            Val::One(v)
+        }
+    }
+}
+
 /// A kernel value in generated code: one clif value, or in a vector kernel an f64 value, as the
 /// two f64x2 halves of its LANES lanes.
 #[derive(Clone, Copy)]
@@ -959,10 +1155,6 @@ fn emit_val(
             let low_pairs: [u8; 16] = std::array::from_fn(|i| (i % 8 + i / 8 * 16) as u8);
             Val::One(shuffle(b, lo, hi, low_pairs))
         }
-        (KOp::Const(_), []) => {
-            let v = emit_op(b, ins, &[], true, funcs, unsupported)?;
-            Val::Halves(v, v)
-        }
         (_, args) if ins.dtype == DType::F64 => {
             let halves: Option<Vec<(Value, Value)>> = args
                 .iter()
@@ -1006,21 +1198,28 @@ fn wide_op(kernel: &Kernel, ins: &KInstr) -> bool {
     }
 }
 
-/// Vectors a flat kernel's loop computes per step, their instructions interleaved so that one
-/// vector's dependency chain overlaps the other's (w1_gelu: about 5% faster than one).
-const FLAT_COPIES: usize = 2;
+/// Vectors a flat kernel's loop computes per step, their instructions interleaved so that each
+/// vector's dependency chains overlap the others' (w1_gelu: 31 -> 17 ms with 4); a long body
+/// takes 2, which keep more of its values in registers (w8_sin_chain: 49 ms with 2, 54 with 4).
+fn flat_copies(kernel: &Kernel) -> usize {
+    if kernel.body.len() > 200 {
+        2
+    } else {
+        4
+    }
+}
 
 /// The kernel's body for elements `at` (one element each, or vectors of LANES elements at
 /// multiples of LANES), each instruction emitted for every element in turn.
 fn emit_body(
     b: &mut FunctionBuilder,
     kernel: &Kernel,
-    at: &[Value],
-    vector: bool,
-    bases: &[Value],
-    scalars: &[Option<Value>],
+    at: &[Position],
+    mut consts: Option<&mut Consts>,
+    mem: &Memory,
     funcs: &[FuncRef; 4],
 ) -> Result<(), CodegenError> {
+    let vector = consts.is_some();
     let unsupported = |what: String| CodegenError::Unsupported {
         kernel: kernel.name.clone(),
         what,
@@ -1029,61 +1228,72 @@ fn emit_body(
     // Vectors are only element-aligned.
     let vflags = MemFlagsData::new().with_notrap();
     let mut values: Vec<Vec<Val>> = Vec::with_capacity(kernel.body.len());
+    // A vector constant is loaded at each use (see `ConstPool`), so it has no value of its own.
+    let mut deferred: Vec<Option<Scalar>> = Vec::with_capacity(kernel.body.len());
     for ins in &kernel.body {
         let ty = value_type(ins.dtype, vector)
             .ok_or_else(|| unsupported(format!("dtype {}", ins.dtype)))?;
+        if let (KOp::Const(x), true) = (&ins.op, vector) {
+            values.push(Vec::new());
+            deferred.push(Some(*x));
+            continue;
+        }
         let mut copies = Vec::with_capacity(at.len());
-        for (c, &i) in at.iter().enumerate() {
-            let arg = |k: usize| values[ins.args[k]][c].one();
+        for (c, p) in at.iter().enumerate() {
+            let mut operand = |b: &mut FunctionBuilder, a: usize| match (deferred[a], &mut consts) {
+                (Some(x), Some(consts)) => consts.vector(b, x),
+                _ => values[a][c],
+            };
             let address = |b: &mut FunctionBuilder, buffer: usize| {
-                let size = kernel.sig.buffers[buffer].dtype.size_bytes() as i64;
-                let index = match kernel.sig.buffers[buffer].access {
-                    Access::Outer(n) => b.ins().udiv_imm_u(i, n as i64),
-                    Access::Inner(n) => b.ins().urem_imm_u(i, n as i64),
-                    Access::Each | Access::Scalar => i,
-                };
-                let offset = b.ins().imul_imm_s(index, size);
-                b.ins().iadd(bases[buffer], offset)
+                let size = kernel.sig.buffers[buffer].dtype.size_bytes();
+                let index = mem
+                    .divisors
+                    .index(p, kernel.sig.buffers[buffer].access)
+                    .ok_or_else(|| unsupported("a broadcast without its row length".into()))?;
+                // A shift, which x64 folds into the address (element sizes are powers of two).
+                let offset = b.ins().ishl_imm_u(index, i64::from(size.trailing_zeros()));
+                Ok::<Value, CodegenError>(b.ins().iadd(mem.bases[buffer], offset))
             };
             let v = match &ins.op {
                 KOp::Load(buffer) => {
                     let access = kernel.sig.buffers[*buffer].access;
-                    match (scalars[*buffer], vector, access) {
+                    match (mem.scalars[*buffer], vector, access) {
                         (Some(s), false, _) => s,
                         (Some(s), true, _) => b.ins().splat(ty, s),
                         (None, true, Access::Outer(_)) => {
                             // All lanes share one row (`i` and `n` are multiples of LANES).
-                            let addr = address(b, *buffer);
+                            let addr = address(b, *buffer)?;
                             let lane = ty.lane_type();
                             let x = b.ins().load(lane, flags, addr, 0);
                             b.ins().splat(ty, x)
                         }
                         (None, true, _) if ins.dtype == DType::Bool => {
-                            let addr = address(b, *buffer);
+                            let addr = address(b, *buffer)?;
                             load_mask(b, addr)
                         }
                         (None, true, _) => {
-                            let addr = address(b, *buffer);
+                            let addr = address(b, *buffer)?;
                             b.ins().load(ty, vflags, addr, 0)
                         }
                         (None, false, _) => {
-                            let addr = address(b, *buffer);
+                            let addr = address(b, *buffer)?;
                             b.ins().load(ty, flags, addr, 0)
                         }
                     }
                 }
                 KOp::Store(buffer) => {
-                    let addr = address(b, *buffer);
+                    let addr = address(b, *buffer)?;
+                    let x = operand(b, ins.args[0]).one();
                     if vector && ins.dtype == DType::Bool {
-                        store_mask(b, arg(0), addr);
+                        store_mask(b, x, addr);
                     } else {
                         b.ins()
-                            .store(if vector { vflags } else { flags }, arg(0), addr, 0);
+                            .store(if vector { vflags } else { flags }, x, addr, 0);
                     }
-                    arg(0)
+                    x
                 }
                 _ => {
-                    let args: Vec<Val> = ins.args.iter().map(|&a| values[a][c]).collect();
+                    let args: Vec<Val> = ins.args.iter().map(|&a| operand(b, a)).collect();
                     copies.push(emit_val(b, ins, &args, vector, funcs, &unsupported)?);
                     continue;
                 }
@@ -1091,6 +1301,7 @@ fn emit_body(
             copies.push(Val::One(v));
         }
         values.push(copies);
+        deferred.push(None);
     }
     Ok(())
 }

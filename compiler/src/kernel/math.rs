@@ -295,11 +295,10 @@ impl Emit {
         };
         let mb = self.ci(magic_bits, it);
         let ki = self.sub(bits, mb, it);
-        let nk = self.un(UnaryOp::Neg, k, t);
-        let h = self.c(hi, t);
-        let r = self.fma(nk, h, x, t);
-        let lo = self.c(lo, t);
-        (ki, self.fma(nk, lo, r, t))
+        let h = self.c(-hi, t);
+        let r = self.fma(k, h, x, t);
+        let lo = self.c(-lo, t);
+        (ki, self.fma(k, lo, r, t))
     }
 
     fn exp(&mut self, x: usize, t: DType) -> usize {
