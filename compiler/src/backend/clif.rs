@@ -174,7 +174,7 @@ impl Jit {
             let built = {
                 let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
                 let r = match &k.rows {
-                    Some(rows) => build_rows(&mut b, k, rows, ptr, &funcs, simd),
+                    Some(rows) => build_rows(&mut b, k, rows, ptr, &funcs, simd, &mut pool),
                     None => build(&mut b, k, ptr, &funcs, simd, &mut pool),
                 };
                 b.finalize(module.target_config());
@@ -320,6 +320,7 @@ fn build_rows(
     ptr: Type,
     funcs: &[FuncRef; 4],
     simd: bool,
+    pool: &mut ConstPool,
 ) -> Result<(), CodegenError> {
     let unsupported = |what: String| CodegenError::Unsupported {
         kernel: kernel.name.clone(),
@@ -339,6 +340,8 @@ fn build_rows(
             .map_err(|_| unsupported("argument offset".into()))?;
         bases.push(b.ins().load(ptr, flags, args, offset));
     }
+    let table = b.ins().symbol_value(ptr, pool.table);
+    let mut consts = Consts { pool, base: table };
     let row_var = b.declare_var(types::I64);
     b.def_var(row_var, start);
     let head = b.create_block();
@@ -368,7 +371,7 @@ fn build_rows(
             }
         }
         if pass < r.passes {
-            rc.pass(b, pass, simd)?;
+            rc.pass(b, pass, simd, &mut consts)?;
         }
     }
     let next = b.ins().iadd_imm_s(row, 1);
@@ -410,10 +413,20 @@ fn reduce_step(b: &mut FunctionBuilder, op: ReduceOp, acc: Value, x: Value) -> V
     }
 }
 
+/// What one pass of a row kernel computes per column: its element instructions, the
+/// reductions they feed with their accumulators (vector copies and a scalar), and the row
+/// values splatted for the vector loop.
+struct PassPlan {
+    elems: Vec<usize>,
+    reductions: Vec<(usize, ReduceOp)>,
+    accs: Vec<(Vec<Variable>, Variable)>,
+    splats: HashMap<usize, Value>,
+}
+
 impl RowCode<'_> {
     fn address(&self, b: &mut FunctionBuilder, buffer: usize, col: Option<Value>) -> Value {
         let kernel = self.kernel;
-        let size = kernel.sig.buffers[buffer].dtype.size_bytes() as i64;
+        let size = kernel.sig.buffers[buffer].dtype.size_bytes();
         let index = match (kernel.sig.buffers[buffer].access, col) {
             (Access::Scalar, _) => None,
             (Access::Outer(_), _) | (_, None) => Some(self.row),
@@ -423,7 +436,7 @@ impl RowCode<'_> {
         match index {
             None => self.bases[buffer],
             Some(i) => {
-                let offset = b.ins().imul_imm_s(i, size);
+                let offset = b.ins().ishl_imm_u(i, i64::from(size.trailing_zeros()));
                 b.ins().iadd(self.bases[buffer], offset)
             }
         }
@@ -477,6 +490,7 @@ impl RowCode<'_> {
         b: &mut FunctionBuilder,
         pass: usize,
         simd: bool,
+        consts: &mut Consts,
     ) -> Result<(), CodegenError> {
         let kernel = self.kernel;
         let body = &kernel.body;
@@ -499,8 +513,9 @@ impl RowCode<'_> {
                 .chain(reductions.iter().map(|(k, _)| k))
                 .flat_map(|&k| body[k].args.iter().copied());
             for a in used {
-                if let (Stage::Row(_), std::collections::hash_map::Entry::Vacant(e)) =
-                    (stages[a], splats.entry(a))
+                let constant = matches!(body[a].op, KOp::Const(_));
+                if let (Stage::Row(_), false, std::collections::hash_map::Entry::Vacant(e)) =
+                    (stages[a], constant, splats.entry(a))
                 {
                     e.insert(self.splat(b, self.values[&a], body[a].dtype)?);
                 }
@@ -535,6 +550,12 @@ impl RowCode<'_> {
             }
             accs.push((vecs, scalar));
         }
+        let plan = PassPlan {
+            elems,
+            reductions,
+            accs,
+            splats,
+        };
         // The main loop: `copies` vectors (or one scalar) per step.
         let step = if simd { LANES * copies as i64 } else { 1 };
         let (main_end, loop_copies) = if simd {
@@ -551,14 +572,14 @@ impl RowCode<'_> {
             b.ins().jump(body_block, &[]);
             b.switch_to_block(body_block);
             let col = b.use_var(col_var);
-            for u in 0..loop_copies {
-                let c = if u == 0 {
-                    col
-                } else {
-                    b.ins().iadd_imm_s(col, u as i64 * LANES)
-                };
-                self.elements(b, &elems, &reductions, &accs, c, simd, u, &splats)?;
-            }
+            let at: Vec<Value> = (0..loop_copies)
+                .map(|u| match u {
+                    0 => col,
+                    _ => b.ins().iadd_imm_s(col, u as i64 * LANES),
+                })
+                .collect();
+            let vector = simd.then_some(&mut *consts);
+            self.elements(b, &plan, &at, vector)?;
             let next = b.ins().iadd_imm_s(col, step);
             b.def_var(col_var, next);
             let again = b.ins().icmp_imm_s(IntCC::SignedLessThan, next, main_end);
@@ -567,16 +588,19 @@ impl RowCode<'_> {
         }
         if simd {
             // Whole vectors after the unrolled loop, then single elements.
-            for (u, v) in (main_end / LANES..vectors).enumerate() {
-                let c = b.ins().iconst(types::I64, v * LANES);
-                self.elements(b, &elems, &reductions, &accs, c, true, u, &splats)?;
+            let at: Vec<Value> = (main_end / LANES..vectors)
+                .map(|v| b.ins().iconst(types::I64, v * LANES))
+                .collect();
+            if !at.is_empty() {
+                let vector = Some(&mut *consts);
+                self.elements(b, &plan, &at, vector)?;
             }
             for col in vectors * LANES..cols {
                 let c = b.ins().iconst(types::I64, col);
-                self.elements(b, &elems, &reductions, &accs, c, false, 0, &splats)?;
+                self.elements(b, &plan, &[c], None)?;
             }
         }
-        for (&(k, op), (vecs, scalar)) in reductions.iter().zip(&accs) {
+        for (&(k, op), (vecs, scalar)) in plan.reductions.iter().zip(&plan.accs) {
             let mut total = b.use_var(*scalar);
             if !vecs.is_empty() {
                 let mut parts: Vec<Value> = vecs.iter().map(|&v| b.use_var(v)).collect();
@@ -603,66 +627,78 @@ impl RowCode<'_> {
         Ok(())
     }
 
-    /// One copy of a pass's element stage at column `col` (a vector of LANES columns, or one),
-    /// folded into accumulator copy `copy` of each reduction.
-    #[allow(clippy::too_many_arguments)]
+    /// A pass's element stage at columns `at` (vectors of LANES columns when `consts` is
+    /// given, else single columns), each instruction emitted for every column in turn, and
+    /// column `u`'s values folded into accumulator copy `u` of each reduction.
     fn elements(
         &self,
         b: &mut FunctionBuilder,
-        elems: &[usize],
-        reductions: &[(usize, ReduceOp)],
-        accs: &[(Vec<Variable>, Variable)],
-        col: Value,
-        vector: bool,
-        copy: usize,
-        splats: &HashMap<usize, Value>,
+        plan: &PassPlan,
+        at: &[Value],
+        mut consts: Option<&mut Consts>,
     ) -> Result<(), CodegenError> {
         let kernel = self.kernel;
+        let PassPlan {
+            elems,
+            reductions,
+            accs,
+            splats,
+        } = plan;
+        let vector = consts.is_some();
         let flags = if vector {
             MemFlagsData::new().with_notrap()
         } else {
             MemFlagsData::trusted()
         };
-        let mut local: HashMap<usize, Value> = HashMap::new();
-        let value = |local: &HashMap<usize, Value>, a: usize| -> Value {
-            match (local.get(&a), vector) {
-                (Some(&v), _) => v,
-                (None, true) => splats[&a],
-                (None, false) => self.values[&a],
-            }
-        };
+        let mut local: HashMap<(usize, usize), Value> = HashMap::new();
+        let mut value =
+            |b: &mut FunctionBuilder, local: &HashMap<(usize, usize), Value>, a, u| match (
+                local.get(&(a, u)),
+                &mut consts,
+                &kernel.body[a].op,
+            ) {
+                (Some(&v), _, _) => v,
+                (None, Some(consts), KOp::Const(x)) => consts.vector(b, *x).one(),
+                (None, Some(_), _) => splats[&a],
+                (None, None, _) => self.values[&a],
+            };
         for &k in elems {
             let ins = &kernel.body[k];
-            let v = match &ins.op {
-                KOp::Load(buffer) => {
-                    let ty = value_type(ins.dtype, vector)
-                        .ok_or_else(|| (self.unsupported)(format!("dtype {}", ins.dtype)))?;
-                    let addr = self.address(b, *buffer, Some(col));
-                    b.ins().load(ty, flags, addr, 0)
-                }
-                KOp::Store(buffer) => {
-                    let x = value(&local, ins.args[0]);
-                    let addr = self.address(b, *buffer, Some(col));
-                    b.ins().store(flags, x, addr, 0);
-                    x
-                }
-                _ => {
-                    let args: Vec<Value> = ins.args.iter().map(|&a| value(&local, a)).collect();
-                    emit_op(b, ins, &args, vector, self.funcs, self.unsupported)?
-                }
-            };
-            local.insert(k, v);
+            for (u, &col) in at.iter().enumerate() {
+                let v = match &ins.op {
+                    KOp::Load(buffer) => {
+                        let ty = value_type(ins.dtype, vector)
+                            .ok_or_else(|| (self.unsupported)(format!("dtype {}", ins.dtype)))?;
+                        let addr = self.address(b, *buffer, Some(col));
+                        b.ins().load(ty, flags, addr, 0)
+                    }
+                    KOp::Store(buffer) => {
+                        let x = value(b, &local, ins.args[0], u);
+                        let addr = self.address(b, *buffer, Some(col));
+                        b.ins().store(flags, x, addr, 0);
+                        x
+                    }
+                    _ => {
+                        let args: Vec<Value> =
+                            ins.args.iter().map(|&a| value(b, &local, a, u)).collect();
+                        emit_op(b, ins, &args, vector, self.funcs, self.unsupported)?
+                    }
+                };
+                local.insert((k, u), v);
+            }
         }
         for (&(k, op), (vecs, scalar)) in reductions.iter().zip(accs) {
-            let x = value(&local, kernel.body[k].args[0]);
-            let var = if vector {
-                vecs[copy % vecs.len()]
-            } else {
-                *scalar
-            };
-            let acc = b.use_var(var);
-            let next = reduce_step(b, op, acc, x);
-            b.def_var(var, next);
+            for u in 0..at.len() {
+                let x = value(b, &local, kernel.body[k].args[0], u);
+                let var = if vector {
+                    vecs[u % vecs.len()]
+                } else {
+                    *scalar
+                };
+                let acc = b.use_var(var);
+                let next = reduce_step(b, op, acc, x);
+                b.def_var(var, next);
+            }
         }
         Ok(())
     }
