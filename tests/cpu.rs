@@ -159,6 +159,24 @@ fn row_reductions_match_the_interpreter() {
         *v = 0.0;
     }
     data[4 * 257 + 256] = -0.0;
+    // Zeros of both signs in vector lanes, with negatives: max must find the +0 among -0s
+    // wherever it sits, min the -0 among +0s.
+    for r in 5..8 {
+        for (c, v) in data[r * 257..(r + 1) * 257].iter_mut().enumerate() {
+            *v = if c % 3 == 0 { -1.5 } else { -0.0 };
+        }
+    }
+    data[5 * 257 + 100] = 0.0;
+    data[6 * 257] = 0.0;
+    for v in &mut data[8 * 257..9 * 257] {
+        *v = 0.0;
+    }
+    data[8 * 257 + 131] = -0.0;
+    // NaNs of either sign and with a payload, mid-row, after and before larger values.
+    data[9 * 257 + 130] = f32::from_bits(0xffc0_0000);
+    data[10 * 257 + 7] = f32::from_bits(0x7f80_0001);
+    data[10 * 257 + 8] = f32::INFINITY;
+    data[11 * 257 + 255] = f32::NAN;
     let x = ferrax::Array::from_vec([300, 257], data).unwrap();
     let got = exe.run(std::slice::from_ref(&x)).unwrap();
     let want = interpret(&func, &[x]).unwrap();

@@ -6,9 +6,8 @@
 //! Kernels of f32 values (see [`vectorizable`]) are compiled for SIMD: transcendentals are
 //! expanded into polynomials (`kernel::math`, 3 ULP), and the loop runs 128-bit vectors of
 //! LANES elements (several vectors per step, interleaved), then a scalar tail computing exactly
-//! the same operations. Flat kernels are compiled without Cranelift's mid-end (their code is
-//! emitted ready: constants folded from a table, broadcast positions stepped), row kernels with
-//! it. The f64 argument reduction of f32 sin and cos runs as two f64x2 halves of
+//! the same operations. Kernels are compiled without Cranelift's mid-end (see [`Jit::new`]): their
+//! code is emitted ready. The f64 argument reduction of f32 sin and cos runs as two f64x2 halves of
 //! each vector. Other kernels (f64 data, bool buffers, ops without a vector form) are scalar,
 //! f32 transcendentals still expanded; f64 transcendentals call the reference interpreter's own
 //! functions, so f64 results equal the interpreter's bit for bit.
@@ -65,7 +64,7 @@ extern "C" fn rem_f64(a: f64, b: f64) -> f64 {
 
 /// Kernels compiled into one module, which must outlive every call of their entries.
 pub struct Compiled {
-    _modules: [JITModule; 2],
+    _module: JITModule,
     pub entries: Vec<KernelFn>,
     /// The Cranelift IR of each kernel, for dumps and snapshots.
     pub clif: Vec<String>,
@@ -82,7 +81,7 @@ fn clif_type(d: DType) -> Option<Type> {
     }
 }
 
-/// A JIT module, and the helper functions its kernels may call.
+/// The JIT module of one executable's kernels, and the helper functions they may call.
 struct Jit {
     module: JITModule,
     helpers: [FuncId; 4],
@@ -90,9 +89,14 @@ struct Jit {
 }
 
 impl Jit {
-    fn new(opt_level: &str) -> Result<Jit, CodegenError> {
+    /// Kernels skip Cranelift's mid-end: it would place each interleaved vector's
+    /// instructions next to that vector's store, undoing the interleaving, and hoist the
+    /// constants of long bodies out of loops into registers that then spill. Kernel code is
+    /// emitted ready for the backend instead: constants read from a table where used,
+    /// positions stepped without division, row values splatted once per row.
+    fn new() -> Result<Jit, CodegenError> {
         let mut jb = JITBuilder::with_flags(
-            &[("opt_level", opt_level)],
+            &[("opt_level", "none")],
             cranelift_module::default_libcall_names(),
         )
         .map_err(err)?;
@@ -197,33 +201,26 @@ impl Jit {
 }
 
 pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
-    // Flat kernels skip Cranelift's mid-end: it would place each interleaved vector's
-    // instructions next to that vector's store, undoing the interleaving, and their code is
-    // emitted ready (constants from a table, positions stepped without division). Row kernels
-    // keep it for their address arithmetic and hoisting.
-    let mut jits = [Jit::new("none")?, Jit::new("speed")?];
+    let mut jit = Jit::new()?;
     let mut fctx = FunctionBuilderContext::new();
     let mut ids = Vec::with_capacity(kernels.len());
     let mut clif = Vec::with_capacity(kernels.len());
     for kernel in kernels {
-        let which = usize::from(kernel.rows.is_some());
-        let (id, text) = jits[which].define(kernel, &mut fctx)?;
-        ids.push((which, id));
+        let (id, text) = jit.define(kernel, &mut fctx)?;
+        ids.push(id);
         clif.push(text);
     }
-    for jit in &mut jits {
-        jit.module.finalize_definitions().map_err(err)?;
-    }
+    jit.module.finalize_definitions().map_err(err)?;
     let entries = ids
         .into_iter()
-        .map(|(which, id)| {
-            let code = jits[which].module.get_finalized_function(id);
+        .map(|id| {
+            let code = jit.module.get_finalized_function(id);
             // SAFETY: `code` was compiled from a function with exactly this signature.
             unsafe { std::mem::transmute::<*const u8, KernelFn>(code) }
         })
         .collect();
     Ok(Compiled {
-        _modules: jits.map(|j| j.module),
+        _module: jit.module,
         entries,
         clif,
     })
@@ -413,13 +410,68 @@ fn reduce_step(b: &mut FunctionBuilder, op: ReduceOp, acc: Value, x: Value) -> V
     }
 }
 
+/// A vector step of a max or min reduction in three instructions rather than the nine of
+/// Cranelift's `fmax`/`fmin`: x86 `maxps`/`minps` in both operand orders, whose results
+/// differ only where an operand is NaN (one of them is that NaN) or on a tie of zeros, joined
+/// by a bitwise or, which keeps a NaN a NaN and makes a tie -0. That is min's answer; max
+/// corrects its zeros at the end with [`positive_zeros`]. Sums add.
+fn vector_reduce_step(b: &mut FunctionBuilder, op: ReduceOp, acc: Value, x: Value) -> Value {
+    // `x < y ? x : y` and `y < x ? x : y` lower to `minps x, y` and `maxps x, y`.
+    let pick = |b: &mut FunctionBuilder, x: Value, y: Value, min: bool| {
+        let lt = if min {
+            b.ins().fcmp(FloatCC::LessThan, x, y)
+        } else {
+            b.ins().fcmp(FloatCC::LessThan, y, x)
+        };
+        let mask = b.ins().bitcast(types::F32X4, lanes(), lt);
+        b.ins().bitselect(mask, x, y)
+    };
+    match op {
+        ReduceOp::Max | ReduceOp::Min => {
+            let min = op == ReduceOp::Min;
+            let first = pick(b, x, acc, min);
+            let second = pick(b, acc, x, min);
+            b.ins().bor(first, second)
+        }
+        ReduceOp::Sum | ReduceOp::Prod => b.ins().fadd(acc, x),
+    }
+}
+
+/// Flags of a bitcast between vector types.
+fn lanes() -> MemFlagsData {
+    MemFlagsData::new().with_endianness(Endianness::Little)
+}
+
+/// The lanes of a max accumulator from [`vector_reduce_step`] with each zero made +0 where
+/// the lane saw a +0 (`seen`, the unsigned minimum of the lane's bit patterns, is 0).
+fn positive_zeros(b: &mut FunctionBuilder, acc: Value, seen: Value) -> Value {
+    let zero = b.ins().f32const(0.0);
+    let zeros = b.ins().splat(types::F32X4, zero);
+    let is_zero = b.ins().fcmp(FloatCC::Equal, acc, zeros);
+    let int_zero = b.ins().iconst(types::I32, 0);
+    let int_zeros = b.ins().splat(types::I32X4, int_zero);
+    let saw = b.ins().icmp(IntCC::Equal, seen, int_zeros);
+    let both = b.ins().band(is_zero, saw);
+    let mask = b.ins().bitcast(types::F32X4, lanes(), both);
+    b.ins().bitselect(mask, zeros, acc)
+}
+
+/// A reduction's accumulators in a row kernel pass: `copies` vectors (SIMD), with, for max,
+/// the unsigned minimum of each vector lane's bit patterns (see [`positive_zeros`]), and a
+/// scalar for the columns past the last whole vector.
+struct Accumulator {
+    vecs: Vec<Variable>,
+    seen: Vec<Variable>,
+    scalar: Variable,
+}
+
 /// What one pass of a row kernel computes per column: its element instructions, the
 /// reductions they feed with their accumulators (vector copies and a scalar), and the row
 /// values splatted for the vector loop.
 struct PassPlan {
     elems: Vec<usize>,
     reductions: Vec<(usize, ReduceOp)>,
-    accs: Vec<(Vec<Variable>, Variable)>,
+    accs: Vec<Accumulator>,
     splats: HashMap<usize, Value>,
 }
 
@@ -536,19 +588,26 @@ impl RowCode<'_> {
             (var, v)
         };
         // Per reduction: `copies` vector accumulators (SIMD) and one scalar accumulator.
-        let mut accs: Vec<(Vec<Variable>, Variable)> = Vec::new();
+        let mut accs = Vec::new();
         for &(k, op) in &reductions {
             let (scalar, init) = scalar_acc(b, op, body[k].dtype);
-            let mut vecs = Vec::new();
+            let (mut vecs, mut seen) = (Vec::new(), Vec::new());
             if simd {
                 for _ in 0..copies {
                     let v = b.ins().splat(types::F32X4, init);
                     let var = b.declare_var(types::F32X4);
                     b.def_var(var, v);
                     vecs.push(var);
+                    if op == ReduceOp::Max {
+                        let all = b.ins().iconst(types::I32, -1);
+                        let v = b.ins().splat(types::I32X4, all);
+                        let var = b.declare_var(types::I32X4);
+                        b.def_var(var, v);
+                        seen.push(var);
+                    }
                 }
             }
-            accs.push((vecs, scalar));
+            accs.push(Accumulator { vecs, seen, scalar });
         }
         let plan = PassPlan {
             elems,
@@ -600,10 +659,14 @@ impl RowCode<'_> {
                 self.elements(b, &plan, &[c], None)?;
             }
         }
-        for (&(k, op), (vecs, scalar)) in plan.reductions.iter().zip(&plan.accs) {
-            let mut total = b.use_var(*scalar);
-            if !vecs.is_empty() {
-                let mut parts: Vec<Value> = vecs.iter().map(|&v| b.use_var(v)).collect();
+        for (&(k, op), acc) in plan.reductions.iter().zip(&plan.accs) {
+            let mut total = b.use_var(acc.scalar);
+            if !acc.vecs.is_empty() {
+                let mut parts: Vec<Value> = acc.vecs.iter().map(|&v| b.use_var(v)).collect();
+                for (part, &seen) in parts.iter_mut().zip(&acc.seen) {
+                    let seen = b.use_var(seen);
+                    *part = positive_zeros(b, *part, seen);
+                }
                 while parts.len() > 1 {
                     let mut pairs = Vec::with_capacity(parts.len().div_ceil(2));
                     for p in parts.chunks(2) {
@@ -650,54 +713,67 @@ impl RowCode<'_> {
         } else {
             MemFlagsData::trusted()
         };
-        let mut local: HashMap<(usize, usize), Value> = HashMap::new();
-        let mut value =
-            |b: &mut FunctionBuilder, local: &HashMap<(usize, usize), Value>, a, u| match (
-                local.get(&(a, u)),
-                &mut consts,
-                &kernel.body[a].op,
-            ) {
-                (Some(&v), _, _) => v,
-                (None, Some(consts), KOp::Const(x)) => consts.vector(b, *x).one(),
-                (None, Some(_), _) => splats[&a],
-                (None, None, _) => self.values[&a],
-            };
+        type Local = HashMap<(usize, usize), Value>;
+        let mut local = HashMap::new();
+        let value = |b: &mut FunctionBuilder,
+                     local: &Local,
+                     consts: &mut Option<&mut Consts>,
+                     a,
+                     u| match (local.get(&(a, u)), consts, &kernel.body[a].op) {
+            (Some(&v), _, _) => v,
+            (None, Some(consts), KOp::Const(x)) => consts.vector(b, *x).one(),
+            (None, Some(_), _) => splats[&a],
+            (None, None, _) => self.values[&a],
+        };
         for &k in elems {
             let ins = &kernel.body[k];
             for (u, &col) in at.iter().enumerate() {
-                let v = match &ins.op {
-                    KOp::Load(buffer) => {
+                let v = match (&ins.op, &mut consts) {
+                    (KOp::Const(x), Some(consts)) => consts.vector(b, *x).one(),
+                    (KOp::Load(buffer), _) => {
                         let ty = value_type(ins.dtype, vector)
                             .ok_or_else(|| (self.unsupported)(format!("dtype {}", ins.dtype)))?;
                         let addr = self.address(b, *buffer, Some(col));
                         b.ins().load(ty, flags, addr, 0)
                     }
-                    KOp::Store(buffer) => {
-                        let x = value(b, &local, ins.args[0], u);
+                    (KOp::Store(buffer), _) => {
+                        let x = value(b, &local, &mut consts, ins.args[0], u);
                         let addr = self.address(b, *buffer, Some(col));
                         b.ins().store(flags, x, addr, 0);
                         x
                     }
                     _ => {
-                        let args: Vec<Value> =
-                            ins.args.iter().map(|&a| value(b, &local, a, u)).collect();
+                        let args: Vec<Value> = ins
+                            .args
+                            .iter()
+                            .map(|&a| value(b, &local, &mut consts, a, u))
+                            .collect();
                         emit_op(b, ins, &args, vector, self.funcs, self.unsupported)?
                     }
                 };
                 local.insert((k, u), v);
             }
         }
-        for (&(k, op), (vecs, scalar)) in reductions.iter().zip(accs) {
+        for (&(k, op), acc) in reductions.iter().zip(accs) {
             for u in 0..at.len() {
-                let x = value(b, &local, kernel.body[k].args[0], u);
-                let var = if vector {
-                    vecs[u % vecs.len()]
-                } else {
-                    *scalar
-                };
-                let acc = b.use_var(var);
-                let next = reduce_step(b, op, acc, x);
+                let x = value(b, &local, &mut consts, kernel.body[k].args[0], u);
+                if !vector {
+                    let sum = b.use_var(acc.scalar);
+                    let next = reduce_step(b, op, sum, x);
+                    b.def_var(acc.scalar, next);
+                    continue;
+                }
+                let copy = u % acc.vecs.len();
+                let var = acc.vecs[copy];
+                let old = b.use_var(var);
+                let next = vector_reduce_step(b, op, old, x);
                 b.def_var(var, next);
+                if let Some(&seen) = acc.seen.get(copy) {
+                    let old = b.use_var(seen);
+                    let bits = b.ins().bitcast(types::I32X4, lanes(), x);
+                    let next = b.ins().umin(old, bits);
+                    b.def_var(seen, next);
+                }
             }
         }
         Ok(())
@@ -925,7 +1001,7 @@ fn emit_op(
     let ty =
         value_type(ins.dtype, vector).ok_or_else(|| unsupported(format!("dtype {}", ins.dtype)))?;
     let arg = |k: usize| args[k];
-    let lanes = MemFlagsData::new().with_endianness(Endianness::Little);
+    let lanes = lanes();
     let v = match &ins.op {
         KOp::Const(s) => {
             let x = match (*s, vector) {
@@ -1167,7 +1243,7 @@ fn emit_val(
     funcs: &[FuncRef; 4],
     unsupported: &dyn Fn(String) -> CodegenError,
 ) -> Result<Val, CodegenError> {
-    let lanes = MemFlagsData::new().with_endianness(Endianness::Little);
+    let lanes = lanes();
     let shuffle = |b: &mut FunctionBuilder, x: Value, y: Value, mask: [u8; 16]| {
         let mask = b.func.dfg.immediates.push(mask.to_vec().into());
         let x = b.ins().bitcast(types::I8X16, lanes, x);
@@ -1344,7 +1420,7 @@ fn emit_body(
 
 /// LANES bools (bytes of 0 or 1) at `addr` as a lane mask.
 fn load_mask(b: &mut FunctionBuilder, addr: Value) -> Value {
-    let lanes = MemFlagsData::new().with_endianness(Endianness::Little);
+    let lanes = lanes();
     // Bool buffers are only byte-aligned.
     let bytes = b
         .ins()
@@ -1360,7 +1436,7 @@ fn load_mask(b: &mut FunctionBuilder, addr: Value) -> Value {
 
 /// Lane mask `mask` stored as LANES bools at `addr`.
 fn store_mask(b: &mut FunctionBuilder, mask: Value, addr: Value) {
-    let lanes = MemFlagsData::new().with_endianness(Endianness::Little);
+    let lanes = lanes();
     let one = b.ins().iconst(types::I32, 1);
     let one = b.ins().splat(types::I32X4, one);
     let words = b.ins().band(mask, one);

@@ -228,11 +228,15 @@ impl Emit {
 
     /// `x` limited to `[lo, hi]` (NaN stays NaN: both compares are false for it). A compare and
     /// a select each, cheaper than a NaN-propagating max and min on SIMD hardware.
+    /// `x` clamped to `[lo, hi]`, NaN passing through. Each bound is one constant that the
+    /// compare and the select share, the pattern x86 `maxps`/`minps` implement.
     fn clamp_c(&mut self, x: usize, lo: f64, hi: f64, t: DType) -> usize {
-        let below = self.cmp_c(CompareOp::Lt, x, lo, t);
-        let low = self.select_c(below, lo, x, t);
-        let above = self.cmp_c(CompareOp::Gt, low, hi, t);
-        self.select_c(above, hi, low, t)
+        let lo = self.c(lo, t);
+        let below = self.cmp(CompareOp::Lt, x, lo);
+        let low = self.select(below, lo, x, t);
+        let hi = self.c(hi, t);
+        let above = self.cmp(CompareOp::Lt, hi, low);
+        self.select(above, hi, low, t)
     }
 
     /// Horner evaluation of `sum coeffs[i] * x^i`.
@@ -251,13 +255,10 @@ impl Emit {
         self.select(zero, x, y, t)
     }
 
-    /// `2^k` for an integer `k` whose biased exponent field stays normal.
-    fn pow2(&mut self, k: usize, t: DType) -> usize {
-        let (bias, mant) = layout(t);
-        let it = int_of(t);
-        let b = self.ci(bias, it);
-        let field = self.add(k, b, it);
-        let bits = self.op(KOp::ShiftLeft(mant), &[field], it);
+    /// The power of two whose biased exponent field is `field` (normal).
+    fn power_of_two(&mut self, field: usize, t: DType) -> usize {
+        let (_, mant) = layout(t);
+        let bits = self.op(KOp::ShiftLeft(mant), &[field], int_of(t));
         self.bitcast(bits, t)
     }
 
@@ -265,7 +266,8 @@ impl Emit {
     /// as an integer, for `|x/ln2|` below 2^21 (callers clamp first). `k` is rounded by adding
     /// and subtracting 1.5·2^m (m the mantissa width): the sum's last bit has weight one, so it
     /// rounds to nearest even, and its bits minus the constant's are `k` itself.
-    fn reduce_ln2(&mut self, x: usize, t: DType) -> (usize, usize) {
+    /// The integer comes out as `k + offset` (the offset folded into the constant subtracted).
+    fn reduce_ln2(&mut self, x: usize, offset: i64, t: DType) -> (usize, usize) {
         let (log2e, hi, lo) = if t == DType::F32 {
             (
                 std::f64::consts::LOG2_E,
@@ -293,7 +295,7 @@ impl Emit {
         } else {
             magic.to_bits() as i64
         };
-        let mb = self.ci(magic_bits, it);
+        let mb = self.ci(magic_bits - offset, it);
         let ki = self.sub(bits, mb, it);
         let h = self.c(-hi, t);
         let r = self.fma(k, h, x, t);
@@ -307,15 +309,17 @@ impl Emit {
         } else {
             (-746.0, 710.0, 13)
         };
-        // Clamping keeps 2^k representable as two normal factors; NaN passes through.
+        // Clamping keeps 2^k a product of two normal factors; NaN passes through.
         let xc = self.clamp_c(x, lo, hi, t);
-        let (ki, r) = self.reduce_ln2(xc, t);
+        // 2^k as two normal factors: their exponent fields add up to k + 2·bias.
+        let (bias, _) = layout(t);
+        let (fields, r) = self.reduce_ln2(xc, 2 * bias, t);
         let p = self.poly(r, &inverse_factorials(0, degree), t);
         let it = int_of(t);
-        let k1 = self.op(KOp::ShiftRight(1), &[ki], it);
-        let k2 = self.sub(ki, k1, it);
-        let s1 = self.pow2(k1, t);
-        let s2 = self.pow2(k2, t);
+        let f1 = self.op(KOp::ShiftRight(1), &[fields], it);
+        let f2 = self.sub(fields, f1, it);
+        let s1 = self.power_of_two(f1, t);
+        let s2 = self.power_of_two(f2, t);
         let y = self.mul(p, s1, t);
         self.mul(y, s2, t)
     }
@@ -328,12 +332,13 @@ impl Emit {
             (-40.0, 40.0, 14)
         };
         let xc = self.clamp_c(x, lo, hi, t);
-        let (ki, r) = self.reduce_ln2(xc, t);
+        let (bias, _) = layout(t);
+        let (field, r) = self.reduce_ln2(xc, bias, t);
         // expm1(r) = r + r²·(1/2 + r/6 + ...), rounded once at the end.
         let q = self.poly(r, &inverse_factorials(2, degree), t);
         let r2 = self.mul(r, r, t);
         let em1 = self.fma(r2, q, r, t);
-        let s = self.pow2(ki, t);
+        let s = self.power_of_two(field, t);
         let one = self.c(1.0, t);
         let sm1 = self.sub(s, one, t);
         self.fma(s, em1, sm1, t)
