@@ -125,6 +125,7 @@ fn w5_step_shrinks_and_no_transpose_feeds_a_dot() {
         after * 4 <= before * 3,
         "step: {before} -> {after} instructions is less than 25% fewer\n{report}"
     );
+    insta::assert_snapshot!("w5_step", format!("{report}\n{simple}"));
     for ins in &simple.body {
         if let Op::DotGeneral(_) = ins.op {
             for a in &ins.args {
