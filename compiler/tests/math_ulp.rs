@@ -195,10 +195,11 @@ fn f32_transcendentals_within_3_ulp_over_the_whole_domain() {
     }
 }
 
-/// Zeros keep their sign through sin, NaN and infinities give NaN, and tiny arguments round to
-/// themselves (sin) or one (cos), in the vector loop and in the scalar tail alike.
+/// Exact answers at the special points, in the vector loop and in the scalar tail alike: zeros
+/// keep their sign through the odd functions (sin, tanh, expm1), tiny arguments round to
+/// themselves (or one, for cos), and infinities and NaN give the limits (sin, cos: NaN).
 #[test]
-fn f32_sin_cos_special_values() {
+fn f32_special_values() {
     let xs = [
         0.0,
         -0.0,
@@ -214,6 +215,8 @@ fn f32_sin_cos_special_values() {
     for (op, reference) in [
         (UnaryOp::Sin, f64::sin as Reference),
         (UnaryOp::Cos, f64::cos),
+        (UnaryOp::Tanh, f64::tanh),
+        (UnaryOp::Expm1, f64::exp_m1),
     ] {
         let got = run_f32(KOp::Unary(op), &[&xs]);
         for (&x, &y) in xs.iter().zip(&got) {

@@ -1340,14 +1340,27 @@ fn emit_body(
     // Vectors are only element-aligned.
     let vflags = MemFlagsData::new().with_notrap();
     let mut values: Vec<Vec<Val>> = Vec::with_capacity(kernel.body.len());
-    // A vector constant is loaded at each use (see `ConstPool`), so it has no value of its own.
+    // A vector constant used once is loaded at its use (see `ConstPool`), where x86 can fold
+    // the load into the instruction; one used more often is loaded once per vector, so that
+    // a compare and a select sharing it can become one `maxps`/`minps`.
     let mut deferred: Vec<Option<Scalar>> = Vec::with_capacity(kernel.body.len());
+    let mut uses = vec![0usize; kernel.body.len()];
     for ins in &kernel.body {
+        for &a in &ins.args {
+            uses[a] += 1;
+        }
+    }
+    for (k, ins) in kernel.body.iter().enumerate() {
         let ty = value_type(ins.dtype, vector)
             .ok_or_else(|| unsupported(format!("dtype {}", ins.dtype)))?;
-        if let (KOp::Const(x), true) = (&ins.op, vector) {
-            values.push(Vec::new());
-            deferred.push(Some(*x));
+        if let (KOp::Const(x), Some(consts)) = (&ins.op, &mut consts) {
+            if uses[k] > 1 {
+                values.push(at.iter().map(|_| consts.vector(b, *x)).collect());
+                deferred.push(None);
+            } else {
+                values.push(Vec::new());
+                deferred.push(Some(*x));
+            }
             continue;
         }
         let mut copies = Vec::with_capacity(at.len());

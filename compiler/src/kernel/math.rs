@@ -226,8 +226,6 @@ impl Emit {
         self.op(KOp::Bitcast, &[x], to)
     }
 
-    /// `x` limited to `[lo, hi]` (NaN stays NaN: both compares are false for it). A compare and
-    /// a select each, cheaper than a NaN-propagating max and min on SIMD hardware.
     /// `x` clamped to `[lo, hi]`, NaN passing through. Each bound is one constant that the
     /// compare and the select share, the pattern x86 `maxps`/`minps` implement.
     fn clamp_c(&mut self, x: usize, lo: f64, hi: f64, t: DType) -> usize {
@@ -452,20 +450,31 @@ impl Emit {
     }
 
     fn tanh(&mut self, x: usize, t: DType) -> usize {
-        let saturate = if t == DType::F32 { 9.5 } else { 22.0 };
         let a = self.un(UnaryOp::Abs, x, t);
         let two_a = self.add(a, a, t);
-        // tanh(a) = expm1(2a) / (expm1(2a) + 2); past `saturate` the result is 1 anyway.
+        // tanh(a) = expm1(2a) / (expm1(2a) + 2). expm1 clamps 2a at 20 (f32) or 40 (f64), where
+        // the quotient already rounds to 1, so large and infinite `a` need no case of their own.
         let m = self.expm1_core(two_a, t);
         let two = self.c(2.0, t);
         let den = self.add(m, two, t);
         let y = self.div(m, den, t);
-        let big = self.cmp_c(CompareOp::Gt, a, saturate, t);
-        let y = self.select_c(big, 1.0, y, t);
-        let neg = self.cmp_c(CompareOp::Lt, x, 0.0, t);
-        let ny = self.un(UnaryOp::Neg, y, t);
-        let y = self.select(neg, ny, y, t);
-        self.keep_zero(x, y, t)
+        self.copy_sign(y, x, t)
+    }
+
+    /// `magnitude` (sign bit clear) with the sign of `sign`: tanh is odd, ±0 included.
+    fn copy_sign(&mut self, magnitude: usize, sign: usize, t: DType) -> usize {
+        let it = int_of(t);
+        let sign_bit = if t == DType::F32 {
+            i64::from(i32::MIN)
+        } else {
+            i64::MIN
+        };
+        let bit = self.ci(sign_bit, it);
+        let sign_bits = self.bitcast(sign, it);
+        let sign_only = self.bin(BinaryOp::And, sign_bits, bit, it);
+        let magnitude_bits = self.bitcast(magnitude, it);
+        let bits = self.bin(BinaryOp::Or, magnitude_bits, sign_only, it);
+        self.bitcast(bits, t)
     }
 
     fn logistic(&mut self, x: usize, t: DType) -> usize {
