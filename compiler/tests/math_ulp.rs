@@ -185,7 +185,7 @@ fn f32_transcendentals_within_3_ulp_over_the_whole_domain() {
     let xs = samples32(f32::MIN, f32::MAX, 1 << 21);
     for (op, reference) in UNARY {
         let xs: Vec<f32> = match op {
-            // The f64 reduction is exact while |x|·2/π < 2^53.
+            // The f64 reduction is exact while |x|·2/π < 2^51.
             UnaryOp::Sin | UnaryOp::Cos => xs.iter().copied().filter(|x| x.abs() < 1e15).collect(),
             _ => xs.clone(),
         };

@@ -16,7 +16,7 @@ use crate::kernel::{math, Access, KInstr, KOp, Kernel, Role, Rows, Stage};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
     types, AbiParam, Block, BlockArg, Endianness, FuncRef, GlobalValue, InstBuilder, MemFlagsData,
-    Type, Value,
+    Opcode, Type, Value,
 };
 use cranelift_frontend::Variable;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -276,8 +276,9 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
         });
     buffers_ok
         && kernel.body.iter().all(|ins| {
-            let f64_args = ins.args.iter().any(|&a| kernel.body[a].dtype == DType::F64);
-            if ins.dtype == DType::F64 || f64_args {
+            let wide = |d: DType| matches!(d, DType::F64 | DType::I64);
+            let wide_args = ins.args.iter().any(|&a| wide(kernel.body[a].dtype));
+            if wide(ins.dtype) || wide_args {
                 wide_op(kernel, ins)
             } else {
                 vector_op(ins)
@@ -1132,12 +1133,23 @@ fn emit_op(
             b.ins().fcmp(cc, arg(0), arg(1))
         }
         KOp::Select if vector => {
-            let mask = if ty == types::I32X4 {
-                arg(0)
+            // x64 selects with one blend where it sees the mask is a compare's: a float
+            // compare's as a float mask (also the `maxps`/`minps` pattern of a clamp), anything
+            // else (an integer compare, a bool buffer's lanes) with the data as integers.
+            let mask = arg(0);
+            let def = b.func.dfg.value_def(mask).inst();
+            let float_compare = def.is_some_and(|i| b.func.dfg.insts[i].opcode() == Opcode::Fcmp);
+            if ty == types::I32X4 {
+                b.ins().bitselect(mask, arg(1), arg(2))
+            } else if float_compare {
+                let mask = b.ins().bitcast(ty, lanes, mask);
+                b.ins().bitselect(mask, arg(1), arg(2))
             } else {
-                b.ins().bitcast(ty, lanes, arg(0))
-            };
-            b.ins().bitselect(mask, arg(1), arg(2))
+                let x = b.ins().bitcast(types::I32X4, lanes, arg(1));
+                let y = b.ins().bitcast(types::I32X4, lanes, arg(2));
+                let picked = b.ins().bitselect(mask, x, y);
+                b.ins().bitcast(ty, lanes, picked)
+            }
         }
         KOp::Select => b.ins().select(arg(0), arg(1), arg(2)),
         KOp::Clamp => {
@@ -1153,6 +1165,9 @@ fn emit_op(
             }
             (t, u, _) if t.lane_type().is_float() && u.lane_type().is_int() => {
                 b.ins().fcvt_from_sint(t, arg(0))
+            }
+            (t, u, _) if t.is_int() && u.is_int() && t.bits() < u.bits() => {
+                b.ins().ireduce(t, arg(0))
             }
             _ => return Err(unsupported(format!("convert to {to}"))),
         },
@@ -1172,6 +1187,7 @@ fn value_type(d: DType, vector: bool) -> Option<Type> {
         DType::F32 => Some(types::F32X4),
         DType::I32 | DType::Bool => Some(types::I32X4),
         DType::F64 => Some(types::F64X2),
+        DType::I64 => Some(types::I64X2),
         _ => None,
     }
 }
@@ -1251,7 +1267,8 @@ fn emit_val(
         let joined = b.ins().shuffle(x, y, mask);
         b.ins().bitcast(types::F32X4, lanes, joined)
     };
-    let wide = ins.dtype == DType::F64 || args.iter().any(|a| matches!(a, Val::Halves(..)));
+    let wide = matches!(ins.dtype, DType::F64 | DType::I64)
+        || args.iter().any(|a| matches!(a, Val::Halves(..)));
     if !vector || !wide {
         let args: Vec<Value> = args.iter().map(|a| a.one()).collect();
         return emit_op(b, ins, &args, vector, funcs, unsupported).map(Val::One);
@@ -1266,6 +1283,15 @@ fn emit_val(
             let (lo, hi) = (b.ins().fvdemote(lo), b.ins().fvdemote(hi));
             let low_pairs: [u8; 16] = std::array::from_fn(|i| (i % 8 + i / 8 * 16) as u8);
             Val::One(shuffle(b, lo, hi, low_pairs))
+        }
+        (KOp::Bitcast, &[Val::Halves(lo, hi)]) if ins.dtype == DType::I64 => Val::Halves(
+            b.ins().bitcast(types::I64X2, lanes, lo),
+            b.ins().bitcast(types::I64X2, lanes, hi),
+        ),
+        (KOp::Convert(DType::I32), &[Val::Halves(lo, hi)]) => {
+            let low_words: [u8; 16] = std::array::from_fn(|i| (i % 4 + i / 4 * 8) as u8);
+            let words = shuffle(b, lo, hi, low_words);
+            Val::One(b.ins().bitcast(types::I32X4, lanes, words))
         }
         (_, args) if ins.dtype == DType::F64 => {
             let halves: Option<Vec<(Value, Value)>> = args
@@ -1294,6 +1320,9 @@ fn wide_op(kernel: &Kernel, ins: &KInstr) -> bool {
     match (&ins.op, ins.dtype) {
         (KOp::Convert(_), DType::F64) => args_are(DType::F32) || args_are(DType::F64),
         (KOp::Convert(_), DType::F32) => args_are(DType::F64),
+        // The quadrant of sin and cos: an f64's bits, and their low words.
+        (KOp::Bitcast, DType::I64) => args_are(DType::F64),
+        (KOp::Convert(_), DType::I32) => args_are(DType::I64),
         (op, DType::F64) if args_are(DType::F64) => match op {
             KOp::Const(_) | KOp::Fma => true,
             KOp::Unary(u) => matches!(
@@ -1340,33 +1369,31 @@ fn emit_body(
     // Vectors are only element-aligned.
     let vflags = MemFlagsData::new().with_notrap();
     let mut values: Vec<Vec<Val>> = Vec::with_capacity(kernel.body.len());
-    // A vector constant used once is loaded at its use (see `ConstPool`), where x86 can fold
-    // the load into the instruction; one used more often is loaded once per vector, so that
-    // a compare and a select sharing it can become one `maxps`/`minps`.
+    // A vector constant is loaded where it is used (see `ConstPool`), where x86 can fold the
+    // load into the instruction, and no register holds it across the body. Uses a step or two
+    // apart share one load, so that a clamp's compare and select see one value and become
+    // `maxps`/`minps`.
     let mut deferred: Vec<Option<Scalar>> = Vec::with_capacity(kernel.body.len());
-    let mut uses = vec![0usize; kernel.body.len()];
-    for ins in &kernel.body {
-        for &a in &ins.args {
-            uses[a] += 1;
-        }
-    }
+    let mut loaded: HashMap<(usize, usize), (usize, Val)> = HashMap::new();
     for (k, ins) in kernel.body.iter().enumerate() {
         let ty = value_type(ins.dtype, vector)
             .ok_or_else(|| unsupported(format!("dtype {}", ins.dtype)))?;
-        if let (KOp::Const(x), Some(consts)) = (&ins.op, &mut consts) {
-            if uses[k] > 1 {
-                values.push(at.iter().map(|_| consts.vector(b, *x)).collect());
-                deferred.push(None);
-            } else {
-                values.push(Vec::new());
-                deferred.push(Some(*x));
-            }
+        if let (KOp::Const(x), true) = (&ins.op, vector) {
+            values.push(Vec::new());
+            deferred.push(Some(*x));
             continue;
         }
         let mut copies = Vec::with_capacity(at.len());
         for (c, p) in at.iter().enumerate() {
             let mut operand = |b: &mut FunctionBuilder, a: usize| match (deferred[a], &mut consts) {
-                (Some(x), Some(consts)) => consts.vector(b, x),
+                (Some(x), Some(consts)) => match loaded.get(&(a, c)) {
+                    Some(&(when, v)) if k - when <= 2 => v,
+                    _ => {
+                        let v = consts.vector(b, x);
+                        loaded.insert((a, c), (k, v));
+                        v
+                    }
+                },
                 _ => values[a][c],
             };
             let address = |b: &mut FunctionBuilder, buffer: usize| {

@@ -717,7 +717,8 @@ fn emit_op(
                 (DType::F32, DType::F64) => "",
                 (DType::F64, DType::F32) => ".rn",
                 (DType::F32 | DType::F64, _) => ".rzi",
-                _ => ".rn",
+                (_, DType::F32 | DType::F64) => ".rn",
+                _ => "",
             };
             if from == *to {
                 e.line(format!("mov.{t} {r}, {x}"));
