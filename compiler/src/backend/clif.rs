@@ -825,7 +825,7 @@ fn build(
     if simd {
         // Groups of `copies` whole vectors from `start` (a multiple of LANES), then the scalar
         // tail.
-        let copies = flat_copies(kernel);
+        let copies = FLAT_COPIES;
         let step = LANES * copies as i64;
         let vector = b.create_block();
         let count = b.ins().isub(end, start);
@@ -1340,15 +1340,10 @@ fn wide_op(kernel: &Kernel, ins: &KInstr) -> bool {
 }
 
 /// Vectors a flat kernel's loop computes per step, their instructions interleaved so that each
-/// vector's dependency chains overlap the others' (w1_gelu: 31 -> 17 ms with 4); a long body
-/// takes 2, which keep more of its values in registers (w8_sin_chain: 49 ms with 2, 54 with 4).
-fn flat_copies(kernel: &Kernel) -> usize {
-    if kernel.body.len() > 200 {
-        2
-    } else {
-        4
-    }
-}
+/// vector's dependency chains overlap the others' (w1_gelu: 31 -> 17 ms with 4 rather than 1;
+/// w8_sin_chain: 42.6 -> 34.6 ms with 4 rather than 2, 90 ms with 8, which spill). A power of
+/// two: the loop's bound is the element count masked to a multiple of the step.
+const FLAT_COPIES: usize = 4;
 
 /// The kernel's body for elements `at` (one element each, or vectors of LANES elements at
 /// multiples of LANES), each instruction emitted for every element in turn.
