@@ -262,9 +262,10 @@ impl Emit {
 
     /// `x - k·ln2` for integer-valued `k`, exact to the working precision, and `k = rint(x/ln2)`
     /// as an integer, for `|x/ln2|` below 2^21 (callers clamp first). `k` is rounded by adding
-    /// and subtracting 1.5·2^m (m the mantissa width): the sum's last bit has weight one, so it
-    /// rounds to nearest even, and its bits minus the constant's are `k` itself.
-    /// The integer comes out as `k + offset` (the offset folded into the constant subtracted).
+    /// 1.5·2^m (m the mantissa width) to `x·log2(e)` in one fma and subtracting it again: the
+    /// sum's last bit has weight one, so it rounds to nearest even, and its bits minus the
+    /// constant's are `k` itself. The integer comes out as `k + offset` (the offset folded into
+    /// the constant subtracted).
     fn reduce_ln2(&mut self, x: usize, offset: i64, t: DType) -> (usize, usize) {
         let (log2e, hi, lo) = if t == DType::F32 {
             (
@@ -283,9 +284,8 @@ impl Emit {
         let it = int_of(t);
         let magic = 1.5 * 2f64.powi(mant as i32);
         let l = self.c(log2e, t);
-        let scaled = self.mul(x, l, t);
         let m = self.c(magic, t);
-        let shifted = self.add(scaled, m, t);
+        let shifted = self.fma(x, l, m, t);
         let k = self.sub(shifted, m, t);
         let bits = self.bitcast(shifted, it);
         let magic_bits = if t == DType::F32 {
@@ -499,9 +499,9 @@ impl Emit {
             x
         };
         let inv = self.c(std::f64::consts::FRAC_2_PI, w);
-        let scaled = self.mul(xd, inv, w);
         // k = rint(x·2/π) by adding and subtracting 1.5·2^52 (exact while |k| < 2^51); the
         // sum's low bits are then k's, two's complement, which gives the quadrant.
+        let scaled = self.mul(xd, inv, w);
         let magic = self.c(1.5 * 2f64.powi(52), w);
         let shifted = self.add(scaled, magic, w);
         let k = self.sub(shifted, magic, w);
