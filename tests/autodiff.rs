@@ -8,6 +8,8 @@
 
 mod common;
 
+use common::Gen;
+
 use ferrax::{
     grad, grad_with_aux, hessian, jit, jvp, nn, trace, value_and_grad, value_and_grad_with_aux,
     vjp, DType, Tensor,
@@ -523,21 +525,8 @@ fn custom_vjp_misuse_is_reported() {
     );
 }
 
-/// A small deterministic generator for the randomized property tests below.
-struct Gen(u64);
-
+/// Shapes and tensors for the randomized property tests below.
 impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
     fn shape(&mut self, max_rank: usize) -> Vec<usize> {
         let rank = self.below(max_rank + 1);
         (0..rank).map(|_| 1 + self.below(4)).collect()

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{gradient_programs, inputs};
+use common::{gradient_programs, inputs, Gen};
 use ferrax::compiler::simplify::simplify;
 use ferrax::ir::{parse_func, Elements, Func, Op};
 use ferrax::runtime::interpret;
@@ -142,26 +142,6 @@ fn w5_step_shrinks_and_no_transpose_feeds_a_dot() {
     }
 }
 
-/// A small xorshift generator, so that every random program is reproducible from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
-
 fn shape_text(shape: &[usize]) -> String {
     let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
     format!("[{}]", dims.join(","))
@@ -172,7 +152,7 @@ fn shape_text(shape: &[usize]) -> String {
 /// matrix products, compares and selects, and stop_gradient, often stacked the way the layout
 /// rules expect (a reshape of a reshape, a transpose feeding a product).
 fn random_program(seed: u64) -> String {
-    let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
+    let mut rng = Gen(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
     let params: [&[usize]; 4] = [&[3, 4], &[3, 4], &[4, 3], &[4]];
     let mut p = Program {
         shapes: params.iter().map(|s| s.to_vec()).collect(),

@@ -422,3 +422,24 @@ pub fn cpu_approximates(func: &Func) -> bool {
         _ => false,
     })
 }
+
+/// A small deterministic generator (xorshift) for the randomized tests: every case is
+/// reproducible from its seed (which must not be 0).
+pub struct Gen(pub u64);
+
+impl Gen {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+}
