@@ -346,14 +346,31 @@ fn build_rows(
     let more = b.ins().icmp(IntCC::SignedLessThan, row, end);
     b.ins().brif(more, row_block, &[], exit, &[]);
     b.switch_to_block(row_block);
+    // Per-element buffers are addressed from the row's first element, so that a column's
+    // address is one x86 addressing mode.
+    let row_start = b.ins().imul_imm_s(row, r.cols as i64);
+    let row_bases: Vec<Value> = kernel
+        .sig
+        .buffers
+        .iter()
+        .zip(&bases)
+        .map(|(buffer, &base)| match buffer.access {
+            Access::Each => {
+                let shift = i64::from(buffer.dtype.size_bytes().trailing_zeros());
+                let offset = b.ins().ishl_imm_u(row_start, shift);
+                b.ins().iadd(base, offset)
+            }
+            _ => base,
+        })
+        .collect();
     let mut rc = RowCode {
         kernel,
         r,
         bases: &bases,
+        row_bases: &row_bases,
         funcs,
         unsupported: &unsupported,
         row,
-        row_start: b.ins().imul_imm_s(row, r.cols as i64),
         values: HashMap::new(),
     };
     for pass in 0..=r.passes {
@@ -381,11 +398,11 @@ struct RowCode<'a> {
     kernel: &'a Kernel,
     r: &'a Rows,
     bases: &'a [Value],
+    /// Each buffer's base, moved to the row's first element for per-element buffers.
+    row_bases: &'a [Value],
     funcs: &'a [FuncRef; 4],
     unsupported: &'a dyn Fn(String) -> CodegenError,
     row: Value,
-    /// The flat index of the row's first element.
-    row_start: Value,
     values: HashMap<usize, Value>,
 }
 
@@ -475,19 +492,14 @@ impl RowCode<'_> {
     fn address(&self, b: &mut FunctionBuilder, buffer: usize, col: Option<Value>) -> Value {
         let kernel = self.kernel;
         let size = kernel.sig.buffers[buffer].dtype.size_bytes();
-        let index = match (kernel.sig.buffers[buffer].access, col) {
-            (Access::Scalar, _) => None,
-            (Access::Outer(_), _) | (_, None) => Some(self.row),
-            (Access::Inner(_), Some(c)) => Some(c),
-            (Access::Each, Some(c)) => Some(b.ins().iadd(self.row_start, c)),
+        let (base, index) = match (kernel.sig.buffers[buffer].access, col) {
+            (Access::Scalar, _) => return self.bases[buffer],
+            (Access::Outer(_), _) | (_, None) => (self.bases[buffer], self.row),
+            (Access::Inner(_), Some(c)) => (self.bases[buffer], c),
+            (Access::Each, Some(c)) => (self.row_bases[buffer], c),
         };
-        match index {
-            None => self.bases[buffer],
-            Some(i) => {
-                let offset = b.ins().ishl_imm_u(i, i64::from(size.trailing_zeros()));
-                b.ins().iadd(self.bases[buffer], offset)
-            }
-        }
+        let offset = b.ins().ishl_imm_u(index, i64::from(size.trailing_zeros()));
+        b.ins().iadd(base, offset)
     }
 
     /// A row-stage instruction (scalar code, run once per row).
