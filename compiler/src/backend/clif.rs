@@ -411,7 +411,8 @@ fn reduce_identity(op: ReduceOp) -> f64 {
     match op {
         ReduceOp::Max => f64::NEG_INFINITY,
         ReduceOp::Min => f64::INFINITY,
-        ReduceOp::Sum | ReduceOp::Prod => 0.0,
+        ReduceOp::Sum => 0.0,
+        ReduceOp::Prod => 1.0,
     }
 }
 
@@ -419,7 +420,8 @@ fn reduce_step(b: &mut FunctionBuilder, op: ReduceOp, acc: Value, x: Value) -> V
     match op {
         ReduceOp::Max => b.ins().fmax(acc, x),
         ReduceOp::Min => b.ins().fmin(acc, x),
-        ReduceOp::Sum | ReduceOp::Prod => b.ins().fadd(acc, x),
+        ReduceOp::Sum => b.ins().fadd(acc, x),
+        ReduceOp::Prod => b.ins().fmul(acc, x),
     }
 }
 
@@ -427,7 +429,7 @@ fn reduce_step(b: &mut FunctionBuilder, op: ReduceOp, acc: Value, x: Value) -> V
 /// Cranelift's `fmax`/`fmin`: x86 `maxps`/`minps` in both operand orders, whose results
 /// differ only where an operand is NaN (one of them is that NaN) or on a tie of zeros, joined
 /// by a bitwise or, which keeps a NaN a NaN and makes a tie -0. That is min's answer; max
-/// corrects its zeros at the end with [`positive_zeros`]. Sums add.
+/// corrects its zeros at the end with [`positive_zeros`]. Sums add, products multiply.
 fn vector_reduce_step(b: &mut FunctionBuilder, op: ReduceOp, acc: Value, x: Value) -> Value {
     // `x < y ? x : y` and `y < x ? x : y` lower to `minps x, y` and `maxps x, y`.
     let pick = |b: &mut FunctionBuilder, x: Value, y: Value, min: bool| {
@@ -446,7 +448,8 @@ fn vector_reduce_step(b: &mut FunctionBuilder, op: ReduceOp, acc: Value, x: Valu
             let second = pick(b, acc, x, min);
             b.ins().bor(first, second)
         }
-        ReduceOp::Sum | ReduceOp::Prod => b.ins().fadd(acc, x),
+        ReduceOp::Sum => b.ins().fadd(acc, x),
+        ReduceOp::Prod => b.ins().fmul(acc, x),
     }
 }
 
