@@ -724,31 +724,44 @@ impl RowCode<'_> {
         } else {
             MemFlagsData::trusted()
         };
-        type Local = HashMap<(usize, usize), Value>;
         let mut local = HashMap::new();
-        let value = |b: &mut FunctionBuilder,
-                     local: &Local,
-                     consts: &mut Option<&mut Consts>,
-                     a,
-                     u| match (local.get(&(a, u)), consts, &kernel.body[a].op) {
-            (Some(&v), _, _) => v,
-            (None, Some(consts), KOp::Const(x)) => consts.vector(b, *x).one(),
-            (None, Some(_), _) => splats[&a],
-            (None, None, _) => self.values[&a],
-        };
-        for &k in elems {
+        // Vector constants load at their use, a load shared with uses at most two steps later
+        // (as in flat kernels, see `emit_body`).
+        let mut loaded: HashMap<(usize, usize), (usize, Value)> = HashMap::new();
+        let mut value =
+            |b: &mut FunctionBuilder,
+             local: &HashMap<(usize, usize), Value>,
+             consts: &mut Option<&mut Consts>,
+             step: usize,
+             a,
+             u| match (local.get(&(a, u)), consts, &kernel.body[a].op) {
+                (Some(&v), _, _) => v,
+                (None, Some(consts), KOp::Const(x)) => match loaded.get(&(a, u)) {
+                    Some(&(when, v)) if step - when <= 2 => v,
+                    _ => {
+                        let v = consts.vector(b, *x).one();
+                        loaded.insert((a, u), (step, v));
+                        v
+                    }
+                },
+                (None, Some(_), _) => splats[&a],
+                (None, None, _) => self.values[&a],
+            };
+        for (step, &k) in elems.iter().enumerate() {
             let ins = &kernel.body[k];
+            if vector && matches!(ins.op, KOp::Const(_)) {
+                continue;
+            }
             for (u, &col) in at.iter().enumerate() {
-                let v = match (&ins.op, &mut consts) {
-                    (KOp::Const(x), Some(consts)) => consts.vector(b, *x).one(),
-                    (KOp::Load(buffer), _) => {
+                let v = match &ins.op {
+                    KOp::Load(buffer) => {
                         let ty = value_type(ins.dtype, vector)
                             .ok_or_else(|| (self.unsupported)(format!("dtype {}", ins.dtype)))?;
                         let addr = self.address(b, *buffer, Some(col));
                         b.ins().load(ty, flags, addr, 0)
                     }
-                    (KOp::Store(buffer), _) => {
-                        let x = value(b, &local, &mut consts, ins.args[0], u);
+                    KOp::Store(buffer) => {
+                        let x = value(b, &local, &mut consts, step, ins.args[0], u);
                         let addr = self.address(b, *buffer, Some(col));
                         b.ins().store(flags, x, addr, 0);
                         x
@@ -757,7 +770,7 @@ impl RowCode<'_> {
                         let args: Vec<Value> = ins
                             .args
                             .iter()
-                            .map(|&a| value(b, &local, &mut consts, a, u))
+                            .map(|&a| value(b, &local, &mut consts, step, a, u))
                             .collect();
                         emit_op(b, ins, &args, vector, self.funcs, self.unsupported)?
                     }
@@ -767,7 +780,14 @@ impl RowCode<'_> {
         }
         for (&(k, op), acc) in reductions.iter().zip(accs) {
             for u in 0..at.len() {
-                let x = value(b, &local, &mut consts, kernel.body[k].args[0], u);
+                let x = value(
+                    b,
+                    &local,
+                    &mut consts,
+                    elems.len(),
+                    kernel.body[k].args[0],
+                    u,
+                );
                 if !vector {
                     let sum = b.use_var(acc.scalar);
                     let next = reduce_step(b, op, sum, x);
