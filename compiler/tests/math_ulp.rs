@@ -18,7 +18,7 @@ fn buffer(role: Role, dtype: DType) -> Buffer {
     }
 }
 
-/// A kernel `out = op(in0[, in1])`, expanded.
+/// A kernel `out = op(in0[, in1])`.
 fn kernel(op: KOp, dtype: DType, arity: usize, len: usize) -> Kernel {
     let mut buffers: Vec<Buffer> = (0..arity).map(|_| buffer(Role::Input, dtype)).collect();
     buffers.push(buffer(Role::Output, dtype));
@@ -39,21 +39,32 @@ fn kernel(op: KOp, dtype: DType, arity: usize, len: usize) -> Kernel {
         args: vec![arity],
         dtype,
     });
-    let k = Kernel {
+    Kernel {
         name: "ulp".into(),
         len,
         sig: KernelSig { buffers },
         body,
         rows: None,
-    };
-    math::expand(&k)
+    }
 }
 
-/// Runs the expanded `op` on f32 inputs.
+/// Runs the expansion of `op` (as every backend computes it) on f32 inputs.
 fn run_f32(op: KOp, inputs: &[&[f32]]) -> Vec<f32> {
+    let k = math::expand(&kernel(op, DType::F32, inputs.len(), inputs[0].len()));
+    run_f32_kernel(&k, inputs)
+}
+
+/// Runs `op` on f32 inputs as the CPU backend compiles it (which may add host calls).
+fn run_f32_cpu(op: KOp, inputs: &[&[f32]]) -> Vec<f32> {
+    run_f32_kernel(
+        &kernel(op, DType::F32, inputs.len(), inputs[0].len()),
+        inputs,
+    )
+}
+
+fn run_f32_kernel(k: &Kernel, inputs: &[&[f32]]) -> Vec<f32> {
     let len = inputs[0].len();
-    let k = kernel(op, DType::F32, inputs.len(), len);
-    let code = clif::compile(std::slice::from_ref(&k)).unwrap();
+    let code = clif::compile(std::slice::from_ref(k)).unwrap();
     let mut out = vec![0f32; len];
     let mut ptrs: Vec<*mut u8> = inputs
         .iter()
@@ -67,7 +78,7 @@ fn run_f32(op: KOp, inputs: &[&[f32]]) -> Vec<f32> {
 
 fn run_f64(op: KOp, inputs: &[&[f64]]) -> Vec<f64> {
     let len = inputs[0].len();
-    let k = kernel(op, DType::F64, inputs.len(), len);
+    let k = math::expand(&kernel(op, DType::F64, inputs.len(), len));
     let code = clif::compile(std::slice::from_ref(&k)).unwrap();
     let mut out = vec![0f64; len];
     let mut ptrs: Vec<*mut u8> = inputs
@@ -227,6 +238,82 @@ fn f32_special_values() {
                 op.name()
             );
         }
+    }
+}
+
+/// Beyond the expansion's exact range the CPU backend computes f32 sin and cos on the host,
+/// correctly rounded, up to f32::MAX; an element's result depends on its own argument only,
+/// not on whether another lane of its vector took the host path.
+#[test]
+fn f32_sin_cos_of_huge_arguments_on_the_cpu() {
+    let xs = samples32(f32::MIN, f32::MAX, 1 << 18);
+    assert!(xs.iter().any(|x| x.abs() > 1e30));
+    for (op, reference) in [
+        (UnaryOp::Sin, f64::sin as Reference),
+        (UnaryOp::Cos, f64::cos),
+    ] {
+        let got = run_f32_cpu(KOp::Unary(op), &[&xs]);
+        let (ulps, x) = xs
+            .iter()
+            .zip(&got)
+            .map(|(&x, &y)| (ulps32(y, reference(f64::from(x)) as f32), x))
+            .max_by_key(|&(u, _)| u)
+            .unwrap();
+        assert!(ulps <= 3, "{}: {ulps} ULP at x = {x:e}", op.name());
+        let small: Vec<f32> = (0..66).map(|i| i as f32 * 0.37 - 11.0).collect();
+        let mut mixed = small.clone();
+        for x in mixed.iter_mut().step_by(4) {
+            *x = 3e37;
+        }
+        let alone = run_f32_cpu(KOp::Unary(op), &[&small]);
+        let beside_huge = run_f32_cpu(KOp::Unary(op), &[&mixed]);
+        for i in (0..small.len()).filter(|i| i % 4 != 0) {
+            assert_eq!(
+                alone[i].to_bits(),
+                beside_huge[i].to_bits(),
+                "{}({}) depends on its neighbours",
+                op.name(),
+                small[i]
+            );
+        }
+    }
+}
+
+/// Only sin and cos whose argument may be huge get the test: in `sin(sin(x)·1.01 + 0.1)` the
+/// outer argument is bounded by its operands.
+#[test]
+fn bounded_arguments_skip_the_huge_argument_test() {
+    let mut k = kernel(KOp::Unary(UnaryOp::Sin), DType::F32, 1, 8);
+    let store = k.body.pop().unwrap();
+    let f32_op = |op: KOp, args: Vec<usize>| KInstr {
+        op,
+        args,
+        dtype: DType::F32,
+    };
+    k.body.push(f32_op(KOp::Const(Scalar::F32(1.01)), vec![]));
+    k.body.push(f32_op(KOp::Binary(BinaryOp::Mul), vec![1, 2]));
+    k.body.push(f32_op(KOp::Const(Scalar::F32(0.1)), vec![]));
+    k.body.push(f32_op(KOp::Binary(BinaryOp::Add), vec![3, 4]));
+    k.body.push(f32_op(KOp::Unary(UnaryOp::Sin), vec![5]));
+    k.body.push(KInstr {
+        args: vec![6],
+        ..store
+    });
+    let host = math::expand_for_host(&k);
+    let tests = host
+        .body
+        .iter()
+        .filter(|ins| matches!(ins.op, KOp::HostBeyond(_)))
+        .count();
+    assert_eq!(tests, 1);
+    let xs: Vec<f32> = vec![0.5, -2.0, 3e37, f32::NAN, 1e20, -0.0, 7.0, 1e-3];
+    let got = run_f32_kernel(&k, &[&xs]);
+    for (&x, &y) in xs.iter().zip(&got) {
+        let want = ((f64::from(x).sin() as f32 * 1.01 + 0.1) as f64).sin() as f32;
+        assert!(
+            ulps32(y, want) <= 4 || (y.is_nan() && want.is_nan()),
+            "sin(sin({x})·1.01 + 0.1) = {y}, want {want}"
+        );
     }
 }
 

@@ -18,6 +18,8 @@ use cranelift_codegen::ir::{
     types, AbiParam, Block, BlockArg, Endianness, FuncRef, GlobalValue, InstBuilder, MemFlagsData,
     Opcode, Type, Value,
 };
+use cranelift_codegen::ir::{StackSlotData, StackSlotKind};
+use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::Variable;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -84,7 +86,7 @@ fn clif_type(d: DType) -> Option<Type> {
 /// The JIT module of one executable's kernels, and the helper functions they may call.
 struct Jit {
     module: JITModule,
-    helpers: [FuncId; 4],
+    helpers: [FuncId; 5],
     ctx: cranelift_codegen::Context,
 }
 
@@ -113,13 +115,13 @@ impl Jit {
                 .declare_function(name, Linkage::Import, &sig)
                 .map_err(err)
         };
-        let helpers = [
-            import("ferrax_wide_unary", &[types::I32, types::F64], types::F64)?,
-            import("ferrax_pow_f64", &[types::F64, types::F64], types::F64)?,
-            import("ferrax_rem_f32", &[types::F32, types::F32], types::F32)?,
-            import("ferrax_rem_f64", &[types::F64, types::F64], types::F64)?,
-        ];
-        let ctx = module.make_context();
+        let wide = import("ferrax_wide_unary", &[types::I32, types::F64], types::F64)?;
+        let pow = import("ferrax_pow_f64", &[types::F64, types::F64], types::F64)?;
+        let rem32 = import("ferrax_rem_f32", &[types::F32, types::F32], types::F32)?;
+        let rem64 = import("ferrax_rem_f64", &[types::F64, types::F64], types::F64)?;
+        let mut ctx = module.make_context();
+        let beyond = define_host_beyond(&mut module, wide, &mut ctx)?;
+        let helpers = [wide, pow, rem32, rem64, beyond];
         Ok(Jit {
             module,
             helpers,
@@ -151,7 +153,7 @@ impl Jit {
         // SIMD with polynomial transcendentals where the kernel allows; else scalar, with
         // polynomial f32 transcendentals; f64 transcendentals (or a target lacking an
         // instruction, such as a vector fma) get the interpreter's own functions.
-        let expanded = math::expand(kernel);
+        let expanded = math::expand_for_host(kernel);
         let f64_math = kernel
             .body
             .iter()
@@ -198,6 +200,65 @@ impl Jit {
         }
         Err(last.unwrap_or_else(|| CodegenError::Cranelift("no attempt".into())))
     }
+}
+
+/// The layout of the buffer [`define_host_beyond`]'s function works in: the op's index in
+/// `UnaryOp::ALL`, then a vector of arguments, then their results, updated in place.
+const BEYOND_CODE: i32 = 0;
+const BEYOND_ARGS: i32 = 16;
+const BEYOND_RESULTS: i32 = 32;
+
+/// A function `(buffer)` that replaces each result lane whose argument reaches
+/// [`math::SIN_COS_LIMIT`] by the host's f64 function of it, rounded once. It preserves every
+/// register (`preserve_all`), so that a kernel's rarely taken call to it leaves the kernel's
+/// register allocation alone; a call to the host function itself would clobber every vector
+/// register and make the hot loop spill around it.
+fn define_host_beyond(
+    module: &mut JITModule,
+    wide: FuncId,
+    ctx: &mut cranelift_codegen::Context,
+) -> Result<FuncId, CodegenError> {
+    let ptr = module.target_config().pointer_type();
+    let mut sig = module.make_signature();
+    sig.call_conv = CallConv::PreserveAll;
+    sig.params.push(AbiParam::new(ptr));
+    let id = module
+        .declare_function("ferrax_host_beyond", Linkage::Local, &sig)
+        .map_err(err)?;
+    ctx.func.signature = sig;
+    let wide = module.declare_func_in_func(wide, &mut ctx.func);
+    let mut fctx = FunctionBuilderContext::new();
+    let mut b = FunctionBuilder::new(&mut ctx.func, &mut fctx);
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let buffer = b.block_params(entry)[0];
+    let flags = MemFlagsData::trusted();
+    let code = b.ins().load(types::I32, flags, buffer, BEYOND_CODE);
+    for lane in 0..LANES as i32 {
+        let x = b
+            .ins()
+            .load(types::F32, flags, buffer, BEYOND_ARGS + 4 * lane);
+        let big = beyond_limit(&mut b, x);
+        let host = b.create_block();
+        b.set_cold_block(host);
+        let next = b.create_block();
+        b.ins().brif(big, host, &[], next, &[]);
+        b.switch_to_block(host);
+        let x = b.ins().fpromote(types::F64, x);
+        let call = b.ins().call(wide, &[code, x]);
+        let y = b.inst_results(call)[0];
+        let y = b.ins().fdemote(types::F32, y);
+        b.ins().store(flags, y, buffer, BEYOND_RESULTS + 4 * lane);
+        b.ins().jump(next, &[]);
+        b.switch_to_block(next);
+    }
+    b.ins().return_(&[]);
+    b.seal_all_blocks();
+    b.finalize(module.target_config());
+    module.define_function(id, ctx).map_err(err)?;
+    module.clear_context(ctx);
+    Ok(id)
 }
 
 pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
@@ -248,6 +309,7 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
                     matches!(kernel.sig.buffers[*b].dtype, DType::F32 | DType::I32)
                 }
                 KOp::Reduce(_) => ins.dtype == DType::F32,
+                KOp::HostBeyond(_) => false,
                 _ if elem(k) => {
                     vector_op(ins)
                         && ins.args.iter().all(|&a| {
@@ -311,7 +373,7 @@ fn build_rows(
     kernel: &Kernel,
     r: &Rows,
     ptr: Type,
-    funcs: &[FuncRef; 4],
+    funcs: &[FuncRef; 5],
     simd: bool,
     pool: &mut ConstPool,
 ) -> Result<(), CodegenError> {
@@ -400,7 +462,7 @@ struct RowCode<'a> {
     bases: &'a [Value],
     /// Each buffer's base, moved to the row's first element for per-element buffers.
     row_bases: &'a [Value],
-    funcs: &'a [FuncRef; 4],
+    funcs: &'a [FuncRef; 5],
     unsupported: &'a dyn Fn(String) -> CodegenError,
     row: Value,
     values: HashMap<usize, Value>,
@@ -815,7 +877,7 @@ fn build(
     b: &mut FunctionBuilder,
     kernel: &Kernel,
     ptr: Type,
-    funcs: &[FuncRef; 4],
+    funcs: &[FuncRef; 5],
     simd: bool,
     pool: &mut ConstPool,
 ) -> Result<(), CodegenError> {
@@ -1026,7 +1088,7 @@ fn emit_op(
     ins: &KInstr,
     args: &[Value],
     vector: bool,
-    funcs: &[FuncRef; 4],
+    funcs: &[FuncRef; 5],
     unsupported: &dyn Fn(String) -> CodegenError,
 ) -> Result<Value, CodegenError> {
     let ty =
@@ -1201,11 +1263,106 @@ fn emit_op(
             }
             _ => return Err(unsupported(format!("convert to {to}"))),
         },
-        KOp::Load(_) | KOp::Store(_) | KOp::Reduce(_) => {
+        KOp::HostBeyond(u) if !vector => {
+            // One element: a branch to the host's function when |x| reaches the limit.
+            let big = beyond_limit(b, arg(0));
+            let host = b.create_block();
+            b.set_cold_block(host);
+            let join = b.create_block();
+            let result = b.append_block_param(join, ty);
+            b.ins().brif(big, host, &[], join, &[arg(1).into()]);
+            b.switch_to_block(host);
+            let exact = host_unary(b, *u, arg(0), funcs);
+            b.ins().jump(join, &[exact.into()]);
+            b.switch_to_block(join);
+            result
+        }
+        KOp::Load(_) | KOp::Store(_) | KOp::Reduce(_) | KOp::HostBeyond(_) => {
             return Err(unsupported(format!("{:?} outside its stage", ins.op)))
         }
     };
     Ok(v)
+}
+
+/// Whether scalar f32 `x` has a magnitude of at least [`math::SIN_COS_LIMIT`] (infinities
+/// and NaNs included), compared as integer bits.
+fn beyond_limit(b: &mut FunctionBuilder, x: Value) -> Value {
+    let bits = b.ins().bitcast(types::I32, MemFlagsData::new(), x);
+    let magnitude = b.ins().band_imm_s(bits, i64::from(i32::MAX));
+    let limit = i64::from(math::SIN_COS_LIMIT.to_bits());
+    b.ins()
+        .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, magnitude, limit)
+}
+
+/// f32 `op(x)` by the host's f64 function (the interpreter's), rounded once.
+fn host_unary(b: &mut FunctionBuilder, op: UnaryOp, x: Value, funcs: &[FuncRef; 5]) -> Value {
+    let code = UnaryOp::ALL.iter().position(|&o| o == op).unwrap_or(0) as i64;
+    let code = b.ins().iconst(types::I32, code);
+    let wide = b.ins().fpromote(types::F64, x);
+    let call = b.ins().call(funcs[0], &[code, wide]);
+    let r = b.inst_results(call)[0];
+    b.ins().fdemote(types::F32, r)
+}
+
+/// [`KOp::HostBeyond`] over the vectors `xs` (arguments) and `ys` (their expansions): one
+/// test of all their lanes, and only if some lane reaches the limit, each such lane computed
+/// by the host (through [`define_host_beyond`]'s function). A lane's result depends on its own
+/// argument alone.
+fn host_beyond_vectors(
+    b: &mut FunctionBuilder,
+    op: UnaryOp,
+    xs: &[Value],
+    ys: &[Value],
+    funcs: &[FuncRef; 5],
+    consts: &mut Consts,
+) -> Vec<Value> {
+    // The largest magnitude (bits without the sign) over every lane, against the limit.
+    let mut top: Option<Value> = None;
+    for &x in xs {
+        let bits = b.ins().bitcast(types::I32X4, lanes(), x);
+        let sign_off = consts.vector(b, Scalar::I32(i32::MAX)).one();
+        let magnitude = b.ins().band(bits, sign_off);
+        top = Some(match top {
+            Some(t) => b.ins().smax(t, magnitude),
+            None => magnitude,
+        });
+    }
+    let top = top.unwrap_or_else(|| unreachable!("a vector step has vectors"));
+    let below = i32::try_from(math::SIN_COS_LIMIT.to_bits() - 1).unwrap_or(i32::MAX);
+    let below = consts.vector(b, Scalar::I32(below)).one();
+    let big = b.ins().icmp(IntCC::SignedGreaterThan, top, below);
+    let any = b.ins().vany_true(big);
+    let host = b.create_block();
+    b.set_cold_block(host);
+    let join = b.create_block();
+    let results: Vec<Value> = ys
+        .iter()
+        .map(|_| b.append_block_param(join, types::F32X4))
+        .collect();
+    let passed: Vec<BlockArg> = ys.iter().map(|&y| y.into()).collect();
+    b.ins().brif(any, host, &[], join, &passed);
+    b.switch_to_block(host);
+    let slot = b.create_sized_stack_slot(StackSlotData::new(
+        StackSlotKind::ExplicitSlot,
+        BEYOND_RESULTS as u32 + 16,
+        4,
+    ));
+    let buffer = b.ins().stack_addr(types::I64, slot, 0);
+    let code = UnaryOp::ALL.iter().position(|&o| o == op).unwrap_or(0) as i64;
+    let code = b.ins().iconst(types::I32, code);
+    let flags = MemFlagsData::trusted();
+    b.ins().store(flags, code, buffer, BEYOND_CODE);
+    let mut fixed = Vec::with_capacity(ys.len());
+    for (&x, &y) in xs.iter().zip(ys) {
+        b.ins().store(flags, x, buffer, BEYOND_ARGS);
+        b.ins().store(flags, y, buffer, BEYOND_RESULTS);
+        b.ins().call(funcs[4], &[buffer]);
+        let y = b.ins().load(types::F32X4, flags, buffer, BEYOND_RESULTS);
+        fixed.push(y.into());
+    }
+    b.ins().jump(join, &fixed);
+    b.switch_to_block(join);
+    results
 }
 
 /// The clif type of kernel values of `d`: scalar, or a 4-lane vector (bools become lane masks).
@@ -1286,7 +1443,7 @@ fn emit_val(
     ins: &KInstr,
     args: &[Val],
     vector: bool,
-    funcs: &[FuncRef; 4],
+    funcs: &[FuncRef; 5],
     unsupported: &dyn Fn(String) -> CodegenError,
 ) -> Result<Val, CodegenError> {
     let lanes = lanes();
@@ -1384,7 +1541,7 @@ fn emit_body(
     at: &[Position],
     mut consts: Option<&mut Consts>,
     mem: &Memory,
-    funcs: &[FuncRef; 4],
+    funcs: &[FuncRef; 5],
 ) -> Result<(), CodegenError> {
     let vector = consts.is_some();
     let unsupported = |what: String| CodegenError::Unsupported {
@@ -1407,6 +1564,20 @@ fn emit_body(
         if let (KOp::Const(x), true) = (&ins.op, vector) {
             values.push(Vec::new());
             deferred.push(Some(*x));
+            continue;
+        }
+        if let (KOp::HostBeyond(u), Some(table)) = (&ins.op, &mut consts) {
+            let mut per_vector = |b: &mut FunctionBuilder, a: usize| -> Vec<Value> {
+                match deferred[a] {
+                    Some(x) => at.iter().map(|_| table.vector(b, x).one()).collect(),
+                    None => values[a].iter().map(|v| v.one()).collect(),
+                }
+            };
+            let xs = per_vector(b, ins.args[0]);
+            let ys = per_vector(b, ins.args[1]);
+            let results = host_beyond_vectors(b, *u, &xs, &ys, funcs, table);
+            values.push(results.into_iter().map(Val::One).collect());
+            deferred.push(None);
             continue;
         }
         let mut copies = Vec::with_capacity(at.len());

@@ -1,7 +1,8 @@
 //! Transcendental functions expanded into kernel IR primitives (fma, integer bit manipulation,
 //! compares and selects), so a backend without a math library (PTX) needs only to render
 //! primitives. Every expansion is branch-free and accurate to 3 ULP for f32 over the whole
-//! domain (sin/cos: while the quadrant count `|x|·2/π` is below 2^51); `tests/math_ulp.rs`
+//! domain (sin/cos: while the quadrant count `|x|·2/π` is below 2^51; the CPU backend sends
+//! larger f32 arguments to the host's function, see [`expand_for_host`]); `tests/math_ulp.rs`
 //! measures each one against an f64 reference over dense samples.
 //!
 //! The methods are the classic ones: exp reduces by `k·ln2` (a two-part constant, so the reduced
@@ -36,12 +37,28 @@ pub fn expands(op: &KOp, dtype: DType) -> bool {
         }
 }
 
+/// Below this |x| the f32 sin and cos expansions reduce their argument exactly (|x|·2/π stays
+/// under 2^51, where the rounding constant still gives the integer k).
+pub const SIN_COS_LIMIT: f32 = 1_125_899_906_842_624.0; // 2^50
+
 /// `kernel` with every transcendental replaced by its expansion (in a row kernel, at the
 /// stage of the instruction it replaces).
 pub fn expand(kernel: &Kernel) -> Kernel {
+    expand_with(kernel, false)
+}
+
+/// [`expand`] for a backend that can call host functions: f32 sin and cos of arguments beyond
+/// [`SIN_COS_LIMIT`] are then computed by the host ([`KOp::HostBeyond`]), so they are right
+/// however large the argument.
+pub fn expand_for_host(kernel: &Kernel) -> Kernel {
+    expand_with(kernel, true)
+}
+
+fn expand_with(kernel: &Kernel, host: bool) -> Kernel {
     let mut e = Emit { body: Vec::new() };
     let mut map = Vec::with_capacity(kernel.body.len());
     let mut stages = Vec::new();
+    let bounds = magnitude_bounds(kernel);
     for (k, ins) in kernel.body.iter().enumerate() {
         let args: Vec<usize> = ins.args.iter().map(|&a| map[a]).collect();
         let t = ins.dtype;
@@ -55,8 +72,16 @@ pub fn expand(kernel: &Kernel) -> Kernel {
                     UnaryOp::Log1p => e.log1p(x, t),
                     UnaryOp::Tanh => e.tanh(x, t),
                     UnaryOp::Logistic => e.logistic(x, t),
-                    UnaryOp::Sin => e.sin_cos(x, t, false),
-                    UnaryOp::Cos => e.sin_cos(x, t, true),
+                    UnaryOp::Sin | UnaryOp::Cos => {
+                        let y = e.sin_cos(x, t, *u == UnaryOp::Cos);
+                        let small =
+                            bounds[ins.args[0]].is_some_and(|b| b < f64::from(SIN_COS_LIMIT));
+                        if host && t == DType::F32 && !small {
+                            e.op(KOp::HostBeyond(*u), &[x, y], t)
+                        } else {
+                            y
+                        }
+                    }
                     // Two correctly rounded steps, as on every backend.
                     _ => {
                         let one = e.c(1.0, t);
@@ -83,6 +108,46 @@ pub fn expand(kernel: &Kernel) -> Kernel {
             ..r.clone()
         }),
     }
+}
+
+/// A bound on the magnitude of each float kernel value, where its operands give one (constants,
+/// sin and cos, tanh and logistic, and sums, products, selects of bounded values), with a
+/// margin for rounding; NaN aside, which every expansion passes through. It spares f32 sin and
+/// cos of bounded arguments (as in `sin(sin(x)·a + b)`) the test for huge ones.
+fn magnitude_bounds(kernel: &Kernel) -> Vec<Option<f64>> {
+    let mut bounds: Vec<Option<f64>> = Vec::with_capacity(kernel.body.len());
+    for ins in &kernel.body {
+        let arg = |i: usize| ins.args.get(i).and_then(|&a| bounds[a]);
+        let float = matches!(ins.dtype, DType::F32 | DType::F64);
+        let bound = match &ins.op {
+            _ if !float => None,
+            KOp::Const(c) => Some(c.to_f64().abs()),
+            KOp::Unary(u) => match u {
+                UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Tanh | UnaryOp::Logistic => Some(1.0),
+                UnaryOp::Neg | UnaryOp::Abs => arg(0),
+                _ => None,
+            },
+            KOp::Binary(b) => match (b, arg(0), arg(1)) {
+                (BinaryOp::Add | BinaryOp::Sub, Some(x), Some(y)) => Some(x + y),
+                (BinaryOp::Mul, Some(x), Some(y)) => Some(x * y),
+                (BinaryOp::Max | BinaryOp::Min, Some(x), Some(y)) => Some(x.max(y)),
+                _ => None,
+            },
+            KOp::Select => arg(1).zip(arg(2)).map(|(x, y)| x.max(y)),
+            KOp::Fma => match (arg(0), arg(1), arg(2)) {
+                (Some(x), Some(y), Some(z)) => Some(x * y + z),
+                _ => None,
+            },
+            _ => None,
+        };
+        // Rounding moves a result by far less than this margin.
+        bounds.push(
+            bound
+                .map(|b| b * 1.01 + f64::MIN_POSITIVE)
+                .filter(|b| b.is_finite()),
+        );
+    }
+    bounds
 }
 
 /// The integer type of the same width as float type `t`.

@@ -86,6 +86,10 @@ pub enum KOp {
     Store(usize),
     /// A row kernel's reduction of its argument over the row.
     Reduce(ReduceOp),
+    /// `args[1]`, the expansion of `op` at `args[0]`, where `|args[0]|` is below the limit
+    /// of the expansion's exactness ([`math::SIN_COS_LIMIT`]), else `op` computed by the host's
+    /// f64 function and rounded once: f32 sin and cos of huge arguments on the CPU.
+    HostBeyond(UnaryOp),
 }
 
 /// One instruction; its result (if any) is the next kernel value.
@@ -319,6 +323,7 @@ impl fmt::Display for Kernel {
                 KOp::ShiftLeft(n) => format!("shl {n},"),
                 KOp::ShiftRight(n) => format!("shr {n},"),
                 KOp::Reduce(r) => r.name().to_string(),
+                KOp::HostBeyond(u) => format!("host_beyond {},", u.name()),
                 KOp::Store(b) => {
                     writeln!(f, "  store #{b}, {}", args.join(", "))?;
                     continue;

@@ -98,7 +98,7 @@ pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
             },
             KOp::Fma | KOp::Clamp => !int && ins.dtype != DType::Bool,
             KOp::ShiftLeft(_) | KOp::ShiftRight(_) => int,
-            KOp::Reduce(_) => false,
+            KOp::Reduce(_) | KOp::HostBeyond(_) => false,
             _ => true,
         };
         if !ok {
@@ -752,7 +752,7 @@ fn emit_op(
             e.line(format!("shr.{t} {r}, {}, {n}", arg(0)));
             r
         }
-        KOp::Load(_) | KOp::Const(_) | KOp::Store(_) | KOp::Reduce(_) => {
+        KOp::Load(_) | KOp::Const(_) | KOp::Store(_) | KOp::Reduce(_) | KOp::HostBeyond(_) => {
             return Err(unsupported(format!("{:?} as arithmetic", ins.op)))
         }
     };
