@@ -6,7 +6,7 @@
 //! Kernels of f32 values (see [`vectorizable`]) are compiled for SIMD: transcendentals are
 //! expanded into polynomials (`kernel::math`, 3 ULP), and the loop runs 128-bit vectors of
 //! LANES elements (several vectors per step, interleaved), then a scalar tail computing exactly
-//! the same operations. Kernels are compiled without Cranelift's mid-end (see [`Jit::new`]): their
+//! the same operations. Kernels are compiled without Cranelift's mid-end (see `Jit::new`): their
 //! code is emitted ready. The f64 argument reduction of f32 sin and cos runs as two f64x2 halves of
 //! each vector. Other kernels (f64 data, bool buffers, ops without a vector form) are scalar,
 //! f32 transcendentals still expanded; f64 transcendentals call the reference interpreter's own
@@ -291,7 +291,7 @@ pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
 pub const LANES: i64 = 4;
 
 /// Whether a kernel (with transcendentals already expanded) can run LANES elements at a time:
-/// every value is f32, i32 or a bool mask (or f64 used only by [`wide_op`]s), buffers are
+/// every value is f32, i32 or a bool mask (or f64 used only by `wide_op`s), buffers are
 /// f32/i32, broadcast patterns keep groups of LANES elements together, and every op has a
 /// vector form. A row kernel vectorizes its
 /// element stages (any number of columns: the last few run as scalars); its row stages are
