@@ -187,15 +187,19 @@ fn materialize_constants(func: &Func, steps: Vec<Step>) -> Vec<Step> {
             in_kernel[start..end].fill(true);
         }
     }
-    let needed = |i: usize| {
-        let v = func.instr_value(i);
-        func.outputs.contains(&v)
-            || func
-                .body
-                .iter()
-                .enumerate()
-                .any(|(j, ins)| !in_kernel[j] && ins.args.contains(&v))
-    };
+    // Values read outside kernels or returned, found in one pass.
+    let mut read_as_array = vec![false; func.params.len() + func.body.len()];
+    for (j, ins) in func.body.iter().enumerate() {
+        if !in_kernel[j] {
+            for a in &ins.args {
+                read_as_array[a.index()] = true;
+            }
+        }
+    }
+    for v in &func.outputs {
+        read_as_array[v.index()] = true;
+    }
+    let needed = |i: usize| read_as_array[func.instr_value(i).index()];
     let constant = |i: usize| splat_constant(func, func.instr_value(i)).is_some();
     let mut out = Vec::with_capacity(steps.len());
     for step in steps {

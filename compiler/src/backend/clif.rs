@@ -172,6 +172,7 @@ impl Jit {
             let mut pool = ConstPool {
                 table: module.declare_data_in_func(data, &mut ctx.func),
                 bytes: Vec::new(),
+                offsets: HashMap::new(),
             };
             ctx.func.signature.params.push(AbiParam::new(ptr));
             ctx.func.signature.params.push(AbiParam::new(types::I64));
@@ -1158,22 +1159,7 @@ fn emit_op(
                 UnaryOp::RoundEven => b.ins().nearest(x),
                 UnaryOp::Not => return Err(unsupported("not".into())),
                 other if vector => return Err(unsupported(format!("vector {}", other.name()))),
-                other => {
-                    let code = UnaryOp::ALL.iter().position(|o| o == other).unwrap_or(0) as i64;
-                    let code = b.ins().iconst(types::I32, code);
-                    let wide = if ty == types::F32 {
-                        b.ins().fpromote(types::F64, x)
-                    } else {
-                        x
-                    };
-                    let call = b.ins().call(funcs[0], &[code, wide]);
-                    let r = b.inst_results(call)[0];
-                    if ty == types::F32 {
-                        b.ins().fdemote(types::F32, r)
-                    } else {
-                        r
-                    }
-                }
+                other => host_unary(b, *other, x, funcs),
             }
         }
         KOp::Binary(op) => {
@@ -1294,14 +1280,28 @@ fn beyond_limit(b: &mut FunctionBuilder, x: Value) -> Value {
         .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, magnitude, limit)
 }
 
-/// f32 `op(x)` by the host's f64 function (the interpreter's), rounded once.
+/// The index of `op` in `UnaryOp::ALL`, by which the host function `wide_unary` knows it.
+fn unary_code(op: UnaryOp) -> i64 {
+    UnaryOp::ALL.iter().position(|&o| o == op).unwrap_or(0) as i64
+}
+
+/// Scalar `op(x)` by the host's f64 function (the interpreter's): an f32 `x` is widened and
+/// the result rounded once.
 fn host_unary(b: &mut FunctionBuilder, op: UnaryOp, x: Value, funcs: &[FuncRef; 5]) -> Value {
-    let code = UnaryOp::ALL.iter().position(|&o| o == op).unwrap_or(0) as i64;
-    let code = b.ins().iconst(types::I32, code);
-    let wide = b.ins().fpromote(types::F64, x);
+    let narrow = b.func.dfg.value_type(x) == types::F32;
+    let code = b.ins().iconst(types::I32, unary_code(op));
+    let wide = if narrow {
+        b.ins().fpromote(types::F64, x)
+    } else {
+        x
+    };
     let call = b.ins().call(funcs[0], &[code, wide]);
     let r = b.inst_results(call)[0];
-    b.ins().fdemote(types::F32, r)
+    if narrow {
+        b.ins().fdemote(types::F32, r)
+    } else {
+        r
+    }
 }
 
 /// [`KOp::HostBeyond`] over the vectors `xs` (arguments) and `ys` (their expansions): one
@@ -1317,17 +1317,17 @@ fn host_beyond_vectors(
     consts: &mut Consts,
 ) -> Vec<Value> {
     // The largest magnitude (bits without the sign) over every lane, against the limit.
-    let mut top: Option<Value> = None;
-    for &x in xs {
-        let bits = b.ins().bitcast(types::I32X4, lanes(), x);
-        let sign_off = consts.vector(b, Scalar::I32(i32::MAX)).one();
-        let magnitude = b.ins().band(bits, sign_off);
-        top = Some(match top {
-            Some(t) => b.ins().smax(t, magnitude),
-            None => magnitude,
-        });
-    }
-    let top = top.unwrap_or_else(|| unreachable!("a vector step has vectors"));
+    let magnitudes: Vec<Value> = xs
+        .iter()
+        .map(|&x| {
+            let bits = b.ins().bitcast(types::I32X4, lanes(), x);
+            let sign_off = consts.vector(b, Scalar::I32(i32::MAX)).one();
+            b.ins().band(bits, sign_off)
+        })
+        .collect();
+    let Some(top) = magnitudes.into_iter().reduce(|t, m| b.ins().smax(t, m)) else {
+        return ys.to_vec();
+    };
     let below = i32::try_from(math::SIN_COS_LIMIT.to_bits() - 1).unwrap_or(i32::MAX);
     let below = consts.vector(b, Scalar::I32(below)).one();
     let big = b.ins().icmp(IntCC::SignedGreaterThan, top, below);
@@ -1348,8 +1348,7 @@ fn host_beyond_vectors(
         4,
     ));
     let buffer = b.ins().stack_addr(types::I64, slot, 0);
-    let code = UnaryOp::ALL.iter().position(|&o| o == op).unwrap_or(0) as i64;
-    let code = b.ins().iconst(types::I32, code);
+    let code = b.ins().iconst(types::I32, unary_code(op));
     let flags = MemFlagsData::trusted();
     b.ins().store(flags, code, buffer, BEYOND_CODE);
     let mut fixed = Vec::with_capacity(ys.len());
@@ -1379,12 +1378,13 @@ fn value_type(d: DType, vector: bool) -> Option<Type> {
     }
 }
 
-/// The vector constants of a flat kernel, in a read-only table of 16-byte entries, one per use:
-/// each use loads its own entry, which x64 folds into the instruction as a memory operand (one
+/// The vector constants of a kernel, in a read-only table of 16-byte entries, one per value:
+/// each use loads its entry, which x64 can fold into the instruction as a memory operand (one
 /// instruction, where a splat is two; w8_sin_chain: 62 -> 54 ms).
 struct ConstPool {
     table: GlobalValue,
     bytes: Vec<u8>,
+    offsets: HashMap<[u8; 16], i32>,
 }
 
 /// A [`ConstPool`] and its address in the function being built.
@@ -1401,12 +1401,16 @@ impl Consts<'_> {
             Scalar::F32(v) => (types::F32X4, v.to_le_bytes().to_vec()),
             Scalar::F64(v) => (types::F64X2, v.to_le_bytes().to_vec()),
             Scalar::I32(v) => (types::I32X4, v.to_le_bytes().to_vec()),
+            Scalar::I64(v) => (types::I64X2, v.to_le_bytes().to_vec()),
             Scalar::Bool(v) => (types::I32X4, (-i32::from(v)).to_le_bytes().to_vec()),
             _ => (types::I64X2, 0i64.to_le_bytes().to_vec()),
         };
-        let bytes = &mut self.pool.bytes;
-        bytes.extend(lane.iter().copied().cycle().take(16));
-        let offset = i32::try_from(bytes.len() - 16).unwrap_or(i32::MAX);
+        let entry: [u8; 16] = std::array::from_fn(|i| lane[i % lane.len()]);
+        let pool = &mut *self.pool;
+        let offset = *pool.offsets.entry(entry).or_insert_with(|| {
+            pool.bytes.extend(entry);
+            i32::try_from(pool.bytes.len() - 16).unwrap_or(i32::MAX)
+        });
         let flags = MemFlagsData::trusted().with_readonly();
         let v = b.ins().load(ty, flags, self.base, offset);
         if ty == types::F64X2 {
