@@ -157,12 +157,17 @@ fn logistic(x: f64) -> f64 {
     }
 }
 
-/// The largest f32 ULP error of `op` against `reference` on `xs`, with the worst input.
+/// The largest f32 ULP error of `op` against `reference` on `xs`, with the worst input, of the
+/// plain expansion and of the CPU backend's (which reduces sin and cos in f32).
 fn worst32(op: UnaryOp, xs: &[f32], reference: fn(f64) -> f64) -> (u64, f32) {
-    let got = run_f32(KOp::Unary(op), &[xs]);
+    let plain = run_f32(KOp::Unary(op), &[xs]);
+    let cpu = run_f32_cpu(KOp::Unary(op), &[xs]);
     xs.iter()
-        .zip(&got)
-        .map(|(&x, &y)| (ulps32(y, reference(f64::from(x)) as f32), x))
+        .zip(plain.iter().zip(&cpu))
+        .flat_map(|(&x, (&y, &z))| {
+            let want = reference(f64::from(x)) as f32;
+            [(ulps32(y, want), x), (ulps32(z, want), x)]
+        })
         .max_by_key(|&(u, _)| u)
         .unwrap()
 }
@@ -206,9 +211,10 @@ fn f32_transcendentals_within_3_ulp_over_the_whole_domain() {
     }
 }
 
-/// Exact answers at the special points, in the vector loop and in the scalar tail alike: zeros
-/// keep their sign through the odd functions (sin, tanh, expm1), tiny arguments round to
-/// themselves (or one, for cos), and infinities and NaN give the limits (sin, cos: NaN).
+/// Exact answers at the special points, in the vector loop and in the scalar tail alike, of the
+/// plain expansion and the CPU backend's: zeros keep their sign through the odd functions (sin,
+/// tanh, expm1), tiny arguments round to themselves (or one, for cos), and infinities and NaN
+/// give the limits (sin, cos: NaN).
 #[test]
 fn f32_special_values() {
     let xs = [
@@ -229,8 +235,9 @@ fn f32_special_values() {
         (UnaryOp::Tanh, f64::tanh),
         (UnaryOp::Expm1, f64::exp_m1),
     ] {
-        let got = run_f32(KOp::Unary(op), &[&xs]);
-        for (&x, &y) in xs.iter().zip(&got) {
+        let plain = run_f32(KOp::Unary(op), &[&xs]);
+        let cpu = run_f32_cpu(KOp::Unary(op), &[&xs]);
+        for (&x, &y) in xs.iter().cycle().zip(plain.iter().chain(&cpu)) {
             let want = reference(f64::from(x)) as f32;
             assert!(
                 y.to_bits() == want.to_bits() || (y.is_nan() && want.is_nan()),
@@ -279,8 +286,9 @@ fn f32_sin_cos_of_huge_arguments_on_the_cpu() {
     }
 }
 
-/// Only sin and cos whose argument may be huge get the test: in `sin(sin(x)·1.01 + 0.1)` the
-/// outer argument is bounded by its operands.
+/// Only sin and cos whose argument may be large get the test: in `sin(sin(x)·1.01 + 0.1)` the
+/// outer argument is bounded by its operands, and below 1.5 its reduction takes two parts of
+/// π/2 instead of three.
 #[test]
 fn bounded_arguments_skip_the_huge_argument_test() {
     let mut k = kernel(KOp::Unary(UnaryOp::Sin), DType::F32, 1, 8);
@@ -306,22 +314,42 @@ fn bounded_arguments_skip_the_huge_argument_test() {
         .filter(|ins| matches!(ins.op, KOp::HostBeyond(_)))
         .count();
     assert_eq!(tests, 1);
-    let xs: Vec<f32> = vec![0.5, -2.0, 3e37, f32::NAN, 1e20, -0.0, 7.0, 1e-3];
+    // The outer sine (its argument below 1.5: a two-part reduction) is checked on its own,
+    // against the inner sine as computed, densely over its argument's range.
+    let mut xs: Vec<f32> = vec![0.5, -2.0, 3e37, f32::NAN, 1e20, -0.0, 7.0, 1e-3];
+    xs.extend((0..1 << 17).map(|i| -4.0 + i as f32 / 16384.0));
     let got = run_f32_kernel(&k, &[&xs]);
-    for (&x, &y) in xs.iter().zip(&got) {
-        let want = ((f64::from(x).sin() as f32 * 1.01 + 0.1) as f64).sin() as f32;
+    let inner = run_f32_cpu(KOp::Unary(UnaryOp::Sin), &[&xs]);
+    for ((&x, &s), &y) in xs.iter().zip(&inner).zip(&got) {
+        let arg = s * 1.01 + 0.1;
+        let want = f64::from(arg).sin() as f32;
         assert!(
-            ulps32(y, want) <= 4 || (y.is_nan() && want.is_nan()),
-            "sin(sin({x})·1.01 + 0.1) = {y}, want {want}"
+            ulps32(y, want) <= 3 || (y.is_nan() && want.is_nan()),
+            "sin({arg}) = {y}, want {want} (x = {x})"
         );
     }
 }
 
+/// Dense samples up to the limit of the f32 reduction (an exhaustive run over every f32 below
+/// it found at most 2 ULP, at 166.25372 and 1.3185298), and either side of the limit, where the
+/// CPU backend hands the argument to the host.
 #[test]
-fn f32_sin_cos_dense_up_to_1e5() {
-    let xs: Vec<f32> = (0..1_000_000)
-        .map(|i| -1e5 + 2e5 * (i as f32) / 1e6)
+fn f32_sin_cos_dense_up_to_the_f32_reduction_limit() {
+    let limit = math::SIN_COS_F32_LIMIT;
+    let mut xs: Vec<f32> = (0..1_000_000)
+        .map(|i| -limit + 2.0 * limit * (i as f32) / 1e6)
         .collect();
+    let below = f32::from_bits(limit.to_bits() - 1);
+    xs.extend([
+        166.253_72,
+        1.318_529_8,
+        below,
+        limit,
+        -below,
+        -limit,
+        1e5,
+        -1e5,
+    ]);
     for (op, reference) in [
         (UnaryOp::Sin, f64::sin as Reference),
         (UnaryOp::Cos, f64::cos),
@@ -421,9 +449,7 @@ fn f32_kernels_compile_to_simd() {
         assert!(clif::vectorizable(&k), "{op:?}");
         let code = clif::compile(std::slice::from_ref(&k)).unwrap();
         assert!(code.clif[0].contains("f32x4"), "{}", code.clif[0]);
-        // sin and cos reduce their argument in f64, as two f64x2 halves.
-        if matches!(op, UnaryOp::Sin | UnaryOp::Cos) {
-            assert!(code.clif[0].contains("fvpromote_low"), "{}", code.clif[0]);
-        }
+        // sin and cos reduce their argument in f32, four lanes at a time, not as f64x2 halves.
+        assert!(!code.clif[0].contains("fvpromote_low"), "{}", code.clif[0]);
     }
 }

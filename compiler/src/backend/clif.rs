@@ -210,10 +210,10 @@ const BEYOND_ARGS: i32 = 16;
 const BEYOND_RESULTS: i32 = 32;
 
 /// A function `(buffer)` that replaces each result lane whose argument reaches
-/// [`math::SIN_COS_LIMIT`] by the host's f64 function of it, rounded once. It preserves every
-/// register (`preserve_all`), so that a kernel's rarely taken call to it leaves the kernel's
-/// register allocation alone; a call to the host function itself would clobber every vector
-/// register and make the hot loop spill around it.
+/// [`math::SIN_COS_F32_LIMIT`] by the host's f64 function of it, rounded once. It preserves
+/// every register (`preserve_all`), so that a kernel's rarely taken call to it leaves the
+/// kernel's register allocation alone; a call to the host function itself would clobber every
+/// vector register and make the hot loop spill around it.
 fn define_host_beyond(
     module: &mut JITModule,
     wide: FuncId,
@@ -1270,12 +1270,12 @@ fn emit_op(
     Ok(v)
 }
 
-/// Whether scalar f32 `x` has a magnitude of at least [`math::SIN_COS_LIMIT`] (infinities
+/// Whether scalar f32 `x` has a magnitude of at least [`math::SIN_COS_F32_LIMIT`] (infinities
 /// and NaNs included), compared as integer bits.
 fn beyond_limit(b: &mut FunctionBuilder, x: Value) -> Value {
     let bits = b.ins().bitcast(types::I32, MemFlagsData::new(), x);
     let magnitude = b.ins().band_imm_s(bits, i64::from(i32::MAX));
-    let limit = i64::from(math::SIN_COS_LIMIT.to_bits());
+    let limit = i64::from(math::SIN_COS_F32_LIMIT.to_bits());
     b.ins()
         .icmp_imm_s(IntCC::SignedGreaterThanOrEqual, magnitude, limit)
 }
@@ -1328,7 +1328,7 @@ fn host_beyond_vectors(
     let Some(top) = magnitudes.into_iter().reduce(|t, m| b.ins().smax(t, m)) else {
         return ys.to_vec();
     };
-    let below = i32::try_from(math::SIN_COS_LIMIT.to_bits() - 1).unwrap_or(i32::MAX);
+    let below = i32::try_from(math::SIN_COS_F32_LIMIT.to_bits() - 1).unwrap_or(i32::MAX);
     let below = consts.vector(b, Scalar::I32(below)).one();
     let big = b.ins().icmp(IntCC::SignedGreaterThan, top, below);
     let any = b.ins().vany_true(big);

@@ -2,15 +2,17 @@
 //! compares and selects), so a backend without a math library (PTX) needs only to render
 //! primitives. Every expansion is branch-free and accurate to 3 ULP for f32 over the whole
 //! domain (sin/cos: while the quadrant count `|x|·2/π` is below 2^51; the CPU backend sends
-//! larger f32 arguments to the host's function, see [`expand_for_host`]); `tests/math_ulp.rs`
-//! measures each one against an f64 reference over dense samples.
+//! f32 arguments beyond 2^17 to the host's function, see [`expand_for_host`]);
+//! `tests/math_ulp.rs` measures each one against an f64 reference over dense samples.
 //!
 //! The methods are the classic ones: exp reduces by `k·ln2` (a two-part constant, so the reduced
 //! argument is exact) and rebuilds `2^k` from its bits; log splits the exponent and mantissa and
-//! uses the `atanh` series of `(m-1)/(m+1)`; sin/cos reduce by `k·π/2` in f64 with a three-part
+//! uses the `atanh` series of `(m-1)/(m+1)`; sin/cos reduce by `k·π/2` with a three-part
 //! constant; tanh, logistic, expm1 and log1p are arranged so that no cancellation loses accuracy.
-//! Polynomials are truncated Taylor series whose remainder is below a tenth of an ULP on the
-//! reduced range. f32 sin/cos reduce in f64; f32 pow runs entirely in f64.
+//! Polynomials are truncated Taylor series (f32 sin and cos: minimax fits) whose error is below
+//! a tenth of an ULP on the reduced range. f32 sin/cos reduce in f32 (four lanes to a vector,
+//! not two) where the argument is known to be below 2^17 or the backend computes larger ones on
+//! the host, else in f64; f32 pow runs entirely in f64.
 
 use super::{KInstr, KOp, Kernel, Rows};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Scalar, UnaryOp};
@@ -37,9 +39,28 @@ pub fn expands(op: &KOp, dtype: DType) -> bool {
         }
 }
 
-/// Below this |x| the f32 sin and cos expansions reduce their argument exactly (|x|·2/π stays
-/// under 2^51, where the rounding constant still gives the integer k).
-pub const SIN_COS_LIMIT: f32 = 1_125_899_906_842_624.0; // 2^50
+/// Below this |x| f32 sin and cos can reduce their argument in f32 (within an ULP), four lanes
+/// to a vector instead of two.
+pub const SIN_COS_F32_LIMIT: f32 = 131_072.0; // 2^17
+
+/// P(s) of f32 sin(r) = r + r^3·P(r^2): the three f32 coefficients that minimise the largest
+/// relative error over |r| <= 1.03·π/4 (the reduced range with room for a misrounded quadrant),
+/// found as a linear program over 3,000 points: 0.08 ULP, where the Taylor series needs four
+/// terms for 0.04 (three give 9 ULP).
+const F32_SIN_COEFFS: [f64; 3] = [
+    -0.166_666_522_622_108_46,
+    0.008_332_013_152_539_73,
+    -0.000_194_954_627_659_171_82,
+];
+
+/// Q(s) of f32 cos(r) = 1 + s·Q(r^2), found the same way with the first coefficient held at
+/// -1/2: 0.006 ULP, where the Taylor series needs five terms.
+const F32_COS_COEFFS: [f64; 4] = [
+    -0.5,
+    0.041_666_641_831_398_01,
+    -0.001_388_711_505_569_517_6,
+    0.000_024_410_433_979_937_807,
+];
 
 /// `kernel` with every transcendental replaced by its expansion (in a row kernel, at the
 /// stage of the instruction it replaces).
@@ -47,9 +68,9 @@ pub fn expand(kernel: &Kernel) -> Kernel {
     expand_with(kernel, false)
 }
 
-/// [`expand`] for a backend that can call host functions: f32 sin and cos of arguments beyond
-/// [`SIN_COS_LIMIT`] are then computed by the host ([`KOp::HostBeyond`]), so they are right
-/// however large the argument.
+/// [`expand`] for a backend that can call host functions: f32 sin and cos reduce in f32, and
+/// arguments beyond [`SIN_COS_F32_LIMIT`] are computed by the host ([`KOp::HostBeyond`]), so
+/// they are right however large the argument.
 pub fn expand_for_host(kernel: &Kernel) -> Kernel {
     expand_with(kernel, true)
 }
@@ -73,13 +94,17 @@ fn expand_with(kernel: &Kernel, host: bool) -> Kernel {
                     UnaryOp::Tanh => e.tanh(x, t),
                     UnaryOp::Logistic => e.logistic(x, t),
                     UnaryOp::Sin | UnaryOp::Cos => {
-                        let y = e.sin_cos(x, t, *u == UnaryOp::Cos);
-                        let small =
-                            bounds[ins.args[0]].is_some_and(|b| b < f64::from(SIN_COS_LIMIT));
-                        if host && t == DType::F32 && !small {
+                        let cos = *u == UnaryOp::Cos;
+                        let f32 = t == DType::F32;
+                        let bound = bounds[ins.args[0]];
+                        let small = bound.is_some_and(|b| b < f64::from(SIN_COS_F32_LIMIT));
+                        if f32 && small {
+                            e.sin_cos(x, t, cos, Reduction::F32 { bound })
+                        } else if f32 && host {
+                            let y = e.sin_cos(x, t, cos, Reduction::F32 { bound: None });
                             e.op(KOp::HostBeyond(*u), &[x, y], t)
                         } else {
-                            y
+                            e.sin_cos(x, t, cos, Reduction::F64)
                         }
                     }
                     // Two correctly rounded steps, as on every backend.
@@ -202,6 +227,13 @@ fn alternating_factorials(first: u32, count: u32) -> Vec<f64> {
 
 struct Emit {
     body: Vec<KInstr>,
+}
+
+/// Where sin and cos reduce their argument: in f64, or (f32 arguments below
+/// [`SIN_COS_F32_LIMIT`]) in f32, given a bound on the argument's magnitude where one is known.
+enum Reduction {
+    F64,
+    F32 { bound: Option<f64> },
 }
 
 impl Emit {
@@ -554,54 +586,30 @@ impl Emit {
         self.select(is_neg, neg, pos, t)
     }
 
-    /// sin (or cos) of `x`: reduction by `k·π/2` in f64, then the sin or cos series on the
-    /// reduced argument in `t`, picked and signed by the quadrant.
-    fn sin_cos(&mut self, x: usize, t: DType, cos: bool) -> usize {
-        let w = DType::F64;
-        let xd = if t == DType::F32 {
-            self.convert(x, w)
-        } else {
-            x
+    /// sin (or cos) of `x`: reduction by `k·π/2`, then the sin or cos series on the reduced
+    /// argument in `t`, picked and signed by the quadrant.
+    fn sin_cos(&mut self, x: usize, t: DType, cos: bool, reduction: Reduction) -> usize {
+        let (r, mi) = match reduction {
+            Reduction::F32 { bound } => self.reduce_half_pi_f32(x, bound),
+            Reduction::F64 => self.reduce_half_pi_f64(x, t),
         };
-        let inv = self.c(std::f64::consts::FRAC_2_PI, w);
-        // k = rint(x·2/π) by adding and subtracting 1.5·2^52 (exact while |k| < 2^51); the
-        // sum's low bits are then k's, two's complement, which gives the quadrant.
-        let scaled = self.mul(xd, inv, w);
-        let magic = self.c(1.5 * 2f64.powi(52), w);
-        let shifted = self.add(scaled, magic, w);
-        let k = self.sub(shifted, magic, w);
-        let mut r = xd;
-        for part in [
-            std::f64::consts::FRAC_PI_2,
-            6.123_233_995_736_766e-17,
-            -1.497_384_904_859_169_8e-33,
-        ] {
-            let p = self.c(-part, w);
-            r = self.fma(k, p, r, w);
-        }
-        let r = if t == DType::F32 {
-            self.convert(r, t)
+        // sin(r) = r + r^3·P(s) and cos(r) = 1 + s·Q(s), s = r^2: f64 takes the Taylor series
+        // to r^19 and r^20, f32 the minimax fits `F32_SIN_COEFFS` and `F32_COS_COEFFS`.
+        let (sin_coeffs, cos_coeffs) = if t == DType::F32 {
+            (F32_SIN_COEFFS.to_vec(), F32_COS_COEFFS.to_vec())
         } else {
-            r
+            (alternating_factorials(3, 9), alternating_factorials(2, 10))
         };
-        // Terms up to r^9 (sin) and r^10 (cos) leave f32 remainders of 0.04 and 0.002 ULP.
-        let (sin_terms, cos_terms) = if t == DType::F32 { (4, 5) } else { (9, 10) };
         let s = self.mul(r, r, t);
-        let sp = self.poly(s, &alternating_factorials(3, sin_terms), t);
+        let sp = self.poly(s, &sin_coeffs, t);
         let r3 = self.mul(s, r, t);
         let sin_r = self.fma(r3, sp, r, t);
-        let cp = self.poly(s, &alternating_factorials(2, cos_terms), t);
+        let cp = self.poly(s, &cos_coeffs, t);
         let one = self.c(1.0, t);
         let cos_r = self.fma(s, cp, one, t);
-        // Quadrant q = k mod 4 (cos is sin a quadrant on), from the low word of `shifted`. Odd
-        // quadrants use the other series, the upper two negate.
+        // Quadrant q = k mod 4 (cos is sin a quadrant on). Odd quadrants use the other series,
+        // the upper two negate.
         let it = int_of(t);
-        let bits = self.bitcast(shifted, DType::I64);
-        let mi = if it == DType::I64 {
-            bits
-        } else {
-            self.convert(bits, it)
-        };
         let (one, two) = (self.ci(1, it), self.ci(2, it));
         let q = if cos { self.add(mi, one, it) } else { mi };
         let q_odd = self.bin(BinaryOp::And, q, one, it);
@@ -619,6 +627,65 @@ impl Emit {
         } else {
             self.keep_zero(x, y, t)
         }
+    }
+
+    /// `x - k·π/2` in f64 (`x` widened from f32 first, the result narrowed back) and the low
+    /// bits of `k = rint(x·2/π)` as an integer of `t`'s width, exact while `|k| < 2^51`.
+    fn reduce_half_pi_f64(&mut self, x: usize, t: DType) -> (usize, usize) {
+        let w = DType::F64;
+        let xd = if t == DType::F32 {
+            self.convert(x, w)
+        } else {
+            x
+        };
+        let inv = self.c(std::f64::consts::FRAC_2_PI, w);
+        // k = rint(x·2/π) by adding and subtracting 1.5·2^52; the sum's low bits are then k's,
+        // two's complement.
+        let scaled = self.mul(xd, inv, w);
+        let magic = self.c(1.5 * 2f64.powi(52), w);
+        let shifted = self.add(scaled, magic, w);
+        let k = self.sub(shifted, magic, w);
+        let mut r = xd;
+        for part in [
+            std::f64::consts::FRAC_PI_2,
+            6.123_233_995_736_766e-17,
+            -1.497_384_904_859_169_8e-33,
+        ] {
+            let p = self.c(-part, w);
+            r = self.fma(k, p, r, w);
+        }
+        let bits = self.bitcast(shifted, DType::I64);
+        if t == DType::F32 {
+            (self.convert(r, t), self.convert(bits, DType::I32))
+        } else {
+            (r, bits)
+        }
+    }
+
+    /// [`Self::reduce_half_pi_f64`] for f32 `x` below [`SIN_COS_F32_LIMIT`], in f32. `k` is
+    /// rounded in the fma that scales `x`. π/2 is split into three f32 parts; `x - k·p1` is
+    /// exact (both have a granularity of at least 2^-24 and the difference is below 1), and the
+    /// later fmas round once each, so `r` is within an ULP of `x - k·π/2` (the 2^-76 left of
+    /// π/2, times `k`, is far below any `r` of an f32 in range). Where `|x| < 1.5` (`|k| <= 1`
+    /// and `|r| > 0.07` unless `k = 0`) the third part is below 2^-32 of `r` and is left out.
+    fn reduce_half_pi_f32(&mut self, x: usize, bound: Option<f64>) -> (usize, usize) {
+        let t = DType::F32;
+        let inv = self.c(std::f64::consts::FRAC_2_PI, t);
+        let magic = self.c(1.5 * 2f64.powi(23), t);
+        let shifted = self.fma(x, inv, magic, t);
+        let k = self.sub(shifted, magic, t);
+        let parts = [
+            1.570_796_370_506_286_6,
+            -4.371_138_828_673_793e-8,
+            -1.715_124_510_005_881_9e-15,
+        ];
+        let used = if bound.is_some_and(|b| b < 1.5) { 2 } else { 3 };
+        let mut r = x;
+        for part in &parts[..used] {
+            let p = self.c(-part, t);
+            r = self.fma(k, p, r, t);
+        }
+        (r, self.bitcast(shifted, DType::I32))
     }
 
     fn pow(&mut self, x: usize, y: usize, t: DType) -> usize {

@@ -87,8 +87,8 @@ pub enum KOp {
     /// A row kernel's reduction of its argument over the row.
     Reduce(ReduceOp),
     /// `args[1]`, the expansion of `op` at `args[0]`, where `|args[0]|` is below the limit
-    /// of the expansion's exactness ([`math::SIN_COS_LIMIT`]), else `op` computed by the host's
-    /// f64 function and rounded once: f32 sin and cos of huge arguments on the CPU.
+    /// of its f32 reduction ([`math::SIN_COS_F32_LIMIT`]), else `op` computed by the host's
+    /// f64 function and rounded once: f32 sin and cos of large arguments on the CPU.
     HostBeyond(UnaryOp),
 }
 
