@@ -558,7 +558,8 @@ impl Emit {
         self.copy_sign(y, x, t)
     }
 
-    /// `magnitude` (sign bit clear) with the sign of `sign`: tanh is odd, ±0 included.
+    /// `magnitude` (sign bit clear, or of `sign`'s sign already) with the sign of `sign`: tanh
+    /// is odd, ±0 included.
     fn copy_sign(&mut self, magnitude: usize, sign: usize, t: DType) -> usize {
         let it = int_of(t);
         let sign_bit = if t == DType::F32 {
@@ -604,6 +605,10 @@ impl Emit {
         let sp = self.poly(s, &sin_coeffs, t);
         let r3 = self.mul(s, r, t);
         let sin_r = self.fma(r3, sp, r, t);
+        // sin(r) has r's sign, but the fma rounds -0 + +0 to +0: or-ing in r's sign bit fixes
+        // the zeros and changes nothing else (two bit operations, where a compare and a select
+        // of x would take two slots of the fma units).
+        let sin_r = self.copy_sign(sin_r, r, t);
         let cp = self.poly(s, &cos_coeffs, t);
         let one = self.c(1.0, t);
         let cos_r = self.fma(s, cp, one, t);
@@ -621,16 +626,13 @@ impl Emit {
         let flip = self.op(KOp::ShiftLeft(sign_shift), &[q_upper], it);
         let vb = self.bitcast(v, it);
         let yb = self.bin(BinaryOp::Xor, vb, flip, it);
-        let y = self.bitcast(yb, t);
-        if cos {
-            y
-        } else {
-            self.keep_zero(x, y, t)
-        }
+        self.bitcast(yb, t)
     }
 
     /// `x - k·π/2` in f64 (`x` widened from f32 first, the result narrowed back) and the low
-    /// bits of `k = rint(x·2/π)` as an integer of `t`'s width, exact while `|k| < 2^51`.
+    /// bits of `k = rint(x·2/π)` as an integer of `t`'s width, exact while `|k| < 2^51`. The
+    /// parts of π/2 are all positive (each but the last rounded down), so that for `k = 0` every
+    /// step adds -0 to -0 and `r` keeps the sign of a zero `x`.
     fn reduce_half_pi_f64(&mut self, x: usize, t: DType) -> (usize, usize) {
         let w = DType::F64;
         let xd = if t == DType::F32 {
@@ -648,8 +650,8 @@ impl Emit {
         let mut r = xd;
         for part in [
             std::f64::consts::FRAC_PI_2,
-            6.123_233_995_736_766e-17,
-            -1.497_384_904_859_169_8e-33,
+            6.123_233_995_736_765e-17,
+            1.082_856_673_921_914e-32,
         ] {
             let p = self.c(-part, w);
             r = self.fma(k, p, r, w);
@@ -663,11 +665,12 @@ impl Emit {
     }
 
     /// [`Self::reduce_half_pi_f64`] for f32 `x` below [`SIN_COS_F32_LIMIT`], in f32. `k` is
-    /// rounded in the fma that scales `x`. π/2 is split into three f32 parts; `x - k·p1` is
-    /// exact (both have a granularity of at least 2^-24 and the difference is below 1), and the
-    /// later fmas round once each, so `r` is within an ULP of `x - k·π/2` (the 2^-76 left of
-    /// π/2, times `k`, is far below any `r` of an f32 in range). Where `|x| < 1.5` (`|k| <= 1`
-    /// and `|r| > 0.07` unless `k = 0`) the third part is below 2^-32 of `r` and is left out.
+    /// rounded in the fma that scales `x`. π/2 is split into three positive f32 parts, as in
+    /// f64; `x - k·p1` is exact (both have a granularity of at least 2^-24 and the difference is
+    /// below 1), and the later fmas round once each, so `r` is within an ULP of `x - k·π/2` (the
+    /// 2^-73 left of π/2, times `k`, is far below any `r` of an f32 in range). Where `|x| < 1.5`
+    /// (`|k| <= 1` and `|r| > 0.07` unless `k = 0`) the third part is below 2^-40 of `r` and is
+    /// left out.
     fn reduce_half_pi_f32(&mut self, x: usize, bound: Option<f64>) -> (usize, usize) {
         let t = DType::F32;
         let inv = self.c(std::f64::consts::FRAC_2_PI, t);
@@ -675,9 +678,9 @@ impl Emit {
         let shifted = self.fma(x, inv, magic, t);
         let k = self.sub(shifted, magic, t);
         let parts = [
-            1.570_796_370_506_286_6,
-            -4.371_138_828_673_793e-8,
-            -1.715_124_510_005_881_9e-15,
+            1.570_796_251_296_997,
+            7.549_789_415_861_596e-8,
+            5.390_302_953_474_238e-15,
         ];
         let used = if bound.is_some_and(|b| b < 1.5) { 2 } else { 3 };
         let mut r = x;
