@@ -2,7 +2,7 @@
 //! compares and selects), so a backend without a math library (PTX) needs only to render
 //! primitives. Every expansion is branch-free and accurate to 3 ULP for f32 over the whole
 //! domain (sin/cos: while the quadrant count `|x|·2/π` is below 2^51; the CPU backend sends
-//! f32 arguments beyond 2^17 to the host's function, see [`expand_for_host`]);
+//! f32 arguments beyond 2^19 to the host's function, see [`expand_for_host`]);
 //! `tests/math_ulp.rs` measures each one against an f64 reference over dense samples.
 //!
 //! The methods are the classic ones: exp reduces by `k·ln2` (a two-part constant, so the reduced
@@ -11,7 +11,7 @@
 //! constant; tanh, logistic, expm1 and log1p are arranged so that no cancellation loses accuracy.
 //! Polynomials are truncated Taylor series (f32 sin and cos: minimax fits) whose error is below
 //! a tenth of an ULP on the reduced range. f32 sin/cos reduce in f32 (four lanes to a vector,
-//! not two) where the argument is known to be below 2^17 or the backend computes larger ones on
+//! not two) where the argument is known to be below 2^19 or the backend computes larger ones on
 //! the host, else in f64; f32 pow runs entirely in f64.
 
 use super::{KInstr, KOp, Kernel, Rows};
@@ -41,7 +41,7 @@ pub fn expands(op: &KOp, dtype: DType) -> bool {
 
 /// Below this |x| f32 sin and cos can reduce their argument in f32 (within an ULP), four lanes
 /// to a vector instead of two.
-pub const SIN_COS_F32_LIMIT: f32 = 131_072.0; // 2^17
+pub const SIN_COS_F32_LIMIT: f32 = 524_288.0; // 2^19
 
 /// P(s) of f32 sin(r) = r + r^3·P(r^2): the three f32 coefficients that minimise the largest
 /// relative error over |r| <= 1.03·π/4 (the reduced range with room for a misrounded quadrant),
@@ -665,12 +665,13 @@ impl Emit {
     }
 
     /// [`Self::reduce_half_pi_f64`] for f32 `x` below [`SIN_COS_F32_LIMIT`], in f32. `k` is
-    /// rounded in the fma that scales `x`. π/2 is split into three positive f32 parts, as in
-    /// f64; `x - k·p1` is exact (both have a granularity of at least 2^-24 and the difference is
-    /// below 1), and the later fmas round once each, so `r` is within an ULP of `x - k·π/2` (the
-    /// 2^-73 left of π/2, times `k`, is far below any `r` of an f32 in range). Where `|x| < 1.5`
-    /// (`|k| <= 1` and `|r| > 0.07` unless `k = 0`) the third part is below 2^-40 of `r` and is
-    /// left out.
+    /// rounded in the fma that scales `x` (f32's 2/π is 2.6e-8 off, which below 2^19 moves
+    /// `x·2/π` by at most 0.0135, so `|r|` stays within the series' fitted 1.03·π/4). π/2 is
+    /// split into three positive f32 parts, as in f64; `x - k·p1` is exact (both have a
+    /// granularity of at least 2^-24 and the difference is below 1), and the later fmas round
+    /// once each, so `r` is within an ULP of `x - k·π/2` (the 2^-73 left of π/2, times `k`, is
+    /// far below any `r` of an f32 in range). Where `|x| < 1.5` (`|k| <= 1` and `|r| > 0.07`
+    /// unless `k = 0`) the third part is below 2^-40 of `r` and is left out.
     fn reduce_half_pi_f32(&mut self, x: usize, bound: Option<f64>) -> (usize, usize) {
         let t = DType::F32;
         let inv = self.c(std::f64::consts::FRAC_2_PI, t);
