@@ -646,16 +646,12 @@ impl Emit {
         let scaled = self.mul(xd, inv, w);
         let magic = self.c(1.5 * 2f64.powi(52), w);
         let shifted = self.add(scaled, magic, w);
-        let k = self.sub(shifted, magic, w);
-        let mut r = xd;
-        for part in [
+        let parts = [
             std::f64::consts::FRAC_PI_2,
             6.123_233_995_736_765e-17,
             1.082_856_673_921_914e-32,
-        ] {
-            let p = self.c(-part, w);
-            r = self.fma(k, p, r, w);
-        }
+        ];
+        let r = self.subtract_half_pis(xd, shifted, magic, &parts, w);
         let bits = self.bitcast(shifted, DType::I64);
         if t == DType::F32 {
             (self.convert(r, t), self.convert(bits, DType::I32))
@@ -677,19 +673,32 @@ impl Emit {
         let inv = self.c(std::f64::consts::FRAC_2_PI, t);
         let magic = self.c(1.5 * 2f64.powi(23), t);
         let shifted = self.fma(x, inv, magic, t);
-        let k = self.sub(shifted, magic, t);
         let parts = [
             1.570_796_251_296_997,
             7.549_789_415_861_596e-8,
             5.390_302_953_474_238e-15,
         ];
         let used = if bound.is_some_and(|b| b < 1.5) { 2 } else { 3 };
+        let r = self.subtract_half_pis(x, shifted, magic, &parts[..used], t);
+        (r, self.bitcast(shifted, DType::I32))
+    }
+
+    /// `x - k·π/2` for `k = shifted - magic`, π/2 being the sum of `parts`: one fma per part.
+    fn subtract_half_pis(
+        &mut self,
+        x: usize,
+        shifted: usize,
+        magic: usize,
+        parts: &[f64],
+        t: DType,
+    ) -> usize {
+        let k = self.sub(shifted, magic, t);
         let mut r = x;
-        for part in &parts[..used] {
+        for part in parts {
             let p = self.c(-part, t);
             r = self.fma(k, p, r, t);
         }
-        (r, self.bitcast(shifted, DType::I32))
+        r
     }
 
     fn pow(&mut self, x: usize, y: usize, t: DType) -> usize {
