@@ -67,6 +67,45 @@ fn gelu_is_one_kernel_and_runs_across_threads() {
     );
 }
 
+/// A product whose only use is a sum runs as one fma, rounded once (XLA contracts the same way
+/// on the CPU); a product with another use stays a product, so nothing is computed twice.
+#[test]
+fn single_use_products_contract_into_fma() {
+    let func = trace(
+        |(x, y, z): (Tensor, Tensor, Tensor)| {
+            let shared = &y * &z;
+            (&x * &y + &z, &shared + &x, &shared * 2.0)
+        },
+        &(
+            Tensor::spec(DType::F32, [1000]),
+            Tensor::spec(DType::F32, [1000]),
+            Tensor::spec(DType::F32, [1000]),
+        ),
+    )
+    .unwrap();
+    let (func, _) = simplify(&func).unwrap();
+    let exe = CpuExecutable::compile(&func).unwrap();
+    let kernel = exe.kernels().next().unwrap().0.to_string();
+    assert_eq!(kernel.matches(" fma ").count(), 1, "{kernel}");
+    assert_eq!(kernel.matches(" mul ").count(), 2, "{kernel}");
+    let args = inputs(&func, 1);
+    let got = exe.run(&args).unwrap();
+    let v = |a: &ferrax::Array| a.to_vec::<f32>().unwrap();
+    let (x, y, z) = (v(&args[0]), v(&args[1]), v(&args[2]));
+    let mut rounded_once = 0;
+    for i in 0..x.len() {
+        let fused = x[i].mul_add(y[i], z[i]);
+        assert_eq!(v(&got[0])[i].to_bits(), fused.to_bits(), "x*y+z at {i}");
+        rounded_once += usize::from(fused != x[i] * y[i] + z[i]);
+        assert_eq!(v(&got[1])[i], y[i] * z[i] + x[i]);
+        assert_eq!(v(&got[2])[i], y[i] * z[i] * 2.0);
+    }
+    assert!(
+        rounded_once > 0,
+        "the inputs never tell an fma from a product and a sum"
+    );
+}
+
 #[test]
 fn kernel_clif_snapshot() {
     let func = trace(
@@ -378,7 +417,9 @@ fn column_sums_match_the_interpreter() {
 fn broadcast_positions_are_stepped_exactly() {
     for (rows, cols) in [(37, 12), (5, 7), (600, 1020), (3, 4)] {
         let func = trace(
-            |(x, b, s): (Tensor, Tensor, Tensor)| &x * &b + s.reshape([rows, 1]),
+            // A product and a sum apart, so that no fma contracts them and the results stay
+            // bit-identical to the interpreter's.
+            |(x, b, s): (Tensor, Tensor, Tensor)| (&x + &b) * s.reshape([rows, 1]),
             &(
                 Tensor::spec(DType::F32, [rows, cols]),
                 Tensor::spec(DType::F32, [cols]),

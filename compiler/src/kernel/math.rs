@@ -9,8 +9,8 @@
 //! argument is exact) and rebuilds `2^k` from its bits; log splits the exponent and mantissa and
 //! uses the `atanh` series of `(m-1)/(m+1)`; sin/cos reduce by `k·π/2` with a three-part
 //! constant; tanh, logistic, expm1 and log1p are arranged so that no cancellation loses accuracy.
-//! Polynomials are truncated Taylor series (f32 sin and cos: minimax fits) whose error is below
-//! a tenth of an ULP on the reduced range. f32 sin/cos reduce in f32 (four lanes to a vector,
+//! Polynomials are truncated Taylor series (f32 exp, expm1, tanh, sin and cos: minimax fits,
+//! one or two terms shorter) whose error is below a tenth of an ULP on the reduced range. f32 sin/cos reduce in f32 (four lanes to a vector,
 //! not two) where the argument is known to be below 2^19 or the backend computes larger ones on
 //! the host, else in f64; f32 pow runs entirely in f64.
 
@@ -60,6 +60,40 @@ const F32_COS_COEFFS: [f64; 4] = [
     0.041_666_641_831_398_01,
     -0.001_388_711_505_569_517_6,
     0.000_024_410_433_979_937_807,
+];
+
+/// P(r) of f32 exp(r) = 1 + r·P(r), P's first coefficient held at 1: a degree-6 minimax fit
+/// over |r| <= 1.01·ln2/2, 0.08 ULP with its coefficients rounded to f32 (the Taylor series
+/// needs degree 7).
+const F32_EXP_COEFFS: [f64; 6] = [
+    1.0,
+    0.499_999_940_395_355_2,
+    0.166_665_151_715_278_63,
+    0.041_668_456_047_773_36,
+    0.008_369_418_792_426_586,
+    0.001_381_314_476_020_634_2,
+];
+
+/// q(r) of f32 expm1(r) = r + r^2·q(r), fitted the same way with `r` held: 0.04 ULP with six
+/// coefficients (the first rounds to 1/2), where the Taylor series needs seven.
+const F32_EXPM1_COEFFS: [f64; 6] = [
+    0.5,
+    0.166_666_656_732_559_2,
+    0.041_666_347_533_464_43,
+    0.008_333_391_509_950_161,
+    0.001_394_165_214_151_144,
+    0.000_198_459_587_409_161_03,
+];
+
+/// Q(r) of f32 `expm1(2r)/2 = r + r^2·Q(r)` over |r| <= 1.01·ln2/4 (tanh's reduced range),
+/// fitted the same way: 0.04 ULP.
+const F32_TANH_COEFFS: [f64; 6] = [
+    1.0,
+    0.666_666_626_930_236_8,
+    0.333_330_899_477_005,
+    0.133_334_100_246_429_44,
+    0.044_609_881_937_503_815,
+    0.012_703_646_905_720_234,
 ];
 
 /// `kernel` with every transcendental replaced by its expansion (in a row kernel, at the
@@ -229,6 +263,12 @@ struct Emit {
     body: Vec<KInstr>,
 }
 
+/// The integer [`Emit::reduce_ln2`] returns: `k + offset` or `offset - k`.
+enum Count {
+    Plus(i64),
+    Minus(i64),
+}
+
 /// Where sin and cos reduce their argument: in f64, or (f32 arguments below
 /// [`SIN_COS_F32_LIMIT`]) in f32, given a bound on the argument's magnitude where one is known.
 enum Reduction {
@@ -357,30 +397,22 @@ impl Emit {
         self.bitcast(bits, t)
     }
 
-    /// `x - k·ln2` for integer-valued `k`, exact to the working precision, and `k = rint(x/ln2)`
-    /// as an integer, for `|x/ln2|` below 2^21 (callers clamp first). `k` is rounded by adding
-    /// 1.5·2^m (m the mantissa width) to `x·log2(e)` in one fma and subtracting it again: the
-    /// sum's last bit has weight one, so it rounds to nearest even, and its bits minus the
-    /// constant's are `k` itself. The integer comes out as `k + offset` (the offset folded into
-    /// the constant subtracted).
-    fn reduce_ln2(&mut self, x: usize, offset: i64, t: DType) -> (usize, usize) {
-        let (log2e, hi, lo) = if t == DType::F32 {
-            (
-                std::f64::consts::LOG2_E,
-                0.693_145_751_953_125,
-                1.428_606_765_330_187e-6,
-            )
+    /// `x - k·ln2/scale` for integer-valued `k` (`scale` 1 or 2), exact to the working
+    /// precision, and the integer `k = rint(x·scale/ln2)` as [`Count`] asks, for `|x·scale/ln2|`
+    /// below 2^21 (callers clamp first). `k` is rounded by adding 1.5·2^m (m the mantissa width)
+    /// to `x·scale·log2(e)` in one fma and subtracting it again: the sum's last bit has weight
+    /// one, so it rounds to nearest even, and its bits minus the constant's are `k` itself (the
+    /// offset folded into the constant subtracted).
+    fn reduce_ln2(&mut self, x: usize, scale: f64, count: Count, t: DType) -> (usize, usize) {
+        let (hi, lo) = if t == DType::F32 {
+            (0.693_145_751_953_125, 1.428_606_765_330_187e-6)
         } else {
-            (
-                std::f64::consts::LOG2_E,
-                0.693_147_180_369_123_8,
-                1.908_214_929_270_587_7e-10,
-            )
+            (0.693_147_180_369_123_8, 1.908_214_929_270_587_7e-10)
         };
         let (_, mant) = layout(t);
         let it = int_of(t);
         let magic = 1.5 * 2f64.powi(mant as i32);
-        let l = self.c(log2e, t);
+        let l = self.c(std::f64::consts::LOG2_E * scale, t);
         let m = self.c(magic, t);
         let shifted = self.fma(x, l, m, t);
         let k = self.sub(shifted, m, t);
@@ -390,26 +422,41 @@ impl Emit {
         } else {
             magic.to_bits() as i64
         };
-        let mb = self.ci(magic_bits - offset, it);
-        let ki = self.sub(bits, mb, it);
-        let h = self.c(-hi, t);
+        let ki = match count {
+            Count::Plus(offset) => {
+                let mb = self.ci(magic_bits - offset, it);
+                self.sub(bits, mb, it)
+            }
+            Count::Minus(offset) => {
+                let mb = self.ci(magic_bits + offset, it);
+                self.sub(mb, bits, it)
+            }
+        };
+        // Halving the parts of ln2 is exact.
+        let h = self.c(-hi / scale, t);
         let r = self.fma(k, h, x, t);
-        let lo = self.c(-lo, t);
+        let lo = self.c(-lo / scale, t);
         (ki, self.fma(k, lo, r, t))
     }
 
     fn exp(&mut self, x: usize, t: DType) -> usize {
-        let (lo, hi, degree) = if t == DType::F32 {
-            (-104.0, 89.0, 7)
+        let (lo, hi) = if t == DType::F32 {
+            (-104.0, 89.0)
         } else {
-            (-746.0, 710.0, 13)
+            (-746.0, 710.0)
         };
         // Clamping keeps 2^k a product of two normal factors; NaN passes through.
         let xc = self.clamp_c(x, lo, hi, t);
         // 2^k as two normal factors: their exponent fields add up to k + 2·bias.
         let (bias, _) = layout(t);
-        let (fields, r) = self.reduce_ln2(xc, 2 * bias, t);
-        let p = self.poly(r, &inverse_factorials(0, degree), t);
+        let (fields, r) = self.reduce_ln2(xc, 1.0, Count::Plus(2 * bias), t);
+        let p = if t == DType::F32 {
+            let p = self.poly(r, &F32_EXP_COEFFS, t);
+            let one = self.c(1.0, t);
+            self.fma(p, r, one, t)
+        } else {
+            self.poly(r, &inverse_factorials(0, 13), t)
+        };
         let it = int_of(t);
         let f1 = self.op(KOp::ShiftRight(1), &[fields], it);
         let f2 = self.sub(fields, f1, it);
@@ -421,16 +468,20 @@ impl Emit {
 
     /// expm1 for `x <= hi` (20 for f32, 40 for f64), where `2^k` needs no split.
     fn expm1_core(&mut self, x: usize, t: DType) -> usize {
-        let (lo, hi, degree) = if t == DType::F32 {
-            (-18.0, 20.0, 8)
+        let (lo, hi) = if t == DType::F32 {
+            (-18.0, 20.0)
         } else {
-            (-40.0, 40.0, 14)
+            (-40.0, 40.0)
         };
         let xc = self.clamp_c(x, lo, hi, t);
         let (bias, _) = layout(t);
-        let (field, r) = self.reduce_ln2(xc, bias, t);
+        let (field, r) = self.reduce_ln2(xc, 1.0, Count::Plus(bias), t);
         // expm1(r) = r + r²·(1/2 + r/6 + ...), rounded once at the end.
-        let q = self.poly(r, &inverse_factorials(2, degree), t);
+        let q = if t == DType::F32 {
+            self.poly(r, &F32_EXPM1_COEFFS, t)
+        } else {
+            self.poly(r, &inverse_factorials(2, 14), t)
+        };
         let r2 = self.mul(r, r, t);
         let em1 = self.fma(r2, q, r, t);
         let s = self.power_of_two(field, t);
@@ -546,15 +597,38 @@ impl Emit {
         self.keep_zero(x, y, t)
     }
 
+    /// tanh(a) for a = |x| as `(h + 1/2 - 2^-(k+1)) / (h + 1/2 + 2^-(k+1))`, from
+    /// `2a = k·ln2 + 2r` and `h = expm1(2r)/2`: the quotient `(e^2a - 1)/(e^2a + 1)` divided
+    /// through by `2^(k+1)`. Both sums add numbers of one sign or, for `k = 0`, none, so nothing
+    /// cancels; the constants hang off `k`, not off the polynomial, which keeps the chain from
+    /// `x` to the result short.
     fn tanh(&mut self, x: usize, t: DType) -> usize {
         let a = self.un(UnaryOp::Abs, x, t);
-        let two_a = self.add(a, a, t);
-        // tanh(a) = expm1(2a) / (expm1(2a) + 2). expm1 clamps 2a at 20 (f32) or 40 (f64), where
-        // the quotient already rounds to 1, so large and infinite `a` need no case of their own.
-        let m = self.expm1_core(two_a, t);
-        let two = self.c(2.0, t);
-        let den = self.add(m, two, t);
-        let y = self.div(m, den, t);
+        // From 10 (f32) or 20 (f64) on the quotient rounds to 1; NaN passes the clamp.
+        let hi = if t == DType::F32 { 10.0 } else { 20.0 };
+        let hi = self.c(hi, t);
+        let above = self.cmp(CompareOp::Lt, hi, a);
+        let ac = self.select(above, hi, a, t);
+        let (bias, _) = layout(t);
+        let (field, r) = self.reduce_ln2(ac, 2.0, Count::Minus(bias - 1), t);
+        let coeffs = if t == DType::F32 {
+            F32_TANH_COEFFS.to_vec()
+        } else {
+            // Q(r) = 2·q(2r), q expm1's series after `r`.
+            (0..14)
+                .map(|j| 2f64.powi(j + 1) * inverse_factorials(j as u32 + 2, j as u32 + 2)[0])
+                .collect()
+        };
+        let q = self.poly(r, &coeffs, t);
+        let r2 = self.mul(r, r, t);
+        let h = self.fma(r2, q, r, t);
+        let half_u = self.power_of_two(field, t);
+        let half = self.c(0.5, t);
+        let c_num = self.sub(half, half_u, t);
+        let c_den = self.add(half, half_u, t);
+        let num = self.add(h, c_num, t);
+        let den = self.add(h, c_den, t);
+        let y = self.div(num, den, t);
         self.copy_sign(y, x, t)
     }
 

@@ -284,7 +284,7 @@ pub fn lower_rows(
         })
         .max()
         .unwrap_or(0);
-    Some(Kernel {
+    Some(super::contract(Kernel {
         name,
         len: rows * cols,
         sig: l.sig,
@@ -295,5 +295,5 @@ pub fn lower_rows(
             passes,
             stages: l.stages,
         }),
-    })
+    }))
 }
