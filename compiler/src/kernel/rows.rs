@@ -12,7 +12,7 @@ use super::{Access, Buffer, KInstr, KOp, Kernel, KernelSig, Role, Rows, Stage};
 use crate::fuse::{
     broadcast_access, kernel_outputs, row_role, splat_constant, KernelTypes, RowRole,
 };
-use ferrax_ir::{DType, Func, Op, ValueId};
+use ferrax_ir::{BinaryOp, DType, Func, Op, Scalar, ValueId};
 use std::collections::HashMap;
 
 /// A program value as the kernel sees it.
@@ -40,6 +40,8 @@ struct RowLowering<'a> {
     spills: HashMap<usize, usize>,
     /// The program value of each kernel value that a program value maps to.
     origin: HashMap<usize, ValueId>,
+    /// The reciprocal of each row value that elements are divided by.
+    reciprocals: HashMap<usize, usize>,
 }
 
 impl RowLowering<'_> {
@@ -170,6 +172,23 @@ impl RowLowering<'_> {
         c
     }
 
+    /// `1 / d` for row value `d`, computed once per row where `d` is (row stage `stage`).
+    fn reciprocal(&mut self, d: usize, stage: Stage) -> usize {
+        if let Some(&r) = self.reciprocals.get(&d) {
+            return r;
+        }
+        let dtype = self.body[d].dtype;
+        let one = self.emit(
+            KOp::Const(Scalar::from_f64(dtype, 1.0)),
+            Vec::new(),
+            dtype,
+            Stage::Row(0),
+        );
+        let r = self.emit(KOp::Binary(BinaryOp::Div), vec![one, d], dtype, stage);
+        self.reciprocals.insert(d, r);
+        r
+    }
+
     fn define(&mut self, v: ValueId, k: usize, stage: Stage) {
         self.values.insert(v, Operand::Kernel(k, stage));
         self.origin.entry(k).or_insert(v);
@@ -196,6 +215,7 @@ pub fn lower_rows(
         carried: HashMap::new(),
         spills: HashMap::new(),
         origin: HashMap::new(),
+        reciprocals: HashMap::new(),
     };
     for i in start..end {
         let ins = &func.body[i];
@@ -245,9 +265,30 @@ pub fn lower_rows(
                     _ => Stage::Row(ready),
                 };
                 let args = operands
-                    .into_iter()
-                    .map(|o| l.at(o, stage))
+                    .iter()
+                    .map(|&o| l.at(o, stage))
                     .collect::<Option<Vec<_>>>()?;
+                // Elements divided by a row value are multiplied by its reciprocal, computed
+                // once per row, as XLA does (one rounding more, a multiply for a divide).
+                let row_divisor = match operands.get(1) {
+                    Some(Operand::Kernel(_, row @ Stage::Row(_))) => Some(*row),
+                    Some(Operand::Outside(_, Access::Scalar | Access::Outer(_))) => {
+                        Some(Stage::Row(0))
+                    }
+                    _ => None,
+                };
+                if let (
+                    Op::Binary(BinaryOp::Div),
+                    Stage::Elem(_),
+                    Some(row),
+                    DType::F32 | DType::F64,
+                ) = (op, stage, row_divisor, dtype)
+                {
+                    let r = l.reciprocal(args[1], row);
+                    let k = l.emit(KOp::Binary(BinaryOp::Mul), vec![args[0], r], dtype, stage);
+                    l.define(v, k, stage);
+                    continue;
+                }
                 let kop = match op {
                     Op::Unary(u) => KOp::Unary(*u),
                     Op::Binary(b) => KOp::Binary(*b),
