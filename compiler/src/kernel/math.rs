@@ -603,7 +603,18 @@ impl Emit {
     /// cancels; the constants hang off `k`, not off the polynomial, which keeps the chain from
     /// `x` to the result short.
     fn tanh(&mut self, x: usize, t: DType) -> usize {
-        let a = self.un(UnaryOp::Abs, x, t);
+        // |x| and x's sign bit alone, by bit masks: the sign goes back on with one `or`.
+        let it = int_of(t);
+        let bits = self.bitcast(x, it);
+        let magnitude_mask = if t == DType::F32 {
+            i64::from(i32::MAX)
+        } else {
+            i64::MAX
+        };
+        let mask = self.ci(magnitude_mask, it);
+        let a_bits = self.bin(BinaryOp::And, bits, mask, it);
+        let sign = self.bin(BinaryOp::Xor, bits, a_bits, it);
+        let a = self.bitcast(a_bits, t);
         // From 10 (f32) or 20 (f64) on the quotient rounds to 1; NaN passes the clamp.
         let hi = if t == DType::F32 { 10.0 } else { 20.0 };
         let hi = self.c(hi, t);
@@ -629,7 +640,9 @@ impl Emit {
         let num = self.add(h, c_num, t);
         let den = self.add(h, c_den, t);
         let y = self.div(num, den, t);
-        self.copy_sign(y, x, t)
+        let y_bits = self.bitcast(y, it);
+        let signed = self.bin(BinaryOp::Or, y_bits, sign, it);
+        self.bitcast(signed, t)
     }
 
     /// `magnitude` (sign bit clear, or of `sign`'s sign already) with the sign of `sign`: tanh
