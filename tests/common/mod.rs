@@ -394,11 +394,22 @@ pub fn assert_close(got: &Array, want: &Array, rtol: f64, what: &str) {
 
 /// Whether the CPU backend may compute `func` differently from the interpreter: matrix products
 /// (`gemm` accumulates in its own order), float sums (row kernels accumulate in the element type,
-/// in SIMD lanes; the interpreter in f64, pairwise) and f32 transcendentals (SIMD polynomials,
-/// 3 ULP).
+/// in SIMD lanes; the interpreter in f64, pairwise), f32 transcendentals (SIMD polynomials,
+/// 3 ULP), float products added to something (contracted into one fma) and float quotients by a
+/// broadcast value (multiplied by its reciprocal in row kernels).
 pub fn cpu_approximates(func: &Func) -> bool {
     use ferrax::ir::{BinaryOp, Op, ReduceOp, UnaryOp};
+    let made_by = |v: ferrax::ir::ValueId, want: fn(&Op) -> bool| {
+        (0..func.body.len()).any(|i| func.instr_value(i) == v && want(&func.body[i].op))
+    };
     func.body.iter().any(|ins| match &ins.op {
+        Op::Binary(BinaryOp::Add) if ins.ty.dtype.is_float() => ins
+            .args
+            .iter()
+            .any(|&a| made_by(a, |op| matches!(op, Op::Binary(BinaryOp::Mul)))),
+        Op::Binary(BinaryOp::Div) if ins.ty.dtype.is_float() => {
+            made_by(ins.args[1], |op| matches!(op, Op::BroadcastInDim { .. }))
+        }
         Op::DotGeneral(_) => true,
         Op::Reduce {
             op: ReduceOp::Sum, ..
