@@ -788,9 +788,9 @@ impl RowCode<'_> {
             MemFlagsData::trusted()
         };
         let mut local = HashMap::new();
-        // Vector constants load at their use, a load shared with uses at most two steps later
-        // (as in flat kernels, see `emit_body`).
-        let mut loaded: HashMap<(usize, usize), (usize, Value)> = HashMap::new();
+        // Vector constants load at their use, one load shared by the copies and by uses at
+        // most two steps later (as in flat kernels, see `emit_body`).
+        let mut loaded: HashMap<usize, (usize, Value)> = HashMap::new();
         let mut value =
             |b: &mut FunctionBuilder,
              local: &HashMap<(usize, usize), Value>,
@@ -799,11 +799,11 @@ impl RowCode<'_> {
              a,
              u| match (local.get(&(a, u)), consts, &kernel.body[a].op) {
                 (Some(&v), _, _) => v,
-                (None, Some(consts), KOp::Const(x)) => match loaded.get(&(a, u)) {
+                (None, Some(consts), KOp::Const(x)) => match loaded.get(&a) {
                     Some(&(when, v)) if step - when <= 2 => v,
                     _ => {
                         let v = consts.vector(b, *x).one();
-                        loaded.insert((a, u), (step, v));
+                        loaded.insert(a, (step, v));
                         v
                     }
                 },
@@ -1379,8 +1379,8 @@ fn value_type(d: DType, vector: bool) -> Option<Type> {
 }
 
 /// The vector constants of a kernel, in a read-only table of 16-byte entries, one per value:
-/// each use loads its entry, which x64 can fold into the instruction as a memory operand (one
-/// instruction, where a splat is two; w8_sin_chain: 62 -> 54 ms).
+/// each use (with the interleaved copies of its instruction) loads its entry, one instruction
+/// where a splat is two (w8_sin_chain: 62 -> 54 ms).
 struct ConstPool {
     table: GlobalValue,
     bytes: Vec<u8>,
@@ -1556,12 +1556,14 @@ fn emit_body(
     // Vectors are only element-aligned.
     let vflags = MemFlagsData::new().with_notrap();
     let mut values: Vec<Vec<Val>> = Vec::with_capacity(kernel.body.len());
-    // A vector constant is loaded where it is used (see `ConstPool`), where x86 can fold the
-    // load into the instruction, and no register holds it across the body. Uses a step or two
-    // apart share one load, so that a clamp's compare and select see one value and become
-    // `maxps`/`minps`.
+    // A vector constant is loaded where it is used (see `ConstPool`), so that no register holds
+    // it across the body. The interleaved copies of one instruction and uses a step or two
+    // apart share one load: the register lives a few instructions, and a clamp's compare and
+    // select see one value and become `maxps`/`minps`. (x86 could fold a load used once into
+    // its instruction, but Cranelift folds almost none here, see docs/performance.md, and four
+    // loads per use cost w2_softmax 15%.)
     let mut deferred: Vec<Option<Scalar>> = Vec::with_capacity(kernel.body.len());
-    let mut loaded: HashMap<(usize, usize), (usize, Val)> = HashMap::new();
+    let mut loaded: HashMap<usize, (usize, Val)> = HashMap::new();
     for (k, ins) in kernel.body.iter().enumerate() {
         let ty = value_type(ins.dtype, vector)
             .ok_or_else(|| unsupported(format!("dtype {}", ins.dtype)))?;
@@ -1587,11 +1589,11 @@ fn emit_body(
         let mut copies = Vec::with_capacity(at.len());
         for (c, p) in at.iter().enumerate() {
             let mut operand = |b: &mut FunctionBuilder, a: usize| match (deferred[a], &mut consts) {
-                (Some(x), Some(consts)) => match loaded.get(&(a, c)) {
+                (Some(x), Some(consts)) => match loaded.get(&a) {
                     Some(&(when, v)) if k - when <= 2 => v,
                     _ => {
                         let v = consts.vector(b, x);
-                        loaded.insert((a, c), (k, v));
+                        loaded.insert(a, (k, v));
                         v
                     }
                 },
