@@ -8,8 +8,9 @@
 //!
 //! Each kernel is one grid-stride loop over its elements. Constants and scalar inputs are
 //! loaded before the loop; inputs use the read-only (`.nc`) path; float arithmetic uses the
-//! `.rn` forms so that `ptxas` never contracts a multiply and an add into an fma, which keeps
-//! results equal to the reference interpreter's for the exact operations.
+//! `.rn` forms so that `ptxas` never contracts a multiply and an add into an fma on its own:
+//! the kernel IR already contracts the products whose only use is a sum
+//! ([`crate::kernel::contract`]), so the GPU computes exactly what the CPU backend does.
 
 pub mod copy;
 pub mod reduce;
