@@ -627,9 +627,11 @@ impl Emit {
         let coeffs = if t == DType::F32 {
             F32_TANH_COEFFS.to_vec()
         } else {
-            // Q(r) = 2·q(2r), q expm1's series after `r`.
-            (0..14)
-                .map(|j| 2f64.powi(j + 1) * inverse_factorials(j as u32 + 2, j as u32 + 2)[0])
+            // Q(r) = 2·q(2r), q expm1's series after `r`: 2^(j+1)/(j+2)!.
+            inverse_factorials(2, 15)
+                .iter()
+                .zip(1..)
+                .map(|(f, j)| 2f64.powi(j) * f)
                 .collect()
         };
         let q = self.poly(r, &coeffs, t);

@@ -286,32 +286,25 @@ pub fn contract(mut kernel: Kernel) -> Kernel {
             dead[m] = true;
         }
     }
-    let mut index = vec![0; n];
-    let mut next = 0;
-    for k in 0..n {
-        index[k] = next;
-        next += usize::from(!dead[k]);
-    }
-    let body = std::mem::take(&mut kernel.body);
-    kernel.body = body
-        .into_iter()
-        .zip(&dead)
-        .filter(|(_, &d)| !d)
-        .map(|(mut ins, _)| {
-            for a in &mut ins.args {
-                *a = index[*a];
-            }
-            ins
+    // Drop the fused products and renumber the rest.
+    let index: Vec<usize> = dead
+        .iter()
+        .scan(0, |next, &d| {
+            let i = *next;
+            *next += usize::from(!d);
+            Some(i)
         })
         .collect();
+    let mut kept = dead.iter().map(|&d| !d);
+    kernel.body.retain(|_| kept.next().unwrap_or(true));
+    for ins in &mut kernel.body {
+        for a in &mut ins.args {
+            *a = index[*a];
+        }
+    }
     if let Some(r) = &mut kernel.rows {
-        r.stages = r
-            .stages
-            .iter()
-            .zip(&dead)
-            .filter(|(_, &d)| !d)
-            .map(|(&s, _)| s)
-            .collect();
+        let mut kept = dead.iter().map(|&d| !d);
+        r.stages.retain(|_| kept.next().unwrap_or(true));
     }
     kernel
 }
