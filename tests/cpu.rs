@@ -437,3 +437,220 @@ fn broadcast_positions_are_stepped_exactly() {
         }
     }
 }
+
+/// The bits of every element of a float array of any width.
+fn float_bits(a: &ferrax::Array) -> Vec<u64> {
+    use ferrax::ir::Elements;
+    match a.elements() {
+        Elements::F16(v) => v.iter().map(|x| u64::from(x.to_bits())).collect(),
+        Elements::BF16(v) => v.iter().map(|x| u64::from(x.to_bits())).collect(),
+        Elements::F32(v) => v.iter().map(|x| u64::from(x.to_bits())).collect(),
+        Elements::F64(v) => v.iter().map(|x| x.to_bits()).collect(),
+        other => panic!("not a float array: {other:?}"),
+    }
+}
+
+/// Runs `func` compiled and interpreted on `args` and checks that every result has the same
+/// bits (NaN payloads included), and that the kernels, not the interpreter, computed them.
+fn assert_kernels_match_bits(func: &ferrax::ir::Func, args: &[ferrax::Array], what: &str) {
+    let exe = CpuExecutable::compile(func).unwrap();
+    let half_buffers = exe.kernels().any(|(k, _)| {
+        k.sig
+            .buffers
+            .iter()
+            .any(|b| matches!(b.dtype, DType::F16 | DType::BF16))
+    });
+    assert!(half_buffers, "{what}: no kernel reads or writes f16/bf16");
+    let (got, want) = (exe.run(args).unwrap(), interpret(func, args).unwrap());
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_same_bits(g, w, &format!("{what} output {k}"));
+    }
+}
+
+fn assert_same_bits(got: &ferrax::Array, want: &ferrax::Array, what: &str) {
+    let (g, w) = (float_bits(got), float_bits(want));
+    assert_eq!(g.len(), w.len(), "{what}: length");
+    if let Some(i) = g.iter().zip(&w).position(|(a, b)| a != b) {
+        panic!("{what}: element {i} is {:#x}, want {:#x}", g[i], w[i]);
+    }
+}
+
+/// Conversions to and from f16 and bf16 run in the CPU kernels as integer and f32 arithmetic
+/// (Cranelift has no such vector conversions): all 65,536 bit patterns of each half type widen,
+/// and f32 and f64 values (a dense sweep of bit patterns, ties in both directions, subnormals,
+/// overflow, NaN payloads) narrow, bit for bit as the interpreter (the `half` crate) does.
+#[test]
+fn half_conversions_match_the_interpreter_bit_for_bit() {
+    use half::{bf16, f16};
+    let n = 1 << 16;
+    let widen = |from: DType| {
+        trace(
+            |x: Tensor| {
+                (
+                    x.astype(DType::F32),
+                    x.astype(DType::F64),
+                    x.astype(DType::BF16),
+                )
+            },
+            &Tensor::spec(from, [n]),
+        )
+        .unwrap()
+    };
+    let patterns: Vec<u16> = (0..=u16::MAX).collect();
+    let f16s = ferrax::Array::from_vec([n], patterns.iter().map(|&b| f16::from_bits(b)).collect())
+        .unwrap();
+    assert_kernels_match_bits(&widen(DType::F16), &[f16s], "f16 widened");
+    let bf16s =
+        ferrax::Array::from_vec([n], patterns.iter().map(|&b| bf16::from_bits(b)).collect())
+            .unwrap();
+    assert_kernels_match_bits(&widen(DType::BF16), &[bf16s], "bf16 widened");
+
+    // f32: a sweep over all exponents and signs, then ties and their neighbours for both
+    // half types (the 13 or 16 bits rounded away at, just below and just above one half),
+    // subnormal f16 ties, the overflow threshold and special values.
+    let mut f32s: Vec<u32> = (0..1 << 20).map(|i: u32| i.wrapping_mul(4099)).collect();
+    let mut g = common::Gen(0x5eed);
+    for _ in 0..20_000 {
+        let high = (g.next() as u32) & 0xffff_0000;
+        for low in [
+            0x0fff, 0x1000, 0x1001, 0x3000, 0x7fff, 0x8000, 0x8001, 0x18000,
+        ] {
+            f32s.push(high.wrapping_add(low));
+        }
+    }
+    f32s.extend((0..1024).map(|k| ((2 * k + 1) as f32 * 2f32.powi(-25)).to_bits()));
+    for special in [
+        0.0f32,
+        -0.0,
+        65504.0,
+        65519.99,
+        65520.0,
+        -65520.0,
+        6.1035156e-5,
+        5.9604645e-8,
+        2.9802322e-8,
+        f32::MAX,
+        f32::MIN_POSITIVE,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+    ] {
+        f32s.push(special.to_bits());
+    }
+    f32s.extend([
+        0x7fc0_0000,
+        0x7f80_0001,
+        0xffa0_1234,
+        0x7fff_ffff,
+        0x0000_0001,
+    ]);
+    let m = f32s.len();
+    let narrow = |from: DType| {
+        trace(
+            |x: Tensor| (x.astype(DType::F16), x.astype(DType::BF16)),
+            &Tensor::spec(from, [m]),
+        )
+        .unwrap()
+    };
+    let values: Vec<f32> = f32s.iter().map(|&b| f32::from_bits(b)).collect();
+    let x = ferrax::Array::from_vec([m], values.clone()).unwrap();
+    assert_kernels_match_bits(&narrow(DType::F32), &[x], "f32 narrowed");
+
+    // f64: the same values, and values a hair off them (where rounding through f32 to
+    // nearest would land on a tie and round the wrong way).
+    let mut f64s: Vec<f64> = Vec::with_capacity(m);
+    for (i, &v) in values.iter().enumerate() {
+        let v = f64::from(v);
+        let hair = v * 2f64.powi(-40);
+        f64s.push(match i % 3 {
+            0 => v,
+            1 => v + hair,
+            _ => v - hair,
+        });
+    }
+    f64s[..4].copy_from_slice(&[1e300, -1e300, 1e-300, f64::from_bits(0x7ff8_0000_dead_beef)]);
+    let x = ferrax::Array::from_vec([m], f64s).unwrap();
+    assert_kernels_match_bits(&narrow(DType::F64), &[x], "f64 narrowed");
+}
+
+/// f16 and bf16 programs run in CPU kernels (flat and row kernels, vector and scalar code):
+/// arithmetic, compares, selects and broadcasts give the interpreter's bits exactly (each op
+/// runs in f32 and rounds once to the half type); transcendentals and row sums agree to about
+/// one unit in the last place of the half type.
+#[test]
+fn half_precision_programs_match_the_interpreter() {
+    use half::{bf16, f16};
+    // 40 columns: vector code throughout; 37: the bias broadcast keeps flat kernels scalar,
+    // and each row's vectors end in a scalar tail.
+    for (dtype, rows, cols) in [
+        (DType::F16, 60, 40),
+        (DType::BF16, 60, 40),
+        (DType::F16, 13, 37),
+        (DType::BF16, 13, 37),
+    ] {
+        let specs = (
+            Tensor::spec(dtype, [rows, cols]),
+            Tensor::spec(dtype, [rows, cols]),
+            Tensor::spec(dtype, [cols]),
+        );
+        let exact = trace(
+            |(x, y, b): (Tensor, Tensor, Tensor)| {
+                let z = (&x * &y - &b) / (y.abs() + 0.75);
+                let picked = x.greater(&y).select(&z, (&x * &x + 1.0).sqrt());
+                (z.maximum(&x), -picked, x.clip(-1.0, 1.0))
+            },
+            &specs,
+        )
+        .unwrap();
+        let approximate = trace(
+            |(x, y, b): (Tensor, Tensor, Tensor)| {
+                (
+                    nn::softmax(&(&x + &b), -1),
+                    x.exp() * y.tanh() + (&x * &x).log1p(),
+                    y.sum(1),
+                )
+            },
+            &specs,
+        )
+        .unwrap();
+        let mut g = common::Gen(7);
+        let mut data = |n: usize| -> ferrax::Array {
+            let v: Vec<f32> = (0..n)
+                .map(|_| (g.next() >> 40) as f32 / (1u64 << 22) as f32 - 2.0)
+                .collect();
+            let shape = if n == cols {
+                vec![cols]
+            } else {
+                vec![rows, cols]
+            };
+            match dtype {
+                DType::F16 => {
+                    ferrax::Array::from_vec(shape, v.into_iter().map(f16::from_f32).collect())
+                }
+                _ => ferrax::Array::from_vec(shape, v.into_iter().map(bf16::from_f32).collect()),
+            }
+            .unwrap()
+        };
+        let args = [data(rows * cols), data(rows * cols), data(cols)];
+        for (func, name) in [(&exact, "exact"), (&approximate, "approximate")] {
+            let (func, _) = simplify(func).unwrap();
+            let exe = CpuExecutable::compile(&func).unwrap();
+            let got = exe.run(&args).unwrap();
+            let want = interpret(&func, &args).unwrap();
+            for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+                let what = format!("{dtype} {name} output {k}");
+                if name == "exact" {
+                    assert_same_bits(g, w, &what);
+                } else {
+                    // One unit in the last place, relative to the output's scale.
+                    let ulp = if dtype == DType::F16 { 2e-3 } else { 1.6e-2 };
+                    common::assert_close(g, w, ulp, &what);
+                }
+            }
+            let vectors = exe.kernels().all(|(_, clif)| clif.contains("uload16x4"));
+            assert!(
+                vectors || cols % 4 != 0,
+                "{dtype} {name}: kernels read their half inputs as vectors"
+            );
+        }
+    }
+}

@@ -27,29 +27,21 @@ pub enum Step {
     },
 }
 
-/// What a backend's kernels handle: f32, f64 and bool always; f16 and bf16 (stored as such,
-/// computed in f32) where `halves` is set; row kernels where `rows` is set.
+/// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32)
+/// and bool always; row kernels where `rows` is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelTypes {
-    pub halves: bool,
     pub rows: bool,
 }
 
 impl KernelTypes {
     /// The CPU code generator's set.
-    pub const CPU: KernelTypes = KernelTypes {
-        halves: false,
-        rows: true,
-    };
+    pub const CPU: KernelTypes = KernelTypes { rows: true };
     /// The PTX renderer's set (its reductions are kernels of their own).
-    pub const GPU: KernelTypes = KernelTypes {
-        halves: true,
-        rows: false,
-    };
+    pub const GPU: KernelTypes = KernelTypes { rows: false };
 
     pub fn float(self, d: DType) -> bool {
-        matches!(d, DType::F32 | DType::F64)
-            || (self.halves && matches!(d, DType::F16 | DType::BF16))
+        matches!(d, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
     }
 
     pub fn handles(self, d: DType) -> bool {

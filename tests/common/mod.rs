@@ -415,7 +415,7 @@ pub fn cpu_approximates(func: &Func) -> bool {
             op: ReduceOp::Sum, ..
         } => ins.ty.dtype.is_float(),
         Op::Unary(u) => {
-            ins.ty.dtype == DType::F32
+            matches!(ins.ty.dtype, DType::F32 | DType::F16 | DType::BF16)
                 && !matches!(
                     u,
                     UnaryOp::Neg

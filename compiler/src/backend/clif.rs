@@ -12,6 +12,7 @@
 //! f32 transcendentals still expanded; f64 transcendentals call the reference interpreter's own
 //! functions, so f64 results equal the interpreter's bit for bit.
 
+use crate::kernel::halves::{self, is_half};
 use crate::kernel::{math, Access, KInstr, KOp, Kernel, Role, Rows, Stage};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{
@@ -150,9 +151,11 @@ impl Jit {
                 sig
             })
             .map_err(err)?;
-        // SIMD with polynomial transcendentals where the kernel allows; else scalar, with
-        // polynomial f32 transcendentals; f64 transcendentals (or a target lacking an
-        // instruction, such as a vector fma) get the interpreter's own functions.
+        // f16 and bf16 computed in f32. Then SIMD with polynomial transcendentals where the
+        // kernel allows; else scalar, with polynomial f32 transcendentals; f64 transcendentals
+        // (or a target lacking an instruction, such as a vector fma) get the interpreter's own
+        // functions.
+        let kernel = &halves::expand_conversions(&halves::widen(kernel));
         let expanded = math::expand_for_host(kernel);
         let f64_math = kernel
             .body
@@ -293,9 +296,10 @@ pub const LANES: i64 = 4;
 
 /// Whether a kernel (with transcendentals already expanded) can run LANES elements at a time:
 /// every value is f32, i32 or a bool mask (or f64 used only by `wide_op`s), buffers are
-/// f32/i32, broadcast patterns keep groups of LANES elements together, and every op has a
-/// vector form. A row kernel vectorizes its
-/// element stages (any number of columns: the last few run as scalars); its row stages are
+/// f32/i32 or f16/bf16 (whose conversions `halves::expand_conversions` spelled out), broadcast
+/// patterns keep groups of LANES elements together, and every op has a vector form. A row
+/// kernel vectorizes its element stages (any number of columns: the last few run as scalars);
+/// its row stages are
 /// scalar code whatever their types.
 pub fn vectorizable(kernel: &Kernel) -> bool {
     let lanes = LANES as usize;
@@ -306,9 +310,10 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
             .iter()
             .enumerate()
             .all(|(k, ins)| match &ins.op {
-                KOp::Load(b) | KOp::Store(b) if elem(k) => {
-                    matches!(kernel.sig.buffers[*b].dtype, DType::F32 | DType::I32)
-                }
+                KOp::Load(b) | KOp::Store(b) if elem(k) => matches!(
+                    kernel.sig.buffers[*b].dtype,
+                    DType::F32 | DType::I32 | DType::F16 | DType::BF16
+                ),
                 KOp::Reduce(_) => ins.dtype == DType::F32,
                 KOp::HostBeyond(_) => false,
                 _ if elem(k) => {
@@ -331,10 +336,11 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
         .all(|b| match (b.dtype, b.access) {
             // Bools are bytes: LANES of them widen into a lane mask, and narrow back.
             (DType::Bool, access) => access == Access::Each,
-            (DType::F32 | DType::I32, Access::Outer(n) | Access::Inner(n)) => {
-                n.is_multiple_of(lanes)
-            }
-            (DType::F32 | DType::I32, Access::Each | Access::Scalar) => true,
+            // f16 and bf16 buffers hold 16-bit lanes of i32 vectors.
+            (DType::F32 | DType::I32 | DType::F16 | DType::BF16, access) => match access {
+                Access::Outer(n) | Access::Inner(n) => n.is_multiple_of(lanes),
+                Access::Each | Access::Scalar => true,
+            },
             _ => false,
         });
     buffers_ok
@@ -577,12 +583,13 @@ impl RowCode<'_> {
         Ok(match &ins.op {
             KOp::Load(buffer) => {
                 let addr = self.address(b, *buffer, None);
-                b.ins().load(ty, flags, addr, 0)
+                let dtype = self.kernel.sig.buffers[*buffer].dtype;
+                load_elements(b, dtype, ty, flags, addr)
             }
             KOp::Store(buffer) => {
                 let x = self.values[&ins.args[0]];
                 let addr = self.address(b, *buffer, None);
-                b.ins().store(flags, x, addr, 0);
+                store_elements(b, kernel_dtype(self.kernel, *buffer), flags, x, addr);
                 x
             }
             _ => {
@@ -821,12 +828,12 @@ impl RowCode<'_> {
                         let ty = value_type(ins.dtype, vector)
                             .ok_or_else(|| (self.unsupported)(format!("dtype {}", ins.dtype)))?;
                         let addr = self.address(b, *buffer, Some(col));
-                        b.ins().load(ty, flags, addr, 0)
+                        load_elements(b, kernel_dtype(kernel, *buffer), ty, flags, addr)
                     }
                     KOp::Store(buffer) => {
                         let x = value(b, &local, &mut consts, step, ins.args[0], u);
                         let addr = self.address(b, *buffer, Some(col));
-                        b.ins().store(flags, x, addr, 0);
+                        store_elements(b, kernel_dtype(kernel, *buffer), flags, x, addr);
                         x
                     }
                     _ => {
@@ -905,9 +912,12 @@ fn build(
         let base = b.ins().load(ptr, flags, args, offset);
         bases.push(base);
         let scalar = if buffer.access == Access::Scalar && buffer.role == Role::Input {
-            let ty = clif_type(buffer.dtype)
-                .ok_or_else(|| unsupported(format!("dtype {}", buffer.dtype)))?;
-            Some(b.ins().load(ty, flags, base, 0))
+            let ty = match buffer.dtype {
+                d if is_half(d) => Some(types::I32),
+                d => clif_type(d),
+            }
+            .ok_or_else(|| unsupported(format!("dtype {}", buffer.dtype)))?;
+            Some(load_elements(b, buffer.dtype, ty, flags, base))
         } else {
             None
         };
@@ -1618,21 +1628,18 @@ fn emit_body(
                         (None, true, Access::Outer(_)) => {
                             // All lanes share one row (`i` and `n` are multiples of LANES).
                             let addr = address(b, *buffer)?;
-                            let lane = ty.lane_type();
-                            let x = b.ins().load(lane, flags, addr, 0);
+                            let dtype = kernel_dtype(kernel, *buffer);
+                            let x = load_elements(b, dtype, ty.lane_type(), flags, addr);
                             b.ins().splat(ty, x)
                         }
                         (None, true, _) if ins.dtype == DType::Bool => {
                             let addr = address(b, *buffer)?;
                             load_mask(b, addr)
                         }
-                        (None, true, _) => {
+                        (None, vector, _) => {
                             let addr = address(b, *buffer)?;
-                            b.ins().load(ty, vflags, addr, 0)
-                        }
-                        (None, false, _) => {
-                            let addr = address(b, *buffer)?;
-                            b.ins().load(ty, flags, addr, 0)
+                            let flags = if vector { vflags } else { flags };
+                            load_elements(b, kernel_dtype(kernel, *buffer), ty, flags, addr)
                         }
                     }
                 }
@@ -1642,8 +1649,8 @@ fn emit_body(
                     if vector && ins.dtype == DType::Bool {
                         store_mask(b, x, addr);
                     } else {
-                        b.ins()
-                            .store(if vector { vflags } else { flags }, x, addr, 0);
+                        let flags = if vector { vflags } else { flags };
+                        store_elements(b, kernel_dtype(kernel, *buffer), flags, x, addr);
                     }
                     x
                 }
@@ -1689,4 +1696,50 @@ fn store_mask(b: &mut FunctionBuilder, mask: Value, addr: Value) {
     let first = b.ins().extractlane(packed, 0);
     b.ins()
         .store(MemFlagsData::new().with_notrap(), first, addr, 0);
+}
+
+fn kernel_dtype(kernel: &Kernel, buffer: usize) -> DType {
+    kernel.sig.buffers[buffer].dtype
+}
+
+/// One element (`ty` a scalar) or LANES elements (`ty` a vector) of a `dtype` buffer at `addr`;
+/// f16 and bf16 elements as their bits, zero-extended to i32 lanes.
+fn load_elements(
+    b: &mut FunctionBuilder,
+    dtype: DType,
+    ty: Type,
+    flags: MemFlagsData,
+    addr: Value,
+) -> Value {
+    match (is_half(dtype), ty.is_vector()) {
+        (false, _) => b.ins().load(ty, flags, addr, 0),
+        (true, false) => b.ins().uload16(types::I32, flags, addr, 0),
+        (true, true) => b.ins().uload16x4(flags, addr, 0),
+    }
+}
+
+/// [`load_elements`]' inverse: `x` stored at `addr` as elements of `dtype`.
+fn store_elements(
+    b: &mut FunctionBuilder,
+    dtype: DType,
+    flags: MemFlagsData,
+    x: Value,
+    addr: Value,
+) {
+    let vector = b.func.dfg.value_type(x).is_vector();
+    match (is_half(dtype), vector) {
+        (false, _) => {
+            b.ins().store(flags, x, addr, 0);
+        }
+        (true, false) => {
+            b.ins().istore16(flags, x, addr, 0);
+        }
+        (true, true) => {
+            // The lanes' low halves (all they hold), packed into the vector's low 64 bits.
+            let packed = b.ins().unarrow(x, x);
+            let packed = b.ins().bitcast(types::I64X2, lanes(), packed);
+            let low = b.ins().extractlane(packed, 0);
+            b.ins().store(flags, low, addr, 0);
+        }
+    }
 }

@@ -260,8 +260,8 @@ fn alternating_factorials(first: u32, count: u32) -> Vec<f64> {
         .collect()
 }
 
-struct Emit {
-    body: Vec<KInstr>,
+pub(super) struct Emit {
+    pub(super) body: Vec<KInstr>,
 }
 
 /// The integer [`Emit::reduce_ln2`] returns: `k + offset` or `offset - k`.
@@ -278,7 +278,7 @@ enum Reduction {
 }
 
 impl Emit {
-    fn op(&mut self, op: KOp, args: &[usize], dtype: DType) -> usize {
+    pub(super) fn op(&mut self, op: KOp, args: &[usize], dtype: DType) -> usize {
         self.body.push(KInstr {
             op,
             args: args.to_vec(),
@@ -287,7 +287,7 @@ impl Emit {
         self.body.len() - 1
     }
 
-    fn c(&mut self, v: f64, t: DType) -> usize {
+    pub(super) fn c(&mut self, v: f64, t: DType) -> usize {
         let s = if t == DType::F32 {
             Scalar::F32(v as f32)
         } else {
@@ -296,7 +296,7 @@ impl Emit {
         self.op(KOp::Const(s), &[], t)
     }
 
-    fn ci(&mut self, v: i64, t: DType) -> usize {
+    pub(super) fn ci(&mut self, v: i64, t: DType) -> usize {
         let s = if t == DType::I32 {
             Scalar::I32(v as i32)
         } else {
@@ -305,23 +305,23 @@ impl Emit {
         self.op(KOp::Const(s), &[], t)
     }
 
-    fn un(&mut self, u: UnaryOp, x: usize, t: DType) -> usize {
+    pub(super) fn un(&mut self, u: UnaryOp, x: usize, t: DType) -> usize {
         self.op(KOp::Unary(u), &[x], t)
     }
 
-    fn bin(&mut self, b: BinaryOp, x: usize, y: usize, t: DType) -> usize {
+    pub(super) fn bin(&mut self, b: BinaryOp, x: usize, y: usize, t: DType) -> usize {
         self.op(KOp::Binary(b), &[x, y], t)
     }
 
-    fn add(&mut self, x: usize, y: usize, t: DType) -> usize {
+    pub(super) fn add(&mut self, x: usize, y: usize, t: DType) -> usize {
         self.bin(BinaryOp::Add, x, y, t)
     }
 
-    fn sub(&mut self, x: usize, y: usize, t: DType) -> usize {
+    pub(super) fn sub(&mut self, x: usize, y: usize, t: DType) -> usize {
         self.bin(BinaryOp::Sub, x, y, t)
     }
 
-    fn mul(&mut self, x: usize, y: usize, t: DType) -> usize {
+    pub(super) fn mul(&mut self, x: usize, y: usize, t: DType) -> usize {
         self.bin(BinaryOp::Mul, x, y, t)
     }
 
@@ -333,7 +333,7 @@ impl Emit {
         self.op(KOp::Fma, &[x, y, z], t)
     }
 
-    fn cmp(&mut self, c: CompareOp, x: usize, y: usize) -> usize {
+    pub(super) fn cmp(&mut self, c: CompareOp, x: usize, y: usize) -> usize {
         self.op(KOp::Compare(c), &[x, y], DType::Bool)
     }
 
@@ -342,7 +342,7 @@ impl Emit {
         self.cmp(c, x, k)
     }
 
-    fn select(&mut self, p: usize, x: usize, y: usize, t: DType) -> usize {
+    pub(super) fn select(&mut self, p: usize, x: usize, y: usize, t: DType) -> usize {
         self.op(KOp::Select, &[p, x, y], t)
     }
 
@@ -356,11 +356,11 @@ impl Emit {
         self.bin(BinaryOp::And, p, q, DType::Bool)
     }
 
-    fn convert(&mut self, x: usize, to: DType) -> usize {
+    pub(super) fn convert(&mut self, x: usize, to: DType) -> usize {
         self.op(KOp::Convert(to), &[x], to)
     }
 
-    fn bitcast(&mut self, x: usize, to: DType) -> usize {
+    pub(super) fn bitcast(&mut self, x: usize, to: DType) -> usize {
         self.op(KOp::Bitcast, &[x], to)
     }
 

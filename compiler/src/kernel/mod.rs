@@ -7,6 +7,7 @@
 //! each instruction tagged with a [`Stage`]: once per row, or per element in one of the passes
 //! over the row; reductions carry a pass's values over to the next stage.
 
+pub mod halves;
 pub mod math;
 pub mod rows;
 

@@ -15,6 +15,7 @@
 pub mod copy;
 pub mod reduce;
 
+use crate::kernel::halves::{self, is_half};
 use crate::kernel::{math, Access, KInstr, KOp, Kernel, Role};
 use copy::{render_copy, CopyKernel};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Scalar, UnaryOp};
@@ -68,7 +69,7 @@ pub enum PtxError {
 
 /// A kernel ready to render: transcendentals expanded and every instruction supported.
 pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
-    let expanded = math::expand(&widen_halves(kernel));
+    let expanded = math::expand(&halves::widen(kernel));
     let unsupported = |what: String| PtxError::Unsupported {
         kernel: kernel.name.clone(),
         what,
@@ -107,65 +108,6 @@ pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
         }
     }
     Ok(expanded)
-}
-
-fn half(d: DType) -> bool {
-    matches!(d, DType::F16 | DType::BF16)
-}
-
-/// f16 and bf16 are stored as such and computed in f32: loads widen, every operation runs in
-/// f32 and rounds its result to the half type (so each rounds once to that type, as in the
-/// interpreter, barring double rounding in rare ties), and stores narrow.
-fn widen_halves(kernel: &Kernel) -> Kernel {
-    if !kernel.body.iter().any(|i| half(i.dtype)) {
-        return kernel.clone();
-    }
-    let mut body: Vec<KInstr> = Vec::new();
-    let mut push = |op: KOp, args: Vec<usize>, dtype: DType| {
-        body.push(KInstr { op, args, dtype });
-        body.len() - 1
-    };
-    let mut map: Vec<usize> = Vec::with_capacity(kernel.body.len());
-    for ins in &kernel.body {
-        let args: Vec<usize> = ins.args.iter().map(|&a| map[a]).collect();
-        let d = ins.dtype;
-        let v = match &ins.op {
-            KOp::Load(_) if half(d) => {
-                let raw = push(ins.op.clone(), args, d);
-                push(KOp::Convert(DType::F32), vec![raw], DType::F32)
-            }
-            KOp::Store(_) if half(d) => {
-                let narrow = push(KOp::Convert(d), args, d);
-                push(ins.op.clone(), vec![narrow], d)
-            }
-            KOp::Const(c) if half(d) => {
-                let x = match c {
-                    Scalar::F16(x) => x.to_f32(),
-                    Scalar::BF16(x) => x.to_f32(),
-                    _ => f32::NAN,
-                };
-                push(KOp::Const(Scalar::F32(x)), args, DType::F32)
-            }
-            _ if half(d) => {
-                // Computed in f32 (a conversion to the half type is just its rounding).
-                let wide = match &ins.op {
-                    KOp::Convert(_) => args[0],
-                    op => push(op.clone(), args, DType::F32),
-                };
-                let narrow = push(KOp::Convert(d), vec![wide], d);
-                push(KOp::Convert(DType::F32), vec![narrow], DType::F32)
-            }
-            op => push(op.clone(), args, d),
-        };
-        map.push(v);
-    }
-    Kernel {
-        name: kernel.name.clone(),
-        len: kernel.len,
-        sig: kernel.sig.clone(),
-        body,
-        rows: None,
-    }
 }
 
 /// One PTX module holding `kernels`, `reductions` and `copies` as entry points named after
@@ -687,7 +629,7 @@ fn emit_op(
             let low = e.min_max(&arg(1), &arg(0), d, true);
             e.min_max(&low, &arg(2), d, false)
         }
-        KOp::Convert(to) if half(*to) || half(kernel.body[ins.args[0]].dtype) => {
+        KOp::Convert(to) if is_half(*to) || is_half(kernel.body[ins.args[0]].dtype) => {
             let from = kernel.body[ins.args[0]].dtype;
             let r = e.reg(class);
             let x = arg(0);
