@@ -654,3 +654,359 @@ fn half_precision_programs_match_the_interpreter() {
         }
     }
 }
+
+/// The shape class of a random fusion program's value.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// `[rows, cols]`
+    Full,
+    /// `[cols]`, broadcast along rows.
+    Row,
+    /// `[rows]`, broadcast along columns.
+    Col,
+    Scalar,
+}
+
+/// A value of a random fusion program.
+#[derive(Clone, Copy)]
+struct Val {
+    kind: Kind,
+    dtype: &'static str,
+    is_bool: bool,
+    /// Made by a product (an `add` of it would contract into an fma).
+    product: bool,
+    /// The same along each row (a row kernel would divide by it as a reciprocal).
+    row_uniform: bool,
+}
+
+/// A random program over `[rows, cols]` values of one float type that the CPU backend must
+/// compute exactly as the interpreter does: elementwise ops, constants, row/column/scalar
+/// broadcasts, max and min over rows and over columns, compares and selects, and rounding
+/// through another float type, stacked into chains so that they fuse into flat and row
+/// kernels. What may round differently stays out: sums, f32/f16/bf16 transcendentals (f64 ones
+/// call the interpreter's functions), `add` of a product (contracted into an fma) and division
+/// by a value uniform along rows (a row kernel multiplies by its reciprocal).
+fn random_fusion_program(seed: u64, dtype: &'static str, (rows, cols): (usize, usize)) -> String {
+    let mut rng = common::Gen(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
+    let shape = |k: Kind| match k {
+        Kind::Full => format!("[{rows},{cols}]"),
+        Kind::Row => format!("[{cols}]"),
+        Kind::Col => format!("[{rows}]"),
+        Kind::Scalar => "[]".to_string(),
+    };
+    let param = |kind, row_uniform| Val {
+        kind,
+        dtype,
+        is_bool: false,
+        product: false,
+        row_uniform,
+    };
+    let mut vals = vec![
+        param(Kind::Full, false),
+        param(Kind::Full, false),
+        param(Kind::Row, false),
+        param(Kind::Col, true),
+        param(Kind::Scalar, true),
+    ];
+    let params = vals.len();
+    let mut used = vec![false; params];
+    let mut lines: Vec<String> = Vec::new();
+    let mut emit =
+        |vals: &mut Vec<Val>, used: &mut Vec<bool>, text: String, v: Val, args: &[usize]| {
+            for &a in args {
+                used[a] = true;
+            }
+            let n = vals.len();
+            let ty = if v.is_bool { "bool" } else { v.dtype };
+            lines.push(format!("  %{n} = {text} : {ty}{}", shape(v.kind)));
+            vals.push(v);
+            used.push(false);
+            n
+        };
+    let other_float = ["f32", "f64", "f16", "bf16"];
+    for _ in 0..8 + rng.below(16) {
+        let floats: Vec<usize> = (0..vals.len())
+            .filter(|&v| !vals[v].is_bool && vals[v].dtype == dtype)
+            .collect();
+        let x = if rng.below(2) == 0 {
+            floats[floats.len() - 1]
+        } else {
+            *rng.pick(&floats)
+        };
+        let xv = vals[x];
+        let same: Vec<usize> = floats
+            .iter()
+            .copied()
+            .filter(|&v| vals[v].kind == xv.kind)
+            .collect();
+        let derived = |product, row_uniform| Val {
+            product,
+            row_uniform,
+            ..xv
+        };
+        match rng.below(10) {
+            0 => {
+                let mut ops = vec!["neg", "abs", "sqrt", "floor", "ceil", "round_even", "sign"];
+                if dtype == "f64" {
+                    ops.extend(["exp", "tanh", "log1p", "sin", "logistic"]);
+                }
+                let op = rng.pick(&ops);
+                emit(
+                    &mut vals,
+                    &mut used,
+                    format!("{op} %{x}"),
+                    derived(false, xv.row_uniform),
+                    &[x],
+                );
+            }
+            1 | 2 => {
+                let y = if rng.below(3) == 0 {
+                    x
+                } else {
+                    *rng.pick(&same)
+                };
+                let yv = vals[y];
+                let mut op = *rng.pick(&["add", "sub", "mul", "div", "max", "min"]);
+                if op == "add" && (xv.product || yv.product) {
+                    op = "sub";
+                }
+                if op == "div" && yv.row_uniform {
+                    op = "max";
+                }
+                let v = derived(op == "mul", xv.row_uniform && yv.row_uniform);
+                emit(&mut vals, &mut used, format!("{op} %{x}, %{y}"), v, &[x, y]);
+            }
+            3 => {
+                let c = rng.pick(&["0.0", "-0.0", "1.0", "-1.5", "0.1", "3.0"]);
+                let k = emit(
+                    &mut vals,
+                    &mut used,
+                    format!("constant {c}"),
+                    derived(false, true),
+                    &[],
+                );
+                // A constant divisor is uniform along rows: only divide a constant.
+                let mut op = *rng.pick(&["sub", "mul", "max", "min", "div"]);
+                if op == "div" && xv.row_uniform {
+                    op = "min";
+                }
+                let (a, b) = if rng.below(2) == 0 || op == "div" {
+                    (k, x)
+                } else {
+                    (x, k)
+                };
+                let v = derived(op == "mul", xv.row_uniform);
+                emit(&mut vals, &mut used, format!("{op} %{a}, %{b}"), v, &[a, b]);
+            }
+            4 if xv.kind != Kind::Full => {
+                let dims = match xv.kind {
+                    Kind::Row => "[1]",
+                    Kind::Col => "[0]",
+                    _ => "[]",
+                };
+                let v = Val {
+                    kind: Kind::Full,
+                    ..derived(false, xv.kind != Kind::Row)
+                };
+                emit(
+                    &mut vals,
+                    &mut used,
+                    format!("broadcast_in_dim %{x}, dims={dims}"),
+                    v,
+                    &[x],
+                );
+            }
+            5 | 6 if xv.kind == Kind::Full => {
+                // Over the row (a row kernel) or over the columns.
+                let (axis, kind) = if rng.below(2) == 0 {
+                    (1, Kind::Col)
+                } else {
+                    (0, Kind::Row)
+                };
+                let op = rng.pick(&["reduce_max", "reduce_min"]);
+                let v = Val {
+                    kind,
+                    ..derived(false, kind == Kind::Col)
+                };
+                emit(
+                    &mut vals,
+                    &mut used,
+                    format!("{op} %{x}, axes=[{axis}]"),
+                    v,
+                    &[x],
+                );
+            }
+            7 => {
+                let y = *rng.pick(&same);
+                let cmp = rng.pick(&["gt", "lt", "eq", "ge", "ne"]);
+                let mask = Val {
+                    is_bool: true,
+                    ..derived(false, false)
+                };
+                let c = emit(
+                    &mut vals,
+                    &mut used,
+                    format!("{cmp} %{x}, %{y}"),
+                    mask,
+                    &[x, y],
+                );
+                let z = *rng.pick(&same);
+                let v = derived(
+                    false,
+                    xv.row_uniform && vals[y].row_uniform && vals[z].row_uniform,
+                );
+                emit(
+                    &mut vals,
+                    &mut used,
+                    format!("select %{c}, %{y}, %{z}"),
+                    v,
+                    &[c, y, z],
+                );
+            }
+            8 => {
+                // Rounded through another float type, sometimes computed there.
+                let to = *rng.pick(&other_float);
+                let there = Val {
+                    dtype: to,
+                    ..derived(false, xv.row_uniform)
+                };
+                let mut at = emit(&mut vals, &mut used, format!("convert %{x}"), there, &[x]);
+                if rng.below(2) == 0 {
+                    at = emit(
+                        &mut vals,
+                        &mut used,
+                        format!("max %{at}, %{at}"),
+                        there,
+                        &[at],
+                    );
+                    let constant = Val {
+                        row_uniform: true,
+                        ..there
+                    };
+                    let text = "constant 0.75".to_string();
+                    let k = emit(&mut vals, &mut used, text, constant, &[]);
+                    at = emit(
+                        &mut vals,
+                        &mut used,
+                        format!("mul %{at}, %{k}"),
+                        there,
+                        &[at, k],
+                    );
+                }
+                emit(
+                    &mut vals,
+                    &mut used,
+                    format!("convert %{at}"),
+                    derived(false, xv.row_uniform),
+                    &[at],
+                );
+            }
+            _ => {
+                emit(
+                    &mut vals,
+                    &mut used,
+                    format!("stop_gradient %{x}"),
+                    derived(xv.product, xv.row_uniform),
+                    &[x],
+                );
+            }
+        }
+    }
+    let mut results: Vec<usize> = (params..vals.len())
+        .filter(|&v| !used[v] && !vals[v].is_bool && vals[v].dtype == dtype)
+        .collect();
+    if results.is_empty() {
+        results.push(
+            (0..vals.len())
+                .rev()
+                .find(|&v| !vals[v].is_bool && vals[v].dtype == dtype)
+                .unwrap_or(0),
+        );
+    }
+    let ty = |v: usize| format!("{}{}", vals[v].dtype, shape(vals[v].kind));
+    let sig: Vec<String> = (0..params).map(|v| format!("%{v}: {}", ty(v))).collect();
+    let outs: Vec<String> = results.iter().map(|&v| ty(v)).collect();
+    let rets: Vec<String> = results.iter().map(|v| format!("%{v}")).collect();
+    format!(
+        "func @fusion({}) -> ({}) {{\n{}\n  return {}\n}}\n",
+        sig.join(", "),
+        outs.join(", "),
+        lines.join("\n"),
+        rets.join(", ")
+    )
+}
+
+/// Inputs for `func` of any float type: standard-normal-like values with NaN, ±inf and ±0 in
+/// every seventh place.
+fn float_inputs(func: &ferrax::ir::Func, seed: u64) -> Vec<ferrax::Array> {
+    use half::{bf16, f16};
+    let mut g = common::Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let specials = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0];
+    func.params
+        .iter()
+        .map(|t| {
+            let n = t.shape.numel();
+            let v: Vec<f64> = (0..n)
+                .map(|i| match i % 7 {
+                    3 => specials[(i / 7) % specials.len()],
+                    _ => (g.next() >> 11) as f64 / (1u64 << 51) as f64 * 6.0 - 3.0,
+                })
+                .collect();
+            let dims = t.shape.dims().to_vec();
+            match t.dtype {
+                DType::F64 => ferrax::Array::from_vec(dims, v),
+                DType::F32 => ferrax::Array::from_vec(dims, v.iter().map(|&x| x as f32).collect()),
+                DType::F16 => {
+                    ferrax::Array::from_vec(dims, v.iter().map(|&x| f16::from_f64(x)).collect())
+                }
+                _ => ferrax::Array::from_vec(dims, v.iter().map(|&x| bf16::from_f64(x)).collect()),
+            }
+            .unwrap()
+        })
+        .collect()
+}
+
+/// Property test of fusion: random programs of every float type (fused into flat and row
+/// kernels, vector and scalar code, launches split across threads for the large shape) give the
+/// interpreter's bits exactly (any NaN equal to any other), before and after simplification.
+#[test]
+fn random_fusion_programs_match_the_interpreter() {
+    let shapes = [(37, 24), (8, 3), (5, 64), (300, 260)];
+    let dtypes = ["f32", "f64", "f16", "bf16"];
+    let mut kernels = 0;
+    for seed in 0..400u64 {
+        let dtype = dtypes[seed as usize % dtypes.len()];
+        let shape = shapes[(seed as usize / dtypes.len()) % shapes.len()];
+        let text = random_fusion_program(seed, dtype, shape);
+        let func =
+            ferrax::ir::parse_func(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+        let (simple, _) = simplify(&func).unwrap();
+        let exe =
+            CpuExecutable::compile(&simple).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+        kernels += exe.kernels().count();
+        let args = float_inputs(&func, seed);
+        let got = exe.run(&args).unwrap();
+        let want = interpret(&func, &args).unwrap();
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            let key = |bits: Vec<u64>, a: &ferrax::Array| -> Vec<Option<u64>> {
+                a.to_f64_vec()
+                    .iter()
+                    .zip(bits)
+                    .map(|(x, b)| (!x.is_nan()).then_some(b))
+                    .collect()
+            };
+            let (gk, wk) = (key(float_bits(g), g), key(float_bits(w), w));
+            if let Some(i) = gk.iter().zip(&wk).position(|(a, b)| a != b) {
+                panic!(
+                    "seed {seed} output {k} element {i}: {:?} want {:?}\n{text}\n{simple}",
+                    g.to_f64_vec()[i],
+                    w.to_f64_vec()[i]
+                );
+            }
+        }
+    }
+    assert!(
+        kernels >= 200,
+        "only {kernels} kernels over the random programs"
+    );
+}
