@@ -12,7 +12,7 @@ use crate::fuse::{partition, KernelTypes, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::{lower, Kernel, Role};
 use clif::KernelFn;
-use ferrax_ir::{verify, with_elements, DType, Elements, Func, ReduceOp, ValueId};
+use ferrax_ir::{verify, with_elements, DType, Elements, Func, ValueId};
 use ferrax_runtime::{check_args, eval_op, recycle, Array, RuntimeError};
 use gemm::{plan_gemm, Gemm};
 use rayon::prelude::*;
@@ -35,8 +35,6 @@ pub enum BackendError {
 enum ExecStep {
     Kernel(usize),
     Gemm(usize, Gemm),
-    /// Instruction `.0`, an f32 sum over leading axes: `.1` rows of `.2` columns.
-    ColumnSum(usize, usize, usize),
     Op(usize),
 }
 
@@ -68,7 +66,7 @@ pub struct MemoryReport {
 /// The operands each step reads and the values it defines.
 fn step_values(func: &Func, kernels: &[Kernel], step: &ExecStep) -> (Vec<ValueId>, Vec<ValueId>) {
     match *step {
-        ExecStep::Op(i) | ExecStep::Gemm(i, _) | ExecStep::ColumnSum(i, ..) => {
+        ExecStep::Op(i) | ExecStep::Gemm(i, _) => {
             (func.body[i].args.clone(), vec![func.instr_value(i)])
         }
         ExecStep::Kernel(k) => {
@@ -174,10 +172,7 @@ impl CpuExecutable {
                         Some(g) => ExecStep::Gemm(index, g),
                         None => ExecStep::Op(index),
                     },
-                    _ => match column_sum(func, index) {
-                        Some((rows, cols)) => ExecStep::ColumnSum(index, rows, cols),
-                        None => ExecStep::Op(index),
-                    },
+                    _ => ExecStep::Op(index),
                 }),
                 Step::Kernel { start, end } => {
                     let name = format!("{}_k{}", func.name, kernels.len());
@@ -327,18 +322,6 @@ impl CpuExecutable {
                     };
                     values[func.instr_value(i).index()] =
                         Some(Array::new(ins.ty.shape.clone(), out)?);
-                }
-                ExecStep::ColumnSum(i, rows, cols) => {
-                    let x = get(&values, func.body[i].args[0])?;
-                    let sums = match (x.elements(), self.buffer(DType::F32, cols)) {
-                        (Elements::F32(x), Elements::F32(mut out)) => {
-                            column_sums(x, rows, &mut out);
-                            Elements::F32(out)
-                        }
-                        _ => eval_op(&func.body[i].op, &[&x])?.elements().clone(),
-                    };
-                    values[func.instr_value(i).index()] =
-                        Some(Array::new(func.body[i].ty.shape.clone(), sums)?);
                 }
                 ExecStep::Kernel(k) => {
                     let kernel = &self.kernels[k];
@@ -598,52 +581,6 @@ fn launch_rows(entry: KernelFn, kernel: &Kernel, args: &[*mut u8], rows: usize) 
             s.spawn(move |_| run(start, end));
         }
     });
-}
-
-/// `(rows, cols)` when instruction `i` is an f32 sum over leading axes (a bias gradient, a
-/// batch mean): the interpreter would first move those axes last with a transposing copy.
-fn column_sum(func: &Func, i: usize) -> Option<(usize, usize)> {
-    let ins = &func.body[i];
-    let ferrax_ir::Op::Reduce {
-        op: ReduceOp::Sum,
-        axes,
-    } = &ins.op
-    else {
-        return None;
-    };
-    let x = func.value_type(*ins.args.first()?)?;
-    let leading = axes.iter().enumerate().all(|(k, &a)| a == k);
-    let rows: usize = x.dims()[..axes.len()].iter().product();
-    let cols = ins.ty.numel();
-    (x.dtype == DType::F32 && leading && axes.len() < x.rank() && cols >= 2).then_some((rows, cols))
-}
-
-/// `out[c]` = the sum of column `c` of row-major `x` (`out.len()` columns), accumulated in f64
-/// like the interpreter's sums, so that rounding to f32 hides the different order. Wide inputs
-/// are split by columns across the cores.
-fn column_sums(x: &[f32], rows: usize, out: &mut [f32]) {
-    let cols = out.len();
-    let block = |first: usize, out: &mut [f32]| {
-        let mut acc = vec![0f64; out.len()];
-        for r in 0..rows {
-            let row = &x[r * cols + first..][..out.len()];
-            for (a, &v) in acc.iter_mut().zip(row) {
-                *a += f64::from(v);
-            }
-        }
-        for (o, a) in out.iter_mut().zip(acc) {
-            *o = a as f32;
-        }
-    };
-    // Blocks of at least 64 columns keep whole cache lines on one thread.
-    let chunk = cols.div_ceil(threads()).div_ceil(64) * 64;
-    if rows * cols < PARALLEL_THRESHOLD || chunk >= cols {
-        block(0, out);
-        return;
-    }
-    out.par_chunks_mut(chunk)
-        .enumerate()
-        .for_each(|(c, part)| block(c * chunk, part));
 }
 
 /// Runs `entry` over `len` elements, split across the cores (rayon's pool) when large.

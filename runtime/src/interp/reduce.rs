@@ -1,7 +1,9 @@
 //! Reductions. The reduced axes are moved last (without a copy when they already are), so
-//! each result element folds one contiguous group. Float sums and products accumulate in f64
-//! and round once to the dtype; sums are pairwise, so that f64 inputs stay accurate too.
-//! Max and min propagate NaN. Integers wrap.
+//! each result element folds one contiguous group; reduced axes that lead (a bias gradient, a
+//! batch mean) are read in place instead, each column folded in the same order and association,
+//! so the results are the same bits. Float sums and products accumulate in f64 and round once
+//! to the dtype; sums are pairwise, so that f64 inputs stay accurate too. Max and min
+//! propagate NaN. Integers wrap.
 
 use super::movement::permuted;
 use super::num::{fmax, fmin, Arith, Float, Int};
@@ -11,17 +13,35 @@ use ferrax_ir::{DType, Elements, ReduceOp};
 use rayon::prelude::*;
 use std::borrow::Cow;
 
-/// `x`'s data with `axes` moved last, the number of groups and the size of each.
-fn grouped<'a, T: Copy>(data: &'a [T], x: &Array, axes: &[usize]) -> (Cow<'a, [T]>, usize, usize) {
+/// Where the inputs of each result element are.
+#[derive(Clone, Copy)]
+enum Groups {
+    /// `groups` consecutive runs of `size` elements.
+    Runs { groups: usize, size: usize },
+    /// The `cols` columns of `rows` rows.
+    Columns { rows: usize, cols: usize },
+}
+
+/// `x`'s data laid out for reducing `axes`: in place when they are the trailing axes (runs) or
+/// the leading ones (columns), else with them moved last.
+fn grouped<'a, T: Copy>(data: &'a [T], x: &Array, axes: &[usize]) -> (Cow<'a, [T]>, Groups) {
     let rank = x.dims().len();
     let kept: Vec<usize> = (0..rank).filter(|a| !axes.contains(a)).collect();
     let groups = kept.iter().map(|&a| x.dims()[a]).product();
     let size = axes.iter().map(|&a| x.dims()[a]).product();
+    let runs = Groups::Runs { groups, size };
     if kept.iter().enumerate().all(|(i, &a)| i == a) {
-        return (Cow::Borrowed(data), groups, size);
+        return (Cow::Borrowed(data), runs);
+    }
+    if axes.iter().enumerate().all(|(i, &a)| i == a) {
+        let columns = Groups::Columns {
+            rows: size,
+            cols: groups,
+        };
+        return (Cow::Borrowed(data), columns);
     }
     let order: Vec<usize> = kept.iter().chain(axes).copied().collect();
-    (Cow::Owned(permuted(data, x, &order)), groups, size)
+    (Cow::Owned(permuted(data, x, &order)), runs)
 }
 
 /// Inputs below this many elements are reduced on one thread.
@@ -51,18 +71,60 @@ fn per_group<T: Sync, U: Send>(
     parts.into_iter().flatten().collect()
 }
 
-/// Each group folded from `init` with `f`, then `finish`ed.
+/// Columns per block of a column reduction: whole cache lines, and accumulators that stay in
+/// cache (a pairwise sum keeps eight per column).
+const COLUMN_BLOCK: usize = 256;
+
+/// `f(first, width)`, the results of columns `first..first + width`, over all `cols` columns
+/// in blocks; large inputs are split by blocks across the cores (each column is folded the
+/// same way on any thread).
+fn per_column_block<U: Send>(
+    rows: usize,
+    cols: usize,
+    f: impl Fn(usize, usize) -> Vec<U> + Sync,
+) -> Vec<U> {
+    let block = |b: usize| f(b * COLUMN_BLOCK, COLUMN_BLOCK.min(cols - b * COLUMN_BLOCK));
+    let blocks = cols.div_ceil(COLUMN_BLOCK);
+    let parts: Vec<Vec<U>> = if blocks < 2 || rows * cols < PARALLEL_ELEMENTS {
+        (0..blocks).map(block).collect()
+    } else {
+        (0..blocks).into_par_iter().map(block).collect()
+    };
+    parts.into_iter().flatten().collect()
+}
+
+/// Each group folded from `init` with `f` in order, then `finish`ed.
 fn fold_groups<T: Copy + Sync, A: Copy + Sync, U: Send>(
     data: &[T],
-    groups: usize,
-    size: usize,
+    groups: Groups,
     init: A,
     f: impl Fn(A, T) -> A + Sync,
     finish: impl Fn(A) -> U + Sync,
 ) -> Vec<U> {
-    per_group(data, groups, size, |g| {
-        finish(g.iter().fold(init, |acc, &x| f(acc, x)))
-    })
+    match groups {
+        Groups::Runs { groups, size } => per_group(data, groups, size, |g| {
+            finish(g.iter().fold(init, |acc, &x| f(acc, x)))
+        }),
+        Groups::Columns { rows, cols } => per_column_block(rows, cols, |first, width| {
+            let mut acc = vec![init; width];
+            for r in 0..rows {
+                for (a, &x) in acc.iter_mut().zip(&data[r * cols + first..][..width]) {
+                    *a = f(*a, x);
+                }
+            }
+            acc.into_iter().map(&finish).collect()
+        }),
+    }
+}
+
+/// Each group's pairwise sum in f64.
+fn sum_groups<T: Float>(data: &[T], groups: Groups) -> Vec<f64> {
+    match groups {
+        Groups::Runs { groups, size } => per_group(data, groups, size, pairwise_sum),
+        Groups::Columns { rows, cols } => per_column_block(rows, cols, |first, width| {
+            pairwise_columns(data, cols, (first, width), 0..rows)
+        }),
+    }
 }
 
 /// Σ v in f64, pairwise above a small block size; blocks are summed in eight interleaved
@@ -86,15 +148,56 @@ fn pairwise_sum<T: Float>(v: &[T]) -> f64 {
     }
 }
 
-fn reduce_float<T: Float>(op: ReduceOp, data: &[T], groups: usize, size: usize) -> Vec<T> {
+/// [`pairwise_sum`] of each of columns `first..first + width` over `rows` (of `cols` columns),
+/// with the same association, so the same bits.
+fn pairwise_columns<T: Float>(
+    data: &[T],
+    cols: usize,
+    (first, width): (usize, usize),
+    rows: std::ops::Range<usize>,
+) -> Vec<f64> {
+    let row = |r: usize| &data[r * cols + first..][..width];
+    let len = rows.len();
+    if len > 128 {
+        let mid = rows.start + len / 2;
+        let a = pairwise_columns(data, cols, (first, width), rows.start..mid);
+        let b = pairwise_columns(data, cols, (first, width), mid..rows.end);
+        return a.iter().zip(&b).map(|(x, y)| x + y).collect();
+    }
+    // Row `rows.start + i` of the whole chunks of eight goes to partial sum `i % 8`.
+    let whole = rows.start + len / 8 * 8;
+    let mut acc = vec![0.0f64; 8 * width];
+    for r in rows.start..whole {
+        let part = &mut acc[(r - rows.start) % 8 * width..][..width];
+        for (a, &x) in part.iter_mut().zip(row(r)) {
+            *a += x.to_f64();
+        }
+    }
+    let mut total: Vec<f64> = (0..width)
+        .map(|c| {
+            let a = |j: usize| acc[j * width + c];
+            ((a(0) + a(1)) + (a(2) + a(3))) + ((a(4) + a(5)) + (a(6) + a(7)))
+        })
+        .collect();
+    for r in whole..rows.end {
+        for (t, &x) in total.iter_mut().zip(row(r)) {
+            *t += x.to_f64();
+        }
+    }
+    total
+}
+
+fn reduce_float<T: Float>(op: ReduceOp, data: &[T], groups: Groups) -> Vec<T> {
     let inf = T::Arith::INFINITY;
     match op {
-        ReduceOp::Sum => per_group(data, groups, size, |g| T::from_f64(pairwise_sum(g))),
-        ReduceOp::Prod => fold_groups(data, groups, size, 1.0, |a, x| a * x.to_f64(), T::from_f64),
+        ReduceOp::Sum => sum_groups(data, groups)
+            .into_iter()
+            .map(T::from_f64)
+            .collect(),
+        ReduceOp::Prod => fold_groups(data, groups, 1.0, |a, x| a * x.to_f64(), T::from_f64),
         ReduceOp::Max => fold_groups(
             data,
             groups,
-            size,
             -inf,
             |a, x| fmax(a, x.to_arith()),
             T::from_arith,
@@ -102,7 +205,6 @@ fn reduce_float<T: Float>(op: ReduceOp, data: &[T], groups: usize, size: usize) 
         ReduceOp::Min => fold_groups(
             data,
             groups,
-            size,
             inf,
             |a, x| fmin(a, x.to_arith()),
             T::from_arith,
@@ -110,26 +212,22 @@ fn reduce_float<T: Float>(op: ReduceOp, data: &[T], groups: usize, size: usize) 
     }
 }
 
-fn reduce_int<T: Int>(op: ReduceOp, data: &[T], groups: usize, size: usize) -> Vec<T> {
+fn reduce_int<T: Int>(op: ReduceOp, data: &[T], groups: Groups) -> Vec<T> {
     let same = |a: T| a;
     match op {
-        ReduceOp::Sum => fold_groups(data, groups, size, T::ZERO, T::add, same),
-        ReduceOp::Prod => fold_groups(data, groups, size, T::ONE, T::mul, same),
-        ReduceOp::Max => fold_groups(data, groups, size, T::MIN, Ord::max, same),
-        ReduceOp::Min => fold_groups(data, groups, size, T::MAX, Ord::min, same),
+        ReduceOp::Sum => fold_groups(data, groups, T::ZERO, T::add, same),
+        ReduceOp::Prod => fold_groups(data, groups, T::ONE, T::mul, same),
+        ReduceOp::Max => fold_groups(data, groups, T::MIN, Ord::max, same),
+        ReduceOp::Min => fold_groups(data, groups, T::MAX, Ord::min, same),
     }
 }
 
 /// Max is "any", min is "all"; sums and products are not defined on bools.
-fn reduce_bool(
-    op: ReduceOp,
-    data: &[bool],
-    groups: usize,
-    size: usize,
-) -> Result<Vec<bool>, RuntimeError> {
+fn reduce_bool(op: ReduceOp, data: &[bool], groups: Groups) -> Result<Vec<bool>, RuntimeError> {
+    let same = |a: bool| a;
     match op {
-        ReduceOp::Max => Ok(per_group(data, groups, size, |g| g.contains(&true))),
-        ReduceOp::Min => Ok(per_group(data, groups, size, |g| !g.contains(&false))),
+        ReduceOp::Max => Ok(fold_groups(data, groups, false, |a, x| a | x, same)),
+        ReduceOp::Min => Ok(fold_groups(data, groups, true, |a, x| a & x, same)),
         ReduceOp::Sum | ReduceOp::Prod => Err(undefined(op.name(), DType::Bool)),
     }
 }
@@ -137,8 +235,8 @@ fn reduce_bool(
 pub(super) fn reduce(op: ReduceOp, x: &Array, axes: &[usize]) -> Result<Elements, RuntimeError> {
     macro_rules! run {
         ($v:expr, $f:ident) => {{
-            let (data, groups, size) = grouped($v, x, axes);
-            $f(op, &data, groups, size)
+            let (data, groups) = grouped($v, x, axes);
+            $f(op, &data, groups)
         }};
     }
     Ok(match x.elements() {
