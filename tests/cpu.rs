@@ -738,7 +738,7 @@ struct Val {
 
 /// A random program over `[rows, cols]` values of one float type that the CPU backend must
 /// compute exactly as the interpreter does: elementwise ops, constants, row/column/scalar
-/// broadcasts, max and min over rows and over columns, compares and selects, and rounding
+/// broadcasts, max and min over rows and over columns, compares, selects, clamps, and rounding
 /// through another float type, stacked into chains so that they fuse into flat and row
 /// kernels. What may round differently stays out: sums, f32/f16/bf16 transcendentals (f64 ones
 /// call the interpreter's functions), `add` of a product (contracted into an fma) and division
@@ -801,7 +801,7 @@ fn random_fusion_program(seed: u64, dtype: &'static str, (rows, cols): (usize, u
             row_uniform,
             ..xv
         };
-        match rng.below(10) {
+        match rng.below(11) {
             0 => {
                 let mut ops = vec!["neg", "abs", "sqrt", "floor", "ceil", "round_even", "sign"];
                 if dtype == "f64" {
@@ -957,6 +957,34 @@ fn random_fusion_program(seed: u64, dtype: &'static str, (rows, cols): (usize, u
                     derived(false, xv.row_uniform),
                     &[at],
                 );
+            }
+            9 => {
+                // Between constant bounds, zeros among them (whose signs count).
+                let bounds = [
+                    ("-1.0", "1.0"),
+                    ("-0.0", "2.0"),
+                    ("-3.0", "0.0"),
+                    ("0.5", "-0.5"),
+                ];
+                let (lo, hi) = *rng.pick(&bounds);
+                let constant = derived(false, true);
+                let lo = emit(
+                    &mut vals,
+                    &mut used,
+                    format!("constant {lo}"),
+                    constant,
+                    &[],
+                );
+                let hi = emit(
+                    &mut vals,
+                    &mut used,
+                    format!("constant {hi}"),
+                    constant,
+                    &[],
+                );
+                let v = derived(false, xv.row_uniform);
+                let text = format!("clamp %{lo}, %{x}, %{hi}");
+                emit(&mut vals, &mut used, text, v, &[lo, x, hi]);
             }
             _ => {
                 emit(

@@ -151,6 +151,19 @@ fn expand_with(kernel: &Kernel, host: bool) -> Kernel {
                 }
             }
             (KOp::Binary(_), true) => e.pow(args[0], args[1], t),
+            // Between constant bounds that are not zeros (whose signs the compares would not
+            // see), a clamp is two compares and selects: x86 `maxps` and `minps`, where
+            // Cranelift's NaN-propagating `fmax` and `fmin` take several instructions each.
+            (KOp::Clamp, _) if matches!(t, DType::F32 | DType::F64) => {
+                let bound = |k: usize| match kernel.body[ins.args[k]].op {
+                    KOp::Const(c) => Some(c.to_f64()).filter(|b| b.is_finite() && *b != 0.0),
+                    _ => None,
+                };
+                match (bound(0), bound(2)) {
+                    (Some(lo), Some(hi)) => e.clamp_c(args[1], lo, hi, t),
+                    _ => e.op(KOp::Clamp, &args, t),
+                }
+            }
             (op, _) => e.op(op.clone(), &args, t),
         };
         if let Some(r) = &kernel.rows {
