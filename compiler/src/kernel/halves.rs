@@ -11,11 +11,36 @@
 //! buffer's loads and stores there move the raw 16 bits in i32 lanes.
 
 use super::math::Emit;
-use super::{rewrite, KOp, Kernel};
+use super::{KInstr, KOp, Kernel, Rows};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Scalar, UnaryOp};
 
 pub fn is_half(d: DType) -> bool {
     matches!(d, DType::F16 | DType::BF16)
+}
+
+/// `kernel` with each instruction replaced by what `f` emits for it (given its mapped
+/// arguments); a row kernel's new instructions run in the stage of the one they replace.
+fn rewrite(kernel: &Kernel, mut f: impl FnMut(&mut Emit, &KInstr, Vec<usize>) -> usize) -> Kernel {
+    let mut e = Emit { body: Vec::new() };
+    let mut map = Vec::with_capacity(kernel.body.len());
+    let mut stages = Vec::new();
+    for (k, ins) in kernel.body.iter().enumerate() {
+        let args = ins.args.iter().map(|&a| map[a]).collect();
+        map.push(f(&mut e, ins, args));
+        if let Some(r) = &kernel.rows {
+            stages.resize(e.body.len(), r.stages[k]);
+        }
+    }
+    Kernel {
+        name: kernel.name.clone(),
+        len: kernel.len,
+        sig: kernel.sig.clone(),
+        body: e.body,
+        rows: kernel.rows.as_ref().map(|r| Rows {
+            stages,
+            ..r.clone()
+        }),
+    }
 }
 
 /// `kernel` computing in f32 where it computes f16 or bf16 values: a half load is followed by

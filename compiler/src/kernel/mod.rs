@@ -13,7 +13,6 @@ pub mod rows;
 
 use crate::fuse::{broadcast_access, kernel_outputs, splat_constant};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Func, Op, ReduceOp, Scalar, UnaryOp, ValueId};
-use math::Emit;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -245,95 +244,13 @@ pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kern
         let buffer = l.sig.buffers.len() - 1;
         l.emit(KOp::Store(buffer), vec![k], dtype);
     }
-    Some(contract(logistic_form(Kernel {
+    Some(contract(Kernel {
         name,
         len,
         sig: l.sig,
         body: l.body,
         rows: None,
-    })))
-}
-
-/// `kernel` with each instruction replaced by what `f` emits for it (given its mapped
-/// arguments); a row kernel's new instructions run in the stage of the one they replace.
-fn rewrite(kernel: &Kernel, mut f: impl FnMut(&mut Emit, &KInstr, Vec<usize>) -> usize) -> Kernel {
-    let mut e = Emit { body: Vec::new() };
-    let mut map = Vec::with_capacity(kernel.body.len());
-    let mut stages = Vec::new();
-    for (k, ins) in kernel.body.iter().enumerate() {
-        let args = ins.args.iter().map(|&a| map[a]).collect();
-        map.push(f(&mut e, ins, args));
-        if let Some(r) = &kernel.rows {
-            stages.resize(e.body.len(), r.stages[k]);
-        }
-    }
-    Kernel {
-        name: kernel.name.clone(),
-        len: kernel.len,
-        sig: kernel.sig.clone(),
-        body: e.body,
-        rows: kernel.rows.as_ref().map(|r| Rows {
-            stages,
-            ..r.clone()
-        }),
-    }
-}
-
-/// `kernel` with every f32 `1 + tanh(u)` whose tanh has no other use (in a row kernel, in the
-/// same stage) computed as `2 / (1 + exp(-2u))`, the same function in about half the operations
-/// of tanh's expansion (GELU's tanh form spends its time there: w1_gelu 12.5 -> 10.0 ms). The
-/// quotient is within 3 ULP wherever its value is a normal f32 (u above -44; below, 0 or
-/// subnormal), and it does not cancel where tanh(u) nears -1: the sum rounds to 0 from u = -9.
-pub fn logistic_form(kernel: Kernel) -> Kernel {
-    let n = kernel.body.len();
-    let mut uses = vec![0usize; n];
-    for ins in &kernel.body {
-        for &a in &ins.args {
-            uses[a] += 1;
-        }
-    }
-    let stage = |k: usize| kernel.rows.as_ref().map(|r| r.stages[k]);
-    let is_one = |k: usize| kernel.body[k].op == KOp::Const(Scalar::F32(1.0));
-    let is_tanh = |k: usize| kernel.body[k].op == KOp::Unary(UnaryOp::Tanh);
-    // The sums to rewrite, and their tanh operands.
-    let mut sums = vec![false; n];
-    let mut tanhs = vec![false; n];
-    for (i, ins) in kernel.body.iter().enumerate() {
-        if ins.op != KOp::Binary(BinaryOp::Add) || ins.dtype != DType::F32 {
-            continue;
-        }
-        let (a, b) = (ins.args[0], ins.args[1]);
-        let tanh = match (is_tanh(a), is_tanh(b)) {
-            (true, _) if is_one(b) => a,
-            (_, true) if is_one(a) => b,
-            _ => continue,
-        };
-        if uses[tanh] == 1 && stage(tanh) == stage(i) {
-            sums[i] = true;
-            tanhs[tanh] = true;
-        }
-    }
-    if !sums.contains(&true) {
-        return kernel;
-    }
-    let mut k = 0;
-    rewrite(&kernel, |e, ins, args| {
-        let here = k;
-        k += 1;
-        let t = ins.dtype;
-        if tanhs[here] {
-            // exp(-2u), which the sum's operand now maps to.
-            let m2 = e.c(-2.0, t);
-            let scaled = e.mul(args[0], m2, t);
-            e.un(UnaryOp::Exp, scaled, t)
-        } else if sums[here] {
-            let den = e.add(args[0], args[1], t);
-            let two = e.c(2.0, t);
-            e.bin(BinaryOp::Div, two, den, t)
-        } else {
-            e.op(ins.op.clone(), &args, t)
-        }
-    })
+    }))
 }
 
 /// `kernel` with every f32/f64 `a*b + c` whose product has no other use (and, in a row kernel,

@@ -325,7 +325,7 @@ pub fn lower_rows(
         })
         .max()
         .unwrap_or(0);
-    Some(super::contract(super::logistic_form(Kernel {
+    Some(super::contract(Kernel {
         name,
         len: rows * cols,
         sig: l.sig,
@@ -336,5 +336,5 @@ pub fn lower_rows(
             passes,
             stages: l.stages,
         }),
-    })))
+    }))
 }
