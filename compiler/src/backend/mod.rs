@@ -399,33 +399,26 @@ trait Unit: Copy + Default + Send + Sync + 'static {
     fn elements(v: Vec<Self>) -> Elements;
 }
 
-impl Unit for f32 {
-    const ONE: f32 = 1.0;
-    const DTYPE: DType = DType::F32;
-    fn vec_of(e: Elements) -> Option<Vec<f32>> {
-        match e {
-            Elements::F32(v) => Some(v),
-            _ => None,
+macro_rules! impl_unit {
+    ($t:ty, $variant:ident) => {
+        impl Unit for $t {
+            const ONE: $t = 1.0;
+            const DTYPE: DType = DType::$variant;
+            fn vec_of(e: Elements) -> Option<Vec<$t>> {
+                match e {
+                    Elements::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn elements(v: Vec<$t>) -> Elements {
+                Elements::$variant(v)
+            }
         }
-    }
-    fn elements(v: Vec<f32>) -> Elements {
-        Elements::F32(v)
-    }
+    };
 }
 
-impl Unit for f64 {
-    const ONE: f64 = 1.0;
-    const DTYPE: DType = DType::F64;
-    fn vec_of(e: Elements) -> Option<Vec<f64>> {
-        match e {
-            Elements::F64(v) => Some(v),
-            _ => None,
-        }
-    }
-    fn elements(v: Vec<f64>) -> Elements {
-        Elements::F64(v)
-    }
-}
+impl_unit!(f32, F32);
+impl_unit!(f64, F64);
 
 /// How [`matmul`] lays out a product whose operands are both stored contracting dimension last
 /// (`a · bᵀ`, the backward pass's product with a weight matrix). `gemm` runs that form at about

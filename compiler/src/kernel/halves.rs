@@ -11,36 +11,11 @@
 //! buffer's loads and stores there move the raw 16 bits in i32 lanes.
 
 use super::math::Emit;
-use super::{KInstr, KOp, Kernel, Rows};
+use super::{rewrite, KOp, Kernel};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Scalar, UnaryOp};
 
 pub fn is_half(d: DType) -> bool {
     matches!(d, DType::F16 | DType::BF16)
-}
-
-/// `kernel` with each instruction replaced by what `f` emits for it (given its mapped
-/// arguments); a row kernel's new instructions run in the stage of the one they replace.
-fn rewrite(kernel: &Kernel, mut f: impl FnMut(&mut Emit, &KInstr, Vec<usize>) -> usize) -> Kernel {
-    let mut e = Emit { body: Vec::new() };
-    let mut map = Vec::with_capacity(kernel.body.len());
-    let mut stages = Vec::new();
-    for (k, ins) in kernel.body.iter().enumerate() {
-        let args = ins.args.iter().map(|&a| map[a]).collect();
-        map.push(f(&mut e, ins, args));
-        if let Some(r) = &kernel.rows {
-            stages.resize(e.body.len(), r.stages[k]);
-        }
-    }
-    Kernel {
-        name: kernel.name.clone(),
-        len: kernel.len,
-        sig: kernel.sig.clone(),
-        body: e.body,
-        rows: kernel.rows.as_ref().map(|r| Rows {
-            stages,
-            ..r.clone()
-        }),
-    }
 }
 
 /// `kernel` computing in f32 where it computes f16 or bf16 values: a half load is followed by
@@ -50,7 +25,7 @@ pub fn widen(kernel: &Kernel) -> Kernel {
     if !kernel.body.iter().any(|i| is_half(i.dtype)) {
         return kernel.clone();
     }
-    rewrite(kernel, |e, ins, args| {
+    rewrite(kernel, |e, _, ins, args| {
         let d = ins.dtype;
         match &ins.op {
             _ if !is_half(d) => e.op(ins.op.clone(), &args, d),
@@ -91,7 +66,7 @@ pub fn expand_conversions(kernel: &Kernel) -> Kernel {
     if !halves {
         return kernel.clone();
     }
-    rewrite(kernel, |e, ins, args| {
+    rewrite(kernel, |e, _, ins, args| {
         let from = ins.args.first().map(|&a| kernel.body[a].dtype);
         match (&ins.op, from) {
             (KOp::Load(_) | KOp::Store(_), _) if is_half(ins.dtype) => {

@@ -15,7 +15,7 @@
 //! below 2^19 or the backend computes larger ones on the host, else in f64; f32 pow runs
 //! entirely in f64.
 
-use super::{KInstr, KOp, Kernel, Rows};
+use super::{rewrite, use_counts, KInstr, KOp, Kernel};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Scalar, UnaryOp};
 
 /// Whether `op` on `dtype` is replaced by an expansion.
@@ -111,15 +111,11 @@ pub fn expand_for_host(kernel: &Kernel) -> Kernel {
 }
 
 fn expand_with(kernel: &Kernel, host: bool) -> Kernel {
-    let mut e = Emit { body: Vec::new() };
-    let mut map = Vec::with_capacity(kernel.body.len());
-    let mut stages = Vec::new();
     let bounds = magnitude_bounds(kernel);
     let one_plus_tanh = one_plus_tanh(kernel);
-    for (k, ins) in kernel.body.iter().enumerate() {
-        let args: Vec<usize> = ins.args.iter().map(|&a| map[a]).collect();
+    rewrite(kernel, |e, k, ins, args| {
         let t = ins.dtype;
-        let v = match (&ins.op, expands(&ins.op, t)) {
+        match (&ins.op, expands(&ins.op, t)) {
             // 1 + tanh(u) as 2 / (1 + exp(-2u)): the tanh becomes the exp, the sum its
             // denominator.
             (KOp::Unary(UnaryOp::Tanh), _) if one_plus_tanh[k] => {
@@ -178,22 +174,8 @@ fn expand_with(kernel: &Kernel, host: bool) -> Kernel {
                 }
             }
             (op, _) => e.op(op.clone(), &args, t),
-        };
-        if let Some(r) = &kernel.rows {
-            stages.resize(e.body.len(), r.stages[k]);
         }
-        map.push(v);
-    }
-    Kernel {
-        name: kernel.name.clone(),
-        len: kernel.len,
-        sig: kernel.sig.clone(),
-        body: e.body,
-        rows: kernel.rows.as_ref().map(|r| Rows {
-            stages,
-            ..r.clone()
-        }),
-    }
+    })
 }
 
 /// The f32 sums `1 + tanh(u)` whose tanh has no other use (in a row kernel, in the same stage),
@@ -204,12 +186,7 @@ fn expand_with(kernel: &Kernel, host: bool) -> Kernel {
 /// [`Emit::exp_for_quotient`]).
 fn one_plus_tanh(kernel: &Kernel) -> Vec<bool> {
     let n = kernel.body.len();
-    let mut uses = vec![0usize; n];
-    for ins in &kernel.body {
-        for &a in &ins.args {
-            uses[a] += 1;
-        }
-    }
+    let uses = use_counts(kernel);
     let stage = |k: usize| kernel.rows.as_ref().map(|r| r.stages[k]);
     let is_one = |k: usize| kernel.body[k].op == KOp::Const(Scalar::F32(1.0));
     let is_tanh = |k: usize| kernel.body[k].op == KOp::Unary(UnaryOp::Tanh);

@@ -13,6 +13,7 @@ pub mod rows;
 
 use crate::fuse::{broadcast_access, kernel_outputs, splat_constant};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Func, Op, ReduceOp, Scalar, UnaryOp, ValueId};
+use math::Emit;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -253,18 +254,52 @@ pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kern
     }))
 }
 
+/// `kernel` with each instruction replaced by what `f` emits for it (given its index and its
+/// mapped arguments); a row kernel's new instructions run in the stage of the one they replace.
+fn rewrite(
+    kernel: &Kernel,
+    mut f: impl FnMut(&mut Emit, usize, &KInstr, Vec<usize>) -> usize,
+) -> Kernel {
+    let mut e = Emit { body: Vec::new() };
+    let mut map = Vec::with_capacity(kernel.body.len());
+    let mut stages = Vec::new();
+    for (k, ins) in kernel.body.iter().enumerate() {
+        let args = ins.args.iter().map(|&a| map[a]).collect();
+        map.push(f(&mut e, k, ins, args));
+        if let Some(r) = &kernel.rows {
+            stages.resize(e.body.len(), r.stages[k]);
+        }
+    }
+    Kernel {
+        name: kernel.name.clone(),
+        len: kernel.len,
+        sig: kernel.sig.clone(),
+        body: e.body,
+        rows: kernel.rows.as_ref().map(|r| Rows {
+            stages,
+            ..r.clone()
+        }),
+    }
+}
+
+/// How many instructions use each kernel value.
+fn use_counts(kernel: &Kernel) -> Vec<usize> {
+    let mut uses = vec![0usize; kernel.body.len()];
+    for ins in &kernel.body {
+        for &a in &ins.args {
+            uses[a] += 1;
+        }
+    }
+    uses
+}
+
 /// `kernel` with every f32/f64 `a*b + c` whose product has no other use (and, in a row kernel,
 /// runs in the same stage) computed as one fma, as XLA does on the CPU and the GPU (LLVM's
 /// fp-contract=fast): one rounding fewer, so never less accurate, and one instruction fewer on
 /// the dependency chain that bounds transcendental-heavy loops.
 pub fn contract(mut kernel: Kernel) -> Kernel {
     let n = kernel.body.len();
-    let mut uses = vec![0usize; n];
-    for ins in &kernel.body {
-        for &a in &ins.args {
-            uses[a] += 1;
-        }
-    }
+    let uses = use_counts(&kernel);
     let stage = |k: usize| kernel.rows.as_ref().map(|r| r.stages[k]);
     let mut dead = vec![false; n];
     for i in 0..n {
