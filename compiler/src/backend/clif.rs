@@ -583,8 +583,7 @@ impl RowCode<'_> {
         Ok(match &ins.op {
             KOp::Load(buffer) => {
                 let addr = self.address(b, *buffer, None);
-                let dtype = self.kernel.sig.buffers[*buffer].dtype;
-                load_elements(b, dtype, ty, flags, addr)
+                load_elements(b, kernel_dtype(self.kernel, *buffer), ty, flags, addr)
             }
             KOp::Store(buffer) => {
                 let x = self.values[&ins.args[0]];

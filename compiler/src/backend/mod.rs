@@ -269,12 +269,17 @@ impl CpuExecutable {
             NtLayout::TransposeRhs => (g.n * g.k, 0),
             NtLayout::TransposeLhsAndResult => (g.m * g.k, g.m * g.n),
         };
-        let mut scratch = [first, second].map(|len| T::vec_of(self.buffer(T::DTYPE, len)));
+        // Only the copies a layout makes take buffers from the pool (a direct product, none).
+        let take = |len: usize| match len {
+            0 => Some(Vec::new()),
+            len => T::vec_of(self.buffer(T::DTYPE, len)),
+        };
+        let mut scratch = [take(first), take(second)];
         let [Some(s0), Some(s1)] = &mut scratch else {
             return None;
         };
         matmul(g, layout, a, b, &mut c, (s0, s1));
-        for s in scratch.into_iter().flatten() {
+        for s in scratch.into_iter().flatten().filter(|s| !s.is_empty()) {
             self.keep(T::elements(s));
         }
         Some(T::elements(c))
