@@ -112,23 +112,28 @@ pub fn expand_for_host(kernel: &Kernel) -> Kernel {
 
 fn expand_with(kernel: &Kernel, host: bool) -> Kernel {
     let bounds = magnitude_bounds(kernel);
-    let one_plus_tanh = one_plus_tanh(kernel);
+    let quotients = tanh_quotients(kernel);
     rewrite(kernel, |e, k, ins, args| {
         let t = ins.dtype;
-        match (&ins.op, expands(&ins.op, t)) {
-            // 1 + tanh(u) as 2 / (1 + exp(-2u)): the tanh becomes the exp, the sum its
-            // denominator.
-            (KOp::Unary(UnaryOp::Tanh), _) if one_plus_tanh[k] => {
-                let m2 = e.c(-2.0, t);
-                let x = e.mul(args[0], m2, t);
-                e.exp_for_quotient(x, t)
+        match (&ins.op, expands(&ins.op, t), quotients[k]) {
+            (_, _, Quotient::Folded { kept }) => args[kept],
+            // 1 + tanh(u) as 2 / (1 + exp(-2u)): the tanh becomes the denominator, the sum
+            // the quotient unless a product takes the denominator.
+            (_, _, Quotient::Tanh { scale }) => {
+                let s = e.c(scale, t);
+                let x = e.mul(args[0], s, t);
+                e.one_plus_exp(x, t)
             }
-            (KOp::Binary(BinaryOp::Add), _) if one_plus_tanh[k] => {
-                let den = e.add(args[0], args[1], t);
-                let two = e.c(2.0, t);
-                e.div(two, den, t)
+            (_, _, Quotient::Sum { tanh, alone }) => {
+                if alone {
+                    let two = e.c(2.0, t);
+                    e.div(two, args[tanh], t)
+                } else {
+                    args[tanh]
+                }
             }
-            (KOp::Unary(u), true) => {
+            (_, _, Quotient::Product { sum }) => e.div(args[1 - sum], args[sum], t),
+            (KOp::Unary(u), true, _) => {
                 let x = args[0];
                 match u {
                     UnaryOp::Exp => e.exp(x, t),
@@ -159,11 +164,11 @@ fn expand_with(kernel: &Kernel, host: bool) -> Kernel {
                     }
                 }
             }
-            (KOp::Binary(_), true) => e.pow(args[0], args[1], t),
+            (KOp::Binary(_), true, _) => e.pow(args[0], args[1], t),
             // Between constant bounds that are not zeros (whose signs the compares would not
             // see), a clamp is two compares and selects: x86 `maxps` and `minps`, where
             // Cranelift's NaN-propagating `fmax` and `fmin` take several instructions each.
-            (KOp::Clamp, _) if matches!(t, DType::F32 | DType::F64) => {
+            (KOp::Clamp, _, _) if matches!(t, DType::F32 | DType::F64) => {
                 let bound = |k: usize| match kernel.body[ins.args[k]].op {
                     KOp::Const(c) => Some(c.to_f64()).filter(|b| b.is_finite() && *b != 0.0),
                     _ => None,
@@ -173,40 +178,109 @@ fn expand_with(kernel: &Kernel, host: bool) -> Kernel {
                     _ => e.op(KOp::Clamp, &args, t),
                 }
             }
-            (op, _) => e.op(op.clone(), &args, t),
+            (op, _, _) => e.op(op.clone(), &args, t),
         }
     })
 }
 
-/// The f32 sums `1 + tanh(u)` whose tanh has no other use (in a row kernel, in the same stage),
-/// and those tanhs: the expansion computes such a sum as `2 / (1 + exp(-2u))`, the same
-/// function in about half the operations of tanh's (GELU's tanh form spends its time there:
-/// w1_gelu 12.5 -> 10.0 ms), and without cancelling where tanh(u) nears -1 (in f32 the sum is
-/// 0 from u = -9 on). Within 3 ULP down to u = -44; below, 0 or subnormal (see
-/// [`Emit::exp_for_quotient`]).
-fn one_plus_tanh(kernel: &Kernel) -> Vec<bool> {
-    let n = kernel.body.len();
+/// What [`expand`] makes of an instruction in an f32 `1 + tanh(u)` whose tanh has no other use
+/// (in a row kernel, all in one stage): the sum is computed as `2 / (1 + exp(-2u))`, the same
+/// function in about half the operations of tanh's, and without cancelling where tanh(u) nears
+/// -1 (in f32 the sum is 0 from u = -9 on). Within 3 ULP down to u = -44; below, 0 or
+/// subnormal (see [`Emit::one_plus_exp`]). GELU's tanh form, `x·0.5·(1 + tanh(x'·c))`, spends
+/// its time here (w1_gelu 12.5 -> 10.0 ms), so its constant products fold into the quotient:
+/// `x / (1 + exp(x'·(-2c)))`.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Quotient {
+    None,
+    /// A product by a constant that its one user folds in: it reads the product's other
+    /// operand, `args[kept]`, instead. Exact: the folded constants are powers of two.
+    Folded {
+        kept: usize,
+    },
+    /// The tanh: becomes the denominator `1 + exp(v·scale)`, `v` its argument (-2 the scale)
+    /// or its argument's folded product's other operand (-2c the scale).
+    Tanh {
+        scale: f64,
+    },
+    /// The sum, `args[tanh]` its tanh: `2 / denominator` where it is `alone`, else the
+    /// denominator, which the product takes.
+    Sum {
+        tanh: usize,
+        alone: bool,
+    },
+    /// `x·0.5·(1 + tanh(u))`, `args[sum]` the sum, the other operand a folded `x·0.5`:
+    /// `x / denominator`, which neither overflows nor rounds twice.
+    Product {
+        sum: usize,
+    },
+}
+
+fn tanh_quotients(kernel: &Kernel) -> Vec<Quotient> {
+    let body = &kernel.body;
     let uses = use_counts(kernel);
-    let stage = |k: usize| kernel.rows.as_ref().map(|r| r.stages[k]);
-    let is_one = |k: usize| kernel.body[k].op == KOp::Const(Scalar::F32(1.0));
-    let is_tanh = |k: usize| kernel.body[k].op == KOp::Unary(UnaryOp::Tanh);
-    let mut marked = vec![false; n];
-    for (i, ins) in kernel.body.iter().enumerate() {
-        if ins.op != KOp::Binary(BinaryOp::Add) || ins.dtype != DType::F32 {
-            continue;
-        }
-        let (a, b) = (ins.args[0], ins.args[1]);
-        let tanh = match (is_tanh(a), is_tanh(b)) {
-            (true, _) if is_one(b) => a,
-            (_, true) if is_one(a) => b,
-            _ => continue,
-        };
-        if uses[tanh] == 1 && stage(tanh) == stage(i) {
-            marked[i] = true;
-            marked[tanh] = true;
+    let mut user = vec![0; body.len()];
+    for (i, ins) in body.iter().enumerate() {
+        for &a in &ins.args {
+            user[a] = i;
         }
     }
-    marked
+    let stage = |k: usize| kernel.rows.as_ref().map(|r| r.stages[k]);
+    let f32_op = |k: usize, op: KOp| body[k].op == op && body[k].dtype == DType::F32;
+    let mut plan = vec![Quotient::None; body.len()];
+    // A product of a constant whose only use is `by`: the other operand's position and the
+    // constant.
+    let const_product = |plan: &[Quotient], k: usize, by: usize| {
+        let candidate = f32_op(k, KOp::Binary(BinaryOp::Mul))
+            && uses[k] == 1
+            && stage(k) == stage(by)
+            && plan[k] == Quotient::None;
+        let args = &body[k].args;
+        (0..2)
+            .filter(|_| candidate)
+            .find_map(|i| match body[args[i]].op {
+                KOp::Const(c) => Some((1 - i, c.to_f64())),
+                _ => None,
+            })
+    };
+    for (i, ins) in body.iter().enumerate() {
+        if !f32_op(i, KOp::Binary(BinaryOp::Add)) {
+            continue;
+        }
+        let is_tanh = |k: usize| body[k].op == KOp::Unary(UnaryOp::Tanh);
+        let is_one = |k: usize| body[k].op == KOp::Const(Scalar::F32(1.0));
+        let (a, b) = (ins.args[0], ins.args[1]);
+        let tanh = match (is_tanh(a), is_tanh(b)) {
+            (true, _) if is_one(b) => 0,
+            (_, true) if is_one(a) => 1,
+            _ => continue,
+        };
+        let t = ins.args[tanh];
+        if uses[t] != 1 || stage(t) != stage(i) {
+            continue;
+        }
+        plan[i] = Quotient::Sum { tanh, alone: true };
+        plan[t] = Quotient::Tanh { scale: -2.0 };
+        let u = body[t].args[0];
+        if let Some((kept, c)) = const_product(&plan, u, t) {
+            let scale = c * -2.0;
+            if (scale as f32).is_normal() {
+                plan[u] = Quotient::Folded { kept };
+                plan[t] = Quotient::Tanh { scale };
+            }
+        }
+        let p = user[i];
+        if uses[i] == 1 && f32_op(p, KOp::Binary(BinaryOp::Mul)) && stage(p) == stage(i) {
+            let sum = usize::from(body[p].args[1] == i);
+            let m = body[p].args[1 - sum];
+            if let Some((kept, 0.5)) = const_product(&plan, m, p) {
+                plan[m] = Quotient::Folded { kept };
+                plan[i] = Quotient::Sum { tanh, alone: false };
+                plan[p] = Quotient::Product { sum };
+            }
+        }
+    }
+    plan
 }
 
 /// A bound on the magnitude of each float kernel value, where its operands give one (constants,
@@ -303,10 +377,13 @@ pub(super) struct Emit {
     pub(super) body: Vec<KInstr>,
 }
 
-/// The integer [`Emit::reduce_ln2`] returns: `k + offset` or `offset - k`.
+/// The integer [`Emit::reduce_ln2`] returns: `k + offset` or `offset - k`, or (`Field`) the
+/// exponent field of `2^k`, `k + bias`, in its low bits and other bits above, which
+/// [`Emit::power_of_two`]'s shift drops: one instruction fewer.
 enum Count {
     Plus(i64),
     Minus(i64),
+    Field,
 }
 
 /// Where sin and cos reduce their argument: in f64, or (f32 arguments below
@@ -449,9 +526,14 @@ impl Emit {
         } else {
             (0.693_147_180_369_123_8, 1.908_214_929_270_587_7e-10)
         };
-        let (_, mant) = layout(t);
+        let (bias, mant) = layout(t);
         let it = int_of(t);
         let magic = 1.5 * 2f64.powi(mant as i32);
+        // With the bias in the constant, the sum's low bits are `k + bias` themselves.
+        let magic = match count {
+            Count::Field => magic + bias as f64,
+            _ => magic,
+        };
         let l = self.c(std::f64::consts::LOG2_E * scale, t);
         let m = self.c(magic, t);
         let shifted = self.fma(x, l, m, t);
@@ -471,6 +553,7 @@ impl Emit {
                 let mb = self.ci(magic_bits + offset, it);
                 self.sub(mb, bits, it)
             }
+            Count::Field => bits,
         };
         // Halving the parts of ln2 is exact.
         let h = self.c(-hi / scale, t);
@@ -479,19 +562,18 @@ impl Emit {
         (ki, self.fma(k, lo, r, t))
     }
 
-    /// f32 exp of `x` for `2 / (1 + exp(x))`: `x` clamped to [-87, 88.8], and one power of
+    /// f32 `1 + exp(x)` for `2 / (1 + exp(x))`: `x` clamped to [-87, 88.8], and one power of
     /// two, which is infinite for x from 88.38 on (where the quotient's exact value is
     /// subnormal, and rounds to 0 from 88.72), so the quotient is 0 there; from -87 down the
-    /// quotient is 2, as exactly.
-    fn exp_for_quotient(&mut self, x: usize, t: DType) -> usize {
+    /// quotient is 2, as exactly. The sum is the fma of the polynomial, the power and 1.
+    fn one_plus_exp(&mut self, x: usize, t: DType) -> usize {
         let xc = self.clamp_c(x, -87.0, 88.8, t);
-        let (bias, _) = layout(t);
-        let (field, r) = self.reduce_ln2(xc, 1.0, Count::Plus(bias), t);
+        let (field, r) = self.reduce_ln2(xc, 1.0, Count::Field, t);
         let p = self.poly(r, &F32_EXP_COEFFS, t);
         let one = self.c(1.0, t);
         let p = self.fma(p, r, one, t);
         let scale = self.power_of_two(field, t);
-        self.mul(p, scale, t)
+        self.fma(p, scale, one, t)
     }
 
     fn exp(&mut self, x: usize, t: DType) -> usize {
@@ -529,8 +611,7 @@ impl Emit {
             (-40.0, 40.0)
         };
         let xc = self.clamp_c(x, lo, hi, t);
-        let (bias, _) = layout(t);
-        let (field, r) = self.reduce_ln2(xc, 1.0, Count::Plus(bias), t);
+        let (field, r) = self.reduce_ln2(xc, 1.0, Count::Field, t);
         // expm1(r) = r + r²·(1/2 + r/6 + ...), rounded once at the end.
         let q = if t == DType::F32 {
             self.poly(r, &F32_EXPM1_COEFFS, t)
