@@ -118,6 +118,69 @@ fn kernel_clif_snapshot() {
     insta::assert_snapshot!("select_kernel", format!("{kernel}\n{clif}"));
 }
 
+/// Every benchmark workload's CPU program as compiled (../shared/bench/workloads.md; the MLP
+/// step as `jit(grad)` traces it): the fused program, then each kernel's IR and Cranelift IR.
+#[test]
+fn benchmark_programs_cpu_snapshots() {
+    let mut programs = common::benchmark_programs();
+    let sizes = [784, 1024, 1024, 10];
+    programs.push((
+        "w5_mlp_step",
+        trace(
+            |(p, x, y): (common::Mlp, Tensor, Tensor)| {
+                let g = ferrax::grad(|p: common::Mlp| common::mlp_loss(&p, &x, &y))(p.clone());
+                let layers = p.layers.iter().zip(&g.layers);
+                layers
+                    .map(|(p, g)| (&p.w - &g.w * 0.01, &p.b - &g.b * 0.01))
+                    .collect::<Vec<_>>()
+            },
+            &(
+                common::mlp_params(&sizes),
+                common::spec(&[256, 784]),
+                common::spec(&[256, 10]),
+            ),
+        )
+        .unwrap(),
+    ));
+    programs.push((
+        "w7_rowsum",
+        trace(|r: Tensor| r.sum(-1), &common::spec(&[4096, 4096])).unwrap(),
+    ));
+    for (name, func) in programs {
+        let (simple, _) = simplify(&func).unwrap();
+        let exe = CpuExecutable::compile(&simple).unwrap();
+        let mut listing = exe.fused().to_string();
+        for (kernel, clif) in exe.kernels() {
+            listing.push_str(&format!("\n{kernel}\n{clif}"));
+        }
+        insta::assert_snapshot!(format!("cpu_{name}"), listing);
+    }
+}
+
+/// The schedule puts fusible work that the trace interleaved with other work back together:
+/// here the sum after `x·3` joins its kernel across the unrelated `y - 1` (of another size),
+/// which stays a kernel of its own, and the bits are the interpreter's.
+#[test]
+fn interleaved_elementwise_work_fuses_across_other_work() {
+    let func = trace(
+        |(x, y): (Tensor, Tensor)| {
+            let a = &x * 3.0;
+            let b = &y - 1.0;
+            let c = a.maximum(&x) + 2.0;
+            (c, b)
+        },
+        &(common::spec(&[64, 32]), common::spec(&[16])),
+    )
+    .unwrap();
+    let exe = CpuExecutable::compile(&func).unwrap();
+    assert_eq!(exe.kernels().count(), 2, "{}", exe.fused());
+    insta::assert_snapshot!("interleaved_fused", exe.fused());
+    for seed in 0..3 {
+        let args = inputs(&func, seed);
+        assert_eq!(exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+    }
+}
+
 #[test]
 fn softmax_is_one_row_kernel() {
     for dtype in [DType::F32, DType::F64] {

@@ -1,5 +1,5 @@
-//! `FERRAX_DUMP=dir` writes every traced and derived program, the simplifier's report, and
-//! the kernels (kernel IR, Cranelift IR and PTX). Its own test binary, because the
+//! `FERRAX_DUMP=dir` writes every traced and derived program, the simplifier's report, the
+//! fused program and the kernels (kernel IR, Cranelift IR and PTX). Its own test binary, because the
 //! variable is process-wide.
 #![allow(clippy::unwrap_used)]
 
@@ -28,8 +28,9 @@ fn dump_writes_traced_forward_linearized_and_transposed_programs() {
             "0003-step.traced.ir",
             "0004-step.simplified.ir",
             "0005-step.simplify.txt",
-            "0006-step.kernels.txt",
-            "0007-step.ptx"
+            "0006-step.fused.txt",
+            "0007-step.kernels.txt",
+            "0008-step.ptx"
         ]
     );
     let read = |n: &str| std::fs::read_to_string(dir.join(n)).unwrap();
@@ -38,13 +39,18 @@ fn dump_writes_traced_forward_linearized_and_transposed_programs() {
         ferrax::ir::parse_func(&read(n)).unwrap();
     }
     assert!(read("0005-step.simplify.txt").contains("stage algebra+layout: stopped:"));
-    let kernels = read("0006-step.kernels.txt");
+    let fused = read("0006-step.fused.txt");
+    assert!(
+        fused.contains("  // kernel @step_k0\n") && fused.contains("cos"),
+        "{fused}"
+    );
+    let kernels = read("0007-step.kernels.txt");
     assert!(
         kernels.contains("kernel @step_k0") && kernels.contains("function u0:0"),
         "{kernels}"
     );
     assert!(read("0000-f.forward.ir").contains("sin"));
-    assert!(read("0007-step.ptx").contains(".visible .entry step_k0("));
+    assert!(read("0008-step.ptx").contains(".visible .entry step_k0("));
     assert!(read("0002-f_vjp.transposed.ir").contains("cos"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -15,7 +15,7 @@ use ferrax::compiler::kernel::Kernel;
 use ferrax::compiler::simplify::simplify;
 use ferrax::ir::Func;
 use ferrax::ir::ReduceOp;
-use ferrax::{nn, trace, DType, Tensor, TensorType};
+use ferrax::{trace, DType, Tensor, TensorType};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -24,48 +24,9 @@ fn kernels_of(func: &Func) -> Vec<Kernel> {
     GpuPlan::new(&simple, PtxTarget::Sm80).unwrap().kernels
 }
 
-fn gelu(x: Tensor) -> Tensor {
-    (&x * 0.5) * ((((&x * &x * &x) * 0.044715 + &x) * 0.7978845608).tanh() + 1.0) * 1.5 + 0.25
-}
-
-fn sin_chain(x: Tensor) -> Tensor {
-    (0..8).fold(x, |y, _| y.sin() * 1.01 + 0.1)
-}
-
-/// The elementwise parts of the benchmark workloads, by name.
-fn benchmark_programs() -> Vec<(&'static str, Func)> {
-    let rows = Tensor::spec(DType::F32, [4096, 1024]);
-    vec![
-        (
-            "w1_gelu",
-            trace(gelu, &Tensor::spec(DType::F32, [1 << 24])).unwrap(),
-        ),
-        (
-            "w8_sin_chain",
-            trace(sin_chain, &Tensor::spec(DType::F32, [1 << 22])).unwrap(),
-        ),
-        (
-            "w2_softmax",
-            trace(|x: Tensor| nn::softmax(&x, -1), &rows).unwrap(),
-        ),
-        (
-            "w3_layernorm",
-            trace(
-                |(x, g, b): (Tensor, Tensor, Tensor)| common::layernorm(&x, &g, &b),
-                &(
-                    rows.clone(),
-                    Tensor::spec(DType::F32, [1024]),
-                    Tensor::spec(DType::F32, [1024]),
-                ),
-            )
-            .unwrap(),
-        ),
-    ]
-}
-
 #[test]
 fn benchmark_kernels_ptx_snapshots() {
-    for (name, func) in benchmark_programs() {
+    for (name, func) in common::benchmark_programs() {
         let kernels = kernels_of(&func);
         assert!(!kernels.is_empty(), "{name} has no kernel");
         let ptx = render_module(&kernels, &[], &[], PtxTarget::Sm80).unwrap();
@@ -84,7 +45,7 @@ fn half_precision_kernel_ptx_snapshot() {
     .unwrap();
     let (simple, _) = simplify(&func).unwrap();
     let plan = GpuPlan::new(&simple, PtxTarget::Sm80).unwrap();
-    assert_eq!(plan.host_ops(&simple), Vec::<&str>::new());
+    assert_eq!(plan.host_ops(), Vec::<&str>::new());
     insta::assert_snapshot!("ptx_half_precision", plan.ptx);
 }
 
@@ -99,7 +60,7 @@ fn strided_copy_ptx_snapshot() {
     )
     .unwrap();
     let plan = GpuPlan::new(&func, PtxTarget::Sm80).unwrap();
-    assert_eq!(plan.host_ops(&func), Vec::<&str>::new());
+    assert_eq!(plan.host_ops(), Vec::<&str>::new());
     assert_eq!(plan.copies.len(), 2);
     insta::assert_snapshot!("ptx_copies", plan.ptx);
 }
@@ -131,7 +92,7 @@ fn reduction_kernels_ptx_snapshot() {
 
 #[test]
 fn benchmark_programs_gradients_and_attention_run_entirely_on_the_gpu() {
-    let mut programs = benchmark_programs();
+    let mut programs = common::benchmark_programs();
     programs.extend(common::gradient_programs());
     programs.push((
         "w4_matmul",
@@ -176,7 +137,7 @@ fn benchmark_programs_gradients_and_attention_run_entirely_on_the_gpu() {
     for (name, func) in programs {
         let (simple, _) = simplify(&func).unwrap();
         let plan = GpuPlan::new(&simple, PtxTarget::Sm90).unwrap();
-        assert_eq!(plan.host_ops(&simple), Vec::<&str>::new(), "{name}");
+        assert_eq!(plan.host_ops(), Vec::<&str>::new(), "{name}");
     }
 }
 
@@ -202,7 +163,7 @@ fn every_kernel_assembles_with_ptxas() {
     };
     let mut programs = common::corpus();
     programs.extend(common::gradient_programs());
-    programs.extend(benchmark_programs());
+    programs.extend(common::benchmark_programs());
     // The GPU's own partition (f16/bf16 kernels included); what it leaves to the host path
     // (float remainder, for one) is not rendered.
     let mut kernels = Vec::new();

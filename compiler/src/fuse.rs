@@ -2,17 +2,24 @@
 //! one element count, compiled to a single loop) or one op left to the library path (the
 //! reference interpreter for now). Values that live only inside a kernel never touch memory.
 //!
-//! The partition keeps program order: a kernel is a maximal run of consecutive fusible
-//! instructions with the same element count. Where the backend has row kernels, a run that
+//! [`schedule`] first reorders the program on its dataflow graph so that fusible instructions
+//! of one element count that the dependencies allow together sit together (the order a tracer
+//! emits interleaves them with unrelated work: in an MLP step, the ReLU after a matrix product
+//! was split from the mask beside it by the loss's arithmetic). The partition then keeps that
+//! order: a kernel is a maximal run of consecutive fusible instructions with the same element
+//! count. Where the backend has row kernels, a run that
 //! reduces over trailing axes (softmax, layernorm, row sums) becomes one row kernel instead: its
 //! elementwise producers, the reductions, the per-row arithmetic on their results and the
 //! elementwise consumers of those, all in one pass over each row's data per reduction.
 
 use crate::kernel::Access;
-use ferrax_ir::{DType, Func, Op, ReduceOp, Scalar, TensorType, UnaryOp, ValueId};
+use ferrax_ir::{DType, Func, Instr, Op, ReduceOp, Scalar, TensorType, UnaryOp, ValueId};
+use petgraph::graph::{DiGraph, NodeIndex};
+use petgraph::Direction;
+use std::collections::BTreeSet;
 
 /// One step of a fused program.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Step {
     /// Instructions `start..end` of the body, fused into one kernel.
     Kernel { start: usize, end: usize },
@@ -119,6 +126,128 @@ pub fn broadcast_access(
     }
 }
 
+/// `func` with its instructions in a dataflow order that keeps fusible work together: a list
+/// schedule that, after an instruction a kernel of `types` could compute, takes next a ready
+/// one of the same element count that reads a value of the current run if there is one, and
+/// otherwise the ready instruction that came first. (A ready instruction that reads nothing of
+/// the run, such as a broadcast of a parameter, would only leave the kernel as an extra
+/// output.) Only the order changes (values are renumbered), so results are the same.
+pub fn schedule(func: &Func, types: KernelTypes) -> Func {
+    let n = func.body.len();
+    let params = func.params.len();
+    let producer = |a: &ValueId| a.index().checked_sub(params);
+    // Constants and broadcasts of parameters and constants: placed just before their first
+    // user rather than where they were traced.
+    let mut leaf = vec![false; n];
+    for (i, ins) in func.body.iter().enumerate() {
+        leaf[i] = match ins.op {
+            Op::Constant(_) => true,
+            Op::BroadcastInDim { .. } => {
+                ins.args.iter().all(|a| producer(a).is_none_or(|j| leaf[j]))
+            }
+            _ => false,
+        };
+    }
+    let mut graph = DiGraph::<usize, ()>::with_capacity(n, n);
+    let nodes: Vec<NodeIndex> = (0..n).map(|i| graph.add_node(i)).collect();
+    for (i, ins) in func.body.iter().enumerate() {
+        for j in ins.args.iter().filter_map(producer) {
+            if !leaf[j] {
+                graph.update_edge(nodes[j], nodes[i], ());
+            }
+        }
+    }
+    let mut waiting: Vec<usize> = nodes
+        .iter()
+        .map(|&v| graph.neighbors_directed(v, Direction::Incoming).count())
+        .collect();
+    let class: Vec<Option<usize>> = (0..n)
+        .map(|i| {
+            let joins = fusible(func, i, types) || row_reduction(func, i, types).is_some();
+            joins.then(|| func.body[i].ty.numel())
+        })
+        .collect();
+    let mut ready: BTreeSet<usize> = (0..n).filter(|&i| !leaf[i] && waiting[i] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    let mut placed = vec![false; n];
+    // The instructions of the current run of one class.
+    let mut run = vec![false; n];
+    let mut current = None;
+    let joins_run = |i: usize, run: &[bool]| {
+        func.body[i]
+            .args
+            .iter()
+            .filter_map(producer)
+            .any(|j| run[j])
+    };
+    while let Some(i) = current
+        .and_then(|c| {
+            ready
+                .iter()
+                .copied()
+                .find(|&i| class[i] == Some(c) && joins_run(i, &run))
+        })
+        .or_else(|| ready.first().copied())
+    {
+        ready.remove(&i);
+        if class[i].is_none() || class[i] != current {
+            run.fill(false);
+        }
+        run[i] = true;
+        current = class[i];
+        place(func, i, &leaf, &mut placed, &mut order);
+        for user in graph.neighbors_directed(nodes[i], Direction::Outgoing) {
+            let u = graph[user];
+            waiting[u] -= 1;
+            if waiting[u] == 0 {
+                ready.insert(u);
+            }
+        }
+    }
+    // Leaves that only the outputs use.
+    for i in 0..n {
+        place(func, i, &leaf, &mut placed, &mut order);
+    }
+    let mut renamed: Vec<ValueId> = (0..params).map(|i| ValueId(i as u32)).collect();
+    renamed.resize(params + n, ValueId(0));
+    for (k, &i) in order.iter().enumerate() {
+        renamed[params + i] = ValueId((params + k) as u32);
+    }
+    Func {
+        name: func.name.clone(),
+        params: func.params.clone(),
+        body: order
+            .iter()
+            .map(|&i| {
+                let ins = &func.body[i];
+                Instr {
+                    op: ins.op.clone(),
+                    args: ins.args.iter().map(|a| renamed[a.index()]).collect(),
+                    ty: ins.ty.clone(),
+                }
+            })
+            .collect(),
+        outputs: func.outputs.iter().map(|o| renamed[o.index()]).collect(),
+    }
+}
+
+/// Appends instruction `i` to `order` unless it is there already, after the leaves it reads
+/// (see [`schedule`]) that are not.
+fn place(func: &Func, i: usize, leaf: &[bool], placed: &mut [bool], order: &mut Vec<usize>) {
+    if placed[i] {
+        return;
+    }
+    placed[i] = true;
+    for a in &func.body[i].args {
+        if let Some(j) = a.index().checked_sub(func.params.len()) {
+            if leaf[j] {
+                place(func, j, leaf, placed, order);
+            }
+        }
+    }
+    order.push(i);
+}
+
 /// The steps of `func`, in program order, for kernels of `types`.
 pub fn partition(func: &Func, types: KernelTypes) -> Vec<Step> {
     let mut steps = Vec::new();
@@ -157,6 +286,41 @@ pub fn partition(func: &Func, types: KernelTypes) -> Vec<Step> {
         i = end;
     }
     materialize_constants(func, steps)
+}
+
+/// `func` printed with a comment before each step naming what runs it (`names[k]` for
+/// `steps[k]`; a run of steps of one name is named once): the fused program. Splat constants
+/// that only kernels read, which no step makes, are marked as inlined.
+pub fn listing(func: &Func, steps: &[Step], names: &[String]) -> String {
+    let inlined = "inlined into kernels".to_string();
+    let mut heads: Vec<Option<&String>> = vec![Some(&inlined); func.body.len()];
+    for (step, name) in steps.iter().zip(names) {
+        if let Step::Kernel { start, end } | Step::Rows { start, end, .. } = *step {
+            heads[start..end].fill(None);
+            heads[start] = Some(name);
+        }
+    }
+    for (step, name) in steps.iter().zip(names) {
+        if let Step::Op { index } = *step {
+            if heads[index].is_some() {
+                heads[index] = Some(name);
+            }
+        }
+    }
+    let text = func.to_string();
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut last = None;
+    for (k, line) in text.lines().enumerate() {
+        if let Some(&Some(head)) = k.checked_sub(1).and_then(|i| heads.get(i)) {
+            if last != Some(head) {
+                out.push_str(&format!("  // {head}\n"));
+                last = Some(head);
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// The splat value of `v` when it is a splat constant, or a broadcast or reshape of one.

@@ -322,6 +322,45 @@ pub fn inputs(func: &Func, seed: u64) -> Vec<Array> {
 }
 
 /// Gradient programs of the corpus' composite functions.
+pub fn gelu(x: Tensor) -> Tensor {
+    (&x * 0.5) * ((((&x * &x * &x) * 0.044715 + &x) * 0.7978845608).tanh() + 1.0) * 1.5 + 0.25
+}
+
+pub fn sin_chain(x: Tensor) -> Tensor {
+    (0..8).fold(x, |y, _| y.sin() * 1.01 + 0.1)
+}
+
+/// The elementwise parts of the benchmark workloads (../shared/bench/workloads.md), by name.
+pub fn benchmark_programs() -> Vec<(&'static str, Func)> {
+    let rows = Tensor::spec(DType::F32, [4096, 1024]);
+    vec![
+        (
+            "w1_gelu",
+            trace(gelu, &Tensor::spec(DType::F32, [1 << 24])).unwrap(),
+        ),
+        (
+            "w8_sin_chain",
+            trace(sin_chain, &Tensor::spec(DType::F32, [1 << 22])).unwrap(),
+        ),
+        (
+            "w2_softmax",
+            trace(|x: Tensor| nn::softmax(&x, -1), &rows).unwrap(),
+        ),
+        (
+            "w3_layernorm",
+            trace(
+                |(x, g, b): (Tensor, Tensor, Tensor)| layernorm(&x, &g, &b),
+                &(
+                    rows.clone(),
+                    Tensor::spec(DType::F32, [1024]),
+                    Tensor::spec(DType::F32, [1024]),
+                ),
+            )
+            .unwrap(),
+        ),
+    ]
+}
+
 pub fn gradient_programs() -> Vec<(&'static str, Func)> {
     let p = mlp_params(&[4, 8, 8, 3]);
     vec![

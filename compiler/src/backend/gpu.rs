@@ -9,7 +9,7 @@ use super::gemm::{plan_gemm, plan_permuted_gemm, Gemm};
 use super::ptx::copy::CopyKernel;
 use super::ptx::reduce::ReduceKernel;
 use super::ptx::{entry_name, legalize, render_module, PtxError, PtxTarget};
-use crate::fuse::{partition, KernelTypes, Step};
+use crate::fuse::{partition, schedule, KernelTypes, Step};
 use crate::kernel::{Kernel, Role};
 use ferrax_ir::{verify, Func, Op, ValueId};
 use ferrax_runtime::cuda::{CudaDevice, CudaError, DeviceArray, Function};
@@ -74,6 +74,8 @@ pub struct GpuExecutable {
 /// What a program becomes on the GPU, before any device is involved: its steps, kernels and
 /// PTX module.
 pub struct GpuPlan {
+    /// The program as planned: scheduled for fusion (see [`schedule`]).
+    pub func: Func,
     steps: Vec<GpuStep>,
     pub kernels: Vec<Kernel>,
     pub reductions: Vec<ReduceKernel>,
@@ -84,6 +86,7 @@ pub struct GpuPlan {
 impl GpuPlan {
     pub fn new(func: &Func, target: PtxTarget) -> Result<GpuPlan, GpuError> {
         verify(func)?;
+        let func = &schedule(func, KernelTypes::GPU);
         let mut steps = Vec::new();
         let mut kernels = Vec::new();
         let mut reductions = Vec::new();
@@ -174,6 +177,7 @@ impl GpuPlan {
         }
         let ptx = render_module(&kernels, &reductions, &copies, target)?;
         Ok(GpuPlan {
+            func: func.clone(),
             steps,
             kernels,
             reductions,
@@ -183,8 +187,8 @@ impl GpuPlan {
     }
 
     /// The instructions that run on the host path, by op name.
-    pub fn host_ops<'f>(&self, func: &'f Func) -> Vec<&'f str> {
-        host_ops(&self.steps, func)
+    pub fn host_ops(&self) -> Vec<&str> {
+        host_ops(&self.steps, &self.func)
     }
 }
 
@@ -228,12 +232,12 @@ impl GpuExecutable {
             })
             .map(|i| {
                 // The interpreter materializes splats to their full shape.
-                let host = eval_op(&func.body[i].op, &[])?;
+                let host = eval_op(&plan.func.body[i].op, &[])?;
                 Ok((i, device.upload(&host)?))
             })
             .collect::<Result<_, GpuError>>()?;
         Ok(GpuExecutable {
-            func: func.clone(),
+            func: plan.func,
             device: device.clone(),
             constants,
             steps: plan.steps,

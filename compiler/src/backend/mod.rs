@@ -8,7 +8,7 @@ pub mod gemm;
 pub mod gpu;
 pub mod ptx;
 
-use crate::fuse::{partition, KernelTypes, Step};
+use crate::fuse::{listing, partition, schedule, KernelTypes, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::{lower, Kernel, Role};
 use clif::KernelFn;
@@ -47,7 +47,10 @@ enum ExecStep {
 
 /// A program compiled for the CPU.
 pub struct CpuExecutable {
+    /// The program as compiled: scheduled for fusion (see [`schedule`]).
     func: Func,
+    /// `func` annotated with the step that runs each instruction.
+    fused: String,
     steps: Vec<ExecStep>,
     kernels: Vec<Kernel>,
     code: clif::Compiled,
@@ -170,19 +173,31 @@ fn data_ptr_mut(e: &mut Elements) -> *mut u8 {
 impl CpuExecutable {
     pub fn compile(func: &Func) -> Result<CpuExecutable, BackendError> {
         verify(func)?;
+        let func = &schedule(func, KernelTypes::CPU);
         let mut steps = Vec::new();
         let mut kernels = Vec::new();
-        for step in partition(func, KernelTypes::CPU) {
+        let partition = partition(func, KernelTypes::CPU);
+        let mut names = Vec::with_capacity(partition.len());
+        for &step in &partition {
             match step {
-                Step::Op { index } => steps.push(match &func.body[index].op {
-                    ferrax_ir::Op::DotGeneral(dims) => match plan_gemm(func, index, dims) {
-                        Some(g) => ExecStep::Gemm(index, g),
-                        None => ExecStep::Op(index),
-                    },
-                    _ => ExecStep::Op(index),
-                }),
+                Step::Op { index } => {
+                    let step = match &func.body[index].op {
+                        ferrax_ir::Op::DotGeneral(dims) => match plan_gemm(func, index, dims) {
+                            Some(g) => ExecStep::Gemm(index, g),
+                            None => ExecStep::Op(index),
+                        },
+                        _ => ExecStep::Op(index),
+                    };
+                    let runner = match step {
+                        ExecStep::Gemm(..) => "gemm",
+                        _ => "interpreter",
+                    };
+                    names.push(runner.to_string());
+                    steps.push(step);
+                }
                 Step::Kernel { start, end } => {
                     let name = format!("{}_k{}", func.name, kernels.len());
+                    names.push(format!("kernel @{name}"));
                     let kernel = lower(func, start, end, name)
                         .ok_or(BackendError::Lowering { start, end })?;
                     steps.push(ExecStep::Kernel(kernels.len()));
@@ -195,6 +210,7 @@ impl CpuExecutable {
                     cols,
                 } => {
                     let name = format!("{}_k{}", func.name, kernels.len());
+                    names.push(format!("row kernel @{name}"));
                     let kernel = lower_rows(func, (start, end), (rows, cols), name)
                         .ok_or(BackendError::Lowering { start, end })?;
                     steps.push(ExecStep::Kernel(kernels.len()));
@@ -206,6 +222,7 @@ impl CpuExecutable {
         let (frees, memory) = plan_memory(func, &kernels, &steps);
         Ok(CpuExecutable {
             func: func.clone(),
+            fused: listing(func, &partition, &names),
             steps,
             kernels,
             code,
@@ -213,6 +230,12 @@ impl CpuExecutable {
             memory,
             pool: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The fused program: the program as scheduled for fusion, each step headed by what runs
+    /// it (a kernel by name, gemm or the interpreter). Kernels name values as it does.
+    pub fn fused(&self) -> &str {
+        &self.fused
     }
 
     /// The memory plan's figures (peak bytes of live values, against keeping them all).

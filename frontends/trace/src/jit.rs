@@ -91,6 +91,12 @@ impl<I: Tree, O: Tree> Lowered<I, O> {
         &self.program.simplify_report
     }
 
+    /// The CPU program as fused: scheduled for fusion, each step headed by what runs it (a
+    /// kernel, gemm or the interpreter), for CPU programs.
+    pub fn fused(&self) -> Option<&str> {
+        self.program.executable.as_ref().map(CpuExecutable::fused)
+    }
+
     /// The CPU program's fused kernels, each in kernel IR followed by its Cranelift IR.
     pub fn kernels(&self) -> Vec<String> {
         self.program
@@ -348,6 +354,7 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         let executable = if gpu.is_none() && traced.captures.is_empty() && use_cpu_backend() {
             let exe =
                 CpuExecutable::compile(&traced.func).map_err(|e| Error::Backend(e.to_string()))?;
+            crate::dump::write_text("fused.txt", &traced.func.name, exe.fused());
             let m = exe.memory();
             let mut listing = vec![format!(
                 "// memory: inputs {} B, outputs {} B, peak {} B (without the plan: {} B)",
