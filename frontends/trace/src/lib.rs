@@ -23,4 +23,4 @@ pub use transforms::{
     custom_vjp, custom_vjp_named, grad, grad_with_aux, hessian, jvp, value_and_grad,
     value_and_grad_with_aux, vjp, Pullback,
 };
-pub use tree::{Tree, TreeDef};
+pub use tree::{Static, StaticValue, Tree, TreeDef};

@@ -2,7 +2,10 @@
 //! plus a [`TreeDef`] describing its structure, and rebuilds from them.
 
 use crate::{Error, Result, Tensor};
+use std::any::{type_name, Any};
 use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// The structure of a tree with its leaves taken out.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -12,6 +15,60 @@ pub enum TreeDef {
     None,
     /// A struct, tuple, array or vector with these children, in order.
     Node(Vec<TreeDef>),
+    /// A [`Static`] value.
+    Static(StaticValue),
+}
+
+/// A value of a tree that is not traced (JAX's `static_argnums`): the function receives it as
+/// is, and it is part of the tree's structure, so of `jit`'s cache key. A call with another
+/// value (by the value's `Eq`) traces and compiles again.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Static<T>(pub T);
+
+/// The value of a [`Static`] inside a [`TreeDef`], compared and hashed by its own type's `Eq`
+/// and `Hash` (values of different types differ).
+#[derive(Clone)]
+pub struct StaticValue(Arc<dyn StaticKey>);
+
+trait StaticKey: Any + fmt::Debug + Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+    fn equals(&self, other: &dyn StaticKey) -> bool;
+    fn hash_into(&self, state: &mut dyn Hasher);
+}
+
+impl<T: Any + fmt::Debug + Eq + Hash + Send + Sync> StaticKey for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn equals(&self, other: &dyn StaticKey) -> bool {
+        other.as_any().downcast_ref::<T>() == Some(self)
+    }
+
+    fn hash_into(&self, mut state: &mut dyn Hasher) {
+        std::any::TypeId::of::<T>().hash(&mut state);
+        self.hash(&mut state);
+    }
+}
+
+impl PartialEq for StaticValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.equals(&*other.0)
+    }
+}
+
+impl Eq for StaticValue {}
+
+impl Hash for StaticValue {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash_into(state);
+    }
+}
+
+impl fmt::Debug for StaticValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 impl TreeDef {
@@ -29,7 +86,7 @@ impl TreeDef {
     pub fn num_leaves(&self) -> usize {
         match self {
             TreeDef::Leaf => 1,
-            TreeDef::None => 0,
+            TreeDef::None | TreeDef::Static(_) => 0,
             TreeDef::Node(c) => c.iter().map(TreeDef::num_leaves).sum(),
         }
     }
@@ -40,6 +97,7 @@ impl fmt::Display for TreeDef {
         match self {
             TreeDef::Leaf => f.write_str("*"),
             TreeDef::None => f.write_str("None"),
+            TreeDef::Static(v) => write!(f, "static {v:?}"),
             TreeDef::Node(c) => {
                 f.write_str("(")?;
                 for (i, d) in c.iter().enumerate() {
@@ -88,6 +146,23 @@ impl Tree for Tensor {
                 found: other.to_string(),
             }),
         }
+    }
+}
+
+impl<T: Clone + fmt::Debug + Eq + Hash + Send + Sync + 'static> Tree for Static<T> {
+    fn flatten(&self, _: &mut Vec<Tensor>) -> TreeDef {
+        TreeDef::Static(StaticValue(Arc::new(self.0.clone())))
+    }
+
+    fn unflatten(def: &TreeDef, _: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        let value = match def {
+            TreeDef::Static(v) => v.0.as_any().downcast_ref::<T>(),
+            _ => None,
+        };
+        value.cloned().map(Static).ok_or_else(|| Error::Tree {
+            expected: format!("a static {}", type_name::<T>()),
+            found: def.to_string(),
+        })
     }
 }
 
