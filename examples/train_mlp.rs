@@ -250,7 +250,10 @@ fn main() -> ferrax::Result<()> {
     let report = train(epochs, true, &device)?;
     println!("final training loss {:.4}", report.final_loss);
     println!("test accuracy {:.2}%", report.test_accuracy * 100.0);
-    println!("trace time {:.1} ms", report.compile_seconds * 1e3);
+    println!(
+        "compile time {:.1} ms (trace, differentiate, simplify, code generation)",
+        report.compile_seconds * 1e3
+    );
     println!("{:.0} steps/s", report.steps_per_second);
     Ok(())
 }

@@ -157,6 +157,34 @@ fn benchmark_programs_cpu_snapshots() {
     }
 }
 
+/// A dense layer is a matrix product on gemm and one kernel for its epilogue: the bias
+/// broadcast is read in place and the ReLU fused with the addition.
+#[test]
+fn dense_layer_is_gemm_then_one_epilogue_kernel() {
+    let func = trace(
+        |(x, w, b): (Tensor, Tensor, Tensor)| nn::relu(&(x.matmul(&w) + &b)),
+        &(
+            common::spec(&[64, 48]),
+            common::spec(&[48, 32]),
+            common::spec(&[32]),
+        ),
+    )
+    .unwrap();
+    let (simple, _) = simplify(&func).unwrap();
+    let exe = CpuExecutable::compile(&simple).unwrap();
+    let fused = exe.fused();
+    let steps: Vec<&str> = fused
+        .lines()
+        .filter(|l| l.trim_start().starts_with("//"))
+        .collect();
+    assert_eq!(steps, ["  // gemm", "  // kernel @main_k0"], "{fused}");
+    let (kernel, _) = exe.kernels().next().unwrap();
+    assert!(kernel.to_string().contains("[i % 32] = %2"), "{kernel}");
+    let args = inputs(&func, 1);
+    let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+    common::assert_close(&got[0], &want[0], 2e-5, "dense layer");
+}
+
 /// The schedule puts fusible work that the trace interleaved with other work back together:
 /// here the sum after `x·3` joins its kernel across the unrelated `y - 1` (of another size),
 /// which stays a kernel of its own, and the bits are the interpreter's.
@@ -346,6 +374,36 @@ fn memory_plan_frees_dead_values_and_reuses_donated_buffers() {
     let before = args[0].clone();
     exe.run(&args).unwrap();
     assert_eq!(args[0], before);
+}
+
+/// A donated input's buffer becomes a later value of the same run once the input is dead: here
+/// the doubled transpose is written into `x`'s buffer (`x·3` is returned, so no other
+/// buffer of that size is free). Without donation the result has a buffer of its own.
+#[test]
+fn a_donated_input_becomes_an_output() {
+    let func = trace(
+        |x: Tensor| {
+            let a = &x * 3.0;
+            (a.t() * 2.0, a)
+        },
+        &Tensor::spec(DType::F32, [64, 128]),
+    )
+    .unwrap();
+    let exe = CpuExecutable::compile(&func).unwrap();
+    let address = |a: &ferrax::Array| match a.elements() {
+        ferrax::ir::Elements::F32(v) => v.as_ptr() as usize,
+        _ => 0,
+    };
+    let args = inputs(&func, 4);
+    let want = interpret(&func, &args).unwrap();
+    let donated = address(&args[0]);
+    let got = exe.run_donated(args).unwrap();
+    assert!(got == want, "results differ from the interpreter's");
+    assert_eq!(address(&got[0]), donated, "{}", exe.fused());
+    let args = inputs(&func, 4);
+    let got = exe.run(&args).unwrap();
+    assert_ne!(address(&got[0]), address(&args[0]));
+    assert!(got == want, "results differ from the interpreter's");
 }
 
 #[test]
