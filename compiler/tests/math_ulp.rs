@@ -459,4 +459,9 @@ fn f32_kernels_compile_to_simd() {
         // sin and cos reduce their argument in f32, four lanes at a time, not as f64x2 halves.
         assert!(!code.clif[0].contains("fvpromote_low"), "{}", code.clif[0]);
     }
+    // pow computes in f64, as two halves of two lanes.
+    let k = kernel(KOp::Binary(BinaryOp::Pow), DType::F32, 2, 1024);
+    assert!(clif::vectorizable(&math::expand_for_host(&k)));
+    let code = clif::compile(std::slice::from_ref(&k)).unwrap();
+    assert!(code.clif[0].contains("fvpromote_low"), "{}", code.clif[0]);
 }

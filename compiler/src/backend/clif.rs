@@ -343,16 +343,30 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
             },
             _ => false,
         });
+    let wide = wide_values(kernel);
     buffers_ok
-        && kernel.body.iter().all(|ins| {
-            let wide = |d: DType| matches!(d, DType::F64 | DType::I64);
-            let wide_args = ins.args.iter().any(|&a| wide(kernel.body[a].dtype));
-            if wide(ins.dtype) || wide_args {
-                wide_op(kernel, ins)
+        && kernel.body.iter().enumerate().all(|(k, ins)| {
+            if wide[k] || ins.args.iter().any(|&a| wide[a]) {
+                wide_op(kernel, ins, &wide)
             } else {
                 vector_op(ins)
             }
         })
+}
+
+/// The values a vector kernel holds as two halves of two lanes: f64 and i64 values, and the
+/// bools computed from them (their masks have 64-bit lanes).
+fn wide_values(kernel: &Kernel) -> Vec<bool> {
+    let mut wide = Vec::with_capacity(kernel.body.len());
+    for ins in &kernel.body {
+        let w = match ins.dtype {
+            DType::F64 | DType::I64 => true,
+            DType::Bool => ins.args.iter().any(|&a| wide[a]),
+            _ => false,
+        };
+        wide.push(w);
+    }
+    wide
 }
 
 /// Whether an instruction has a vector form.
@@ -1403,8 +1417,8 @@ struct Consts<'a> {
 }
 
 impl Consts<'_> {
-    /// `x` in every lane: an f64 fills both halves of a vector of f64 values, and a bool is a
-    /// lane mask.
+    /// `x` in every lane: an f64 or i64 fills both halves of a vector of such values, and a
+    /// bool is a lane mask.
     fn vector(&mut self, b: &mut FunctionBuilder, x: Scalar) -> Val {
         let (ty, lane): (Type, Vec<u8>) = match x {
             Scalar::F32(v) => (types::F32X4, v.to_le_bytes().to_vec()),
@@ -1422,7 +1436,7 @@ impl Consts<'_> {
         });
         let flags = MemFlagsData::trusted().with_readonly();
         let v = b.ins().load(ty, flags, self.base, offset);
-        if ty == types::F64X2 {
+        if ty == types::F64X2 || ty == types::I64X2 {
             Val::Halves(v, v)
         } else {
             Val::One(v)
@@ -1493,7 +1507,20 @@ fn emit_val(
             let words = shuffle(b, lo, hi, low_words);
             Val::One(b.ins().bitcast(types::I32X4, lanes, words))
         }
-        (_, args) if ins.dtype == DType::F64 => {
+        (KOp::Select, &[Val::Halves(m0, m1), Val::Halves(x0, x1), Val::Halves(y0, y1)]) => {
+            // A mask of 64-bit lanes, as the data's type.
+            let ty = b.func.dfg.value_type(x0);
+            let mut pick = |m: Value, x: Value, y: Value| {
+                let m = if b.func.dfg.value_type(m) == ty {
+                    m
+                } else {
+                    b.ins().bitcast(ty, lanes, m)
+                };
+                b.ins().bitselect(m, x, y)
+            };
+            Val::Halves(pick(m0, x0, y0), pick(m1, x1, y1))
+        }
+        (_, args) => {
             let halves: Option<Vec<(Value, Value)>> = args
                 .iter()
                 .map(|a| match a {
@@ -1508,23 +1535,25 @@ fn emit_val(
                 emit_op(b, ins, &hi, true, funcs, unsupported)?,
             )
         }
-        (op, _) => return Err(unsupported(format!("vector {op:?} on f64 values"))),
     })
 }
 
-/// Whether a vector kernel runs `ins`, which makes or uses f64 values, as two f64x2 halves:
-/// conversions between f32 and f64, and the f64 arithmetic of f32 sin and cos's argument
-/// reduction.
-fn wide_op(kernel: &Kernel, ins: &KInstr) -> bool {
+/// Whether a vector kernel runs `ins`, which makes or uses wide values ([`wide_values`]), as
+/// two halves: f64 arithmetic, i64 integer arithmetic and shifts, bit casts between them,
+/// compares and bool logic on them, selects of f64 values, and conversions between f32 and
+/// f64 and from i64 to i32 (f32 sin and cos reduce in f64; f32 pow computes in f64).
+fn wide_op(kernel: &Kernel, ins: &KInstr, wide: &[bool]) -> bool {
     let args_are = |d: DType| ins.args.iter().all(|&a| kernel.body[a].dtype == d);
+    let all_wide = ins.args.iter().all(|&a| wide[a]);
     match (&ins.op, ins.dtype) {
         (KOp::Convert(_), DType::F64) => args_are(DType::F32) || args_are(DType::F64),
         (KOp::Convert(_), DType::F32) => args_are(DType::F64),
-        // The quadrant of sin and cos: an f64's bits, and their low words.
-        (KOp::Bitcast, DType::I64) => args_are(DType::F64),
         (KOp::Convert(_), DType::I32) => args_are(DType::I64),
-        (op, DType::F64) if args_are(DType::F64) => match op {
-            KOp::Const(_) | KOp::Fma => true,
+        (KOp::Bitcast, DType::I64) => args_are(DType::F64),
+        (KOp::Bitcast, DType::F64) => args_are(DType::I64),
+        _ if !all_wide => false,
+        (op, DType::F64) => match op {
+            KOp::Const(_) | KOp::Fma | KOp::Select => true,
             KOp::Unary(u) => matches!(
                 u,
                 UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::RoundEven
@@ -1533,6 +1562,20 @@ fn wide_op(kernel: &Kernel, ins: &KInstr) -> bool {
                 b,
                 BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div
             ),
+            _ => false,
+        },
+        (op, DType::I64) => match op {
+            KOp::Const(_) | KOp::ShiftLeft(_) | KOp::ShiftRight(_) => true,
+            KOp::Binary(b) => matches!(
+                b,
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::And | BinaryOp::Or | BinaryOp::Xor
+            ),
+            _ => false,
+        },
+        (op, DType::Bool) => match op {
+            KOp::Compare(_) => args_are(DType::F64) || args_are(DType::I64),
+            KOp::Unary(u) => *u == UnaryOp::Not,
+            KOp::Binary(b) => matches!(b, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor),
             _ => false,
         },
         _ => false,

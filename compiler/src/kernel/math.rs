@@ -491,6 +491,22 @@ impl Emit {
         self.select(above, hi, low, t)
     }
 
+    /// Integer `e` (an exponent, far below 2^51) as a float of type `t`. f64 adds it to the
+    /// bits of 1.5·2^52, whose last bit has weight one, and subtracts that again: exact, and
+    /// integer adds and bit casts where x86 has no two-lane i64 to f64 conversion before
+    /// AVX-512 (f32 pow computes in f64, two lanes to a vector).
+    fn exponent_to_float(&mut self, e: usize, t: DType) -> usize {
+        if t != DType::F64 {
+            return self.convert(e, t);
+        }
+        let magic = 1.5 * 2f64.powi(52);
+        let bits = self.ci(magic.to_bits() as i64, DType::I64);
+        let sum = self.add(e, bits, DType::I64);
+        let f = self.bitcast(sum, t);
+        let m = self.c(magic, t);
+        self.sub(f, m, t)
+    }
+
     /// Horner evaluation of `sum coeffs[i] * x^i`.
     fn poly(&mut self, x: usize, coeffs: &[f64], t: DType) -> usize {
         let mut acc = self.c(coeffs[coeffs.len() - 1], t);
@@ -680,7 +696,7 @@ impl Emit {
         let half = self.c(0.5, t);
         let m_half = self.mul(m, half, t);
         let m = self.select(big, m_half, m, t);
-        let ef = self.convert(e, t);
+        let ef = self.exponent_to_float(e, t);
         let one = self.c(1.0, t);
         let ef1 = self.add(ef, one, t);
         let ef = self.select(big, ef1, ef, t);
