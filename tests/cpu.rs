@@ -1217,6 +1217,122 @@ fn random_fusion_programs_match_the_interpreter() {
     );
 }
 
+/// Property test of fusion with what rounds differently: a random program (as above) whose
+/// first result goes through a transcendental, fused into the same kernels, and then a sum over
+/// its last axis. The bit-exact chain gives both sides the same operands, so the
+/// transcendental agrees with the interpreter to 3 ULP in f32 (one unit after rounding to f16
+/// or bf16; `1 + tanh`, which the interpreter computes with cancellation, to 2^-21), and the
+/// sum to the f32 accumulation bound, `(n + 4)·2^-23` of the sum of magnitudes (plus the
+/// terms' own tolerance for `1 + tanh`).
+#[test]
+fn random_fusion_programs_with_transcendentals_and_sums_agree_with_the_interpreter() {
+    let shapes = [(37, 24), (8, 3), (5, 64), (300, 260)];
+    let dtypes = ["f32", "f16", "bf16"];
+    let tails: [&[&str]; 11] = [
+        &["exp"],
+        &["tanh"],
+        &["logistic"],
+        &["sin"],
+        &["cos"],
+        &["log"],
+        &["expm1"],
+        &["log1p"],
+        &["rsqrt"],
+        &["tanh", "plus one"],
+        &["sqrt"],
+    ];
+    for seed in 0..240u64 {
+        let dtype = dtypes[seed as usize % dtypes.len()];
+        let shape = shapes[(seed as usize / dtypes.len()) % shapes.len()];
+        let tail = tails[(seed as usize / 12) % tails.len()];
+        let chain = ferrax::ir::parse_func(&random_fusion_program(seed, dtype, shape)).unwrap();
+        let text = with_tail(&chain, tail);
+        let func =
+            ferrax::ir::parse_func(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+        let (simple, _) = simplify(&func).unwrap();
+        let exe = CpuExecutable::compile(&simple).unwrap();
+        let args = float_inputs(&func, seed);
+        let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+        let plus_one = tail.contains(&"plus one");
+        let n = got[0].shape().numel();
+        for i in 0..n {
+            let (g, w) = (got[0].elements().get(i), want[0].elements().get(i));
+            let ulps = ferrax::ir::ulp_distance(g, w);
+            let close = ulps <= if dtype == "f32" { 3 } else { 1 }
+                || (plus_one && (g.to_f64() - w.to_f64()).abs() <= 2f64.powi(-21));
+            assert!(close, "seed {seed} element {i}: {g:?} want {w:?}\n{text}");
+        }
+        // One unit in the last place of a half-precision sum's rounding.
+        let unit = match dtype {
+            "f16" => 2f64.powi(-10),
+            "bf16" => 2f64.powi(-7),
+            _ => 0.0,
+        };
+        let terms = want[0].to_f64_vec();
+        let cols = terms.len() / got[1].shape().numel().max(1);
+        let (sums, want_sums) = (got[1].to_f64_vec(), want[1].to_f64_vec());
+        for (r, (&g, &w)) in sums.iter().zip(&want_sums).enumerate() {
+            let magnitude: f64 = terms[r * cols..(r + 1) * cols]
+                .iter()
+                .map(|t| t.abs())
+                .sum();
+            let mut bound = (cols as f64 + 4.0) * 2f64.powi(-23) * magnitude;
+            if plus_one {
+                bound += cols as f64 * 2f64.powi(-21);
+            }
+            let close =
+                g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= bound + w.abs() * unit;
+            assert!(close, "seed {seed} row {r}: sum {g} want {w}\n{text}");
+        }
+    }
+}
+
+/// `chain` returning its first result through `tail` (unary ops by name, "plus one" adding 1),
+/// and the sum of that over its last axis, as IR text.
+fn with_tail(chain: &ferrax::ir::Func, tail: &[&str]) -> String {
+    let printed = chain.to_string();
+    let body_end = printed.rfind("  return").unwrap();
+    let first_line = printed.find('\n').unwrap() + 1;
+    let mut body = printed[first_line..body_end].to_string();
+    let ty = chain.value_type(chain.outputs[0]).unwrap().clone();
+    let dtype = ty.dtype;
+    let mut at = chain.outputs[0].0 as usize;
+    let mut next = chain.num_values();
+    for op in tail {
+        if *op == "plus one" {
+            body.push_str(&format!("  %{next} = constant 1.0 : {ty}\n"));
+            body.push_str(&format!("  %{} = add %{at}, %{next} : {ty}\n", next + 1));
+            at = next + 1;
+            next += 2;
+        } else {
+            body.push_str(&format!("  %{next} = {op} %{at} : {ty}\n"));
+            at = next;
+            next += 1;
+        }
+    }
+    let dims = ty.shape.dims();
+    let (sum_ty, axes) = match dims.split_last() {
+        Some((_, lead)) => (
+            format!("{dtype}{:?}", lead).replace(' ', ""),
+            format!("[{}]", dims.len() - 1),
+        ),
+        None => (format!("{dtype}[]"), "[]".to_string()),
+    };
+    body.push_str(&format!(
+        "  %{next} = reduce_sum %{at}, axes={axes} : {sum_ty}\n"
+    ));
+    let params: Vec<String> = chain
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("%{i}: {t}"))
+        .collect();
+    format!(
+        "func @tail({}) -> ({ty}, {sum_ty}) {{\n{body}  return %{at}, %{next}\n}}\n",
+        params.join(", ")
+    )
+}
+
 /// Products of two operands stored contracting dimension last (`a · bᵀ`) are computed from a
 /// transposed copy of the rhs, or of the lhs with the result transposed back (whichever copies
 /// less; `gemm` is slow on that form). Both ways, batched, f32 and f64, with sizes that leave
