@@ -185,6 +185,86 @@ fn dense_layer_is_gemm_then_one_epilogue_kernel() {
     common::assert_close(&got[0], &want[0], 2e-5, "dense layer");
 }
 
+/// Masks and i32 arithmetic fuse (bool logic on both backends, i32 on the CPU) and give the
+/// interpreter's bits: wrapping add, sub, mul and neg, max, min, bitwise ops, compares,
+/// selects, and conversions between i32 and floats (truncating and saturating, NaN to 0; i32
+/// beyond 2^24 rounding to f32) over extreme values, in the vector loop and the scalar tail.
+#[test]
+fn masks_and_i32_arithmetic_fuse_bit_for_bit() {
+    let text = "func @main(%0: i32[67], %1: i32[67], %2: f32[67]) -> (i32[67], f32[67], bool[67]) {
+  %3 = add %0, %1 : i32[67]
+  %4 = mul %3, %0 : i32[67]
+  %5 = sub %4, %1 : i32[67]
+  %6 = neg %5 : i32[67]
+  %7 = max %6, %1 : i32[67]
+  %8 = min %7, %0 : i32[67]
+  %9 = xor %8, %3 : i32[67]
+  %10 = not %9 : i32[67]
+  %11 = and %10, %1 : i32[67]
+  %12 = or %11, %4 : i32[67]
+  %13 = convert %2 : i32[67]
+  %14 = add %12, %13 : i32[67]
+  %15 = gt %14, %0 : bool[67]
+  %16 = lt %2, %2 : bool[67]
+  %17 = not %16 : bool[67]
+  %18 = and %15, %17 : bool[67]
+  %19 = eq %13, %1 : bool[67]
+  %20 = or %18, %19 : bool[67]
+  %21 = xor %20, %15 : bool[67]
+  %22 = convert %14 : f32[67]
+  %23 = select %21, %22, %2 : f32[67]
+  return %14, %23, %21
+}";
+    // And through f64, which makes the kernel scalar.
+    let with_f64 = text.replace("bool[67]) {", "bool[67], f64[67]) {").replace(
+        "  return %14, %23, %21",
+        "  %24 = convert %14 : f64[67]\n  return %14, %23, %21, %24",
+    );
+    for (text, simd) in [(text.to_string(), true), (with_f64, false)] {
+        let func = ferrax::ir::parse_func(&text).unwrap();
+        let exe = CpuExecutable::compile(&func).unwrap();
+        assert_eq!(exe.kernels().count(), 1, "{}", exe.fused());
+        assert!(!exe.fused().contains("interpreter"), "{}", exe.fused());
+        let (_, clif) = exe.kernels().next().unwrap();
+        assert_eq!(clif.contains("i32x4"), simd, "{clif}");
+        check_masks_and_i32(&func, &exe);
+    }
+}
+
+fn check_masks_and_i32(func: &ferrax::ir::Func, exe: &CpuExecutable) {
+    let ints = |seed: i32| -> Vec<i32> {
+        let extremes = [
+            i32::MIN,
+            i32::MAX,
+            -1,
+            0,
+            1,
+            1 << 24,
+            (1 << 24) + 1,
+            -(1 << 30),
+        ];
+        (0..67)
+            .map(|i: i32| match i % 5 {
+                0 => extremes[(i as usize / 5 + seed.unsigned_abs() as usize) % extremes.len()],
+                _ => i.wrapping_mul(0x2F6B_3A17).wrapping_add(seed) >> (i % 13),
+            })
+            .collect()
+    };
+    let floats: Vec<f32> = (0..67)
+        .map(|i| match i % 6 {
+            0 => [f32::NAN, f32::INFINITY, -3e9, 2.5e9, -0.0, 16777217.0][i / 6 % 6],
+            _ => (i as f32 - 33.0) * 1234.567,
+        })
+        .collect();
+    let args = [
+        ferrax::Array::from_vec([67], ints(3)).unwrap(),
+        ferrax::Array::from_vec([67], ints(-7)).unwrap(),
+        ferrax::Array::from_vec([67], floats).unwrap(),
+    ];
+    let (got, want) = (exe.run(&args).unwrap(), interpret(func, &args).unwrap());
+    assert!(got == want, "results differ from the interpreter's");
+}
+
 /// The schedule puts fusible work that the trace interleaved with other work back together:
 /// here the sum after `x·3` joins its kernel across the unrelated `y - 1` (of another size),
 /// which stays a kernel of its own, and the bits are the interpreter's.

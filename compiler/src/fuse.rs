@@ -13,7 +13,7 @@
 //! elementwise consumers of those, all in one pass over each row's data per reduction.
 
 use crate::kernel::Access;
-use ferrax_ir::{DType, Func, Instr, Op, ReduceOp, Scalar, TensorType, UnaryOp, ValueId};
+use ferrax_ir::{BinaryOp, DType, Func, Instr, Op, ReduceOp, Scalar, TensorType, UnaryOp, ValueId};
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::Direction;
 use std::collections::BTreeSet;
@@ -35,24 +35,31 @@ pub enum Step {
 }
 
 /// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32)
-/// and bool always; row kernels where `rows` is set.
+/// and bool always; i32 arithmetic where `ints` is set; row kernels where `rows` is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelTypes {
     pub rows: bool,
+    pub ints: bool,
 }
 
 impl KernelTypes {
     /// The CPU code generator's set.
-    pub const CPU: KernelTypes = KernelTypes { rows: true };
+    pub const CPU: KernelTypes = KernelTypes {
+        rows: true,
+        ints: true,
+    };
     /// The PTX renderer's set (its reductions are kernels of their own).
-    pub const GPU: KernelTypes = KernelTypes { rows: false };
+    pub const GPU: KernelTypes = KernelTypes {
+        rows: false,
+        ints: false,
+    };
 
     pub fn float(self, d: DType) -> bool {
         matches!(d, DType::F32 | DType::F64 | DType::F16 | DType::BF16)
     }
 
     pub fn handles(self, d: DType) -> bool {
-        self.float(d) || d == DType::Bool
+        self.float(d) || d == DType::Bool || (self.ints && d == DType::I32)
     }
 }
 
@@ -68,21 +75,51 @@ fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
     let float_result = types.float(ins.ty.dtype);
     types_ok
         && match &ins.op {
-            Op::Unary(UnaryOp::Not) => false,
-            Op::Unary(_) | Op::Binary(_) => float_result,
+            // i32 arithmetic wraps, as the interpreter's does; division, remainders, shifts
+            // and abs (whose edge cases differ) stay with the interpreter.
+            Op::Unary(u) => match ins.ty.dtype {
+                DType::Bool => *u == UnaryOp::Not,
+                DType::I32 => matches!(u, UnaryOp::Neg | UnaryOp::Not),
+                _ => float_result && *u != UnaryOp::Not,
+            },
+            Op::Binary(b) => match ins.ty.dtype {
+                DType::Bool => b.is_logical(),
+                DType::I32 => {
+                    b.is_logical()
+                        || matches!(
+                            b,
+                            BinaryOp::Add
+                                | BinaryOp::Sub
+                                | BinaryOp::Mul
+                                | BinaryOp::Max
+                                | BinaryOp::Min
+                        )
+                }
+                _ => float_result && !b.is_logical(),
+            },
             Op::Compare(_) => ins
                 .args
                 .iter()
                 .filter_map(|&a| func.value_type(a))
                 .all(|t| t.dtype != DType::Bool),
-            Op::Select | Op::Clamp | Op::StopGradient => true,
+            Op::Select | Op::StopGradient => true,
+            Op::Clamp => float_result,
+            // Between i32 and f32 or f64 (truncating and saturating, NaN to 0, as the
+            // interpreter's): a half type would round i32 twice, through f32.
             Op::Convert { to } => {
                 let from = ins
                     .args
                     .first()
                     .and_then(|&a| func.value_type(a))
                     .map(|t| t.dtype);
-                from.is_some_and(|f| types.float(f)) && types.float(*to)
+                let wide_float = |d: DType| matches!(d, DType::F32 | DType::F64);
+                match (from, *to) {
+                    (Some(f), t) if types.float(f) && types.float(t) => true,
+                    (Some(DType::I32), t) | (Some(t), DType::I32) => {
+                        t == DType::I32 || wide_float(t)
+                    }
+                    _ => false,
+                }
             }
             Op::Constant(lit) => lit.is_splat(),
             // Broadcasts that are a scalar, a row or a column pattern are read in place.

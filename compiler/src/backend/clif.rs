@@ -1149,6 +1149,9 @@ fn emit_op(
             match op {
                 BinaryOp::Add => b.ins().iadd(x, y),
                 BinaryOp::Sub => b.ins().isub(x, y),
+                BinaryOp::Mul => b.ins().imul(x, y),
+                BinaryOp::Max => b.ins().smax(x, y),
+                BinaryOp::Min => b.ins().smin(x, y),
                 BinaryOp::And => b.ins().band(x, y),
                 BinaryOp::Or => b.ins().bor(x, y),
                 BinaryOp::Xor => b.ins().bxor(x, y),
@@ -1171,6 +1174,11 @@ fn emit_op(
         KOp::Bitcast => b.ins().bitcast(ty, MemFlagsData::new(), arg(0)),
         KOp::ShiftLeft(n) => b.ins().ishl_imm_u(arg(0), i64::from(*n)),
         KOp::ShiftRight(n) => b.ins().sshr_imm_u(arg(0), i64::from(*n)),
+        KOp::Unary(u) if ty.lane_type().is_int() => match u {
+            UnaryOp::Neg => b.ins().ineg(arg(0)),
+            UnaryOp::Not => b.ins().bnot(arg(0)),
+            other => return Err(unsupported(format!("integer {}", other.name()))),
+        },
         KOp::Unary(u) => {
             let x = arg(0);
             match u {
