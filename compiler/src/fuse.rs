@@ -207,37 +207,23 @@ pub fn schedule(func: &Func, types: KernelTypes) -> Func {
     let mut ready: BTreeSet<usize> = (0..n).filter(|&i| !leaf[i] && waiting[i] == 0).collect();
     let mut order = Vec::with_capacity(n);
     let mut placed = vec![false; n];
-    // The instructions of the current run of one class.
-    let mut run = vec![false; n];
-    let mut current = None;
-    let joins_run = |i: usize, run: &[bool]| {
-        func.body[i]
-            .args
-            .iter()
-            .filter_map(producer)
-            .any(|j| run[j])
-    };
-    while let Some(i) = current
-        .and_then(|c| {
-            ready
-                .iter()
-                .copied()
-                .find(|&i| class[i] == Some(c) && joins_run(i, &run))
-        })
-        .or_else(|| ready.first().copied())
-    {
+    // The ready instructions that read a value of the current run and share its class: an
+    // instruction becomes ready when the last instruction it reads is scheduled, so these are
+    // exactly the users made ready during the run that share its class.
+    // (Picking from `ready` only when none joins ends the run: `joining` is then empty.)
+    let mut joining: BTreeSet<usize> = BTreeSet::new();
+    while let Some(i) = joining.first().or_else(|| ready.first()).copied() {
         ready.remove(&i);
-        if class[i].is_none() || class[i] != current {
-            run.fill(false);
-        }
-        run[i] = true;
-        current = class[i];
+        joining.remove(&i);
         place(func, i, &leaf, &mut placed, &mut order);
         for user in graph.neighbors_directed(nodes[i], Direction::Outgoing) {
             let u = graph[user];
             waiting[u] -= 1;
             if waiting[u] == 0 {
                 ready.insert(u);
+                if class[i].is_some() && class[u] == class[i] {
+                    joining.insert(u);
+                }
             }
         }
     }
