@@ -7,10 +7,10 @@
 //! emits interleaves them with unrelated work: in an MLP step, the ReLU after a matrix product
 //! was split from the mask beside it by the loss's arithmetic). The partition then keeps that
 //! order: a kernel is a maximal run of consecutive fusible instructions with the same element
-//! count. Where the backend has row kernels, a run that
-//! reduces over trailing axes (softmax, layernorm, row sums) becomes one row kernel instead: its
-//! elementwise producers, the reductions, the per-row arithmetic on their results and the
-//! elementwise consumers of those, all in one pass over each row's data per reduction.
+//! count. Where the backend has row kernels, a run that reduces over trailing axes (softmax,
+//! layernorm, row sums) becomes one row kernel instead: its elementwise producers, the
+//! reductions, the per-row arithmetic on their results and the elementwise consumers of those,
+//! all in one pass over each row's data per reduction.
 
 use crate::kernel::Access;
 use ferrax_ir::{BinaryOp, DType, Func, Instr, Op, ReduceOp, Scalar, TensorType, UnaryOp, ValueId};

@@ -194,7 +194,8 @@ fn expand_with(kernel: &Kernel, host: bool) -> Kernel {
 enum Quotient {
     None,
     /// A product by a constant that its one user folds in: it reads the product's other
-    /// operand, `args[kept]`, instead. Exact: the folded constants are powers of two.
+    /// operand, `args[kept]`, instead. Exact: what folds into the constant is a power of two
+    /// (the -2 of `exp(-2u)`, the 2 of the quotient).
     Folded {
         kept: usize,
     },
