@@ -265,6 +265,115 @@ fn check_masks_and_i32(func: &ferrax::ir::Func, exe: &CpuExecutable) {
     assert!(got == want, "results differ from the interpreter's");
 }
 
+/// Reductions over leading axes run in the kernel of their elementwise producers (whose
+/// values then never touch memory), each launch part accumulating partial columns of its own,
+/// combined in part order: max and min give the interpreter's values (NaN for NaN, +0 over -0),
+/// sums agree to the f32 accumulation bound of their terms' magnitudes. Vector kernels
+/// (columns a multiple of 4, fewer than a step's 16 elements among them), scalar ones, threaded
+/// launches, f32 and f64, one and two leading axes.
+#[test]
+fn column_reductions_fuse_with_their_producers() {
+    let cases: [(DType, &[usize], usize); 7] = [
+        (DType::F32, &[37, 24], 1),
+        (DType::F32, &[3, 5, 10], 2),
+        (DType::F32, &[7, 5, 16], 1),
+        (DType::F64, &[300, 260], 1),
+        (DType::F32, &[600, 512], 1),
+        (DType::F32, &[1000, 12], 1),
+        (DType::F32, &[40, 8], 1),
+    ];
+    for (dtype, dims, leading) in cases {
+        let axes: Vec<usize> = (0..leading).collect();
+        let spec = Tensor::spec(dtype, dims.to_vec());
+        let func = trace(
+            |(x, y): (Tensor, Tensor)| {
+                let p = &x * &y - 1.5;
+                let d = &x - &y;
+                (
+                    p.sum(axes.clone()),
+                    p.max(axes.clone()),
+                    d.min(axes.clone()),
+                    d,
+                )
+            },
+            &(spec.clone(), spec),
+        )
+        .unwrap();
+        let exe = CpuExecutable::compile(&func).unwrap();
+        let fused = exe.fused();
+        assert_eq!(exe.kernels().count(), 1, "{fused}");
+        assert!(!fused.contains("interpreter"), "{fused}");
+        let (kernel, clif) = exe.kernels().next().unwrap();
+        let listing = kernel.to_string();
+        assert_eq!(listing.matches("accumulate").count(), 3, "{listing}");
+        let cols: usize = dims[leading..].iter().product();
+        let simd = dtype == DType::F32 && cols.is_multiple_of(4);
+        assert_eq!(clif.contains("f32x4"), simd, "{clif}");
+        // The product is not stored: only the difference is an output besides the partials.
+        assert_eq!(listing.matches("store").count(), 1, "{listing}");
+        let what = format!("{dtype} {dims:?} over {leading}");
+        for seed in 0..3 {
+            let args = float_inputs(&func, seed);
+            let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+            let same = |a: &ferrax::Array, b: &ferrax::Array| {
+                let (a, b) = (a.to_f64_vec(), b.to_f64_vec());
+                a.iter()
+                    .zip(&b)
+                    .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+            };
+            assert!(same(&got[1], &want[1]), "{what}: max");
+            assert!(same(&got[2], &want[2]), "{what}: min");
+            assert!(got[3] == want[3], "{what}: difference");
+            let cols = got[0].shape().numel();
+            let terms = interpret(
+                &ferrax::ir::parse_func(&format!(
+                    "func @p(%0: {t}, %1: {t}) -> ({t}) {{\n  %2 = mul %0, %1 : {t}\n  %3 = constant -1.5 : {t}\n  %4 = add %2, %3 : {t}\n  return %4\n}}",
+                    t = func.params[0]
+                ))
+                .unwrap(),
+                &args,
+            )
+            .unwrap()[0]
+                .to_f64_vec();
+            let rows = terms.len() / cols;
+            let (sums, want_sums) = (got[0].to_f64_vec(), want[0].to_f64_vec());
+            for c in 0..cols {
+                let magnitude: f64 = (0..rows).map(|r| terms[r * cols + c].abs()).sum();
+                let (g, w) = (sums[c], want_sums[c]);
+                let bound = (rows as f64 + 4.0) * 2f64.powi(-23) * magnitude;
+                let close = g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= bound;
+                assert!(close, "{what} seed {seed} column {c}: sum {g} want {w}");
+            }
+        }
+    }
+    // A kernel of column reductions alone, over a parameter: a threaded column sum.
+    let func = trace(
+        |x: Tensor| (x.sum(0), x.max(vec![0, 1])),
+        &Tensor::spec(DType::F32, [300, 4, 128]),
+    )
+    .unwrap();
+    let exe = CpuExecutable::compile(&func).unwrap();
+    assert_eq!(exe.kernels().count(), 1, "{}", exe.fused());
+    let args = float_inputs(&func, 5);
+    let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+    let (g, w) = (got[0].to_f64_vec(), want[0].to_f64_vec());
+    let x = args[0].to_f64_vec();
+    let magnitude: Vec<f64> = (0..512)
+        .map(|c| (0..300).map(|r| x[r * 512 + c].abs()).sum())
+        .collect();
+    for c in 0..512 {
+        let bound = 304.0 * 2f64.powi(-23) * magnitude[c];
+        let close =
+            g[c] == w[c] || (g[c].is_nan() && w[c].is_nan()) || (g[c] - w[c]).abs() <= bound;
+        assert!(close, "column {c}: sum {} want {}", g[c], w[c]);
+    }
+    let (g, w) = (got[1].to_f64_vec(), want[1].to_f64_vec());
+    assert!(g
+        .iter()
+        .zip(&w)
+        .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())));
+}
+
 /// The schedule puts fusible work that the trace interleaved with other work back together:
 /// here the sum after `x·3` joins its kernel across the unrelated `y - 1` (of another size),
 /// which stays a kernel of its own, and the bits are the interpreter's.

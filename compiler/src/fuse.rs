@@ -35,11 +35,13 @@ pub enum Step {
 }
 
 /// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32)
-/// and bool always; i32 arithmetic where `ints` is set; row kernels where `rows` is set.
+/// and bool always; i32 arithmetic where `ints` is set; row kernels where `rows` is set;
+/// reductions over leading axes inside flat kernels where `columns` is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelTypes {
     pub rows: bool,
     pub ints: bool,
+    pub columns: bool,
 }
 
 impl KernelTypes {
@@ -47,11 +49,13 @@ impl KernelTypes {
     pub const CPU: KernelTypes = KernelTypes {
         rows: true,
         ints: true,
+        columns: true,
     };
     /// The PTX renderer's set (its reductions are kernels of their own).
     pub const GPU: KernelTypes = KernelTypes {
         rows: false,
         ints: false,
+        columns: false,
     };
 
     pub fn float(self, d: DType) -> bool {
@@ -199,9 +203,9 @@ pub fn schedule(func: &Func, types: KernelTypes) -> Func {
         .map(|&v| graph.neighbors_directed(v, Direction::Incoming).count())
         .collect();
     let class: Vec<Option<usize>> = (0..n)
-        .map(|i| {
-            let joins = fusible(func, i, types) || row_reduction(func, i, types).is_some();
-            joins.then(|| func.body[i].ty.numel())
+        .map(|i| match row_reduction(func, i, types) {
+            Some(_) => Some(func.body[i].ty.numel()),
+            None => flat_len(func, i, types),
         })
         .collect();
     let mut ready: BTreeSet<usize> = (0..n).filter(|&i| !leaf[i] && waiting[i] == 0).collect();
@@ -286,15 +290,21 @@ pub fn partition(func: &Func, types: KernelTypes) -> Vec<Step> {
             i = end;
             continue;
         }
-        if !fusible(func, i, types) {
+        let Some(len) = flat_len(func, i, types) else {
             steps.push(Step::Op { index: i });
             i += 1;
             continue;
-        }
-        let len = func.body[i].ty.numel();
-        let mut end = i + 1;
-        while end < func.body.len() && fusible(func, end, types) && func.body[end].ty.numel() == len
+        };
+        // A column reduction's value is whole only after the kernel: what reads it is not in.
+        let mut columns: Vec<ValueId> = Vec::new();
+        let mut end = i;
+        while end < func.body.len()
+            && flat_len(func, end, types) == Some(len)
+            && !func.body[end].args.iter().any(|a| columns.contains(a))
         {
+            if column_reduction(func, end, types) {
+                columns.push(func.instr_value(end));
+            }
             end += 1;
         }
         // A kernel that only moves a constant or a scalar is not worth a launch.
@@ -396,6 +406,39 @@ fn materialize_constants(func: &Func, steps: Vec<Step>) -> Vec<Step> {
         }
     }
     out
+}
+
+/// The element count of the flat kernel instruction `i` can be part of: its own for a fusible
+/// instruction, its operand's for a column reduction.
+fn flat_len(func: &Func, i: usize, types: KernelTypes) -> Option<usize> {
+    if fusible(func, i, types) {
+        return Some(func.body[i].ty.numel());
+    }
+    if !column_reduction(func, i, types) {
+        return None;
+    }
+    func.value_type(func.body[i].args[0]).map(TensorType::numel)
+}
+
+/// Whether instruction `i` is a reduction a flat kernel computes as it goes (accumulating
+/// each column in partial results per launch part): a sum, max or min of f32 or f64 over
+/// leading axes, keeping at least one axis (bias gradients, layernorm's parameter gradients).
+pub fn column_reduction(func: &Func, i: usize, types: KernelTypes) -> bool {
+    let ins = &func.body[i];
+    let Op::Reduce { op, axes } = &ins.op else {
+        return false;
+    };
+    let Some(operand) = ins.args.first().and_then(|&a| func.value_type(a)) else {
+        return false;
+    };
+    let leading = axes.iter().enumerate().all(|(k, &a)| a == k);
+    types.columns
+        && matches!(ins.ty.dtype, DType::F32 | DType::F64)
+        && matches!(op, ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min)
+        && !axes.is_empty()
+        && leading
+        && axes.len() < operand.rank()
+        && operand.numel() > ins.ty.numel()
 }
 
 /// `(rows, cols)` of a reduction a row kernel computes: a sum, max or min of floats over the

@@ -334,6 +334,12 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
         .buffers
         .iter()
         .all(|b| match (b.dtype, b.access) {
+            // Each vector of a step loads, combines and stores its columns before the next
+            // loads, so vectors of one step may share columns.
+            (DType::F32, Access::Inner(n)) if matches!(b.role, Role::Partial(_)) => {
+                n.is_multiple_of(lanes)
+            }
+            (_, _) if matches!(b.role, Role::Partial(_)) => false,
             // Bools are bytes: LANES of them widen into a lane mask, and narrow back.
             (DType::Bool, access) => access == Access::Each,
             // f16 and bf16 buffers hold 16-bit lanes of i32 vectors.
@@ -1294,7 +1300,7 @@ fn emit_op(
             b.switch_to_block(join);
             result
         }
-        KOp::Load(_) | KOp::Store(_) | KOp::Reduce(_) | KOp::HostBeyond(_) => {
+        KOp::Load(_) | KOp::Store(_) | KOp::Reduce(_) | KOp::HostBeyond(_) | KOp::Accumulate(_) => {
             return Err(unsupported(format!("{:?} outside its stage", ins.op)))
         }
     };
@@ -1692,6 +1698,19 @@ fn emit_body(
                             load_elements(b, kernel_dtype(kernel, *buffer), ty, flags, addr)
                         }
                     }
+                }
+                KOp::Accumulate(buffer) => {
+                    let Role::Partial(op) = kernel.sig.buffers[*buffer].role else {
+                        return Err(unsupported("accumulating into a non-partial buffer".into()));
+                    };
+                    let addr = address(b, *buffer)?;
+                    let x = operand(b, ins.args[0]).one();
+                    let flags = if vector { vflags } else { flags };
+                    let acc = b.ins().load(ty, flags, addr, 0);
+                    // Cranelift's NaN-propagating max and min, which order -0 below +0.
+                    let combined = reduce_step(b, op, acc, x);
+                    b.ins().store(flags, combined, addr, 0);
+                    combined
                 }
                 KOp::Store(buffer) => {
                     let addr = address(b, *buffer)?;

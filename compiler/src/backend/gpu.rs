@@ -346,7 +346,9 @@ impl GpuExecutable {
                                 addresses.push(array.address());
                                 outputs.push((b.value, array));
                             }
-                            Role::Scratch => return Err(GpuError::Missing(b.value.0)),
+                            Role::Scratch | Role::Partial(_) => {
+                                return Err(GpuError::Missing(b.value.0))
+                            }
                         }
                     }
                     let grid = device.grid_for(kernel.len, BLOCK);

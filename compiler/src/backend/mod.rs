@@ -10,9 +10,9 @@ pub mod ptx;
 
 use crate::fuse::{listing, partition, schedule, KernelTypes, Step};
 use crate::kernel::rows::lower_rows;
-use crate::kernel::{lower, Kernel, Role};
+use crate::kernel::{lower, Access, Kernel, Role};
 use clif::KernelFn;
-use ferrax_ir::{verify, with_elements, DType, Elements, Func, ValueId};
+use ferrax_ir::{verify, with_elements, DType, Elements, Func, ReduceOp, ValueId};
 use ferrax_runtime::{check_args, eval_op, recycle, Array, RuntimeError};
 use gemm::{plan_gemm, Gemm};
 use rayon::prelude::*;
@@ -80,16 +80,20 @@ fn step_values(func: &Func, kernels: &[Kernel], step: &ExecStep) -> (Vec<ValueId
             (func.body[i].args.clone(), vec![func.instr_value(i)])
         }
         ExecStep::Kernel(k) => {
-            let of = |role| {
+            let of = |made: bool| {
                 kernels[k]
                     .sig
                     .buffers
                     .iter()
-                    .filter(|b| b.role == role)
+                    .filter(|b| match b.role {
+                        Role::Input => !made,
+                        Role::Output | Role::Partial(_) => made,
+                        Role::Scratch => false,
+                    })
                     .map(|b| b.value)
                     .collect()
             };
-            (of(Role::Input), of(Role::Output))
+            (of(false), of(true))
         }
     }
 }
@@ -388,15 +392,29 @@ impl CpuExecutable {
                             next_out += 1;
                             out_ptrs[next_out - 1]
                         }
-                        // Each thread's own, filled in at launch.
-                        Role::Scratch => std::ptr::null_mut(),
+                        // Each thread's or part's own, filled in at launch.
+                        Role::Scratch | Role::Partial(_) => std::ptr::null_mut(),
                     });
+                    let entry = self.code.entries[k];
+                    let partial_buffers = kernel
+                        .sig
+                        .buffers
+                        .iter()
+                        .any(|b| matches!(b.role, Role::Partial(_)));
                     match &kernel.rows {
-                        None => launch(self.code.entries[k], &packed, kernel.len),
-                        Some(r) => launch_rows(self.code.entries[k], kernel, &packed, r.rows),
+                        None if partial_buffers => {
+                            outputs.extend(launch_partial(entry, kernel, &packed));
+                        }
+                        None => launch(entry, &packed, kernel.len),
+                        Some(r) => launch_rows(entry, kernel, &packed, r.rows),
                     }
                     let out_buffers = kernel.sig.buffers.iter().filter(|b| b.role == Role::Output);
-                    for (b, data) in out_buffers.zip(outputs.drain(..)) {
+                    let partial = kernel
+                        .sig
+                        .buffers
+                        .iter()
+                        .filter(|b| matches!(b.role, Role::Partial(_)));
+                    for (b, data) in out_buffers.chain(partial).zip(outputs.drain(..)) {
                         let ty = func
                             .value_type(b.value)
                             .ok_or(RuntimeError::Freed { value: b.value.0 })?;
@@ -612,30 +630,141 @@ fn launch_rows(entry: KernelFn, kernel: &Kernel, args: &[*mut u8], rows: usize) 
     });
 }
 
-/// Runs `entry` over `len` elements, in [`PARTS_PER_THREAD`] parts per thread of rayon's pool
-/// when large.
-fn launch(entry: KernelFn, args: &[*mut u8], len: usize) {
-    let shared = Launch { args };
+/// The parts a flat launch over `len` elements runs in: one when small, else
+/// [`PARTS_PER_THREAD`] per thread of rayon's pool, each starting at a multiple of the vector
+/// width.
+fn parts(len: usize) -> Vec<(usize, usize)> {
     let threads = threads();
     if len < PARALLEL_THRESHOLD || threads < 2 {
-        // SAFETY: `args` points at live buffers of at least `len` elements of the kernel's types.
-        unsafe { entry(shared.args.as_ptr(), 0, len as i64) };
-        return;
+        return vec![(0, len)];
     }
-    // Chunks start at multiples of the vector width.
     let lanes = clif::LANES as usize;
     let parts = PARTS_PER_THREAD * threads;
     let chunk = len.div_ceil(parts).div_ceil(lanes) * lanes;
+    (0..parts)
+        .map(|t| ((t * chunk).min(len), ((t + 1) * chunk).min(len)))
+        .collect()
+}
+
+/// Runs `entry` over `len` elements, in its [`parts`].
+fn launch(entry: KernelFn, args: &[*mut u8], len: usize) {
+    let shared = Launch { args };
     let shared = &shared;
+    let parts = parts(len);
+    if let [(start, end)] = parts[..] {
+        // SAFETY: `args` points at live buffers of at least `len` elements of the kernel's types.
+        unsafe { entry(shared.args.as_ptr(), start as i64, end as i64) };
+        return;
+    }
     rayon::scope(|s| {
-        for t in 0..parts {
-            let (start, end) = ((t * chunk).min(len), ((t + 1) * chunk).min(len));
+        for (start, end) in parts {
             s.spawn(move |_| {
-                // SAFETY: as above; the ranges of the chunks are disjoint.
+                // SAFETY: as above; the ranges of the parts are disjoint.
                 unsafe { entry(shared.args.as_ptr(), start as i64, end as i64) };
             });
         }
     });
+}
+
+/// One part of a launch with column reductions: its range, its argument block, and the
+/// partial buffers that block points at.
+struct PartialRun {
+    range: (usize, usize),
+    args: Vec<*mut u8>,
+    partials: Vec<Elements>,
+}
+
+// SAFETY: a part's argument block points at the caller's buffers (inputs only read, outputs
+// written in the part's own range) and at the part's own partial buffers.
+unsafe impl Send for PartialRun {}
+
+/// Runs flat kernel `entry` over its [`parts`], each accumulating its column reductions into
+/// partial buffers of its own (set to the reduction's identity), and returns each reduction's
+/// value: the parts' partials combined in part order.
+fn launch_partial(entry: KernelFn, kernel: &Kernel, args: &[*mut u8]) -> Vec<Elements> {
+    let partial: Vec<(usize, ReduceOp, DType, usize)> = kernel
+        .sig
+        .buffers
+        .iter()
+        .enumerate()
+        .filter_map(|(k, b)| match (b.role, b.access) {
+            (Role::Partial(op), Access::Inner(cols)) => Some((k, op, b.dtype, cols)),
+            _ => None,
+        })
+        .collect();
+    let mut runs: Vec<PartialRun> = parts(kernel.len)
+        .into_iter()
+        .map(|range| {
+            let mut partials: Vec<Elements> = partial
+                .iter()
+                .map(|&(_, op, dtype, cols)| identities(op, dtype, cols))
+                .collect();
+            let mut args = args.to_vec();
+            for (&(k, ..), p) in partial.iter().zip(partials.iter_mut()) {
+                args[k] = data_ptr_mut(p);
+            }
+            PartialRun {
+                range,
+                args,
+                partials,
+            }
+        })
+        .collect();
+    runs.par_iter_mut().for_each(|run| {
+        // SAFETY: `args` points at live buffers of the kernel's types and sizes, the partial
+        // buffers of `cols` elements each; the parts' ranges are disjoint.
+        unsafe { entry(run.args.as_ptr(), run.range.0 as i64, run.range.1 as i64) };
+    });
+    partial
+        .iter()
+        .enumerate()
+        .map(|(j, &(_, op, ..))| {
+            let mut parts = runs.iter().map(|r| &r.partials[j]);
+            let first = parts.next().cloned().unwrap_or(Elements::F32(Vec::new()));
+            parts.fold(first, |acc, p| match (acc, p) {
+                (Elements::F32(a), Elements::F32(b)) => Elements::F32(combine(op, a, b)),
+                (Elements::F64(a), Elements::F64(b)) => Elements::F64(combine(op, a, b)),
+                (acc, _) => acc,
+            })
+        })
+        .collect()
+}
+
+/// `cols` elements of `dtype` (f32 or f64) set to `op`'s identity: -0 for sums (so that a
+/// column of -0 sums to -0), -inf for max, +inf for min.
+fn identities(op: ReduceOp, dtype: DType, cols: usize) -> Elements {
+    let v = match op {
+        ReduceOp::Sum => -0.0,
+        ReduceOp::Max => f64::NEG_INFINITY,
+        ReduceOp::Min => f64::INFINITY,
+        ReduceOp::Prod => 1.0,
+    };
+    match dtype {
+        DType::F64 => Elements::F64(vec![v; cols]),
+        _ => Elements::F32(vec![v as f32; cols]),
+    }
+}
+
+/// `a` combined elementwise with `b` as the kernel's accumulation does: sums add, max and min
+/// propagate NaN and order -0 below +0.
+fn combine<T>(op: ReduceOp, mut a: Vec<T>, b: &[T]) -> Vec<T>
+where
+    T: Copy + PartialOrd + std::ops::Add<Output = T> + std::ops::Mul<Output = T> + Into<f64>,
+{
+    let negative = |x: T| x.into().is_sign_negative();
+    let nan = |v: T| v.partial_cmp(&v).is_none();
+    for (x, &y) in a.iter_mut().zip(b) {
+        *x = match op {
+            ReduceOp::Sum => *x + y,
+            ReduceOp::Prod => *x * y,
+            _ if nan(*x) => *x,
+            _ if nan(y) => y,
+            ReduceOp::Max if *x > y || (*x == y && negative(y)) => *x,
+            ReduceOp::Min if *x < y || (*x == y && negative(*x)) => *x,
+            _ => y,
+        };
+    }
+    a
 }
 
 #[cfg(test)]

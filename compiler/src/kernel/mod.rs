@@ -24,6 +24,10 @@ pub enum Role {
     /// One row of working memory per thread (a row kernel's value kept from one pass to a
     /// later one); the launch provides it.
     Scratch,
+    /// A column reduction's partial results, `Access::Inner(cols)`: the launch gives each part
+    /// of the element range its own, set to the reduction's identity, and combines them in
+    /// part order into the value.
+    Partial(ReduceOp),
 }
 
 /// Which element of a buffer iteration `i` reads.
@@ -88,6 +92,9 @@ pub enum KOp {
     Store(usize),
     /// A row kernel's reduction of its argument over the row.
     Reduce(ReduceOp),
+    /// Combines the argument into its column of partial buffer `b` (a [`Role::Partial`]):
+    /// element `i % cols` becomes the reduction of itself and the argument.
+    Accumulate(usize),
     /// `args[1]`, the expansion of `op` at `args[0]`, where `|args[0]|` is below the limit
     /// of its f32 reduction ([`math::SIN_COS_F32_LIMIT`]), else `op` computed by the host's
     /// f64 function and rounded once: f32 sin and cos of large arguments on the CPU.
@@ -188,7 +195,12 @@ impl Lowering<'_> {
 
 /// The kernel for instructions `start..end` of `func` (a [`crate::fuse::Step::Kernel`]).
 pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kernel> {
-    let len = func.body.get(start)?.ty.numel();
+    // A column reduction runs over its operand's elements.
+    let first = func.body.get(start)?;
+    let len = match first.op {
+        Op::Reduce { .. } => func.value_type(*first.args.first()?)?.numel(),
+        _ => first.ty.numel(),
+    };
     let mut l = Lowering {
         func,
         len,
@@ -213,6 +225,20 @@ pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kern
                 }
             }
             Op::StopGradient => l.value(ins.args[0])?,
+            // A column reduction (`fuse::column_reduction`): its value is the combined partial
+            // buffer, not a kernel value.
+            Op::Reduce { op, .. } => {
+                let x = l.value(ins.args[0])?;
+                l.sig.buffers.push(Buffer {
+                    role: Role::Partial(*op),
+                    dtype,
+                    access: Access::Inner(ins.ty.numel()),
+                    value: func.instr_value(i),
+                });
+                let buffer = l.sig.buffers.len() - 1;
+                l.emit(KOp::Accumulate(buffer), vec![x], dtype);
+                continue;
+            }
             op => {
                 let args = ins
                     .args
@@ -233,7 +259,17 @@ pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kern
         };
         l.values.insert(func.instr_value(i), k);
     }
-    for v in kernel_outputs(func, start, end) {
+    let partial = |v: &ValueId| {
+        l.sig
+            .buffers
+            .iter()
+            .any(|b| b.value == *v && matches!(b.role, Role::Partial(_)))
+    };
+    let outputs: Vec<ValueId> = kernel_outputs(func, start, end)
+        .into_iter()
+        .filter(|v| !partial(v))
+        .collect();
+    for v in outputs {
         let k = *l.values.get(&v)?;
         let dtype = func.value_type(v)?.dtype;
         l.sig.buffers.push(Buffer {
@@ -360,6 +396,12 @@ impl fmt::Display for Kernel {
                 Role::Input => "in",
                 Role::Output => "out",
                 Role::Scratch => "scratch",
+                Role::Partial(op) => match op {
+                    ReduceOp::Sum => "partial sum",
+                    ReduceOp::Max => "partial max",
+                    ReduceOp::Min => "partial min",
+                    ReduceOp::Prod => "partial prod",
+                },
             };
             let access = match b.access {
                 Access::Each => String::new(),
@@ -419,6 +461,10 @@ impl fmt::Display for Kernel {
                 KOp::HostBeyond(u) => format!("host_beyond {},", u.name()),
                 KOp::Store(b) => {
                     writeln!(f, "  store #{b}, {}", args.join(", "))?;
+                    continue;
+                }
+                KOp::Accumulate(b) => {
+                    writeln!(f, "  accumulate #{b}, {}", args.join(", "))?;
                     continue;
                 }
             };

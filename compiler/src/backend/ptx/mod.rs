@@ -100,7 +100,7 @@ pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
             },
             KOp::Fma | KOp::Clamp => !int && ins.dtype != DType::Bool,
             KOp::ShiftLeft(_) | KOp::ShiftRight(_) => int,
-            KOp::Reduce(_) | KOp::HostBeyond(_) => false,
+            KOp::Reduce(_) | KOp::HostBeyond(_) | KOp::Accumulate(_) => false,
             _ => true,
         };
         if !ok {
@@ -695,9 +695,12 @@ fn emit_op(
             e.line(format!("shr.{t} {r}, {}, {n}", arg(0)));
             r
         }
-        KOp::Load(_) | KOp::Const(_) | KOp::Store(_) | KOp::Reduce(_) | KOp::HostBeyond(_) => {
-            return Err(unsupported(format!("{:?} as arithmetic", ins.op)))
-        }
+        KOp::Load(_)
+        | KOp::Const(_)
+        | KOp::Store(_)
+        | KOp::Reduce(_)
+        | KOp::HostBeyond(_)
+        | KOp::Accumulate(_) => return Err(unsupported(format!("{:?} as arithmetic", ins.op))),
     };
     Ok(out)
 }
