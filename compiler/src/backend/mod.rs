@@ -396,16 +396,8 @@ impl CpuExecutable {
                         Role::Scratch | Role::Partial(_) => std::ptr::null_mut(),
                     });
                     let entry = self.code.entries[k];
-                    let partial_buffers = kernel
-                        .sig
-                        .buffers
-                        .iter()
-                        .any(|b| matches!(b.role, Role::Partial(_)));
                     match &kernel.rows {
-                        None if partial_buffers => {
-                            outputs.extend(launch_partial(entry, kernel, &packed));
-                        }
-                        None => launch(entry, &packed, kernel.len),
+                        None => outputs.extend(launch(entry, kernel, &packed)),
                         Some(r) => launch_rows(entry, kernel, &packed, r.rows),
                     }
                     let out_buffers = kernel.sig.buffers.iter().filter(|b| b.role == Role::Output);
@@ -646,15 +638,29 @@ fn parts(len: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// Runs `entry` over `len` elements, in its [`parts`].
-fn launch(entry: KernelFn, args: &[*mut u8], len: usize) {
+/// Runs flat kernel `entry` over its elements, in their [`parts`], and returns the values of
+/// its column reductions (see [`launch_partial`]).
+fn launch(entry: KernelFn, kernel: &Kernel, args: &[*mut u8]) -> Vec<Elements> {
+    let partial: Vec<(usize, ReduceOp, DType, usize)> = kernel
+        .sig
+        .buffers
+        .iter()
+        .enumerate()
+        .filter_map(|(k, b)| match (b.role, b.access) {
+            (Role::Partial(op), Access::Inner(cols)) => Some((k, op, b.dtype, cols)),
+            _ => None,
+        })
+        .collect();
+    if !partial.is_empty() {
+        return launch_partial(entry, kernel.len, args, &partial);
+    }
     let shared = Launch { args };
     let shared = &shared;
-    let parts = parts(len);
+    let parts = parts(kernel.len);
     if let [(start, end)] = parts[..] {
         // SAFETY: `args` points at live buffers of at least `len` elements of the kernel's types.
         unsafe { entry(shared.args.as_ptr(), start as i64, end as i64) };
-        return;
+        return Vec::new();
     }
     rayon::scope(|s| {
         for (start, end) in parts {
@@ -664,6 +670,7 @@ fn launch(entry: KernelFn, args: &[*mut u8], len: usize) {
             });
         }
     });
+    Vec::new()
 }
 
 /// One part of a launch with column reductions: its range, its argument block, and the
@@ -678,21 +685,17 @@ struct PartialRun {
 // written in the part's own range) and at the part's own partial buffers.
 unsafe impl Send for PartialRun {}
 
-/// Runs flat kernel `entry` over its [`parts`], each accumulating its column reductions into
-/// partial buffers of its own (set to the reduction's identity), and returns each reduction's
-/// value: the parts' partials combined in part order.
-fn launch_partial(entry: KernelFn, kernel: &Kernel, args: &[*mut u8]) -> Vec<Elements> {
-    let partial: Vec<(usize, ReduceOp, DType, usize)> = kernel
-        .sig
-        .buffers
-        .iter()
-        .enumerate()
-        .filter_map(|(k, b)| match (b.role, b.access) {
-            (Role::Partial(op), Access::Inner(cols)) => Some((k, op, b.dtype, cols)),
-            _ => None,
-        })
-        .collect();
-    let mut runs: Vec<PartialRun> = parts(kernel.len)
+/// Runs flat kernel `entry` over its [`parts`] of `len` elements, each accumulating its
+/// column reductions (`partial`: buffer index, op, dtype, columns) into partial buffers of its
+/// own (set to the reduction's identity), and returns each reduction's value: the parts'
+/// partials combined in part order.
+fn launch_partial(
+    entry: KernelFn,
+    len: usize,
+    args: &[*mut u8],
+    partial: &[(usize, ReduceOp, DType, usize)],
+) -> Vec<Elements> {
+    let mut runs: Vec<PartialRun> = parts(len)
         .into_iter()
         .map(|range| {
             let mut partials: Vec<Elements> = partial
@@ -715,15 +718,15 @@ fn launch_partial(entry: KernelFn, kernel: &Kernel, args: &[*mut u8]) -> Vec<Ele
         // buffers of `cols` elements each; the parts' ranges are disjoint.
         unsafe { entry(run.args.as_ptr(), run.range.0 as i64, run.range.1 as i64) };
     });
+    let mut per_part: Vec<_> = runs.into_iter().map(|r| r.partials.into_iter()).collect();
     partial
         .iter()
-        .enumerate()
-        .map(|(j, &(_, op, ..))| {
-            let mut parts = runs.iter().map(|r| &r.partials[j]);
-            let first = parts.next().cloned().unwrap_or(Elements::F32(Vec::new()));
+        .map(|&(_, op, dtype, _)| {
+            let mut parts = per_part.iter_mut().filter_map(Iterator::next);
+            let first = parts.next().unwrap_or_else(|| identities(op, dtype, 0));
             parts.fold(first, |acc, p| match (acc, p) {
-                (Elements::F32(a), Elements::F32(b)) => Elements::F32(combine(op, a, b)),
-                (Elements::F64(a), Elements::F64(b)) => Elements::F64(combine(op, a, b)),
+                (Elements::F32(a), Elements::F32(b)) => Elements::F32(combine(op, a, &b)),
+                (Elements::F64(a), Elements::F64(b)) => Elements::F64(combine(op, a, &b)),
                 (acc, _) => acc,
             })
         })
