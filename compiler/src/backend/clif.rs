@@ -156,7 +156,7 @@ impl Jit {
         // (or a target lacking an instruction, such as a vector fma) get the interpreter's own
         // functions.
         let kernel = &halves::expand_conversions(&halves::widen(kernel));
-        let expanded = math::expand_for_host(kernel);
+        let expanded = math::expand_guarded(kernel);
         let f64_math = kernel
             .body
             .iter()
@@ -315,7 +315,7 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
                     DType::F32 | DType::I32 | DType::F16 | DType::BF16
                 ),
                 KOp::Reduce(_) => ins.dtype == DType::F32,
-                KOp::HostBeyond(_) => false,
+                KOp::Beyond(_) => false,
                 _ if elem(k) => {
                     vector_op(ins)
                         && ins.args.iter().all(|&a| {
@@ -1286,7 +1286,7 @@ fn emit_op(
             }
             _ => return Err(unsupported(format!("convert to {to}"))),
         },
-        KOp::HostBeyond(u) if !vector => {
+        KOp::Beyond(u) if !vector => {
             // One element: a branch to the host's function when |x| reaches the limit.
             let big = beyond_limit(b, arg(0));
             let host = b.create_block();
@@ -1300,7 +1300,7 @@ fn emit_op(
             b.switch_to_block(join);
             result
         }
-        KOp::Load(_) | KOp::Store(_) | KOp::Reduce(_) | KOp::HostBeyond(_) | KOp::Accumulate(_) => {
+        KOp::Load(_) | KOp::Store(_) | KOp::Reduce(_) | KOp::Beyond(_) | KOp::Accumulate(_) => {
             return Err(unsupported(format!("{:?} outside its stage", ins.op)))
         }
     };
@@ -1341,7 +1341,7 @@ fn host_unary(b: &mut FunctionBuilder, op: UnaryOp, x: Value, funcs: &[FuncRef; 
     }
 }
 
-/// [`KOp::HostBeyond`] over the vectors `xs` (arguments) and `ys` (their expansions): one
+/// [`KOp::Beyond`] over the vectors `xs` (arguments) and `ys` (their expansions): one
 /// test of all their lanes, and only if some lane reaches the limit, each such lane computed
 /// by the host (through [`define_host_beyond`]'s function). A lane's result depends on its own
 /// argument alone.
@@ -1638,7 +1638,7 @@ fn emit_body(
             deferred.push(Some(*x));
             continue;
         }
-        if let (KOp::HostBeyond(u), Some(table)) = (&ins.op, &mut consts) {
+        if let (KOp::Beyond(u), Some(table)) = (&ins.op, &mut consts) {
             let mut per_vector = |b: &mut FunctionBuilder, a: usize| -> Vec<Value> {
                 match deferred[a] {
                     Some(x) => at.iter().map(|_| table.vector(b, x).one()).collect(),

@@ -1,8 +1,8 @@
 //! Transcendental functions expanded into kernel IR primitives (fma, integer bit manipulation,
 //! compares and selects), so a backend without a math library (PTX) needs only to render
 //! primitives. Every expansion is branch-free and accurate to 3 ULP for f32 over the whole
-//! domain (sin/cos: while the quadrant count `|x|·2/π` is below 2^51; the CPU backend sends
-//! f32 arguments beyond 2^19 to the host's function, see [`expand_for_host`]);
+//! domain (sin/cos: while the quadrant count `|x|·2/π` is below 2^51); [`expand_guarded`]
+//! leaves f32 sin and cos arguments beyond 2^19 to a backend's own path ([`KOp::Beyond`]);
 //! `tests/math_ulp.rs` measures each one against an f64 reference over dense samples.
 //!
 //! The methods are the classic ones: exp reduces by `k·ln2` (a two-part constant, so the reduced
@@ -12,8 +12,8 @@
 //! Polynomials are truncated Taylor series (f32 exp, expm1, tanh, sin and cos: minimax fits,
 //! one or two terms shorter) whose error is below a tenth of an ULP on the reduced range. f32
 //! sin/cos reduce in f32 (four lanes to a vector, not two) where the argument is known to be
-//! below 2^19 or the backend computes larger ones on the host, else in f64; f32 pow runs
-//! entirely in f64.
+//! below 2^19 or the backend computes larger ones its own way, else in f64; f32 sin of an
+//! argument known to be at most 1.5 is its series alone; f32 pow runs entirely in f64.
 
 use super::{rewrite, use_counts, KInstr, KOp, Kernel};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Scalar, UnaryOp};
@@ -53,6 +53,22 @@ const F32_SIN_COEFFS: [f64; 3] = [
     0.008_332_013_152_539_73,
     -0.000_194_954_627_659_171_82,
 ];
+
+/// P(s) of f32 sin(x) = x + x^3·P(x^2) for |x| <= [`SIN_DIRECT_F32_LIMIT`], where no reduction
+/// is needed, fitted the same way over that range, each coefficient's rounding to f32 chosen
+/// among both neighbours by the worst error of the f32 evaluation: every f32 in [2^-10, 1.5]
+/// within 2 ULP of the rounded sine (as the reduced form), nearly all of the error from rounding
+/// x^3. Nine operations instead of twenty-one.
+const F32_SIN_DIRECT_COEFFS: [f64; 4] = [
+    -0.166_666_537_523_269_65,
+    0.008_332_972_414_791_584,
+    -0.000_198_047_855_519_689_62,
+    0.000_002_597_954_789_962_386_7,
+];
+
+/// Up to this |x| f32 sin is its series without reduction ([`F32_SIN_DIRECT_COEFFS`]): the
+/// outer sines of `sin(sin(x)·a + b)` chains, for instance.
+pub const SIN_DIRECT_F32_LIMIT: f64 = 1.5;
 
 /// Q(s) of f32 cos(r) = 1 + s·Q(r^2), found the same way with the first coefficient held at
 /// -1/2: 0.006 ULP, where the Taylor series needs five terms.
@@ -103,10 +119,11 @@ pub fn expand(kernel: &Kernel) -> Kernel {
     expand_with(kernel, false)
 }
 
-/// [`expand`] for a backend that can call host functions: f32 sin and cos reduce in f32, and
-/// arguments beyond [`SIN_COS_F32_LIMIT`] are computed by the host ([`KOp::HostBeyond`]), so
-/// they are right however large the argument.
-pub fn expand_for_host(kernel: &Kernel) -> Kernel {
+/// [`expand`] for a backend with a path of its own for huge arguments: f32 sin and cos reduce
+/// in f32, and arguments beyond [`SIN_COS_F32_LIMIT`] take that path ([`KOp::Beyond`]: the
+/// host's function on the CPU, a branch to the f64 reduction on the GPU), so they are right
+/// however large the argument.
+pub fn expand_guarded(kernel: &Kernel) -> Kernel {
     expand_with(kernel, true)
 }
 
@@ -147,11 +164,15 @@ fn expand_with(kernel: &Kernel, host: bool) -> Kernel {
                         let f32 = t == DType::F32;
                         let bound = bounds[ins.args[0]];
                         let small = bound.is_some_and(|b| b < f64::from(SIN_COS_F32_LIMIT));
-                        if f32 && small {
+                        let direct = bound.is_some_and(|b| b <= SIN_DIRECT_F32_LIMIT);
+                        if f32 && direct && !cos {
+                            let s = e.mul(x, x, t);
+                            e.odd_series(x, s, &F32_SIN_DIRECT_COEFFS, t)
+                        } else if f32 && small {
                             e.sin_cos(x, t, cos, Reduction::F32 { bound })
                         } else if f32 && host {
                             let y = e.sin_cos(x, t, cos, Reduction::F32 { bound: None });
-                            e.op(KOp::HostBeyond(*u), &[x, y], t)
+                            e.op(KOp::Beyond(*u), &[x, y], t)
                         } else {
                             e.sin_cos(x, t, cos, Reduction::F64)
                         }
@@ -285,39 +306,51 @@ fn tanh_quotients(kernel: &Kernel) -> Vec<Quotient> {
 }
 
 /// A bound on the magnitude of each float kernel value, where its operands give one (constants,
-/// sin and cos, tanh and logistic, and sums, products, selects of bounded values), with a
-/// margin for rounding; NaN aside, which every expansion passes through. It spares f32 sin and
-/// cos of bounded arguments (as in `sin(sin(x)·a + b)`) the test for huge ones.
+/// sin and cos, tanh and logistic, clamps, and sums, products, selects of bounded values), with a
+/// margin for rounding where the value is computed rather than picked; NaN aside, which every
+/// expansion passes through. It spares f32 sin and cos of bounded arguments (as in
+/// `sin(sin(x)·a + b)`) the test for huge ones, and small sines their reduction.
 fn magnitude_bounds(kernel: &Kernel) -> Vec<Option<f64>> {
     let mut bounds: Vec<Option<f64>> = Vec::with_capacity(kernel.body.len());
     for ins in &kernel.body {
         let arg = |i: usize| ins.args.get(i).and_then(|&a| bounds[a]);
         let float = matches!(ins.dtype, DType::F32 | DType::F64);
+        let picked = |b: Option<f64>| b.map(|b| (b, false));
+        let computed = |b: Option<f64>| b.map(|b| (b, true));
         let bound = match &ins.op {
             _ if !float => None,
-            KOp::Const(c) => Some(c.to_f64().abs()),
+            KOp::Const(c) => picked(Some(c.to_f64().abs())),
             KOp::Unary(u) => match u {
-                UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Tanh | UnaryOp::Logistic => Some(1.0),
-                UnaryOp::Neg | UnaryOp::Abs => arg(0),
+                UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Tanh | UnaryOp::Logistic => {
+                    computed(Some(1.0))
+                }
+                UnaryOp::Neg | UnaryOp::Abs => picked(arg(0)),
                 _ => None,
             },
             KOp::Binary(b) => match (b, arg(0), arg(1)) {
-                (BinaryOp::Add | BinaryOp::Sub, Some(x), Some(y)) => Some(x + y),
-                (BinaryOp::Mul, Some(x), Some(y)) => Some(x * y),
-                (BinaryOp::Max | BinaryOp::Min, Some(x), Some(y)) => Some(x.max(y)),
+                (BinaryOp::Add | BinaryOp::Sub, Some(x), Some(y)) => computed(Some(x + y)),
+                (BinaryOp::Mul, Some(x), Some(y)) => computed(Some(x * y)),
+                (BinaryOp::Max | BinaryOp::Min, Some(x), Some(y)) => picked(Some(x.max(y))),
                 _ => None,
             },
-            KOp::Select => arg(1).zip(arg(2)).map(|(x, y)| x.max(y)),
+            KOp::Select => picked(arg(1).zip(arg(2)).map(|(x, y)| x.max(y))),
+            KOp::Clamp => picked(arg(0).zip(arg(2)).map(|(lo, hi)| lo.max(hi))),
             KOp::Fma => match (arg(0), arg(1), arg(2)) {
-                (Some(x), Some(y), Some(z)) => Some(x * y + z),
+                (Some(x), Some(y), Some(z)) => computed(Some(x * y + z)),
                 _ => None,
             },
             _ => None,
         };
-        // Rounding moves a result by far less than this margin.
+        // Rounding moves a computed result by far less than this margin.
         bounds.push(
             bound
-                .map(|b| b * 1.01 + f64::MIN_POSITIVE)
+                .map(|(b, rounds)| {
+                    if rounds {
+                        b * 1.01 + f64::MIN_POSITIVE
+                    } else {
+                        b
+                    }
+                })
                 .filter(|b| b.is_finite()),
         );
     }
@@ -845,13 +878,7 @@ impl Emit {
             (alternating_factorials(3, 9), alternating_factorials(2, 10))
         };
         let s = self.mul(r, r, t);
-        let sp = self.poly(s, &sin_coeffs, t);
-        let r3 = self.mul(s, r, t);
-        let sin_r = self.fma(r3, sp, r, t);
-        // sin(r) has r's sign, but the fma rounds -0 + +0 to +0: or-ing in r's sign bit fixes
-        // the zeros and changes nothing else (two bit operations, where a compare and a select
-        // of x would take two slots of the fma units).
-        let sin_r = self.copy_sign(sin_r, r, t);
+        let sin_r = self.odd_series(r, s, &sin_coeffs, t);
         let cp = self.poly(s, &cos_coeffs, t);
         let one = self.c(1.0, t);
         let cos_r = self.fma(s, cp, one, t);
@@ -870,6 +897,17 @@ impl Emit {
         let vb = self.bitcast(v, it);
         let yb = self.bin(BinaryOp::Xor, vb, flip, it);
         self.bitcast(yb, t)
+    }
+
+    /// `r + r^3·P(s)`, `s = r^2`, P's coefficients `coeffs`: the sine series.
+    fn odd_series(&mut self, r: usize, s: usize, coeffs: &[f64], t: DType) -> usize {
+        let sp = self.poly(s, coeffs, t);
+        let r3 = self.mul(s, r, t);
+        let sin_r = self.fma(r3, sp, r, t);
+        // sin(r) has r's sign, but the fma rounds -0 + +0 to +0: or-ing in r's sign bit fixes
+        // the zeros and changes nothing else (two bit operations, where a compare and a select
+        // of x would take two slots of the fma units).
+        self.copy_sign(sin_r, r, t)
     }
 
     /// `x - k·π/2` in f64 (`x` widened from f32 first, the result narrowed back) and the low

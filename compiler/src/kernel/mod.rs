@@ -96,9 +96,10 @@ pub enum KOp {
     /// element `i % cols` becomes the reduction of itself and the argument.
     Accumulate(usize),
     /// `args[1]`, the expansion of `op` at `args[0]`, where `|args[0]|` is below the limit
-    /// of its f32 reduction ([`math::SIN_COS_F32_LIMIT`]), else `op` computed by the host's
-    /// f64 function and rounded once: f32 sin and cos of large arguments on the CPU.
-    HostBeyond(UnaryOp),
+    /// of its f32 reduction ([`math::SIN_COS_F32_LIMIT`]), else `op` computed over the whole
+    /// domain: by the host's f64 function on the CPU, by the expansion that reduces in f64 on
+    /// the GPU. f32 sin and cos of possibly large arguments.
+    Beyond(UnaryOp),
 }
 
 /// One instruction; its result (if any) is the next kernel value.
@@ -458,7 +459,7 @@ impl fmt::Display for Kernel {
                 KOp::ShiftLeft(n) => format!("shl {n},"),
                 KOp::ShiftRight(n) => format!("shr {n},"),
                 KOp::Reduce(r) => r.name().to_string(),
-                KOp::HostBeyond(u) => format!("host_beyond {},", u.name()),
+                KOp::Beyond(u) => format!("beyond {},", u.name()),
                 KOp::Store(b) => {
                     writeln!(f, "  store #{b}, {}", args.join(", "))?;
                     continue;

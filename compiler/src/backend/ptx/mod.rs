@@ -6,19 +6,20 @@
 //! instruction is checked against what the renderer supports, and the index width is chosen
 //! (32-bit while the element count allows, since 64-bit division is slow on the GPU).
 //!
-//! Each kernel is one grid-stride loop over its elements. Constants and scalar inputs are
-//! loaded before the loop; inputs use the read-only (`.nc`) path; float arithmetic uses the
-//! `.rn` forms so that `ptxas` never contracts a multiply and an add into an fma on its own:
-//! the kernel IR already contracts the products whose only use is a sum
+//! Each kernel is one grid-stride loop over its elements, branch-free but for the rare path of
+//! f32 sin and cos arguments beyond the f32 reduction ([`KOp::Beyond`]). Constants (each once)
+//! and scalar inputs are loaded before the loop; inputs use the read-only (`.nc`) path; float
+//! arithmetic uses the `.rn` forms so that `ptxas` never contracts a multiply and an add into
+//! an fma on its own: the kernel IR already contracts the products whose only use is a sum
 //! ([`crate::kernel::contract`]), so the GPU computes exactly what the CPU backend does.
 
 pub mod copy;
 pub mod reduce;
 
 use crate::kernel::halves::{self, is_half};
-use crate::kernel::{math, Access, KInstr, KOp, Kernel, Role};
+use crate::kernel::{math, Access, Buffer, KInstr, KOp, Kernel, KernelSig, Role};
 use copy::{render_copy, CopyKernel};
-use ferrax_ir::{BinaryOp, CompareOp, DType, Scalar, UnaryOp};
+use ferrax_ir::{BinaryOp, CompareOp, DType, Scalar, UnaryOp, ValueId};
 use reduce::{render_reduce, ReduceKernel};
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -69,7 +70,7 @@ pub enum PtxError {
 
 /// A kernel ready to render: transcendentals expanded and every instruction supported.
 pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
-    let expanded = math::expand(&halves::widen(kernel));
+    let expanded = math::expand_guarded(&halves::widen(kernel));
     let unsupported = |what: String| PtxError::Unsupported {
         kernel: kernel.name.clone(),
         what,
@@ -100,7 +101,8 @@ pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
             },
             KOp::Fma | KOp::Clamp => !int && ins.dtype != DType::Bool,
             KOp::ShiftLeft(_) | KOp::ShiftRight(_) => int,
-            KOp::Reduce(_) | KOp::HostBeyond(_) | KOp::Accumulate(_) => false,
+            KOp::Beyond(_) => ins.dtype == DType::F32,
+            KOp::Reduce(_) | KOp::Accumulate(_) => false,
             _ => true,
         };
         if !ok {
@@ -206,6 +208,10 @@ fn bits_class(d: DType) -> Class {
 
 struct Emitter {
     counts: HashMap<Class, usize>,
+    /// Labels taken so far in the kernel body.
+    labels: usize,
+    /// The register of each constant (by type and literal), set once before the loop.
+    constants: HashMap<(DType, String), String>,
     pre: String,
     body: String,
 }
@@ -225,6 +231,30 @@ impl Emitter {
         self.body.push('\t');
         self.body.push_str(&s);
         self.body.push_str(";\n");
+    }
+
+    fn label(&mut self) -> String {
+        self.labels += 1;
+        format!("$L_beyond_{}", self.labels)
+    }
+
+    /// A constant's register, set before the loop (once per kernel).
+    fn constant(&mut self, s: Scalar, d: DType) -> String {
+        let literal = float_literal(s).unwrap_or_else(|| ferrax_ir::scalar_text(s));
+        if let Some(r) = self.constants.get(&(d, literal.clone())) {
+            return r.clone();
+        }
+        let (t, _) = suffix(d);
+        let r = self.reg(reg_class(d).unwrap_or(Class::F));
+        if let Scalar::Bool(v) = s {
+            let k = self.reg(Class::R);
+            self.pre_line(format!("mov.u32 {k}, {}", u32::from(v)));
+            self.pre_line(format!("setp.ne.u32 {r}, {k}, 0"));
+        } else {
+            self.pre_line(format!("mov.{t} {r}, {literal}"));
+        }
+        self.constants.insert((d, literal), r.clone());
+        r
     }
 
     fn pre_line(&mut self, s: String) {
@@ -302,6 +332,8 @@ fn render_entry(kernel: &Kernel) -> Result<String, PtxError> {
     let wide = kernel.len > i32::MAX as usize;
     let mut e = Emitter {
         counts: HashMap::new(),
+        labels: 0,
+        constants: HashMap::new(),
         pre: String::new(),
         body: String::new(),
     };
@@ -428,19 +460,7 @@ fn render_entry(kernel: &Kernel) -> Result<String, PtxError> {
                     regs
                 }
             }
-            KOp::Const(s) => {
-                let r = e.reg(class);
-                match (float_literal(*s), s) {
-                    (Some(lit), _) => e.pre_line(format!("mov.{t} {r}, {lit}")),
-                    (None, Scalar::Bool(v)) => {
-                        let k = e.reg(Class::R);
-                        e.pre_line(format!("mov.u32 {k}, {}", u32::from(*v)));
-                        e.pre_line(format!("setp.ne.u32 {r}, {k}, 0"));
-                    }
-                    (None, s) => e.pre_line(format!("mov.{t} {r}, {}", ferrax_ir::scalar_text(*s))),
-                }
-                vec![r; lanes]
-            }
+            KOp::Const(s) => vec![e.constant(*s, d); lanes],
             KOp::Store(buffer) => {
                 let a = address(&mut e, *buffer);
                 let v = values[ins.args[0]].clone();
@@ -695,14 +715,76 @@ fn emit_op(
             e.line(format!("shr.{t} {r}, {}, {n}", arg(0)));
             r
         }
-        KOp::Load(_)
-        | KOp::Const(_)
-        | KOp::Store(_)
-        | KOp::Reduce(_)
-        | KOp::HostBeyond(_)
-        | KOp::Accumulate(_) => return Err(unsupported(format!("{:?} as arithmetic", ins.op))),
+        KOp::Beyond(u) => {
+            // The f32 reduction's result, unless |x| reaches its limit: then a branch (taken
+            // by no warp whose arguments are all in range) to the full-range expansion.
+            let (x, r, magnitude) = (arg(0), e.reg(class), e.reg(class));
+            let in_range = e.reg(Class::P);
+            let limit = float_literal(Scalar::F32(math::SIN_COS_F32_LIMIT)).unwrap_or_default();
+            e.line(format!("mov.{t} {r}, {}", arg(1)));
+            e.line(format!("abs.{t} {magnitude}, {x}"));
+            // Unordered: NaN stays on the short path, which passes it through.
+            e.line(format!("setp.ltu.{t} {in_range}, {magnitude}, {limit}"));
+            let skip = e.label();
+            e.line(format!("@{in_range} bra {skip}"));
+            let full = emit_full_range(e, kernel, *u, d, &x)?;
+            e.line(format!("mov.{t} {r}, {full}"));
+            e.body.push_str(&format!("{skip}:\n"));
+            r
+        }
+        KOp::Load(_) | KOp::Const(_) | KOp::Store(_) | KOp::Reduce(_) | KOp::Accumulate(_) => {
+            return Err(unsupported(format!("{:?} as arithmetic", ins.op)))
+        }
     };
     Ok(out)
+}
+
+/// `op(x)` by its branch-free expansion over the whole domain ([`math::expand`]: the f32 sine's
+/// reduction in f64), on register `x` of type `d`; returns the result's register.
+fn emit_full_range(
+    e: &mut Emitter,
+    kernel: &Kernel,
+    op: UnaryOp,
+    d: DType,
+    x: &str,
+) -> Result<String, PtxError> {
+    let buffer = |role| Buffer {
+        role,
+        dtype: d,
+        access: Access::Each,
+        value: ValueId(0),
+    };
+    let instr = |op, args| KInstr { op, args, dtype: d };
+    let alone = math::expand(&Kernel {
+        name: kernel.name.clone(),
+        len: 1,
+        sig: KernelSig {
+            buffers: vec![buffer(Role::Input), buffer(Role::Output)],
+        },
+        body: vec![
+            instr(KOp::Load(0), vec![]),
+            instr(KOp::Unary(op), vec![0]),
+            instr(KOp::Store(1), vec![1]),
+        ],
+        rows: None,
+    });
+    let mut regs: Vec<String> = Vec::with_capacity(alone.body.len());
+    for ins in &alone.body {
+        let r = match &ins.op {
+            KOp::Load(_) => x.to_string(),
+            KOp::Store(_) => return Ok(regs[ins.args[0]].clone()),
+            KOp::Const(s) => e.constant(*s, ins.dtype),
+            _ => {
+                let args: Vec<String> = ins.args.iter().map(|&a| regs[a].clone()).collect();
+                emit_op(e, &alone, ins, &args)?
+            }
+        };
+        regs.push(r);
+    }
+    Err(PtxError::Unsupported {
+        kernel: kernel.name.clone(),
+        what: format!("an expansion of {} without a result", op.name()),
+    })
 }
 
 /// `.rn` for float arithmetic (no contraction into fma), nothing for integers.
