@@ -118,35 +118,11 @@ fn kernel_clif_snapshot() {
     insta::assert_snapshot!("select_kernel", format!("{kernel}\n{clif}"));
 }
 
-/// Every benchmark workload's CPU program as compiled (../shared/bench/workloads.md; the MLP
-/// step as `jit(grad)` traces it): the fused program, then each kernel's IR and Cranelift IR.
+/// Every benchmark workload's CPU program as compiled (but the matrix product): the fused
+/// program, then each kernel's IR and Cranelift IR.
 #[test]
 fn benchmark_programs_cpu_snapshots() {
-    let mut programs = common::benchmark_programs();
-    let sizes = [784, 1024, 1024, 10];
-    programs.push((
-        "w5_mlp_step",
-        trace(
-            |(p, x, y): (common::Mlp, Tensor, Tensor)| {
-                let g = ferrax::grad(|p: common::Mlp| common::mlp_loss(&p, &x, &y))(p.clone());
-                let layers = p.layers.iter().zip(&g.layers);
-                layers
-                    .map(|(p, g)| (&p.w - &g.w * 0.01, &p.b - &g.b * 0.01))
-                    .collect::<Vec<_>>()
-            },
-            &(
-                common::mlp_params(&sizes),
-                common::spec(&[256, 784]),
-                common::spec(&[256, 10]),
-            ),
-        )
-        .unwrap(),
-    ));
-    programs.push((
-        "w7_rowsum",
-        trace(|r: Tensor| r.sum(-1), &common::spec(&[4096, 4096])).unwrap(),
-    ));
-    for (name, func) in programs {
+    for (name, func) in common::benchmark_programs() {
         let (simple, _) = simplify(&func).unwrap();
         let exe = CpuExecutable::compile(&simple).unwrap();
         let mut listing = exe.fused().to_string();

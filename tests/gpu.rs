@@ -1,5 +1,5 @@
-//! The CPU backend's numerics suite instantiated for CUDA: every corpus program and gradient on
-//! the GPU against the reference interpreter, the transcendental expansions within 3 ULP on the
+//! The CPU backend's numerics suite instantiated for CUDA: every corpus program, gradient and
+//! benchmark workload on the GPU against the reference interpreter, the transcendental expansions within 3 ULP on the
 //! device, cuBLAS matrix products in every layout, and the runtime's caches. Where there is no
 //! NVIDIA driver or GPU, each test prints why and passes (`FERRAX_REQUIRE_GPU=1` makes that a
 //! failure, for runs on a GPU machine).
@@ -50,10 +50,13 @@ fn rtol(d: DType) -> f64 {
 }
 
 #[test]
-fn corpus_and_gradients_match_the_interpreter() {
+fn corpus_gradients_and_benchmarks_match_the_interpreter() {
     let Some(dev) = device() else { return };
     let mut programs = common::corpus();
     programs.extend(common::gradient_programs());
+    // Full size: the MLP step's independent kernels launch together, w8's first sine takes
+    // the f32 reduction and the rest their series alone.
+    programs.extend(common::benchmark_programs());
     let mut kernels = 0;
     for (name, func) in programs {
         let (simple, _) = simplify(&func).unwrap();

@@ -10,8 +10,7 @@ mod common;
 
 use ferrax::compiler::backend::gpu::GpuPlan;
 use ferrax::compiler::backend::ptx::reduce::ReduceKernel;
-use ferrax::compiler::backend::ptx::{render_module, PtxTarget};
-use ferrax::compiler::kernel::Kernel;
+use ferrax::compiler::backend::ptx::{render_launches, render_module, PtxTarget};
 use ferrax::compiler::simplify::simplify;
 use ferrax::ir::Func;
 use ferrax::ir::ReduceOp;
@@ -19,20 +18,59 @@ use ferrax::{trace, DType, Tensor, TensorType};
 use std::path::PathBuf;
 use std::process::Command;
 
-fn kernels_of(func: &Func) -> Vec<Kernel> {
+fn plan_of(func: &Func) -> GpuPlan {
     let (simple, _) = simplify(func).unwrap();
-    GpuPlan::new(&simple, PtxTarget::Sm80).unwrap().kernels
+    GpuPlan::new(&simple, PtxTarget::Sm80).unwrap()
 }
 
+/// The PTX module of every benchmark workload but the matrix product: its kernels (launched
+/// together where independent), reductions and copies.
 #[test]
-fn benchmark_kernels_ptx_snapshots() {
+fn benchmark_programs_ptx_snapshots() {
     for (name, func) in common::benchmark_programs() {
-        let kernels = kernels_of(&func);
-        assert!(!kernels.is_empty(), "{name} has no kernel");
-        let ptx = render_module(&kernels, &[], &[], PtxTarget::Sm80).unwrap();
-        assert!(!ptx.contains(".approx"), "{name}: approximate instruction");
-        insta::assert_snapshot!(format!("ptx_{name}"), ptx);
+        let plan = plan_of(&func);
+        assert!(
+            !plan.ptx.contains(".approx"),
+            "{name}: approximate instruction"
+        );
+        insta::assert_snapshot!(format!("ptx_{name}"), plan.ptx);
     }
+}
+
+/// The MLP step's kernels wait until a later step reads them: its six parameter updates (and
+/// the loss gradient's first kernel with the second layer's activation) launch together, so
+/// 15 kernels take 9 launches.
+#[test]
+fn independent_kernels_launch_together() {
+    let (_, func) = common::benchmark_programs()
+        .into_iter()
+        .find(|(name, _)| *name == "w5_mlp_step")
+        .unwrap();
+    let plan = plan_of(&func);
+    let sizes: Vec<usize> = plan.launches.iter().map(|l| l.kernels.len()).collect();
+    assert_eq!(sizes, [1, 2, 1, 1, 1, 1, 1, 1, 6]);
+    let updates = plan.launches.last().unwrap();
+    // One entry, each kernel's loop in turn over its own parameters.
+    let entry = plan
+        .ptx
+        .split(".visible .entry ")
+        .find(|e| e.starts_with(&updates.name))
+        .unwrap();
+    let params: usize = updates
+        .kernels
+        .iter()
+        .map(|&k| plan.kernels[k].sig.buffers.len())
+        .sum();
+    assert_eq!(entry.matches(".param .u64").count(), params);
+    for k in 0..6 {
+        assert!(entry.contains(&format!("$L_loop_{k}:")), "loop {k}");
+    }
+    let lens: Vec<usize> = updates
+        .kernels
+        .iter()
+        .map(|&k| plan.kernels[k].len)
+        .collect();
+    assert_eq!(lens, [784 * 1024, 1024, 1024 * 1024, 1024, 1024 * 10, 10]);
 }
 
 #[test]
@@ -126,14 +164,6 @@ fn benchmark_programs_gradients_and_attention_run_entirely_on_the_gpu() {
         )
         .unwrap(),
     ));
-    programs.push((
-        "w7_rowsum",
-        trace(
-            |r: Tensor| r.sum(-1),
-            &Tensor::spec(DType::F32, [4096, 4096]),
-        )
-        .unwrap(),
-    ));
     for (name, func) in programs {
         let (simple, _) = simplify(&func).unwrap();
         let plan = GpuPlan::new(&simple, PtxTarget::Sm90).unwrap();
@@ -167,11 +197,17 @@ fn every_kernel_assembles_with_ptxas() {
     // The GPU's own partition (f16/bf16 kernels included); what it leaves to the host path
     // (float remainder, for one) is not rendered.
     let mut kernels = Vec::new();
+    let mut launches = Vec::new();
     let mut reductions = Vec::new();
     let mut copies = Vec::new();
     for (name, func) in &programs {
         let (simple, _) = simplify(func).unwrap();
         let plan = GpuPlan::new(&simple, PtxTarget::Sm80).unwrap();
+        for mut l in plan.launches {
+            l.name = format!("{name}_{}", l.name);
+            l.kernels.iter_mut().for_each(|k| *k += kernels.len());
+            launches.push(l);
+        }
         for mut k in plan.kernels {
             k.name = format!("{name}_{}", k.name);
             kernels.push(k);
@@ -193,6 +229,10 @@ fn every_kernel_assembles_with_ptxas() {
     );
     assert!(copies.len() >= 5, "only {} strided copies", copies.len());
     assert!(kernels.len() >= 25, "only {} kernels", kernels.len());
+    assert!(
+        launches.iter().any(|l| l.kernels.len() > 1),
+        "no kernels launched together"
+    );
     // Every reduction kernel form: each op, float type and layout.
     for op in ReduceOp::ALL {
         for dtype in [DType::F32, DType::F64] {
@@ -206,7 +246,7 @@ fn every_kernel_assembles_with_ptxas() {
     let dir = std::env::temp_dir().join(format!("ferrax-ptx-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for target in PtxTarget::ALL {
-        let ptx = render_module(&kernels, &reductions, &copies, target).unwrap();
+        let ptx = render_launches(&kernels, &launches, &reductions, &copies, target).unwrap();
         let file = dir.join(format!("corpus_{}.ptx", target.arch()));
         std::fs::write(&file, &ptx).unwrap();
         let out = Command::new(&ptxas)

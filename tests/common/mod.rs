@@ -330,9 +330,18 @@ pub fn sin_chain(x: Tensor) -> Tensor {
     (0..8).fold(x, |y, _| y.sin() * 1.01 + 0.1)
 }
 
-/// The elementwise parts of the benchmark workloads (../shared/bench/workloads.md), by name.
+/// The benchmark workloads (../shared/bench/workloads.md) but the matrix product, by name;
+/// the MLP step as `jit(grad)` traces it.
 pub fn benchmark_programs() -> Vec<(&'static str, Func)> {
     let rows = Tensor::spec(DType::F32, [4096, 1024]);
+    let sizes = [784, 1024, 1024, 10];
+    let mlp_step = |(p, x, y): (Mlp, Tensor, Tensor)| {
+        let g = ferrax::grad(|p: Mlp| mlp_loss(&p, &x, &y))(p.clone());
+        let layers = p.layers.iter().zip(&g.layers);
+        layers
+            .map(|(p, g)| (&p.w - &g.w * 0.01, &p.b - &g.b * 0.01))
+            .collect::<Vec<_>>()
+    };
     vec![
         (
             "w1_gelu",
@@ -357,6 +366,18 @@ pub fn benchmark_programs() -> Vec<(&'static str, Func)> {
                 ),
             )
             .unwrap(),
+        ),
+        (
+            "w5_mlp_step",
+            trace(
+                mlp_step,
+                &(mlp_params(&sizes), spec(&[256, 784]), spec(&[256, 10])),
+            )
+            .unwrap(),
+        ),
+        (
+            "w7_rowsum",
+            trace(|r: Tensor| r.sum(-1), &spec(&[4096, 4096])).unwrap(),
         ),
     ]
 }

@@ -8,7 +8,7 @@
 use super::gemm::{plan_gemm, plan_permuted_gemm, Gemm};
 use super::ptx::copy::CopyKernel;
 use super::ptx::reduce::ReduceKernel;
-use super::ptx::{entry_name, legalize, render_module, PtxError, PtxTarget};
+use super::ptx::{legalize, render_launches, symbol, Launch, PtxError, PtxTarget};
 use crate::fuse::{partition, schedule, KernelTypes, Step};
 use crate::kernel::{Kernel, Role};
 use ferrax_ir::{verify, Func, Op, ValueId};
@@ -36,7 +36,9 @@ pub enum GpuError {
 }
 
 enum GpuStep {
-    Kernel(usize),
+    /// Launch `l`: one kernel, or several independent ones in one entry (before
+    /// [`group_launches`], kernel `l` alone).
+    Launch(usize),
     /// A `dot_general` on cuBLAS, its operands first copied into matrix layout where given.
     Gemm {
         index: usize,
@@ -63,6 +65,8 @@ pub struct GpuExecutable {
     constants: std::collections::HashMap<usize, DeviceArray>,
     steps: Vec<GpuStep>,
     kernels: Vec<Kernel>,
+    launches: Vec<Launch>,
+    /// Per launch, its entry.
     functions: Vec<Function>,
     reductions: Vec<ReduceKernel>,
     reduce_functions: Vec<Function>,
@@ -78,6 +82,8 @@ pub struct GpuPlan {
     pub func: Func,
     steps: Vec<GpuStep>,
     pub kernels: Vec<Kernel>,
+    /// How the kernels are launched (see [`group_launches`]).
+    pub launches: Vec<Launch>,
     pub reductions: Vec<ReduceKernel>,
     pub copies: Vec<CopyKernel>,
     pub ptx: String,
@@ -100,7 +106,7 @@ impl GpuPlan {
                     let kernel = crate::kernel::lower(func, start, end, name)
                         .ok_or(GpuError::Lowering { start, end })?;
                     if legalize(&kernel).is_ok() {
-                        steps.push(GpuStep::Kernel(kernels.len()));
+                        steps.push(GpuStep::Launch(kernels.len()));
                         kernels.push(kernel);
                     } else {
                         steps.push(GpuStep::Host(start..end));
@@ -175,11 +181,13 @@ impl GpuPlan {
                 }),
             }
         }
-        let ptx = render_module(&kernels, &reductions, &copies, target)?;
+        let (steps, launches) = group_launches(func, steps, &kernels);
+        let ptx = render_launches(&kernels, &launches, &reductions, &copies, target)?;
         Ok(GpuPlan {
             func: func.clone(),
             steps,
             kernels,
+            launches,
             reductions,
             copies,
             ptx,
@@ -190,6 +198,90 @@ impl GpuPlan {
     pub fn host_ops(&self) -> Vec<&str> {
         host_ops(&self.steps, &self.func)
     }
+}
+
+/// Parameters one launch may take: CUDA's 4 KiB of kernel parameters, in addresses.
+const MAX_LAUNCH_BUFFERS: usize = 4096 / 8;
+
+/// `steps`, whose launches are one kernel each (`Launch(k)` runs kernel `k`), with each kernel
+/// deferred until a later step reads one of its outputs (or the
+/// program ends), and the kernels deferred together launched as one entry (XLA's horizontal
+/// fusion): small independent kernels, such as an optimizer's update of each parameter, cost
+/// one launch instead of one each. Values are immutable, so running a kernel later reads the
+/// same inputs.
+fn group_launches(
+    func: &Func,
+    steps: Vec<GpuStep>,
+    kernels: &[Kernel],
+) -> (Vec<GpuStep>, Vec<Launch>) {
+    let reads = |step: &GpuStep| -> Vec<ValueId> {
+        match step {
+            GpuStep::Launch(k) => kernels[*k]
+                .sig
+                .buffers
+                .iter()
+                .filter(|b| b.role == Role::Input)
+                .map(|b| b.value)
+                .collect(),
+            GpuStep::Gemm { index: i, .. }
+            | GpuStep::Reduce(i, _)
+            | GpuStep::Copy(i, _)
+            | GpuStep::View(i) => func.body[*i].args.clone(),
+            GpuStep::Constant(_) => Vec::new(),
+            GpuStep::Host(range) => range
+                .clone()
+                .flat_map(|i| func.body[i].args.clone())
+                .collect(),
+        }
+    };
+    let mut grouped = Vec::with_capacity(steps.len());
+    let mut launches: Vec<Launch> = Vec::new();
+    let mut pending: Vec<usize> = Vec::new();
+    let mut pending_outputs = std::collections::HashSet::new();
+    let mut pending_buffers = 0;
+    let mut flush = |pending: &mut Vec<usize>, grouped: &mut Vec<GpuStep>| {
+        if pending.is_empty() {
+            return;
+        }
+        let name = match pending.as_slice() {
+            [k] => symbol(&kernels[*k].name),
+            _ => symbol(&format!("{}_l{}", func.name, launches.len())),
+        };
+        grouped.push(GpuStep::Launch(launches.len()));
+        launches.push(Launch {
+            name,
+            kernels: std::mem::take(pending),
+        });
+    };
+    for step in steps {
+        let needs_pending = reads(&step).iter().any(|v| pending_outputs.contains(v));
+        let buffers = match &step {
+            GpuStep::Launch(k) => kernels[*k].sig.buffers.len(),
+            _ => 0,
+        };
+        if needs_pending || pending_buffers + buffers > MAX_LAUNCH_BUFFERS {
+            flush(&mut pending, &mut grouped);
+            pending_outputs.clear();
+            pending_buffers = 0;
+        }
+        match step {
+            GpuStep::Launch(k) => {
+                pending_outputs.extend(
+                    kernels[k]
+                        .sig
+                        .buffers
+                        .iter()
+                        .filter(|b| b.role == Role::Output)
+                        .map(|b| b.value),
+                );
+                pending_buffers += buffers;
+                pending.push(k);
+            }
+            other => grouped.push(other),
+        }
+    }
+    flush(&mut pending, &mut grouped);
+    (grouped, launches)
 }
 
 fn host_ops<'f>(steps: &[GpuStep], func: &'f Func) -> Vec<&'f str> {
@@ -206,7 +298,8 @@ impl GpuExecutable {
     pub fn compile(func: &Func, device: &Arc<CudaDevice>) -> Result<GpuExecutable, GpuError> {
         let (major, minor) = device.compute_capability();
         let plan = GpuPlan::new(func, PtxTarget::for_compute_capability(major, minor))?;
-        let empty = plan.kernels.is_empty() && plan.reductions.is_empty() && plan.copies.is_empty();
+        let empty =
+            plan.launches.is_empty() && plan.reductions.is_empty() && plan.copies.is_empty();
         let (functions, reduce_functions, copy_functions) = if empty {
             (Vec::new(), Vec::new(), Vec::new())
         } else {
@@ -218,7 +311,7 @@ impl GpuExecutable {
                     .collect::<Result<_, _>>()?)
             };
             (
-                load(plan.kernels.iter().map(entry_name).collect())?,
+                load(plan.launches.iter().map(|l| l.name.clone()).collect())?,
                 load(plan.reductions.iter().map(|r| r.name.clone()).collect())?,
                 load(plan.copies.iter().map(|c| c.name.clone()).collect())?,
             )
@@ -242,6 +335,7 @@ impl GpuExecutable {
             constants,
             steps: plan.steps,
             kernels: plan.kernels,
+            launches: plan.launches,
             functions,
             reductions: plan.reductions,
             reduce_functions,
@@ -331,30 +425,34 @@ impl GpuExecutable {
         let device = &self.device;
         for step in &self.steps {
             match step {
-                GpuStep::Kernel(k) => {
-                    let kernel = &self.kernels[*k];
-                    let mut addresses = Vec::with_capacity(kernel.sig.buffers.len());
+                GpuStep::Launch(l) => {
+                    let launch = &self.launches[*l];
+                    let mut addresses = Vec::new();
                     let mut outputs = Vec::new();
-                    for b in &kernel.sig.buffers {
-                        match b.role {
-                            Role::Input => addresses.push(get(&values, b.value)?.address()),
-                            Role::Output => {
-                                let ty = func
-                                    .value_type(b.value)
-                                    .ok_or(GpuError::Missing(b.value.0))?;
-                                let array = device.alloc_array(ty)?;
-                                addresses.push(array.address());
-                                outputs.push((b.value, array));
-                            }
-                            Role::Scratch | Role::Partial(_) => {
-                                return Err(GpuError::Missing(b.value.0))
+                    let mut len = 0;
+                    for kernel in launch.kernels.iter().map(|&k| &self.kernels[k]) {
+                        len = len.max(kernel.len);
+                        for b in &kernel.sig.buffers {
+                            match b.role {
+                                Role::Input => addresses.push(get(&values, b.value)?.address()),
+                                Role::Output => {
+                                    let ty = func
+                                        .value_type(b.value)
+                                        .ok_or(GpuError::Missing(b.value.0))?;
+                                    let array = device.alloc_array(ty)?;
+                                    addresses.push(array.address());
+                                    outputs.push((b.value, array));
+                                }
+                                Role::Scratch | Role::Partial(_) => {
+                                    return Err(GpuError::Missing(b.value.0))
+                                }
                             }
                         }
                     }
-                    let grid = device.grid_for(kernel.len, BLOCK);
-                    // SAFETY: every address is a live buffer of the kernel's element count
+                    let grid = device.grid_for(len, BLOCK);
+                    // SAFETY: every address is a live buffer of its kernel's element count
                     // (inputs are kept alive in `values`, outputs in `outputs`).
-                    unsafe { device.launch(&self.functions[*k], grid, BLOCK, &addresses)? };
+                    unsafe { device.launch(&self.functions[*l], grid, BLOCK, &addresses)? };
                     for (v, a) in outputs {
                         values[v.index()] = Some(a);
                     }

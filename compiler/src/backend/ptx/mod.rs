@@ -112,10 +112,42 @@ pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
     Ok(expanded)
 }
 
-/// One PTX module holding `kernels`, `reductions` and `copies` as entry points named after
-/// them.
+/// Kernels launched as one: the entry `name` runs each of `kernels` (indices into the
+/// module's kernels) in turn, its parameters theirs in that order. They must not read one
+/// another's outputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch {
+    pub name: String,
+    pub kernels: Vec<usize>,
+}
+
+impl Launch {
+    /// One launch per kernel, named after it.
+    pub fn each(kernels: &[Kernel]) -> Vec<Launch> {
+        (0..kernels.len())
+            .map(|k| Launch {
+                name: entry_name(&kernels[k]),
+                kernels: vec![k],
+            })
+            .collect()
+    }
+}
+
+/// One PTX module holding `kernels` (each its own entry, named after it), `reductions` and
+/// `copies`.
 pub fn render_module(
     kernels: &[Kernel],
+    reductions: &[ReduceKernel],
+    copies: &[CopyKernel],
+    target: PtxTarget,
+) -> Result<String, PtxError> {
+    render_launches(kernels, &Launch::each(kernels), reductions, copies, target)
+}
+
+/// One PTX module holding an entry per launch of `kernels`, then `reductions` and `copies`.
+pub fn render_launches(
+    kernels: &[Kernel],
+    launches: &[Launch],
     reductions: &[ReduceKernel],
     copies: &[CopyKernel],
     target: PtxTarget,
@@ -125,9 +157,14 @@ pub fn render_module(
         target.isa(),
         target.arch()
     );
-    for kernel in kernels {
+    for launch in launches {
+        let legal = launch
+            .kernels
+            .iter()
+            .map(|&k| legalize(&kernels[k]))
+            .collect::<Result<Vec<_>, _>>()?;
         out.push('\n');
-        out.push_str(&render_entry(&legalize(kernel)?)?);
+        out.push_str(&render_entry(&launch.name, &legal)?);
     }
     for r in reductions {
         out.push('\n');
@@ -142,8 +179,12 @@ pub fn render_module(
 
 /// A kernel's PTX entry name: its name with anything PTX does not allow replaced.
 pub fn entry_name(kernel: &Kernel) -> String {
-    let mut name: String = kernel
-        .name
+    symbol(&kernel.name)
+}
+
+/// `name` with anything a PTX identifier does not allow replaced.
+pub fn symbol(name: &str) -> String {
+    let mut name: String = name
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
@@ -325,11 +366,10 @@ fn vector_width(kernel: &Kernel) -> usize {
     }
 }
 
-/// The `.entry` of one legalized kernel.
-fn render_entry(kernel: &Kernel) -> Result<String, PtxError> {
-    let name = entry_name(kernel);
-    let lanes = vector_width(kernel);
-    let wide = kernel.len > i32::MAX as usize;
+/// The `.entry` of a launch: its legalized kernels' grid-stride loops one after another, every
+/// thread running each in turn (so no kernel may read another's output: nothing orders one
+/// thread's stores before another thread's loads).
+fn render_entry(name: &str, kernels: &[Kernel]) -> Result<String, PtxError> {
     let mut e = Emitter {
         counts: HashMap::new(),
         labels: 0,
@@ -337,16 +377,6 @@ fn render_entry(kernel: &Kernel) -> Result<String, PtxError> {
         pre: String::new(),
         body: String::new(),
     };
-    // Buffer base addresses.
-    let bases: Vec<String> = (0..kernel.sig.buffers.len())
-        .map(|i| {
-            let r = e.reg(Class::Rd);
-            e.pre_line(format!("ld.param.u64 {r}, [{name}_param_{i}]"));
-            e.pre_line(format!("cvta.to.global.u64 {r}, {r}"));
-            r
-        })
-        .collect();
-    // The first element index of this thread and the grid stride, both in elements.
     let (ctaid, ntid, tid, nctaid) = (
         e.reg(Class::R),
         e.reg(Class::R),
@@ -357,6 +387,86 @@ fn render_entry(kernel: &Kernel) -> Result<String, PtxError> {
     e.pre_line(format!("mov.u32 {ntid}, %ntid.x"));
     e.pre_line(format!("mov.u32 {tid}, %tid.x"));
     e.pre_line(format!("mov.u32 {nctaid}, %nctaid.x"));
+    let thread = Thread {
+        ctaid,
+        ntid,
+        tid,
+        nctaid,
+    };
+    let mut params = Vec::new();
+    let mut comments = String::new();
+    let mut loops = String::new();
+    for (k, kernel) in kernels.iter().enumerate() {
+        let first = params.len();
+        params.extend((0..kernel.sig.buffers.len()).map(|i| format!("{name}_param_{}", first + i)));
+        let tag = if kernels.len() > 1 {
+            format!("_{k}")
+        } else {
+            String::new()
+        };
+        let (comment, text) = render_loop(&mut e, kernel, &params[first..], &thread, &tag)?;
+        comments.push_str(&comment);
+        loops.push_str(&text);
+    }
+    let mut out = comments;
+    let declared: Vec<String> = params
+        .iter()
+        .map(|p| format!("\t.param .u64 {p}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        ".visible .entry {name}(\n{}\n)\n{{",
+        declared.join(",\n")
+    );
+    for (c, ty, prefix) in CLASSES {
+        if let Some(n) = e.counts.get(&c) {
+            let _ = writeln!(out, "\t.reg .{ty} {prefix}<{}>;", n + 1);
+        }
+    }
+    out.push('\n');
+    out.push_str(&e.pre);
+    out.push_str(&loops);
+    out.push_str("\tret;\n}\n");
+    Ok(out)
+}
+
+/// The special registers every loop of an entry starts from.
+struct Thread {
+    ctaid: String,
+    ntid: String,
+    tid: String,
+    nctaid: String,
+}
+
+/// One kernel's grid-stride loop (its setup goes to `e.pre`), on the buffers whose addresses
+/// are the parameters `params`; `tag` keeps its labels apart from other loops of the entry.
+/// Returns the comment describing it and the loop's text.
+fn render_loop(
+    e: &mut Emitter,
+    kernel: &Kernel,
+    params: &[String],
+    thread: &Thread,
+    tag: &str,
+) -> Result<(String, String), PtxError> {
+    let lanes = vector_width(kernel);
+    let wide = kernel.len > i32::MAX as usize;
+    // Buffer base addresses.
+    let bases: Vec<String> = params
+        .iter()
+        .map(|param| {
+            let r = e.reg(Class::Rd);
+            e.pre_line(format!("ld.param.u64 {r}, [{param}]"));
+            e.pre_line(format!("cvta.to.global.u64 {r}, {r}"));
+            r
+        })
+        .collect();
+    // The first element index of this thread and the grid stride, both in elements.
+    let Thread {
+        ctaid,
+        ntid,
+        tid,
+        nctaid,
+    } = thread;
     let (index, stride, it) = if wide {
         let (i, s, t) = (e.reg(Class::Rd), e.reg(Class::Rd), e.reg(Class::Rd));
         e.pre_line(format!("mul.wide.u32 {i}, {ctaid}, {ntid}"));
@@ -450,7 +560,7 @@ fn render_entry(kernel: &Kernel) -> Result<String, PtxError> {
                     if b.access == Access::Scalar {
                         e.pre_line(line.replace("ADDR", &bases[*buffer]));
                     } else {
-                        let a = address(&mut e, *buffer);
+                        let a = address(e, *buffer);
                         e.line(line.replace("ADDR", &a));
                     }
                 }
@@ -462,7 +572,7 @@ fn render_entry(kernel: &Kernel) -> Result<String, PtxError> {
             }
             KOp::Const(s) => vec![e.constant(*s, d); lanes],
             KOp::Store(buffer) => {
-                let a = address(&mut e, *buffer);
+                let a = address(e, *buffer);
                 let v = values[ins.args[0]].clone();
                 if d == DType::Bool {
                     for (lane, p) in v.iter().enumerate() {
@@ -484,46 +594,32 @@ fn render_entry(kernel: &Kernel) -> Result<String, PtxError> {
                 .map(|lane| {
                     let args: Vec<String> =
                         ins.args.iter().map(|&a| values[a][lane].clone()).collect();
-                    emit_op(&mut e, kernel, ins, &args)
+                    emit_op(e, kernel, ins, &args)
                 })
                 .collect::<Result<_, _>>()?,
         };
         values.push(out);
     }
     let (done, more) = (e.reg(Class::P), e.reg(Class::P));
-    let mut out = String::new();
-    let params: Vec<String> = (0..kernel.sig.buffers.len())
-        .map(|i| format!("\t.param .u64 {name}_param_{i}"))
-        .collect();
+    let mut comment = String::new();
     let _ = writeln!(
-        out,
+        comment,
         "// {len} elements, {lanes} per thread and step; buffers:"
     );
     for (i, b) in kernel.sig.buffers.iter().enumerate() {
         let role = if b.role == Role::Input { "in" } else { "out" };
-        let _ = writeln!(out, "//   #{i} {role} {} {:?}", b.dtype, b.access);
+        let _ = writeln!(comment, "//   #{i} {role} {} {:?}", b.dtype, b.access);
     }
-    let _ = writeln!(
-        out,
-        ".visible .entry {name}(\n{}\n)\n{{",
-        params.join(",\n")
-    );
-    for (c, ty, prefix) in CLASSES {
-        if let Some(n) = e.counts.get(&c) {
-            let _ = writeln!(out, "\t.reg .{ty} {prefix}<{}>;", n + 1);
-        }
-    }
-    out.push('\n');
-    out.push_str(&e.pre);
+    let mut out = String::new();
     let _ = writeln!(out, "\tsetp.ge.{it} {done}, {index}, {len};");
-    let _ = writeln!(out, "\t@{done} bra $L_done;");
-    out.push_str("$L_loop:\n");
-    out.push_str(&e.body);
+    let _ = writeln!(out, "\t@{done} bra $L_done{tag};");
+    let _ = writeln!(out, "$L_loop{tag}:");
+    out.push_str(&std::mem::take(&mut e.body));
     let _ = writeln!(out, "\tadd.s{} {index}, {index}, {stride};", &it[1..]);
     let _ = writeln!(out, "\tsetp.lt.{it} {more}, {index}, {len};");
-    let _ = writeln!(out, "\t@{more} bra $L_loop;");
-    out.push_str("$L_done:\n\tret;\n}\n");
-    Ok(out)
+    let _ = writeln!(out, "\t@{more} bra $L_loop{tag};");
+    let _ = writeln!(out, "$L_done{tag}:");
+    Ok((comment, out))
 }
 
 /// One lane of an arithmetic instruction, on argument registers `args`; returns its register.
