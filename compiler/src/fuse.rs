@@ -35,11 +35,11 @@ pub enum Step {
 }
 
 /// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32)
-/// and bool always; i32 arithmetic where `ints` is set; row kernels where `rows` is set;
-/// reductions over leading axes inside flat kernels where `columns` is set.
+/// and bool always; i32 arithmetic where `ints` is set; row kernels over rows of up to
+/// `row_cols` elements; reductions over leading axes inside flat kernels where `columns` is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelTypes {
-    pub rows: bool,
+    pub row_cols: usize,
     pub ints: bool,
     pub columns: bool,
 }
@@ -47,13 +47,14 @@ pub struct KernelTypes {
 impl KernelTypes {
     /// The CPU code generator's set.
     pub const CPU: KernelTypes = KernelTypes {
-        rows: true,
+        row_cols: usize::MAX,
         ints: true,
         columns: true,
     };
-    /// The PTX renderer's set (its reductions are kernels of their own).
+    /// The PTX renderer's set: a row kernel keeps its row in registers, 16 elements to each of
+    /// 256 threads; longer rows and reductions over leading axes are kernels of their own.
     pub const GPU: KernelTypes = KernelTypes {
-        rows: false,
+        row_cols: 4096,
         ints: false,
         columns: false,
     };
@@ -456,7 +457,7 @@ fn row_reduction(func: &Func, i: usize, types: KernelTypes) -> Option<(usize, us
         .enumerate()
         .all(|(k, &a)| a == rank - axes.len() + k);
     let cols: usize = axes.iter().map(|&a| operand.dims()[a]).product();
-    let ok = types.rows
+    let ok = cols <= types.row_cols
         && types.float(ins.ty.dtype)
         && !matches!(op, ReduceOp::Prod)
         && !axes.is_empty()
@@ -523,9 +524,6 @@ pub fn row_role(
 /// row reduction, reached from `start` through fusible instructions, and takes every
 /// following instruction that fits.
 fn row_group(func: &Func, start: usize, types: KernelTypes) -> Option<(usize, usize, usize)> {
-    if !types.rows {
-        return None;
-    }
     let mut j = start;
     let shape = loop {
         let ins = func.body.get(j)?;

@@ -1,15 +1,20 @@
-//! The GPU executable: the same fused program as on the CPU, its kernels rendered to one PTX
-//! module and launched on the device's stream, `dot_general` run by cuBLAS, reshapes kept as
-//! views of the same buffer. What has no GPU form yet (reductions, data movement, float
-//! remainder) runs on the host: its operands are copied back, evaluated by the reference
-//! interpreter and copied up again. That keeps every program correct while the GPU kernel set
-//! grows; [`GpuExecutable::host_steps`] says how much of a program takes that path.
+//! The GPU executable: the program fused as on the CPU (elementwise kernels, and row kernels
+//! that fold softmax- and layernorm-like rows into one launch), its kernels rendered to one PTX
+//! module and launched on the device's stream, independent kernels launched together,
+//! reductions and strided copies as kernels of their own, `dot_general` run by cuBLAS, reshapes
+//! kept as views of the same buffer. What has no GPU form yet (reductions over middle axes,
+//! other data movement, float remainder) runs on the host: its operands are copied back,
+//! evaluated by the reference interpreter and copied up again. That keeps every program
+//! correct while the GPU kernel set grows; [`GpuExecutable::host_steps`] says how much of a
+//! program takes that path.
 
 use super::gemm::{plan_gemm, plan_permuted_gemm, Gemm};
 use super::ptx::copy::CopyKernel;
 use super::ptx::reduce::ReduceKernel;
+use super::ptx::rows::row_threads;
 use super::ptx::{legalize, render_launches, symbol, Launch, PtxError, PtxTarget};
 use crate::fuse::{partition, schedule, KernelTypes, Step};
+use crate::kernel::rows::lower_rows;
 use crate::kernel::{Kernel, Role};
 use ferrax_ir::{verify, Func, Op, ValueId};
 use ferrax_runtime::cuda::{CudaDevice, CudaError, DeviceArray, Function};
@@ -97,10 +102,31 @@ impl GpuPlan {
         let mut kernels = Vec::new();
         let mut reductions = Vec::new();
         let mut copies = Vec::new();
-        for step in partition(func, KernelTypes::GPU) {
+        // A reduction alone keeps its reduction kernel, which strides its row with any
+        // number of threads.
+        let lone = |step| match step {
+            Step::Rows { start, end, .. } if end == start + 1 => Step::Op { index: start },
+            step => step,
+        };
+        for step in partition(func, KernelTypes::GPU).into_iter().map(lone) {
             match step {
-                // The GPU's reductions are kernels of their own (`KernelTypes::GPU`).
-                Step::Rows { start, end, .. } => return Err(GpuError::Lowering { start, end }),
+                Step::Rows {
+                    start,
+                    end,
+                    rows,
+                    cols,
+                } => {
+                    let name = format!("{}_k{}", func.name, kernels.len());
+                    let kernel =
+                        lower_rows(func, (start, end), (rows, cols), KernelTypes::GPU, name)
+                            .ok_or(GpuError::Lowering { start, end })?;
+                    if legalize(&kernel).is_ok() {
+                        steps.push(GpuStep::Launch(kernels.len()));
+                        kernels.push(kernel);
+                    } else {
+                        steps.push(GpuStep::Host(start..end));
+                    }
+                }
                 Step::Kernel { start, end } => {
                     let name = format!("{}_k{}", func.name, kernels.len());
                     let kernel = crate::kernel::lower(func, start, end, name)
@@ -239,33 +265,34 @@ fn group_launches(
     let mut pending: Vec<usize> = Vec::new();
     let mut pending_outputs = std::collections::HashSet::new();
     let mut pending_buffers = 0;
-    let mut flush = |pending: &mut Vec<usize>, grouped: &mut Vec<GpuStep>| {
-        if pending.is_empty() {
-            return;
-        }
-        let name = match pending.as_slice() {
+    // Launches `together` (if any) as one step.
+    let launch = |together: Vec<usize>, grouped: &mut Vec<GpuStep>, launches: &mut Vec<Launch>| {
+        let name = match together.as_slice() {
+            [] => return,
             [k] => symbol(&kernels[*k].name),
             _ => symbol(&format!("{}_l{}", func.name, launches.len())),
         };
         grouped.push(GpuStep::Launch(launches.len()));
         launches.push(Launch {
             name,
-            kernels: std::mem::take(pending),
+            kernels: together,
         });
     };
     for step in steps {
         let needs_pending = reads(&step).iter().any(|v| pending_outputs.contains(v));
+        // Row kernels launch alone: their blocks are rows.
+        let flat = |k: usize| kernels[k].rows.is_none();
         let buffers = match &step {
-            GpuStep::Launch(k) => kernels[*k].sig.buffers.len(),
+            GpuStep::Launch(k) if flat(*k) => kernels[*k].sig.buffers.len(),
             _ => 0,
         };
         if needs_pending || pending_buffers + buffers > MAX_LAUNCH_BUFFERS {
-            flush(&mut pending, &mut grouped);
+            launch(std::mem::take(&mut pending), &mut grouped, &mut launches);
             pending_outputs.clear();
             pending_buffers = 0;
         }
         match step {
-            GpuStep::Launch(k) => {
+            GpuStep::Launch(k) if flat(k) => {
                 pending_outputs.extend(
                     kernels[k]
                         .sig
@@ -277,10 +304,11 @@ fn group_launches(
                 pending_buffers += buffers;
                 pending.push(k);
             }
+            GpuStep::Launch(k) => launch(vec![k], &mut grouped, &mut launches),
             other => grouped.push(other),
         }
     }
-    flush(&mut pending, &mut grouped);
+    launch(pending, &mut grouped, &mut launches);
     (grouped, launches)
 }
 
@@ -430,8 +458,14 @@ impl GpuExecutable {
                     let mut addresses = Vec::new();
                     let mut outputs = Vec::new();
                     let mut len = 0;
+                    let mut block = BLOCK;
                     for kernel in launch.kernels.iter().map(|&k| &self.kernels[k]) {
                         len = len.max(kernel.len);
+                        if let Some(r) = &kernel.rows {
+                            // A block per row.
+                            block = row_threads(r.cols);
+                            len = r.rows * block as usize;
+                        }
                         for b in &kernel.sig.buffers {
                             match b.role {
                                 Role::Input => addresses.push(get(&values, b.value)?.address()),
@@ -443,16 +477,16 @@ impl GpuExecutable {
                                     addresses.push(array.address());
                                     outputs.push((b.value, array));
                                 }
-                                Role::Scratch | Role::Partial(_) => {
-                                    return Err(GpuError::Missing(b.value.0))
-                                }
+                                // A row kernel keeps its scratch rows in registers.
+                                Role::Scratch => {}
+                                Role::Partial(_) => return Err(GpuError::Missing(b.value.0)),
                             }
                         }
                     }
-                    let grid = device.grid_for(len, BLOCK);
+                    let grid = device.grid_for(len, block);
                     // SAFETY: every address is a live buffer of its kernel's element count
                     // (inputs are kept alive in `values`, outputs in `outputs`).
-                    unsafe { device.launch(&self.functions[*l], grid, BLOCK, &addresses)? };
+                    unsafe { device.launch(&self.functions[*l], grid, block, &addresses)? };
                     for (v, a) in outputs {
                         values[v.index()] = Some(a);
                     }

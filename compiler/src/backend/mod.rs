@@ -215,8 +215,9 @@ impl CpuExecutable {
                 } => {
                     let name = format!("{}_k{}", func.name, kernels.len());
                     names.push(format!("row kernel @{name}"));
-                    let kernel = lower_rows(func, (start, end), (rows, cols), name)
-                        .ok_or(BackendError::Lowering { start, end })?;
+                    let kernel =
+                        lower_rows(func, (start, end), (rows, cols), KernelTypes::CPU, name)
+                            .ok_or(BackendError::Lowering { start, end })?;
                     steps.push(ExecStep::Kernel(kernels.len()));
                     kernels.push(kernel);
                 }

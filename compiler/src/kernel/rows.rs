@@ -196,11 +196,12 @@ impl RowLowering<'_> {
 }
 
 /// The row kernel for instructions `start..end` of `func` over `rows` rows of `cols` elements
-/// (a [`crate::fuse::Step::Rows`]).
+/// (a [`crate::fuse::Step::Rows`] of a backend handling `types`).
 pub fn lower_rows(
     func: &Func,
     (start, end): (usize, usize),
     (rows, cols): (usize, usize),
+    types: KernelTypes,
     name: String,
 ) -> Option<Kernel> {
     let mut l = RowLowering {
@@ -221,7 +222,7 @@ pub fn lower_rows(
         let ins = &func.body[i];
         let v = func.instr_value(i);
         let dtype = ins.ty.dtype;
-        let role = row_role(func, i, KernelTypes::CPU, (rows, cols), start)?;
+        let role = row_role(func, i, types, (rows, cols), start)?;
         match &ins.op {
             Op::Reduce { op, .. } => {
                 let o = l.operand(ins.args[0])?;

@@ -6,8 +6,10 @@
 //! instruction is checked against what the renderer supports, and the index width is chosen
 //! (32-bit while the element count allows, since 64-bit division is slow on the GPU).
 //!
-//! Each kernel is one grid-stride loop over its elements, branch-free but for the rare path of
-//! f32 sin and cos arguments beyond the f32 reduction ([`KOp::Beyond`]). Constants (each once)
+//! Each flat kernel is one grid-stride loop over its elements (several independent ones
+//! launched together are their loops in turn, see [`Launch`]), branch-free but for the rare
+//! path of f32 sin and cos arguments beyond the f32 reduction ([`KOp::Beyond`]); row kernels
+//! are rendered by [`rows`]. Constants (each once)
 //! and scalar inputs are loaded before the loop; inputs use the read-only (`.nc`) path; float
 //! arithmetic uses the `.rn` forms so that `ptxas` never contracts a multiply and an add into
 //! an fma on its own: the kernel IR already contracts the products whose only use is a sum
@@ -15,6 +17,7 @@
 
 pub mod copy;
 pub mod reduce;
+pub mod rows;
 
 use crate::kernel::halves::{self, is_half};
 use crate::kernel::{math, Access, Buffer, KInstr, KOp, Kernel, KernelSig, Role};
@@ -75,8 +78,10 @@ pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
         kernel: kernel.name.clone(),
         what,
     };
-    if kernel.rows.is_some() {
-        return Err(unsupported("a row kernel".into()));
+    if let Some(r) = &kernel.rows {
+        if !rows::fits(r.cols) {
+            return Err(unsupported(format!("rows of {} elements", r.cols)));
+        }
     }
     for b in &expanded.sig.buffers {
         if reg_class(b.dtype).is_none() {
@@ -102,7 +107,8 @@ pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
             KOp::Fma | KOp::Clamp => !int && ins.dtype != DType::Bool,
             KOp::ShiftLeft(_) | KOp::ShiftRight(_) => int,
             KOp::Beyond(_) => ins.dtype == DType::F32,
-            KOp::Reduce(_) | KOp::Accumulate(_) => false,
+            KOp::Reduce(_) => kernel.rows.is_some(),
+            KOp::Accumulate(_) => false,
             _ => true,
         };
         if !ok {
@@ -164,7 +170,10 @@ pub fn render_launches(
             .map(|&k| legalize(&kernels[k]))
             .collect::<Result<Vec<_>, _>>()?;
         out.push('\n');
-        out.push_str(&render_entry(&launch.name, &legal)?);
+        out.push_str(&match legal.as_slice() {
+            [one] if one.rows.is_some() => rows::render_row_entry(&launch.name, one)?,
+            _ => render_entry(&launch.name, &legal)?,
+        });
     }
     for r in reductions {
         out.push('\n');
@@ -258,6 +267,25 @@ struct Emitter {
 }
 
 impl Emitter {
+    fn new() -> Emitter {
+        Emitter {
+            counts: HashMap::new(),
+            labels: 0,
+            constants: HashMap::new(),
+            pre: String::new(),
+            body: String::new(),
+        }
+    }
+
+    /// The register declarations of everything taken so far.
+    fn declare(&self, out: &mut String) {
+        for (c, ty, prefix) in CLASSES {
+            if let Some(n) = self.counts.get(&c) {
+                let _ = writeln!(out, "\t.reg .{ty} {prefix}<{}>;", n + 1);
+            }
+        }
+    }
+
     fn reg(&mut self, c: Class) -> String {
         let n = self.counts.entry(c).or_insert(0);
         *n += 1;
@@ -370,29 +398,8 @@ fn vector_width(kernel: &Kernel) -> usize {
 /// thread running each in turn (so no kernel may read another's output: nothing orders one
 /// thread's stores before another thread's loads).
 fn render_entry(name: &str, kernels: &[Kernel]) -> Result<String, PtxError> {
-    let mut e = Emitter {
-        counts: HashMap::new(),
-        labels: 0,
-        constants: HashMap::new(),
-        pre: String::new(),
-        body: String::new(),
-    };
-    let (ctaid, ntid, tid, nctaid) = (
-        e.reg(Class::R),
-        e.reg(Class::R),
-        e.reg(Class::R),
-        e.reg(Class::R),
-    );
-    e.pre_line(format!("mov.u32 {ctaid}, %ctaid.x"));
-    e.pre_line(format!("mov.u32 {ntid}, %ntid.x"));
-    e.pre_line(format!("mov.u32 {tid}, %tid.x"));
-    e.pre_line(format!("mov.u32 {nctaid}, %nctaid.x"));
-    let thread = Thread {
-        ctaid,
-        ntid,
-        tid,
-        nctaid,
-    };
+    let mut e = Emitter::new();
+    let thread = Thread::new(&mut e);
     let mut params = Vec::new();
     let mut comments = String::new();
     let mut loops = String::new();
@@ -418,11 +425,7 @@ fn render_entry(name: &str, kernels: &[Kernel]) -> Result<String, PtxError> {
         ".visible .entry {name}(\n{}\n)\n{{",
         declared.join(",\n")
     );
-    for (c, ty, prefix) in CLASSES {
-        if let Some(n) = e.counts.get(&c) {
-            let _ = writeln!(out, "\t.reg .{ty} {prefix}<{}>;", n + 1);
-        }
-    }
+    e.declare(&mut out);
     out.push('\n');
     out.push_str(&e.pre);
     out.push_str(&loops);
@@ -436,6 +439,28 @@ struct Thread {
     ntid: String,
     tid: String,
     nctaid: String,
+}
+
+impl Thread {
+    /// Registers holding them, read before the loops.
+    fn new(e: &mut Emitter) -> Thread {
+        let (ctaid, ntid, tid, nctaid) = (
+            e.reg(Class::R),
+            e.reg(Class::R),
+            e.reg(Class::R),
+            e.reg(Class::R),
+        );
+        e.pre_line(format!("mov.u32 {ctaid}, %ctaid.x"));
+        e.pre_line(format!("mov.u32 {ntid}, %ntid.x"));
+        e.pre_line(format!("mov.u32 {tid}, %tid.x"));
+        e.pre_line(format!("mov.u32 {nctaid}, %nctaid.x"));
+        Thread {
+            ctaid,
+            ntid,
+            tid,
+            nctaid,
+        }
+    }
 }
 
 /// One kernel's grid-stride loop (its setup goes to `e.pre`), on the buffers whose addresses

@@ -1,0 +1,461 @@
+//! Row kernels on the GPU ([`crate::kernel::rows`]): softmax, layernorm and their gradients as
+//! one launch instead of a kernel per elementwise run and one per reduction.
+//!
+//! One block per row (grid-striding over rows), [`row_threads`] threads of it. The row lives in
+//! registers: thread `t` holds columns `t`, `t + threads`, `t + 2·threads`, ... (its slots,
+//! at most 16, so neighbouring threads touch neighbouring addresses), so a value one pass
+//! computes and a later pass reads (the CPU's scratch row) stays in its register, and an input
+//! read by several passes is loaded once. A reduction folds each thread's slots as its pass
+//! computes them, then across the warp by butterfly shuffles (every lane ends with the result),
+//! then, for blocks of several warps, through shared memory, every thread folding the warps'
+//! partials in the same order: each thread holds the same row value, so the next pass needs no
+//! broadcast. Row values are computed by every thread alike; thread 0 stores them.
+
+use super::{emit_op, float_literal, reg_class, suffix, Class, Emitter, PtxError, Thread};
+use crate::kernel::{Access, KOp, Kernel, Role, Stage};
+use ferrax_ir::{DType, ReduceOp, Scalar};
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// Columns a thread of a row kernel holds at most.
+const SLOTS: usize = 16;
+
+/// Threads per block of a row kernel over rows of `cols` elements: whole warps, up to 256.
+pub fn row_threads(cols: usize) -> u32 {
+    (cols.div_ceil(32).clamp(1, 8) * 32) as u32
+}
+
+/// Whether the PTX row renderer takes rows of `cols` elements.
+pub fn fits(cols: usize) -> bool {
+    cols.div_ceil(row_threads(cols) as usize) <= SLOTS
+}
+
+/// The reduction's identity: the sum's is -0, so that a row of -0 sums to -0.
+fn identity(op: ReduceOp, d: DType) -> Scalar {
+    let v = match op {
+        ReduceOp::Sum => -0.0,
+        ReduceOp::Max => f64::NEG_INFINITY,
+        ReduceOp::Min => f64::INFINITY,
+        ReduceOp::Prod => 1.0,
+    };
+    Scalar::from_f64(d, v)
+}
+
+/// `op(a, b)` into a new register.
+fn combine(e: &mut Emitter, op: ReduceOp, d: DType, a: &str, b: &str) -> String {
+    let (t, _) = suffix(d);
+    match op {
+        ReduceOp::Max | ReduceOp::Min => e.min_max(a, b, d, op == ReduceOp::Max),
+        ReduceOp::Sum | ReduceOp::Prod => {
+            let r = e.reg(reg_class(d).unwrap_or(Class::F));
+            let name = if op == ReduceOp::Sum { "add" } else { "mul" };
+            e.line(format!("{name}.rn.{t} {r}, {a}, {b}"));
+            r
+        }
+    }
+}
+
+/// The `.entry` of a legalized row kernel.
+pub(super) fn render_row_entry(name: &str, kernel: &Kernel) -> Result<String, PtxError> {
+    let unsupported = |what: String| PtxError::Unsupported {
+        kernel: kernel.name.clone(),
+        what,
+    };
+    let Some(shape) = &kernel.rows else {
+        return Err(unsupported("a flat kernel as a row kernel".into()));
+    };
+    let (rows, cols) = (shape.rows, shape.cols);
+    if !fits(cols) || rows > i32::MAX as usize {
+        return Err(unsupported(format!(
+            "rows of {cols} elements ({rows} rows)"
+        )));
+    }
+    let threads = row_threads(cols) as usize;
+    let slots = cols.div_ceil(threads);
+    let warps = threads / 32;
+    let mut e = Emitter::new();
+    let Thread {
+        ctaid, tid, nctaid, ..
+    } = Thread::new(&mut e);
+    // Buffer base addresses; scratch rows stay in registers and take no parameter.
+    let mut params = Vec::new();
+    let mut bases: Vec<Option<String>> = Vec::new();
+    for b in &kernel.sig.buffers {
+        match b.role {
+            Role::Scratch => bases.push(None),
+            Role::Input | Role::Output => {
+                let r = e.reg(Class::Rd);
+                let param = format!("{name}_param_{}", params.len());
+                e.pre_line(format!("ld.param.u64 {r}, [{param}]"));
+                e.pre_line(format!("cvta.to.global.u64 {r}, {r}"));
+                params.push(param);
+                bases.push(Some(r));
+            }
+            Role::Partial(_) => return Err(unsupported("a column reduction".into())),
+        }
+    }
+    let base = |b: usize| {
+        bases[b]
+            .clone()
+            .ok_or_else(|| unsupported("scratch access".into()))
+    };
+    // Each slot's column, and whether it is inside the row (only the last may not be).
+    let mut columns = Vec::with_capacity(slots);
+    let mut inside = Vec::with_capacity(slots);
+    for j in 0..slots {
+        let c = e.reg(Class::R);
+        e.pre_line(format!("add.u32 {c}, {tid}, {}", j * threads));
+        let p = ((j + 1) * threads > cols).then(|| {
+            let p = e.reg(Class::P);
+            e.pre_line(format!("setp.lt.u32 {p}, {c}, {cols}"));
+            p
+        });
+        columns.push(c);
+        inside.push(p);
+    }
+    let first = e.reg(Class::P);
+    e.pre_line(format!("setp.eq.u32 {first}, {tid}, 0"));
+    // Shared memory for the warps' partials: 8 bytes per warp and reduction.
+    let reductions: Vec<usize> = (0..kernel.body.len())
+        .filter(|&k| matches!(kernel.body[k].op, KOp::Reduce(_)))
+        .collect();
+    let shared = warps > 1 && !reductions.is_empty();
+    let (lane_zero, shared_base, warp_slot) = if shared {
+        let (lane, warp, sbase, slot) = (
+            e.reg(Class::R),
+            e.reg(Class::R),
+            e.reg(Class::R),
+            e.reg(Class::R),
+        );
+        let zero = e.reg(Class::P);
+        e.pre_line(format!("and.b32 {lane}, {tid}, 31"));
+        e.pre_line(format!("setp.eq.u32 {zero}, {lane}, 0"));
+        e.pre_line(format!("shr.u32 {warp}, {tid}, 5"));
+        e.pre_line(format!("mov.u32 {sbase}, {name}_partials"));
+        e.pre_line(format!("shl.b32 {slot}, {warp}, 3"));
+        e.pre_line(format!("add.u32 {slot}, {slot}, {sbase}"));
+        (zero, sbase, slot)
+    } else {
+        Default::default()
+    };
+    let row = e.reg(Class::R);
+    e.pre_line(format!("mov.u32 {row}, {ctaid}"));
+
+    // Per instruction, its register in each slot (a row value: the same register in all).
+    let mut values: Vec<Vec<String>> = vec![Vec::new(); kernel.body.len()];
+    // Registers that hold a buffer's slots once loaded in this row.
+    let mut loaded: HashMap<usize, Vec<String>> = HashMap::new();
+    let mut scratch: HashMap<usize, Vec<String>> = HashMap::new();
+    // Per buffer, the address of its row's first element in this row.
+    let mut row_addresses: HashMap<usize, String> = HashMap::new();
+    // Byte offsets of each slot's column, by element size.
+    let mut offsets: HashMap<(usize, usize), String> = HashMap::new();
+    let mut accumulators: HashMap<usize, String> = HashMap::new();
+    let stage = |k: usize| shape.stages[k];
+    let mut element_address = |e: &mut Emitter, b: usize, j: usize| -> Result<String, PtxError> {
+        let buffer = &kernel.sig.buffers[b];
+        let size = buffer.dtype.size_bytes();
+        let offset = match offsets.get(&(j, size)) {
+            Some(o) => o.clone(),
+            None => {
+                let o = e.reg(Class::Rd);
+                e.pre_line(format!("mul.wide.u32 {o}, {}, {size}", columns[j]));
+                offsets.insert((j, size), o.clone());
+                o
+            }
+        };
+        let start = match buffer.access {
+            Access::Each => match row_addresses.get(&b) {
+                Some(a) => a.clone(),
+                None => {
+                    let (o, a) = (e.reg(Class::Rd), e.reg(Class::Rd));
+                    e.line(format!("mul.wide.u32 {o}, {row}, {}", cols * size));
+                    e.line(format!("add.s64 {a}, {}, {o}", base(b)?));
+                    row_addresses.insert(b, a.clone());
+                    a
+                }
+            },
+            Access::Inner(n) if n == cols => base(b)?,
+            other => return Err(unsupported(format!("{other:?} per element"))),
+        };
+        let a = e.reg(Class::Rd);
+        e.line(format!("add.s64 {a}, {start}, {offset}"));
+        Ok(a)
+    };
+    let guarded = |p: &Option<String>, line: String| match p {
+        Some(p) => format!("@{p} {line}"),
+        None => line,
+    };
+
+    for pass in 0..=shape.passes {
+        // Once per row: what this pass needs of the reductions before it.
+        for (k, ins) in kernel.body.iter().enumerate() {
+            if stage(k) != Stage::Row(pass) {
+                continue;
+            }
+            let d = ins.dtype;
+            let (t, _) = suffix(d);
+            let class = reg_class(d).unwrap_or(Class::F);
+            let r = match &ins.op {
+                KOp::Const(s) => e.constant(*s, d),
+                KOp::Load(b) => {
+                    let buffer = &kernel.sig.buffers[*b];
+                    let r = e.reg(class);
+                    match buffer.access {
+                        Access::Scalar => {
+                            load(&mut e, d, "ld.global", &r, &base(*b)?, None, true);
+                        }
+                        Access::Outer(n) if n == cols => {
+                            let (o, a) = (e.reg(Class::Rd), e.reg(Class::Rd));
+                            let size = buffer.dtype.size_bytes();
+                            e.line(format!("mul.wide.u32 {o}, {row}, {size}"));
+                            e.line(format!("add.s64 {a}, {}, {o}", base(*b)?));
+                            load(&mut e, d, "ld.global.nc", &r, &a, None, false);
+                        }
+                        other => return Err(unsupported(format!("{other:?} per row"))),
+                    }
+                    r
+                }
+                KOp::Store(b) => {
+                    let v = values[ins.args[0]][0].clone();
+                    let (o, a) = (e.reg(Class::Rd), e.reg(Class::Rd));
+                    let size = kernel.sig.buffers[*b].dtype.size_bytes();
+                    e.line(format!("mul.wide.u32 {o}, {row}, {size}"));
+                    e.line(format!("add.s64 {a}, {}, {o}", base(*b)?));
+                    store(&mut e, d, &a, &v, Some(&first));
+                    v
+                }
+                KOp::Reduce(op) => {
+                    let acc = accumulators
+                        .get(&k)
+                        .cloned()
+                        .ok_or_else(|| unsupported("a reduction of no pass".into()))?;
+                    let r = e.reg(class);
+                    e.line(format!("mov.{t} {r}, {acc}"));
+                    for offset in [16, 8, 4, 2, 1] {
+                        let other = shuffle(&mut e, d, &r, offset);
+                        let c = combine(&mut e, *op, d, &r, &other);
+                        e.line(format!("mov.{t} {r}, {c}"));
+                    }
+                    if shared {
+                        let area = reductions.iter().position(|&x| x == k).unwrap_or(0) * warps * 8;
+                        e.line(format!(
+                            "@{lane_zero} st.shared.{t} [{warp_slot}+{area}], {r}"
+                        ));
+                        e.line("bar.sync 0".into());
+                        e.line(format!("ld.shared.{t} {r}, [{shared_base}+{area}]"));
+                        for w in 1..warps {
+                            let p = e.reg(class);
+                            let at = area + 8 * w;
+                            e.line(format!("ld.shared.{t} {p}, [{shared_base}+{at}]"));
+                            let c = combine(&mut e, *op, d, &r, &p);
+                            e.line(format!("mov.{t} {r}, {c}"));
+                        }
+                    }
+                    r
+                }
+                _ => {
+                    let args: Vec<String> =
+                        ins.args.iter().map(|&a| values[a][0].clone()).collect();
+                    emit_op(&mut e, kernel, ins, &args)?
+                }
+            };
+            values[k] = vec![r; slots];
+        }
+        if pass == shape.passes {
+            break;
+        }
+        // The reductions of this pass start from their identity.
+        for &k in &reductions {
+            let arg = kernel.body[k].args[0];
+            if stage(arg) == Stage::Elem(pass) {
+                let KOp::Reduce(op) = kernel.body[k].op else {
+                    continue;
+                };
+                let d = kernel.body[k].dtype;
+                let acc = e.reg(reg_class(d).unwrap_or(Class::F));
+                let init = float_literal(identity(op, d)).unwrap_or_default();
+                e.line(format!("mov.{} {acc}, {init}", suffix(d).0));
+                accumulators.insert(k, acc);
+            }
+        }
+        // Per element of the row, slot by slot.
+        for (k, ins) in kernel.body.iter().enumerate() {
+            if stage(k) != Stage::Elem(pass) {
+                continue;
+            }
+            let d = ins.dtype;
+            let class = reg_class(d).unwrap_or(Class::F);
+            values[k] = match &ins.op {
+                KOp::Const(s) => vec![e.constant(*s, d); slots],
+                KOp::Load(b) if kernel.sig.buffers[*b].role == Role::Scratch => scratch
+                    .get(b)
+                    .cloned()
+                    .ok_or_else(|| unsupported("a scratch row read before written".into()))?,
+                KOp::Load(b) => match loaded.get(b) {
+                    Some(regs) => regs.clone(),
+                    None => {
+                        let mut regs = Vec::with_capacity(slots);
+                        for (j, p) in inside.iter().enumerate() {
+                            let r = e.reg(class);
+                            let a = element_address(&mut e, *b, j)?;
+                            load(&mut e, d, "ld.global.nc", &r, &a, p.as_deref(), false);
+                            regs.push(r);
+                        }
+                        loaded.insert(*b, regs.clone());
+                        regs
+                    }
+                },
+                KOp::Store(b) if kernel.sig.buffers[*b].role == Role::Scratch => {
+                    let v = values[ins.args[0]].clone();
+                    scratch.insert(*b, v.clone());
+                    v
+                }
+                KOp::Store(b) => {
+                    let v = values[ins.args[0]].clone();
+                    for (j, x) in v.iter().enumerate() {
+                        let a = element_address(&mut e, *b, j)?;
+                        store(&mut e, d, &a, x, inside[j].as_ref());
+                    }
+                    v
+                }
+                _ => (0..slots)
+                    .map(|j| {
+                        let args: Vec<String> =
+                            ins.args.iter().map(|&a| values[a][j].clone()).collect();
+                        emit_op(&mut e, kernel, ins, &args)
+                    })
+                    .collect::<Result<_, _>>()?,
+            };
+            // Fold the slots into the reductions that read this value.
+            for &r in &reductions {
+                if kernel.body[r].args[0] != k {
+                    continue;
+                }
+                let KOp::Reduce(op) = kernel.body[r].op else {
+                    continue;
+                };
+                let acc = accumulators[&r].clone();
+                let (t, _) = suffix(d);
+                for j in 0..slots {
+                    let x = values[k][j].clone();
+                    let c = combine(&mut e, op, d, &acc, &x);
+                    let line = guarded(&inside[j], format!("mov.{t} {acc}, {c}"));
+                    e.line(line);
+                }
+            }
+        }
+    }
+    let body = std::mem::take(&mut e.body);
+    let (done, more) = (e.reg(Class::P), e.reg(Class::P));
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "// {rows} rows of {cols} elements, {threads} threads per row, {slots} columns each, \
+         {} passes; buffers:",
+        shape.passes
+    );
+    for (i, b) in kernel.sig.buffers.iter().enumerate() {
+        let role = match b.role {
+            Role::Input => "in",
+            Role::Scratch => "kept",
+            _ => "out",
+        };
+        let _ = writeln!(out, "//   #{i} {role} {} {:?}", b.dtype, b.access);
+    }
+    let declared: Vec<String> = params
+        .iter()
+        .map(|p| format!("\t.param .u64 {p}"))
+        .collect();
+    let _ = writeln!(
+        out,
+        ".visible .entry {name}(\n{}\n)\n.maxntid {threads}, 1, 1\n{{",
+        declared.join(",\n")
+    );
+    e.declare(&mut out);
+    if shared {
+        let bytes = reductions.len() * warps * 8;
+        let _ = writeln!(out, "\t.shared .align 8 .b8 {name}_partials[{bytes}];");
+    }
+    out.push('\n');
+    out.push_str(&e.pre);
+    let _ = writeln!(out, "\tsetp.ge.u32 {done}, {row}, {rows};");
+    let _ = writeln!(out, "\t@{done} bra $L_done;");
+    out.push_str("$L_row:\n");
+    out.push_str(&body);
+    if shared {
+        // The next row's partials overwrite these only once every warp has read them.
+        out.push_str("\tbar.sync 0;\n");
+    }
+    let _ = writeln!(out, "\tadd.u32 {row}, {row}, {nctaid};");
+    let _ = writeln!(out, "\tsetp.lt.u32 {more}, {row}, {rows};");
+    let _ = writeln!(out, "\t@{more} bra $L_row;");
+    out.push_str("$L_done:\n\tret;\n}\n");
+    Ok(out)
+}
+
+/// `r = [a]` (guarded by `p`), or, `pre`, before the row loop.
+fn load(e: &mut Emitter, d: DType, space: &str, r: &str, a: &str, p: Option<&str>, pre: bool) {
+    let (t, _) = suffix(d);
+    let guard = p.map(|p| format!("@{p} ")).unwrap_or_default();
+    let lines = if d == DType::Bool {
+        let s = e.reg(Class::Rs);
+        vec![
+            format!("mov.u16 {s}, 0"),
+            format!("{guard}{space}.u8 {s}, [{a}]"),
+            format!("setp.ne.u16 {r}, {s}, 0"),
+        ]
+    } else if p.is_some() {
+        // Outside the row the register still gets a value: nothing reads it, but it is set.
+        let zero = match d {
+            DType::F32 | DType::F64 => float_literal(Scalar::from_f64(d, 0.0)).unwrap_or_default(),
+            _ => "0".into(),
+        };
+        vec![
+            format!("mov.{t} {r}, {zero}"),
+            format!("{guard}{space}.{t} {r}, [{a}]"),
+        ]
+    } else {
+        vec![format!("{space}.{t} {r}, [{a}]")]
+    };
+    for line in lines {
+        if pre {
+            e.pre_line(line);
+        } else {
+            e.line(line);
+        }
+    }
+}
+
+/// `[a] = v`, guarded by `p`.
+fn store(e: &mut Emitter, d: DType, a: &str, v: &str, p: Option<&String>) {
+    let (t, _) = suffix(d);
+    let guard = p.map(|p| format!("@{p} ")).unwrap_or_default();
+    if d == DType::Bool {
+        let s = e.reg(Class::Rs);
+        e.line(format!("selp.u16 {s}, 1, 0, {v}"));
+        e.line(format!("{guard}st.global.u8 [{a}], {s}"));
+    } else {
+        e.line(format!("{guard}st.global.{t} [{a}], {v}"));
+    }
+}
+
+/// Lane `lane ^ offset`'s value of `v`.
+fn shuffle(e: &mut Emitter, d: DType, v: &str, offset: u32) -> String {
+    let r = e.reg(reg_class(d).unwrap_or(Class::F));
+    if d == DType::F64 {
+        let (lo, hi, slo, shi) = (
+            e.reg(Class::R),
+            e.reg(Class::R),
+            e.reg(Class::R),
+            e.reg(Class::R),
+        );
+        e.line(format!("mov.b64 {{{lo}, {hi}}}, {v}"));
+        e.line(format!("shfl.sync.bfly.b32 {slo}, {lo}, {offset}, 31, -1"));
+        e.line(format!("shfl.sync.bfly.b32 {shi}, {hi}, {offset}, 31, -1"));
+        e.line(format!("mov.b64 {r}, {{{slo}, {shi}}}"));
+    } else {
+        e.line(format!("shfl.sync.bfly.b32 {r}, {v}, {offset}, 31, -1"));
+    }
+    r
+}
