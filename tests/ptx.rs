@@ -1,5 +1,8 @@
-//! The PTX renderer: snapshots of the benchmark programs' kernels, and every kernel of the test
-//! corpus, the gradients and the benchmark programs assembled with `ptxas` for sm_80 and sm_90.
+//! The PTX renderer: snapshots of the benchmark programs' modules; every kernel of the test
+//! corpus, the gradients and the benchmark programs assembled with `ptxas` for sm_80 and sm_90;
+//! and every kernel of the corpus, the gradients and small benchmark forms run in a PTX emulator
+//! (`ptx_emulator`) against the interpreter, so that kernels are checked by running them where
+//! there is no GPU.
 //!
 //! `ptxas` is taken from `FERRAX_PTXAS` or the `PATH`; `.ci/run` installs it (PyPI
 //! `nvidia-cuda-nvcc`) and sets `FERRAX_REQUIRE_PTXAS=1`, so in CI a missing assembler fails
@@ -7,14 +10,21 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+mod ptx_emulator;
 
 use ferrax::compiler::backend::gpu::GpuPlan;
 use ferrax::compiler::backend::ptx::reduce::ReduceKernel;
+use ferrax::compiler::backend::ptx::rows::row_threads;
 use ferrax::compiler::backend::ptx::{render_launches, render_module, PtxTarget};
+use ferrax::compiler::kernel::Role;
 use ferrax::compiler::simplify::simplify;
+use ferrax::ir::Elements;
 use ferrax::ir::Func;
 use ferrax::ir::ReduceOp;
-use ferrax::{trace, DType, Tensor, TensorType};
+use ferrax::runtime::eval_op;
+use ferrax::Array;
+use ferrax::{nn, trace, DType, Tensor, TensorType};
+use ptx_emulator::{launch, Memory, Module};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -272,4 +282,210 @@ fn every_kernel_assembles_with_ptxas() {
         assert!(warnings.trim().is_empty(), "ptxas warnings: {warnings}");
     }
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Every value of `func` at `args`, by value index, as the interpreter computes it.
+fn all_values(func: &Func, args: &[Array]) -> Vec<Array> {
+    let mut values: Vec<Array> = args.to_vec();
+    for ins in &func.body {
+        let operands: Vec<&Array> = ins.args.iter().map(|a| &values[a.index()]).collect();
+        let v = eval_op(&ins.op, &operands).unwrap();
+        values.push(v);
+    }
+    values
+}
+
+fn bytes_of(a: &Array) -> Vec<u8> {
+    match a.elements() {
+        Elements::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Elements::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Elements::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Elements::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Elements::U8(v) => v.clone(),
+        Elements::Bool(v) => v.iter().map(|&x| u8::from(x)).collect(),
+        Elements::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Elements::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    }
+}
+
+fn array_of(bytes: &[u8], like: &Array) -> Array {
+    let chunks = |n: usize| bytes.chunks_exact(n);
+    let elements = match like.dtype() {
+        DType::F32 => Elements::F32(
+            chunks(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
+        DType::F64 => Elements::F64(
+            chunks(8)
+                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
+        DType::I32 => Elements::I32(
+            chunks(4)
+                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
+        DType::I64 => Elements::I64(
+            chunks(8)
+                .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
+        DType::U8 => Elements::U8(bytes.to_vec()),
+        DType::Bool => Elements::Bool(bytes.iter().map(|&b| b != 0).collect()),
+        DType::F16 => Elements::F16(
+            chunks(2)
+                .map(|c| half::f16::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
+        DType::BF16 => Elements::BF16(
+            chunks(2)
+                .map(|c| half::bf16::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
+    };
+    Array::new(like.shape().clone(), elements).unwrap()
+}
+
+/// f32: 3-ULP transcendentals and sums in another order; f64: rounding; halves: about an ULP
+/// of theirs; integers and bools exactly.
+fn tolerance(d: DType) -> f64 {
+    match d {
+        DType::F32 => 2e-5,
+        DType::F64 => 1e-11,
+        DType::F16 => 2e-3,
+        DType::BF16 => 1.6e-2,
+        _ => 0.0,
+    }
+}
+
+/// Small forms of the benchmark workloads and of the row and branch shapes the renderer
+/// distinguishes: rows of several warps with a partial last column slot, f64 rows, sines
+/// beyond the f32 reduction.
+fn emulated_programs() -> Vec<(&'static str, Func)> {
+    let mlp_step = |(p, x, y): (common::Mlp, Tensor, Tensor)| {
+        let g = ferrax::grad(|p: common::Mlp| common::mlp_loss(&p, &x, &y))(p.clone());
+        let layers = p.layers.iter().zip(&g.layers);
+        layers
+            .map(|(p, g)| (&p.w - &g.w * 0.01, &p.b - &g.b * 0.01))
+            .collect::<Vec<_>>()
+    };
+    vec![
+        ("gelu", trace(common::gelu, &common::spec(&[1000])).unwrap()),
+        (
+            "sin_chain",
+            trace(common::sin_chain, &common::spec(&[1000])).unwrap(),
+        ),
+        (
+            "huge_sin",
+            trace(
+                |x: Tensor| (&x * 1e12).sin() + (&x * 3e7).cos(),
+                &common::spec(&[999]),
+            )
+            .unwrap(),
+        ),
+        (
+            "softmax_300",
+            trace(|x: Tensor| nn::softmax(&x, -1), &common::spec(&[8, 300])).unwrap(),
+        ),
+        (
+            "row_sums_300",
+            trace(|x: Tensor| (&x * 2.0).sum(-1), &common::spec(&[6, 300])).unwrap(),
+        ),
+        (
+            "softmax_f64",
+            trace(
+                |x: Tensor| nn::softmax(&x, -1),
+                &Tensor::spec(DType::F64, [4, 70]),
+            )
+            .unwrap(),
+        ),
+        (
+            "layernorm_1000",
+            trace(
+                |(x, g, b): (Tensor, Tensor, Tensor)| common::layernorm(&x, &g, &b),
+                &(
+                    common::spec(&[4, 1000]),
+                    common::spec(&[1000]),
+                    common::spec(&[1000]),
+                ),
+            )
+            .unwrap(),
+        ),
+        (
+            "mlp_step",
+            trace(
+                mlp_step,
+                &(
+                    common::mlp_params(&[20, 48, 40, 10]),
+                    common::spec(&[16, 20]),
+                    common::spec(&[16, 10]),
+                ),
+            )
+            .unwrap(),
+        ),
+    ]
+}
+
+/// Every kernel the GPU plans for the corpus, the gradients and small forms of the benchmark
+/// workloads, run in the PTX emulator (`ptx_emulator`) on the interpreter's values of its
+/// inputs, stores the interpreter's values of its outputs: flat kernels and launches of
+/// several (two blocks, so the grid-stride loops go round), row kernels (two blocks striding
+/// over the rows), and the branch for sines beyond the f32 reduction.
+#[test]
+fn kernels_compute_the_interpreters_values_in_the_emulator() {
+    let mut programs = common::corpus();
+    programs.extend(common::gradient_programs());
+    programs.extend(emulated_programs());
+    let mut launches = 0;
+    let mut rows = 0;
+    for (name, func) in programs {
+        let (simple, _) = simplify(&func).unwrap();
+        let plan = GpuPlan::new(&simple, PtxTarget::Sm80).unwrap();
+        let module = Module::parse(&plan.ptx);
+        for seed in 0..2 {
+            let values = all_values(&plan.func, &common::inputs(&plan.func, seed));
+            for l in &plan.launches {
+                let mut memory = Memory::default();
+                let mut params = Vec::new();
+                let mut outputs = Vec::new();
+                let (mut len, mut block) = (0, 256u32);
+                for kernel in l.kernels.iter().map(|&k| &plan.kernels[k]) {
+                    len = len.max(kernel.len);
+                    if let Some(r) = &kernel.rows {
+                        block = row_threads(r.cols);
+                        len = r.rows * block as usize;
+                        rows += 1;
+                    }
+                    for b in &kernel.sig.buffers {
+                        let value = &values[b.value.index()];
+                        match b.role {
+                            Role::Input => params.push(memory.alloc(&bytes_of(value))),
+                            Role::Output => {
+                                let bytes = bytes_of(value).len();
+                                let address = memory.alloc(&vec![0xEE; bytes]);
+                                params.push(address);
+                                outputs.push((b.value, address, bytes));
+                            }
+                            Role::Scratch => {}
+                            Role::Partial(_) => panic!("{name}: a column reduction in a kernel"),
+                        }
+                    }
+                }
+                let grid = len.div_ceil(block as usize).clamp(1, 2) as u32;
+                launch(module.entry(&l.name), grid, block, &params, &mut memory);
+                launches += 1;
+                for (v, address, bytes) in outputs {
+                    let want = &values[v.index()];
+                    let got = array_of(memory.read(address, bytes), want);
+                    let what = format!("{name} seed {seed} {} value %{}", l.name, v.0);
+                    common::assert_close(&got, want, tolerance(want.dtype()), &what);
+                }
+            }
+        }
+    }
+    assert!(
+        launches >= 80 && rows >= 30,
+        "{launches} launches, {rows} row kernels"
+    );
 }

@@ -383,8 +383,9 @@ pub(super) fn render_row_entry(name: &str, kernel: &Kernel) -> Result<String, Pt
     let _ = writeln!(out, "\t@{done} bra $L_done;");
     out.push_str("$L_row:\n");
     out.push_str(&body);
-    if shared {
-        // The next row's partials overwrite these only once every warp has read them.
+    if shared && reductions.len() == 1 {
+        // The next row's partial overwrites this one only once every warp has read it. With
+        // several reductions, the barriers of the others already order the two.
         out.push_str("\tbar.sync 0;\n");
     }
     let _ = writeln!(out, "\tadd.u32 {row}, {row}, {nctaid};");

@@ -1,0 +1,840 @@
+//! An emulator for the PTX the renderer emits, so that kernels are run, not only assembled,
+//! where there is no GPU: each thread is interpreted on its own (registers, predicates, its
+//! own program counter, so divergent branches need nothing special); `shfl.sync` waits for
+//! every live lane of the warp and `bar.sync` for every live thread of the block, as on the
+//! hardware. Reading a register no instruction has written, touching memory outside every
+//! buffer, or a barrier that some threads never reach panics: those are the bugs it is for.
+//!
+//! It implements what the renderer uses, with PTX's semantics: IEEE arithmetic rounded to
+//! nearest (`.rn`; fma fused), ordered and unordered compares, conversions with their rounding
+//! modes (float to integer saturating, NaN to 0), `copysign`, predicated instructions, 128-bit
+//! vector loads and stores, shared memory and butterfly shuffles. What it does not know it
+//! rejects by name.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use half::{bf16, f16};
+use std::collections::HashMap;
+
+/// Where global buffers start: address 0 is never valid.
+const GLOBAL_BASE: u64 = 0x1_0000;
+
+#[derive(Clone, Debug)]
+enum Operand {
+    Reg(usize),
+    Imm(u64),
+    Special(String),
+    /// A `.shared` variable's address, or a parameter's name.
+    Symbol(String),
+    /// `[reg + offset]` or `[symbol + offset]`.
+    Address(Box<Operand>, i64),
+    Vector(Vec<usize>),
+    Label(String),
+}
+
+#[derive(Clone, Debug)]
+struct Instr {
+    /// Register and whether the predicate is negated.
+    guard: Option<(usize, bool)>,
+    /// The opcode split at its dots: `["add", "rn", "f32"]`.
+    op: Vec<String>,
+    args: Vec<Operand>,
+    line: String,
+}
+
+#[derive(Debug)]
+pub struct Entry {
+    params: Vec<String>,
+    registers: usize,
+    /// Shared variables: offset in the block's shared memory, bytes.
+    shared: HashMap<String, (u64, u64)>,
+    shared_bytes: u64,
+    instrs: Vec<Instr>,
+    labels: HashMap<String, usize>,
+}
+
+/// The entries of a PTX module.
+pub struct Module {
+    entries: HashMap<String, Entry>,
+}
+
+fn split_operands(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut depth = 0;
+    let mut cur = String::new();
+    for c in s.chars() {
+        match c {
+            '{' | '[' => depth += 1,
+            '}' | ']' => depth -= 1,
+            _ => {}
+        }
+        if c == ',' && depth == 0 {
+            out.push(cur.trim().to_string());
+            cur.clear();
+        } else {
+            cur.push(c);
+        }
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
+}
+
+impl Module {
+    pub fn parse(ptx: &str) -> Module {
+        let mut entries = HashMap::new();
+        let mut lines = ptx.lines().peekable();
+        while let Some(line) = lines.next() {
+            let Some(rest) = line.trim().strip_prefix(".visible .entry ") else {
+                continue;
+            };
+            let name = rest.trim_end_matches('(').to_string();
+            let mut params = Vec::new();
+            for l in lines.by_ref() {
+                let l = l.trim();
+                if l.starts_with(')') {
+                    break;
+                }
+                if let Some(p) = l.strip_prefix(".param .u64 ") {
+                    params.push(p.trim_end_matches(',').to_string());
+                }
+            }
+            let mut regs: HashMap<String, usize> = HashMap::new();
+            let mut shared = HashMap::new();
+            let mut shared_bytes = 16;
+            let mut instrs = Vec::new();
+            let mut labels = HashMap::new();
+            for l in lines.by_ref() {
+                if l.starts_with('}') {
+                    break;
+                }
+                let l = l.trim();
+                if l.is_empty() || l.starts_with("//") || l == "{" || l.starts_with(".maxntid") {
+                    continue;
+                }
+                if let Some(label) = l.strip_suffix(':') {
+                    labels.insert(label.to_string(), instrs.len());
+                    continue;
+                }
+                if l.starts_with(".reg") {
+                    continue;
+                }
+                if let Some(decl) = l.strip_prefix(".shared .align 8 .b8 ") {
+                    let decl = decl.trim_end_matches(';');
+                    let (sym, size) = decl.split_once('[').unwrap();
+                    let bytes: u64 = size.trim_end_matches(']').parse().unwrap();
+                    shared.insert(sym.to_string(), (shared_bytes, bytes));
+                    shared_bytes += bytes.div_ceil(8) * 8;
+                    continue;
+                }
+                instrs.push(parse_instr(l, &mut regs));
+            }
+            entries.insert(
+                name,
+                Entry {
+                    params,
+                    registers: regs.len(),
+                    shared,
+                    shared_bytes,
+                    instrs,
+                    labels,
+                },
+            );
+        }
+        Module { entries }
+    }
+
+    pub fn entry(&self, name: &str) -> &Entry {
+        self.entries
+            .get(name)
+            .unwrap_or_else(|| panic!("no entry {name}"))
+    }
+}
+
+fn parse_operand(s: &str, regs: &mut HashMap<String, usize>) -> Operand {
+    let mut reg = |name: &str| {
+        let n = regs.len();
+        *regs.entry(name.to_string()).or_insert(n)
+    };
+    if let Some(inner) = s.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
+        let (base, offset) = match inner.split_once('+') {
+            Some((b, o)) => (b.trim(), o.trim().parse().unwrap()),
+            None => (inner.trim(), 0),
+        };
+        let base = if base.starts_with('%') {
+            Operand::Reg(reg(base))
+        } else {
+            Operand::Symbol(base.to_string())
+        };
+        return Operand::Address(Box::new(base), offset);
+    }
+    if let Some(inner) = s.strip_prefix('{').and_then(|x| x.strip_suffix('}')) {
+        return Operand::Vector(inner.split(',').map(|r| reg(r.trim())).collect());
+    }
+    if s.starts_with("%tid")
+        || s.starts_with("%ntid")
+        || s.starts_with("%ctaid")
+        || s.starts_with("%nctaid")
+    {
+        return Operand::Special(s.to_string());
+    }
+    if s.starts_with('%') {
+        return Operand::Reg(reg(s));
+    }
+    if s.starts_with('$') {
+        return Operand::Label(s.to_string());
+    }
+    if let Some(h) = s.strip_prefix("0f") {
+        return Operand::Imm(u64::from(u32::from_str_radix(h, 16).unwrap()));
+    }
+    if let Some(h) = s.strip_prefix("0d") {
+        return Operand::Imm(u64::from_str_radix(h, 16).unwrap());
+    }
+    if let Ok(v) = s.parse::<i64>() {
+        return Operand::Imm(v as u64);
+    }
+    Operand::Symbol(s.to_string())
+}
+
+fn parse_instr(line: &str, regs: &mut HashMap<String, usize>) -> Instr {
+    let text = line.trim_end_matches(';').trim();
+    let (guard, text) = match text.strip_prefix('@') {
+        Some(rest) => {
+            let (p, rest) = rest.split_once(' ').unwrap();
+            let (neg, p) = match p.strip_prefix('!') {
+                Some(p) => (true, p),
+                None => (false, p),
+            };
+            let Operand::Reg(r) = parse_operand(p, regs) else {
+                panic!("guard {p}")
+            };
+            (Some((r, neg)), rest.trim())
+        }
+        None => (None, text),
+    };
+    let (op, rest) = text.split_once(char::is_whitespace).unwrap_or((text, ""));
+    Instr {
+        guard,
+        op: op.split('.').map(str::to_string).collect(),
+        args: split_operands(rest)
+            .iter()
+            .map(|a| parse_operand(a, regs))
+            .collect(),
+        line: line.to_string(),
+    }
+}
+
+/// Global memory: buffers placed one after another.
+#[derive(Default)]
+pub struct Memory {
+    bytes: Vec<u8>,
+}
+
+impl Memory {
+    /// A new buffer holding `data`; returns its address.
+    pub fn alloc(&mut self, data: &[u8]) -> u64 {
+        let start = self.bytes.len().div_ceil(256) * 256 + 256;
+        self.bytes.resize(start, 0xAB);
+        self.bytes.extend_from_slice(data);
+        GLOBAL_BASE + start as u64
+    }
+
+    pub fn read(&self, address: u64, len: usize) -> &[u8] {
+        let at = (address - GLOBAL_BASE) as usize;
+        &self.bytes[at..at + len]
+    }
+
+    fn slice(&mut self, address: u64, len: usize, line: &str) -> &mut [u8] {
+        let at = address
+            .checked_sub(GLOBAL_BASE)
+            .unwrap_or_else(|| panic!("address {address:#x} below memory: {line}"))
+            as usize;
+        assert!(
+            at + len <= self.bytes.len(),
+            "address {address:#x} beyond memory: {line}"
+        );
+        &mut self.bytes[at..at + len]
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum State {
+    Running,
+    /// Waiting at the `bar.sync` or `shfl.sync` at this instruction.
+    Waiting(usize),
+    Exited,
+}
+
+struct Thread {
+    regs: Vec<Option<u64>>,
+    pc: usize,
+    state: State,
+}
+
+fn width(ty: &str) -> usize {
+    match ty {
+        "pred" => 1,
+        "u8" | "s8" | "b8" => 1,
+        "u16" | "s16" | "b16" | "f16" | "bf16" => 2,
+        "u32" | "s32" | "b32" | "f32" => 4,
+        "u64" | "s64" | "b64" | "f64" => 8,
+        other => panic!("type {other}"),
+    }
+}
+
+fn mask(ty: &str) -> u64 {
+    match width(ty) {
+        8 => u64::MAX,
+        w => (1u64 << (8 * w)) - 1,
+    }
+}
+
+fn f32_of(b: u64) -> f32 {
+    f32::from_bits(b as u32)
+}
+
+fn f64_of(b: u64) -> f64 {
+    f64::from_bits(b)
+}
+
+fn of_f32(x: f32) -> u64 {
+    u64::from(x.to_bits())
+}
+
+/// The value of bits `b` of type `ty` as f64 (exact for every type used here but u64/s64 beyond
+/// 2^53).
+fn to_f64(b: u64, ty: &str) -> f64 {
+    match ty {
+        "f32" => f64::from(f32_of(b)),
+        "f64" => f64_of(b),
+        "f16" => f16::from_bits(b as u16).to_f64(),
+        "bf16" => bf16::from_bits(b as u16).to_f64(),
+        "s32" => f64::from(b as u32 as i32),
+        "u32" => f64::from(b as u32),
+        "s64" => b as i64 as f64,
+        "u64" => b as f64,
+        "s16" => f64::from(b as u16 as i16),
+        "u16" => f64::from(b as u16),
+        other => panic!("value of {other}"),
+    }
+}
+
+fn signed(b: u64, ty: &str) -> i64 {
+    match width(ty) {
+        2 => i64::from(b as u16 as i16),
+        4 => i64::from(b as u32 as i32),
+        _ => b as i64,
+    }
+}
+
+fn float_binary(
+    ty: &str,
+    a: u64,
+    b: u64,
+    f32op: fn(f32, f32) -> f32,
+    f64op: fn(f64, f64) -> f64,
+) -> u64 {
+    match ty {
+        "f32" => of_f32(f32op(f32_of(a), f32_of(b))),
+        "f64" => f64op(f64_of(a), f64_of(b)).to_bits(),
+        other => panic!("float op on {other}"),
+    }
+}
+
+/// `x` rounded to an integer value by PTX rounding modifier `mode`.
+fn round_mode(x: f64, mode: &str) -> f64 {
+    match mode {
+        "rzi" | "rz" => x.trunc(),
+        "rni" | "rn" => x.round_ties_even(),
+        "rmi" | "rm" => x.floor(),
+        "rpi" | "rp" => x.ceil(),
+        other => panic!("rounding {other}"),
+    }
+}
+
+fn convert(b: u64, to: &str, from: &str, mode: Option<&str>) -> u64 {
+    let float = |t: &str| matches!(t, "f16" | "bf16" | "f32" | "f64");
+    match (to, from) {
+        (t, f) if t == f && float(t) => {
+            let x = to_f64(b, f);
+            let r = mode.map_or(x, |m| round_mode(x, m));
+            match t {
+                "f32" => of_f32(r as f32),
+                "f64" => r.to_bits(),
+                other => panic!("round {other}"),
+            }
+        }
+        ("f32", "f64") => of_f32(f64_of(b) as f32),
+        ("f64", "f32") => f64::from(f32_of(b)).to_bits(),
+        ("f16", "f32") => u64::from(f16::from_f32(f32_of(b)).to_bits()),
+        ("f16", "f64") => u64::from(f16::from_f64(f64_of(b)).to_bits()),
+        ("bf16", "f32") => u64::from(bf16::from_f32(f32_of(b)).to_bits()),
+        ("f32", "f16") => of_f32(f16::from_bits(b as u16).to_f32()),
+        ("f32", "bf16") => of_f32(bf16::from_bits(b as u16).to_f32()),
+        (t, f) if float(t) => {
+            // From an integer, rounded to nearest even (as `as` does from i64 and u64).
+            let negative = f.starts_with('s') && signed(b, f) < 0;
+            match (t, negative) {
+                ("f32", true) => of_f32(signed(b, f) as f32),
+                ("f32", false) => of_f32((b & mask(f)) as f32),
+                ("f64", true) => (signed(b, f) as f64).to_bits(),
+                ("f64", false) => ((b & mask(f)) as f64).to_bits(),
+                (other, _) => panic!("convert to {other}"),
+            }
+        }
+        (t, f) if float(f) => {
+            // To an integer: round by the mode, saturate, NaN to 0.
+            let x = round_mode(to_f64(b, f), mode.unwrap_or("rzi"));
+            let v: i128 = if x.is_nan() { 0 } else { x as i128 };
+            let (lo, hi): (i128, i128) = match t {
+                "s32" => (i128::from(i32::MIN), i128::from(i32::MAX)),
+                "u32" => (0, i128::from(u32::MAX)),
+                "s64" => (i128::from(i64::MIN), i128::from(i64::MAX)),
+                "u64" => (0, i128::from(u64::MAX)),
+                other => panic!("convert to {other}"),
+            };
+            (v.clamp(lo, hi) as i64 as u64) & mask(t)
+        }
+        (t, f) => {
+            // Integer to integer: sign- or zero-extend, or truncate.
+            let v = if f.starts_with('s') {
+                signed(b, f) as u64
+            } else {
+                b & mask(f)
+            };
+            v & mask(t)
+        }
+    }
+}
+
+fn compare(cmp: &str, ty: &str, a: u64, b: u64) -> bool {
+    let float = matches!(ty, "f32" | "f64");
+    if float {
+        let (x, y) = (to_f64(a, ty), to_f64(b, ty));
+        let unordered = x.is_nan() || y.is_nan();
+        return match cmp {
+            "eq" => !unordered && x == y,
+            "ne" => !unordered && x != y,
+            "lt" => !unordered && x < y,
+            "le" => !unordered && x <= y,
+            "gt" => !unordered && x > y,
+            "ge" => !unordered && x >= y,
+            "equ" => unordered || x == y,
+            "neu" => unordered || x != y,
+            "ltu" => unordered || x < y,
+            "leu" => unordered || x <= y,
+            "gtu" => unordered || x > y,
+            "geu" => unordered || x >= y,
+            "nan" => unordered,
+            "num" => !unordered,
+            other => panic!("compare {other}"),
+        };
+    }
+    let (x, y): (i128, i128) = if ty.starts_with('s') {
+        (i128::from(signed(a, ty)), i128::from(signed(b, ty)))
+    } else {
+        (i128::from(a & mask(ty)), i128::from(b & mask(ty)))
+    };
+    match cmp {
+        "eq" => x == y,
+        "ne" => x != y,
+        "lt" | "lo" => x < y,
+        "le" | "ls" => x <= y,
+        "gt" | "hi" => x > y,
+        "ge" | "hs" => x >= y,
+        other => panic!("compare {other}"),
+    }
+}
+
+/// One block of one launch.
+struct Block<'a> {
+    entry: &'a Entry,
+    threads: Vec<Thread>,
+    shared: Vec<u8>,
+    block_dim: u32,
+    block: u32,
+    grid: u32,
+    params: &'a [u64],
+}
+
+impl Block<'_> {
+    fn value(&self, t: usize, o: &Operand, line: &str) -> u64 {
+        match o {
+            Operand::Reg(r) => self.threads[t].regs[*r]
+                .unwrap_or_else(|| panic!("thread {t}: register read before written: {line}")),
+            Operand::Imm(v) => *v,
+            Operand::Special(s) => u64::from(match s.as_str() {
+                "%tid.x" => t as u32,
+                "%ntid.x" => self.block_dim,
+                "%ctaid.x" => self.block,
+                "%nctaid.x" => self.grid,
+                other => panic!("special register {other}"),
+            }),
+            Operand::Symbol(s) => match self.entry.shared.get(s) {
+                Some(&(offset, _)) => offset,
+                None => panic!("symbol {s}: {line}"),
+            },
+            other => panic!("operand {other:?}: {line}"),
+        }
+    }
+
+    fn address(&self, t: usize, o: &Operand, line: &str) -> (Option<usize>, u64) {
+        let Operand::Address(base, offset) = o else {
+            panic!("not an address: {line}")
+        };
+        match &**base {
+            Operand::Symbol(s) => match self.entry.params.iter().position(|p| p == s) {
+                Some(i) => (Some(i), 0),
+                None => (None, self.value(t, base, line).wrapping_add(*offset as u64)),
+            },
+            b => (None, self.value(t, b, line).wrapping_add(*offset as u64)),
+        }
+    }
+
+    fn set(&mut self, t: usize, o: &Operand, v: u64) {
+        match o {
+            Operand::Reg(r) => self.threads[t].regs[*r] = Some(v),
+            other => panic!("destination {other:?}"),
+        }
+    }
+
+    fn shared_slice(&mut self, address: u64, len: usize, line: &str) -> &mut [u8] {
+        let at = address as usize;
+        assert!(
+            at >= 16 && at + len <= self.shared.len(),
+            "shared address {address} out of bounds: {line}"
+        );
+        &mut self.shared[at..at + len]
+    }
+
+    /// Completes the shuffle every live lane of `lanes` (a warp) waits at, if they do.
+    fn shuffle(&mut self, lanes: std::ops::Range<usize>) -> bool {
+        let live: Vec<usize> = lanes
+            .filter(|&t| self.threads[t].state != State::Exited)
+            .collect();
+        let Some(&first) = live.first() else {
+            return false;
+        };
+        let State::Waiting(pc) = self.threads[first].state else {
+            return false;
+        };
+        let ins = &self.entry.instrs[pc];
+        let all = live
+            .iter()
+            .all(|&t| self.threads[t].state == State::Waiting(pc));
+        if ins.op[0] != "shfl" || !all {
+            return false;
+        }
+        assert_eq!(live.len(), 32, "shuffle with exited lanes: {}", ins.line);
+        assert!(ins.op.iter().any(|m| m == "bfly"), "{}", ins.line);
+        let sources: Vec<u64> = live
+            .iter()
+            .map(|&t| self.value(t, &ins.args[1], &ins.line))
+            .collect();
+        for &t in &live {
+            let offset = self.value(t, &ins.args[2], &ins.line) as usize;
+            let v = sources[(t % 32) ^ offset];
+            self.set(t, &ins.args[0], v);
+            self.threads[t].pc = pc + 1;
+            self.threads[t].state = State::Running;
+        }
+        true
+    }
+
+    /// Runs thread `t` until it waits or exits.
+    fn run(&mut self, t: usize, memory: &mut Memory) {
+        while self.threads[t].state == State::Running {
+            let pc = self.threads[t].pc;
+            let ins = &self.entry.instrs[pc];
+            if let Some((p, neg)) = ins.guard {
+                let v = self.value(t, &Operand::Reg(p), &ins.line) != 0;
+                if v == neg {
+                    self.threads[t].pc += 1;
+                    continue;
+                }
+            }
+            match ins.op[0].as_str() {
+                "bar" | "shfl" => {
+                    self.threads[t].state = State::Waiting(pc);
+                    return;
+                }
+                _ => self.step(t, pc, memory),
+            }
+        }
+    }
+
+    fn step(&mut self, t: usize, pc: usize, memory: &mut Memory) {
+        let ins = &self.entry.instrs[pc];
+        let op: Vec<&str> = ins.op.iter().map(String::as_str).collect();
+        let ty = *op.last().unwrap();
+        let line = ins.line.as_str();
+        let arg = |k: usize| &ins.args[k];
+        let v = |s: &Self, k: usize| s.value(t, &ins.args[k], line);
+        let mut next = pc + 1;
+        match op[0] {
+            "ret" => {
+                self.threads[t].state = State::Exited;
+                return;
+            }
+            "bra" => {
+                let Operand::Label(l) = arg(0) else {
+                    panic!("{line}")
+                };
+                next = self.entry.labels[l];
+            }
+            "mov" => match (arg(0), arg(1)) {
+                (Operand::Vector(parts), src) => {
+                    let b = self.value(t, src, line);
+                    self.threads[t].regs[parts[0]] = Some(b & 0xFFFF_FFFF);
+                    self.threads[t].regs[parts[1]] = Some(b >> 32);
+                }
+                (dst, Operand::Vector(parts)) => {
+                    let lo = self.value(t, &Operand::Reg(parts[0]), line) & 0xFFFF_FFFF;
+                    let hi = self.value(t, &Operand::Reg(parts[1]), line) & 0xFFFF_FFFF;
+                    let dst = dst.clone();
+                    self.set(t, &dst, lo | (hi << 32));
+                }
+                _ => {
+                    let x = v(self, 1) & mask(ty);
+                    self.set(t, arg(0), x);
+                }
+            },
+            "cvta" => {
+                let x = v(self, 1);
+                self.set(t, arg(0), x);
+            }
+            "ld" => {
+                let (param, a) = self.address(t, arg(1), line);
+                let w = width(ty);
+                let regs: Vec<usize> = match arg(0) {
+                    Operand::Vector(r) => r.clone(),
+                    Operand::Reg(r) => vec![*r],
+                    other => panic!("load into {other:?}"),
+                };
+                for (k, r) in regs.iter().enumerate() {
+                    let at = a + (k * w) as u64;
+                    let bytes: Vec<u8> = if let Some(i) = param {
+                        self.params[i].to_le_bytes()[..w].to_vec()
+                    } else if op[1] == "shared" {
+                        self.shared_slice(at, w, line).to_vec()
+                    } else {
+                        memory.slice(at, w, line).to_vec()
+                    };
+                    let mut b = [0u8; 8];
+                    b[..w].copy_from_slice(&bytes);
+                    self.threads[t].regs[*r] = Some(u64::from_le_bytes(b));
+                }
+            }
+            "st" => {
+                let (_, a) = self.address(t, arg(0), line);
+                let w = width(ty);
+                let regs: Vec<Operand> = match arg(1) {
+                    Operand::Vector(r) => r.iter().map(|&r| Operand::Reg(r)).collect(),
+                    other => vec![other.clone()],
+                };
+                for (k, r) in regs.iter().enumerate() {
+                    let bits = self.value(t, r, line).to_le_bytes();
+                    let at = a + (k * w) as u64;
+                    if op[1] == "shared" {
+                        self.shared_slice(at, w, line).copy_from_slice(&bits[..w]);
+                    } else {
+                        memory.slice(at, w, line).copy_from_slice(&bits[..w]);
+                    }
+                }
+            }
+            "add" | "sub" | "mul" | "div" if matches!(ty, "f32" | "f64") => {
+                let (a, b) = (v(self, 1), v(self, 2));
+                let r = match op[0] {
+                    "add" => float_binary(ty, a, b, |x, y| x + y, |x, y| x + y),
+                    "sub" => float_binary(ty, a, b, |x, y| x - y, |x, y| x - y),
+                    "mul" => float_binary(ty, a, b, |x, y| x * y, |x, y| x * y),
+                    "div" => float_binary(ty, a, b, |x, y| x / y, |x, y| x / y),
+                    other => panic!("float {other}: {line}"),
+                };
+                self.set(t, arg(0), r);
+            }
+            "fma" => {
+                let (a, b, c) = (v(self, 1), v(self, 2), v(self, 3));
+                let r = match ty {
+                    "f32" => of_f32(f32_of(a).mul_add(f32_of(b), f32_of(c))),
+                    "f64" => f64_of(a).mul_add(f64_of(b), f64_of(c)).to_bits(),
+                    other => panic!("fma {other}"),
+                };
+                self.set(t, arg(0), r);
+            }
+            "neg" | "abs" | "sqrt" if matches!(ty, "f32" | "f64") => {
+                let a = v(self, 1);
+                let r = match (op[0], ty) {
+                    ("neg", "f32") => of_f32(-f32_of(a)),
+                    ("neg", _) => (-f64_of(a)).to_bits(),
+                    ("abs", "f32") => of_f32(f32_of(a).abs()),
+                    ("abs", _) => f64_of(a).abs().to_bits(),
+                    ("sqrt", "f32") => of_f32(f32_of(a).sqrt()),
+                    _ => f64_of(a).sqrt().to_bits(),
+                };
+                self.set(t, arg(0), r);
+            }
+            "copysign" => {
+                // d = |b| with the sign of a.
+                let (a, b) = (v(self, 1), v(self, 2));
+                let r = match ty {
+                    "f32" => of_f32(f32_of(b).copysign(f32_of(a))),
+                    _ => f64_of(b).copysign(f64_of(a)).to_bits(),
+                };
+                self.set(t, arg(0), r);
+            }
+            "add" | "sub" | "mul" | "mad" | "div" | "rem" | "and" | "or" | "xor" | "shl"
+            | "shr" | "not" | "neg" => {
+                let m = mask(ty);
+                let a = v(self, 1);
+                let r = match (op[0], op.get(1).copied()) {
+                    ("add", _) => a.wrapping_add(v(self, 2)) & m,
+                    ("sub", _) => a.wrapping_sub(v(self, 2)) & m,
+                    ("neg", _) => a.wrapping_neg() & m,
+                    ("mul", Some("wide")) => {
+                        let b = v(self, 2);
+                        if ty.starts_with('s') {
+                            (signed(a, ty).wrapping_mul(signed(b, ty))) as u64
+                        } else {
+                            (a & m).wrapping_mul(b & m)
+                        }
+                    }
+                    ("mul", Some("lo")) => a.wrapping_mul(v(self, 2)) & m,
+                    ("mad", Some("lo")) => a.wrapping_mul(v(self, 2)).wrapping_add(v(self, 3)) & m,
+                    ("div" | "rem", _) => {
+                        let b = v(self, 2);
+                        assert!(b & m != 0, "division by zero: {line}");
+                        let (x, y) = (a & m, b & m);
+                        if ty.starts_with('s') {
+                            let (x, y) = (signed(a, ty), signed(b, ty));
+                            (if op[0] == "div" {
+                                x.wrapping_div(y)
+                            } else {
+                                x.wrapping_rem(y)
+                            }) as u64
+                                & m
+                        } else if op[0] == "div" {
+                            x / y
+                        } else {
+                            x % y
+                        }
+                    }
+                    ("and", _) => a & v(self, 2) & m,
+                    ("or", _) => (a | v(self, 2)) & m,
+                    ("xor", _) => (a ^ v(self, 2)) & m,
+                    ("not", _) if ty == "pred" => u64::from(a == 0),
+                    ("not", _) => !a & m,
+                    ("shl", _) => {
+                        let n = v(self, 2);
+                        if n >= (8 * width(ty)) as u64 {
+                            0
+                        } else {
+                            (a << n) & m
+                        }
+                    }
+                    ("shr", _) => {
+                        let n = v(self, 2).min((8 * width(ty) - 1) as u64);
+                        if ty.starts_with('s') {
+                            (signed(a, ty) >> n) as u64 & m
+                        } else {
+                            (a & m) >> n
+                        }
+                    }
+                    (other, _) => panic!("integer {other}: {line}"),
+                };
+                self.set(t, arg(0), r);
+            }
+            "setp" => {
+                let r = compare(op[1], ty, v(self, 1), v(self, 2));
+                self.set(t, arg(0), u64::from(r));
+            }
+            "selp" => {
+                let p = v(self, 3) != 0;
+                let r = if p { v(self, 1) } else { v(self, 2) };
+                self.set(t, arg(0), r & mask(ty));
+            }
+            "cvt" => {
+                // cvt[.mode].to.from
+                let n = op.len();
+                let (to, from) = (op[n - 2], op[n - 1]);
+                let mode = (n == 4).then(|| op[1]);
+                let r = convert(v(self, 1), to, from, mode);
+                self.set(t, arg(0), r);
+            }
+            other => panic!("unknown instruction {other}: {line}"),
+        }
+        self.threads[t].pc = next;
+    }
+}
+
+/// Runs `entry` over a grid of `grid` blocks of `block` threads with parameter values
+/// `params` (buffer addresses).
+pub fn launch(entry: &Entry, grid: u32, block: u32, params: &[u64], memory: &mut Memory) {
+    assert_eq!(params.len(), entry.params.len(), "parameter count");
+    for b in 0..grid {
+        let mut blk = Block {
+            entry,
+            threads: (0..block)
+                .map(|_| Thread {
+                    regs: vec![None; entry.registers],
+                    pc: 0,
+                    state: State::Running,
+                })
+                .collect(),
+            shared: vec![0xCD; entry.shared_bytes as usize],
+            block_dim: block,
+            block: b,
+            grid,
+            params,
+        };
+        let warps = (block as usize).div_ceil(32);
+        let mut order: Vec<usize> = (0..warps).collect();
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64 ^ u64::from(b);
+        loop {
+            // Warps run in a varying order, each as far as it can alone: through its own
+            // shuffles, up to a barrier. So a warp runs ahead of the others as on the hardware,
+            // and a missing barrier shows.
+            for k in (1..warps).rev() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                order.swap(k, (seed % (k as u64 + 1)) as usize);
+            }
+            let before: Vec<(usize, State)> = blk.threads.iter().map(|t| (t.pc, t.state)).collect();
+            for &w in &order {
+                let lanes = w * 32..((w + 1) * 32).min(block as usize);
+                loop {
+                    for t in lanes.clone() {
+                        blk.run(t, memory);
+                    }
+                    if !blk.shuffle(lanes.clone()) {
+                        break;
+                    }
+                }
+            }
+            if blk.threads.iter().all(|t| t.state == State::Exited) {
+                break;
+            }
+            // Barriers: every live thread of the block at the same one.
+            let live: Vec<usize> = (0..block as usize)
+                .filter(|&t| blk.threads[t].state != State::Exited)
+                .collect();
+            if let Some(State::Waiting(pc)) = live.first().map(|&t| blk.threads[t].state) {
+                let all = live
+                    .iter()
+                    .all(|&t| blk.threads[t].state == State::Waiting(pc));
+                if entry.instrs[pc].op[0] == "bar" && all {
+                    for &t in &live {
+                        blk.threads[t].pc = pc + 1;
+                        blk.threads[t].state = State::Running;
+                    }
+                }
+            }
+            let after: Vec<(usize, State)> = blk.threads.iter().map(|t| (t.pc, t.state)).collect();
+            assert!(
+                before != after,
+                "block {b}: threads wait at different synchronizations"
+            );
+        }
+    }
+}
