@@ -489,3 +489,103 @@ fn kernels_compute_the_interpreters_values_in_the_emulator() {
         "{launches} launches, {rows} row kernels"
     );
 }
+
+/// Each reduction and strided-copy kernel form, run in the PTX emulator, computes what the
+/// interpreter does: sums, products, maxima and minima over rows (blocks of several warps) and
+/// over columns (with the four-row unrolled loop and its tail), in f32 and f64, maxima and
+/// minima of NaN and signed zeros exactly; transposes, broadcasts and strided slices of f32,
+/// f16 and bool, bit for bit.
+#[test]
+fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
+    let f32s = |shape: &[usize]| common::spec(shape);
+    let f64s = |shape: &[usize]| Tensor::spec(DType::F64, shape.to_vec());
+    type Body = fn(Tensor) -> Tensor;
+    let cases: Vec<(&str, Body, Tensor)> = vec![
+        ("sum rows", |x| x.sum(-1), f32s(&[5, 300])),
+        ("max rows", |x| x.max(-1), f32s(&[5, 300])),
+        ("min rows", |x| x.min(-1), f32s(&[3, 20])),
+        ("prod rows", |x| x.prod(-1), f32s(&[4, 9])),
+        ("sum rows f64", |x| x.sum(-1), f64s(&[3, 40])),
+        ("sum columns", |x| x.sum(0), f32s(&[300, 7])),
+        ("max columns", |x| x.max(0), f32s(&[37, 70])),
+        ("min columns f64", |x| x.min(0), f64s(&[40, 33])),
+        ("transpose", |x| x.transpose([1, 0]), f32s(&[4, 6])),
+        ("transpose 3d", |x| x.transpose([2, 0, 1]), f32s(&[2, 3, 5])),
+        ("broadcast", |x| x.broadcast_to([3, 5]), f32s(&[5])),
+        (
+            "slice",
+            |x| x.slice_strided(&[1, 2], &[9, 11], &[2, 3]),
+            f32s(&[10, 12]),
+        ),
+        (
+            "half transpose",
+            |x| x.transpose([1, 0]),
+            Tensor::spec(DType::F16, [3, 7]),
+        ),
+        (
+            "bool broadcast",
+            |x| x.broadcast_to([4, 6]),
+            Tensor::spec(DType::Bool, [1, 6]),
+        ),
+    ];
+    // Values from -2 to 2 in an irregular order, with zeros of both signs among them (and, for
+    // maxima and minima, infinities and a NaN, below).
+    let values = |ty: &TensorType, extremes: bool| -> Array {
+        let n = ty.numel();
+        let x = |i: usize| match i % 11 {
+            3 => -0.0,
+            5 => 0.0,
+            7 if extremes => f64::INFINITY,
+            9 if extremes => f64::NEG_INFINITY,
+            _ => ((i * 7919) % 4001) as f64 / 1000.0 - 2.0 + 1e-7 * i as f64,
+        };
+        let elements = match ty.dtype {
+            DType::F32 => Elements::F32((0..n).map(|i| x(i) as f32).collect()),
+            DType::F64 => Elements::F64((0..n).map(x).collect()),
+            DType::F16 => Elements::F16((0..n).map(|i| half::f16::from_f64(x(i))).collect()),
+            DType::Bool => Elements::Bool((0..n).map(|i| x(i) > 0.0).collect()),
+            other => panic!("no values for {other}"),
+        };
+        Array::new(ty.shape.clone(), elements).unwrap()
+    };
+    for (name, body, spec) in cases {
+        let func = trace(body, &spec).unwrap();
+        let plan = GpuPlan::new(&func, PtxTarget::Sm80).unwrap();
+        let module = Module::parse(&plan.ptx);
+        let extremes = name.starts_with("max") || name.starts_with("min");
+        let mut input = values(&func.params[0], extremes);
+        if extremes {
+            // A NaN in one row or column, the others without.
+            let mut v = bytes_of(&input);
+            let nan = if func.params[0].dtype == DType::F32 {
+                f32::NAN.to_le_bytes().to_vec()
+            } else {
+                f64::NAN.to_le_bytes().to_vec()
+            };
+            v[..nan.len()].copy_from_slice(&nan);
+            input = array_of(&v, &input);
+        }
+        let want = &ferrax::runtime::interpret(&func, std::slice::from_ref(&input)).unwrap()[0];
+        let mut memory = Memory::default();
+        let from = memory.alloc(&bytes_of(&input));
+        let bytes = bytes_of(want).len();
+        let to = memory.alloc(&vec![0xEE; bytes]);
+        let (entry, grid, block) = match (&plan.reductions[..], &plan.copies[..]) {
+            ([r], []) => (r.name.clone(), r.grid(2), r.block()),
+            ([], [c]) => (
+                c.name.clone(),
+                c.len().div_ceil(256).clamp(1, 2) as u32,
+                256,
+            ),
+            _ => panic!("{name}: not one reduction or copy"),
+        };
+        launch(module.entry(&entry), grid, block, &[from, to], &mut memory);
+        let got = array_of(memory.read(to, bytes), want);
+        let exact = !name.starts_with("sum") && !name.starts_with("prod");
+        if exact {
+            assert_eq!(bytes_of(&got), bytes_of(want), "{name}");
+        } else {
+            common::assert_close(&got, want, tolerance(want.dtype()), name);
+        }
+    }
+}
