@@ -14,7 +14,7 @@ mod ptx_emulator;
 
 use ferrax::compiler::backend::gpu::GpuPlan;
 use ferrax::compiler::backend::ptx::reduce::ReduceKernel;
-use ferrax::compiler::backend::ptx::rows::row_threads;
+use ferrax::compiler::backend::ptx::rows::row_layout;
 use ferrax::compiler::backend::ptx::{render_launches, render_module, PtxTarget};
 use ferrax::compiler::kernel::Role;
 use ferrax::compiler::simplify::simplify;
@@ -452,8 +452,8 @@ fn kernels_compute_the_interpreters_values_in_the_emulator() {
                 let (mut len, mut block) = (0, 256u32);
                 for kernel in l.kernels.iter().map(|&k| &plan.kernels[k]) {
                     len = len.max(kernel.len);
-                    if let Some(r) = &kernel.rows {
-                        block = row_threads(r.cols);
+                    if let (Some(r), Some((_, threads, _))) = (&kernel.rows, row_layout(kernel)) {
+                        block = threads;
                         len = r.rows * block as usize;
                         rows += 1;
                     }

@@ -11,7 +11,7 @@
 use super::gemm::{plan_gemm, plan_permuted_gemm, Gemm};
 use super::ptx::copy::CopyKernel;
 use super::ptx::reduce::ReduceKernel;
-use super::ptx::rows::row_threads;
+use super::ptx::rows::row_layout;
 use super::ptx::{legalize, render_launches, symbol, Launch, PtxError, PtxTarget};
 use crate::fuse::{partition, schedule, KernelTypes, Step};
 use crate::kernel::rows::lower_rows;
@@ -461,9 +461,11 @@ impl GpuExecutable {
                     let mut block = BLOCK;
                     for kernel in launch.kernels.iter().map(|&k| &self.kernels[k]) {
                         len = len.max(kernel.len);
-                        if let Some(r) = &kernel.rows {
+                        if let (Some(r), Some(threads)) =
+                            (&kernel.rows, row_layout(kernel).map(|l| l.1))
+                        {
                             // A block per row.
-                            block = row_threads(r.cols);
+                            block = threads;
                             len = r.rows * block as usize;
                         }
                         for b in &kernel.sig.buffers {

@@ -79,7 +79,7 @@ pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
         what,
     };
     if let Some(r) = &kernel.rows {
-        if !rows::fits(r.cols) {
+        if !rows::fits(&expanded) {
             return Err(unsupported(format!("rows of {} elements", r.cols)));
         }
     }

@@ -2,14 +2,16 @@
 //! one launch instead of a kernel per elementwise run and one per reduction.
 //!
 //! One block per row (grid-striding over rows), [`row_threads`] threads of it. The row lives in
-//! registers: thread `t` holds columns `t`, `t + threads`, `t + 2·threads`, ... (its slots,
-//! at most 16, so neighbouring threads touch neighbouring addresses), so a value one pass
-//! computes and a later pass reads (the CPU's scratch row) stays in its register, and an input
-//! read by several passes is loaded once. A reduction folds each thread's slots as its pass
-//! computes them, then across the warp by butterfly shuffles (every lane ends with the result),
-//! then, for blocks of several warps, through shared memory, every thread folding the warps'
-//! partials in the same order: each thread holds the same row value, so the next pass needs no
-//! broadcast. Row values are computed by every thread alike; thread 0 stores them.
+//! registers: thread `t` holds vectors `t`, `t + threads`, ... of the row, each 16 bytes of
+//! consecutive columns where rows are whole vectors (one column otherwise), loaded and stored
+//! by one instruction, so neighbouring threads touch neighbouring addresses; at most 16 columns
+//! a thread (its slots). A value one pass computes and a later pass reads (the CPU's scratch
+//! row) stays in its register, and an input read by several passes is loaded once. A reduction
+//! folds each thread's slots as its pass computes them, then across the warp by butterfly
+//! shuffles (every lane ends with the result), then, for blocks of several warps, through
+//! shared memory, every thread folding the warps' partials in the same order: each thread holds
+//! the same row value, so the next pass needs no broadcast. Row values are computed by every
+//! thread alike; thread 0 stores them.
 
 use super::{emit_op, float_literal, reg_class, suffix, Class, Emitter, PtxError, Thread};
 use crate::kernel::{Access, KOp, Kernel, Role, Stage};
@@ -20,14 +22,38 @@ use std::fmt::Write;
 /// Columns a thread of a row kernel holds at most.
 const SLOTS: usize = 16;
 
-/// Threads per block of a row kernel over rows of `cols` elements: whole warps, up to 256.
-pub fn row_threads(cols: usize) -> u32 {
-    (cols.div_ceil(32).clamp(1, 8) * 32) as u32
+/// Columns a row kernel's thread loads and stores as one vector: 16 bytes of f32 (or f64) where
+/// rows are whole vectors, else one.
+pub fn row_vector(kernel: &Kernel, cols: usize) -> usize {
+    let v = if kernel.sig.buffers.iter().any(|b| b.dtype == DType::F64) {
+        2
+    } else {
+        4
+    };
+    if cols.is_multiple_of(v) {
+        v
+    } else {
+        1
+    }
 }
 
-/// Whether the PTX row renderer takes rows of `cols` elements.
-pub fn fits(cols: usize) -> bool {
-    cols.div_ceil(row_threads(cols) as usize) <= SLOTS
+/// Threads per block of a row kernel over rows of `vectors` vectors: whole warps, up to 256.
+pub fn row_threads(vectors: usize) -> u32 {
+    (vectors.div_ceil(32).clamp(1, 8) * 32) as u32
+}
+
+/// How row kernel `kernel` spreads a row over a block: the vector width, the threads, and
+/// the columns each thread holds.
+pub fn row_layout(kernel: &Kernel) -> Option<(usize, u32, usize)> {
+    let cols = kernel.rows.as_ref()?.cols;
+    let v = row_vector(kernel, cols);
+    let threads = row_threads(cols / v);
+    Some((v, threads, (cols / v).div_ceil(threads as usize) * v))
+}
+
+/// Whether the PTX row renderer takes row kernel `kernel`: at most [`SLOTS`] columns a thread.
+pub fn fits(kernel: &Kernel) -> bool {
+    row_layout(kernel).is_some_and(|(_, _, slots)| slots <= SLOTS)
 }
 
 /// The reduction's identity: the sum's is -0, so that a row of -0 sums to -0.
@@ -65,13 +91,15 @@ pub(super) fn render_row_entry(name: &str, kernel: &Kernel) -> Result<String, Pt
         return Err(unsupported("a flat kernel as a row kernel".into()));
     };
     let (rows, cols) = (shape.rows, shape.cols);
-    if !fits(cols) || rows > i32::MAX as usize {
+    if !fits(kernel) || rows > i32::MAX as usize {
         return Err(unsupported(format!(
             "rows of {cols} elements ({rows} rows)"
         )));
     }
-    let threads = row_threads(cols) as usize;
-    let slots = cols.div_ceil(threads);
+    // A thread's columns come in vectors of `v`: vector `q` of thread `t` is the row's
+    // `t + q·threads`-th; its `v` columns are slots `q·v ..`.
+    let (v, threads, slots) = row_layout(kernel).unwrap_or((1, 32, 1));
+    let (vectors, threads) = (cols / v, threads as usize);
     let warps = threads / 32;
     let mut e = Emitter::new();
     let Thread {
@@ -99,15 +127,16 @@ pub(super) fn render_row_entry(name: &str, kernel: &Kernel) -> Result<String, Pt
             .clone()
             .ok_or_else(|| unsupported("scratch access".into()))
     };
-    // Each slot's column, and whether it is inside the row (only the last may not be).
-    let mut columns = Vec::with_capacity(slots);
-    let mut inside = Vec::with_capacity(slots);
-    for j in 0..slots {
+    // Each vector's index in the row, and whether it is inside the row (only the last may
+    // not be).
+    let mut columns = Vec::with_capacity(slots / v);
+    let mut inside = Vec::with_capacity(slots / v);
+    for q in 0..slots / v {
         let c = e.reg(Class::R);
-        e.pre_line(format!("add.u32 {c}, {tid}, {}", j * threads));
-        let p = ((j + 1) * threads > cols).then(|| {
+        e.pre_line(format!("add.u32 {c}, {tid}, {}", q * threads));
+        let p = ((q + 1) * threads > vectors).then(|| {
             let p = e.reg(Class::P);
-            e.pre_line(format!("setp.lt.u32 {p}, {c}, {cols}"));
+            e.pre_line(format!("setp.lt.u32 {p}, {c}, {vectors}"));
             p
         });
         columns.push(c);
@@ -148,19 +177,20 @@ pub(super) fn render_row_entry(name: &str, kernel: &Kernel) -> Result<String, Pt
     let mut scratch: HashMap<usize, Vec<String>> = HashMap::new();
     // Per buffer, the address of its row's first element in this row.
     let mut row_addresses: HashMap<usize, String> = HashMap::new();
-    // Byte offsets of each slot's column, by element size.
+    // Byte offsets of each vector, by element size.
     let mut offsets: HashMap<(usize, usize), String> = HashMap::new();
     let mut accumulators: HashMap<usize, String> = HashMap::new();
     let stage = |k: usize| shape.stages[k];
-    let mut element_address = |e: &mut Emitter, b: usize, j: usize| -> Result<String, PtxError> {
+    // The address of vector `q` of buffer `b` in this row.
+    let mut vector_address = |e: &mut Emitter, b: usize, q: usize| -> Result<String, PtxError> {
         let buffer = &kernel.sig.buffers[b];
         let size = buffer.dtype.size_bytes();
-        let offset = match offsets.get(&(j, size)) {
+        let offset = match offsets.get(&(q, size)) {
             Some(o) => o.clone(),
             None => {
                 let o = e.reg(Class::Rd);
-                e.pre_line(format!("mul.wide.u32 {o}, {}, {size}", columns[j]));
-                offsets.insert((j, size), o.clone());
+                e.pre_line(format!("mul.wide.u32 {o}, {}, {}", columns[q], v * size));
+                offsets.insert((q, size), o.clone());
                 o
             }
         };
@@ -203,14 +233,30 @@ pub(super) fn render_row_entry(name: &str, kernel: &Kernel) -> Result<String, Pt
                     let r = e.reg(class);
                     match buffer.access {
                         Access::Scalar => {
-                            load(&mut e, d, "ld.global", &r, &base(*b)?, None, true);
+                            load(
+                                &mut e,
+                                d,
+                                "ld.global",
+                                std::slice::from_ref(&r),
+                                &base(*b)?,
+                                None,
+                                true,
+                            );
                         }
                         Access::Outer(n) if n == cols => {
                             let (o, a) = (e.reg(Class::Rd), e.reg(Class::Rd));
                             let size = buffer.dtype.size_bytes();
                             e.line(format!("mul.wide.u32 {o}, {row}, {size}"));
                             e.line(format!("add.s64 {a}, {}, {o}", base(*b)?));
-                            load(&mut e, d, "ld.global.nc", &r, &a, None, false);
+                            load(
+                                &mut e,
+                                d,
+                                "ld.global.nc",
+                                std::slice::from_ref(&r),
+                                &a,
+                                None,
+                                false,
+                            );
                         }
                         other => return Err(unsupported(format!("{other:?} per row"))),
                     }
@@ -222,7 +268,7 @@ pub(super) fn render_row_entry(name: &str, kernel: &Kernel) -> Result<String, Pt
                     let size = kernel.sig.buffers[*b].dtype.size_bytes();
                     e.line(format!("mul.wide.u32 {o}, {row}, {size}"));
                     e.line(format!("add.s64 {a}, {}, {o}", base(*b)?));
-                    store(&mut e, d, &a, &v, Some(&first));
+                    store(&mut e, d, &a, std::slice::from_ref(&v), Some(&first));
                     v
                 }
                 KOp::Reduce(op) => {
@@ -295,12 +341,11 @@ pub(super) fn render_row_entry(name: &str, kernel: &Kernel) -> Result<String, Pt
                 KOp::Load(b) => match loaded.get(b) {
                     Some(regs) => regs.clone(),
                     None => {
-                        let mut regs = Vec::with_capacity(slots);
-                        for (j, p) in inside.iter().enumerate() {
-                            let r = e.reg(class);
-                            let a = element_address(&mut e, *b, j)?;
-                            load(&mut e, d, "ld.global.nc", &r, &a, p.as_deref(), false);
-                            regs.push(r);
+                        let regs: Vec<String> = (0..slots).map(|_| e.reg(class)).collect();
+                        for (q, p) in inside.iter().enumerate() {
+                            let a = vector_address(&mut e, *b, q)?;
+                            let lanes = &regs[q * v..(q + 1) * v];
+                            load(&mut e, d, "ld.global.nc", lanes, &a, p.as_deref(), false);
                         }
                         loaded.insert(*b, regs.clone());
                         regs
@@ -312,12 +357,12 @@ pub(super) fn render_row_entry(name: &str, kernel: &Kernel) -> Result<String, Pt
                     v
                 }
                 KOp::Store(b) => {
-                    let v = values[ins.args[0]].clone();
-                    for (j, x) in v.iter().enumerate() {
-                        let a = element_address(&mut e, *b, j)?;
-                        store(&mut e, d, &a, x, inside[j].as_ref());
+                    let x = values[ins.args[0]].clone();
+                    for (q, p) in inside.iter().enumerate() {
+                        let a = vector_address(&mut e, *b, q)?;
+                        store(&mut e, d, &a, &x[q * v..(q + 1) * v], p.as_ref());
                     }
-                    v
+                    x
                 }
                 _ => (0..slots)
                     .map(|j| {
@@ -340,7 +385,7 @@ pub(super) fn render_row_entry(name: &str, kernel: &Kernel) -> Result<String, Pt
                 for j in 0..slots {
                     let x = values[k][j].clone();
                     let c = combine(&mut e, op, d, &acc, &x);
-                    let line = guarded(&inside[j], format!("mov.{t} {acc}, {c}"));
+                    let line = guarded(&inside[j / v], format!("mov.{t} {acc}, {c}"));
                     e.line(line);
                 }
             }
@@ -351,8 +396,8 @@ pub(super) fn render_row_entry(name: &str, kernel: &Kernel) -> Result<String, Pt
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "// {rows} rows of {cols} elements, {threads} threads per row, {slots} columns each, \
-         {} passes; buffers:",
+        "// {rows} rows of {cols} elements, {threads} threads per row, {slots} columns each \
+         in vectors of {v}, {} passes; buffers:",
         shape.passes
     );
     for (i, b) in kernel.sig.buffers.iter().enumerate() {
@@ -395,30 +440,46 @@ pub(super) fn render_row_entry(name: &str, kernel: &Kernel) -> Result<String, Pt
     Ok(out)
 }
 
-/// `r = [a]` (guarded by `p`), or, `pre`, before the row loop.
-fn load(e: &mut Emitter, d: DType, space: &str, r: &str, a: &str, p: Option<&str>, pre: bool) {
+/// `regs = [a..]` (consecutive elements, guarded by `p`), or, `pre`, before the row loop.
+fn load(
+    e: &mut Emitter,
+    d: DType,
+    space: &str,
+    regs: &[String],
+    a: &str,
+    p: Option<&str>,
+    pre: bool,
+) {
     let (t, _) = suffix(d);
     let guard = p.map(|p| format!("@{p} ")).unwrap_or_default();
-    let lines = if d == DType::Bool {
-        let s = e.reg(Class::Rs);
-        vec![
-            format!("mov.u16 {s}, 0"),
-            format!("{guard}{space}.u8 {s}, [{a}]"),
-            format!("setp.ne.u16 {r}, {s}, 0"),
-        ]
-    } else if p.is_some() {
-        // Outside the row the register still gets a value: nothing reads it, but it is set.
-        let zero = match d {
-            DType::F32 | DType::F64 => float_literal(Scalar::from_f64(d, 0.0)).unwrap_or_default(),
-            _ => "0".into(),
-        };
-        vec![
-            format!("mov.{t} {r}, {zero}"),
-            format!("{guard}{space}.{t} {r}, [{a}]"),
-        ]
+    let mut lines = Vec::new();
+    if d == DType::Bool {
+        for (lane, r) in regs.iter().enumerate() {
+            let s = e.reg(Class::Rs);
+            lines.push(format!("mov.u16 {s}, 0"));
+            lines.push(format!("{guard}{space}.u8 {s}, [{a}+{lane}]"));
+            lines.push(format!("setp.ne.u16 {r}, {s}, 0"));
+        }
     } else {
-        vec![format!("{space}.{t} {r}, [{a}]")]
-    };
+        if p.is_some() {
+            // Outside the row the registers still get a value: nothing reads it, but it is set.
+            let zero = match d {
+                DType::F32 | DType::F64 => {
+                    float_literal(Scalar::from_f64(d, 0.0)).unwrap_or_default()
+                }
+                _ => "0".into(),
+            };
+            lines.extend(regs.iter().map(|r| format!("mov.{t} {r}, {zero}")));
+        }
+        match regs {
+            [r] => lines.push(format!("{guard}{space}.{t} {r}, [{a}]")),
+            _ => lines.push(format!(
+                "{guard}{space}.v{}.{t} {{{}}}, [{a}]",
+                regs.len(),
+                regs.join(", ")
+            )),
+        }
+    }
     for line in lines {
         if pre {
             e.pre_line(line);
@@ -428,16 +489,24 @@ fn load(e: &mut Emitter, d: DType, space: &str, r: &str, a: &str, p: Option<&str
     }
 }
 
-/// `[a] = v`, guarded by `p`.
-fn store(e: &mut Emitter, d: DType, a: &str, v: &str, p: Option<&String>) {
+/// `[a..] = values` (consecutive elements), guarded by `p`.
+fn store(e: &mut Emitter, d: DType, a: &str, values: &[String], p: Option<&String>) {
     let (t, _) = suffix(d);
     let guard = p.map(|p| format!("@{p} ")).unwrap_or_default();
     if d == DType::Bool {
-        let s = e.reg(Class::Rs);
-        e.line(format!("selp.u16 {s}, 1, 0, {v}"));
-        e.line(format!("{guard}st.global.u8 [{a}], {s}"));
+        for (lane, x) in values.iter().enumerate() {
+            let s = e.reg(Class::Rs);
+            e.line(format!("selp.u16 {s}, 1, 0, {x}"));
+            e.line(format!("{guard}st.global.u8 [{a}+{lane}], {s}"));
+        }
+    } else if let [x] = values {
+        e.line(format!("{guard}st.global.{t} [{a}], {x}"));
     } else {
-        e.line(format!("{guard}st.global.{t} [{a}], {v}"));
+        e.line(format!(
+            "{guard}st.global.v{}.{t} [{a}], {{{}}}",
+            values.len(),
+            values.join(", ")
+        ));
     }
 }
 
