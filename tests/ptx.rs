@@ -379,7 +379,7 @@ fn emulated_programs() -> Vec<(&'static str, Func)> {
         (
             "huge_sin",
             trace(
-                |x: Tensor| (&x * 1e12).sin() + (&x * 3e7).cos(),
+                |x: Tensor| (&x * 1e12).sin() + (&x * 3e7).cos() + (&x * 1e30).sin(),
                 &common::spec(&[999]),
             )
             .unwrap(),

@@ -1,18 +1,18 @@
 //! Transcendental functions expanded into kernel IR primitives (fma, integer bit manipulation,
 //! compares and selects), so a backend without a math library (PTX) needs only to render
 //! primitives. Every expansion is branch-free and accurate to 3 ULP for f32 over the whole
-//! domain (sin/cos: while the quadrant count `|x|·2/π` is below 2^51); [`expand_guarded`]
+//! domain (f64 sin/cos: while the quadrant count `|x|·2/π` is below 2^51); [`expand_guarded`]
 //! leaves f32 sin and cos arguments beyond 2^19 to a backend's own path ([`KOp::Beyond`]);
 //! `tests/math_ulp.rs` measures each one against an f64 reference over dense samples.
 //!
 //! The methods are the classic ones: exp reduces by `k·ln2` (a two-part constant, so the reduced
 //! argument is exact) and rebuilds `2^k` from its bits; log splits the exponent and mantissa and
 //! uses the `atanh` series of `(m-1)/(m+1)`; sin/cos reduce by `k·π/2` with a three-part
-//! constant; tanh, logistic, expm1 and log1p are arranged so that no cancellation loses accuracy.
+//! constant (f32 arguments of any size: exactly, from 26-bit chunks of 2/π); tanh, logistic, expm1 and log1p are arranged so that no cancellation loses accuracy.
 //! Polynomials are truncated Taylor series (f32 exp, expm1, tanh, sin and cos: minimax fits,
 //! one or two terms shorter) whose error is below a tenth of an ULP on the reduced range. f32
 //! sin/cos reduce in f32 (four lanes to a vector, not two) where the argument is known to be
-//! below 2^19 or the backend computes larger ones its own way, else in f64; f32 sin of an
+//! below 2^19 or the backend computes larger ones its own way, else exactly; f32 sin of an
 //! argument known to be at most 1.5 is its series alone; f32 pow runs entirely in f64.
 
 use super::{rewrite, use_counts, KInstr, KOp, Kernel};
@@ -64,6 +64,19 @@ const F32_SIN_DIRECT_COEFFS: [f64; 4] = [
     0.008_332_972_414_791_584,
     -0.000_198_047_855_519_689_62,
     0.000_002_597_954_789_962_386_7,
+];
+
+/// 2/π in chunks of 26 bits (bits 1-26 after the binary point, 27-52, ..., to 208), each exact
+/// in f64 and exact when multiplied by an f32: [`Emit::reduce_half_pi_exact`].
+const TWO_OVER_PI_CHUNKS: [f64; 8] = [
+    0.636_619_761_586_189_3,
+    1.078_139_200_139_105_5e-8,
+    7.166_494_634_684_664e-17,
+    2.765_304_029_256_071_3e-24,
+    1.018_166_407_313_423_3e-32,
+    3.143_654_692_300_393e-40,
+    6.319_121_160_070_941e-48,
+    1.051_335_891_051_139e-56,
 ];
 
 /// Up to this |x| f32 sin is its series without reduction ([`F32_SIN_DIRECT_COEFFS`]): the
@@ -121,7 +134,7 @@ pub fn expand(kernel: &Kernel) -> Kernel {
 
 /// [`expand`] for a backend with a path of its own for huge arguments: f32 sin and cos reduce
 /// in f32, and arguments beyond [`SIN_COS_F32_LIMIT`] take that path ([`KOp::Beyond`]: the
-/// host's function on the CPU, a branch to the f64 reduction on the GPU), so they are right
+/// host's function on the CPU, a branch to the exact reduction on the GPU), so they are right
 /// however large the argument.
 pub fn expand_guarded(kernel: &Kernel) -> Kernel {
     expand_with(kernel, true)
@@ -173,6 +186,8 @@ fn expand_with(kernel: &Kernel, host: bool) -> Kernel {
                         } else if f32 && host {
                             let y = e.sin_cos(x, t, cos, Reduction::F32 { bound: None });
                             e.op(KOp::Beyond(*u), &[x, y], t)
+                        } else if f32 {
+                            e.sin_cos(x, t, cos, Reduction::Exact)
                         } else {
                             e.sin_cos(x, t, cos, Reduction::F64)
                         }
@@ -420,10 +435,12 @@ enum Count {
     Field,
 }
 
-/// Where sin and cos reduce their argument: in f64, or (f32 arguments below
+/// Where sin and cos reduce their argument: in f64 (by a three-part π/2), exactly (f32
+/// arguments of any size, [`Emit::reduce_half_pi_exact`]), or (f32 arguments below
 /// [`SIN_COS_F32_LIMIT`]) in f32, given a bound on the argument's magnitude where one is known.
 enum Reduction {
     F64,
+    Exact,
     F32 { bound: Option<f64> },
 }
 
@@ -869,6 +886,7 @@ impl Emit {
         let (r, mi) = match reduction {
             Reduction::F32 { bound } => self.reduce_half_pi_f32(x, bound),
             Reduction::F64 => self.reduce_half_pi_f64(x, t),
+            Reduction::Exact => self.reduce_half_pi_exact(x),
         };
         // sin(r) = r + r^3·P(s) and cos(r) = 1 + s·Q(s), s = r^2: f64 takes the Taylor series
         // to r^19 and r^20, f32 the minimax fits `F32_SIN_COEFFS` and `F32_COS_COEFFS`.
@@ -939,6 +957,57 @@ impl Emit {
         } else {
             (r, bits)
         }
+    }
+
+    /// [`Self::reduce_half_pi_f64`] for f32 `x` of any size (Payne and Hanek's idea, without a
+    /// table): `x·2/π mod 4` as the sum of `x·c_i mod 4` over [`TWO_OVER_PI_CHUNKS`]. Each
+    /// product is exact in f64 (24 bits times 26), and so is each `mod 4` taken to [-2, 2]
+    /// (`t - 4·rint(t/4)`: a small `t` is kept as it is, and a large one loses only whole
+    /// multiples of 4, within its own bits), so the chunks whose product is a multiple of 4 drop
+    /// out exactly however large `x`; the eight partial results are summed with their rounding
+    /// errors kept (two-sum), so the fraction is right to about 2^-100 even where `x` lies within
+    /// 2^-30 of a multiple of π/2. Then `k` is the sum rounded, `r = (sum - k)·π/2`, and a zero
+    /// `x` gives its own zero, sign included. About 60 f64 operations: the GPU runs it only for
+    /// arguments beyond [`SIN_COS_F32_LIMIT`].
+    fn reduce_half_pi_exact(&mut self, x: usize) -> (usize, usize) {
+        let w = DType::F64;
+        let xd = self.convert(x, w);
+        let (quarter, minus_four) = (self.c(0.25, w), self.c(-4.0, w));
+        let mut sum: Option<(usize, usize)> = None;
+        for chunk in TWO_OVER_PI_CHUNKS {
+            let c = self.c(chunk, w);
+            let t = self.mul(xd, c, w);
+            let fourths = self.mul(t, quarter, w);
+            let whole = self.un(UnaryOp::RoundEven, fourths, w);
+            let part = self.fma(whole, minus_four, t, w);
+            sum = Some(match sum {
+                None => (part, self.c(0.0, w)),
+                Some((hi, lo)) => {
+                    let s = self.add(hi, part, w);
+                    let b = self.sub(s, hi, w);
+                    let a = self.sub(s, b, w);
+                    let da = self.sub(hi, a, w);
+                    let db = self.sub(part, b, w);
+                    let err = self.add(da, db, w);
+                    (s, self.add(lo, err, w))
+                }
+            });
+        }
+        let Some((hi, lo)) = sum else {
+            return (x, x);
+        };
+        let magic = self.c(1.5 * 2f64.powi(52), w);
+        let shifted = self.add(hi, magic, w);
+        let k = self.sub(shifted, magic, w);
+        let fraction = self.sub(hi, k, w);
+        let fraction = self.add(fraction, lo, w);
+        let half_pi = self.c(std::f64::consts::FRAC_PI_2, w);
+        let r = self.mul(fraction, half_pi, w);
+        let zero = self.c(0.0, w);
+        let is_zero = self.cmp(CompareOp::Eq, xd, zero);
+        let r = self.select(is_zero, xd, r, w);
+        let bits = self.bitcast(shifted, DType::I64);
+        (self.convert(r, DType::F32), self.convert(bits, DType::I32))
     }
 
     /// [`Self::reduce_half_pi_f64`] for f32 `x` below [`SIN_COS_F32_LIMIT`], in f32. `k` is

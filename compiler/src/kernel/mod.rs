@@ -97,7 +97,7 @@ pub enum KOp {
     Accumulate(usize),
     /// `args[1]`, the expansion of `op` at `args[0]`, where `|args[0]|` is below the limit
     /// of its f32 reduction ([`math::SIN_COS_F32_LIMIT`]), else `op` computed over the whole
-    /// domain: by the host's f64 function on the CPU, by the expansion that reduces in f64 on
+    /// domain: by the host's f64 function on the CPU, by the expansion that reduces exactly on
     /// the GPU. f32 sin and cos of possibly large arguments.
     Beyond(UnaryOp),
 }

@@ -861,7 +861,7 @@ fn emit_op(
 }
 
 /// `op(x)` by its branch-free expansion over the whole domain ([`math::expand`]: the f32 sine's
-/// reduction in f64), on register `x` of type `d`; returns the result's register.
+/// reduction exact for any f32), on register `x` of type `d`; returns the result's register.
 fn emit_full_range(
     e: &mut Emitter,
     kernel: &Kernel,
