@@ -110,27 +110,15 @@ impl GpuPlan {
         };
         for step in partition(func, KernelTypes::GPU).into_iter().map(lone) {
             match step {
-                Step::Rows {
-                    start,
-                    end,
-                    rows,
-                    cols,
-                } => {
+                Step::Rows { start, end, .. } | Step::Kernel { start, end } => {
                     let name = format!("{}_k{}", func.name, kernels.len());
-                    let kernel =
-                        lower_rows(func, (start, end), (rows, cols), KernelTypes::GPU, name)
-                            .ok_or(GpuError::Lowering { start, end })?;
-                    if legalize(&kernel).is_ok() {
-                        steps.push(GpuStep::Launch(kernels.len()));
-                        kernels.push(kernel);
-                    } else {
-                        steps.push(GpuStep::Host(start..end));
+                    let kernel = match step {
+                        Step::Rows { rows, cols, .. } => {
+                            lower_rows(func, (start, end), (rows, cols), KernelTypes::GPU, name)
+                        }
+                        _ => crate::kernel::lower(func, start, end, name),
                     }
-                }
-                Step::Kernel { start, end } => {
-                    let name = format!("{}_k{}", func.name, kernels.len());
-                    let kernel = crate::kernel::lower(func, start, end, name)
-                        .ok_or(GpuError::Lowering { start, end })?;
+                    .ok_or(GpuError::Lowering { start, end })?;
                     if legalize(&kernel).is_ok() {
                         steps.push(GpuStep::Launch(kernels.len()));
                         kernels.push(kernel);

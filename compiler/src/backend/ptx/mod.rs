@@ -416,21 +416,26 @@ fn render_entry(name: &str, kernels: &[Kernel]) -> Result<String, PtxError> {
         loops.push_str(&text);
     }
     let mut out = comments;
-    let declared: Vec<String> = params
-        .iter()
-        .map(|p| format!("\t.param .u64 {p}"))
-        .collect();
-    let _ = writeln!(
-        out,
-        ".visible .entry {name}(\n{}\n)\n{{",
-        declared.join(",\n")
-    );
+    entry_header(&mut out, name, &params, None);
     e.declare(&mut out);
     out.push('\n');
     out.push_str(&e.pre);
     out.push_str(&loops);
     out.push_str("\tret;\n}\n");
     Ok(out)
+}
+
+/// `.visible .entry name(params)`, with its largest block size where given, up to the `{`.
+fn entry_header(out: &mut String, name: &str, params: &[String], threads: Option<usize>) {
+    let declared: Vec<String> = params
+        .iter()
+        .map(|p| format!("\t.param .u64 {p}"))
+        .collect();
+    let _ = writeln!(out, ".visible .entry {name}(\n{}\n)", declared.join(",\n"));
+    if let Some(n) = threads {
+        let _ = writeln!(out, ".maxntid {n}, 1, 1");
+    }
+    out.push_str("{\n");
 }
 
 /// The special registers every loop of an entry starts from.

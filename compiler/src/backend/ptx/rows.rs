@@ -13,7 +13,9 @@
 //! the same row value, so the next pass needs no broadcast. Row values are computed by every
 //! thread alike; thread 0 stores them.
 
-use super::{emit_op, float_literal, reg_class, suffix, Class, Emitter, PtxError, Thread};
+use super::{
+    emit_op, entry_header, float_literal, reg_class, suffix, Class, Emitter, PtxError, Thread,
+};
 use crate::kernel::{Access, KOp, Kernel, Role, Stage};
 use ferrax_ir::{DType, ReduceOp, Scalar};
 use std::collections::HashMap;
@@ -408,15 +410,7 @@ pub(super) fn render_row_entry(name: &str, kernel: &Kernel) -> Result<String, Pt
         };
         let _ = writeln!(out, "//   #{i} {role} {} {:?}", b.dtype, b.access);
     }
-    let declared: Vec<String> = params
-        .iter()
-        .map(|p| format!("\t.param .u64 {p}"))
-        .collect();
-    let _ = writeln!(
-        out,
-        ".visible .entry {name}(\n{}\n)\n.maxntid {threads}, 1, 1\n{{",
-        declared.join(",\n")
-    );
+    entry_header(&mut out, name, &params, Some(threads));
     e.declare(&mut out);
     if shared {
         let bytes = reductions.len() * warps * 8;
