@@ -35,12 +35,14 @@ pub enum Step {
 }
 
 /// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32)
-/// and bool always; i32 arithmetic where `ints` is set; row kernels over rows of up to
-/// `row_cols` elements; reductions over leading axes inside flat kernels where `columns` is set.
+/// and bool always; i32 arithmetic where `ints` is set; float remainders where `rem` is set;
+/// row kernels over rows of up to `row_cols` elements; reductions over leading axes inside flat
+/// kernels where `columns` is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelTypes {
     pub row_cols: usize,
     pub ints: bool,
+    pub rem: bool,
     pub columns: bool,
 }
 
@@ -49,13 +51,17 @@ impl KernelTypes {
     pub const CPU: KernelTypes = KernelTypes {
         row_cols: usize::MAX,
         ints: true,
+        rem: true,
         columns: true,
     };
     /// The PTX renderer's set: a row kernel keeps its row in registers, 16 elements to each of
-    /// 256 threads; longer rows and reductions over leading axes are kernels of their own.
+    /// 256 threads; longer rows and reductions over leading axes are kernels of their own; a
+    /// float remainder (PTX has none) is a step of its own, so it does not take its
+    /// neighbours out of their kernel.
     pub const GPU: KernelTypes = KernelTypes {
         row_cols: 4096,
-        ints: false,
+        ints: true,
+        rem: false,
         columns: false,
     };
 
@@ -100,7 +106,7 @@ fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
                                 | BinaryOp::Min
                         )
                 }
-                _ => float_result && !b.is_logical(),
+                _ => float_result && !b.is_logical() && (types.rem || *b != BinaryOp::Rem),
             },
             Op::Compare(_) => ins
                 .args

@@ -684,7 +684,7 @@ impl Block<'_> {
                 self.set(t, arg(0), r);
             }
             "add" | "sub" | "mul" | "mad" | "div" | "rem" | "and" | "or" | "xor" | "shl"
-            | "shr" | "not" | "neg" => {
+            | "shr" | "not" | "neg" | "max" | "min" => {
                 let m = mask(ty);
                 let a = v(self, 1);
                 let r = match (op[0], op.get(1).copied()) {
@@ -718,6 +718,16 @@ impl Block<'_> {
                         } else {
                             x % y
                         }
+                    }
+                    ("max" | "min", _) => {
+                        let b = v(self, 2);
+                        let (x, y): (i128, i128) = if ty.starts_with('s') {
+                            (i128::from(signed(a, ty)), i128::from(signed(b, ty)))
+                        } else {
+                            (i128::from(a & m), i128::from(b & m))
+                        };
+                        let pick = if (op[0] == "max") == (x >= y) { a } else { b };
+                        pick & m
                     }
                     ("and", _) => a & v(self, 2) & m,
                     ("or", _) => (a | v(self, 2)) & m,

@@ -97,11 +97,22 @@ pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
             KOp::Unary(u) => match ins.dtype {
                 DType::Bool => *u == UnaryOp::Not,
                 DType::F32 | DType::F64 => *u != UnaryOp::Not,
+                _ if int => matches!(u, UnaryOp::Neg | UnaryOp::Not),
                 _ => false,
             },
             KOp::Binary(b) => match ins.dtype {
                 DType::Bool => b.is_logical(),
-                _ if int => matches!(b, BinaryOp::Add | BinaryOp::Sub) || b.is_logical(),
+                _ if int => {
+                    b.is_logical()
+                        || matches!(
+                            b,
+                            BinaryOp::Add
+                                | BinaryOp::Sub
+                                | BinaryOp::Mul
+                                | BinaryOp::Max
+                                | BinaryOp::Min
+                        )
+                }
                 _ => !matches!(b, BinaryOp::Rem | BinaryOp::Pow) && !b.is_logical(),
             },
             KOp::Fma | KOp::Clamp => !int && ins.dtype != DType::Bool,
@@ -672,7 +683,8 @@ fn emit_op(
             let x = arg(0);
             let r = e.reg(class);
             match u {
-                UnaryOp::Not => e.line(format!("not.pred {r}, {x}")),
+                UnaryOp::Not if d == DType::Bool => e.line(format!("not.pred {r}, {x}")),
+                UnaryOp::Not => e.line(format!("not.{bits} {r}, {x}")),
                 UnaryOp::Neg => e.line(format!("neg.{t} {r}, {x}")),
                 UnaryOp::Abs => e.line(format!("abs.{t} {r}, {x}")),
                 UnaryOp::Sqrt => e.line(format!("sqrt.rn.{t} {r}, {x}")),
@@ -726,9 +738,12 @@ fn emit_op(
                 }
                 _ => {
                     let r = e.reg(class);
+                    let int = matches!(d, DType::I32 | DType::I64);
                     let name = match op {
                         BinaryOp::Add => format!("add{}", rn(d)),
                         BinaryOp::Sub => format!("sub{}", rn(d)),
+                        // Wrapping, as the interpreter's i32 product.
+                        BinaryOp::Mul if int => "mul.lo".to_string(),
                         BinaryOp::Mul => format!("mul{}", rn(d)),
                         BinaryOp::Div => format!("div{}", rn(d)),
                         other => other.name().to_string(),
