@@ -589,3 +589,73 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
         }
     }
 }
+
+/// Concatenations and pads run on the GPU as strided copies into parts of one result; in the
+/// PTX emulator they write what the interpreter computes, bit for bit (each copy given the
+/// interpreter's value of its operand): operands of several sizes, an empty one, a pad with
+/// low, high and interior padding, and its fill.
+#[test]
+fn concatenations_and_pads_compute_the_interpreters_values_in_the_emulator() {
+    type Body = fn(Tensor) -> Tensor;
+    let cases: Vec<(&str, Body, Tensor)> = vec![
+        (
+            "concatenate",
+            |x| {
+                let parts = [
+                    x.clone(),
+                    &x * 2.0,
+                    x.slice(&[0, 1], &[3, 4]),
+                    x.slice(&[0, 0], &[3, 0]),
+                ];
+                Tensor::concatenate(&parts, 1)
+            },
+            common::spec(&[3, 5]),
+        ),
+        (
+            "concatenate rows",
+            |x| Tensor::concatenate(&[x.clone(), x.clone()], 0),
+            Tensor::spec(DType::F16, [2, 3]),
+        ),
+        (
+            "pad",
+            |x| x.pad(&[(1, 2, 1), (0, 3, 2)], -1.5),
+            common::spec(&[3, 4]),
+        ),
+        (
+            "pad bool",
+            |x| x.pad(&[(2, 0, 0)], 1.0),
+            Tensor::spec(DType::Bool, [5]),
+        ),
+    ];
+    let mut copied = 0;
+    for (name, body, spec) in cases {
+        let func = trace(body, &spec).unwrap();
+        let plan = GpuPlan::new(&func, PtxTarget::Sm80).unwrap();
+        assert_eq!(plan.host_ops(), Vec::<&str>::new(), "{name}");
+        let module = Module::parse(&plan.ptx);
+        let values = all_values(&plan.func, &common::inputs(&plan.func, 0));
+        for (i, parts) in plan.copy_steps() {
+            let ins = &plan.func.body[i];
+            let want = &values[plan.func.instr_value(i).index()];
+            let mut memory = Memory::default();
+            let bytes = bytes_of(want).len();
+            let to = memory.alloc(&vec![0xEE; bytes]);
+            for &(c, operand) in parts {
+                let from = memory.alloc(&bytes_of(&values[ins.args[operand].index()]));
+                let copy = &plan.copies[c];
+                let grid = copy.len().div_ceil(256).clamp(1, 2) as u32;
+                launch(
+                    module.entry(&copy.name),
+                    grid,
+                    256,
+                    &[from, to],
+                    &mut memory,
+                );
+                copied += 1;
+            }
+            let got = array_of(memory.read(to, bytes), want);
+            assert_eq!(bytes_of(&got), bytes_of(want), "{name}: {}", ins.op.name());
+        }
+    }
+    assert!(copied >= 10, "only {copied} copies");
+}

@@ -53,8 +53,9 @@ enum GpuStep {
     },
     /// Instruction and reduction kernel.
     Reduce(usize, usize),
-    /// Instruction and strided copy.
-    Copy(usize, usize),
+    /// Instruction and the strided copies that write its result, each with the operand it
+    /// reads, in order.
+    Copies(usize, Vec<(usize, usize)>),
     /// A reshape: the result shares the operand's buffer.
     View(usize),
     /// A constant, copied to the device once, when the program is loaded.
@@ -166,6 +167,16 @@ impl GpuPlan {
                     },
                     Op::Reshape { .. } => GpuStep::View(index),
                     Op::Constant(_) => GpuStep::Constant(index),
+                    // An empty result of data movement is allocated and left as it is.
+                    Op::BroadcastInDim { .. }
+                    | Op::Transpose { .. }
+                    | Op::Slice { .. }
+                    | Op::Concatenate { .. }
+                    | Op::Pad { .. }
+                        if func.body[index].ty.numel() == 0 =>
+                    {
+                        GpuStep::Copies(index, Vec::new())
+                    }
                     // Data movement the CPU leaves to the interpreter is a strided copy here:
                     // the alternative is a trip through the host.
                     op @ (Op::BroadcastInDim { .. } | Op::Transpose { .. } | Op::Slice { .. }) => {
@@ -175,7 +186,24 @@ impl GpuPlan {
                         match input.and_then(|t| CopyKernel::plan(name, op, t, &ins.ty)) {
                             Some(c) => {
                                 copies.push(c);
-                                GpuStep::Copy(index, copies.len() - 1)
+                                GpuStep::Copies(index, vec![(copies.len() - 1, 0)])
+                            }
+                            None => GpuStep::Host(index..index + 1),
+                        }
+                    }
+                    op @ (Op::Concatenate { .. } | Op::Pad { .. }) => {
+                        let ins = &func.body[index];
+                        let name = format!("{}_c{}", func.name, copies.len());
+                        let inputs: Option<Vec<_>> =
+                            ins.args.iter().map(|&a| func.value_type(a)).collect();
+                        match inputs.and_then(|t| CopyKernel::plan_parts(&name, op, &t, &ins.ty)) {
+                            Some(parts) => {
+                                let mut launches = Vec::with_capacity(parts.len());
+                                for (c, operand) in parts {
+                                    launches.push((copies.len(), operand));
+                                    copies.push(c);
+                                }
+                                GpuStep::Copies(index, launches)
                             }
                             None => GpuStep::Host(index..index + 1),
                         }
@@ -206,6 +234,18 @@ impl GpuPlan {
             copies,
             ptx,
         })
+    }
+
+    /// The instructions computed by strided copies: each with its copies (indices into
+    /// `copies`) and the operand each reads, in launch order.
+    pub fn copy_steps(&self) -> Vec<(usize, &[(usize, usize)])> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                GpuStep::Copies(i, parts) => Some((*i, parts.as_slice())),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The instructions that run on the host path, by op name.
@@ -239,7 +279,7 @@ fn group_launches(
                 .collect(),
             GpuStep::Gemm { index: i, .. }
             | GpuStep::Reduce(i, _)
-            | GpuStep::Copy(i, _)
+            | GpuStep::Copies(i, _)
             | GpuStep::View(i) => func.body[*i].args.clone(),
             GpuStep::Constant(_) => Vec::new(),
             GpuStep::Host(range) => range
@@ -384,9 +424,15 @@ impl GpuExecutable {
         let kernel = &self.copies[c];
         let ty = ferrax_ir::TensorType::new(input.dtype(), kernel.dims.clone());
         let out = self.device.alloc_array(&ty)?;
-        let grid = self.device.grid_for(kernel.len(), BLOCK);
-        // SAFETY: the copy reads within the operand (its strides and base come from the
-        // operand's shape) and writes exactly the result's elements.
+        self.copy_into(c, input, &out)?;
+        Ok(out)
+    }
+
+    /// Strided copy `c` of `input` into `out`, which it writes part or all of.
+    fn copy_into(&self, c: usize, input: &DeviceArray, out: &DeviceArray) -> Result<(), GpuError> {
+        let grid = self.device.grid_for(self.copies[c].len(), BLOCK);
+        // SAFETY: the copy reads within the operand and writes within the result: the plan
+        // took its strides and bases from their shapes.
         unsafe {
             self.device.launch(
                 &self.copy_functions[c],
@@ -395,7 +441,7 @@ impl GpuExecutable {
                 &[input.address(), out.address()],
             )?
         };
-        Ok(out)
+        Ok(())
     }
 
     /// Copies `args` to the device, runs, and copies the results back.
@@ -532,9 +578,13 @@ impl GpuExecutable {
                     };
                     values[func.instr_value(*i).index()] = Some(out);
                 }
-                GpuStep::Copy(i, c) => {
-                    let input = get(&values, func.body[*i].args[0])?;
-                    values[func.instr_value(*i).index()] = Some(self.copy(*c, &input)?);
+                GpuStep::Copies(i, parts) => {
+                    let ins = &func.body[*i];
+                    let out = device.alloc_array(&ins.ty)?;
+                    for &(c, operand) in parts {
+                        self.copy_into(c, &get(&values, ins.args[operand])?, &out)?;
+                    }
+                    values[func.instr_value(*i).index()] = Some(out);
                 }
                 GpuStep::Constant(i) => {
                     let c = self

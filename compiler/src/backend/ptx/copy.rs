@@ -1,8 +1,11 @@
 //! Data movement as strided copies: transposes, broadcasts and slices all read element
 //! `base + Σ c_d · stride_d` of their operand for the result element at coordinates `c`, so one
-//! kernel form covers them (a stride is 0 along a broadcast dimension). Each thread takes
-//! result elements in a grid-stride loop and unravels the index with one division per
-//! dimension; the copy moves bits, so it serves every dtype.
+//! kernel form covers them (a stride is 0 along a broadcast dimension). A copy may also write
+//! into part of a larger result (`out_base + Σ c_d · out_stride_d`): each operand of a
+//! concatenation is copied into its slab, and a pad is a fill of the padding value (a
+//! broadcast) and a copy of the operand into the interior. Each thread takes elements in a
+//! grid-stride loop and unravels the index with one division per dimension; the copy moves
+//! bits, so it serves every dtype.
 
 use ferrax_ir::{Op, TensorType};
 use std::fmt::Write;
@@ -19,6 +22,10 @@ pub struct CopyKernel {
     pub base: usize,
     /// Element size in bytes.
     pub size: usize,
+    /// Result element stride per dimension (row-major over `dims` for a whole result).
+    pub out_strides: Vec<usize>,
+    /// Result element where the copy starts writing.
+    pub out_base: usize,
 }
 
 fn row_major_strides(dims: &[usize]) -> Vec<usize> {
@@ -63,7 +70,70 @@ impl CopyKernel {
             strides,
             base,
             size,
+            out_strides: row_major_strides(output.dims()),
+            out_base: 0,
         })
+    }
+
+    /// The copies that compute `op` (a concatenation, or a pad that does not crop) of
+    /// `inputs` into `output`, each with the operand it reads, in launch order; named `name_k`.
+    pub fn plan_parts(
+        name: &str,
+        op: &Op,
+        inputs: &[&TensorType],
+        output: &TensorType,
+    ) -> Option<Vec<(CopyKernel, usize)>> {
+        let out = row_major_strides(output.dims());
+        let fits = output.numel() < i32::MAX as usize && output.numel() > 0;
+        // All of `input`, written from `out_base` with strides `out_strides`.
+        let whole =
+            |k: usize, input: &TensorType, out_strides: Vec<usize>, out_base: usize| CopyKernel {
+                name: format!("{name}_{k}"),
+                dims: input.dims().to_vec(),
+                strides: row_major_strides(input.dims()),
+                base: 0,
+                size: input.dtype.size_bytes(),
+                out_strides,
+                out_base,
+            };
+        let parts = match op {
+            Op::Concatenate { axis } => {
+                let mut offset = 0;
+                let mut parts = Vec::new();
+                for (j, input) in inputs.iter().enumerate() {
+                    if input.numel() > 0 {
+                        let part = whole(j, input, out.clone(), offset * out[*axis]);
+                        parts.push((part, j));
+                    }
+                    offset += input.dims()[*axis];
+                }
+                parts
+            }
+            Op::Pad {
+                low,
+                high,
+                interior,
+            } if low.iter().chain(high).all(|&p| p >= 0) => {
+                let fill = CopyKernel {
+                    name: format!("{name}_0"),
+                    dims: output.dims().to_vec(),
+                    strides: vec![0; output.rank()],
+                    base: 0,
+                    size: output.dtype.size_bytes(),
+                    out_strides: out.clone(),
+                    out_base: 0,
+                };
+                let strides = out.iter().zip(interior).map(|(s, i)| s * (i + 1)).collect();
+                let base = low.iter().zip(&out).map(|(&l, s)| l as usize * s).sum();
+                let mut parts = vec![(fill, 1)];
+                if inputs[0].numel() > 0 {
+                    parts.push((whole(1, inputs[0], strides, base), 0));
+                }
+                parts
+            }
+            _ => return None,
+        };
+        fits.then_some(parts)
     }
 
     pub fn len(&self) -> usize {
@@ -87,11 +157,19 @@ pub fn render_copy(k: &CopyKernel) -> String {
         _ => ("b64", "%rd10"),
     };
     let mut s = String::new();
+    let dense = k.out_base == 0 && k.out_strides == row_major_strides(&k.dims);
     let _ = writeln!(
         s,
         "// copy into {:?} from strides {:?} at {} ({} bytes per element)",
         k.dims, k.strides, k.base, k.size
     );
+    if !dense {
+        let _ = writeln!(
+            s,
+            "// writing strides {:?} from {}",
+            k.out_strides, k.out_base
+        );
+    }
     let _ = writeln!(
         s,
         ".visible .entry {name}(\n\t.param .u64 {name}_param_0,\n\t.param .u64 {name}_param_1\n)\n{{"
@@ -115,8 +193,11 @@ pub fn render_copy(k: &CopyKernel) -> String {
     );
     let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r5, {len};\n\t@%p1 bra $L_done;");
     s.push_str("$L_loop:\n");
-    // %r7: the index left to unravel; %r8: the operand element.
+    // %r7: the index left to unravel; %r8: the operand element; %r10: the result element.
     let _ = writeln!(s, "\tmov.u32 %r7, %r5;\n\tmov.u32 %r8, {};", k.base);
+    if !dense {
+        let _ = writeln!(s, "\tmov.u32 %r10, {};", k.out_base);
+    }
     for d in (0..k.dims.len()).rev() {
         let (dim, stride) = (k.dims[d], k.strides[d]);
         if d > 0 {
@@ -127,7 +208,11 @@ pub fn render_copy(k: &CopyKernel) -> String {
         if stride != 0 {
             let _ = writeln!(s, "\tmad.lo.s32 %r8, %r9, {stride}, %r8;");
         }
+        if !dense {
+            let _ = writeln!(s, "\tmad.lo.s32 %r10, %r9, {}, %r10;", k.out_strides[d]);
+        }
     }
+    let written = if dense { "%r5" } else { "%r10" };
     let _ = writeln!(
         s,
         "\tmul.wide.u32 %rd3, %r8, {};\n\tadd.s64 %rd3, %rd1, %rd3;",
@@ -135,7 +220,7 @@ pub fn render_copy(k: &CopyKernel) -> String {
     );
     let _ = writeln!(
         s,
-        "\tmul.wide.u32 %rd4, %r5, {};\n\tadd.s64 %rd4, %rd2, %rd4;",
+        "\tmul.wide.u32 %rd4, {written}, {};\n\tadd.s64 %rd4, %rd2, %rd4;",
         k.size
     );
     let _ = writeln!(
