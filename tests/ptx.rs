@@ -626,6 +626,16 @@ fn concatenations_and_pads_compute_the_interpreters_values_in_the_emulator() {
             |x| x.pad(&[(2, 0, 0)], 1.0),
             Tensor::spec(DType::Bool, [5]),
         ),
+        (
+            "pad cropping",
+            |x| x.pad(&[(-1, 2, 1), (1, -3, 0)], 0.5),
+            common::spec(&[4, 6]),
+        ),
+        (
+            "pad to nothing",
+            |x| x.pad(&[(-3, 1, 0)], 2.0),
+            common::spec(&[2]),
+        ),
     ];
     let mut copied = 0;
     for (name, body, spec) in cases {

@@ -58,7 +58,7 @@ enum GpuStep {
     Copies(usize, Vec<(usize, usize)>),
     /// A reshape: the result shares the operand's buffer.
     View(usize),
-    /// A constant, copied to the device once, when the program is loaded.
+    /// A constant (or an iota), copied to the device once, when the program is loaded.
     Constant(usize),
     /// Instructions run one by one on the host.
     Host(std::ops::Range<usize>),
@@ -166,7 +166,8 @@ impl GpuPlan {
                         },
                     },
                     Op::Reshape { .. } => GpuStep::View(index),
-                    Op::Constant(_) => GpuStep::Constant(index),
+                    // An iota has no operands: a constant like any other.
+                    Op::Constant(_) | Op::Iota { .. } => GpuStep::Constant(index),
                     // An empty result of data movement is allocated and left as it is.
                     Op::BroadcastInDim { .. }
                     | Op::Transpose { .. }

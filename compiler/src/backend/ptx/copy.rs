@@ -75,8 +75,8 @@ impl CopyKernel {
         })
     }
 
-    /// The copies that compute `op` (a concatenation, or a pad that does not crop) of
-    /// `inputs` into `output`, each with the operand it reads, in launch order; named `name_k`.
+    /// The copies that compute `op` (a concatenation or a pad) of `inputs` into `output`, each
+    /// with the operand it reads, in launch order; named `name_k`.
     pub fn plan_parts(
         name: &str,
         op: &Op,
@@ -109,11 +109,7 @@ impl CopyKernel {
                 }
                 parts
             }
-            Op::Pad {
-                low,
-                high,
-                interior,
-            } if low.iter().chain(high).all(|&p| p >= 0) => {
+            Op::Pad { low, interior, .. } => {
                 let fill = CopyKernel {
                     name: format!("{name}_0"),
                     dims: output.dims().to_vec(),
@@ -123,11 +119,34 @@ impl CopyKernel {
                     out_strides: out.clone(),
                     out_base: 0,
                 };
-                let strides = out.iter().zip(interior).map(|(s, i)| s * (i + 1)).collect();
-                let base = low.iter().zip(&out).map(|(&l, s)| l as usize * s).sum();
+                // Operand element `c` lands at `low + c·(interior + 1)` along each dimension;
+                // a negative `low` or `high` crops the elements that land outside.
+                let input = inputs[0];
+                let in_strides = row_major_strides(input.dims());
+                let mut copy = CopyKernel {
+                    name: format!("{name}_1"),
+                    dims: Vec::new(),
+                    strides: in_strides.clone(),
+                    base: 0,
+                    size: input.dtype.size_bytes(),
+                    out_strides: Vec::new(),
+                    out_base: 0,
+                };
+                // `a / step` rounded up, for `a >= 0`; 0 below.
+                let up = |a: i64, step: i64| if a <= 0 { 0 } else { (a + step - 1) / step };
+                for d in 0..input.rank() {
+                    let step = interior[d] as i64 + 1;
+                    let first = up(-low[d], step);
+                    let past = up(output.dims()[d] as i64 - low[d], step);
+                    let count = past.min(input.dims()[d] as i64) - first;
+                    copy.dims.push(count.max(0) as usize);
+                    copy.base += first as usize * in_strides[d];
+                    copy.out_strides.push(out[d] * step as usize);
+                    copy.out_base += (low[d] + first * step) as usize * out[d];
+                }
                 let mut parts = vec![(fill, 1)];
-                if inputs[0].numel() > 0 {
-                    parts.push((whole(1, inputs[0], strides, base), 0));
+                if !copy.is_empty() {
+                    parts.push((copy, 0));
                 }
                 parts
             }
