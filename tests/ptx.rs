@@ -493,7 +493,7 @@ fn kernels_compute_the_interpreters_values_in_the_emulator() {
 /// Each reduction and strided-copy kernel form, run in the PTX emulator, computes what the
 /// interpreter does: sums, products, maxima and minima over rows (blocks of several warps) and
 /// over columns (with the four-row unrolled loop and its tail), in f32 and f64, maxima and
-/// minima of NaN and signed zeros exactly; transposes, broadcasts and strided slices of f32,
+/// minima of NaN and signed zeros exactly, and i32 ones (wrapping) exactly; transposes, broadcasts and strided slices of f32,
 /// f16 and bool, bit for bit.
 #[test]
 fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
@@ -509,6 +509,21 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
         ("sum columns", |x| x.sum(0), f32s(&[300, 7])),
         ("max columns", |x| x.max(0), f32s(&[37, 70])),
         ("min columns f64", |x| x.min(0), f64s(&[40, 33])),
+        (
+            "i32 sum rows",
+            |x| x.sum(-1),
+            Tensor::spec(DType::I32, [3, 300]),
+        ),
+        (
+            "i32 prod rows",
+            |x| x.prod(-1),
+            Tensor::spec(DType::I32, [3, 40]),
+        ),
+        (
+            "i32 max columns",
+            |x| x.max(0),
+            Tensor::spec(DType::I32, [50, 9]),
+        ),
         ("transpose", |x| x.transpose([1, 0]), f32s(&[4, 6])),
         ("transpose 3d", |x| x.transpose([2, 0, 1]), f32s(&[2, 3, 5])),
         ("broadcast", |x| x.broadcast_to([3, 5]), f32s(&[5])),
@@ -544,6 +559,10 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
             DType::F64 => Elements::F64((0..n).map(x).collect()),
             DType::F16 => Elements::F16((0..n).map(|i| half::f16::from_f64(x(i))).collect()),
             DType::Bool => Elements::Bool((0..n).map(|i| x(i) > 0.0).collect()),
+            // Products of these overflow: i32 reductions wrap.
+            DType::I32 => {
+                Elements::I32((0..n).map(|i| ((i * 7919) % 4001) as i32 - 2000).collect())
+            }
             other => panic!("no values for {other}"),
         };
         Array::new(ty.shape.clone(), elements).unwrap()

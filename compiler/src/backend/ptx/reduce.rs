@@ -4,9 +4,10 @@
 //! reading down its column, so neighbouring threads read neighbouring addresses). Other axis
 //! sets are not lowered here.
 //!
-//! Max and min follow the interpreter (NaN wins, +0 beats -0 for max); sums accumulate in the
-//! element type, in a different order than the interpreter's pairwise f64 sum, so results agree
-//! to rounding, not bit for bit.
+//! Max and min follow the interpreter (NaN wins, +0 beats -0 for max); float sums accumulate in
+//! the element type, in a different order than the interpreter's pairwise f64 sum, so results
+//! agree to rounding, not bit for bit. i32 reductions wrap, as the interpreter's do, so they
+//! agree bit for bit.
 
 use ferrax_ir::{DType, ReduceOp, TensorType};
 use std::fmt::Write;
@@ -36,7 +37,7 @@ impl ReduceKernel {
     /// The kernel for reducing `input` over `axes`, when it is a row or column reduction of a
     /// float array.
     pub fn plan(name: String, op: ReduceOp, input: &TensorType, axes: &[usize]) -> Option<Self> {
-        if !matches!(input.dtype, DType::F32 | DType::F64) || axes.is_empty() {
+        if !matches!(input.dtype, DType::F32 | DType::F64 | DType::I32) || axes.is_empty() {
             return None;
         }
         let rank = input.rank();
@@ -76,6 +77,15 @@ impl ReduceKernel {
 }
 
 fn init_literal(op: ReduceOp, dtype: DType) -> String {
+    if dtype == DType::I32 {
+        return match op {
+            ReduceOp::Sum => 0,
+            ReduceOp::Prod => 1,
+            ReduceOp::Max => i32::MIN,
+            ReduceOp::Min => i32::MAX,
+        }
+        .to_string();
+    }
     let v = match op {
         ReduceOp::Sum => 0.0,
         ReduceOp::Prod => 1.0,
@@ -92,6 +102,16 @@ fn init_literal(op: ReduceOp, dtype: DType) -> String {
 /// `acc = op(acc, v)`, using scratch registers `%s1..%s4` (value type), `%q1..%q3` (bits) and
 /// `%g1..%g3` (predicates).
 fn combine(op: ReduceOp, t: &str, bits: &str, acc: &str, v: &str) -> String {
+    if t == "s32" {
+        // Wrapping, as the interpreter's: the order of the terms does not matter.
+        let name = match op {
+            ReduceOp::Sum => "add",
+            ReduceOp::Prod => "mul.lo",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+        };
+        return format!("\t{name}.{t} {acc}, {acc}, {v};\n");
+    }
     match op {
         ReduceOp::Sum => format!("\tadd.rn.{t} {acc}, {acc}, {v};\n"),
         ReduceOp::Prod => format!("\tmul.rn.{t} {acc}, {acc}, {v};\n"),
@@ -122,7 +142,7 @@ fn combine(op: ReduceOp, t: &str, bits: &str, acc: &str, v: &str) -> String {
 fn warp_reduce(k: &ReduceKernel, t: &str, bits: &str) -> String {
     let mut out = String::new();
     for offset in [16, 8, 4, 2, 1] {
-        if k.dtype == DType::F32 {
+        if k.dtype.size_bytes() == 4 {
             let _ = writeln!(out, "\tshfl.sync.bfly.b32 %v2, %v1, {offset}, 31, -1;");
         } else {
             let _ = writeln!(out, "\tmov.b64 {{%r20, %r21}}, %v1;");
@@ -137,10 +157,10 @@ fn warp_reduce(k: &ReduceKernel, t: &str, bits: &str) -> String {
 
 /// The `.entry` of a reduction kernel (without the module header).
 pub fn render_reduce(k: &ReduceKernel) -> String {
-    let (t, bits, size) = if k.dtype == DType::F32 {
-        ("f32", "b32", 4)
-    } else {
-        ("f64", "b64", 8)
+    let (t, bits, size) = match k.dtype {
+        DType::F32 => ("f32", "b32", 4),
+        DType::I32 => ("s32", "b32", 4),
+        _ => ("f64", "b64", 8),
     };
     let name = &k.name;
     let init = init_literal(k.op, k.dtype);
