@@ -524,6 +524,8 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
             |x| x.max(0),
             Tensor::spec(DType::I32, [50, 9]),
         ),
+        ("sum middle", |x| x.sum(1), f32s(&[3, 37, 20])),
+        ("max middle f64", |x| x.max([1, 2]), f64s(&[4, 5, 6, 7])),
         ("transpose", |x| x.transpose([1, 0]), f32s(&[4, 6])),
         ("transpose 3d", |x| x.transpose([2, 0, 1]), f32s(&[2, 3, 5])),
         ("broadcast", |x| x.broadcast_to([3, 5]), f32s(&[5])),

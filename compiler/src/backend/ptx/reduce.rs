@@ -1,8 +1,9 @@
 //! Reduction kernels: a reduction over trailing dimensions is a row reduction (one block per
 //! row: each thread strides the row, then warp shuffles and one shared-memory pass across the
-//! block's warps); one over leading dimensions is a column reduction (one thread per output,
-//! reading down its column, so neighbouring threads read neighbouring addresses). Other axis
-//! sets are not lowered here.
+//! block's warps); one over leading or middle dimensions is a column reduction (one thread per
+//! output, reading down its column, so neighbouring threads read neighbouring addresses; over
+//! middle dimensions each leading index has its own block of rows). Axes that are not
+//! consecutive are not lowered here.
 //!
 //! Max and min follow the interpreter (NaN wins, +0 beats -0 for max); float sums accumulate in
 //! the element type, in a different order than the interpreter's pairwise f64 sum, so results
@@ -31,11 +32,14 @@ pub struct ReduceKernel {
     pub outputs: usize,
     /// Elements folded into each result.
     pub reduced: usize,
+    /// Columns: elements from one folded element of a result to the next (the product of the
+    /// dimensions after the reduced ones; `outputs` unless they are middle ones).
+    pub inner: usize,
 }
 
 impl ReduceKernel {
-    /// The kernel for reducing `input` over `axes`, when it is a row or column reduction of a
-    /// float array.
+    /// The kernel for reducing `input` (f32, f64 or i32) over consecutive `axes`: trailing ones
+    /// as rows, others as columns (middle ones as columns of each leading index).
     pub fn plan(name: String, op: ReduceOp, input: &TensorType, axes: &[usize]) -> Option<Self> {
         if !matches!(input.dtype, DType::F32 | DType::F64 | DType::I32) || axes.is_empty() {
             return None;
@@ -43,11 +47,13 @@ impl ReduceKernel {
         let rank = input.rank();
         let consecutive = axes.windows(2).all(|w| w[1] == w[0] + 1);
         let reduced: usize = axes.iter().map(|&a| input.dims()[a]).product();
-        let layout = match (consecutive, axes[0] == 0, axes[axes.len() - 1] + 1 == rank) {
-            (true, _, true) => ReduceLayout::Rows,
-            (true, true, false) => ReduceLayout::Columns,
+        let last = axes[axes.len() - 1];
+        let layout = match (consecutive, last + 1 == rank) {
+            (true, true) => ReduceLayout::Rows,
+            (true, false) => ReduceLayout::Columns,
             _ => return None,
         };
+        let inner = input.dims()[last + 1..].iter().product();
         (reduced > 0).then(|| ReduceKernel {
             name,
             op,
@@ -55,6 +61,7 @@ impl ReduceKernel {
             layout,
             outputs: input.numel() / reduced,
             reduced,
+            inner,
         })
     }
 
@@ -249,7 +256,8 @@ pub fn render_reduce(k: &ReduceKernel) -> String {
         ReduceLayout::Columns => {
             // 256 threads = 32 columns x 8 row lanes; each lane folds every 8th row, four
             // loads in flight at a time, then the 8 partials of a column meet in shared memory.
-            let row_step = 8 * outputs * size;
+            let inner = k.inner;
+            let row_step = 8 * inner * size;
             let _ = writeln!(s, "\tand.b32 %r5, %r1, 31;\n\tshr.u32 %r6, %r1, 5;");
             let _ = writeln!(s, "\tmov.u32 %r12, {name}_partial;");
             let _ = writeln!(s, "\tshl.b32 %r11, %r1, 3;\n\tadd.s32 %r13, %r12, %r11;");
@@ -263,9 +271,20 @@ pub fn render_reduce(k: &ReduceKernel) -> String {
                 s,
                 "\tsetp.ge.u32 %p2, %r8, {outputs};\n\t@%p2 bra $L_folded;"
             );
-            // Address of element (row lane, column).
-            let _ = writeln!(s, "\tmul.wide.u32 %rd3, %r6, {};", outputs * size);
-            let _ = writeln!(s, "\tmul.wide.u32 %rd4, %r8, {size};\n\tadd.s64 %rd3, %rd3, %rd4;\n\tadd.s64 %rd3, %rd1, %rd3;");
+            // Address of element (row lane, column): a column of a middle reduction starts at
+            // its leading index's block of `reduced` rows.
+            let _ = writeln!(s, "\tmul.wide.u32 %rd3, %r6, {};", inner * size);
+            let first = if inner == outputs {
+                "%r8"
+            } else {
+                let _ = writeln!(
+                    s,
+                    "\tdiv.u32 %r14, %r8, {inner};\n\trem.u32 %r15, %r8, {inner};\n\tmad.lo.s32 %r14, %r14, {}, %r15;",
+                    reduced * inner
+                );
+                "%r14"
+            };
+            let _ = writeln!(s, "\tmul.wide.u32 %rd4, {first}, {size};\n\tadd.s64 %rd3, %rd3, %rd4;\n\tadd.s64 %rd3, %rd1, %rd3;");
             let _ = writeln!(s, "\tmov.u32 %r9, %r6;");
             let unrolled = reduced.saturating_sub(24);
             let _ = writeln!(
