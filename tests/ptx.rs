@@ -690,3 +690,31 @@ fn concatenations_and_pads_compute_the_interpreters_values_in_the_emulator() {
     }
     assert!(copied >= 10, "only {copied} copies");
 }
+
+/// The GPU run lets go of every value once (after its last reader), never of a result: the
+/// MLP step's peak memory is what is live at once.
+#[test]
+fn values_are_released_once_and_results_never() {
+    for (name, func) in common::benchmark_programs() {
+        let (simple, _) = simplify(&func).unwrap();
+        let plan = plan_of(&simple);
+        let released: Vec<ferrax::ir::ValueId> = plan.releases.iter().flatten().copied().collect();
+        let mut once = released.clone();
+        once.sort_by_key(|v| v.0);
+        once.dedup();
+        assert_eq!(once.len(), released.len(), "{name}: a value released twice");
+        assert!(
+            released.iter().all(|v| !plan.func.outputs.contains(v)),
+            "{name}: a result released"
+        );
+        if name == "w5_mlp_step" {
+            // Its inputs and the buffers between its steps.
+            assert!(
+                released.len() >= 25,
+                "{name}: {} released of {} steps",
+                released.len(),
+                plan.releases.len()
+            );
+        }
+    }
+}

@@ -70,6 +70,8 @@ pub struct GpuExecutable {
     device: Arc<CudaDevice>,
     constants: std::collections::HashMap<usize, DeviceArray>,
     steps: Vec<GpuStep>,
+    /// Per step, the values let go of after it ([`releases`]).
+    releases: Vec<Vec<ValueId>>,
     kernels: Vec<Kernel>,
     launches: Vec<Launch>,
     /// Per launch, its entry.
@@ -87,6 +89,8 @@ pub struct GpuPlan {
     /// The program as planned: scheduled for fusion (see [`schedule`]).
     pub func: Func,
     steps: Vec<GpuStep>,
+    /// Per step, the values let go of after it ([`releases`]).
+    pub releases: Vec<Vec<ValueId>>,
     pub kernels: Vec<Kernel>,
     /// How the kernels are launched (see [`group_launches`]).
     pub launches: Vec<Launch>,
@@ -228,6 +232,7 @@ impl GpuPlan {
         let ptx = render_launches(&kernels, &launches, &reductions, &copies, target)?;
         Ok(GpuPlan {
             func: func.clone(),
+            releases: releases(func, &steps, &kernels, &launches),
             steps,
             kernels,
             launches,
@@ -269,26 +274,7 @@ fn group_launches(
     steps: Vec<GpuStep>,
     kernels: &[Kernel],
 ) -> (Vec<GpuStep>, Vec<Launch>) {
-    let reads = |step: &GpuStep| -> Vec<ValueId> {
-        match step {
-            GpuStep::Launch(k) => kernels[*k]
-                .sig
-                .buffers
-                .iter()
-                .filter(|b| b.role == Role::Input)
-                .map(|b| b.value)
-                .collect(),
-            GpuStep::Gemm { index: i, .. }
-            | GpuStep::Reduce(i, _)
-            | GpuStep::Copies(i, _)
-            | GpuStep::View(i) => func.body[*i].args.clone(),
-            GpuStep::Constant(_) => Vec::new(),
-            GpuStep::Host(range) => range
-                .clone()
-                .flat_map(|i| func.body[i].args.clone())
-                .collect(),
-        }
-    };
+    let reads = |step: &GpuStep| step_values(func, step, &|k| vec![&kernels[k]]).0;
     let mut grouped = Vec::with_capacity(steps.len());
     let mut launches: Vec<Launch> = Vec::new();
     let mut pending: Vec<usize> = Vec::new();
@@ -341,6 +327,67 @@ fn group_launches(
     (grouped, launches)
 }
 
+/// The values `step` reads and those it writes, `launch` giving the kernels of a launch.
+fn step_values<'k>(
+    func: &Func,
+    step: &GpuStep,
+    launch: &dyn Fn(usize) -> Vec<&'k Kernel>,
+) -> (Vec<ValueId>, Vec<ValueId>) {
+    match step {
+        GpuStep::Launch(l) => {
+            let kernels = launch(*l);
+            let of = |role: Role| {
+                kernels
+                    .iter()
+                    .flat_map(|k| &k.sig.buffers)
+                    .filter(|b| b.role == role)
+                    .map(|b| b.value)
+                    .collect()
+            };
+            (of(Role::Input), of(Role::Output))
+        }
+        GpuStep::Gemm { index: i, .. }
+        | GpuStep::Reduce(i, _)
+        | GpuStep::Copies(i, _)
+        | GpuStep::View(i) => (func.body[*i].args.clone(), vec![func.instr_value(*i)]),
+        GpuStep::Constant(i) => (Vec::new(), vec![func.instr_value(*i)]),
+        GpuStep::Host(range) => (
+            range
+                .clone()
+                .flat_map(|i| func.body[i].args.clone())
+                .collect(),
+            range.clone().map(|i| func.instr_value(i)).collect(),
+        ),
+    }
+}
+
+/// Per step, the values no later step reads (and that are not results): the run lets go of
+/// them there, so their buffers go back to the allocator's cache for the steps after, which
+/// the stream orders after every use. A program's peak memory is then what is live at once,
+/// not all it computes, and a buffer is reused while it is likely still in the L2 cache.
+fn releases(
+    func: &Func,
+    steps: &[GpuStep],
+    kernels: &[Kernel],
+    launches: &[Launch],
+) -> Vec<Vec<ValueId>> {
+    let launch = |l: usize| launches[l].kernels.iter().map(|&k| &kernels[k]).collect();
+    let mut last = std::collections::HashMap::new();
+    for (s, step) in steps.iter().enumerate() {
+        let (reads, writes) = step_values(func, step, &launch);
+        for v in reads.into_iter().chain(writes) {
+            last.insert(v, s);
+        }
+    }
+    let mut out = vec![Vec::new(); steps.len()];
+    for (v, s) in last {
+        if !func.outputs.contains(&v) {
+            out[s].push(v);
+        }
+    }
+    out
+}
+
 fn host_ops<'f>(steps: &[GpuStep], func: &'f Func) -> Vec<&'f str> {
     steps
         .iter()
@@ -391,6 +438,7 @@ impl GpuExecutable {
             device: device.clone(),
             constants,
             steps: plan.steps,
+            releases: plan.releases,
             kernels: plan.kernels,
             launches: plan.launches,
             functions,
@@ -486,7 +534,7 @@ impl GpuExecutable {
             values[v.index()].clone().ok_or(GpuError::Missing(v.0))
         };
         let device = &self.device;
-        for step in &self.steps {
+        for (step, released) in self.steps.iter().zip(&self.releases) {
             match step {
                 GpuStep::Launch(l) => {
                     let launch = &self.launches[*l];
@@ -619,6 +667,9 @@ impl GpuExecutable {
                         values[v.index()] = Some(device.upload(&a)?);
                     }
                 }
+            }
+            for v in released {
+                values[v.index()] = None;
             }
         }
         func.outputs.iter().map(|&o| get(&values, o)).collect()
