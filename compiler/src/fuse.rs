@@ -74,6 +74,16 @@ impl KernelTypes {
     }
 }
 
+/// Whether kernels compute `b` on i32: the ops that wrap as the interpreter's do (division and
+/// remainders, whose edge cases differ, stay with the interpreter).
+pub fn int_fusible(b: BinaryOp) -> bool {
+    b.is_logical()
+        || matches!(
+            b,
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Max | BinaryOp::Min
+        )
+}
+
 /// Whether instruction `i` can be computed element by element inside a kernel of `len` elements.
 fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
     let ins = &func.body[i];
@@ -95,17 +105,7 @@ fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
             },
             Op::Binary(b) => match ins.ty.dtype {
                 DType::Bool => b.is_logical(),
-                DType::I32 => {
-                    b.is_logical()
-                        || matches!(
-                            b,
-                            BinaryOp::Add
-                                | BinaryOp::Sub
-                                | BinaryOp::Mul
-                                | BinaryOp::Max
-                                | BinaryOp::Min
-                        )
-                }
+                DType::I32 => int_fusible(*b),
                 _ => float_result && !b.is_logical() && (types.rem || *b != BinaryOp::Rem),
             },
             Op::Compare(_) => ins

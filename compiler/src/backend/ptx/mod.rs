@@ -102,17 +102,7 @@ pub fn legalize(kernel: &Kernel) -> Result<Kernel, PtxError> {
             },
             KOp::Binary(b) => match ins.dtype {
                 DType::Bool => b.is_logical(),
-                _ if int => {
-                    b.is_logical()
-                        || matches!(
-                            b,
-                            BinaryOp::Add
-                                | BinaryOp::Sub
-                                | BinaryOp::Mul
-                                | BinaryOp::Max
-                                | BinaryOp::Min
-                        )
-                }
+                _ if int => crate::fuse::int_fusible(*b),
                 _ => !matches!(b, BinaryOp::Rem | BinaryOp::Pow) && !b.is_logical(),
             },
             KOp::Fma | KOp::Clamp => !int && ins.dtype != DType::Bool,
