@@ -13,10 +13,12 @@ mod train_mlp;
 
 use common::{assert_close, inputs};
 use ferrax::compiler::backend::gpu::GpuExecutable;
+use ferrax::compiler::backend::ptx::MathMode;
 use ferrax::compiler::simplify::simplify;
 use ferrax::ir::DotDims;
 use ferrax::runtime::{interpret, CudaDevice, CudaError};
 use ferrax::{jit, nn, trace, Array, DType, Device, Tensor};
+use std::f32::consts::PI;
 use std::sync::Arc;
 
 /// A traced program body.
@@ -60,7 +62,8 @@ fn corpus_gradients_and_benchmarks_match_the_interpreter() {
     let mut kernels = 0;
     for (name, func) in programs {
         let (simple, _) = simplify(&func).unwrap();
-        let exe = GpuExecutable::compile(&simple, &dev).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let exe = GpuExecutable::compile(&simple, &dev, MathMode::Accurate)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         kernels += exe.kernels().len();
         for seed in 0..2 {
             let args = inputs(&func, seed);
@@ -109,7 +112,7 @@ fn transcendentals_within_3_ulp_on_the_device() {
     ];
     for (name, f, reference) in cases {
         let func = trace(f, &Tensor::spec(DType::F32, [n])).unwrap();
-        let exe = GpuExecutable::compile(&func, &dev).unwrap();
+        let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
         assert_eq!(exe.host_steps(), 0, "{name} should run as a GPU kernel");
         let got = exe.run(std::slice::from_ref(&x)).unwrap();
         let got = got[0].as_slice::<f32>().unwrap();
@@ -121,6 +124,111 @@ fn transcendentals_within_3_ulp_on_the_device() {
             .unwrap();
         eprintln!("gpu f32 {name}: worst {worst} ULP at {at:e}");
         assert!(worst <= 3, "{name}: {worst} ULP at {at:e}");
+    }
+}
+
+/// A bound on fast math's error at `x`, in ULPs of the result or absolute.
+#[derive(Clone, Copy)]
+enum Allowed {
+    Ulps(f64),
+    Absolute(f64),
+}
+
+/// Fast math on the device: each approximate instruction within the error CUDA's math
+/// documentation gives for the function built on it (`__expf` 2 + ⌊1.2·|x|⌋ ULP, `__logf` and
+/// `__sinf`/`__cosf` 2^-21.41 absolute on [0.5, 2] and [-π, π], `__logf` 3 ULP elsewhere,
+/// `rsqrtf` 2 ULP, `sqrtf` without `-prec-sqrt` 1 ULP, division without `-prec-div` 2 ULP),
+/// plus one ULP for comparing with the f64 reference rounded to f32 (itself up to half an ULP
+/// off).
+#[test]
+fn fast_math_within_cudas_errors_on_the_device() {
+    let Some(dev) = device() else { return };
+    let n = 1 << 16;
+    let spread = |lo: f32, hi: f32| -> Vec<f32> {
+        (0..n)
+            .map(|i| lo + (hi - lo) * (i as f32 / n as f32))
+            .collect()
+    };
+    type Bound = fn(f64) -> Allowed;
+    let cases: [(&str, Program, Reference, Vec<f32>, Bound); 8] = [
+        (
+            "exp",
+            |t| t.exp(),
+            f64::exp,
+            spread(-80.0, 80.0),
+            |x| Allowed::Ulps(3.0 + (1.2 * x.abs()).floor()),
+        ),
+        (
+            "log near 1",
+            |t| t.log(),
+            f64::ln,
+            spread(0.5, 2.0),
+            |_| Allowed::Absolute(2f64.powf(-21.41)),
+        ),
+        (
+            "log",
+            |t| t.log(),
+            f64::ln,
+            spread(2.0, 1e30),
+            |_| Allowed::Ulps(4.0),
+        ),
+        (
+            "sin",
+            |t| t.sin(),
+            f64::sin,
+            spread(-PI, PI),
+            |_| Allowed::Absolute(2f64.powf(-21.41)),
+        ),
+        (
+            "cos",
+            |t| t.cos(),
+            f64::cos,
+            spread(-PI, PI),
+            |_| Allowed::Absolute(2f64.powf(-21.41)),
+        ),
+        (
+            "rsqrt",
+            |t| t.rsqrt(),
+            |v| 1.0 / v.sqrt(),
+            spread(1e-30, 1e30),
+            |_| Allowed::Ulps(3.0),
+        ),
+        (
+            "sqrt",
+            |t| t.sqrt(),
+            f64::sqrt,
+            spread(0.0, 1e30),
+            |_| Allowed::Ulps(2.0),
+        ),
+        (
+            "quotient",
+            |t| &t / (t.abs() + 1.0),
+            |v| v / f64::from((v.abs() + 1.0) as f32),
+            spread(-1e6, 1e6),
+            |_| Allowed::Ulps(3.0),
+        ),
+    ];
+    for (name, f, reference, xs, bound) in cases {
+        let func = trace(f, &Tensor::spec(DType::F32, [n])).unwrap();
+        let exe = GpuExecutable::compile(&func, &dev, MathMode::Fast).unwrap();
+        assert!(exe.ptx().contains(".approx.f32") || exe.ptx().contains("div.full.f32"));
+        let x = Array::from_vec([n], xs.clone()).unwrap();
+        let got = exe.run(std::slice::from_ref(&x)).unwrap();
+        let got = got[0].as_slice::<f32>().unwrap();
+        let mut worst = 0f64;
+        for (&x, &y) in xs.iter().zip(got) {
+            let want = reference(f64::from(x)) as f32;
+            let (err, allowed) = match bound(f64::from(x)) {
+                Allowed::Ulps(u) => (ulps(y, want) as f64, u),
+                Allowed::Absolute(a) => {
+                    let ulp = f64::from(f32::EPSILON) * f64::from(want.abs());
+                    ((f64::from(y) - f64::from(want)).abs(), a + ulp)
+                }
+            };
+            assert!(err <= allowed, "{name} at {x:e}: {y:e}, want {want:e}");
+            worst = worst.max(err / allowed);
+        }
+        eprintln!("gpu fast math {name}: worst {worst:.2} of the allowed error");
     }
 }
 
@@ -183,7 +291,7 @@ fn matrix_products_in_every_layout_run_on_cublas() {
     ];
     for (name, func) in cases {
         let (simple, _) = simplify(&func).unwrap();
-        let exe = GpuExecutable::compile(&simple, &dev).unwrap();
+        let exe = GpuExecutable::compile(&simple, &dev, MathMode::Accurate).unwrap();
         assert_eq!(
             exe.host_steps(),
             0,
@@ -217,7 +325,7 @@ fn reductions_over_rows_and_columns_run_on_the_device() {
     ];
     for (name, f) in exact {
         let func = trace(f, &spec).unwrap();
-        let exe = GpuExecutable::compile(&func, &dev).unwrap();
+        let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
         assert_eq!(exe.host_steps(), 0, "{name} should run on the device");
         let got = exe.run(std::slice::from_ref(&x)).unwrap();
         let want = interpret(&func, std::slice::from_ref(&x)).unwrap();
@@ -238,7 +346,7 @@ fn reductions_over_rows_and_columns_run_on_the_device() {
     ];
     for (name, f, by_row) in sums {
         let func = trace(f, &spec).unwrap();
-        let exe = GpuExecutable::compile(&func, &dev).unwrap();
+        let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
         assert_eq!(exe.host_steps(), 0, "{name} should run on the device");
         let got = exe.run(std::slice::from_ref(&x)).unwrap();
         let got = got[0].as_slice::<f32>().unwrap();
@@ -281,7 +389,7 @@ fn transposes_broadcasts_and_slices_are_copied_on_the_device() {
         ),
     )
     .unwrap();
-    let exe = GpuExecutable::compile(&func, &dev).unwrap();
+    let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
     assert_eq!(exe.host_steps(), 0);
     let args = inputs(&func, 4);
     assert_eq!(
@@ -299,8 +407,8 @@ fn runtime_caches_modules_and_memory_and_reports_bad_devices() {
         &Tensor::spec(DType::F32, [1000]),
     )
     .unwrap();
-    let a = GpuExecutable::compile(&func, &dev).unwrap();
-    let b = GpuExecutable::compile(&func, &dev).unwrap();
+    let a = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+    let b = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
     assert_eq!(a.ptx(), b.ptx());
     let m1 = dev.load_module(a.ptx()).unwrap();
     let m2 = dev.load_module(b.ptx()).unwrap();

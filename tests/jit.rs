@@ -156,6 +156,23 @@ fn static_arguments_key_the_cache() {
     assert_eq!(g.1, Static(5));
 }
 
+/// Fast math is opt-in per function: its PTX takes the approximate instructions, the
+/// default's none, and on the CPU the result is the same either way.
+#[test]
+fn fast_math_is_opt_in_and_changes_only_gpu_code() {
+    let f = |x: Tensor| x.exp().sin();
+    let spec = Tensor::spec(DType::F32, [4096]);
+    let accurate = jit(f).lower(&spec).unwrap().ptx().unwrap();
+    let fast = jit(f).fast_math().lower(&spec).unwrap().ptx().unwrap();
+    assert!(!accurate.contains(".approx"));
+    assert!(fast.contains("ex2.approx.f32") && fast.contains("sin.approx.f32"));
+    let x = Tensor::from_vec([3], vec![0.5f32, -1.0, 2.0]);
+    assert_eq!(
+        vec_f32(&jit(f).fast_math().call(x.clone()).unwrap()),
+        vec_f32(&jit(f).call(x).unwrap())
+    );
+}
+
 #[test]
 fn lower_gives_every_stage_and_compile_an_executable() {
     let f = jit(|x: Tensor| (x.exp() * 1.0).sum(..)).named("total");

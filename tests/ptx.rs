@@ -1,5 +1,6 @@
 //! The PTX renderer: snapshots of the benchmark programs' modules; every kernel of the test
-//! corpus, the gradients and the benchmark programs assembled with `ptxas` for sm_80 and sm_90;
+//! corpus, the gradients and the benchmark programs assembled with `ptxas` for sm_80 and sm_90,
+//! with accurate and with fast math;
 //! and every kernel of the corpus, the gradients and small benchmark forms run in a PTX emulator
 //! (`ptx_emulator`) against the interpreter, so that kernels are checked by running them where
 //! there is no GPU.
@@ -15,12 +16,12 @@ mod ptx_emulator;
 use ferrax::compiler::backend::gpu::GpuPlan;
 use ferrax::compiler::backend::ptx::reduce::ReduceKernel;
 use ferrax::compiler::backend::ptx::rows::row_layout;
-use ferrax::compiler::backend::ptx::{render_launches, render_module, PtxTarget};
+use ferrax::compiler::backend::ptx::{render_launches, render_module, Launch, MathMode, PtxTarget};
 use ferrax::compiler::kernel::Role;
 use ferrax::compiler::simplify::simplify;
 use ferrax::ir::Elements;
-use ferrax::ir::Func;
 use ferrax::ir::ReduceOp;
+use ferrax::ir::{Func, ValueId};
 use ferrax::runtime::eval_op;
 use ferrax::Array;
 use ferrax::{nn, trace, DType, Tensor, TensorType};
@@ -30,7 +31,7 @@ use std::process::Command;
 
 fn plan_of(func: &Func) -> GpuPlan {
     let (simple, _) = simplify(func).unwrap();
-    GpuPlan::new(&simple, PtxTarget::Sm80).unwrap()
+    GpuPlan::new(&simple, PtxTarget::Sm80, MathMode::Accurate).unwrap()
 }
 
 /// The PTX module of every benchmark workload but the matrix product: its kernels (launched
@@ -98,7 +99,7 @@ fn half_precision_kernel_ptx_snapshot() {
     )
     .unwrap();
     let (simple, _) = simplify(&func).unwrap();
-    let plan = GpuPlan::new(&simple, PtxTarget::Sm80).unwrap();
+    let plan = GpuPlan::new(&simple, PtxTarget::Sm80, MathMode::Accurate).unwrap();
     assert_eq!(plan.host_ops(), Vec::<&str>::new());
     insta::assert_snapshot!("ptx_half_precision", plan.ptx);
 }
@@ -113,7 +114,7 @@ fn strided_copy_ptx_snapshot() {
         ),
     )
     .unwrap();
-    let plan = GpuPlan::new(&func, PtxTarget::Sm80).unwrap();
+    let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
     assert_eq!(plan.host_ops(), Vec::<&str>::new());
     assert_eq!(plan.copies.len(), 2);
     insta::assert_snapshot!("ptx_copies", plan.ptx);
@@ -182,7 +183,7 @@ fn benchmark_programs_gradients_and_attention_run_entirely_on_the_gpu() {
     ));
     for (name, func) in programs {
         let (simple, _) = simplify(&func).unwrap();
-        let plan = GpuPlan::new(&simple, PtxTarget::Sm90).unwrap();
+        let plan = GpuPlan::new(&simple, PtxTarget::Sm90, MathMode::Accurate).unwrap();
         assert_eq!(plan.host_ops(), Vec::<&str>::new(), "{name}");
     }
 }
@@ -218,7 +219,7 @@ fn every_kernel_assembles_with_ptxas() {
     let mut copies = Vec::new();
     for (name, func) in &programs {
         let (simple, _) = simplify(func).unwrap();
-        let plan = GpuPlan::new(&simple, PtxTarget::Sm80).unwrap();
+        let plan = GpuPlan::new(&simple, PtxTarget::Sm80, MathMode::Accurate).unwrap();
         for mut l in plan.launches {
             l.name = format!("{name}_{}", l.name);
             l.kernels.iter_mut().for_each(|k| *k += kernels.len());
@@ -261,9 +262,13 @@ fn every_kernel_assembles_with_ptxas() {
     }
     let dir = std::env::temp_dir().join(format!("ferrax-ptx-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for target in PtxTarget::ALL {
-        let ptx = render_launches(&kernels, &launches, &reductions, &copies, target).unwrap();
-        let file = dir.join(format!("corpus_{}.ptx", target.arch()));
+    let modes = [MathMode::Accurate, MathMode::Fast];
+    for (target, mode) in PtxTarget::ALL
+        .into_iter()
+        .flat_map(|t| modes.map(|m| (t, m)))
+    {
+        let ptx = render_launches(&kernels, &launches, &reductions, &copies, target, mode).unwrap();
+        let file = dir.join(format!("corpus_{}_{mode:?}.ptx", target.arch()));
         std::fs::write(&file, &ptx).unwrap();
         let out = Command::new(&ptxas)
             .arg(format!("-arch={}", target.arch()))
@@ -274,7 +279,7 @@ fn every_kernel_assembles_with_ptxas() {
             .unwrap();
         assert!(
             out.status.success(),
-            "ptxas {}: {}",
+            "ptxas {} {mode:?}: {}",
             target.arch(),
             String::from_utf8_lossy(&out.stderr)
         );
@@ -427,6 +432,54 @@ fn emulated_programs() -> Vec<(&'static str, Func)> {
     ]
 }
 
+/// Runs `launch` of `plan` (rendered as `module`) in the emulator, on the interpreter's
+/// `values` of its inputs, with at most two blocks (so that loops over elements or rows go
+/// round); returns what it stores, by value.
+fn emulate(
+    plan: &GpuPlan,
+    module: &Module,
+    launched: &Launch,
+    values: &[Array],
+) -> Vec<(ValueId, Array)> {
+    let mut memory = Memory::default();
+    let mut params = Vec::new();
+    let mut outputs = Vec::new();
+    let (mut len, mut block) = (0, 256u32);
+    for kernel in launched.kernels.iter().map(|&k| &plan.kernels[k]) {
+        len = len.max(kernel.len);
+        if let (Some(r), Some((_, threads, _))) = (&kernel.rows, row_layout(kernel)) {
+            block = threads;
+            len = r.rows * block as usize;
+        }
+        for b in &kernel.sig.buffers {
+            let value = &values[b.value.index()];
+            match b.role {
+                Role::Input => params.push(memory.alloc(&bytes_of(value))),
+                Role::Output => {
+                    let bytes = bytes_of(value).len();
+                    let address = memory.alloc(&vec![0xEE; bytes]);
+                    params.push(address);
+                    outputs.push((b.value, address, bytes));
+                }
+                Role::Scratch => {}
+                Role::Partial(_) => panic!("{}: a column reduction in a kernel", kernel.name),
+            }
+        }
+    }
+    let grid = len.div_ceil(block as usize).clamp(1, 2) as u32;
+    launch(
+        module.entry(&launched.name),
+        grid,
+        block,
+        &params,
+        &mut memory,
+    );
+    outputs
+        .into_iter()
+        .map(|(v, address, bytes)| (v, array_of(memory.read(address, bytes), &values[v.index()])))
+        .collect()
+}
+
 /// Every kernel the GPU plans for the corpus, the gradients and small forms of the benchmark
 /// workloads, run in the PTX emulator (`ptx_emulator`) on the interpreter's values of its
 /// inputs, stores the interpreter's values of its outputs: flat kernels and launches of
@@ -441,43 +494,19 @@ fn kernels_compute_the_interpreters_values_in_the_emulator() {
     let mut rows = 0;
     for (name, func) in programs {
         let (simple, _) = simplify(&func).unwrap();
-        let plan = GpuPlan::new(&simple, PtxTarget::Sm80).unwrap();
+        let plan = GpuPlan::new(&simple, PtxTarget::Sm80, MathMode::Accurate).unwrap();
         let module = Module::parse(&plan.ptx);
         for seed in 0..2 {
             let values = all_values(&plan.func, &common::inputs(&plan.func, seed));
             for l in &plan.launches {
-                let mut memory = Memory::default();
-                let mut params = Vec::new();
-                let mut outputs = Vec::new();
-                let (mut len, mut block) = (0, 256u32);
-                for kernel in l.kernels.iter().map(|&k| &plan.kernels[k]) {
-                    len = len.max(kernel.len);
-                    if let (Some(r), Some((_, threads, _))) = (&kernel.rows, row_layout(kernel)) {
-                        block = threads;
-                        len = r.rows * block as usize;
-                        rows += 1;
-                    }
-                    for b in &kernel.sig.buffers {
-                        let value = &values[b.value.index()];
-                        match b.role {
-                            Role::Input => params.push(memory.alloc(&bytes_of(value))),
-                            Role::Output => {
-                                let bytes = bytes_of(value).len();
-                                let address = memory.alloc(&vec![0xEE; bytes]);
-                                params.push(address);
-                                outputs.push((b.value, address, bytes));
-                            }
-                            Role::Scratch => {}
-                            Role::Partial(_) => panic!("{name}: a column reduction in a kernel"),
-                        }
-                    }
-                }
-                let grid = len.div_ceil(block as usize).clamp(1, 2) as u32;
-                launch(module.entry(&l.name), grid, block, &params, &mut memory);
+                rows += l
+                    .kernels
+                    .iter()
+                    .filter(|&&k| plan.kernels[k].rows.is_some())
+                    .count();
                 launches += 1;
-                for (v, address, bytes) in outputs {
+                for (v, got) in emulate(&plan, &module, l, &values) {
                     let want = &values[v.index()];
-                    let got = array_of(memory.read(address, bytes), want);
                     let what = format!("{name} seed {seed} {} value %{}", l.name, v.0);
                     common::assert_close(&got, want, tolerance(want.dtype()), &what);
                 }
@@ -488,6 +517,75 @@ fn kernels_compute_the_interpreters_values_in_the_emulator() {
         launches >= 80 && rows >= 30,
         "{launches} launches, {rows} row kernels"
     );
+}
+
+/// Fast math ([`MathMode::Fast`]): f32 exp, log, sin, cos, rsqrt, square roots and quotients
+/// become the approximate instructions, one or two each, and kernels stay right: run in the
+/// emulator, which computes each approximate instruction correctly rounded (so this checks
+/// their operands and base-2 scalings; tests/gpu.rs checks the hardware's errors), every
+/// kernel of the small benchmark forms stores the interpreter's values. w8's module is a
+/// fraction of the accurate one.
+#[test]
+fn fast_math_renders_approximate_instructions_that_compute_the_functions() {
+    let unary = trace(
+        |x: Tensor| {
+            let a = x.abs() + 0.5;
+            x.exp() + a.log() + x.sin() * x.cos() + a.rsqrt() + a.sqrt() / (&x + 3.0)
+        },
+        &common::spec(&[1000]),
+    )
+    .unwrap();
+    let plan = |func: &Func, mode| {
+        let (simple, _) = simplify(func).unwrap();
+        GpuPlan::new(&simple, PtxTarget::Sm80, mode).unwrap()
+    };
+    let fast = plan(&unary, MathMode::Fast).ptx;
+    for instruction in [
+        "mul.rn.f32",
+        "ex2.approx.f32",
+        "lg2.approx.f32",
+        "sin.approx.f32",
+        "cos.approx.f32",
+        "rsqrt.approx.f32",
+        "sqrt.approx.f32",
+        "div.full.f32",
+    ] {
+        assert!(fast.contains(instruction), "no {instruction}");
+    }
+    assert!(!fast.contains("sqrt.rn") && !fast.contains("div.rn"));
+    assert!(!plan(&unary, MathMode::Accurate).ptx.contains(".approx"));
+    let mut programs = emulated_programs();
+    // Sines of huge arguments are where the approximation is poor.
+    programs.retain(|(name, _)| *name != "huge_sin");
+    programs.push(("unary", unary));
+    for (name, func) in programs {
+        let plan = plan(&func, MathMode::Fast);
+        let module = Module::parse(&plan.ptx);
+        let values = all_values(&plan.func, &common::inputs(&plan.func, 0));
+        for l in &plan.launches {
+            for (v, got) in emulate(&plan, &module, l, &values) {
+                let want = &values[v.index()];
+                let what = format!("{name} {} value %{}", l.name, v.0);
+                common::assert_close(&got, want, tolerance(want.dtype()), &what);
+            }
+        }
+    }
+    let (_, w8) = common::benchmark_programs()
+        .into_iter()
+        .find(|(name, _)| *name == "w8_sin_chain")
+        .unwrap();
+    let (fast, accurate) = (
+        plan(&w8, MathMode::Fast).ptx,
+        plan(&w8, MathMode::Accurate).ptx,
+    );
+    let lines = |ptx: &str| ptx.lines().count();
+    assert!(
+        lines(&fast) * 3 < lines(&accurate),
+        "{} lines, accurately {}",
+        lines(&fast),
+        lines(&accurate)
+    );
+    insta::assert_snapshot!("ptx_w8_sin_chain_fast_math", fast);
 }
 
 /// Each reduction and strided-copy kernel form, run in the PTX emulator, computes what the
@@ -571,7 +669,7 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
     };
     for (name, body, spec) in cases {
         let func = trace(body, &spec).unwrap();
-        let plan = GpuPlan::new(&func, PtxTarget::Sm80).unwrap();
+        let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
         let module = Module::parse(&plan.ptx);
         let extremes = name.starts_with("max") || name.starts_with("min");
         let mut input = values(&func.params[0], extremes);
@@ -661,7 +759,7 @@ fn concatenations_and_pads_compute_the_interpreters_values_in_the_emulator() {
     let mut copied = 0;
     for (name, body, spec) in cases {
         let func = trace(body, &spec).unwrap();
-        let plan = GpuPlan::new(&func, PtxTarget::Sm80).unwrap();
+        let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
         assert_eq!(plan.host_ops(), Vec::<&str>::new(), "{name}");
         let module = Module::parse(&plan.ptx);
         let values = all_values(&plan.func, &common::inputs(&plan.func, 0));

@@ -2,15 +2,19 @@
 //! `../shared/bench/compare.py` pairs with JAX:
 //!
 //! `cargo run --release -p ferrax-bench -- [--only w2_softmax,w5_mlp_step] [--reps 20]
-//! [--device cuda]`
+//! [--device cuda [--fast-math]]`
 //!
 //! On the CPU (`impl` is `ferrax-cpu`), programs run through `jit`: fused elementwise kernels
 //! compiled with Cranelift, other ops on the reference interpreter's evaluator. With
 //! `--device cuda` (`ferrax-gpu`), the same simplified programs are compiled for GPU 0 and run
 //! on arrays already on the device, each call timed until the device is idle. The compile rows
 //! time tracing, differentiation, simplification and code generation from nothing.
+//! `--fast-math` renders the GPU programs with the approximate instructions
+//! ([`MathMode::Fast`]) and reports them as `ferrax-gpu-fast-math`, apart from the accurate
+//! rows that are compared with JAX.
 
 use ferrax::compiler::backend::gpu::GpuExecutable;
+use ferrax::compiler::backend::ptx::MathMode;
 use ferrax::runtime::{CudaDevice, DeviceArray};
 use ferrax::{grad, jit, nn, DType, Error, Func, Result, Tensor, Tree};
 use std::sync::Arc;
@@ -20,6 +24,7 @@ struct Args {
     only: Vec<String>,
     reps: usize,
     cuda: bool,
+    fast_math: bool,
 }
 
 impl Args {
@@ -28,6 +33,7 @@ impl Args {
             only: Vec::new(),
             reps: 20,
             cuda: false,
+            fast_math: false,
         };
         let mut it = std::env::args().skip(1);
         while let Some(a) = it.next() {
@@ -42,6 +48,7 @@ impl Args {
                 }
                 "--reps" => args.reps = it.next().and_then(|n| n.parse().ok()).unwrap_or(20),
                 "--device" => args.cuda = it.next().as_deref() == Some("cuda"),
+                "--fast-math" => args.fast_math = true,
                 other => eprintln!("ignoring unknown argument {other}"),
             }
         }
@@ -180,26 +187,31 @@ fn backend(e: impl std::fmt::Display) -> Error {
     Error::Backend(e.to_string())
 }
 
+/// The GPU the benchmarks run on, the math its programs are compiled with, and the name
+/// their rows are reported under.
+struct Gpu {
+    dev: Arc<CudaDevice>,
+    mode: MathMode,
+    imp: &'static str,
+}
+
 /// Traces, simplifies and compiles `f` for the GPU from nothing.
-fn gpu_compile<I: Tree, O: Tree>(
-    dev: &Arc<CudaDevice>,
-    f: impl Fn(I) -> O,
-    args: &I,
-) -> Result<GpuExecutable> {
+fn gpu_compile<I: Tree, O: Tree>(gpu: &Gpu, f: impl Fn(I) -> O, args: &I) -> Result<GpuExecutable> {
     let func: Func = jit(f).lower(args)?.simplified().clone();
-    GpuExecutable::compile(&func, dev).map_err(backend)
+    GpuExecutable::compile(&func, &gpu.dev, gpu.mode).map_err(backend)
 }
 
 /// Times `f` on the GPU on inputs already there, waiting for the device after each call.
 fn gpu_case<I: Tree, O: Tree>(
-    dev: &Arc<CudaDevice>,
+    gpu: &Gpu,
     reps: usize,
     name: &str,
     f: impl Fn(I) -> O,
     args: I,
     (bytes, flops): (Option<f64>, Option<f64>),
 ) -> Result<()> {
-    let exe = gpu_compile(dev, f, &args)?;
+    let exe = gpu_compile(gpu, f, &args)?;
+    let dev = &gpu.dev;
     let mut leaves = Vec::new();
     args.flatten(&mut leaves);
     let inputs = leaves
@@ -210,7 +222,7 @@ fn gpu_case<I: Tree, O: Tree>(
         exe.run_device(&inputs).map_err(backend)?;
         dev.synchronize().map_err(backend)
     })?;
-    emit_as("ferrax-gpu", name, t, bytes, flops);
+    emit_as(gpu.imp, name, t, bytes, flops);
     if exe.host_steps() > 0 {
         eprintln!(
             "{name}: {} instruction(s) on the host path",
@@ -223,6 +235,19 @@ fn gpu_case<I: Tree, O: Tree>(
 fn main_gpu(args: &Args) -> Result<()> {
     let dev = CudaDevice::new(0).map_err(backend)?;
     eprintln!("device: {dev:?}");
+    let gpu = &if args.fast_math {
+        Gpu {
+            dev,
+            mode: MathMode::Fast,
+            imp: "ferrax-gpu-fast-math",
+        }
+    } else {
+        Gpu {
+            dev,
+            mode: MathMode::Accurate,
+            imp: "ferrax-gpu",
+        }
+    };
     let reps = args.reps;
     let sizes = [784, 1024, 1024, 10];
     let (ps, xb, yb) = (mlp_init(&sizes), normal(&[256, 784], 1), one_hot(256));
@@ -230,38 +255,31 @@ fn main_gpu(args: &Args) -> Result<()> {
     let mlp = (ps.clone(), xb.clone(), yb.clone());
     if args.want("w6_compile_mlp_step") {
         let start = Instant::now();
-        gpu_compile(&dev, mlp_step, &mlp)?;
+        gpu_compile(gpu, mlp_step, &mlp)?;
         let t = start.elapsed().as_secs_f64();
-        emit_as("ferrax-gpu", "w6_compile_mlp_step", (t, t), None, None);
+        emit_as(gpu.imp, "w6_compile_mlp_step", (t, t), None, None);
     }
     if args.want("w6_compile_softmax") {
         let start = Instant::now();
-        gpu_compile(&dev, |x: Tensor| nn::softmax(&x, -1), &a)?;
+        gpu_compile(gpu, |x: Tensor| nn::softmax(&x, -1), &a)?;
         let t = start.elapsed().as_secs_f64();
-        emit_as("ferrax-gpu", "w6_compile_softmax", (t, t), None, None);
+        emit_as(gpu.imp, "w6_compile_softmax", (t, t), None, None);
     }
     let bytes = |n: usize, per: f64| (Some(per * n as f64), None);
     if args.want("w1_gelu") {
         let x = normal(&[1 << 24], 3);
-        gpu_case(&dev, reps, "w1_gelu", gelu, x, bytes(1 << 24, 8.0))?;
+        gpu_case(gpu, reps, "w1_gelu", gelu, x, bytes(1 << 24, 8.0))?;
     }
     if args.want("w2_softmax") {
         let f = |x: Tensor| nn::softmax(&x, -1);
-        gpu_case(
-            &dev,
-            reps,
-            "w2_softmax",
-            f,
-            a.clone(),
-            bytes(a.numel(), 8.0),
-        )?;
+        gpu_case(gpu, reps, "w2_softmax", f, a.clone(), bytes(a.numel(), 8.0))?;
     }
     if args.want("w3_layernorm") {
         let g = Tensor::ones(DType::F32, [1024]);
         let b = Tensor::zeros(DType::F32, [1024]);
         let inputs = (a.clone(), g, b);
         gpu_case(
-            &dev,
+            gpu,
             reps,
             "w3_layernorm",
             layernorm,
@@ -273,24 +291,17 @@ fn main_gpu(args: &Args) -> Result<()> {
         let (m1, m2) = (normal(&[1024, 1024], 4), normal(&[1024, 1024], 5));
         let f = |(a, b): (Tensor, Tensor)| a.matmul(&b);
         let flops = (None, Some(2.0 * 1024f64.powi(3)));
-        gpu_case(&dev, reps, "w4_matmul", f, (m1, m2), flops)?;
+        gpu_case(gpu, reps, "w4_matmul", f, (m1, m2), flops)?;
     }
     if args.want("w5_mlp_step") {
         let flops = 6.0 * 256.0 * (784.0 * 1024.0 + 1024.0 * 1024.0 + 1024.0 * 10.0);
-        gpu_case(
-            &dev,
-            reps,
-            "w5_mlp_step",
-            mlp_step,
-            mlp,
-            (None, Some(flops)),
-        )?;
+        gpu_case(gpu, reps, "w5_mlp_step", mlp_step, mlp, (None, Some(flops)))?;
     }
     if args.want("w7_rowsum") {
         let r = normal(&[4096, 4096], 6);
         let n = r.numel();
         gpu_case(
-            &dev,
+            gpu,
             reps,
             "w7_rowsum",
             |r: Tensor| r.sum(-1),
@@ -300,14 +311,7 @@ fn main_gpu(args: &Args) -> Result<()> {
     }
     if args.want("w8_sin_chain") {
         let x = normal(&[1 << 22], 7);
-        gpu_case(
-            &dev,
-            reps,
-            "w8_sin_chain",
-            sin_chain,
-            x,
-            bytes(1 << 22, 8.0),
-        )?;
+        gpu_case(gpu, reps, "w8_sin_chain", sin_chain, x, bytes(1 << 22, 8.0))?;
     }
     Ok(())
 }

@@ -674,6 +674,20 @@ impl Block<'_> {
                 };
                 self.set(t, arg(0), r);
             }
+            // The approximate instructions of fast math, here correctly rounded: the tests
+            // allow for the hardware's documented errors.
+            "ex2" | "lg2" | "sin" | "cos" | "rsqrt" => {
+                assert!(ty == "f32" && op[1] == "approx", "{line}");
+                let x = f64::from(f32_of(v(self, 1)));
+                let r = match op[0] {
+                    "ex2" => x.exp2(),
+                    "lg2" => x.log2(),
+                    "sin" => x.sin(),
+                    "cos" => x.cos(),
+                    _ => 1.0 / x.sqrt(),
+                };
+                self.set(t, arg(0), of_f32(r as f32));
+            }
             "copysign" => {
                 // d = |b| with the sign of a.
                 let (a, b) = (v(self, 1), v(self, 2));

@@ -12,7 +12,7 @@ use super::gemm::{plan_gemm, plan_permuted_gemm, Gemm};
 use super::ptx::copy::CopyKernel;
 use super::ptx::reduce::ReduceKernel;
 use super::ptx::rows::row_layout;
-use super::ptx::{legalize, render_launches, symbol, Launch, PtxError, PtxTarget};
+use super::ptx::{legalize, render_launches, symbol, Launch, MathMode, PtxError, PtxTarget};
 use crate::fuse::{partition, schedule, KernelTypes, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::{Kernel, Role};
@@ -100,7 +100,8 @@ pub struct GpuPlan {
 }
 
 impl GpuPlan {
-    pub fn new(func: &Func, target: PtxTarget) -> Result<GpuPlan, GpuError> {
+    /// The plan of `func` for `target`, its transcendentals computed as `mode` says.
+    pub fn new(func: &Func, target: PtxTarget, mode: MathMode) -> Result<GpuPlan, GpuError> {
         verify(func)?;
         let func = &schedule(func, KernelTypes::GPU);
         let mut steps = Vec::new();
@@ -124,7 +125,7 @@ impl GpuPlan {
                         _ => crate::kernel::lower(func, start, end, name),
                     }
                     .ok_or(GpuError::Lowering { start, end })?;
-                    if legalize(&kernel).is_ok() {
+                    if legalize(&kernel, mode).is_ok() {
                         steps.push(GpuStep::Launch(kernels.len()));
                         kernels.push(kernel);
                     } else {
@@ -229,7 +230,7 @@ impl GpuPlan {
             }
         }
         let (steps, launches) = group_launches(func, steps, &kernels);
-        let ptx = render_launches(&kernels, &launches, &reductions, &copies, target)?;
+        let ptx = render_launches(&kernels, &launches, &reductions, &copies, target, mode)?;
         Ok(GpuPlan {
             func: func.clone(),
             releases: releases(func, &steps, &kernels, &launches),
@@ -399,9 +400,14 @@ fn host_ops<'f>(steps: &[GpuStep], func: &'f Func) -> Vec<&'f str> {
 }
 
 impl GpuExecutable {
-    pub fn compile(func: &Func, device: &Arc<CudaDevice>) -> Result<GpuExecutable, GpuError> {
+    pub fn compile(
+        func: &Func,
+        device: &Arc<CudaDevice>,
+        mode: MathMode,
+    ) -> Result<GpuExecutable, GpuError> {
         let (major, minor) = device.compute_capability();
-        let plan = GpuPlan::new(func, PtxTarget::for_compute_capability(major, minor))?;
+        let target = PtxTarget::for_compute_capability(major, minor);
+        let plan = GpuPlan::new(func, target, mode)?;
         let empty =
             plan.launches.is_empty() && plan.reductions.is_empty() && plan.copies.is_empty();
         let (functions, reduce_functions, copy_functions) = if empty {

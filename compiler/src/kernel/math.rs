@@ -129,7 +129,7 @@ const F32_TANH_COEFFS: [f64; 6] = [
 /// `kernel` with every transcendental replaced by its expansion (in a row kernel, at the
 /// stage of the instruction it replaces).
 pub fn expand(kernel: &Kernel) -> Kernel {
-    expand_with(kernel, false)
+    expand_with(kernel, false, &|_, _| false)
 }
 
 /// [`expand`] for a backend with a path of its own for huge arguments: f32 sin and cos reduce
@@ -137,15 +137,23 @@ pub fn expand(kernel: &Kernel) -> Kernel {
 /// host's function on the CPU, a branch to the exact reduction on the GPU), so they are right
 /// however large the argument.
 pub fn expand_guarded(kernel: &Kernel) -> Kernel {
-    expand_with(kernel, true)
+    expand_with(kernel, true, &|_, _| false)
 }
 
-fn expand_with(kernel: &Kernel, host: bool) -> Kernel {
+/// [`expand_guarded`] but for the instructions `native` picks (by op and type), which stay as
+/// they are for a backend to compute its own way (the GPU's approximate instructions, under
+/// fast math).
+pub fn expand_guarded_except(kernel: &Kernel, native: &dyn Fn(&KOp, DType) -> bool) -> Kernel {
+    expand_with(kernel, true, native)
+}
+
+fn expand_with(kernel: &Kernel, host: bool, native: &dyn Fn(&KOp, DType) -> bool) -> Kernel {
     let bounds = magnitude_bounds(kernel);
     let quotients = tanh_quotients(kernel);
     rewrite(kernel, |e, k, ins, args| {
         let t = ins.dtype;
-        match (&ins.op, expands(&ins.op, t), quotients[k]) {
+        let expanded = expands(&ins.op, t) && !native(&ins.op, t);
+        match (&ins.op, expanded, quotients[k]) {
             (_, _, Quotient::Folded { kept }) => args[kept],
             // 1 + tanh(u) as 2 / (1 + exp(-2u)): the tanh becomes the denominator, the sum
             // the quotient unless a product takes the denominator.

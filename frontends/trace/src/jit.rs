@@ -8,7 +8,7 @@ use crate::tensor::Inner;
 use crate::trace::{trace_named, Traced};
 use crate::{Error, Result, Tensor, Tree, TreeDef};
 use ferrax_compiler::backend::gpu::{GpuExecutable, GpuPlan};
-use ferrax_compiler::backend::ptx::PtxTarget;
+use ferrax_compiler::backend::ptx::{MathMode, PtxTarget};
 use ferrax_compiler::backend::CpuExecutable;
 use ferrax_compiler::simplify::simplify;
 use ferrax_ir::{Func, TensorType};
@@ -36,6 +36,8 @@ struct Program {
     simplify_report: String,
     executable: Option<CpuExecutable>,
     gpu: Option<GpuExecutable>,
+    /// How its GPU code computes transcendentals.
+    math: MathMode,
 }
 
 /// Runs `program` on `leaves` (whose device the program was compiled for). Leaves given by
@@ -120,7 +122,7 @@ impl<I: Tree, O: Tree> Lowered<I, O> {
         if let Some(gpu) = &self.program.gpu {
             return Ok(gpu.ptx().to_string());
         }
-        GpuPlan::new(self.simplified(), PtxTarget::Sm80)
+        GpuPlan::new(self.simplified(), PtxTarget::Sm80, self.program.math)
             .map(|plan| plan.ptx)
             .map_err(|e| Error::Backend(e.to_string()))
     }
@@ -206,6 +208,7 @@ pub struct Jit<F, I, O> {
     cache: RefCell<HashMap<Signature, Rc<Program>>>,
     traces: Cell<usize>,
     last_miss: RefCell<Option<String>>,
+    math: MathMode,
     _types: PhantomData<fn(I) -> O>,
 }
 
@@ -253,6 +256,7 @@ pub fn jit<I: Tree, O: Tree, F: Fn(I) -> O>(f: F) -> Jit<F, I, O> {
         cache: RefCell::new(HashMap::new()),
         traces: Cell::new(0),
         last_miss: RefCell::new(None),
+        math: MathMode::Accurate,
         _types: PhantomData,
     }
 }
@@ -261,6 +265,15 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
     /// Names the traced function (the `@name` in printed IR).
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
+        self
+    }
+
+    /// Opts in to fast math on the GPU ([`MathMode::Fast`]): f32 exp, log, sin, cos, rsqrt,
+    /// square roots and quotients by the hardware's approximate instructions, a few ULP off
+    /// (more for large arguments of exp, sin and cos) where the default is within 3. CPU code is
+    /// the same either way; inlined into another traced function, that function's choice holds.
+    pub fn fast_math(mut self) -> Self {
+        self.math = MathMode::Fast;
         self
     }
 
@@ -344,7 +357,7 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         }
         let gpu = match device {
             Device::Cuda(d) if traced.captures.is_empty() => {
-                let exe = GpuExecutable::compile(&traced.func, d)
+                let exe = GpuExecutable::compile(&traced.func, d, self.math)
                     .map_err(|e| Error::Backend(e.to_string()))?;
                 crate::dump::write_text("ptx", &traced.func.name, exe.ptx());
                 Some(exe)
@@ -374,6 +387,7 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
             simplify_report,
             executable,
             gpu,
+            math: self.math,
         });
         self.traces.set(self.traces.get() + 1);
         if program.traced.captures.is_empty() {

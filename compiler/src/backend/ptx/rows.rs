@@ -14,7 +14,8 @@
 //! thread alike; thread 0 stores them.
 
 use super::{
-    emit_op, entry_header, float_literal, reg_class, suffix, Class, Emitter, PtxError, Thread,
+    emit_op, entry_header, float_literal, reg_class, suffix, Class, Emitter, MathMode, PtxError,
+    Thread,
 };
 use crate::kernel::{Access, KOp, Kernel, Role, Stage};
 use ferrax_ir::{DType, ReduceOp, Scalar};
@@ -84,7 +85,11 @@ fn combine(e: &mut Emitter, op: ReduceOp, d: DType, a: &str, b: &str) -> String 
 }
 
 /// The `.entry` of a legalized row kernel.
-pub(super) fn render_row_entry(name: &str, kernel: &Kernel) -> Result<String, PtxError> {
+pub(super) fn render_row_entry(
+    name: &str,
+    kernel: &Kernel,
+    mode: MathMode,
+) -> Result<String, PtxError> {
     let unsupported = |what: String| PtxError::Unsupported {
         kernel: kernel.name.clone(),
         what,
@@ -103,7 +108,7 @@ pub(super) fn render_row_entry(name: &str, kernel: &Kernel) -> Result<String, Pt
     let (v, threads, slots) = row_layout(kernel).unwrap_or((1, 32, 1));
     let (vectors, threads) = (cols / v, threads as usize);
     let warps = threads / 32;
-    let mut e = Emitter::new();
+    let mut e = Emitter::new(mode);
     let Thread {
         ctaid, tid, nctaid, ..
     } = Thread::new(&mut e);

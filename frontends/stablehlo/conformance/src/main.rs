@@ -4,6 +4,7 @@
 //! Exits with status 1 when fewer than `--min-passed` files pass.
 
 use ferrax_compiler::backend::gpu::GpuExecutable;
+use ferrax_compiler::backend::ptx::MathMode;
 use ferrax_compiler::backend::CpuExecutable;
 use ferrax_ir::ulp_distance as ulps;
 use ferrax_runtime::CudaDevice;
@@ -105,10 +106,12 @@ fn run_case(case: &TestCase, backend: &Backend) -> Outcome {
             Ok(exe) => exe.run(&args).map_err(|e| e.to_string()),
             Err(e) => return Outcome::Fail(format!("{}: compiling: {e}", case.name)),
         },
-        Backend::Gpu(device) => match GpuExecutable::compile(&case.program.func, device) {
-            Ok(exe) => exe.run(&args).map_err(|e| e.to_string()),
-            Err(e) => return Outcome::Fail(format!("{}: compiling: {e}", case.name)),
-        },
+        Backend::Gpu(device) => {
+            match GpuExecutable::compile(&case.program.func, device, MathMode::Accurate) {
+                Ok(exe) => exe.run(&args).map_err(|e| e.to_string()),
+                Err(e) => return Outcome::Fail(format!("{}: compiling: {e}", case.name)),
+            }
+        }
     };
     let outputs = match outputs {
         Ok(o) => o,
