@@ -1,5 +1,6 @@
 //! The CPU backend's numerics suite instantiated for CUDA: every corpus program, gradient and
-//! benchmark workload on the GPU against the reference interpreter, the transcendental expansions within 3 ULP on the
+//! benchmark workload on the GPU against the reference interpreter, f64 sines of huge
+//! arguments, fast math, the transcendental expansions within 3 ULP on the
 //! device, cuBLAS matrix products in every layout, and the runtime's caches. Where there is no
 //! NVIDIA driver or GPU, each test prints why and passes (`FERRAX_REQUIRE_GPU=1` makes that a
 //! failure, for runs on a GPU machine).
@@ -124,6 +125,39 @@ fn transcendentals_within_3_ulp_on_the_device() {
             .unwrap();
         eprintln!("gpu f32 {name}: worst {worst} ULP at {at:e}");
         assert!(worst <= 3, "{name}: {worst} ULP at {at:e}");
+    }
+}
+
+/// f64 sin and cos beyond 2^51 take the branch to the exact reduction on the device: within 2
+/// ULP of the library over 2^20 f64s spread over every exponent (those at or beyond 2^51),
+/// and NaN for infinities and NaN.
+#[test]
+fn f64_sin_and_cos_of_huge_arguments_on_the_device() {
+    let Some(dev) = device() else { return };
+    let xs: Vec<f64> = (0..(1u64 << 20))
+        .map(|i| f64::from_bits(i << 44 | i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20))
+        .filter(|x| x.abs() >= 2f64.powi(51) || !x.is_finite())
+        .collect();
+    let n = xs.len();
+    let x = Array::from_vec([n], xs.clone()).unwrap();
+    let cases: [(&str, Program, Reference); 2] = [
+        ("sin", |t| t.sin(), f64::sin),
+        ("cos", |t| t.cos(), f64::cos),
+    ];
+    for (name, f, reference) in cases {
+        let func = trace(f, &Tensor::spec(DType::F64, [n])).unwrap();
+        let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+        let got = exe.run(std::slice::from_ref(&x)).unwrap();
+        let got = got[0].as_slice::<f64>().unwrap();
+        for (&x, &y) in xs.iter().zip(got) {
+            let want = reference(x);
+            let ulps =
+                ferrax::ir::ulp_distance(ferrax::ir::Scalar::F64(y), ferrax::ir::Scalar::F64(want));
+            assert!(
+                (want.is_nan() && y.is_nan()) || ulps <= 2,
+                "f64 {name}({x:e}) = {y:e}, want {want:e}"
+            );
+        }
     }
 }
 

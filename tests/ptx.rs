@@ -366,7 +366,7 @@ fn tolerance(d: DType) -> f64 {
 
 /// Small forms of the benchmark workloads and of the row and branch shapes the renderer
 /// distinguishes: rows of several warps with a partial last column slot, f64 rows, sines
-/// beyond the f32 reduction.
+/// beyond the short f32 and f64 reductions.
 fn emulated_programs() -> Vec<(&'static str, Func)> {
     let mlp_step = |(p, x, y): (common::Mlp, Tensor, Tensor)| {
         let g = ferrax::grad(|p: common::Mlp| common::mlp_loss(&p, &x, &y))(p.clone());
@@ -386,6 +386,14 @@ fn emulated_programs() -> Vec<(&'static str, Func)> {
             trace(
                 |x: Tensor| (&x * 1e12).sin() + (&x * 3e7).cos() + (&x * 1e30).sin(),
                 &common::spec(&[999]),
+            )
+            .unwrap(),
+        ),
+        (
+            "huge_sin_f64",
+            trace(
+                |x: Tensor| (&x * 1e20).sin() + (&x * 3e15).cos() + (&x * 1e300).sin(),
+                &Tensor::spec(DType::F64, [99]),
             )
             .unwrap(),
         ),

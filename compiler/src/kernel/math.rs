@@ -1,14 +1,16 @@
 //! Transcendental functions expanded into kernel IR primitives (fma, integer bit manipulation,
 //! compares and selects), so a backend without a math library (PTX) needs only to render
 //! primitives. Every expansion is branch-free and accurate to 3 ULP for f32 over the whole
-//! domain (f64 sin/cos: while the quadrant count `|x|·2/π` is below 2^51); [`expand_guarded`]
-//! leaves f32 sin and cos arguments beyond 2^19 to a backend's own path ([`KOp::Beyond`]);
-//! `tests/math_ulp.rs` measures each one against an f64 reference over dense samples.
+//! domain (f64: 4 ULP); [`expand_guarded`] leaves f32 sin and cos arguments beyond 2^19, and
+//! f64 ones beyond 2^51, to a backend's own path ([`KOp::Beyond`]); `tests/math_ulp.rs`
+//! measures each one against an f64 reference over dense samples.
 //!
 //! The methods are the classic ones: exp reduces by `k·ln2` (a two-part constant, so the reduced
 //! argument is exact) and rebuilds `2^k` from its bits; log splits the exponent and mantissa and
 //! uses the `atanh` series of `(m-1)/(m+1)`; sin/cos reduce by `k·π/2` with a three-part
-//! constant (f32 arguments of any size: exactly, from 26-bit chunks of 2/π); tanh, logistic, expm1 and log1p are arranged so that no cancellation loses accuracy.
+//! constant (arguments of any size: exactly, from 26-bit chunks of 2/π for f32 and Payne and
+//! Hanek's digit sums for f64); tanh, logistic, expm1 and log1p are arranged so that no
+//! cancellation loses accuracy.
 //! Polynomials are truncated Taylor series (f32 exp, expm1, tanh, sin and cos: minimax fits,
 //! one or two terms shorter) whose error is below a tenth of an ULP on the reduced range. f32
 //! sin/cos reduce in f32 (four lanes to a vector, not two) where the argument is known to be
@@ -79,6 +81,21 @@ const TWO_OVER_PI_CHUNKS: [f64; 8] = [
     1.051_335_891_051_139e-56,
 ];
 
+/// 2/π in 24-bit digits, `2/π = Σ D_i·2^(-24(i+1))`: 1,224 bits, enough for the exact
+/// reduction of every finite f64 ([`Emit::reduce_half_pi_exact_f64`]).
+const TWO_OVER_PI_DIGITS: [u32; 51] = [
+    0xA2F983, 0x6E4E44, 0x1529FC, 0x2757D1, 0xF534DD, 0xC0DB62, 0x95993C, 0x439041, 0xFE5163,
+    0xABDEBB, 0xC561B7, 0x246E3A, 0x424DD2, 0xE00649, 0x2EEA09, 0xD1921C, 0xFE1DEB, 0x1CB129,
+    0xA73EE8, 0x8235F5, 0x2EBB44, 0x84E99C, 0x7026B4, 0x5F7E41, 0x3991D6, 0x398353, 0x39F49C,
+    0x845F8B, 0xBDF928, 0x3B1FF8, 0x97FFDE, 0x05980F, 0xEF2F11, 0x8B5A0A, 0x6D1F6D, 0x367ECF,
+    0x27CB09, 0xB74F46, 0x3F669E, 0x5FEA2D, 0x7527BA, 0xC7EBE5, 0xF17B3D, 0x0739F7, 0x8A5292,
+    0xEA6BFB, 0x5FB11F, 0x8D5D08, 0x560330, 0x46FC7B, 0x6BABF0,
+];
+
+/// From this |x| on, f64 sin and cos reduce exactly: below it the quadrant count `|x|·2/π`
+/// is below 2^51, where the three-part π/2 is right.
+pub const SIN_COS_F64_LIMIT: f64 = 2_251_799_813_685_248.0; // 2^51
+
 /// Up to this |x| f32 sin is its series without reduction ([`F32_SIN_DIRECT_COEFFS`]): the
 /// outer sines of `sin(sin(x)·a + b)` chains, for instance.
 pub const SIN_DIRECT_F32_LIMIT: f64 = 1.5;
@@ -133,9 +150,9 @@ pub fn expand(kernel: &Kernel) -> Kernel {
 }
 
 /// [`expand`] for a backend with a path of its own for huge arguments: f32 sin and cos reduce
-/// in f32, and arguments beyond [`SIN_COS_F32_LIMIT`] take that path ([`KOp::Beyond`]: the
-/// host's function on the CPU, a branch to the exact reduction on the GPU), so they are right
-/// however large the argument.
+/// in f32, f64 ones by a three-part π/2, and arguments beyond [`SIN_COS_F32_LIMIT`] (f64:
+/// [`SIN_COS_F64_LIMIT`]) take that path ([`KOp::Beyond`]: the host's function on the CPU, a
+/// branch to the exact reduction on the GPU), so they are right however large the argument.
 pub fn expand_guarded(kernel: &Kernel) -> Kernel {
     expand_with(kernel, true, &|_, _| false)
 }
@@ -196,8 +213,13 @@ fn expand_with(kernel: &Kernel, host: bool, native: &dyn Fn(&KOp, DType) -> bool
                             e.op(KOp::Beyond(*u), &[x, y], t)
                         } else if f32 {
                             e.sin_cos(x, t, cos, Reduction::Exact)
-                        } else {
+                        } else if bound.is_some_and(|b| b < SIN_COS_F64_LIMIT) {
                             e.sin_cos(x, t, cos, Reduction::F64)
+                        } else if host {
+                            let y = e.sin_cos(x, t, cos, Reduction::F64);
+                            e.op(KOp::Beyond(*u), &[x, y], t)
+                        } else {
+                            e.sin_cos(x, t, cos, Reduction::F64Exact)
                         }
                     }
                     // Two correctly rounded steps, as on every backend.
@@ -449,7 +471,11 @@ enum Count {
 enum Reduction {
     F64,
     Exact,
-    F32 { bound: Option<f64> },
+    /// f64 by the three-part π/2 below [`SIN_COS_F64_LIMIT`], exactly from there on.
+    F64Exact,
+    F32 {
+        bound: Option<f64>,
+    },
 }
 
 impl Emit {
@@ -895,6 +921,16 @@ impl Emit {
             Reduction::F32 { bound } => self.reduce_half_pi_f32(x, bound),
             Reduction::F64 => self.reduce_half_pi_f64(x, t),
             Reduction::Exact => self.reduce_half_pi_exact(x),
+            Reduction::F64Exact => {
+                let (r, k) = self.reduce_half_pi_f64(x, t);
+                let (r_huge, k_huge) = self.reduce_half_pi_exact_f64(x);
+                let ax = self.un(UnaryOp::Abs, x, t);
+                let small = self.cmp_c(CompareOp::Lt, ax, SIN_COS_F64_LIMIT, t);
+                (
+                    self.select(small, r, r_huge, t),
+                    self.select(small, k, k_huge, DType::I64),
+                )
+            }
         };
         // sin(r) = r + r^3·P(s) and cos(r) = 1 + s·Q(s), s = r^2: f64 takes the Taylor series
         // to r^19 and r^20, f32 the minimax fits `F32_SIN_COEFFS` and `F32_COS_COEFFS`.
@@ -1016,6 +1052,165 @@ impl Emit {
         let r = self.select(is_zero, xd, r, w);
         let bits = self.bitcast(shifted, DType::I64);
         (self.convert(r, DType::F32), self.convert(bits, DType::I32))
+    }
+
+    /// `x·2/π mod 4` for f64 `x` of any size, as (`r`, `k`) with `x·2/π = k + r·2/π` (`|r|` up
+    /// to π/4), right to the last bit even for the f64 nearest a multiple of π/2 (within
+    /// 2^-61 of one): Payne and Hanek's reduction, as fdlibm's `__kernel_rem_pio2` computes
+    /// it, branch-free. `|x| = m·2^q`, `m` in three 24-bit pieces `X_a`; the digits of 2/π
+    /// ([`TWO_OVER_PI_DIGITS`]) whose products with `m` weigh 4 or more drop out (a multiple of
+    /// 4), and the next eleven are picked by the exponent (selects: the kernel IR has no table
+    /// lookup). The products' sums by weight, `F_n = Σ X_a·D_(n-a)` (below 2^50, exact), are
+    /// carried into exact 24-bit digits; the two highest give the integer part mod 4 and the
+    /// fraction's top, the next five its tail, complemented when the fraction is above 1/2, so
+    /// that `fraction - 1` is a sum of two terms of one sign (no cancellation however close to
+    /// an integer). Finite arguments only; infinities and NaN give NaN. About 650 operations,
+    /// most of them the digit selects: the GPU runs it only for arguments beyond
+    /// [`SIN_COS_F64_LIMIT`].
+    fn reduce_half_pi_exact_f64(&mut self, x: usize) -> (usize, usize) {
+        let (w, i) = (DType::F64, DType::I64);
+        const DIGITS: usize = TWO_OVER_PI_DIGITS.len();
+        // The exponent window: n0 = floor((E - 1029)/24) in [1, 42] for |x| >= 2^51 (E the
+        // biased exponent), the first digit group `F_n0` of weight below 4.
+        const FIRST: usize = 1;
+        const LAST: usize = 42;
+        const WINDOW: usize = 9;
+        let ax = self.un(UnaryOp::Abs, x, w);
+        let bits = self.bitcast(ax, i);
+        let field = self.op(KOp::ShiftRight(52), &[bits], i);
+        let fraction_mask = self.ci((1 << 52) - 1, i);
+        let fraction = self.bin(BinaryOp::And, bits, fraction_mask, i);
+        let hidden = self.ci(1 << 52, i);
+        let m = self.bin(BinaryOp::Or, fraction, hidden, i);
+        let piece_mask = self.ci(0xFF_FFFF, i);
+        let low = self.bin(BinaryOp::And, m, piece_mask, i);
+        let m24 = self.op(KOp::ShiftRight(24), &[m], i);
+        let middle = self.bin(BinaryOp::And, m24, piece_mask, i);
+        let high = self.op(KOp::ShiftRight(48), &[m], i);
+        let pieces = [high, middle, low].map(|p| self.exponent_to_float(p, w));
+        let e = self.exponent_to_float(field, w);
+        let offset = self.c(-1028.5, w);
+        let above = self.add(e, offset, w);
+        let inv24 = self.c(1.0 / 24.0, w);
+        // Half a step off every multiple of 24, so the rounded quotient floors right.
+        let quotient = self.mul(above, inv24, w);
+        let n0 = self.un(UnaryOp::Floor, quotient, w);
+        // 2^e0, the weight of F_n0: e0 = E - 1051 - 24·n0 in [-22, 1], its biased exponent
+        // put in place by the 1.5·2^52 shift (whose own bits shift out).
+        let minus_24 = self.c(-24.0, w);
+        let below = self.c(-1051.0 + 1023.0 + 1.5 * 2f64.powi(52), w);
+        let biased = self.add(e, below, w);
+        let biased = self.fma(n0, minus_24, biased, w);
+        let biased_bits = self.bitcast(biased, i);
+        let scale_bits = self.op(KOp::ShiftLeft(52), &[biased_bits], i);
+        let scale = self.bitcast(scale_bits, w);
+        // D_(n0 + c) for c in -2..WINDOW: one select per candidate n0.
+        let is_n0: Vec<usize> = (FIRST + 1..=LAST)
+            .map(|n| self.cmp_c(CompareOp::Eq, n0, n as f64, w))
+            .collect();
+        let digit = |n: usize, c: isize| -> f64 {
+            let index = n as isize + c;
+            if (0..DIGITS as isize).contains(&index) {
+                f64::from(TWO_OVER_PI_DIGITS[index as usize])
+            } else {
+                0.0
+            }
+        };
+        let picked: Vec<usize> = (-2..WINDOW as isize)
+            .map(|c| {
+                let mut d = self.c(digit(FIRST, c), w);
+                for (n, &p) in (FIRST + 1..=LAST).zip(&is_n0) {
+                    let candidate = self.c(digit(n, c), w);
+                    d = self.select(p, candidate, d, w);
+                }
+                d
+            })
+            .collect();
+        // F_(n0+j) = X0·D_(n0+j) + X1·D_(n0+j-1) + X2·D_(n0+j-2), then carried into digits.
+        let sums: Vec<usize> = (0..WINDOW)
+            .map(|j| {
+                let f = self.mul(pieces[2], picked[j], w);
+                let f = self.fma(pieces[1], picked[j + 1], f, w);
+                self.fma(pieces[0], picked[j + 2], f, w)
+            })
+            .collect();
+        let inv_radix = self.c(1.0 / 16_777_216.0, w);
+        let minus_radix = self.c(-16_777_216.0, w);
+        let mut digits = [0; WINDOW];
+        let mut carry = None;
+        for j in (0..WINDOW).rev() {
+            let s = match carry {
+                Some(c) => self.add(sums[j], c, w),
+                None => sums[j],
+            };
+            let scaled = self.mul(s, inv_radix, w);
+            let c = self.un(UnaryOp::Floor, scaled, w);
+            digits[j] = self.fma(c, minus_radix, s, w);
+            carry = Some(c);
+        }
+        // The integer part mod 4 and the fraction's top: exact (at most 49 bits).
+        let scales: Vec<usize> = (0..7)
+            .map(|j| {
+                let step = self.c(2f64.powi(-24 * j), w);
+                self.mul(scale, step, w)
+            })
+            .collect();
+        let top = self.mul(digits[0], scales[0], w);
+        let quarter = self.c(0.25, w);
+        let fourths = self.mul(top, quarter, w);
+        let whole = self.un(UnaryOp::Floor, fourths, w);
+        let minus_four = self.c(-4.0, w);
+        let top = self.fma(whole, minus_four, top, w);
+        let y = self.fma(digits[1], scales[1], top, w);
+        let k = self.un(UnaryOp::Floor, y, w);
+        let head = self.sub(y, k, w);
+        // Above 1/2 the fraction is taken as `fraction - 1`, its tail complemented.
+        let upper = self.cmp_c(CompareOp::Ge, head, 0.5, w);
+        let full_digit = self.c(16_777_215.0, w);
+        let mut tail = None;
+        for j in (2..7).rev() {
+            let complement = self.sub(full_digit, digits[j], w);
+            let d = self.select(upper, complement, digits[j], w);
+            tail = Some(match tail {
+                Some(t) => self.fma(d, scales[j], t, w),
+                None => self.mul(d, scales[j], w),
+            });
+        }
+        let Some(tail) = tail else {
+            return (x, x);
+        };
+        let one = self.c(1.0, w);
+        let below_one = self.sub(head, one, w);
+        let below_one = self.add(below_one, scales[1], w);
+        let head = self.select(upper, below_one, head, w);
+        let minus_tail = self.un(UnaryOp::Neg, tail, w);
+        let tail = self.select(upper, minus_tail, tail, w);
+        let k_up = self.add(k, one, w);
+        let k = self.select(upper, k_up, k, w);
+        // r = (head + tail)·π/2, head and tail of one sign.
+        let hi = self.add(head, tail, w);
+        let took = self.sub(hi, head, w);
+        let lo = self.sub(tail, took, w);
+        let (pio2_hi, pio2_lo) = (
+            self.c(std::f64::consts::FRAC_PI_2, w),
+            self.c(6.123_233_995_736_766e-17, w),
+        );
+        let r_lo = self.mul(hi, pio2_lo, w);
+        let r_lo = self.fma(lo, pio2_hi, r_lo, w);
+        let r = self.fma(hi, pio2_hi, r_lo, w);
+        // The sign of x, and NaN for infinities and NaN.
+        let zero = self.c(0.0, w);
+        let negative = self.cmp(CompareOp::Lt, x, zero);
+        let minus_r = self.un(UnaryOp::Neg, r, w);
+        let r = self.select(negative, minus_r, r, w);
+        let finite = self.cmp_c(CompareOp::Lt, ax, f64::INFINITY, w);
+        let nan = self.sub(x, x, w);
+        let r = self.select(finite, r, nan, w);
+        let minus_k = self.un(UnaryOp::Neg, k, w);
+        let k = self.select(negative, minus_k, k, w);
+        let magic = self.c(1.5 * 2f64.powi(52), w);
+        let shifted = self.add(k, magic, w);
+        (r, self.bitcast(shifted, i))
     }
 
     /// [`Self::reduce_half_pi_f64`] for f32 `x` below [`SIN_COS_F32_LIMIT`], in f32. `k` is

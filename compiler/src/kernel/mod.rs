@@ -96,9 +96,9 @@ pub enum KOp {
     /// element `i % cols` becomes the reduction of itself and the argument.
     Accumulate(usize),
     /// `args[1]`, the expansion of `op` at `args[0]`, where `|args[0]|` is below the limit
-    /// of its f32 reduction ([`math::SIN_COS_F32_LIMIT`]), else `op` computed over the whole
-    /// domain: by the host's f64 function on the CPU, by the expansion that reduces exactly on
-    /// the GPU. f32 sin and cos of possibly large arguments.
+    /// of its short reduction ([`math::SIN_COS_F32_LIMIT`], f64: [`math::SIN_COS_F64_LIMIT`]),
+    /// else `op` computed over the whole domain: by the host's f64 function on the CPU, by the
+    /// expansion that reduces exactly on the GPU. sin and cos of possibly large arguments.
     Beyond(UnaryOp),
 }
 

@@ -9,7 +9,7 @@
 //!
 //! Each flat kernel is one grid-stride loop over its elements (several independent ones
 //! launched together are their loops in turn, see [`Launch`]), branch-free but for the rare
-//! path of f32 sin and cos arguments beyond the f32 reduction ([`KOp::Beyond`]); row kernels
+//! path of sin and cos arguments beyond the short reduction ([`KOp::Beyond`]); row kernels
 //! are rendered by [`rows`]. Constants (each once)
 //! and scalar inputs are loaded before the loop; inputs use the read-only (`.nc`) path; float
 //! arithmetic uses the `.rn` forms so that `ptxas` never contracts a multiply and an add into
@@ -142,7 +142,7 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
             },
             KOp::Fma | KOp::Clamp => !int && ins.dtype != DType::Bool,
             KOp::ShiftLeft(_) | KOp::ShiftRight(_) => int,
-            KOp::Beyond(_) => ins.dtype == DType::F32,
+            KOp::Beyond(_) => matches!(ins.dtype, DType::F32 | DType::F64),
             KOp::Reduce(_) => kernel.rows.is_some(),
             KOp::Accumulate(_) => false,
             _ => true,
@@ -912,11 +912,16 @@ fn emit_op(
             r
         }
         KOp::Beyond(u) => {
-            // The f32 reduction's result, unless |x| reaches its limit: then a branch (taken
+            // The short reduction's result, unless |x| reaches its limit: then a branch (taken
             // by no warp whose arguments are all in range) to the full-range expansion.
             let (x, r, magnitude) = (arg(0), e.reg(class), e.reg(class));
             let in_range = e.reg(Class::P);
-            let limit = float_literal(Scalar::F32(math::SIN_COS_F32_LIMIT)).unwrap_or_default();
+            let limit = if d == DType::F32 {
+                Scalar::F32(math::SIN_COS_F32_LIMIT)
+            } else {
+                Scalar::F64(math::SIN_COS_F64_LIMIT)
+            };
+            let limit = float_literal(limit).unwrap_or_default();
             e.line(format!("mov.{t} {r}, {}", arg(1)));
             e.line(format!("abs.{t} {magnitude}, {x}"));
             // Unordered: NaN stays on the short path, which passes it through.
