@@ -404,6 +404,46 @@ fn reductions_over_rows_and_columns_run_on_the_device() {
             );
         }
     }
+    // Over axes that are not consecutive: a reduction per run, on the device.
+    let x3 = Array::from_vec([3, 100, 257], data).unwrap();
+    let spec3 = Tensor::spec(DType::F32, [3, 100, 257]);
+    let separated: [(&str, Program); 2] = [
+        ("max over [0, 2]", |t| t.max([0, 2])),
+        ("sum over [0, 2]", |t| t.sum([0, 2])),
+    ];
+    for (name, f) in separated {
+        let func = trace(f, &spec3).unwrap();
+        let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+        assert_eq!(exe.host_steps(), 0, "{name} should run on the device");
+        let got = exe.run(std::slice::from_ref(&x3)).unwrap();
+        let want = interpret(&func, std::slice::from_ref(&x3)).unwrap();
+        assert_close(&got[0], &want[0], rtol(DType::F32), name);
+    }
+}
+
+/// i32 division and remainders in a kernel on the device, the interpreter's edge cases
+/// included (`x / 0 = -1`, `x % 0 = x`, `MIN / -1 = MIN`), bit for bit.
+#[test]
+fn integer_division_runs_on_the_device() {
+    let Some(dev) = device() else { return };
+    let spec = Tensor::spec(DType::I32, [12]);
+    let func = trace(
+        |(a, b): (Tensor, Tensor)| (&a / &b, &a % &b),
+        &(spec.clone(), spec),
+    )
+    .unwrap();
+    let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+    assert_eq!(exe.host_steps(), 0);
+    let min = i32::MIN;
+    let args = [
+        Array::from_vec(
+            [12],
+            vec![7, -7, 7, -7, min, min, 5, 0, min, i32::MAX, -1, 9],
+        )
+        .unwrap(),
+        Array::from_vec([12], vec![2, 2, -2, -2, -1, 0, 0, 0, 1, -1, 3, 9]).unwrap(),
+    ];
+    assert_eq!(exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
 }
 
 #[test]

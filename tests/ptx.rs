@@ -717,6 +717,115 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
     }
 }
 
+/// i32 division and remainders run in GPU kernels with the interpreter's edge cases: `x / 0 =
+/// -1`, `x % 0 = x`, `MIN / -1 = MIN` and `MIN % -1 = 0` (the emulator, like the hardware's
+/// leaving them unspecified, refuses a zero or overflowing divisor), truncating toward zero.
+#[test]
+fn integer_division_runs_in_kernels_with_the_interpreters_edge_cases() {
+    let spec = Tensor::spec(DType::I32, [12]);
+    let func = trace(
+        |(a, b): (Tensor, Tensor)| {
+            let q = &a / &b;
+            let r = &a % &b;
+            (&q * 3 + &r, q, r)
+        },
+        &(spec.clone(), spec),
+    )
+    .unwrap();
+    let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+    assert_eq!(plan.host_ops(), Vec::<&str>::new());
+    let min = i32::MIN;
+    let a = vec![7, -7, 7, -7, min, min, 5, 0, min, i32::MAX, -1, 9];
+    let b = vec![2, 2, -2, -2, -1, 0, 0, 0, 1, -1, 3, 9];
+    let args = [
+        Array::from_vec([12], a).unwrap(),
+        Array::from_vec([12], b).unwrap(),
+    ];
+    let values = all_values(&plan.func, &args);
+    let module = Module::parse(&plan.ptx);
+    let mut outputs = 0;
+    for l in &plan.launches {
+        for (v, got) in emulate(&plan, &module, l, &values) {
+            assert_eq!(got, values[v.index()], "value %{}", v.0);
+            outputs += 1;
+        }
+    }
+    assert_eq!(outputs, 3);
+}
+
+/// Reductions over axes that are not consecutive (batch norm's over N, H and W of NCHW) run
+/// on the GPU as reductions over each consecutive run, last run first, which together compute
+/// the original's result; in the emulator each computes what the interpreter does (given its
+/// value of the operand), and the plan keeps nothing on the host.
+#[test]
+fn reductions_over_separated_axes_split_into_consecutive_ones() {
+    type Body = fn(Tensor) -> Tensor;
+    let cases: Vec<(&str, Body, Tensor, usize)> = vec![
+        (
+            "sum [0, 2]",
+            |x| x.sum([0, 2]),
+            common::spec(&[3, 40, 5]),
+            2,
+        ),
+        (
+            "batch norm mean",
+            |x| x.mean([0, 2, 3]),
+            common::spec(&[4, 3, 6, 7]),
+            2,
+        ),
+        (
+            "max [0, 2, 4] f64",
+            |x| x.max([0, 2, 4]),
+            Tensor::spec(DType::F64, [2, 3, 4, 5, 6]),
+            3,
+        ),
+        (
+            "i32 sum [1, 3]",
+            |x| x.sum([1, 3]),
+            Tensor::spec(DType::I32, [3, 4, 5, 6]),
+            2,
+        ),
+    ];
+    for (name, body, spec, count) in cases {
+        let func = trace(body, &spec).unwrap();
+        let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+        assert_eq!(plan.host_ops(), Vec::<&str>::new(), "{name}");
+        assert_eq!(plan.reductions.len(), count, "{name}");
+        let module = Module::parse(&plan.ptx);
+        let args = common::inputs(&func, 0);
+        let values = all_values(&plan.func, &args);
+        // The split program computes the original's result.
+        let whole = &ferrax::runtime::interpret(&func, &args).unwrap()[0];
+        let split = &values[plan.func.outputs[0].index()];
+        common::assert_close(split, whole, tolerance(whole.dtype()), name);
+        let reduces = plan
+            .func
+            .body
+            .iter()
+            .enumerate()
+            .filter(|(_, ins)| matches!(ins.op, ferrax::ir::Op::Reduce { .. }));
+        for ((i, ins), r) in reduces.zip(&plan.reductions) {
+            let (input, want) = (
+                &values[ins.args[0].index()],
+                &values[plan.func.instr_value(i).index()],
+            );
+            let mut memory = Memory::default();
+            let from = memory.alloc(&bytes_of(input));
+            let bytes = bytes_of(want).len();
+            let to = memory.alloc(&vec![0xEE; bytes]);
+            launch(
+                module.entry(&r.name),
+                r.grid(2),
+                r.block(),
+                &[from, to],
+                &mut memory,
+            );
+            let got = array_of(memory.read(to, bytes), want);
+            common::assert_close(&got, want, tolerance(want.dtype()), name);
+        }
+    }
+}
+
 /// Concatenations and pads run on the GPU as strided copies into parts of one result; in the
 /// PTX emulator they write what the interpreter computes, bit for bit (each copy given the
 /// interpreter's value of its operand): operands of several sizes, an empty one, a pad with

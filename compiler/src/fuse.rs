@@ -35,13 +35,15 @@ pub enum Step {
 }
 
 /// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32)
-/// and bool always; i32 arithmetic where `ints` is set; float remainders where `rem` is set;
+/// and bool always; i32 arithmetic where `ints` is set, its division and remainders too where
+/// `int_division` is; float remainders where `rem` is set;
 /// row kernels over rows of up to `row_cols` elements; reductions over leading axes inside flat
 /// kernels where `columns` is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelTypes {
     pub row_cols: usize,
     pub ints: bool,
+    pub int_division: bool,
     pub rem: bool,
     pub columns: bool,
 }
@@ -51,16 +53,19 @@ impl KernelTypes {
     pub const CPU: KernelTypes = KernelTypes {
         row_cols: usize::MAX,
         ints: true,
+        int_division: false,
         rem: true,
         columns: true,
     };
     /// The PTX renderer's set: a row kernel keeps its row in registers, 16 elements to each of
     /// 256 threads; longer rows and reductions over leading axes are kernels of their own; a
     /// float remainder (PTX has none) is a step of its own, so it does not take its
-    /// neighbours out of their kernel.
+    /// neighbours out of their kernel; i32 division does not trap (the renderer guards the
+    /// divisor for the interpreter's edge cases).
     pub const GPU: KernelTypes = KernelTypes {
         row_cols: 4096,
         ints: true,
+        int_division: true,
         rem: false,
         columns: false,
     };
@@ -74,14 +79,17 @@ impl KernelTypes {
     }
 }
 
-/// Whether kernels compute `b` on i32: the ops that wrap as the interpreter's do (division and
-/// remainders, whose edge cases differ, stay with the interpreter).
-pub fn int_fusible(b: BinaryOp) -> bool {
+/// Whether kernels compute `b` on i32: the ops that wrap as the interpreter's do, and division
+/// and remainders where `division` is set (the interpreter's `x / 0 = -1`, `x % 0 = x` and
+/// wrapping `MIN / -1` need a backend's guards: the CPU leaves them to the interpreter, where
+/// Cranelift's `sdiv` would trap).
+pub fn int_fusible(b: BinaryOp, division: bool) -> bool {
     b.is_logical()
         || matches!(
             b,
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Max | BinaryOp::Min
         )
+        || (division && matches!(b, BinaryOp::Div | BinaryOp::Rem))
 }
 
 /// Whether instruction `i` can be computed element by element inside a kernel of `len` elements.
@@ -105,7 +113,7 @@ fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
             },
             Op::Binary(b) => match ins.ty.dtype {
                 DType::Bool => b.is_logical(),
-                DType::I32 => int_fusible(*b),
+                DType::I32 => int_fusible(*b, types.int_division),
                 _ => float_result && !b.is_logical() && (types.rem || *b != BinaryOp::Rem),
             },
             Op::Compare(_) => ins

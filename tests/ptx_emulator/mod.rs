@@ -721,6 +721,12 @@ impl Block<'_> {
                         let (x, y) = (a & m, b & m);
                         if ty.starts_with('s') {
                             let (x, y) = (signed(a, ty), signed(b, ty));
+                            let min = if ty == "s32" {
+                                i64::from(i32::MIN)
+                            } else {
+                                i64::MIN
+                            };
+                            assert!(x != min || y != -1, "overflowing division: {line}");
                             (if op[0] == "div" {
                                 x.wrapping_div(y)
                             } else {

@@ -16,7 +16,7 @@ use super::ptx::{legalize, render_launches, symbol, Launch, MathMode, PtxError, 
 use crate::fuse::{partition, schedule, KernelTypes, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::{Kernel, Role};
-use ferrax_ir::{verify, Func, Op, ValueId};
+use ferrax_ir::{verify, Func, FuncBuilder, Op, ValueId};
 use ferrax_runtime::cuda::{CudaDevice, CudaError, DeviceArray, Function};
 use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
 use std::sync::Arc;
@@ -32,6 +32,8 @@ pub enum GpuError {
     Ptx(#[from] PtxError),
     #[error(transparent)]
     Verify(#[from] ferrax_ir::VerifyError),
+    #[error(transparent)]
+    Type(#[from] ferrax_ir::TypeError),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     #[error("could not lower instructions {start}..{end} to a kernel")]
@@ -103,7 +105,7 @@ impl GpuPlan {
     /// The plan of `func` for `target`, its transcendentals computed as `mode` says.
     pub fn new(func: &Func, target: PtxTarget, mode: MathMode) -> Result<GpuPlan, GpuError> {
         verify(func)?;
-        let func = &schedule(func, KernelTypes::GPU);
+        let func = &schedule(&split_reductions(func)?, KernelTypes::GPU);
         let mut steps = Vec::new();
         let mut kernels = Vec::new();
         let mut reductions = Vec::new();
@@ -387,6 +389,46 @@ fn releases(
         }
     }
     out
+}
+
+/// `func` with each reduction over axes that are not consecutive split into reductions over
+/// their consecutive runs, the last run first (batch norm's `sum(x, [0, 2, 3])` over NCHW
+/// becomes `sum(sum(x, [2, 3]), [0])`): reduction and row kernels take consecutive axes, and
+/// the host path is a round trip through host memory. Float sums and products then round in
+/// another order, as they do on the GPU anyway; integer ones wrap to the same result.
+fn split_reductions(func: &Func) -> Result<Func, GpuError> {
+    let separated = |axes: &[usize]| axes.windows(2).any(|w| w[1] != w[0] + 1);
+    let split = func
+        .body
+        .iter()
+        .any(|ins| matches!(&ins.op, Op::Reduce { axes, .. } if separated(axes)));
+    if !split {
+        return Ok(func.clone());
+    }
+    let mut b = FuncBuilder::new(func.name.clone());
+    let mut values: Vec<ValueId> = func.params.iter().map(|t| b.param(t.clone())).collect();
+    for ins in &func.body {
+        let args: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
+        let value = match &ins.op {
+            Op::Reduce { op, axes } if separated(axes) => {
+                let mut runs: Vec<Vec<usize>> = Vec::new();
+                for &a in axes {
+                    match runs.last_mut() {
+                        Some(run) if run.last().map(|l| l + 1) == Some(a) => run.push(a),
+                        _ => runs.push(vec![a]),
+                    }
+                }
+                let mut v = args[0];
+                for axes in runs.into_iter().rev() {
+                    v = b.push(Op::Reduce { op: *op, axes }, &[v])?;
+                }
+                v
+            }
+            op => b.push(op.clone(), &args)?,
+        };
+        values.push(value);
+    }
+    Ok(b.finish(func.outputs.iter().map(|o| values[o.index()]).collect()))
 }
 
 fn host_ops<'f>(steps: &[GpuStep], func: &'f Func) -> Vec<&'f str> {

@@ -137,7 +137,7 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
             },
             KOp::Binary(b) => match ins.dtype {
                 DType::Bool => b.is_logical(),
-                _ if int => crate::fuse::int_fusible(*b),
+                _ if int => crate::fuse::int_fusible(*b, true),
                 _ => !matches!(b, BinaryOp::Rem | BinaryOp::Pow) && !b.is_logical(),
             },
             KOp::Fma | KOp::Clamp => !int && ins.dtype != DType::Bool,
@@ -377,6 +377,42 @@ impl Emitter {
         self.pre.push('\t');
         self.pre.push_str(&s);
         self.pre.push_str(";\n");
+    }
+
+    /// Integer `a / b` (or `a % b`) as the interpreter defines it, truncating: `a / 0 = -1`,
+    /// `a % 0 = a`, and `MIN / -1` wrapping to `MIN` (`MIN % -1 = 0`). The divisor is made 1
+    /// in those cases, so the hardware never sees them (PTX leaves them unspecified).
+    fn int_division(&mut self, a: &str, b: &str, d: DType, quotient: bool) -> String {
+        let (t, _) = suffix(d);
+        let class = reg_class(d).unwrap_or(Class::R);
+        let min = if d == DType::I32 {
+            i32::MIN.to_string()
+        } else {
+            "0x8000000000000000".to_string()
+        };
+        let (zero, lowest, minus_one, overflow) = (
+            self.reg(Class::P),
+            self.reg(Class::P),
+            self.reg(Class::P),
+            self.reg(Class::P),
+        );
+        self.line(format!("setp.eq.{t} {zero}, {b}, 0"));
+        self.line(format!("setp.eq.{t} {lowest}, {a}, {min}"));
+        self.line(format!("setp.eq.{t} {minus_one}, {b}, -1"));
+        self.line(format!("and.pred {overflow}, {lowest}, {minus_one}"));
+        self.line(format!("or.pred {overflow}, {overflow}, {zero}"));
+        let divisor = self.reg(class);
+        self.line(format!("selp.{t} {divisor}, 1, {b}, {overflow}"));
+        let (op, by_zero) = if quotient {
+            ("div", "-1".to_string())
+        } else {
+            ("rem", a.to_string())
+        };
+        let r = self.reg(class);
+        self.line(format!("{op}.{t} {r}, {a}, {divisor}"));
+        let out = self.reg(class);
+        self.line(format!("selp.{t} {out}, {by_zero}, {r}, {zero}"));
+        out
     }
 
     /// `max` (or `min`) as the interpreter defines it: NaN if either operand is NaN, and on a
@@ -789,6 +825,9 @@ fn emit_op(
             match (d, op) {
                 (DType::F32 | DType::F64, BinaryOp::Max | BinaryOp::Min) => {
                     e.min_max(&a, &b, d, *op == BinaryOp::Max)
+                }
+                (DType::I32 | DType::I64, BinaryOp::Div | BinaryOp::Rem) => {
+                    e.int_division(&a, &b, d, *op == BinaryOp::Div)
                 }
                 _ => {
                     let r = e.reg(class);
