@@ -1,6 +1,6 @@
 //! The PTX renderer: snapshots of the benchmark programs' modules; every kernel of the test
 //! corpus, the gradients and the benchmark programs assembled with `ptxas` for sm_80 and sm_90,
-//! with accurate and with fast math;
+//! with accurate and with fast math, without a register spilled;
 //! and every kernel of the corpus, the gradients and small benchmark forms run in a PTX emulator
 //! (`ptx_emulator`) against the interpreter, so that kernels are checked by running them where
 //! there is no GPU.
@@ -272,19 +272,34 @@ fn every_kernel_assembles_with_ptxas() {
         std::fs::write(&file, &ptx).unwrap();
         let out = Command::new(&ptxas)
             .arg(format!("-arch={}", target.arch()))
+            .arg("-v")
             .arg(&file)
             .arg("-o")
             .arg(dir.join("out.cubin"))
             .output()
             .unwrap();
+        let report = String::from_utf8_lossy(&out.stderr);
         assert!(
             out.status.success(),
-            "ptxas {} {mode:?}: {}",
-            target.arch(),
-            String::from_utf8_lossy(&out.stderr)
+            "ptxas {} {mode:?}: {report}",
+            target.arch()
         );
-        let warnings = String::from_utf8_lossy(&out.stderr);
-        assert!(warnings.trim().is_empty(), "ptxas warnings: {warnings}");
+        // `-v` reports each entry's registers and spills; anything else is a warning.
+        let warnings: Vec<&str> = report
+            .lines()
+            .filter(|l| !l.starts_with("ptxas info") && !l.starts_with(' '))
+            .collect();
+        assert!(warnings.is_empty(), "ptxas warnings: {warnings:?}");
+        let spills = report.lines().filter(|l| l.contains("spill")).count();
+        let entries = launches.len() + reductions.len() + copies.len();
+        assert_eq!(spills, entries, "a spill report per entry: {report}");
+        for line in report.lines().filter(|l| l.contains("spill")) {
+            assert!(
+                line.contains(" 0 bytes spill stores, 0 bytes spill loads"),
+                "{} {mode:?}: registers spilled: {line}",
+                target.arch()
+            );
+        }
     }
     std::fs::remove_dir_all(&dir).ok();
 }
