@@ -446,6 +446,39 @@ fn integer_division_runs_on_the_device() {
     assert_eq!(exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
 }
 
+/// f32 remainders in a kernel on the device: `fmod` exactly, bit for bit, over pairs of every
+/// exponent, zeros, infinities and NaN included.
+#[test]
+fn float_remainders_are_exact_on_the_device() {
+    let Some(dev) = device() else { return };
+    let values: Vec<f32> = (0..256u32)
+        .map(|i| f32::from_bits(i << 24 | i.wrapping_mul(0x9E37_79B9) >> 8))
+        .chain([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-45])
+        .collect();
+    let (xs, ys): (Vec<f32>, Vec<f32>) = values
+        .iter()
+        .flat_map(|&x| values.iter().map(move |&y| (x, y)))
+        .unzip();
+    let n = xs.len();
+    let spec = Tensor::spec(DType::F32, [n]);
+    let func = trace(|(a, b): (Tensor, Tensor)| &a % &b, &(spec.clone(), spec)).unwrap();
+    let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+    assert_eq!(exe.host_steps(), 0);
+    let args = [
+        Array::from_vec([n], xs.clone()).unwrap(),
+        Array::from_vec([n], ys.clone()).unwrap(),
+    ];
+    let got = exe.run(&args).unwrap();
+    let got = got[0].as_slice::<f32>().unwrap();
+    for ((&x, &y), &r) in xs.iter().zip(&ys).zip(got) {
+        let want = x % y;
+        assert!(
+            r.to_bits() == want.to_bits() || (r.is_nan() && want.is_nan()),
+            "{x:e} % {y:e} = {r:e}, want {want:e}"
+        );
+    }
+}
+
 #[test]
 fn transposes_broadcasts_and_slices_are_copied_on_the_device() {
     let Some(dev) = device() else { return };

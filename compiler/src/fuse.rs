@@ -36,7 +36,7 @@ pub enum Step {
 
 /// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32)
 /// and bool always; i32 arithmetic where `ints` is set, its division and remainders too where
-/// `int_division` is; float remainders where `rem` is set;
+/// `int_division` is; f32 and half remainders where `rem` is set, f64 ones where `rem_f64` is;
 /// row kernels over rows of up to `row_cols` elements; reductions over leading axes inside flat
 /// kernels where `columns` is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,6 +45,7 @@ pub struct KernelTypes {
     pub ints: bool,
     pub int_division: bool,
     pub rem: bool,
+    pub rem_f64: bool,
     pub columns: bool,
 }
 
@@ -55,18 +56,20 @@ impl KernelTypes {
         ints: true,
         int_division: false,
         rem: true,
+        rem_f64: true,
         columns: true,
     };
     /// The PTX renderer's set: a row kernel keeps its row in registers, 16 elements to each of
-    /// 256 threads; longer rows and reductions over leading axes are kernels of their own; a
-    /// float remainder (PTX has none) is a step of its own, so it does not take its
-    /// neighbours out of their kernel; i32 division does not trap (the renderer guards the
-    /// divisor for the interpreter's edge cases).
+    /// 256 threads; longer rows and reductions over leading axes are kernels of their own; an
+    /// f64 remainder (PTX has none, and `kernel::math` expands only f32 ones) is a step of its
+    /// own, so it does not take its neighbours out of their kernel; i32 division does not trap
+    /// (the renderer guards the divisor for the interpreter's edge cases).
     pub const GPU: KernelTypes = KernelTypes {
         row_cols: 4096,
         ints: true,
         int_division: true,
-        rem: false,
+        rem: true,
+        rem_f64: false,
         columns: false,
     };
 
@@ -114,7 +117,13 @@ fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
             Op::Binary(b) => match ins.ty.dtype {
                 DType::Bool => b.is_logical(),
                 DType::I32 => int_fusible(*b, types.int_division),
-                _ => float_result && !b.is_logical() && (types.rem || *b != BinaryOp::Rem),
+                _ => {
+                    let rem_ok = match ins.ty.dtype {
+                        DType::F64 => types.rem_f64,
+                        _ => types.rem,
+                    };
+                    float_result && !b.is_logical() && (rem_ok || *b != BinaryOp::Rem)
+                }
             },
             Op::Compare(_) => ins
                 .args

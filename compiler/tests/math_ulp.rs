@@ -506,6 +506,42 @@ fn f64_sin_and_cos_of_huge_arguments_reduce_exactly() {
     }
 }
 
+/// The f32 remainder the GPU computes (`math::expand_remainders`) is `fmod` exactly, bit for
+/// bit: pairs of every exponent (quotients up to 2^277), both signs, subnormals, zeros,
+/// infinities and NaN.
+#[test]
+fn f32_remainder_expansion_is_exact() {
+    let values = samples32(f32::MIN, f32::MAX, 1 << 11);
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for &x in &values {
+        for &y in &values {
+            xs.push(x);
+            ys.push(y);
+        }
+    }
+    // Near multiples: the quotient digit's estimate one off either way.
+    for n in 1..2000 {
+        let y = 0.1f32 + n as f32 * 1e-3;
+        for x in [
+            y * n as f32,
+            (y * n as f32).next_up(),
+            (y * n as f32).next_down(),
+        ] {
+            xs.push(x);
+            ys.push(y);
+        }
+    }
+    let kernel = kernel(KOp::Binary(BinaryOp::Rem), DType::F32, 2, xs.len());
+    let got = run_f32_kernel(&math::expand_remainders(&kernel), &[&xs, &ys]);
+    for ((&x, &y), &r) in xs.iter().zip(&ys).zip(&got) {
+        let want = x % y;
+        assert!(
+            r.to_bits() == want.to_bits() || (r.is_nan() && want.is_nan()),
+            "{x:e} % {y:e} = {r:e}, want {want:e}"
+        );
+    }
+}
+
 #[test]
 fn f32_pow_within_3_ulp_including_special_cases() {
     let bases = samples32(f32::MIN, f32::MAX, 1 << 12);

@@ -164,6 +164,15 @@ pub fn expand_guarded_except(kernel: &Kernel, native: &dyn Fn(&KOp, DType) -> bo
     expand_with(kernel, true, native)
 }
 
+/// `kernel` with every f32 remainder (`fmod`) computed exactly in f64 primitives
+/// ([`Emit::rem_f32`]), for a backend without a remainder of its own (PTX).
+pub fn expand_remainders(kernel: &Kernel) -> Kernel {
+    rewrite(kernel, |e, _, ins, args| match ins.op {
+        KOp::Binary(BinaryOp::Rem) if ins.dtype == DType::F32 => e.rem_f32(args[0], args[1]),
+        _ => e.op(ins.op.clone(), &args, ins.dtype),
+    })
+}
+
 fn expand_with(kernel: &Kernel, host: bool, native: &dyn Fn(&KOp, DType) -> bool) -> Kernel {
     let bounds = magnitude_bounds(kernel);
     let quotients = tanh_quotients(kernel);
@@ -1167,18 +1176,12 @@ impl Emit {
         // Above 1/2 the fraction is taken as `fraction - 1`, its tail complemented.
         let upper = self.cmp_c(CompareOp::Ge, head, 0.5, w);
         let full_digit = self.c(16_777_215.0, w);
-        let mut tail = None;
+        let mut tail = self.c(0.0, w);
         for j in (2..7).rev() {
             let complement = self.sub(full_digit, digits[j], w);
             let d = self.select(upper, complement, digits[j], w);
-            tail = Some(match tail {
-                Some(t) => self.fma(d, scales[j], t, w),
-                None => self.mul(d, scales[j], w),
-            });
+            tail = self.fma(d, scales[j], tail, w);
         }
-        let Some(tail) = tail else {
-            return (x, x);
-        };
         let one = self.c(1.0, w);
         let below_one = self.sub(head, one, w);
         let below_one = self.add(below_one, scales[1], w);
@@ -1252,6 +1255,44 @@ impl Emit {
             r = self.fma(k, p, r, t);
         }
         r
+    }
+
+    /// f32 `x % y` (C's `fmod`: truncated, the sign of `x`), exact: in f64, `|x|` is reduced by
+    /// `d = |y|·2^(26i)` for i = 10 down to 0 (2^286 covers the widest f32 quotient, 2^277).
+    /// Before step `i` the remainder is below `d·2^26` and a multiple of `d`'s ULP, so the
+    /// quotient digit `q` is below 2^26, `q·d` is exact (50 bits), and so is `r - q·d`. `q`
+    /// comes from one reciprocal of `|y|`: two roundings leave the estimate within 2^-26 of
+    /// `r/d`, which, unless whole, is at least 2^-24 from an integer (`d` has 24 bits), so `q`
+    /// is right or, for a whole quotient, one short, which one subtraction corrects. A zero or
+    /// NaN `y`, or an infinite or NaN `x`, gives NaN; an infinite `y`, `x` itself.
+    fn rem_f32(&mut self, x: usize, y: usize) -> usize {
+        let w = DType::F64;
+        let (xd, yd) = (self.convert(x, w), self.convert(y, w));
+        let ax = self.un(UnaryOp::Abs, xd, w);
+        let ay = self.un(UnaryOp::Abs, yd, w);
+        let one = self.c(1.0, w);
+        let inverse = self.div(one, ay, w);
+        let mut r = ax;
+        for i in (0..=10).rev() {
+            let scale = 2f64.powi(26 * i);
+            let step = self.c(scale, w);
+            let d = self.mul(ay, step, w);
+            let step_inverse = self.c(1.0 / scale, w);
+            let estimate = self.mul(r, inverse, w);
+            let estimate = self.mul(estimate, step_inverse, w);
+            let q = self.un(UnaryOp::Floor, estimate, w);
+            let minus_q = self.un(UnaryOp::Neg, q, w);
+            let reduced = self.fma(minus_q, d, r, w);
+            let over = self.cmp(CompareOp::Ge, reduced, d);
+            let lowered = self.sub(reduced, d, w);
+            r = self.select(over, lowered, reduced, w);
+        }
+        let infinite_y = self.cmp_c(CompareOp::Eq, ay, f64::INFINITY, w);
+        let finite_x = self.cmp_c(CompareOp::Lt, ax, f64::INFINITY, w);
+        let keep_x = self.and(infinite_y, finite_x);
+        let r = self.select(keep_x, ax, r, w);
+        let r = self.convert(r, DType::F32);
+        self.copy_sign(r, x, DType::F32)
     }
 
     fn pow(&mut self, x: usize, y: usize, t: DType) -> usize {

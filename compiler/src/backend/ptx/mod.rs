@@ -104,11 +104,12 @@ pub enum PtxError {
     Unsupported { kernel: String, what: String },
 }
 
-/// A kernel ready to render: transcendentals expanded (but for those `mode` approximates) and
-/// every instruction supported.
+/// A kernel ready to render: f32 remainders and transcendentals expanded (but for those `mode`
+/// approximates) and every instruction supported.
 pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
     let native = |op: &KOp, d: DType| mode.approximates(op, d);
-    let expanded = math::expand_guarded_except(&halves::widen(kernel), &native);
+    let widened = math::expand_remainders(&halves::widen(kernel));
+    let expanded = math::expand_guarded_except(&widened, &native);
     let unsupported = |what: String| PtxError::Unsupported {
         kernel: kernel.name.clone(),
         what,
