@@ -553,7 +553,7 @@ fn fast_math_renders_approximate_instructions_that_compute_the_functions() {
     let unary = trace(
         |x: Tensor| {
             let a = x.abs() + 0.5;
-            x.exp() + a.log() + x.sin() * x.cos() + a.rsqrt() + a.sqrt() / (&x + 3.0)
+            x.exp() + a.log() + x.sin() * x.cos() + a.rsqrt() + a.sqrt() / (&x + 3.0) + x.sigmoid()
         },
         &common::spec(&[1000]),
     )
@@ -576,6 +576,9 @@ fn fast_math_renders_approximate_instructions_that_compute_the_functions() {
         assert!(fast.contains(instruction), "no {instruction}");
     }
     assert!(!fast.contains("sqrt.rn") && !fast.contains("div.rn"));
+    // exp and logistic's exp, per lane (as the one sine).
+    let per_lane = |i: &str| fast.matches(i).count() / fast.matches("sin.approx.f32").count();
+    assert_eq!(per_lane("ex2.approx.f32"), 2);
     assert!(!plan(&unary, MathMode::Accurate).ptx.contains(".approx"));
     let mut programs = emulated_programs();
     // Sines of huge arguments are where the approximation is poor.
@@ -583,6 +586,10 @@ fn fast_math_renders_approximate_instructions_that_compute_the_functions() {
     programs.push(("unary", unary));
     for (name, func) in programs {
         let plan = plan(&func, MathMode::Fast);
+        if name == "gelu" {
+            // `x·0.5·(1 + tanh(u))` as `x / (1 + exp(-2u))`, its exp approximate too.
+            assert!(plan.ptx.contains("ex2.approx.f32") && plan.ptx.contains("div.full.f32"));
+        }
         let module = Module::parse(&plan.ptx);
         let values = all_values(&plan.func, &common::inputs(&plan.func, 0));
         for l in &plan.launches {

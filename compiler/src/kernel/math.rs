@@ -159,7 +159,8 @@ pub fn expand_guarded(kernel: &Kernel) -> Kernel {
 
 /// [`expand_guarded`] but for the instructions `native` picks (by op and type), which stay as
 /// they are for a backend to compute its own way (the GPU's approximate instructions, under
-/// fast math).
+/// fast math). Where exp is native, logistic and `1 + tanh(u)` (as `2 / (1 + exp(-2u))`)
+/// take it too: neither cancels.
 pub fn expand_guarded_except(kernel: &Kernel, native: &dyn Fn(&KOp, DType) -> bool) -> Kernel {
     expand_with(kernel, true, native)
 }
@@ -178,6 +179,7 @@ fn expand_with(kernel: &Kernel, host: bool, native: &dyn Fn(&KOp, DType) -> bool
     let quotients = tanh_quotients(kernel);
     rewrite(kernel, |e, k, ins, args| {
         let t = ins.dtype;
+        let native_exp = native(&KOp::Unary(UnaryOp::Exp), t);
         let expanded = expands(&ins.op, t) && !native(&ins.op, t);
         match (&ins.op, expanded, quotients[k]) {
             (_, _, Quotient::Folded { kept }) => args[kept],
@@ -186,7 +188,13 @@ fn expand_with(kernel: &Kernel, host: bool, native: &dyn Fn(&KOp, DType) -> bool
             (_, _, Quotient::Tanh { scale }) => {
                 let s = e.c(scale, t);
                 let x = e.mul(args[0], s, t);
-                e.one_plus_exp(x, t)
+                if native_exp {
+                    let ex = e.un(UnaryOp::Exp, x, t);
+                    let one = e.c(1.0, t);
+                    e.add(one, ex, t)
+                } else {
+                    e.one_plus_exp(x, t)
+                }
             }
             (_, _, Quotient::Sum { tanh, alone }) => {
                 if alone {
@@ -205,7 +213,7 @@ fn expand_with(kernel: &Kernel, host: bool, native: &dyn Fn(&KOp, DType) -> bool
                     UnaryOp::Log => e.log(x, t),
                     UnaryOp::Log1p => e.log1p(x, t),
                     UnaryOp::Tanh => e.tanh(x, t),
-                    UnaryOp::Logistic => e.logistic(x, t),
+                    UnaryOp::Logistic => e.logistic(x, t, native_exp),
                     UnaryOp::Sin | UnaryOp::Cos => {
                         let cos = *u == UnaryOp::Cos;
                         let f32 = t == DType::F32;
@@ -911,10 +919,15 @@ impl Emit {
         self.bitcast(bits, t)
     }
 
-    fn logistic(&mut self, x: usize, t: DType) -> usize {
+    /// `1 / (1 + exp(-x))`, its exp the backend's own where `native_exp`.
+    fn logistic(&mut self, x: usize, t: DType, native_exp: bool) -> usize {
         let a = self.un(UnaryOp::Abs, x, t);
         let na = self.un(UnaryOp::Neg, a, t);
-        let e = self.exp(na, t);
+        let e = if native_exp {
+            self.un(UnaryOp::Exp, na, t)
+        } else {
+            self.exp(na, t)
+        };
         let one = self.c(1.0, t);
         let den = self.add(one, e, t);
         let pos = self.div(one, den, t);

@@ -78,8 +78,9 @@ pub enum MathMode {
     /// `sqrt.approx` and quotients by `div.full`: one or two instructions each instead of ten
     /// to thirty, at the errors CUDA documents for the same instructions (exp 2 + ⌊1.2·|x|⌋
     /// ULP; log and sin/cos 2^-21.41 absolute on [0.5, 2] and [-π, π], log 3 ULP elsewhere,
-    /// sin/cos worse beyond; rsqrt and quotients 2 ULP, square roots 1). tanh, logistic, expm1,
-    /// log1p, pow and f64 keep their accurate expansions.
+    /// sin/cos worse beyond; rsqrt and quotients 2 ULP, square roots 1). Logistic and GELU's
+    /// `1 + tanh(u)` take the approximate exp; tanh otherwise, expm1, log1p, pow and f64 keep
+    /// their accurate expansions.
     Fast,
 }
 
