@@ -446,6 +446,44 @@ fn integer_division_runs_on_the_device() {
     assert_eq!(exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
 }
 
+/// Conversions through u8, i64 and bool in a kernel on the device, bit for bit as the
+/// interpreter's: saturation, NaN to 0, wrapping narrowings, `x != 0` (NaN true).
+#[test]
+fn conversions_through_u8_i64_and_bool_on_the_device() {
+    let Some(dev) = device() else { return };
+    let func = trace(
+        |x: Tensor| {
+            let u = x.astype(DType::U8);
+            let i = x.astype(DType::I64);
+            (
+                u.astype(DType::F32),
+                i.astype(DType::I32).astype(DType::U8),
+                x.astype(DType::Bool).astype(DType::F32),
+            )
+        },
+        &Tensor::spec(DType::F32, [12]),
+    )
+    .unwrap();
+    let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+    assert_eq!(exe.host_steps(), 0);
+    let x = vec![
+        -1.5f32,
+        -0.0,
+        0.7,
+        255.9,
+        300.0,
+        f32::NAN,
+        1e10,
+        -1e10,
+        3e9,
+        65_537.0,
+        1e30,
+        -1e-30,
+    ];
+    let args = [Array::from_vec([12], x).unwrap()];
+    assert_eq!(exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+}
+
 /// f32 remainders in a kernel on the device: `fmod` exactly, bit for bit, over pairs of every
 /// exponent, zeros, infinities and NaN included.
 #[test]

@@ -145,10 +145,13 @@ fn reduction_kernels_ptx_snapshot() {
     insta::assert_snapshot!("ptx_reductions", ptx);
 }
 
+/// Nothing of the test corpus, the gradients, the benchmark programs or attention scores takes
+/// the host path: every op has a GPU step.
 #[test]
-fn benchmark_programs_gradients_and_attention_run_entirely_on_the_gpu() {
+fn corpus_gradients_benchmarks_and_attention_run_entirely_on_the_gpu() {
     let mut programs = common::benchmark_programs();
     programs.extend(common::gradient_programs());
+    programs.extend(common::corpus());
     programs.push((
         "w4_matmul",
         trace(
@@ -773,6 +776,61 @@ fn integer_division_runs_in_kernels_with_the_interpreters_edge_cases() {
         }
     }
     assert_eq!(outputs, 3);
+}
+
+/// Conversions through u8, i64 and bool run in GPU kernels, bit for bit as the interpreter's:
+/// floats to integers truncated and saturated (NaN to 0), integers narrowed by wrapping,
+/// bools to 1 and 0, and `x != 0` to bool (NaN true).
+#[test]
+fn conversions_through_u8_i64_and_bool_run_in_kernels() {
+    let func = trace(
+        |x: Tensor| {
+            let u = x.astype(DType::U8);
+            let i = x.astype(DType::I64);
+            let flag = x.astype(DType::Bool);
+            (
+                u.astype(DType::F32),
+                u.astype(DType::I64),
+                i.astype(DType::F64),
+                i.astype(DType::I32).astype(DType::U8),
+                flag.astype(DType::F32),
+                x.greater(0.0).astype(DType::I32),
+            )
+        },
+        &common::spec(&[12]),
+    )
+    .unwrap();
+    let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+    assert_eq!(plan.host_ops(), Vec::<&str>::new());
+    let x = vec![
+        -1.5f32,
+        -0.0,
+        0.7,
+        255.9,
+        300.0,
+        f32::NAN,
+        1e10,
+        -1e10,
+        3e9,
+        65_537.0,
+        1e30,
+        -1e-30,
+    ];
+    let values = all_values(&plan.func, &[Array::from_vec([12], x).unwrap()]);
+    let module = Module::parse(&plan.ptx);
+    let mut outputs = 0;
+    for l in &plan.launches {
+        for (v, got) in emulate(&plan, &module, l, &values) {
+            assert_eq!(
+                bytes_of(&got),
+                bytes_of(&values[v.index()]),
+                "value %{}",
+                v.0
+            );
+            outputs += 1;
+        }
+    }
+    assert_eq!(outputs, 6);
 }
 
 /// Reductions over axes that are not consecutive (batch norm's over N, H and W of NCHW) run

@@ -36,7 +36,9 @@ pub enum Step {
 
 /// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32)
 /// and bool always; i32 arithmetic where `ints` is set, its division and remainders too where
-/// `int_division` is; f32 and half remainders where `rem` is set, f64 ones where `rem_f64` is;
+/// `int_division` is; where `conversions` is, conversions of u8 and i64 values (loaded,
+/// converted and stored, nothing else) to and from i32, f32 and f64, and of bools to and from
+/// i32, f32 and f64; f32 and half remainders where `rem` is set, f64 ones where `rem_f64` is;
 /// row kernels over rows of up to `row_cols` elements; reductions over leading axes inside flat
 /// kernels where `columns` is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +46,7 @@ pub struct KernelTypes {
     pub row_cols: usize,
     pub ints: bool,
     pub int_division: bool,
+    pub conversions: bool,
     pub rem: bool,
     pub rem_f64: bool,
     pub columns: bool,
@@ -55,6 +58,7 @@ impl KernelTypes {
         row_cols: usize::MAX,
         ints: true,
         int_division: false,
+        conversions: false,
         rem: true,
         rem_f64: true,
         columns: true,
@@ -68,6 +72,7 @@ impl KernelTypes {
         row_cols: 4096,
         ints: true,
         int_division: true,
+        conversions: true,
         rem: true,
         rem_f64: false,
         columns: false,
@@ -98,6 +103,22 @@ pub fn int_fusible(b: BinaryOp, division: bool) -> bool {
 /// Whether instruction `i` can be computed element by element inside a kernel of `len` elements.
 fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
     let ins = &func.body[i];
+    if let (Op::Convert { to }, true) = (&ins.op, types.conversions) {
+        // u8 and i64 values go no further than a conversion (a half would round twice).
+        let narrow = |d: DType| matches!(d, DType::U8 | DType::I64);
+        let wide = |d: DType| matches!(d, DType::I32 | DType::F32 | DType::F64);
+        let from = ins.args.first().and_then(|&a| func.value_type(a));
+        if let Some(from) = from.map(|t| t.dtype) {
+            let to = *to;
+            let ints = (narrow(from) || narrow(to))
+                && (narrow(from) || wide(from))
+                && (narrow(to) || wide(to));
+            let bools = (from == DType::Bool && wide(to)) || (wide(from) && to == DType::Bool);
+            if ints || bools {
+                return true;
+            }
+        }
+    }
     let types_ok = types.handles(ins.ty.dtype)
         && ins
             .args

@@ -315,6 +315,7 @@ fn to_f64(b: u64, ty: &str) -> f64 {
         "u64" => b as f64,
         "s16" => f64::from(b as u16 as i16),
         "u16" => f64::from(b as u16),
+        "u8" => f64::from(b as u8),
         other => panic!("value of {other}"),
     }
 }
@@ -391,6 +392,7 @@ fn convert(b: u64, to: &str, from: &str, mode: Option<&str>) -> u64 {
                 "u32" => (0, i128::from(u32::MAX)),
                 "s64" => (i128::from(i64::MIN), i128::from(i64::MAX)),
                 "u64" => (0, i128::from(u64::MAX)),
+                "u8" => (0, i128::from(u8::MAX)),
                 other => panic!("convert to {other}"),
             };
             (v.clamp(lo, hi) as i64 as u64) & mask(t)

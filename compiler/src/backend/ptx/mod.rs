@@ -120,14 +120,13 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
             return Err(unsupported(format!("rows of {} elements", r.cols)));
         }
     }
-    for b in &expanded.sig.buffers {
-        if reg_class(b.dtype).is_none() {
-            return Err(unsupported(format!("a buffer of {}", b.dtype)));
-        }
-    }
     for ins in &expanded.body {
-        if reg_class(ins.dtype).is_none() {
-            return Err(unsupported(format!("a value of {}", ins.dtype)));
+        // u8 values are only loaded, converted and stored.
+        let byte = std::iter::once(ins.dtype)
+            .chain(ins.args.iter().map(|&a| expanded.body[a].dtype))
+            .any(|d| d == DType::U8);
+        if byte && !matches!(ins.op, KOp::Load(_) | KOp::Store(_) | KOp::Convert(_)) {
+            return Err(unsupported(format!("{:?} on u8", ins.op)));
         }
         let int = matches!(ins.dtype, DType::I32 | DType::I64);
         let ok = match &ins.op {
@@ -145,6 +144,16 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
             KOp::Fma | KOp::Clamp => !int && ins.dtype != DType::Bool,
             KOp::ShiftLeft(_) | KOp::ShiftRight(_) => int,
             KOp::Beyond(_) => matches!(ins.dtype, DType::F32 | DType::F64),
+            // Bools convert to and from i32, f32 and f64 (`selp`, `setp`).
+            KOp::Convert(to) => {
+                let from = expanded.body[ins.args[0]].dtype;
+                let plain = |d: DType| matches!(d, DType::I32 | DType::F32 | DType::F64);
+                match (from, *to) {
+                    (DType::Bool, DType::Bool) => false,
+                    (DType::Bool, other) | (other, DType::Bool) => plain(other),
+                    _ => true,
+                }
+            }
             KOp::Reduce(_) => kernel.rows.is_some(),
             KOp::Accumulate(_) => false,
             _ => true,
@@ -270,16 +279,16 @@ const CLASSES: [(Class, &str, &str); 6] = [
     (Class::Fd, "f64", "%fd"),
 ];
 
-fn reg_class(d: DType) -> Option<Class> {
-    Some(match d {
+fn reg_class(d: DType) -> Class {
+    match d {
         DType::F32 => Class::F,
         DType::F64 => Class::Fd,
         DType::I32 => Class::R,
         DType::I64 => Class::Rd,
         DType::Bool => Class::P,
-        DType::F16 | DType::BF16 => Class::Rs,
-        _ => return None,
-    })
+        // u8 values are only loaded, converted and stored (`KernelTypes::conversions`).
+        DType::F16 | DType::BF16 | DType::U8 => Class::Rs,
+    }
 }
 
 /// The PTX type suffix of arithmetic on `d`, and of its raw bits.
@@ -290,6 +299,7 @@ fn suffix(d: DType) -> (&'static str, &'static str) {
         DType::I32 => ("s32", "b32"),
         DType::I64 => ("s64", "b64"),
         DType::F16 | DType::BF16 => ("b16", "b16"),
+        DType::U8 => ("u8", "b16"),
         _ => ("pred", "pred"),
     }
 }
@@ -363,7 +373,7 @@ impl Emitter {
             return r.clone();
         }
         let (t, _) = suffix(d);
-        let r = self.reg(reg_class(d).unwrap_or(Class::F));
+        let r = self.reg(reg_class(d));
         if let Scalar::Bool(v) = s {
             let k = self.reg(Class::R);
             self.pre_line(format!("mov.u32 {k}, {}", u32::from(v)));
@@ -386,7 +396,7 @@ impl Emitter {
     /// in those cases, so the hardware never sees them (PTX leaves them unspecified).
     fn int_division(&mut self, a: &str, b: &str, d: DType, quotient: bool) -> String {
         let (t, _) = suffix(d);
-        let class = reg_class(d).unwrap_or(Class::R);
+        let class = reg_class(d);
         let min = if d == DType::I32 {
             i32::MIN.to_string()
         } else {
@@ -422,7 +432,7 @@ impl Emitter {
     fn min_max(&mut self, a: &str, b: &str, d: DType, max: bool) -> String {
         let (t, bits) = suffix(d);
         let p = self.reg(Class::P);
-        let pick = self.reg(reg_class(d).unwrap_or(Class::F));
+        let pick = self.reg(reg_class(d));
         let cmp = if max { "gt" } else { "lt" };
         self.line(format!("setp.{cmp}.{t} {p}, {a}, {b}"));
         self.line(format!("selp.{t} {pick}, {a}, {b}, {p}"));
@@ -435,17 +445,17 @@ impl Emitter {
         self.line(format!("mov.{bits} {ib}, {b}"));
         let join = if max { "and" } else { "or" };
         self.line(format!("{join}.{bits} {ic}, {ia}, {ib}"));
-        let tie = self.reg(reg_class(d).unwrap_or(Class::F));
+        let tie = self.reg(reg_class(d));
         self.line(format!("mov.{bits} {tie}, {ic}"));
         let eq = self.reg(Class::P);
         self.line(format!("setp.eq.{t} {eq}, {a}, {b}"));
-        let pick2 = self.reg(reg_class(d).unwrap_or(Class::F));
+        let pick2 = self.reg(reg_class(d));
         self.line(format!("selp.{t} {pick2}, {tie}, {pick}, {eq}"));
         let nan = self.reg(Class::P);
         self.line(format!("setp.nan.{t} {nan}, {a}, {b}"));
-        let sum = self.reg(reg_class(d).unwrap_or(Class::F));
+        let sum = self.reg(reg_class(d));
         self.line(format!("add.rn.{t} {sum}, {a}, {b}"));
-        let out = self.reg(reg_class(d).unwrap_or(Class::F));
+        let out = self.reg(reg_class(d));
         self.line(format!("selp.{t} {out}, {sum}, {pick2}, {nan}"));
         out
     }
@@ -459,10 +469,10 @@ fn float_literal(s: Scalar) -> Option<String> {
     }
 }
 
-/// Elements per thread and iteration: 16 bytes of f32 (or f64) when every access pattern keeps
-/// groups of that many consecutive elements together, else 1.
+/// Elements per thread and iteration: 16 bytes of f32 (or of an 8-byte type) when every access
+/// pattern keeps groups of that many consecutive elements together, else 1.
 fn vector_width(kernel: &Kernel) -> usize {
-    let v = if kernel.sig.buffers.iter().any(|b| b.dtype == DType::F64) {
+    let v = if kernel.sig.buffers.iter().any(|b| b.dtype.size_bytes() == 8) {
         2
     } else {
         4
@@ -643,7 +653,7 @@ fn render_loop(
     for ins in &kernel.body {
         let d = ins.dtype;
         let (t, _) = suffix(d);
-        let class = reg_class(d).unwrap_or(Class::F);
+        let class = reg_class(d);
         let out = match &ins.op {
             KOp::Load(buffer) => {
                 let b = &kernel.sig.buffers[*buffer];
@@ -750,7 +760,7 @@ fn emit_op(
     };
     let d = ins.dtype;
     let (t, bits) = suffix(d);
-    let class = reg_class(d).unwrap_or(Class::F);
+    let class = reg_class(d);
     let arg = |k: usize| args[k].clone();
     let fast = e.mode == MathMode::Fast && d == DType::F32;
     let out = match &ins.op {
@@ -905,6 +915,32 @@ fn emit_op(
                 (DType::F32, DType::BF16) => e.line(format!("cvt.rn.bf16.f32 {r}, {x}")),
                 _ => return Err(unsupported(format!("convert {from} to {to}"))),
             }
+            r
+        }
+        // Bools as the interpreter converts them: 1 or 0, and `x != 0` (NaN is true).
+        KOp::Convert(to) if kernel.body[ins.args[0]].dtype == DType::Bool => {
+            let r = e.reg(class);
+            let (one, zero) = match to {
+                DType::F32 | DType::F64 => (
+                    float_literal(one_of(d)).unwrap_or_default(),
+                    float_literal(zero_of(d)).unwrap_or_default(),
+                ),
+                _ => ("1".to_string(), "0".to_string()),
+            };
+            e.line(format!("selp.{t} {r}, {one}, {zero}, {}", arg(0)));
+            r
+        }
+        KOp::Convert(DType::Bool) => {
+            let from = kernel.body[ins.args[0]].dtype;
+            let (ft, _) = suffix(from);
+            let r = e.reg(Class::P);
+            let (ne, zero) = match from {
+                DType::F32 | DType::F64 => {
+                    ("neu", float_literal(zero_of(from)).unwrap_or_default())
+                }
+                _ => ("ne", "0".to_string()),
+            };
+            e.line(format!("setp.{ne}.{ft} {r}, {}, {zero}", arg(0)));
             r
         }
         KOp::Convert(to) => {

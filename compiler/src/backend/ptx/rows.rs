@@ -25,10 +25,10 @@ use std::fmt::Write;
 /// Columns a thread of a row kernel holds at most.
 const SLOTS: usize = 16;
 
-/// Columns a row kernel's thread loads and stores as one vector: 16 bytes of f32 (or f64) where
-/// rows are whole vectors, else one.
+/// Columns a row kernel's thread loads and stores as one vector: 16 bytes of f32 (or of an
+/// 8-byte type) where rows are whole vectors, else one.
 pub fn row_vector(kernel: &Kernel, cols: usize) -> usize {
-    let v = if kernel.sig.buffers.iter().any(|b| b.dtype == DType::F64) {
+    let v = if kernel.sig.buffers.iter().any(|b| b.dtype.size_bytes() == 8) {
         2
     } else {
         4
@@ -76,7 +76,7 @@ fn combine(e: &mut Emitter, op: ReduceOp, d: DType, a: &str, b: &str) -> String 
     match op {
         ReduceOp::Max | ReduceOp::Min => e.min_max(a, b, d, op == ReduceOp::Max),
         ReduceOp::Sum | ReduceOp::Prod => {
-            let r = e.reg(reg_class(d).unwrap_or(Class::F));
+            let r = e.reg(reg_class(d));
             let name = if op == ReduceOp::Sum { "add" } else { "mul" };
             e.line(format!("{name}.rn.{t} {r}, {a}, {b}"));
             r
@@ -232,7 +232,7 @@ pub(super) fn render_row_entry(
             }
             let d = ins.dtype;
             let (t, _) = suffix(d);
-            let class = reg_class(d).unwrap_or(Class::F);
+            let class = reg_class(d);
             let r = match &ins.op {
                 KOp::Const(s) => e.constant(*s, d),
                 KOp::Load(b) => {
@@ -326,7 +326,7 @@ pub(super) fn render_row_entry(
                     continue;
                 };
                 let d = kernel.body[k].dtype;
-                let acc = e.reg(reg_class(d).unwrap_or(Class::F));
+                let acc = e.reg(reg_class(d));
                 let init = float_literal(identity(op, d)).unwrap_or_default();
                 e.line(format!("mov.{} {acc}, {init}", suffix(d).0));
                 accumulators.insert(k, acc);
@@ -338,7 +338,7 @@ pub(super) fn render_row_entry(
                 continue;
             }
             let d = ins.dtype;
-            let class = reg_class(d).unwrap_or(Class::F);
+            let class = reg_class(d);
             values[k] = match &ins.op {
                 KOp::Const(s) => vec![e.constant(*s, d); slots],
                 KOp::Load(b) if kernel.sig.buffers[*b].role == Role::Scratch => scratch
@@ -449,7 +449,7 @@ fn load(
     p: Option<&str>,
     pre: bool,
 ) {
-    let (t, _) = suffix(d);
+    let (t, bits) = suffix(d);
     let guard = p.map(|p| format!("@{p} ")).unwrap_or_default();
     let mut lines = Vec::new();
     if d == DType::Bool {
@@ -468,7 +468,7 @@ fn load(
                 }
                 _ => "0".into(),
             };
-            lines.extend(regs.iter().map(|r| format!("mov.{t} {r}, {zero}")));
+            lines.extend(regs.iter().map(|r| format!("mov.{bits} {r}, {zero}")));
         }
         match regs {
             [r] => lines.push(format!("{guard}{space}.{t} {r}, [{a}]")),
@@ -511,7 +511,7 @@ fn store(e: &mut Emitter, d: DType, a: &str, values: &[String], p: Option<&Strin
 
 /// Lane `lane ^ offset`'s value of `v`.
 fn shuffle(e: &mut Emitter, d: DType, v: &str, offset: u32) -> String {
-    let r = e.reg(reg_class(d).unwrap_or(Class::F));
+    let r = e.reg(reg_class(d));
     if d == DType::F64 {
         let (lo, hi, slo, shi) = (
             e.reg(Class::R),
