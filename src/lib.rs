@@ -5,7 +5,7 @@ pub use ferrax_derive::Tree;
 pub use ferrax_ir as ir;
 pub use ferrax_ir::{DType, Func, Shape, TensorType};
 pub use ferrax_runtime as runtime;
-pub use ferrax_runtime::Array;
+pub use ferrax_runtime::{Array, MatmulPrecision};
 pub use ferrax_stablehlo as stablehlo;
 pub use ferrax_trace::Tree;
 pub use ferrax_trace::{

@@ -13,8 +13,15 @@ mod common;
 mod train_mlp;
 
 use common::{assert_close, inputs};
-use ferrax::compiler::backend::gpu::GpuExecutable;
+use ferrax::compiler::backend::gpu::{GpuExecutable, GpuOptions};
 use ferrax::compiler::backend::ptx::MathMode;
+use ferrax::MatmulPrecision;
+
+/// Fast math, true f32 products.
+const FAST: GpuOptions = GpuOptions {
+    math: MathMode::Fast,
+    matmul: MatmulPrecision::Highest,
+};
 use ferrax::compiler::simplify::simplify;
 use ferrax::ir::DotDims;
 use ferrax::runtime::{interpret, CudaDevice, CudaError};
@@ -63,7 +70,7 @@ fn corpus_gradients_and_benchmarks_match_the_interpreter() {
     let mut kernels = 0;
     for (name, func) in programs {
         let (simple, _) = simplify(&func).unwrap();
-        let exe = GpuExecutable::compile(&simple, &dev, MathMode::Accurate)
+        let exe = GpuExecutable::compile(&simple, &dev, GpuOptions::HIGHEST)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         kernels += exe.kernels().len();
         for seed in 0..2 {
@@ -113,7 +120,7 @@ fn transcendentals_within_3_ulp_on_the_device() {
     ];
     for (name, f, reference) in cases {
         let func = trace(f, &Tensor::spec(DType::F32, [n])).unwrap();
-        let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+        let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
         assert_eq!(exe.host_steps(), 0, "{name} should run as a GPU kernel");
         let got = exe.run(std::slice::from_ref(&x)).unwrap();
         let got = got[0].as_slice::<f32>().unwrap();
@@ -146,7 +153,7 @@ fn f64_sin_and_cos_of_huge_arguments_on_the_device() {
     ];
     for (name, f, reference) in cases {
         let func = trace(f, &Tensor::spec(DType::F64, [n])).unwrap();
-        let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+        let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
         let got = exe.run(std::slice::from_ref(&x)).unwrap();
         let got = got[0].as_slice::<f64>().unwrap();
         for (&x, &y) in xs.iter().zip(got) {
@@ -244,7 +251,7 @@ fn fast_math_within_cudas_errors_on_the_device() {
     ];
     for (name, f, reference, xs, bound) in cases {
         let func = trace(f, &Tensor::spec(DType::F32, [n])).unwrap();
-        let exe = GpuExecutable::compile(&func, &dev, MathMode::Fast).unwrap();
+        let exe = GpuExecutable::compile(&func, &dev, FAST).unwrap();
         assert!(exe.ptx().contains(".approx.f32") || exe.ptx().contains("div.full.f32"));
         let x = Array::from_vec([n], xs.clone()).unwrap();
         let got = exe.run(std::slice::from_ref(&x)).unwrap();
@@ -325,7 +332,7 @@ fn matrix_products_in_every_layout_run_on_cublas() {
     ];
     for (name, func) in cases {
         let (simple, _) = simplify(&func).unwrap();
-        let exe = GpuExecutable::compile(&simple, &dev, MathMode::Accurate).unwrap();
+        let exe = GpuExecutable::compile(&simple, &dev, GpuOptions::HIGHEST).unwrap();
         assert_eq!(
             exe.host_steps(),
             0,
@@ -336,6 +343,53 @@ fn matrix_products_in_every_layout_run_on_cublas() {
         let got = exe.run(&args).unwrap();
         let want = interpret(&func, &args).unwrap();
         assert_close(&got[0], &want[0], 1e-5, name);
+    }
+}
+
+/// By default (JAX's on these GPUs) f32 products take TF32 tensor cores: each element within
+/// 2^-9 of the sum of its products' magnitudes (operands cut to 10-bit mantissas, each off by
+/// less than 2^-10 rounded either way) plus the f32 sum's bound, of the exact product; with
+/// `MatmulPrecision::Highest`, within the f32 bound alone.
+#[test]
+fn f32_products_take_tf32_by_default_and_f32_on_request() {
+    let Some(dev) = device() else { return };
+    let (m, k, n) = (64, 300, 48);
+    let func = trace(
+        |(a, b): (Tensor, Tensor)| a.matmul(&b),
+        &(
+            Tensor::spec(DType::F32, [m, k]),
+            Tensor::spec(DType::F32, [k, n]),
+        ),
+    )
+    .unwrap();
+    let args = inputs(&func, 3);
+    let (a, b) = (
+        args[0].as_slice::<f32>().unwrap(),
+        args[1].as_slice::<f32>().unwrap(),
+    );
+    for (options, relative) in [
+        (
+            GpuOptions::default(),
+            2f64.powi(-9) + k as f64 * 2f64.powi(-24),
+        ),
+        (GpuOptions::HIGHEST, k as f64 * 2f64.powi(-24)),
+    ] {
+        let exe = GpuExecutable::compile(&func, &dev, options).unwrap();
+        let got = exe.run(&args).unwrap();
+        let got = got[0].as_slice::<f32>().unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                let terms = (0..k).map(|l| f64::from(a[i * k + l]) * f64::from(b[l * n + j]));
+                let exact: f64 = terms.clone().sum();
+                let magnitude: f64 = terms.map(f64::abs).sum();
+                let error = (f64::from(got[i * n + j]) - exact).abs();
+                assert!(
+                    error <= relative * magnitude,
+                    "{options:?} [{i}, {j}]: {} vs {exact}",
+                    got[i * n + j]
+                );
+            }
+        }
     }
 }
 
@@ -359,7 +413,7 @@ fn reductions_over_rows_and_columns_run_on_the_device() {
     ];
     for (name, f) in exact {
         let func = trace(f, &spec).unwrap();
-        let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+        let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
         assert_eq!(exe.host_steps(), 0, "{name} should run on the device");
         let got = exe.run(std::slice::from_ref(&x)).unwrap();
         let want = interpret(&func, std::slice::from_ref(&x)).unwrap();
@@ -380,7 +434,7 @@ fn reductions_over_rows_and_columns_run_on_the_device() {
     ];
     for (name, f, by_row) in sums {
         let func = trace(f, &spec).unwrap();
-        let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+        let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
         assert_eq!(exe.host_steps(), 0, "{name} should run on the device");
         let got = exe.run(std::slice::from_ref(&x)).unwrap();
         let got = got[0].as_slice::<f32>().unwrap();
@@ -413,7 +467,7 @@ fn reductions_over_rows_and_columns_run_on_the_device() {
     ];
     for (name, f) in separated {
         let func = trace(f, &spec3).unwrap();
-        let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+        let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
         assert_eq!(exe.host_steps(), 0, "{name} should run on the device");
         let got = exe.run(std::slice::from_ref(&x3)).unwrap();
         let want = interpret(&func, std::slice::from_ref(&x3)).unwrap();
@@ -432,7 +486,7 @@ fn integer_division_runs_on_the_device() {
         &(spec.clone(), spec),
     )
     .unwrap();
-    let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+    let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
     assert_eq!(exe.host_steps(), 0);
     let min = i32::MIN;
     let args = [
@@ -464,7 +518,7 @@ fn conversions_through_u8_i64_and_bool_on_the_device() {
         &Tensor::spec(DType::F32, [12]),
     )
     .unwrap();
-    let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+    let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
     assert_eq!(exe.host_steps(), 0);
     let x = vec![
         -1.5f32,
@@ -500,7 +554,7 @@ fn float_remainders_are_exact_on_the_device() {
     let n = xs.len();
     let spec = Tensor::spec(DType::F32, [n]);
     let func = trace(|(a, b): (Tensor, Tensor)| &a % &b, &(spec.clone(), spec)).unwrap();
-    let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+    let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
     assert_eq!(exe.host_steps(), 0);
     let args = [
         Array::from_vec([n], xs.clone()).unwrap(),
@@ -534,7 +588,7 @@ fn transposes_broadcasts_and_slices_are_copied_on_the_device() {
         ),
     )
     .unwrap();
-    let exe = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+    let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
     assert_eq!(exe.host_steps(), 0);
     let args = inputs(&func, 4);
     assert_eq!(
@@ -552,8 +606,8 @@ fn runtime_caches_modules_and_memory_and_reports_bad_devices() {
         &Tensor::spec(DType::F32, [1000]),
     )
     .unwrap();
-    let a = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
-    let b = GpuExecutable::compile(&func, &dev, MathMode::Accurate).unwrap();
+    let a = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
+    let b = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
     assert_eq!(a.ptx(), b.ptx());
     let m1 = dev.load_module(a.ptx()).unwrap();
     let m2 = dev.load_module(b.ptx()).unwrap();
@@ -581,7 +635,9 @@ fn a_missing_gpu_is_an_error_not_a_panic() {
 fn jit_follows_its_inputs_to_the_gpu() {
     let Some(dev) = device() else { return };
     let gpu = Device::Cuda(dev);
-    let f = jit(|(x, w): (Tensor, Tensor)| nn::softmax(&x.matmul(&w), -1));
+    // True f32 products, so the GPU agrees with the CPU to rounding.
+    let f = jit(|(x, w): (Tensor, Tensor)| nn::softmax(&x.matmul(&w), -1))
+        .matmul_precision(MatmulPrecision::Highest);
     let x = Tensor::from_vec([4, 3], (0..12).map(|i| i as f32 / 7.0).collect::<Vec<_>>());
     let w = Tensor::from_vec(
         [3, 5],

@@ -13,7 +13,7 @@
 //! ([`MathMode::Fast`]) and reports them as `ferrax-gpu-fast-math`, apart from the accurate
 //! rows that are compared with JAX.
 
-use ferrax::compiler::backend::gpu::GpuExecutable;
+use ferrax::compiler::backend::gpu::{GpuExecutable, GpuOptions};
 use ferrax::compiler::backend::ptx::MathMode;
 use ferrax::runtime::{CudaDevice, DeviceArray};
 use ferrax::{grad, jit, nn, DType, Error, Func, Result, Tensor, Tree};
@@ -191,14 +191,14 @@ fn backend(e: impl std::fmt::Display) -> Error {
 /// their rows are reported under.
 struct Gpu {
     dev: Arc<CudaDevice>,
-    mode: MathMode,
+    options: GpuOptions,
     imp: &'static str,
 }
 
 /// Traces, simplifies and compiles `f` for the GPU from nothing.
 fn gpu_compile<I: Tree, O: Tree>(gpu: &Gpu, f: impl Fn(I) -> O, args: &I) -> Result<GpuExecutable> {
     let func: Func = jit(f).lower(args)?.simplified().clone();
-    GpuExecutable::compile(&func, &gpu.dev, gpu.mode).map_err(backend)
+    GpuExecutable::compile(&func, &gpu.dev, gpu.options).map_err(backend)
 }
 
 /// Times `f` on the GPU on inputs already there, waiting for the device after each call.
@@ -235,16 +235,20 @@ fn gpu_case<I: Tree, O: Tree>(
 fn main_gpu(args: &Args) -> Result<()> {
     let dev = CudaDevice::new(0).map_err(backend)?;
     eprintln!("device: {dev:?}");
+    // JAX's defaults (TF32 products, accurate transcendentals), or fast math on top.
     let gpu = &if args.fast_math {
         Gpu {
             dev,
-            mode: MathMode::Fast,
+            options: GpuOptions {
+                math: MathMode::Fast,
+                ..GpuOptions::default()
+            },
             imp: "ferrax-gpu-fast-math",
         }
     } else {
         Gpu {
             dev,
-            mode: MathMode::Accurate,
+            options: GpuOptions::default(),
             imp: "ferrax-gpu",
         }
     };

@@ -14,6 +14,17 @@ use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex, OnceLock};
 
+/// How cuBLAS multiplies f32 matrices (`jax.default_matmul_precision`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MatmulPrecision {
+    /// TF32 tensor cores (Ampere on): operands rounded to 10-bit mantissas, products summed in
+    /// f32, relative error about 2^-10 of the sum of magnitudes. JAX's default on such GPUs.
+    #[default]
+    Tf32,
+    /// True f32 arithmetic (JAX's `"highest"`).
+    Highest,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum CudaError {
     #[error("no CUDA driver: libcuda could not be loaded (is an NVIDIA driver installed?)")]
@@ -253,7 +264,8 @@ impl CudaDevice {
     }
 
     /// Batched matrix product on column-major operands (cuBLAS conventions):
-    /// `C[i] = op(A[i]) · op(B[i])` for `i < batch`, `C` being `m × n`.
+    /// `C[i] = op(A[i]) · op(B[i])` for `i < batch`, `C` being `m × n`; f32 ones at
+    /// `precision`.
     ///
     /// # Safety
     /// The addresses must be live buffers of `dtype` large enough for the given shapes,
@@ -268,9 +280,18 @@ impl CudaDevice {
         (b, ldb, stride_b): (u64, usize, usize),
         (c, ldc, stride_c): (u64, usize, usize),
         batch: usize,
+        precision: MatmulPrecision,
     ) -> Result<(), CudaError> {
         self.bind()?;
         let handle = self.blas_handle()?;
+        let math = match precision {
+            MatmulPrecision::Tf32 => blas_sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH,
+            MatmulPrecision::Highest => blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH,
+        };
+        // SAFETY: the handle is this device's, created by `blas_handle`.
+        unsafe { blas_sys::cublasSetMathMode(handle, math) }
+            .result()
+            .map_err(CudaError::Blas)?;
         let op = |t: bool| {
             if t {
                 blas_sys::cublasOperation_t::CUBLAS_OP_T

@@ -7,7 +7,7 @@ mod interp;
 pub mod recycle;
 
 pub use array::Array;
-pub use cuda::{CudaDevice, CudaError, DeviceArray};
+pub use cuda::{CudaDevice, CudaError, DeviceArray, MatmulPrecision};
 pub use interp::{check_args, eval_op, interpret, wide_unary};
 
 use ferrax_ir::{DType, Shape, TensorType, VerifyError};

@@ -17,7 +17,7 @@ use crate::fuse::{partition, schedule, KernelTypes, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::{Kernel, Role};
 use ferrax_ir::{verify, Func, FuncBuilder, Op, ValueId};
-use ferrax_runtime::cuda::{CudaDevice, CudaError, DeviceArray, Function};
+use ferrax_runtime::cuda::{CudaDevice, CudaError, DeviceArray, Function, MatmulPrecision};
 use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
 use std::sync::Arc;
 
@@ -66,6 +66,23 @@ enum GpuStep {
     Host(std::ops::Range<usize>),
 }
 
+/// How a program's GPU code computes: transcendentals, square roots and quotients in kernels
+/// ([`MathMode`]), and f32 matrix products on cuBLAS ([`MatmulPrecision`]). The default is
+/// JAX's on a GPU: accurate kernels, TF32 products.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct GpuOptions {
+    pub math: MathMode,
+    pub matmul: MatmulPrecision,
+}
+
+impl GpuOptions {
+    /// Accurate kernels and true f32 products: results within rounding of the CPU's.
+    pub const HIGHEST: GpuOptions = GpuOptions {
+        math: MathMode::Accurate,
+        matmul: MatmulPrecision::Highest,
+    };
+}
+
 /// A program compiled for one GPU.
 pub struct GpuExecutable {
     func: Func,
@@ -83,6 +100,7 @@ pub struct GpuExecutable {
     copies: Vec<CopyKernel>,
     copy_functions: Vec<Function>,
     ptx: String,
+    matmul: MatmulPrecision,
 }
 
 /// What a program becomes on the GPU, before any device is involved: its steps, kernels and
@@ -445,11 +463,11 @@ impl GpuExecutable {
     pub fn compile(
         func: &Func,
         device: &Arc<CudaDevice>,
-        mode: MathMode,
+        options: GpuOptions,
     ) -> Result<GpuExecutable, GpuError> {
         let (major, minor) = device.compute_capability();
         let target = PtxTarget::for_compute_capability(major, minor);
-        let plan = GpuPlan::new(func, target, mode)?;
+        let plan = GpuPlan::new(func, target, options.math)?;
         let empty =
             plan.launches.is_empty() && plan.reductions.is_empty() && plan.copies.is_empty();
         let (functions, reduce_functions, copy_functions) = if empty {
@@ -495,6 +513,7 @@ impl GpuExecutable {
             copies: plan.copies,
             copy_functions,
             ptx: plan.ptx,
+            matmul: options.matmul,
         })
     }
 
@@ -654,6 +673,7 @@ impl GpuExecutable {
                             (lhs.address(), lda, g.m * g.k),
                             (out.address(), g.n, g.m * g.n),
                             g.batch,
+                            self.matmul,
                         )?
                     };
                     values[func.instr_value(*index).index()] = Some(out);

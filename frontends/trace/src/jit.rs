@@ -7,12 +7,13 @@ use crate::device::Device;
 use crate::tensor::Inner;
 use crate::trace::{trace_named, Traced};
 use crate::{Error, Result, Tensor, Tree, TreeDef};
-use ferrax_compiler::backend::gpu::{GpuExecutable, GpuPlan};
+use ferrax_compiler::backend::gpu::{GpuExecutable, GpuOptions, GpuPlan};
 use ferrax_compiler::backend::ptx::{MathMode, PtxTarget};
 use ferrax_compiler::backend::CpuExecutable;
 use ferrax_compiler::simplify::simplify;
 use ferrax_ir::{Func, TensorType};
 use ferrax_runtime::interpret;
+use ferrax_runtime::MatmulPrecision;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -36,8 +37,8 @@ struct Program {
     simplify_report: String,
     executable: Option<CpuExecutable>,
     gpu: Option<GpuExecutable>,
-    /// How its GPU code computes transcendentals.
-    math: MathMode,
+    /// How its GPU code computes.
+    options: GpuOptions,
 }
 
 /// Runs `program` on `leaves` (whose device the program was compiled for). Leaves given by
@@ -122,9 +123,13 @@ impl<I: Tree, O: Tree> Lowered<I, O> {
         if let Some(gpu) = &self.program.gpu {
             return Ok(gpu.ptx().to_string());
         }
-        GpuPlan::new(self.simplified(), PtxTarget::Sm80, self.program.math)
-            .map(|plan| plan.ptx)
-            .map_err(|e| Error::Backend(e.to_string()))
+        GpuPlan::new(
+            self.simplified(),
+            PtxTarget::Sm80,
+            self.program.options.math,
+        )
+        .map(|plan| plan.ptx)
+        .map_err(|e| Error::Backend(e.to_string()))
     }
 
     /// The executable, callable on inputs of this signature without tracing again.
@@ -208,7 +213,7 @@ pub struct Jit<F, I, O> {
     cache: RefCell<HashMap<Signature, Rc<Program>>>,
     traces: Cell<usize>,
     last_miss: RefCell<Option<String>>,
-    math: MathMode,
+    options: GpuOptions,
     _types: PhantomData<fn(I) -> O>,
 }
 
@@ -256,7 +261,7 @@ pub fn jit<I: Tree, O: Tree, F: Fn(I) -> O>(f: F) -> Jit<F, I, O> {
         cache: RefCell::new(HashMap::new()),
         traces: Cell::new(0),
         last_miss: RefCell::new(None),
-        math: MathMode::Accurate,
+        options: GpuOptions::default(),
         _types: PhantomData,
     }
 }
@@ -273,7 +278,15 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
     /// (more for large arguments of exp, sin and cos) where the default is within 3. CPU code is
     /// the same either way; inlined into another traced function, that function's choice holds.
     pub fn fast_math(mut self) -> Self {
-        self.math = MathMode::Fast;
+        self.options.math = MathMode::Fast;
+        self
+    }
+
+    /// How f32 matrix products on the GPU multiply (`jax.default_matmul_precision`): TF32
+    /// tensor cores by default, as JAX on such GPUs, or [`MatmulPrecision::Highest`] for true
+    /// f32 (results then within rounding of the CPU's). CPU products are true f32 either way.
+    pub fn matmul_precision(mut self, precision: MatmulPrecision) -> Self {
+        self.options.matmul = precision;
         self
     }
 
@@ -357,7 +370,7 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         }
         let gpu = match device {
             Device::Cuda(d) if traced.captures.is_empty() => {
-                let exe = GpuExecutable::compile(&traced.func, d, self.math)
+                let exe = GpuExecutable::compile(&traced.func, d, self.options)
                     .map_err(|e| Error::Backend(e.to_string()))?;
                 crate::dump::write_text("ptx", &traced.func.name, exe.ptx());
                 Some(exe)
@@ -387,7 +400,7 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
             simplify_report,
             executable,
             gpu,
-            math: self.math,
+            options: self.options,
         });
         self.traces.set(self.traces.get() + 1);
         if program.traced.captures.is_empty() {

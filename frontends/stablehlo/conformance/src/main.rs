@@ -3,8 +3,7 @@
 //! arguments, applies the file's own checks, and prints one line per file and a summary.
 //! Exits with status 1 when fewer than `--min-passed` files pass.
 
-use ferrax_compiler::backend::gpu::GpuExecutable;
-use ferrax_compiler::backend::ptx::MathMode;
+use ferrax_compiler::backend::gpu::{GpuExecutable, GpuOptions};
 use ferrax_compiler::backend::CpuExecutable;
 use ferrax_ir::ulp_distance as ulps;
 use ferrax_runtime::CudaDevice;
@@ -107,7 +106,7 @@ fn run_case(case: &TestCase, backend: &Backend) -> Outcome {
             Err(e) => return Outcome::Fail(format!("{}: compiling: {e}", case.name)),
         },
         Backend::Gpu(device) => {
-            match GpuExecutable::compile(&case.program.func, device, MathMode::Accurate) {
+            match GpuExecutable::compile(&case.program.func, device, GpuOptions::HIGHEST) {
                 Ok(exe) => exe.run(&args).map_err(|e| e.to_string()),
                 Err(e) => return Outcome::Fail(format!("{}: compiling: {e}", case.name)),
             }
