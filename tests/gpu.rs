@@ -346,6 +346,29 @@ fn matrix_products_in_every_layout_run_on_cublas() {
     }
 }
 
+/// f16 and bf16 products run on cuBLAS (f32 sums, as the interpreter's f64 ones rounded once):
+/// within an ULP of the half type of the interpreter's, transposed operands included.
+#[test]
+fn half_products_run_on_cublas() {
+    let Some(dev) = device() else { return };
+    for dtype in [DType::F16, DType::BF16] {
+        let func = trace(
+            |(a, b): (Tensor, Tensor)| (a.matmul(&b), a.transpose([1, 0]).matmul(&a)),
+            &(Tensor::spec(dtype, [40, 24]), Tensor::spec(dtype, [24, 16])),
+        )
+        .unwrap();
+        let (simple, _) = simplify(&func).unwrap();
+        let exe = GpuExecutable::compile(&simple, &dev, GpuOptions::default()).unwrap();
+        assert_eq!(exe.host_steps(), 0, "{dtype}");
+        let args = inputs(&func, 2);
+        let got = exe.run(&args).unwrap();
+        let want = interpret(&func, &args).unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            assert_close(g, w, rtol(dtype), &format!("{dtype} product"));
+        }
+    }
+}
+
 /// By default (JAX's on these GPUs) f32 products take TF32 tensor cores: each element within
 /// 2^-9 of the sum of its products' magnitudes (operands cut to 10-bit mantissas, each off by
 /// less than 2^-10 rounded either way) plus the f32 sum's bound, of the exact product; with

@@ -163,6 +163,16 @@ fn corpus_gradients_benchmarks_and_attention_run_entirely_on_the_gpu() {
         )
         .unwrap(),
     ));
+    for dtype in [DType::F16, DType::BF16] {
+        programs.push((
+            "half matmul",
+            trace(
+                |(a, b): (Tensor, Tensor)| a.matmul(&b.transpose([1, 0])),
+                &(Tensor::spec(dtype, [64, 32]), Tensor::spec(dtype, [48, 32])),
+            )
+            .unwrap(),
+        ));
+    }
     programs.push((
         "attention_scores",
         trace(
@@ -188,6 +198,10 @@ fn corpus_gradients_benchmarks_and_attention_run_entirely_on_the_gpu() {
         let (simple, _) = simplify(&func).unwrap();
         let plan = GpuPlan::new(&simple, PtxTarget::Sm90, MathMode::Accurate).unwrap();
         assert_eq!(plan.host_ops(), Vec::<&str>::new(), "{name}");
+        if name == "half matmul" {
+            // A transposed operand is cuBLAS's to read, as in f32: no copy.
+            assert!(plan.copies.is_empty(), "{name}");
+        }
     }
 }
 

@@ -332,6 +332,39 @@ impl CudaDevice {
                     sc,
                     batch,
                 ),
+                // Half operands and result, products summed in f32 (tensor cores).
+                DType::F16 | DType::BF16 => {
+                    let ty = if dtype == DType::F16 {
+                        blas_sys::cudaDataType::CUDA_R_16F
+                    } else {
+                        blas_sys::cudaDataType::CUDA_R_16BF
+                    };
+                    blas::gemm_strided_batched_ex(
+                        handle,
+                        ta,
+                        tb,
+                        m,
+                        n,
+                        k,
+                        (&1.0f32 as *const f32).cast(),
+                        a as *const c_void,
+                        ty,
+                        lda,
+                        sa,
+                        b as *const c_void,
+                        ty,
+                        ldb,
+                        sb,
+                        (&0.0f32 as *const f32).cast(),
+                        c as *mut c_void,
+                        ty,
+                        ldc,
+                        sc,
+                        batch,
+                        blas_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                        blas_sys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                    )
+                }
                 DType::F64 => blas::dgemm_strided_batched(
                     handle,
                     ta,

@@ -153,7 +153,8 @@ impl GpuPlan {
                     }
                 }
                 Step::Op { index } => steps.push(match &func.body[index].op {
-                    Op::DotGeneral(dims) => match plan_gemm(func, index, dims) {
+                    // cuBLAS takes f16 and bf16 operands too, summing in f32.
+                    Op::DotGeneral(dims) => match plan_gemm(func, index, dims, true) {
                         Some(gemm) => GpuStep::Gemm {
                             index,
                             gemm,

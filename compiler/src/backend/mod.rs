@@ -186,10 +186,12 @@ impl CpuExecutable {
             match step {
                 Step::Op { index } => {
                     let step = match &func.body[index].op {
-                        ferrax_ir::Op::DotGeneral(dims) => match plan_gemm(func, index, dims) {
-                            Some(g) => ExecStep::Gemm(index, g),
-                            None => ExecStep::Op(index),
-                        },
+                        ferrax_ir::Op::DotGeneral(dims) => {
+                            match plan_gemm(func, index, dims, false) {
+                                Some(g) => ExecStep::Gemm(index, g),
+                                None => ExecStep::Op(index),
+                            }
+                        }
                         _ => ExecStep::Op(index),
                     };
                     let runner = match step {
