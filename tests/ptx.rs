@@ -1027,3 +1027,71 @@ fn values_are_released_once_and_results_never() {
         }
     }
 }
+
+/// Every program of the StableHLO conformance suite (`../shared/conformance`, where present),
+/// planned for the GPU: each plan builds, assembles with `ptxas` (where there is one), and
+/// each of its kernels,
+/// run in the emulator on the interpreter's values of its inputs, stores the interpreter's
+/// values of its outputs.
+#[test]
+fn conformance_programs_run_in_the_emulator() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/stablehlo");
+    let Ok(entries) = std::fs::read_dir(dir.join("testdata")) else {
+        eprintln!("skipped: no conformance suite at {}", dir.display());
+        return;
+    };
+    let mut files: Vec<PathBuf> = entries.filter_map(|e| Some(e.ok()?.path())).collect();
+    files.sort();
+    let assembler = ptxas();
+    let scratch = std::env::temp_dir().join(format!("ferrax-conformance-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let mut launched = 0;
+    for file in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "mlir"))
+    {
+        let text = std::fs::read_to_string(file).unwrap();
+        let Ok(cases) = ferrax::stablehlo::test_cases(&text) else {
+            continue;
+        };
+        for case in cases {
+            let args: Vec<Array> = case
+                .inputs
+                .iter()
+                .flat_map(|f| ferrax::runtime::interpret(f, &[]).unwrap())
+                .collect();
+            let name = file.file_name().unwrap().to_string_lossy();
+            let (simple, _) = simplify(&case.program.func).unwrap();
+            let plan = GpuPlan::new(&simple, PtxTarget::Sm80, MathMode::Accurate)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            if let Some(ptxas) = &assembler {
+                let source = scratch.join("module.ptx");
+                std::fs::write(&source, &plan.ptx).unwrap();
+                let out = Command::new(ptxas)
+                    .arg("-arch=sm_80")
+                    .arg(&source)
+                    .arg("-o")
+                    .arg(scratch.join("module.cubin"))
+                    .output()
+                    .unwrap();
+                let report = String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    out.status.success() && report.is_empty(),
+                    "{name}: {report}"
+                );
+            }
+            let module = Module::parse(&plan.ptx);
+            let values = all_values(&plan.func, &args);
+            for l in &plan.launches {
+                for (v, got) in emulate(&plan, &module, l, &values) {
+                    let want = &values[v.index()];
+                    let what = format!("{name} {} value %{}", l.name, v.0);
+                    common::assert_close(&got, want, tolerance(want.dtype()), &what);
+                }
+                launched += 1;
+            }
+        }
+    }
+    std::fs::remove_dir_all(&scratch).ok();
+    assert!(launched >= 100, "only {launched} launches");
+}
