@@ -758,7 +758,8 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
 
 /// i32 division and remainders run in GPU kernels with the interpreter's edge cases: `x / 0 =
 /// -1`, `x % 0 = x`, `MIN / -1 = MIN` and `MIN % -1 = 0` (the emulator, like the hardware's
-/// leaving them unspecified, refuses a zero or overflowing divisor), truncating toward zero.
+/// leaving them unspecified, refuses a zero or overflowing divisor), truncating toward zero;
+/// so do abs (`MIN` its own) and sign.
 #[test]
 fn integer_division_runs_in_kernels_with_the_interpreters_edge_cases() {
     let spec = Tensor::spec(DType::I32, [12]);
@@ -766,7 +767,7 @@ fn integer_division_runs_in_kernels_with_the_interpreters_edge_cases() {
         |(a, b): (Tensor, Tensor)| {
             let q = &a / &b;
             let r = &a % &b;
-            (&q * 3 + &r, q, r)
+            (&q * 3 + &r, q, r, a.abs(), b.sign())
         },
         &(spec.clone(), spec),
     )
@@ -789,7 +790,7 @@ fn integer_division_runs_in_kernels_with_the_interpreters_edge_cases() {
             outputs += 1;
         }
     }
-    assert_eq!(outputs, 3);
+    assert_eq!(outputs, 5);
 }
 
 /// Conversions through u8, i64 and bool run in GPU kernels, bit for bit as the interpreter's:

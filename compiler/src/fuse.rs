@@ -34,18 +34,18 @@ pub enum Step {
     },
 }
 
-/// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32)
-/// and bool always; i32 arithmetic where `ints` is set, its division and remainders too where
-/// `int_division` is; where `conversions` is, conversions of u8 and i64 values (loaded,
-/// converted and stored, nothing else) to and from i32, f32 and f64, and of bools to and from
-/// i32, f32 and f64; f32 and half remainders where `rem` is set, f64 ones where `rem_f64` is;
-/// row kernels over rows of up to `row_cols` elements; reductions over leading axes inside flat
-/// kernels where `columns` is set.
+/// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32) and
+/// bool always; i32 arithmetic where `ints` is set, its division, remainders, abs and sign too
+/// where `int_edge_cases` is; where `conversions` is, conversions of u8 and i64 values (loaded,
+/// converted and stored, nothing else) to and from i32, f32 and f64, and of bools to and from i32,
+/// f32 and f64; f32 and half remainders where `rem` is set, f64 ones where `rem_f64` is; row
+/// kernels over rows of up to `row_cols` elements; reductions over leading axes inside flat kernels
+/// where `columns` is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelTypes {
     pub row_cols: usize,
     pub ints: bool,
-    pub int_division: bool,
+    pub int_edge_cases: bool,
     pub conversions: bool,
     pub rem: bool,
     pub rem_f64: bool,
@@ -57,7 +57,7 @@ impl KernelTypes {
     pub const CPU: KernelTypes = KernelTypes {
         row_cols: usize::MAX,
         ints: true,
-        int_division: false,
+        int_edge_cases: false,
         conversions: false,
         rem: true,
         rem_f64: true,
@@ -71,7 +71,7 @@ impl KernelTypes {
     pub const GPU: KernelTypes = KernelTypes {
         row_cols: 4096,
         ints: true,
-        int_division: true,
+        int_edge_cases: true,
         conversions: true,
         rem: true,
         rem_f64: false,
@@ -128,16 +128,19 @@ fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
     let float_result = types.float(ins.ty.dtype);
     types_ok
         && match &ins.op {
-            // i32 arithmetic wraps, as the interpreter's does; division, remainders, shifts
-            // and abs (whose edge cases differ) stay with the interpreter.
+            // i32 arithmetic wraps, as the interpreter's does; division, remainders, abs and
+            // sign only where the backend computes their edge cases as it does.
             Op::Unary(u) => match ins.ty.dtype {
                 DType::Bool => *u == UnaryOp::Not,
-                DType::I32 => matches!(u, UnaryOp::Neg | UnaryOp::Not),
+                DType::I32 => {
+                    matches!(u, UnaryOp::Neg | UnaryOp::Not)
+                        || (types.int_edge_cases && matches!(u, UnaryOp::Abs | UnaryOp::Sign))
+                }
                 _ => float_result && *u != UnaryOp::Not,
             },
             Op::Binary(b) => match ins.ty.dtype {
                 DType::Bool => b.is_logical(),
-                DType::I32 => int_fusible(*b, types.int_division),
+                DType::I32 => int_fusible(*b, types.int_edge_cases),
                 _ => {
                     let rem_ok = match ins.ty.dtype {
                         DType::F64 => types.rem_f64,

@@ -700,13 +700,15 @@ impl Block<'_> {
                 self.set(t, arg(0), r);
             }
             "add" | "sub" | "mul" | "mad" | "div" | "rem" | "and" | "or" | "xor" | "shl"
-            | "shr" | "not" | "neg" | "max" | "min" => {
+            | "shr" | "not" | "neg" | "abs" | "max" | "min" => {
                 let m = mask(ty);
                 let a = v(self, 1);
                 let r = match (op[0], op.get(1).copied()) {
                     ("add", _) => a.wrapping_add(v(self, 2)) & m,
                     ("sub", _) => a.wrapping_sub(v(self, 2)) & m,
                     ("neg", _) => a.wrapping_neg() & m,
+                    // The most negative value is its own absolute value.
+                    ("abs", _) => signed(a, ty).wrapping_abs() as u64 & m,
                     ("mul", Some("wide")) => {
                         let b = v(self, 2);
                         if ty.starts_with('s') {

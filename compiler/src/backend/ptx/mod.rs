@@ -133,7 +133,10 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
             KOp::Unary(u) => match ins.dtype {
                 DType::Bool => *u == UnaryOp::Not,
                 DType::F32 | DType::F64 => *u != UnaryOp::Not,
-                _ if int => matches!(u, UnaryOp::Neg | UnaryOp::Not),
+                _ if int => matches!(
+                    u,
+                    UnaryOp::Neg | UnaryOp::Not | UnaryOp::Abs | UnaryOp::Sign
+                ),
                 _ => false,
             },
             KOp::Binary(b) => match ins.dtype {
@@ -814,6 +817,12 @@ fn emit_op(
                     e.line(format!("copysign.{t} {step}, {x}, {one}"));
                     e.line(format!("add.rn.{t} {sum}, {tr}, {step}"));
                     e.line(format!("selp.{t} {r}, {sum}, {tr}, {p}"));
+                }
+                // -1, 0 or 1; `abs.s32` wraps `MIN` to itself, as the interpreter's abs.
+                UnaryOp::Sign if matches!(d, DType::I32 | DType::I64) => {
+                    let t1 = e.reg(class);
+                    e.line(format!("max.{t} {t1}, {x}, -1"));
+                    e.line(format!("min.{t} {r}, {t1}, 1"));
                 }
                 UnaryOp::Sign => {
                     // ±1 by the sign bit; zeros and NaN are returned as they are.
