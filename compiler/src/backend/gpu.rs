@@ -2,11 +2,10 @@
 //! that fold softmax- and layernorm-like rows into one launch), its kernels rendered to one PTX
 //! module and launched on the device's stream, independent kernels launched together,
 //! reductions and strided copies as kernels of their own, `dot_general` run by cuBLAS, reshapes
-//! kept as views of the same buffer. What has no GPU form yet (reductions over middle axes,
-//! other data movement, float remainder) runs on the host: its operands are copied back,
-//! evaluated by the reference interpreter and copied up again. That keeps every program
-//! correct while the GPU kernel set grows; [`GpuExecutable::host_steps`] says how much of a
-//! program takes that path.
+//! kept as views of the same buffer. What has no GPU form yet (f64 remainders, integer pow and
+//! integer matrix products) runs on the host: its operands are copied back, evaluated by the
+//! reference interpreter and copied up again. That keeps every program correct while the GPU
+//! kernel set grows; [`GpuExecutable::host_steps`] says how much of a program takes that path.
 
 use super::gemm::{plan_gemm, plan_permuted_gemm, Gemm};
 use super::ptx::copy::CopyKernel;
