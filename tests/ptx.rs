@@ -893,32 +893,64 @@ fn reductions_over_separated_axes_split_into_consecutive_ones() {
         let whole = &ferrax::runtime::interpret(&func, &args).unwrap()[0];
         let split = &values[plan.func.outputs[0].index()];
         common::assert_close(split, whole, tolerance(whole.dtype()), name);
-        let reduces = plan
-            .func
-            .body
-            .iter()
-            .enumerate()
-            .filter(|(_, ins)| matches!(ins.op, ferrax::ir::Op::Reduce { .. }));
-        for ((i, ins), r) in reduces.zip(&plan.reductions) {
-            let (input, want) = (
-                &values[ins.args[0].index()],
-                &values[plan.func.instr_value(i).index()],
-            );
+        for (i, got) in emulate_reductions(&plan, &module, &values) {
+            let want = &values[plan.func.instr_value(i).index()];
+            common::assert_close(&got, want, tolerance(want.dtype()), name);
+        }
+    }
+}
+
+/// Runs each instruction's strided copies of `plan` in the emulator, on the interpreter's
+/// `values` of their operands, into one result each; returns them, by instruction.
+fn emulate_copies(plan: &GpuPlan, module: &Module, values: &[Array]) -> Vec<(usize, Array)> {
+    plan.copy_steps()
+        .into_iter()
+        .map(|(i, parts)| {
+            let ins = &plan.func.body[i];
+            let want = &values[plan.func.instr_value(i).index()];
+            let mut memory = Memory::default();
+            let bytes = bytes_of(want).len();
+            let to = memory.alloc(&vec![0xEE; bytes]);
+            for &(c, operand) in parts {
+                let from = memory.alloc(&bytes_of(&values[ins.args[operand].index()]));
+                let copy = &plan.copies[c];
+                let grid = copy.len().div_ceil(256).clamp(1, 2) as u32;
+                launch(
+                    module.entry(&copy.name),
+                    grid,
+                    256,
+                    &[from, to],
+                    &mut memory,
+                );
+            }
+            (i, array_of(memory.read(to, bytes), want))
+        })
+        .collect()
+}
+
+/// Runs each reduction kernel of `plan` in the emulator on the interpreter's value of its
+/// operand; returns the results, by instruction.
+fn emulate_reductions(plan: &GpuPlan, module: &Module, values: &[Array]) -> Vec<(usize, Array)> {
+    plan.reduce_steps()
+        .into_iter()
+        .map(|(i, r)| {
+            let input = &values[plan.func.body[i].args[0].index()];
+            let want = &values[plan.func.instr_value(i).index()];
             let mut memory = Memory::default();
             let from = memory.alloc(&bytes_of(input));
             let bytes = bytes_of(want).len();
             let to = memory.alloc(&vec![0xEE; bytes]);
+            let k = &plan.reductions[r];
             launch(
-                module.entry(&r.name),
-                r.grid(2),
-                r.block(),
+                module.entry(&k.name),
+                k.grid(2),
+                k.block(),
                 &[from, to],
                 &mut memory,
             );
-            let got = array_of(memory.read(to, bytes), want);
-            common::assert_close(&got, want, tolerance(want.dtype()), name);
-        }
-    }
+            (i, array_of(memory.read(to, bytes), want))
+        })
+        .collect()
 }
 
 /// Concatenations and pads run on the GPU as strided copies into parts of one result; in the
@@ -975,27 +1007,15 @@ fn concatenations_and_pads_compute_the_interpreters_values_in_the_emulator() {
         assert_eq!(plan.host_ops(), Vec::<&str>::new(), "{name}");
         let module = Module::parse(&plan.ptx);
         let values = all_values(&plan.func, &common::inputs(&plan.func, 0));
-        for (i, parts) in plan.copy_steps() {
-            let ins = &plan.func.body[i];
+        for (i, got) in emulate_copies(&plan, &module, &values) {
             let want = &values[plan.func.instr_value(i).index()];
-            let mut memory = Memory::default();
-            let bytes = bytes_of(want).len();
-            let to = memory.alloc(&vec![0xEE; bytes]);
-            for &(c, operand) in parts {
-                let from = memory.alloc(&bytes_of(&values[ins.args[operand].index()]));
-                let copy = &plan.copies[c];
-                let grid = copy.len().div_ceil(256).clamp(1, 2) as u32;
-                launch(
-                    module.entry(&copy.name),
-                    grid,
-                    256,
-                    &[from, to],
-                    &mut memory,
-                );
-                copied += 1;
-            }
-            let got = array_of(memory.read(to, bytes), want);
-            assert_eq!(bytes_of(&got), bytes_of(want), "{name}: {}", ins.op.name());
+            let op = plan.func.body[i].op.name();
+            assert_eq!(bytes_of(&got), bytes_of(want), "{name}: {op}");
+            copied += plan
+                .copy_steps()
+                .iter()
+                .find(|s| s.0 == i)
+                .map_or(0, |s| s.1.len());
         }
     }
     assert!(copied >= 10, "only {copied} copies");
@@ -1031,7 +1051,7 @@ fn values_are_released_once_and_results_never() {
 
 /// Every program of the StableHLO conformance suite (`../shared/conformance`, where present),
 /// planned for the GPU: each plan builds, assembles with `ptxas` (where there is one), and
-/// each of its kernels,
+/// each of its kernel launches, reductions and strided copies,
 /// run in the emulator on the interpreter's values of its inputs, stores the interpreter's
 /// values of its outputs.
 #[test]
@@ -1091,8 +1111,17 @@ fn conformance_programs_run_in_the_emulator() {
                 }
                 launched += 1;
             }
+            let steps = emulate_copies(&plan, &module, &values)
+                .into_iter()
+                .chain(emulate_reductions(&plan, &module, &values));
+            for (i, got) in steps {
+                let want = &values[plan.func.instr_value(i).index()];
+                let what = format!("{name} {}", plan.func.body[i].op.name());
+                common::assert_close(&got, want, tolerance(want.dtype()), &what);
+                launched += 1;
+            }
         }
     }
     std::fs::remove_dir_all(&scratch).ok();
-    assert!(launched >= 100, "only {launched} launches");
+    assert!(launched >= 120, "only {launched} launches");
 }

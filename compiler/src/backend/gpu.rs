@@ -275,6 +275,18 @@ impl GpuPlan {
             .collect()
     }
 
+    /// The instructions computed by reduction kernels, each with its kernel (an index into
+    /// `reductions`), in launch order.
+    pub fn reduce_steps(&self) -> Vec<(usize, usize)> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                GpuStep::Reduce(i, r) => Some((*i, *r)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The instructions that run on the host path, by op name.
     pub fn host_ops(&self) -> Vec<&str> {
         host_ops(&self.steps, &self.func)
