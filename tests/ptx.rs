@@ -1051,9 +1051,8 @@ fn values_are_released_once_and_results_never() {
 
 /// Every program of the StableHLO conformance suite (`../shared/conformance`, where present),
 /// planned for the GPU: each plan builds, assembles with `ptxas` (where there is one), and
-/// each of its kernel launches, reductions and strided copies,
-/// run in the emulator on the interpreter's values of its inputs, stores the interpreter's
-/// values of its outputs.
+/// each of its kernel launches, reductions and strided copies, run in the emulator on the
+/// interpreter's values of its inputs, stores the interpreter's values of its outputs.
 #[test]
 fn conformance_programs_run_in_the_emulator() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/stablehlo");
