@@ -848,6 +848,48 @@ fn conversions_through_u8_i64_and_bool_run_in_kernels() {
     assert_eq!(outputs, 6);
 }
 
+/// i32 powers run in GPU kernels as the interpreter computes them: by squaring, wrapping, and
+/// for negative exponents 1, ±1 or 0 by the base.
+#[test]
+fn integer_powers_run_in_kernels_as_the_interpreters() {
+    let spec = Tensor::spec(DType::I32, [16]);
+    let func = trace(|(a, b): (Tensor, Tensor)| a.pow(&b), &(spec.clone(), spec)).unwrap();
+    let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+    assert_eq!(plan.host_ops(), Vec::<&str>::new());
+    let max = i32::MAX;
+    let a = vec![3, 3, -2, 0, 0, 1, -1, -1, 7, 5, -3, max, 2, 2, 2, -1];
+    let b = vec![
+        0,
+        19,
+        31,
+        0,
+        5,
+        -4,
+        -3,
+        -8,
+        -1,
+        1,
+        1_000_003,
+        2,
+        30,
+        31,
+        1 << 30,
+        max,
+    ];
+    let args = [
+        Array::from_vec([16], a).unwrap(),
+        Array::from_vec([16], b).unwrap(),
+    ];
+    let values = all_values(&plan.func, &args);
+    let module = Module::parse(&plan.ptx);
+    assert_eq!(plan.launches.len(), 1);
+    let outputs = emulate(&plan, &module, &plan.launches[0], &values);
+    assert_eq!(outputs.len(), 1);
+    for (v, got) in outputs {
+        assert_eq!(got, values[v.index()], "value %{}", v.0);
+    }
+}
+
 /// Reductions over axes that are not consecutive (batch norm's over N, H and W of NCHW) run
 /// on the GPU as reductions over each consecutive run, last run first, which together compute
 /// the original's result; in the emulator each computes what the interpreter does (given its

@@ -35,8 +35,8 @@ pub enum Step {
 }
 
 /// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32) and
-/// bool always; i32 arithmetic where `ints` is set, its division, remainders, abs and sign too
-/// where `int_edge_cases` is; where `conversions` is, conversions of u8 and i64 values (loaded,
+/// bool always; i32 arithmetic where `ints` is set, its division, remainders, powers, abs and sign
+/// too where `int_edge_cases` is; where `conversions` is, conversions of u8 and i64 values (loaded,
 /// converted and stored, nothing else) to and from i32, f32 and f64, and of bools to and from i32,
 /// f32 and f64; f32 and half remainders where `rem` is set, f64 ones where `rem_f64` is; row
 /// kernels over rows of up to `row_cols` elements; reductions over leading axes inside flat kernels
@@ -87,17 +87,17 @@ impl KernelTypes {
     }
 }
 
-/// Whether kernels compute `b` on i32: the ops that wrap as the interpreter's do, and division
-/// and remainders where `division` is set (the interpreter's `x / 0 = -1`, `x % 0 = x` and
-/// wrapping `MIN / -1` need a backend's guards: the CPU leaves them to the interpreter, where
-/// Cranelift's `sdiv` would trap).
-pub fn int_fusible(b: BinaryOp, division: bool) -> bool {
+/// Whether kernels compute `b` on i32: the ops that wrap as the interpreter's do, and, where
+/// `edge_cases` is set, division, remainders and powers (the interpreter's `x / 0 = -1`,
+/// `x % 0 = x`, wrapping `MIN / -1` and negative exponents need a backend's own handling: the
+/// CPU leaves them to the interpreter, where Cranelift's `sdiv` would trap).
+pub fn int_fusible(b: BinaryOp, edge_cases: bool) -> bool {
     b.is_logical()
         || matches!(
             b,
             BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Max | BinaryOp::Min
         )
-        || (division && matches!(b, BinaryOp::Div | BinaryOp::Rem))
+        || (edge_cases && matches!(b, BinaryOp::Div | BinaryOp::Rem | BinaryOp::Pow))
 }
 
 /// Whether instruction `i` can be computed element by element inside a kernel of `len` elements.

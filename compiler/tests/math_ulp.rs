@@ -506,7 +506,7 @@ fn f64_sin_and_cos_of_huge_arguments_reduce_exactly() {
     }
 }
 
-/// The f32 remainder the GPU computes (`math::expand_remainders`) is `fmod` exactly, bit for
+/// The f32 remainder the GPU computes (`math::expand_arithmetic`) is `fmod` exactly, bit for
 /// bit: pairs of every exponent (quotients up to 2^277), both signs, subnormals, zeros,
 /// infinities and NaN.
 #[test]
@@ -532,7 +532,7 @@ fn f32_remainder_expansion_is_exact() {
         }
     }
     let kernel = kernel(KOp::Binary(BinaryOp::Rem), DType::F32, 2, xs.len());
-    let got = run_f32_kernel(&math::expand_remainders(&kernel), &[&xs, &ys]);
+    let got = run_f32_kernel(&math::expand_arithmetic(&kernel), &[&xs, &ys]);
     for ((&x, &y), &r) in xs.iter().zip(&ys).zip(&got) {
         let want = x % y;
         assert!(

@@ -2,8 +2,8 @@
 //! that fold softmax- and layernorm-like rows into one launch), its kernels rendered to one PTX
 //! module and launched on the device's stream, independent kernels launched together,
 //! reductions and strided copies as kernels of their own, `dot_general` run by cuBLAS, reshapes
-//! kept as views of the same buffer. What has no GPU form yet (f64 remainders, integer pow and
-//! integer matrix products) runs on the host: its operands are copied back, evaluated by the
+//! kept as views of the same buffer. What has no GPU form yet (f64 remainders and integer
+//! matrix products) runs on the host: its operands are copied back, evaluated by the
 //! reference interpreter and copied up again. That keeps every program correct while the GPU
 //! kernel set grows; [`GpuExecutable::host_steps`] says how much of a program takes that path.
 

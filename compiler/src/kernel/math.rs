@@ -166,10 +166,12 @@ pub fn expand_guarded_except(kernel: &Kernel, native: &dyn Fn(&KOp, DType) -> bo
 }
 
 /// `kernel` with every f32 remainder (`fmod`) computed exactly in f64 primitives
-/// ([`Emit::rem_f32`]), for a backend without a remainder of its own (PTX).
-pub fn expand_remainders(kernel: &Kernel) -> Kernel {
-    rewrite(kernel, |e, _, ins, args| match ins.op {
-        KOp::Binary(BinaryOp::Rem) if ins.dtype == DType::F32 => e.rem_f32(args[0], args[1]),
+/// ([`Emit::rem_f32`]) and every i32 power by squaring ([`Emit::pow_i32`]), for a backend
+/// without either instruction (PTX).
+pub fn expand_arithmetic(kernel: &Kernel) -> Kernel {
+    rewrite(kernel, |e, _, ins, args| match (&ins.op, ins.dtype) {
+        (KOp::Binary(BinaryOp::Rem), DType::F32) => e.rem_f32(args[0], args[1]),
+        (KOp::Binary(BinaryOp::Pow), DType::I32) => e.pow_i32(args[0], args[1]),
         _ => e.op(ins.op.clone(), &args, ins.dtype),
     })
 }
@@ -1306,6 +1308,40 @@ impl Emit {
         let r = self.select(keep_x, ax, r, w);
         let r = self.convert(r, DType::F32);
         self.copy_sign(r, x, DType::F32)
+    }
+
+    /// i32 `x^y` as the interpreter computes it: by squaring, wrapping, for `y >= 0` (one step
+    /// per bit of `y`, 31, branch-free); for `y < 0`, 1 where `x` is 1, ±1 where `x` is -1 (by
+    /// `y`'s parity), else 0.
+    fn pow_i32(&mut self, x: usize, y: usize) -> usize {
+        let i = DType::I32;
+        let (one, zero) = (self.ci(1, i), self.ci(0, i));
+        let mut result = one;
+        let mut base = x;
+        for bit in 0..31 {
+            let shifted = if bit == 0 {
+                y
+            } else {
+                self.op(KOp::ShiftRight(bit), &[y], i)
+            };
+            let digit = self.bin(BinaryOp::And, shifted, one, i);
+            let set = self.cmp(CompareOp::Eq, digit, one);
+            let product = self.mul(result, base, i);
+            result = self.select(set, product, result, i);
+            if bit < 30 {
+                base = self.mul(base, base, i);
+            }
+        }
+        let minus_one = self.ci(-1, i);
+        let odd_bit = self.bin(BinaryOp::And, y, one, i);
+        let odd = self.cmp(CompareOp::Eq, odd_bit, one);
+        let sign = self.select(odd, minus_one, one, i);
+        let is_one = self.cmp(CompareOp::Eq, x, one);
+        let is_minus_one = self.cmp(CompareOp::Eq, x, minus_one);
+        let negative = self.select(is_minus_one, sign, zero, i);
+        let negative = self.select(is_one, one, negative, i);
+        let below = self.cmp(CompareOp::Lt, y, zero);
+        self.select(below, negative, result, i)
     }
 
     fn pow(&mut self, x: usize, y: usize, t: DType) -> usize {

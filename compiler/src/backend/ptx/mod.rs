@@ -109,7 +109,7 @@ pub enum PtxError {
 /// approximates) and every instruction supported.
 pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
     let native = |op: &KOp, d: DType| mode.approximates(op, d);
-    let widened = math::expand_remainders(&halves::widen(kernel));
+    let widened = math::expand_arithmetic(&halves::widen(kernel));
     let expanded = math::expand_guarded_except(&widened, &native);
     let unsupported = |what: String| PtxError::Unsupported {
         kernel: kernel.name.clone(),
