@@ -498,14 +498,15 @@ fn reductions_over_rows_and_columns_run_on_the_device() {
     }
 }
 
-/// i32 division and remainders in a kernel on the device, the interpreter's edge cases
-/// included (`x / 0 = -1`, `x % 0 = x`, `MIN / -1 = MIN`), bit for bit.
+/// i32 division, remainders, powers, abs and sign in a kernel on the device, the
+/// interpreter's edge cases included (`x / 0 = -1`, `x % 0 = x`, `MIN / -1 = MIN`, negative
+/// exponents, `abs(MIN) = MIN`), bit for bit.
 #[test]
 fn integer_division_runs_on_the_device() {
     let Some(dev) = device() else { return };
     let spec = Tensor::spec(DType::I32, [12]);
     let func = trace(
-        |(a, b): (Tensor, Tensor)| (&a / &b, &a % &b),
+        |(a, b): (Tensor, Tensor)| (&a / &b, &a % &b, a.pow(&b), a.abs(), b.sign()),
         &(spec.clone(), spec),
     )
     .unwrap();
