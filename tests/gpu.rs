@@ -544,20 +544,7 @@ fn conversions_through_u8_i64_and_bool_on_the_device() {
     .unwrap();
     let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
     assert_eq!(exe.host_steps(), 0);
-    let x = vec![
-        -1.5f32,
-        -0.0,
-        0.7,
-        255.9,
-        300.0,
-        f32::NAN,
-        1e10,
-        -1e10,
-        3e9,
-        65_537.0,
-        1e30,
-        -1e-30,
-    ];
+    let x = common::conversion_edges();
     let args = [Array::from_vec([12], x).unwrap()];
     assert_eq!(exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
 }

@@ -817,20 +817,7 @@ fn conversions_through_u8_i64_and_bool_run_in_kernels() {
     .unwrap();
     let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
     assert_eq!(plan.host_ops(), Vec::<&str>::new());
-    let x = vec![
-        -1.5f32,
-        -0.0,
-        0.7,
-        255.9,
-        300.0,
-        f32::NAN,
-        1e10,
-        -1e10,
-        3e9,
-        65_537.0,
-        1e30,
-        -1e-30,
-    ];
+    let x = common::conversion_edges();
     let values = all_values(&plan.func, &[Array::from_vec([12], x).unwrap()]);
     let module = Module::parse(&plan.ptx);
     let mut outputs = 0;

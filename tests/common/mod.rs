@@ -521,3 +521,22 @@ impl Gen {
         &items[self.below(items.len())]
     }
 }
+
+/// f32 values at the edges of conversions to u8, i32, i64 and bool: negatives, signed zero,
+/// fractions, u8's and i32's limits and beyond, NaN, tiny magnitudes (12 of them).
+pub fn conversion_edges() -> Vec<f32> {
+    vec![
+        -1.5,
+        -0.0,
+        0.7,
+        255.9,
+        300.0,
+        f32::NAN,
+        1e10,
+        -1e10,
+        3e9,
+        65_537.0,
+        1e30,
+        -1e-30,
+    ]
+}
