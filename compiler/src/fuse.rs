@@ -67,7 +67,8 @@ impl KernelTypes {
     /// 256 threads; longer rows and reductions over leading axes are kernels of their own; an
     /// f64 remainder (PTX has none, and `kernel::math` expands only f32 ones) is a step of its
     /// own, so it does not take its neighbours out of their kernel; i32 division does not trap
-    /// (the renderer guards the divisor for the interpreter's edge cases).
+    /// (the renderer guards the divisor for the interpreter's edge cases), and powers, abs and
+    /// sign follow the interpreter's.
     pub const GPU: KernelTypes = KernelTypes {
         row_cols: 4096,
         ints: true,
@@ -100,23 +101,33 @@ pub fn int_fusible(b: BinaryOp, edge_cases: bool) -> bool {
         || (edge_cases && matches!(b, BinaryOp::Div | BinaryOp::Rem | BinaryOp::Pow))
 }
 
+/// Whether kernels compute `u` on i32: negation and not, which wrap as the interpreter's do,
+/// and abs and sign where `edge_cases` is set (`abs(MIN) = MIN`).
+pub fn int_unary_fusible(u: UnaryOp, edge_cases: bool) -> bool {
+    matches!(u, UnaryOp::Neg | UnaryOp::Not)
+        || (edge_cases && matches!(u, UnaryOp::Abs | UnaryOp::Sign))
+}
+
+/// The conversions a backend with `KernelTypes::conversions` adds to those between i32 and
+/// floats: of u8 and i64 values (which go no further than a conversion) to and from each other,
+/// i32, f32 and f64, and of bools to and from i32, f32 and f64. Halves are left out: through f32
+/// they would round twice.
+pub fn wider_conversion(from: DType, to: DType) -> bool {
+    let narrow = |d: DType| matches!(d, DType::U8 | DType::I64);
+    let wide = |d: DType| matches!(d, DType::I32 | DType::F32 | DType::F64);
+    let ints =
+        (narrow(from) || narrow(to)) && (narrow(from) || wide(from)) && (narrow(to) || wide(to));
+    let bools = (from == DType::Bool && wide(to)) || (wide(from) && to == DType::Bool);
+    ints || bools
+}
+
 /// Whether instruction `i` can be computed element by element inside a kernel of `len` elements.
 fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
     let ins = &func.body[i];
     if let (Op::Convert { to }, true) = (&ins.op, types.conversions) {
-        // u8 and i64 values go no further than a conversion (a half would round twice).
-        let narrow = |d: DType| matches!(d, DType::U8 | DType::I64);
-        let wide = |d: DType| matches!(d, DType::I32 | DType::F32 | DType::F64);
         let from = ins.args.first().and_then(|&a| func.value_type(a));
-        if let Some(from) = from.map(|t| t.dtype) {
-            let to = *to;
-            let ints = (narrow(from) || narrow(to))
-                && (narrow(from) || wide(from))
-                && (narrow(to) || wide(to));
-            let bools = (from == DType::Bool && wide(to)) || (wide(from) && to == DType::Bool);
-            if ints || bools {
-                return true;
-            }
+        if from.is_some_and(|t| wider_conversion(t.dtype, *to)) {
+            return true;
         }
     }
     let types_ok = types.handles(ins.ty.dtype)
@@ -128,14 +139,11 @@ fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
     let float_result = types.float(ins.ty.dtype);
     types_ok
         && match &ins.op {
-            // i32 arithmetic wraps, as the interpreter's does; division, remainders, abs and
-            // sign only where the backend computes their edge cases as it does.
+            // i32 arithmetic wraps, as the interpreter's does; division, remainders, powers,
+            // abs and sign only where the backend computes their edge cases as it does.
             Op::Unary(u) => match ins.ty.dtype {
                 DType::Bool => *u == UnaryOp::Not,
-                DType::I32 => {
-                    matches!(u, UnaryOp::Neg | UnaryOp::Not)
-                        || (types.int_edge_cases && matches!(u, UnaryOp::Abs | UnaryOp::Sign))
-                }
+                DType::I32 => int_unary_fusible(*u, types.int_edge_cases),
                 _ => float_result && *u != UnaryOp::Not,
             },
             Op::Binary(b) => match ins.ty.dtype {

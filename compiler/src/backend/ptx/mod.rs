@@ -133,10 +133,7 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
             KOp::Unary(u) => match ins.dtype {
                 DType::Bool => *u == UnaryOp::Not,
                 DType::F32 | DType::F64 => *u != UnaryOp::Not,
-                _ if int => matches!(
-                    u,
-                    UnaryOp::Neg | UnaryOp::Not | UnaryOp::Abs | UnaryOp::Sign
-                ),
+                _ if int => crate::fuse::int_unary_fusible(*u, true),
                 _ => false,
             },
             KOp::Binary(b) => match ins.dtype {
@@ -150,12 +147,8 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
             // Bools convert to and from i32, f32 and f64 (`selp`, `setp`).
             KOp::Convert(to) => {
                 let from = expanded.body[ins.args[0]].dtype;
-                let plain = |d: DType| matches!(d, DType::I32 | DType::F32 | DType::F64);
-                match (from, *to) {
-                    (DType::Bool, DType::Bool) => false,
-                    (DType::Bool, other) | (other, DType::Bool) => plain(other),
-                    _ => true,
-                }
+                let bools = from == DType::Bool || *to == DType::Bool;
+                !bools || crate::fuse::wider_conversion(from, *to)
             }
             KOp::Reduce(_) => kernel.rows.is_some(),
             KOp::Accumulate(_) => false,
