@@ -13,9 +13,8 @@
 mod common;
 mod ptx_emulator;
 
-use ferrax::compiler::backend::gpu::GpuPlan;
+use ferrax::compiler::backend::gpu::{GpuOptions, GpuPlan, GpuProgram};
 use ferrax::compiler::backend::ptx::reduce::ReduceKernel;
-use ferrax::compiler::backend::ptx::rows::row_layout;
 use ferrax::compiler::backend::ptx::{render_launches, render_module, Launch, MathMode, PtxTarget};
 use ferrax::compiler::kernel::Role;
 use ferrax::compiler::simplify::simplify;
@@ -25,7 +24,7 @@ use ferrax::ir::{Func, ValueId};
 use ferrax::runtime::eval_op;
 use ferrax::Array;
 use ferrax::{nn, trace, DType, Tensor, TensorType};
-use ptx_emulator::{launch, Memory, Module};
+use ptx_emulator::{array_of, bytes_of, launch, Emulator, Memory, Module};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -332,58 +331,6 @@ fn all_values(func: &Func, args: &[Array]) -> Vec<Array> {
     values
 }
 
-fn bytes_of(a: &Array) -> Vec<u8> {
-    match a.elements() {
-        Elements::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        Elements::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        Elements::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        Elements::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        Elements::U8(v) => v.clone(),
-        Elements::Bool(v) => v.iter().map(|&x| u8::from(x)).collect(),
-        Elements::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        Elements::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-    }
-}
-
-fn array_of(bytes: &[u8], like: &Array) -> Array {
-    let chunks = |n: usize| bytes.chunks_exact(n);
-    let elements = match like.dtype() {
-        DType::F32 => Elements::F32(
-            chunks(4)
-                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
-        ),
-        DType::F64 => Elements::F64(
-            chunks(8)
-                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
-        ),
-        DType::I32 => Elements::I32(
-            chunks(4)
-                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
-        ),
-        DType::I64 => Elements::I64(
-            chunks(8)
-                .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
-        ),
-        DType::U8 => Elements::U8(bytes.to_vec()),
-        DType::Bool => Elements::Bool(bytes.iter().map(|&b| b != 0).collect()),
-        DType::F16 => Elements::F16(
-            chunks(2)
-                .map(|c| half::f16::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
-        ),
-        DType::BF16 => Elements::BF16(
-            chunks(2)
-                .map(|c| half::bf16::from_le_bytes(c.try_into().unwrap()))
-                .collect(),
-        ),
-    };
-    Array::new(like.shape().clone(), elements).unwrap()
-}
-
 /// f32: 3-ULP transcendentals and sums in another order; f64: rounding; halves: about an ULP
 /// of theirs; integers and bools exactly.
 fn tolerance(d: DType) -> f64 {
@@ -484,13 +431,7 @@ fn emulate(
     let mut memory = Memory::default();
     let mut params = Vec::new();
     let mut outputs = Vec::new();
-    let (mut len, mut block) = (0, 256u32);
     for kernel in launched.kernels.iter().map(|&k| &plan.kernels[k]) {
-        len = len.max(kernel.len);
-        if let (Some(r), Some((_, threads, _))) = (&kernel.rows, row_layout(kernel)) {
-            block = threads;
-            len = r.rows * block as usize;
-        }
         for b in &kernel.sig.buffers {
             let value = &values[b.value.index()];
             match b.role {
@@ -506,6 +447,8 @@ fn emulate(
             }
         }
     }
+    let index = plan.launches.iter().position(|l| l.name == launched.name);
+    let (len, block) = plan.launch_shape(index.unwrap());
     let grid = len.div_ceil(block as usize).clamp(1, 2) as u32;
     launch(
         module.entry(&launched.name),
@@ -516,7 +459,12 @@ fn emulate(
     );
     outputs
         .into_iter()
-        .map(|(v, address, bytes)| (v, array_of(memory.read(address, bytes), &values[v.index()])))
+        .map(|(v, address, bytes)| {
+            (
+                v,
+                array_of(memory.read(address, bytes), values[v.index()].ty()),
+            )
+        })
         .collect()
 }
 
@@ -556,6 +504,47 @@ fn kernels_compute_the_interpreters_values_in_the_emulator() {
     assert!(
         launches >= 80 && rows >= 30,
         "{launches} launches, {rows} row kernels"
+    );
+}
+
+/// Runs `func` on the emulated GPU (the executor the CUDA device uses, [`GpuProgram`]) at
+/// `args` and checks its results against the interpreter's; returns what it launched.
+fn run_on_emulator(name: &str, func: &Func, args: &[Array]) -> Vec<String> {
+    let emulator = Emulator::default();
+    let program = GpuProgram::compile(func, &emulator, GpuOptions::HIGHEST)
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let got = program.run(args).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let want = ferrax::runtime::interpret(func, args).unwrap();
+    assert_eq!(got.len(), want.len(), "{name}: results");
+    for (i, (got, want)) in got.iter().zip(&want).enumerate() {
+        let what = format!("{name} result {i}");
+        common::assert_close(got, want, tolerance(want.dtype()), &what);
+    }
+    emulator.launched()
+}
+
+/// Whole programs of the corpus, the gradients and the small benchmark forms run on the
+/// emulated GPU through the executor the CUDA device uses, and compute the interpreter's
+/// results. This checks what the kernel-by-kernel tests cannot: the step order, launch
+/// shapes, launches deferred and grouped, values released after their last reader, views,
+/// constants, and the operand layouts and transposes given to cuBLAS for every matrix product.
+#[test]
+fn whole_programs_run_on_the_emulated_gpu() {
+    let mut programs = common::corpus();
+    programs.extend(common::gradient_programs());
+    programs.extend(emulated_programs());
+    let (mut launches, mut gemms) = (0, 0);
+    for (name, func) in programs {
+        let (simple, _) = simplify(&func).unwrap();
+        for seed in 0..2 {
+            let launched = run_on_emulator(name, &simple, &common::inputs(&simple, seed));
+            gemms += launched.iter().filter(|l| *l == "gemm").count();
+            launches += launched.len();
+        }
+    }
+    assert!(
+        launches >= 250 && gemms >= 50,
+        "{launches} launches, {gemms} GEMMs"
     );
 }
 
@@ -729,7 +718,7 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
                 f64::NAN.to_le_bytes().to_vec()
             };
             v[..nan.len()].copy_from_slice(&nan);
-            input = array_of(&v, &input);
+            input = array_of(&v, input.ty());
         }
         let want = &ferrax::runtime::interpret(&func, std::slice::from_ref(&input)).unwrap()[0];
         let mut memory = Memory::default();
@@ -746,7 +735,7 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
             _ => panic!("{name}: not one reduction or copy"),
         };
         launch(module.entry(&entry), grid, block, &[from, to], &mut memory);
-        let got = array_of(memory.read(to, bytes), want);
+        let got = array_of(memory.read(to, bytes), want.ty());
         let exact = !name.starts_with("sum") && !name.starts_with("prod");
         if exact {
             assert_eq!(bytes_of(&got), bytes_of(want), "{name}");
@@ -952,7 +941,7 @@ fn emulate_copies(plan: &GpuPlan, module: &Module, values: &[Array]) -> Vec<(usi
                     &mut memory,
                 );
             }
-            (i, array_of(memory.read(to, bytes), want))
+            (i, array_of(memory.read(to, bytes), want.ty()))
         })
         .collect()
 }
@@ -977,7 +966,7 @@ fn emulate_reductions(plan: &GpuPlan, module: &Module, values: &[Array]) -> Vec<
                 &[from, to],
                 &mut memory,
             );
-            (i, array_of(memory.read(to, bytes), want))
+            (i, array_of(memory.read(to, bytes), want.ty()))
         })
         .collect()
 }
@@ -1081,7 +1070,8 @@ fn values_are_released_once_and_results_never() {
 /// Every program of the StableHLO conformance suite (`../shared/conformance`, where present),
 /// planned for the GPU: each plan builds, assembles with `ptxas` (where there is one), and
 /// each of its kernel launches, reductions and strided copies, run in the emulator on the
-/// interpreter's values of its inputs, stores the interpreter's values of its outputs.
+/// interpreter's values of its inputs, stores the interpreter's values of its outputs; and
+/// each whole program, run on the emulated GPU, computes the interpreter's results.
 #[test]
 fn conformance_programs_run_in_the_emulator() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/conformance/stablehlo");
@@ -1094,7 +1084,7 @@ fn conformance_programs_run_in_the_emulator() {
     let assembler = ptxas();
     let scratch = std::env::temp_dir().join(format!("ferrax-conformance-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).unwrap();
-    let mut launched = 0;
+    let (mut launched, mut whole) = (0, 0);
     for file in files
         .iter()
         .filter(|f| f.extension().is_some_and(|e| e == "mlir"))
@@ -1148,8 +1138,10 @@ fn conformance_programs_run_in_the_emulator() {
                 common::assert_close(&got, want, tolerance(want.dtype()), &what);
                 launched += 1;
             }
+            whole += run_on_emulator(&name, &simple, &args).len();
         }
     }
     std::fs::remove_dir_all(&scratch).ok();
     assert!(launched >= 120, "only {launched} launches");
+    assert!(whole >= 140, "only {whole} launches of whole programs");
 }

@@ -12,8 +12,14 @@
 //! rejects by name.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+use ferrax::compiler::backend::gpu::{GemmOperand, GpuError, GpuMachine};
+use ferrax::compiler::backend::ptx::PtxTarget;
+use ferrax::ir::{DType, Elements, Shape};
+use ferrax::{Array, MatmulPrecision, TensorType};
 use half::{bf16, f16};
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// Where global buffers start: address 0 is never valid.
 const GLOBAL_BASE: u64 = 0x1_0000;
@@ -237,6 +243,11 @@ impl Memory {
         self.bytes.resize(start, 0xAB);
         self.bytes.extend_from_slice(data);
         GLOBAL_BASE + start as u64
+    }
+
+    pub fn write(&mut self, address: u64, data: &[u8]) {
+        self.slice(address, data.len(), "write")
+            .copy_from_slice(data);
     }
 
     pub fn read(&self, address: u64, len: usize) -> &[u8] {
@@ -870,5 +881,232 @@ pub fn launch(entry: &Entry, grid: u32, block: u32, params: &[u64], memory: &mut
                 "block {b}: threads wait at different synchronizations"
             );
         }
+    }
+}
+
+/// The little-endian bytes of `a`'s elements, bools as one byte each.
+pub fn bytes_of(a: &Array) -> Vec<u8> {
+    match a.elements() {
+        Elements::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Elements::F64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Elements::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Elements::I64(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Elements::U8(v) => v.clone(),
+        Elements::Bool(v) => v.iter().map(|&x| u8::from(x)).collect(),
+        Elements::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Elements::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    }
+}
+
+/// The array of type `ty` whose elements are `bytes`.
+pub fn array_of(bytes: &[u8], ty: &TensorType) -> Array {
+    let chunks = |n: usize| bytes.chunks_exact(n);
+    let elements = match ty.dtype {
+        DType::F32 => Elements::F32(
+            chunks(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
+        DType::F64 => Elements::F64(
+            chunks(8)
+                .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
+        DType::I32 => Elements::I32(
+            chunks(4)
+                .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
+        DType::I64 => Elements::I64(
+            chunks(8)
+                .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
+        DType::U8 => Elements::U8(bytes.to_vec()),
+        DType::Bool => Elements::Bool(bytes.iter().map(|&b| b != 0).collect()),
+        DType::F16 => Elements::F16(
+            chunks(2)
+                .map(|c| f16::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
+        DType::BF16 => Elements::BF16(
+            chunks(2)
+                .map(|c| bf16::from_le_bytes(c.try_into().unwrap()))
+                .collect(),
+        ),
+    };
+    Array::new(ty.shape.clone(), elements).unwrap()
+}
+
+/// A GPU made of the emulator, on which whole programs run as on a device
+/// ([`GpuMachine`]): modules parsed, memory allocated one buffer after another and never
+/// reused, launches run at once with at most two blocks (so grid-stride loops go round), and
+/// matrix products computed with cuBLAS's conventions, summed exactly in f64 whatever the
+/// precision asked (TF32 is a device test's).
+#[derive(Clone, Default)]
+pub struct Emulator {
+    memory: Rc<RefCell<Memory>>,
+    /// Launches run so far, by entry name, and `gemm` for each matrix product.
+    launched: Rc<RefCell<Vec<String>>>,
+}
+
+#[derive(Clone, Debug)]
+pub struct EmulatedArray {
+    address: u64,
+    ty: TensorType,
+}
+
+impl Emulator {
+    /// The entries launched so far, in order.
+    pub fn launched(&self) -> Vec<String> {
+        self.launched.borrow().clone()
+    }
+}
+
+fn element(bytes: &[u8], dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => f64::from(f32::from_le_bytes(bytes.try_into().unwrap())),
+        DType::F64 => f64::from_le_bytes(bytes.try_into().unwrap()),
+        DType::F16 => f16::from_le_bytes(bytes.try_into().unwrap()).to_f64(),
+        DType::BF16 => bf16::from_le_bytes(bytes.try_into().unwrap()).to_f64(),
+        other => panic!("a {other} matrix product"),
+    }
+}
+
+fn element_bytes(x: f64, dtype: DType) -> Vec<u8> {
+    match dtype {
+        DType::F32 => (x as f32).to_le_bytes().to_vec(),
+        DType::F64 => x.to_le_bytes().to_vec(),
+        DType::F16 => f16::from_f64(x).to_le_bytes().to_vec(),
+        DType::BF16 => bf16::from_f64(x).to_le_bytes().to_vec(),
+        other => panic!("a {other} matrix product"),
+    }
+}
+
+impl GpuMachine for Emulator {
+    type Array = EmulatedArray;
+    type Function = (Rc<Module>, String);
+
+    fn target(&self) -> PtxTarget {
+        PtxTarget::Sm80
+    }
+
+    fn load(&self, ptx: &str, names: &[&str]) -> Result<Vec<Self::Function>, GpuError> {
+        let module = Rc::new(Module::parse(ptx));
+        for name in names {
+            module.entry(name);
+        }
+        Ok(names
+            .iter()
+            .map(|n| (module.clone(), n.to_string()))
+            .collect())
+    }
+
+    fn multiprocessors(&self) -> u32 {
+        1
+    }
+
+    fn grid_for(&self, len: usize, block: u32) -> u32 {
+        len.div_ceil(block as usize).clamp(1, 2) as u32
+    }
+
+    fn alloc(&self, ty: &TensorType) -> Result<EmulatedArray, GpuError> {
+        let bytes = ty.numel() * ty.dtype.size_bytes();
+        Ok(EmulatedArray {
+            address: self.memory.borrow_mut().alloc(&vec![0xEE; bytes]),
+            ty: ty.clone(),
+        })
+    }
+
+    fn upload(&self, array: &Array) -> Result<EmulatedArray, GpuError> {
+        Ok(EmulatedArray {
+            address: self.memory.borrow_mut().alloc(&bytes_of(array)),
+            ty: array.ty().clone(),
+        })
+    }
+
+    fn download(&self, array: &EmulatedArray) -> Result<Array, GpuError> {
+        let bytes = array.ty.numel() * array.ty.dtype.size_bytes();
+        Ok(array_of(
+            self.memory.borrow().read(array.address, bytes),
+            &array.ty,
+        ))
+    }
+
+    fn address(array: &EmulatedArray) -> u64 {
+        array.address
+    }
+
+    fn array_type(array: &EmulatedArray) -> TensorType {
+        array.ty.clone()
+    }
+
+    fn reshaped(array: &EmulatedArray, shape: Shape) -> EmulatedArray {
+        assert_eq!(array.ty.numel(), shape.numel(), "reshape of {}", array.ty);
+        EmulatedArray {
+            address: array.address,
+            ty: TensorType::new(array.ty.dtype, shape),
+        }
+    }
+
+    unsafe fn launch(
+        &self,
+        (module, name): &Self::Function,
+        grid: u32,
+        block: u32,
+        args: &[u64],
+    ) -> Result<(), GpuError> {
+        launch(
+            module.entry(name),
+            grid,
+            block,
+            args,
+            &mut self.memory.borrow_mut(),
+        );
+        self.launched.borrow_mut().push(name.clone());
+        Ok(())
+    }
+
+    unsafe fn gemm(
+        &self,
+        dtype: DType,
+        (transpose_a, transpose_b): (bool, bool),
+        (m, n, k): (usize, usize, usize),
+        (a, lda, stride_a): GemmOperand,
+        (b, ldb, stride_b): GemmOperand,
+        (c, ldc, stride_c): GemmOperand,
+        batch: usize,
+        _: MatmulPrecision,
+    ) -> Result<(), GpuError> {
+        let size = dtype.size_bytes();
+        let mut memory = self.memory.borrow_mut();
+        let at = |memory: &Memory, base: u64, index: usize| {
+            element(memory.read(base + (index * size) as u64, size), dtype)
+        };
+        // Column-major: element (row, col) of a matrix with leading dimension ld is at
+        // row + col·ld; op(A) is m × k, op(B) k × n.
+        for i in 0..batch {
+            for col in 0..n {
+                for row in 0..m {
+                    let sum: f64 = (0..k)
+                        .map(|l| {
+                            let x = match transpose_a {
+                                false => row + l * lda,
+                                true => l + row * lda,
+                            };
+                            let y = match transpose_b {
+                                false => l + col * ldb,
+                                true => col + l * ldb,
+                            };
+                            at(&memory, a, i * stride_a + x) * at(&memory, b, i * stride_b + y)
+                        })
+                        .sum();
+                    let to = c + ((i * stride_c + row + col * ldc) * size) as u64;
+                    memory.write(to, &element_bytes(sum, dtype));
+                }
+            }
+        }
+        self.launched.borrow_mut().push("gemm".into());
+        Ok(())
     }
 }

@@ -16,9 +16,12 @@ use crate::fuse::{partition, schedule, KernelTypes, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::{Kernel, Role};
 use ferrax_ir::{verify, Func, FuncBuilder, Op, ValueId};
-use ferrax_runtime::cuda::{CudaDevice, CudaError, DeviceArray, Function, MatmulPrecision};
+use ferrax_runtime::cuda::{CudaDevice, CudaError, MatmulPrecision};
 use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
 use std::sync::Arc;
+
+mod machine;
+pub use machine::{GemmOperand, GpuMachine};
 
 /// Threads per block of elementwise kernels.
 const BLOCK: u32 = 256;
@@ -82,25 +85,20 @@ impl GpuOptions {
     };
 }
 
-/// A program compiled for one GPU.
-pub struct GpuExecutable {
-    func: Func,
-    device: Arc<CudaDevice>,
-    constants: std::collections::HashMap<usize, DeviceArray>,
-    steps: Vec<GpuStep>,
-    /// Per step, the values let go of after it ([`releases`]).
-    releases: Vec<Vec<ValueId>>,
-    kernels: Vec<Kernel>,
-    launches: Vec<Launch>,
+/// A program compiled for one GPU: its plan, and its module and constants loaded there.
+pub struct GpuProgram<M: GpuMachine> {
+    plan: GpuPlan,
+    machine: M,
+    constants: std::collections::HashMap<usize, M::Array>,
     /// Per launch, its entry.
-    functions: Vec<Function>,
-    reductions: Vec<ReduceKernel>,
-    reduce_functions: Vec<Function>,
-    copies: Vec<CopyKernel>,
-    copy_functions: Vec<Function>,
-    ptx: String,
+    functions: Vec<M::Function>,
+    reduce_functions: Vec<M::Function>,
+    copy_functions: Vec<M::Function>,
     matmul: MatmulPrecision,
 }
+
+/// A program compiled for a CUDA device.
+pub type GpuExecutable = GpuProgram<Arc<CudaDevice>>;
 
 /// What a program becomes on the GPU, before any device is involved: its steps, kernels and
 /// PTX module.
@@ -291,6 +289,21 @@ impl GpuPlan {
     pub fn host_ops(&self) -> Vec<&str> {
         host_ops(&self.steps, &self.func)
     }
+
+    /// Launch `l`'s threads and its block size: a block per row for a row kernel, elements
+    /// for a flat launch, whose grid strides over them.
+    pub fn launch_shape(&self, l: usize) -> (usize, u32) {
+        let mut len = 0;
+        let mut block = BLOCK;
+        for kernel in self.launches[l].kernels.iter().map(|&k| &self.kernels[k]) {
+            len = len.max(kernel.len);
+            if let (Some(r), Some((_, threads, _))) = (&kernel.rows, row_layout(kernel)) {
+                block = threads;
+                len = r.rows * block as usize;
+            }
+        }
+        (len, block)
+    }
 }
 
 /// Parameters one launch may take: CUDA's 4 KiB of kernel parameters, in addresses.
@@ -471,33 +484,24 @@ fn host_ops<'f>(steps: &[GpuStep], func: &'f Func) -> Vec<&'f str> {
         .collect()
 }
 
-impl GpuExecutable {
-    pub fn compile(
-        func: &Func,
-        device: &Arc<CudaDevice>,
-        options: GpuOptions,
-    ) -> Result<GpuExecutable, GpuError> {
-        let (major, minor) = device.compute_capability();
-        let target = PtxTarget::for_compute_capability(major, minor);
-        let plan = GpuPlan::new(func, target, options.math)?;
+impl<M: GpuMachine> GpuProgram<M> {
+    pub fn compile(func: &Func, machine: &M, options: GpuOptions) -> Result<GpuProgram<M>, GpuError>
+    where
+        M: Clone,
+    {
+        let plan = GpuPlan::new(func, machine.target(), options.math)?;
         let empty =
             plan.launches.is_empty() && plan.reductions.is_empty() && plan.copies.is_empty();
-        let (functions, reduce_functions, copy_functions) = if empty {
-            (Vec::new(), Vec::new(), Vec::new())
+        let mut names: Vec<&str> = plan.launches.iter().map(|l| l.name.as_str()).collect();
+        names.extend(plan.reductions.iter().map(|r| r.name.as_str()));
+        names.extend(plan.copies.iter().map(|c| c.name.as_str()));
+        let mut functions = if empty {
+            Vec::new()
         } else {
-            let module = device.load_module(&plan.ptx)?;
-            let load = |names: Vec<String>| -> Result<Vec<Function>, GpuError> {
-                Ok(names
-                    .iter()
-                    .map(|n| module.function(n))
-                    .collect::<Result<_, _>>()?)
-            };
-            (
-                load(plan.launches.iter().map(|l| l.name.clone()).collect())?,
-                load(plan.reductions.iter().map(|r| r.name.clone()).collect())?,
-                load(plan.copies.iter().map(|c| c.name.clone()).collect())?,
-            )
+            machine.load(&plan.ptx, &names)?
         };
+        let copy_functions = functions.split_off(functions.len() - plan.copies.len());
+        let reduce_functions = functions.split_off(functions.len() - plan.reductions.len());
         let constants = plan
             .steps
             .iter()
@@ -508,88 +512,75 @@ impl GpuExecutable {
             .map(|i| {
                 // The interpreter materializes splats to their full shape.
                 let host = eval_op(&plan.func.body[i].op, &[])?;
-                Ok((i, device.upload(&host)?))
+                Ok((i, machine.upload(&host)?))
             })
             .collect::<Result<_, GpuError>>()?;
-        Ok(GpuExecutable {
-            func: plan.func,
-            device: device.clone(),
+        Ok(GpuProgram {
+            plan,
+            machine: machine.clone(),
             constants,
-            steps: plan.steps,
-            releases: plan.releases,
-            kernels: plan.kernels,
-            launches: plan.launches,
             functions,
-            reductions: plan.reductions,
             reduce_functions,
-            copies: plan.copies,
             copy_functions,
-            ptx: plan.ptx,
             matmul: options.matmul,
         })
     }
 
     /// The PTX module of the program's kernels.
     pub fn ptx(&self) -> &str {
-        &self.ptx
+        &self.plan.ptx
     }
 
     pub fn kernels(&self) -> &[Kernel] {
-        &self.kernels
-    }
-
-    pub fn device(&self) -> &Arc<CudaDevice> {
-        &self.device
+        &self.plan.kernels
     }
 
     /// How many instructions run on the host path.
     pub fn host_steps(&self) -> usize {
-        host_ops(&self.steps, &self.func).len()
+        self.plan.host_ops().len()
     }
 
     /// Strided copy `c` of `input` into a new array.
-    fn copy(&self, c: usize, input: &DeviceArray) -> Result<DeviceArray, GpuError> {
-        let kernel = &self.copies[c];
-        let ty = ferrax_ir::TensorType::new(input.dtype(), kernel.dims.clone());
-        let out = self.device.alloc_array(&ty)?;
+    fn copy(&self, c: usize, input: &M::Array) -> Result<M::Array, GpuError> {
+        let ty = M::array_type(input);
+        let ty = ferrax_ir::TensorType::new(ty.dtype, self.plan.copies[c].dims.clone());
+        let out = self.machine.alloc(&ty)?;
         self.copy_into(c, input, &out)?;
         Ok(out)
     }
 
     /// Strided copy `c` of `input` into `out`, which it writes part or all of.
-    fn copy_into(&self, c: usize, input: &DeviceArray, out: &DeviceArray) -> Result<(), GpuError> {
-        let grid = self.device.grid_for(self.copies[c].len(), BLOCK);
+    fn copy_into(&self, c: usize, input: &M::Array, out: &M::Array) -> Result<(), GpuError> {
+        let grid = self.machine.grid_for(self.plan.copies[c].len(), BLOCK);
         // SAFETY: the copy reads within the operand and writes within the result: the plan
         // took its strides and bases from their shapes.
         unsafe {
-            self.device.launch(
+            self.machine.launch(
                 &self.copy_functions[c],
                 grid,
                 BLOCK,
-                &[input.address(), out.address()],
-            )?
-        };
-        Ok(())
+                &[M::address(input), M::address(out)],
+            )
+        }
     }
 
     /// Copies `args` to the device, runs, and copies the results back.
     pub fn run(&self, args: &[Array]) -> Result<Vec<Array>, GpuError> {
-        check_args(&self.func, args)?;
+        check_args(&self.plan.func, args)?;
         let up = args
             .iter()
-            .map(|a| self.device.upload(a))
+            .map(|a| self.machine.upload(a))
             .collect::<Result<Vec<_>, _>>()?;
-        let out = self.run_device(&up)?;
-        Ok(out
+        self.run_device(&up)?
             .iter()
-            .map(DeviceArray::to_host)
-            .collect::<Result<_, _>>()?)
+            .map(|a| self.machine.download(a))
+            .collect()
     }
 
     /// Runs on arrays already on the device; the results stay there. Work is queued, not
     /// waited for, unless a host step needs a value.
-    pub fn run_device(&self, args: &[DeviceArray]) -> Result<Vec<DeviceArray>, GpuError> {
-        let func = &self.func;
+    pub fn run_device(&self, args: &[M::Array]) -> Result<Vec<M::Array>, GpuError> {
+        let func = &self.plan.func;
         if args.len() != func.params.len() {
             return Err(RuntimeError::ArgCount {
                 expected: func.params.len(),
@@ -598,47 +589,37 @@ impl GpuExecutable {
             .into());
         }
         for (index, (a, p)) in args.iter().zip(&func.params).enumerate() {
-            if a.shape() != &p.shape || a.dtype() != p.dtype {
+            let got = M::array_type(a);
+            if &got != p {
                 return Err(RuntimeError::ArgType {
                     index,
                     expected: p.clone(),
-                    got: ferrax_ir::TensorType::new(a.dtype(), a.shape().clone()),
+                    got,
                 }
                 .into());
             }
         }
-        let mut values: Vec<Option<DeviceArray>> = args.iter().cloned().map(Some).collect();
+        let mut values: Vec<Option<M::Array>> = args.iter().cloned().map(Some).collect();
         values.resize(func.num_values(), None);
-        let get = |values: &[Option<DeviceArray>], v: ValueId| {
+        let get = |values: &[Option<M::Array>], v: ValueId| {
             values[v.index()].clone().ok_or(GpuError::Missing(v.0))
         };
-        let device = &self.device;
-        for (step, released) in self.steps.iter().zip(&self.releases) {
+        let machine = &self.machine;
+        for (step, released) in self.plan.steps.iter().zip(&self.plan.releases) {
             match step {
                 GpuStep::Launch(l) => {
-                    let launch = &self.launches[*l];
                     let mut addresses = Vec::new();
                     let mut outputs = Vec::new();
-                    let mut len = 0;
-                    let mut block = BLOCK;
-                    for kernel in launch.kernels.iter().map(|&k| &self.kernels[k]) {
-                        len = len.max(kernel.len);
-                        if let (Some(r), Some(threads)) =
-                            (&kernel.rows, row_layout(kernel).map(|l| l.1))
-                        {
-                            // A block per row.
-                            block = threads;
-                            len = r.rows * block as usize;
-                        }
-                        for b in &kernel.sig.buffers {
+                    for &k in &self.plan.launches[*l].kernels {
+                        for b in &self.plan.kernels[k].sig.buffers {
                             match b.role {
-                                Role::Input => addresses.push(get(&values, b.value)?.address()),
+                                Role::Input => addresses.push(M::address(&get(&values, b.value)?)),
                                 Role::Output => {
                                     let ty = func
                                         .value_type(b.value)
                                         .ok_or(GpuError::Missing(b.value.0))?;
-                                    let array = device.alloc_array(ty)?;
-                                    addresses.push(array.address());
+                                    let array = machine.alloc(ty)?;
+                                    addresses.push(M::address(&array));
                                     outputs.push((b.value, array));
                                 }
                                 // A row kernel keeps its scratch rows in registers.
@@ -647,10 +628,11 @@ impl GpuExecutable {
                             }
                         }
                     }
-                    let grid = device.grid_for(len, block);
+                    let (len, block) = self.plan.launch_shape(*l);
+                    let grid = machine.grid_for(len, block);
                     // SAFETY: every address is a live buffer of its kernel's element count
                     // (inputs are kept alive in `values`, outputs in `outputs`).
-                    unsafe { device.launch(&self.functions[*l], grid, block, &addresses)? };
+                    unsafe { machine.launch(&self.functions[*l], grid, block, &addresses)? };
                     for (v, a) in outputs {
                         values[v.index()] = Some(a);
                     }
@@ -671,19 +653,19 @@ impl GpuExecutable {
                     };
                     let (lhs, rhs) = (operand(0, *lhs_copy)?, operand(1, *rhs_copy)?);
                     let ty = &ins.ty;
-                    let out = device.alloc_array(ty)?;
+                    let out = machine.alloc(ty)?;
                     let lda = if g.lhs_k_first { g.m } else { g.k };
                     let ldb = if g.rhs_k_last { g.k } else { g.n };
                     // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ.
                     // SAFETY: operand and result buffers hold exactly these shapes.
                     unsafe {
-                        device.gemm(
+                        machine.gemm(
                             ty.dtype,
                             (g.rhs_k_last, g.lhs_k_first),
                             (g.n, g.m, g.k),
-                            (rhs.address(), ldb, g.k * g.n),
-                            (lhs.address(), lda, g.m * g.k),
-                            (out.address(), g.n, g.m * g.n),
+                            (M::address(&rhs), ldb, g.k * g.n),
+                            (M::address(&lhs), lda, g.m * g.k),
+                            (M::address(&out), g.n, g.m * g.n),
                             g.batch,
                             self.matmul,
                         )?
@@ -693,23 +675,23 @@ impl GpuExecutable {
                 GpuStep::Reduce(i, r) => {
                     let ins = &func.body[*i];
                     let input = get(&values, ins.args[0])?;
-                    let out = device.alloc_array(&ins.ty)?;
-                    let k = &self.reductions[*r];
-                    let grid = k.grid(device.multiprocessors());
+                    let out = machine.alloc(&ins.ty)?;
+                    let k = &self.plan.reductions[*r];
+                    let grid = k.grid(machine.multiprocessors());
                     // SAFETY: the input holds `outputs * reduced` elements, the result `outputs`.
                     unsafe {
-                        device.launch(
+                        machine.launch(
                             &self.reduce_functions[*r],
                             grid,
                             k.block(),
-                            &[input.address(), out.address()],
+                            &[M::address(&input), M::address(&out)],
                         )?
                     };
                     values[func.instr_value(*i).index()] = Some(out);
                 }
                 GpuStep::Copies(i, parts) => {
                     let ins = &func.body[*i];
-                    let out = device.alloc_array(&ins.ty)?;
+                    let out = machine.alloc(&ins.ty)?;
                     for &(c, operand) in parts {
                         self.copy_into(c, &get(&values, ins.args[operand])?, &out)?;
                     }
@@ -726,7 +708,7 @@ impl GpuExecutable {
                     let ins = &func.body[*i];
                     let operand = get(&values, ins.args[0])?;
                     values[func.instr_value(*i).index()] =
-                        Some(operand.reshaped(ins.ty.shape.clone()));
+                        Some(M::reshaped(&operand, ins.ty.shape.clone()));
                 }
                 GpuStep::Host(range) => {
                     let mut local: std::collections::HashMap<ValueId, Array> = Default::default();
@@ -737,14 +719,14 @@ impl GpuExecutable {
                             .iter()
                             .map(|a| match local.get(a) {
                                 Some(x) => Ok(x.clone()),
-                                None => Ok(get(&values, *a)?.to_host()?),
+                                None => machine.download(&get(&values, *a)?),
                             })
                             .collect::<Result<Vec<_>, GpuError>>()?;
                         let refs: Vec<&Array> = operands.iter().collect();
                         local.insert(func.instr_value(i), eval_op(&ins.op, &refs)?);
                     }
                     for (v, a) in local {
-                        values[v.index()] = Some(device.upload(&a)?);
+                        values[v.index()] = Some(machine.upload(&a)?);
                     }
                 }
             }
