@@ -14,7 +14,7 @@ mod common;
 mod ptx_emulator;
 
 use ferrax::compiler::backend::gpu::{GpuOptions, GpuPlan, GpuProgram};
-use ferrax::compiler::backend::ptx::reduce::ReduceKernel;
+use ferrax::compiler::backend::ptx::reduce::{ReduceKernel, ReduceLaunch};
 use ferrax::compiler::backend::ptx::{render_launches, render_module, Launch, MathMode, PtxTarget};
 use ferrax::compiler::kernel::Role;
 use ferrax::compiler::simplify::simplify;
@@ -47,9 +47,10 @@ fn benchmark_programs_ptx_snapshots() {
     }
 }
 
-/// The MLP step's flat kernels wait until a later step reads them: its six parameter updates
-/// launch together, so its 12 kernels (two of them the loss gradient's row kernels, which
-/// launch alone) take 7 launches.
+/// The MLP step's flat kernels and reductions wait until a step of another kind reads them: its
+/// six parameter updates launch together, so its 12 kernels (two of them the loss gradient's
+/// row kernels, which launch alone) take 7 launches, and its three bias gradients one launch
+/// (that it precedes the updates that read it, the emulated runs check).
 #[test]
 fn independent_kernels_launch_together() {
     let (_, func) = common::benchmark_programs()
@@ -87,6 +88,21 @@ fn independent_kernels_launch_together() {
         .map(|&k| plan.kernels[k].len)
         .collect();
     assert_eq!(lens, [784 * 1024, 1024, 1024 * 1024, 1024, 1024 * 10, 10]);
+    let [(sums, instrs)] = plan.reduce_steps()[..] else {
+        panic!("bias gradients in {} launches", plan.reduce_steps().len());
+    };
+    let outputs: Vec<usize> = plan.reduce_launches[sums]
+        .parts
+        .iter()
+        .map(|&r| plan.reductions[r].outputs)
+        .collect();
+    assert_eq!(outputs, [1024, 1024, 10]);
+    assert_eq!(instrs.len(), 3);
+    // One block per 32 columns of each part.
+    assert_eq!(
+        plan.reduce_launches[sums].grid(&plan.reductions, 132),
+        32 + 32 + 1
+    );
 }
 
 #[test]
@@ -232,6 +248,7 @@ fn every_kernel_assembles_with_ptxas() {
     let mut kernels = Vec::new();
     let mut launches = Vec::new();
     let mut reductions = Vec::new();
+    let mut reduce_launches = Vec::new();
     let mut copies = Vec::new();
     for (name, func) in &programs {
         let (simple, _) = simplify(func).unwrap();
@@ -244,6 +261,11 @@ fn every_kernel_assembles_with_ptxas() {
         for mut k in plan.kernels {
             k.name = format!("{name}_{}", k.name);
             kernels.push(k);
+        }
+        for mut l in plan.reduce_launches {
+            l.name = format!("{name}_{}", l.name);
+            l.parts.iter_mut().for_each(|r| *r += reductions.len());
+            reduce_launches.push(l);
         }
         for mut r in plan.reductions {
             r.name = format!("{name}_{}", r.name);
@@ -266,15 +288,32 @@ fn every_kernel_assembles_with_ptxas() {
         launches.iter().any(|l| l.kernels.len() > 1),
         "no kernels launched together"
     );
-    // Every reduction kernel form: each op, float type and layout.
-    for op in ReduceOp::ALL {
-        for dtype in [DType::F32, DType::F64] {
+    assert!(
+        reduce_launches.iter().any(|l| l.parts.len() > 1),
+        "no reductions launched together"
+    );
+    // Every reduction kernel form: each op, float type and layout, alone and all of a type in
+    // one launch.
+    for dtype in [DType::F32, DType::F64] {
+        let mut parts = Vec::new();
+        for op in ReduceOp::ALL {
             for (shape, axes) in [([64, 1000], [1]), ([300, 7], [0])] {
                 let name = format!("reduce_{}_{dtype}_{}", op.name(), axes[0]);
                 let ty = TensorType::new(dtype, shape);
                 reductions.push(ReduceKernel::plan(name, op, &ty, &axes).unwrap());
+                parts.push(reductions.len() - 1);
             }
         }
+        for &r in &parts {
+            reduce_launches.push(ReduceLaunch {
+                name: reductions[r].name.clone(),
+                parts: vec![r],
+            });
+        }
+        reduce_launches.push(ReduceLaunch {
+            name: format!("reduce_all_{dtype}"),
+            parts,
+        });
     }
     let dir = std::env::temp_dir().join(format!("ferrax-ptx-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -283,7 +322,15 @@ fn every_kernel_assembles_with_ptxas() {
         .into_iter()
         .flat_map(|t| modes.map(|m| (t, m)))
     {
-        let ptx = render_launches(&kernels, &launches, &reductions, &copies, target, mode).unwrap();
+        let ptx = render_launches(
+            &kernels,
+            &launches,
+            (&reductions, &reduce_launches),
+            &copies,
+            target,
+            mode,
+        )
+        .unwrap();
         let file = dir.join(format!("corpus_{}_{mode:?}.ptx", target.arch()));
         std::fs::write(&file, &ptx).unwrap();
         let out = Command::new(&ptxas)
@@ -307,7 +354,7 @@ fn every_kernel_assembles_with_ptxas() {
             .collect();
         assert!(warnings.is_empty(), "ptxas warnings: {warnings:?}");
         let spills = report.lines().filter(|l| l.contains("spill")).count();
-        let entries = launches.len() + reductions.len() + copies.len();
+        let entries = launches.len() + reduce_launches.len() + copies.len();
         assert_eq!(spills, entries, "a spill report per entry: {report}");
         for line in report.lines().filter(|l| l.contains("spill")) {
             assert!(
@@ -946,29 +993,34 @@ fn emulate_copies(plan: &GpuPlan, module: &Module, values: &[Array]) -> Vec<(usi
         .collect()
 }
 
-/// Runs each reduction kernel of `plan` in the emulator on the interpreter's value of its
-/// operand; returns the results, by instruction.
+/// Runs each reduction launch of `plan` in the emulator on the interpreter's values of its
+/// operands; returns the results, by instruction.
 fn emulate_reductions(plan: &GpuPlan, module: &Module, values: &[Array]) -> Vec<(usize, Array)> {
-    plan.reduce_steps()
-        .into_iter()
-        .map(|(i, r)| {
+    let mut results = Vec::new();
+    for (l, instrs) in plan.reduce_steps() {
+        let mut memory = Memory::default();
+        let mut params = Vec::new();
+        for &i in instrs {
             let input = &values[plan.func.body[i].args[0].index()];
+            let bytes = bytes_of(&values[plan.func.instr_value(i).index()]).len();
+            params.push(memory.alloc(&bytes_of(input)));
+            params.push(memory.alloc(&vec![0xEE; bytes]));
+        }
+        let launched = &plan.reduce_launches[l];
+        launch(
+            module.entry(&launched.name),
+            launched.grid(&plan.reductions, 2),
+            launched.block(&plan.reductions),
+            &params,
+            &mut memory,
+        );
+        for (&i, to) in instrs.iter().zip(params.iter().skip(1).step_by(2)) {
             let want = &values[plan.func.instr_value(i).index()];
-            let mut memory = Memory::default();
-            let from = memory.alloc(&bytes_of(input));
-            let bytes = bytes_of(want).len();
-            let to = memory.alloc(&vec![0xEE; bytes]);
-            let k = &plan.reductions[r];
-            launch(
-                module.entry(&k.name),
-                k.grid(2),
-                k.block(),
-                &[from, to],
-                &mut memory,
-            );
-            (i, array_of(memory.read(to, bytes), want.ty()))
-        })
-        .collect()
+            let got = array_of(memory.read(*to, bytes_of(want).len()), want.ty());
+            results.push((i, got));
+        }
+    }
+    results
 }
 
 /// Concatenations and pads run on the GPU as strided copies into parts of one result; in the

@@ -9,7 +9,7 @@
 
 use super::gemm::{plan_gemm, plan_permuted_gemm, Gemm};
 use super::ptx::copy::CopyKernel;
-use super::ptx::reduce::ReduceKernel;
+use super::ptx::reduce::{ReduceKernel, ReduceLaunch};
 use super::ptx::rows::row_layout;
 use super::ptx::{legalize, render_launches, symbol, Launch, MathMode, PtxError, PtxTarget};
 use crate::fuse::{partition, schedule, KernelTypes, Step};
@@ -55,8 +55,9 @@ enum GpuStep {
         lhs_copy: Option<usize>,
         rhs_copy: Option<usize>,
     },
-    /// Instruction and reduction kernel.
-    Reduce(usize, usize),
+    /// Reduction launch `launch` computing instructions `instrs`, one per part (before
+    /// [`group_launches`], reduction kernel `launch` alone).
+    Reduce { launch: usize, instrs: Vec<usize> },
     /// Instruction and the strided copies that write its result, each with the operand it
     /// reads, in order.
     Copies(usize, Vec<(usize, usize)>),
@@ -112,6 +113,8 @@ pub struct GpuPlan {
     /// How the kernels are launched (see [`group_launches`]).
     pub launches: Vec<Launch>,
     pub reductions: Vec<ReduceKernel>,
+    /// How the reductions are launched (see [`group_launches`]).
+    pub reduce_launches: Vec<ReduceLaunch>,
     pub copies: Vec<CopyKernel>,
     pub ptx: String,
 }
@@ -238,7 +241,10 @@ impl GpuPlan {
                         match input.and_then(|t| ReduceKernel::plan(name, *op, t, axes)) {
                             Some(r) => {
                                 reductions.push(r);
-                                GpuStep::Reduce(index, reductions.len() - 1)
+                                GpuStep::Reduce {
+                                    launch: reductions.len() - 1,
+                                    instrs: vec![index],
+                                }
                             }
                             None => GpuStep::Host(index..index + 1),
                         }
@@ -247,8 +253,15 @@ impl GpuPlan {
                 }),
             }
         }
-        let (steps, launches) = group_launches(func, steps, &kernels);
-        let ptx = render_launches(&kernels, &launches, &reductions, &copies, target, mode)?;
+        let (steps, launches, reduce_launches) = group_launches(func, steps, &kernels, &reductions);
+        let ptx = render_launches(
+            &kernels,
+            &launches,
+            (&reductions, &reduce_launches),
+            &copies,
+            target,
+            mode,
+        )?;
         Ok(GpuPlan {
             func: func.clone(),
             releases: releases(func, &steps, &kernels, &launches),
@@ -256,6 +269,7 @@ impl GpuPlan {
             kernels,
             launches,
             reductions,
+            reduce_launches,
             copies,
             ptx,
         })
@@ -273,13 +287,13 @@ impl GpuPlan {
             .collect()
     }
 
-    /// The instructions computed by reduction kernels, each with its kernel (an index into
-    /// `reductions`), in launch order.
-    pub fn reduce_steps(&self) -> Vec<(usize, usize)> {
+    /// The reduction launches (indices into `reduce_launches`), each with the instructions it
+    /// computes, one per part, in launch order.
+    pub fn reduce_steps(&self) -> Vec<(usize, &[usize])> {
         self.steps
             .iter()
             .filter_map(|s| match s {
-                GpuStep::Reduce(i, r) => Some((*i, *r)),
+                GpuStep::Reduce { launch, instrs } => Some((*launch, instrs.as_slice())),
                 _ => None,
             })
             .collect()
@@ -309,68 +323,214 @@ impl GpuPlan {
 /// Parameters one launch may take: CUDA's 4 KiB of kernel parameters, in addresses.
 const MAX_LAUNCH_BUFFERS: usize = 4096 / 8;
 
-/// `steps`, whose launches are one kernel each (`Launch(k)` runs kernel `k`), with each kernel
-/// deferred until a later step reads one of its outputs (or the
-/// program ends), and the kernels deferred together launched as one entry (XLA's horizontal
-/// fusion): small independent kernels, such as an optimizer's update of each parameter, cost
-/// one launch instead of one each. Values are immutable, so running a kernel later reads the
-/// same inputs.
+/// `steps`, whose launches are one kernel or reduction each (`Launch(k)` runs kernel `k`,
+/// `Reduce { launch: r, .. }` reduction `r`), with flat kernels and small reductions deferred
+/// until a step of another kind reads what they compute (or the program ends), then launched
+/// in waves: those no other waiting work reads go last, those only they read just before, and
+/// so on, each wave's kernels as one entry and its reductions of each dtype as another (XLA's
+/// horizontal fusion). Small independent kernels, such as an optimizer's update of each
+/// parameter, and reductions, such as a backward pass's bias gradients, then cost one launch
+/// instead of one each. Values are immutable, so running a kernel later reads the same inputs.
 fn group_launches(
     func: &Func,
     steps: Vec<GpuStep>,
     kernels: &[Kernel],
-) -> (Vec<GpuStep>, Vec<Launch>) {
-    let reads = |step: &GpuStep| step_values(func, step, &|k| vec![&kernels[k]]).0;
-    let mut grouped = Vec::with_capacity(steps.len());
-    let mut launches: Vec<Launch> = Vec::new();
-    let mut pending: Vec<usize> = Vec::new();
-    let mut pending_outputs = std::collections::HashSet::new();
-    let mut pending_buffers = 0;
-    // Launches `together` (if any) as one step.
-    let launch = |together: Vec<usize>, grouped: &mut Vec<GpuStep>, launches: &mut Vec<Launch>| {
+    reductions: &[ReduceKernel],
+) -> (Vec<GpuStep>, Vec<Launch>, Vec<ReduceLaunch>) {
+    let mut grouping = Grouping {
+        func,
+        kernels,
+        reductions,
+        grouped: Vec::with_capacity(steps.len()),
+        launches: Vec::new(),
+        reduce_launches: Vec::new(),
+        waiting: Vec::new(),
+    };
+    for step in steps {
+        // Row kernels launch alone: their blocks are rows.
+        match step {
+            GpuStep::Launch(k) if kernels[k].rows.is_none() => {
+                let kernel = &kernels[k];
+                let of = |role: Role| {
+                    let buffers = kernel.sig.buffers.iter().filter(move |b| b.role == role);
+                    buffers.map(|b| b.value).collect()
+                };
+                grouping.waiting.push(Waiting {
+                    work: Work::Kernel(k),
+                    reads: of(Role::Input),
+                    outputs: of(Role::Output),
+                    buffers: kernel.sig.buffers.len(),
+                });
+            }
+            GpuStep::Reduce { launch: r, instrs } if reductions[r].groups() => {
+                for i in instrs {
+                    grouping.waiting.push(Waiting {
+                        work: Work::Reduction(i, r),
+                        reads: func.body[i].args.clone(),
+                        outputs: vec![func.instr_value(i)],
+                        buffers: 2,
+                    });
+                }
+            }
+            step => {
+                let reads = step_values(func, &step, &|k| vec![&kernels[k]]).0;
+                grouping.flush(Some(&reads));
+                match step {
+                    GpuStep::Launch(k) => grouping.launch(vec![k]),
+                    GpuStep::Reduce { launch: r, instrs } => {
+                        grouping.launch_reductions(instrs.into_iter().map(|i| (i, r)).collect())
+                    }
+                    other => grouping.grouped.push(other),
+                }
+            }
+        }
+    }
+    grouping.flush(None);
+    (
+        grouping.grouped,
+        grouping.launches,
+        grouping.reduce_launches,
+    )
+}
+
+/// Work [`group_launches`] may launch with other work.
+#[derive(Clone, Copy)]
+enum Work {
+    Kernel(usize),
+    /// Instruction and reduction kernel.
+    Reduction(usize, usize),
+}
+
+struct Waiting {
+    work: Work,
+    reads: Vec<ValueId>,
+    outputs: Vec<ValueId>,
+    /// Parameters it adds to a launch.
+    buffers: usize,
+}
+
+/// The state of [`group_launches`]: the steps so far, and the work waiting, in program order.
+struct Grouping<'p> {
+    func: &'p Func,
+    kernels: &'p [Kernel],
+    reductions: &'p [ReduceKernel],
+    grouped: Vec<GpuStep>,
+    launches: Vec<Launch>,
+    reduce_launches: Vec<ReduceLaunch>,
+    waiting: Vec<Waiting>,
+}
+
+impl Grouping<'_> {
+    /// Launches `together` (if any) as one step.
+    fn launch(&mut self, together: Vec<usize>) {
         let name = match together.as_slice() {
             [] => return,
-            [k] => symbol(&kernels[*k].name),
-            _ => symbol(&format!("{}_l{}", func.name, launches.len())),
+            [k] => symbol(&self.kernels[*k].name),
+            _ => symbol(&format!("{}_l{}", self.func.name, self.launches.len())),
         };
-        grouped.push(GpuStep::Launch(launches.len()));
-        launches.push(Launch {
+        self.grouped.push(GpuStep::Launch(self.launches.len()));
+        self.launches.push(Launch {
             name,
             kernels: together,
         });
-    };
-    for step in steps {
-        let needs_pending = reads(&step).iter().any(|v| pending_outputs.contains(v));
-        // Row kernels launch alone: their blocks are rows.
-        let flat = |k: usize| kernels[k].rows.is_none();
-        let buffers = match &step {
-            GpuStep::Launch(k) if flat(*k) => kernels[*k].sig.buffers.len(),
-            _ => 0,
+    }
+
+    /// Launches reductions `parts` (instruction and reduction kernel, of one dtype) as one
+    /// step.
+    fn launch_reductions(&mut self, parts: Vec<(usize, usize)>) {
+        let name = match parts.as_slice() {
+            [] => return,
+            [(_, r)] => self.reductions[*r].name.clone(),
+            _ => symbol(&format!(
+                "{}_rl{}",
+                self.func.name,
+                self.reduce_launches.len()
+            )),
         };
-        if needs_pending || pending_buffers + buffers > MAX_LAUNCH_BUFFERS {
-            launch(std::mem::take(&mut pending), &mut grouped, &mut launches);
-            pending_outputs.clear();
-            pending_buffers = 0;
+        self.grouped.push(GpuStep::Reduce {
+            launch: self.reduce_launches.len(),
+            instrs: parts.iter().map(|p| p.0).collect(),
+        });
+        self.reduce_launches.push(ReduceLaunch {
+            name,
+            parts: parts.iter().map(|p| p.1).collect(),
+        });
+    }
+
+    /// Launches the waiting work that computes `reads` (with what it reads in turn), or all
+    /// of it: in waves, each after every wave that computes what it reads, as late as that
+    /// allows; the rest waits on.
+    fn flush(&mut self, reads: Option<&[ValueId]>) {
+        let waiting = std::mem::take(&mut self.waiting);
+        let mut producer = std::collections::HashMap::new();
+        for (j, w) in waiting.iter().enumerate() {
+            producer.extend(w.outputs.iter().map(|&v| (v, j)));
         }
-        match step {
-            GpuStep::Launch(k) if flat(k) => {
-                pending_outputs.extend(
-                    kernels[k]
-                        .sig
-                        .buffers
-                        .iter()
-                        .filter(|b| b.role == Role::Output)
-                        .map(|b| b.value),
-                );
-                pending_buffers += buffers;
-                pending.push(k);
+        let mut needed = vec![reads.is_none(); waiting.len()];
+        for v in reads.unwrap_or_default() {
+            if let Some(&j) = producer.get(v) {
+                needed[j] = true;
             }
-            GpuStep::Launch(k) => launch(vec![k], &mut grouped, &mut launches),
-            other => grouped.push(other),
+        }
+        // Producers come first: one backward pass settles what is needed and each one's wave,
+        // counted from the last.
+        let mut wave = vec![0; waiting.len()];
+        for l in (0..waiting.len()).rev() {
+            if !needed[l] {
+                continue;
+            }
+            for j in waiting[l].reads.iter().filter_map(|v| producer.get(v)) {
+                needed[*j] = true;
+                wave[*j] = wave[*j].max(wave[l] + 1);
+            }
+        }
+        let last = (0..waiting.len()).filter(|&j| needed[j]).map(|j| wave[j]);
+        for w in (0..=last.max().unwrap_or(0)).rev() {
+            let now = |j: &usize| needed[*j] && wave[*j] == w;
+            let mut kernels = Vec::new();
+            let mut reductions: Vec<(usize, usize)> = Vec::new();
+            let mut buffers = (0, 0);
+            for j in (0..waiting.len()).filter(now) {
+                match waiting[j].work {
+                    Work::Kernel(k) => {
+                        if buffers.0 + waiting[j].buffers > MAX_LAUNCH_BUFFERS {
+                            self.launch(std::mem::take(&mut kernels));
+                            buffers.0 = 0;
+                        }
+                        buffers.0 += waiting[j].buffers;
+                        kernels.push(k);
+                    }
+                    Work::Reduction(i, r) => {
+                        if buffers.1 + waiting[j].buffers > MAX_LAUNCH_BUFFERS {
+                            self.flush_reductions(std::mem::take(&mut reductions));
+                            buffers.1 = 0;
+                        }
+                        buffers.1 += waiting[j].buffers;
+                        reductions.push((i, r));
+                    }
+                }
+            }
+            self.launch(kernels);
+            self.flush_reductions(reductions);
+        }
+        self.waiting = waiting
+            .into_iter()
+            .zip(needed)
+            .filter_map(|(w, needed)| (!needed).then_some(w))
+            .collect();
+    }
+
+    /// Launches independent `reductions`, those of each dtype together.
+    fn flush_reductions(&mut self, mut reductions: Vec<(usize, usize)>) {
+        while let Some(&(_, first)) = reductions.first() {
+            let dtype = self.reductions[first].dtype;
+            let (same, rest) = reductions
+                .into_iter()
+                .partition(|&(_, r)| self.reductions[r].dtype == dtype);
+            self.launch_reductions(same);
+            reductions = rest;
         }
     }
-    launch(pending, &mut grouped, &mut launches);
-    (grouped, launches)
 }
 
 /// The values `step` reads and those it writes, `launch` giving the kernels of a launch.
@@ -392,10 +552,16 @@ fn step_values<'k>(
             };
             (of(Role::Input), of(Role::Output))
         }
-        GpuStep::Gemm { index: i, .. }
-        | GpuStep::Reduce(i, _)
-        | GpuStep::Copies(i, _)
-        | GpuStep::View(i) => (func.body[*i].args.clone(), vec![func.instr_value(*i)]),
+        GpuStep::Reduce { instrs, .. } => (
+            instrs
+                .iter()
+                .flat_map(|&i| func.body[i].args.clone())
+                .collect(),
+            instrs.iter().map(|&i| func.instr_value(i)).collect(),
+        ),
+        GpuStep::Gemm { index: i, .. } | GpuStep::Copies(i, _) | GpuStep::View(i) => {
+            (func.body[*i].args.clone(), vec![func.instr_value(*i)])
+        }
         GpuStep::Constant(i) => (Vec::new(), vec![func.instr_value(*i)]),
         GpuStep::Host(range) => (
             range
@@ -493,7 +659,7 @@ impl<M: GpuMachine> GpuProgram<M> {
         let empty =
             plan.launches.is_empty() && plan.reductions.is_empty() && plan.copies.is_empty();
         let mut names: Vec<&str> = plan.launches.iter().map(|l| l.name.as_str()).collect();
-        names.extend(plan.reductions.iter().map(|r| r.name.as_str()));
+        names.extend(plan.reduce_launches.iter().map(|r| r.name.as_str()));
         names.extend(plan.copies.iter().map(|c| c.name.as_str()));
         let mut functions = if empty {
             Vec::new()
@@ -501,7 +667,7 @@ impl<M: GpuMachine> GpuProgram<M> {
             machine.load(&plan.ptx, &names)?
         };
         let copy_functions = functions.split_off(functions.len() - plan.copies.len());
-        let reduce_functions = functions.split_off(functions.len() - plan.reductions.len());
+        let reduce_functions = functions.split_off(functions.len() - plan.reduce_launches.len());
         let constants = plan
             .steps
             .iter()
@@ -672,22 +838,32 @@ impl<M: GpuMachine> GpuProgram<M> {
                     };
                     values[func.instr_value(*index).index()] = Some(out);
                 }
-                GpuStep::Reduce(i, r) => {
-                    let ins = &func.body[*i];
-                    let input = get(&values, ins.args[0])?;
-                    let out = machine.alloc(&ins.ty)?;
-                    let k = &self.plan.reductions[*r];
-                    let grid = k.grid(machine.multiprocessors());
-                    // SAFETY: the input holds `outputs * reduced` elements, the result `outputs`.
+                GpuStep::Reduce { launch, instrs } => {
+                    let mut addresses = Vec::with_capacity(2 * instrs.len());
+                    let mut outputs = Vec::with_capacity(instrs.len());
+                    for &i in instrs {
+                        let ins = &func.body[i];
+                        let out = machine.alloc(&ins.ty)?;
+                        addresses.push(M::address(&get(&values, ins.args[0])?));
+                        addresses.push(M::address(&out));
+                        outputs.push((func.instr_value(i), out));
+                    }
+                    let reductions = &self.plan.reductions;
+                    let l = &self.plan.reduce_launches[*launch];
+                    let grid = l.grid(reductions, machine.multiprocessors());
+                    // SAFETY: each input holds `outputs * reduced` elements of its part, each
+                    // result `outputs` (inputs are kept alive in `values`, results in `outputs`).
                     unsafe {
                         machine.launch(
-                            &self.reduce_functions[*r],
+                            &self.reduce_functions[*launch],
                             grid,
-                            k.block(),
-                            &[M::address(&input), M::address(&out)],
+                            l.block(reductions),
+                            &addresses,
                         )?
                     };
-                    values[func.instr_value(*i).index()] = Some(out);
+                    for (v, out) in outputs {
+                        values[v.index()] = Some(out);
+                    }
                 }
                 GpuStep::Copies(i, parts) => {
                     let ins = &func.body[*i];

@@ -24,7 +24,7 @@ use crate::kernel::halves::{self, is_half};
 use crate::kernel::{math, Access, Buffer, KInstr, KOp, Kernel, KernelSig, Role};
 use copy::{render_copy, CopyKernel};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Scalar, UnaryOp, ValueId};
-use reduce::{render_reduce, ReduceKernel};
+use reduce::{render_reduce_launch, ReduceKernel, ReduceLaunch};
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -190,22 +190,22 @@ pub fn render_module(
     copies: &[CopyKernel],
     target: PtxTarget,
 ) -> Result<String, PtxError> {
-    let launches = Launch::each(kernels);
     render_launches(
         kernels,
-        &launches,
-        reductions,
+        &Launch::each(kernels),
+        (reductions, &ReduceLaunch::each(reductions)),
         copies,
         target,
         MathMode::Accurate,
     )
 }
 
-/// One PTX module holding an entry per launch of `kernels`, then `reductions` and `copies`.
+/// One PTX module holding an entry per launch of `kernels`, then one per launch of `reductions`,
+/// then `copies`.
 pub fn render_launches(
     kernels: &[Kernel],
     launches: &[Launch],
-    reductions: &[ReduceKernel],
+    (reductions, reduce_launches): (&[ReduceKernel], &[ReduceLaunch]),
     copies: &[CopyKernel],
     target: PtxTarget,
     mode: MathMode,
@@ -227,9 +227,9 @@ pub fn render_launches(
             _ => render_entry(&launch.name, &legal, mode)?,
         });
     }
-    for r in reductions {
+    for launch in reduce_launches {
         out.push('\n');
-        out.push_str(&render_reduce(r));
+        out.push_str(&render_reduce_launch(launch, reductions));
     }
     for c in copies {
         out.push('\n');

@@ -73,13 +73,64 @@ impl ReduceKernel {
         }
     }
 
-    /// Blocks to launch, given the device's multiprocessor count.
-    pub fn grid(&self, multiprocessors: u32) -> u32 {
-        let wanted = match self.layout {
+    /// Blocks that give each its own work: a row each, or 32 columns each.
+    pub fn blocks(&self) -> usize {
+        match self.layout {
             ReduceLayout::Rows => self.outputs,
             ReduceLayout::Columns => self.outputs.div_ceil(32),
-        };
-        wanted.clamp(1, multiprocessors as usize * 32) as u32
+        }
+    }
+
+    /// Blocks to launch alone, given the device's multiprocessor count.
+    pub fn grid(&self, multiprocessors: u32) -> u32 {
+        self.blocks().clamp(1, multiprocessors as usize * 32) as u32
+    }
+
+    /// Whether the reduction may share a launch with others: few enough blocks that giving
+    /// each its own costs nothing.
+    pub fn groups(&self) -> bool {
+        self.blocks() <= GROUPED_BLOCKS
+    }
+}
+
+/// The most blocks of a reduction that shares a launch.
+const GROUPED_BLOCKS: usize = 1024;
+
+/// Independent reductions launched as one entry, each part over its own range of blocks:
+/// small ones, such as a backward pass's bias gradients, cost one launch instead of one each.
+/// Parts share a dtype; a launch of one is that reduction's own entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReduceLaunch {
+    pub name: String,
+    /// Indices into the module's reductions, in block order.
+    pub parts: Vec<usize>,
+}
+
+impl ReduceLaunch {
+    /// One launch per reduction, named after it.
+    pub fn each(reductions: &[ReduceKernel]) -> Vec<ReduceLaunch> {
+        (0..reductions.len())
+            .map(|r| ReduceLaunch {
+                name: reductions[r].name.clone(),
+                parts: vec![r],
+            })
+            .collect()
+    }
+
+    /// Threads per block.
+    pub fn block(&self, reductions: &[ReduceKernel]) -> u32 {
+        match self.parts.as_slice() {
+            [one] => reductions[*one].block(),
+            _ => 256,
+        }
+    }
+
+    /// Blocks to launch, given the device's multiprocessor count.
+    pub fn grid(&self, reductions: &[ReduceKernel], multiprocessors: u32) -> u32 {
+        match self.parts.as_slice() {
+            [one] => reductions[*one].grid(multiprocessors),
+            parts => parts.iter().map(|&r| reductions[r].blocks()).sum::<usize>() as u32,
+        }
     }
 }
 
@@ -162,31 +213,34 @@ fn warp_reduce(k: &ReduceKernel, t: &str, bits: &str) -> String {
     out
 }
 
-/// The `.entry` of a reduction kernel (without the module header).
-pub fn render_reduce(k: &ReduceKernel) -> String {
-    let (t, bits, size) = match k.dtype {
+/// PTX types of a reduction's elements: value, bits and size in bytes.
+fn element_types(dtype: DType) -> (&'static str, &'static str, usize) {
+    match dtype {
         DType::F32 => ("f32", "b32", 4),
         DType::I32 => ("s32", "b32", 4),
         _ => ("f64", "b64", 8),
-    };
-    let name = &k.name;
-    let init = init_literal(k.op, k.dtype);
-    let (outputs, reduced) = (k.outputs, k.reduced);
-    let mut s = String::new();
+    }
+}
+
+/// A comment line saying what `k` reduces.
+fn describe(k: &ReduceKernel) -> String {
     let layout = match k.layout {
         ReduceLayout::Rows => "rows",
         ReduceLayout::Columns => "columns",
     };
-    let _ = writeln!(
-        s,
-        "// {} over {layout}: {outputs} results of {reduced} {} elements each",
+    format!(
+        "// {} over {layout}: {} results of {} {} elements each\n",
         k.op.name(),
+        k.outputs,
+        k.reduced,
         k.dtype
-    );
-    let _ = writeln!(
-        s,
-        ".visible .entry {name}(\n\t.param .u64 {name}_param_0,\n\t.param .u64 {name}_param_1\n)\n{{"
-    );
+    )
+}
+
+/// Register declarations and the shared partials of an entry of reductions of `dtype`.
+fn declarations(dtype: DType, shared: &str, columns: bool) -> String {
+    let (t, bits, _) = element_types(dtype);
+    let mut s = String::new();
     let _ = writeln!(s, "\t.reg .pred %p<8>;\n\t.reg .pred %g<4>;");
     let _ = writeln!(s, "\t.reg .b32 %r<24>;\n\t.reg .b64 %rd<12>;");
     let _ = writeln!(
@@ -195,17 +249,102 @@ pub fn render_reduce(k: &ReduceKernel) -> String {
     );
     let _ = writeln!(s, "\t.reg .{t} %w<5>;");
     // Rows: one partial per warp (at most 32); columns: one per thread (256), 8 bytes each.
-    let partials = match k.layout {
-        ReduceLayout::Rows => 256,
-        ReduceLayout::Columns => 2048,
-    };
-    let _ = writeln!(s, "\t.shared .align 8 .b8 {name}_partial[{partials}];");
-    let _ = writeln!(s, "\tld.param.u64 %rd1, [{name}_param_0];");
-    let _ = writeln!(s, "\tcvta.to.global.u64 %rd1, %rd1;");
-    let _ = writeln!(s, "\tld.param.u64 %rd2, [{name}_param_1];");
-    let _ = writeln!(s, "\tcvta.to.global.u64 %rd2, %rd2;");
+    let partials = if columns { 2048 } else { 256 };
+    let _ = writeln!(s, "\t.shared .align 8 .b8 {shared}[{partials}];");
+    s
+}
+
+/// Loads parameters `first` and `first + 1` of entry `name` as the global addresses of the
+/// input (`%rd1`) and the result (`%rd2`).
+fn load_addresses(name: &str, first: usize) -> String {
+    format!(
+        "\tld.param.u64 %rd1, [{name}_param_{first}];\n\tcvta.to.global.u64 %rd1, %rd1;\n\
+         \tld.param.u64 %rd2, [{name}_param_{}];\n\tcvta.to.global.u64 %rd2, %rd2;\n",
+        first + 1
+    )
+}
+
+/// The `.entry` of a reduction kernel (without the module header).
+pub fn render_reduce(k: &ReduceKernel) -> String {
+    let name = &k.name;
+    let mut s = describe(k);
+    let _ = writeln!(
+        s,
+        ".visible .entry {name}(\n\t.param .u64 {name}_param_0,\n\t.param .u64 {name}_param_1\n)\n{{"
+    );
+    let shared = format!("{name}_partial");
+    s.push_str(&declarations(
+        k.dtype,
+        &shared,
+        k.layout == ReduceLayout::Columns,
+    ));
+    s.push_str(&load_addresses(name, 0));
     let _ = writeln!(s, "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, %ntid.x;");
     let _ = writeln!(s, "\tmov.u32 %r3, %ctaid.x;\n\tmov.u32 %r4, %nctaid.x;");
+    s.push_str(&reduce_body(k, &shared));
+    s.push_str("}\n");
+    s
+}
+
+/// The `.entry` of `launch`: its reductions (indices into `reductions`, of one dtype) one after
+/// another over the blocks, each part taking `blocks()` of them with 256 threads each.
+pub fn render_reduce_launch(launch: &ReduceLaunch, reductions: &[ReduceKernel]) -> String {
+    if let [one] = launch.parts.as_slice() {
+        return render_reduce(&reductions[*one]);
+    }
+    let name = &launch.name;
+    let parts: Vec<&ReduceKernel> = launch.parts.iter().map(|&r| &reductions[r]).collect();
+    let mut s = format!(
+        "// {} reductions in one launch, each over its own blocks:\n",
+        parts.len()
+    );
+    for k in &parts {
+        s.push_str(&describe(k));
+    }
+    let params: Vec<String> = (0..2 * parts.len())
+        .map(|i| format!("\t.param .u64 {name}_param_{i}"))
+        .collect();
+    let _ = writeln!(s, ".visible .entry {name}(\n{}\n)\n{{", params.join(",\n"));
+    let shared = format!("{name}_partial");
+    let columns = parts.iter().any(|k| k.layout == ReduceLayout::Columns);
+    s.push_str(&declarations(parts[0].dtype, &shared, columns));
+    let _ = writeln!(s, "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, %ntid.x;");
+    let _ = writeln!(s, "\tmov.u32 %r16, %ctaid.x;");
+    let mut first = 0;
+    for (i, k) in parts.iter().enumerate() {
+        let blocks = k.blocks();
+        if i > 0 {
+            let _ = writeln!(s, "$L_part{i}:");
+        }
+        if i + 1 < parts.len() {
+            let _ = writeln!(
+                s,
+                "\tsetp.ge.u32 %p7, %r16, {};\n\t@%p7 bra $L_part{};",
+                first + blocks,
+                i + 1
+            );
+        }
+        let _ = match first {
+            0 => writeln!(s, "\tmov.u32 %r3, %r16;"),
+            _ => writeln!(s, "\tsub.u32 %r3, %r16, {first};"),
+        };
+        let _ = writeln!(s, "\tmov.u32 %r4, {blocks};");
+        s.push_str(&load_addresses(name, 2 * i));
+        s.push_str(&reduce_body(k, &shared).replace("$L_", &format!("$L{i}_")));
+        first += blocks;
+    }
+    s.push_str("}\n");
+    s
+}
+
+/// The code of reduction `k`, given the thread (`%r1`) and block size (`%r2`), its block
+/// (`%r3`) and block count (`%r4`), and its input (`%rd1`) and result (`%rd2`); partials go
+/// through the shared array `shared`. It ends with a `ret`.
+fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
+    let (t, bits, size) = element_types(k.dtype);
+    let init = init_literal(k.op, k.dtype);
+    let (outputs, reduced) = (k.outputs, k.reduced);
+    let mut s = String::new();
     match k.layout {
         ReduceLayout::Rows => {
             let row_bytes = reduced * size;
@@ -213,7 +352,7 @@ pub fn render_reduce(k: &ReduceKernel) -> String {
                 s,
                 "\tand.b32 %r5, %r1, 31;\n\tshr.u32 %r6, %r1, 5;\n\tshr.u32 %r7, %r2, 5;"
             );
-            let _ = writeln!(s, "\tmov.u32 %r12, {name}_partial;");
+            let _ = writeln!(s, "\tmov.u32 %r12, {shared};");
             let _ = writeln!(s, "\tmov.u32 %r8, %r3;");
             let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r8, {outputs};\n\t@%p1 bra $L_end;");
             s.push_str("$L_row:\n");
@@ -259,7 +398,7 @@ pub fn render_reduce(k: &ReduceKernel) -> String {
             let inner = k.inner;
             let row_step = 8 * inner * size;
             let _ = writeln!(s, "\tand.b32 %r5, %r1, 31;\n\tshr.u32 %r6, %r1, 5;");
-            let _ = writeln!(s, "\tmov.u32 %r12, {name}_partial;");
+            let _ = writeln!(s, "\tmov.u32 %r12, {shared};");
             let _ = writeln!(s, "\tshl.b32 %r11, %r1, 3;\n\tadd.s32 %r13, %r12, %r11;");
             let _ = writeln!(s, "\tmov.u32 %r7, %r3;");
             let blocks = outputs.div_ceil(32);
@@ -339,6 +478,6 @@ pub fn render_reduce(k: &ReduceKernel) -> String {
             );
         }
     }
-    s.push_str("$L_end:\n\tret;\n}\n");
+    s.push_str("$L_end:\n\tret;\n");
     s
 }
