@@ -3,17 +3,20 @@
 //! arguments, fast math, the transcendental expansions within 3 ULP on the
 //! device, cuBLAS matrix products in every layout, and the runtime's caches. Where there is no
 //! NVIDIA driver or GPU, each test prints why and passes (`FERRAX_REQUIRE_GPU=1` makes that a
-//! failure, for runs on a GPU machine).
+//! failure, for runs on a GPU machine). The tests of small programs run on the emulated GPU
+//! too (`ptx_emulator::Emulator`, through the same executor), everywhere: that checks them,
+//! and what they check, without a GPU.
 #![allow(clippy::unwrap_used)]
 
 mod common;
+mod ptx_emulator;
 
 #[allow(dead_code)]
 #[path = "../examples/train_mlp.rs"]
 mod train_mlp;
 
 use common::{assert_close, inputs};
-use ferrax::compiler::backend::gpu::{GpuExecutable, GpuOptions};
+use ferrax::compiler::backend::gpu::{GpuExecutable, GpuMachine, GpuOptions, GpuProgram};
 use ferrax::compiler::backend::ptx::MathMode;
 use ferrax::MatmulPrecision;
 
@@ -26,6 +29,7 @@ use ferrax::compiler::simplify::simplify;
 use ferrax::ir::DotDims;
 use ferrax::runtime::{interpret, CudaDevice, CudaError};
 use ferrax::{jit, nn, trace, Array, DType, Device, Tensor};
+use ptx_emulator::Emulator;
 use std::f32::consts::PI;
 use std::sync::Arc;
 
@@ -33,6 +37,17 @@ use std::sync::Arc;
 type Program = fn(Tensor) -> Tensor;
 /// An f64 reference function.
 type Reference = fn(f64) -> f64;
+
+/// Runs `$check` (generic over the [`GpuMachine`]) on the CUDA device where there is one, and
+/// on the emulated GPU always.
+macro_rules! on_each_gpu {
+    ($check:ident) => {{
+        if let Some(dev) = device() {
+            $check(&dev);
+        }
+        $check(&Emulator::default());
+    }};
+}
 
 fn device() -> Option<Arc<CudaDevice>> {
     match CudaDevice::new(0) {
@@ -275,7 +290,10 @@ fn fast_math_within_cudas_errors_on_the_device() {
 
 #[test]
 fn matrix_products_in_every_layout_run_on_cublas() {
-    let Some(dev) = device() else { return };
+    on_each_gpu!(matrix_products_in_every_layout_run_on_cublas_on);
+}
+
+fn matrix_products_in_every_layout_run_on_cublas_on<M: GpuMachine + Clone>(gpu: &M) {
     let spec = |s: &[usize]| Tensor::spec(DType::F32, s.to_vec());
     let cases: Vec<(&str, ferrax::Func)> = vec![
         (
@@ -332,7 +350,7 @@ fn matrix_products_in_every_layout_run_on_cublas() {
     ];
     for (name, func) in cases {
         let (simple, _) = simplify(&func).unwrap();
-        let exe = GpuExecutable::compile(&simple, &dev, GpuOptions::HIGHEST).unwrap();
+        let exe = GpuProgram::compile(&simple, gpu, GpuOptions::HIGHEST).unwrap();
         assert_eq!(
             exe.host_steps(),
             0,
@@ -350,7 +368,10 @@ fn matrix_products_in_every_layout_run_on_cublas() {
 /// within an ULP of the half type of the interpreter's, transposed operands included.
 #[test]
 fn half_products_run_on_cublas() {
-    let Some(dev) = device() else { return };
+    on_each_gpu!(half_products_run_on_cublas_on);
+}
+
+fn half_products_run_on_cublas_on<M: GpuMachine + Clone>(gpu: &M) {
     for dtype in [DType::F16, DType::BF16] {
         let func = trace(
             |(a, b): (Tensor, Tensor)| (a.matmul(&b), a.transpose([1, 0]).matmul(&a)),
@@ -358,7 +379,7 @@ fn half_products_run_on_cublas() {
         )
         .unwrap();
         let (simple, _) = simplify(&func).unwrap();
-        let exe = GpuExecutable::compile(&simple, &dev, GpuOptions::default()).unwrap();
+        let exe = GpuProgram::compile(&simple, gpu, GpuOptions::default()).unwrap();
         assert_eq!(exe.host_steps(), 0, "{dtype}");
         let args = inputs(&func, 2);
         let got = exe.run(&args).unwrap();
@@ -418,7 +439,10 @@ fn f32_products_take_tf32_by_default_and_f32_on_request() {
 
 #[test]
 fn reductions_over_rows_and_columns_run_on_the_device() {
-    let Some(dev) = device() else { return };
+    on_each_gpu!(reductions_over_rows_and_columns_run_on_the_device_on);
+}
+
+fn reductions_over_rows_and_columns_run_on_the_device_on<M: GpuMachine + Clone>(gpu: &M) {
     let (rows, cols) = (300, 257);
     let mut data: Vec<f32> = (0..rows * cols)
         .map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0)
@@ -436,7 +460,7 @@ fn reductions_over_rows_and_columns_run_on_the_device() {
     ];
     for (name, f) in exact {
         let func = trace(f, &spec).unwrap();
-        let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
+        let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
         assert_eq!(exe.host_steps(), 0, "{name} should run on the device");
         let got = exe.run(std::slice::from_ref(&x)).unwrap();
         let want = interpret(&func, std::slice::from_ref(&x)).unwrap();
@@ -457,7 +481,7 @@ fn reductions_over_rows_and_columns_run_on_the_device() {
     ];
     for (name, f, by_row) in sums {
         let func = trace(f, &spec).unwrap();
-        let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
+        let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
         assert_eq!(exe.host_steps(), 0, "{name} should run on the device");
         let got = exe.run(std::slice::from_ref(&x)).unwrap();
         let got = got[0].as_slice::<f32>().unwrap();
@@ -490,7 +514,7 @@ fn reductions_over_rows_and_columns_run_on_the_device() {
     ];
     for (name, f) in separated {
         let func = trace(f, &spec3).unwrap();
-        let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
+        let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
         assert_eq!(exe.host_steps(), 0, "{name} should run on the device");
         let got = exe.run(std::slice::from_ref(&x3)).unwrap();
         let want = interpret(&func, std::slice::from_ref(&x3)).unwrap();
@@ -503,14 +527,17 @@ fn reductions_over_rows_and_columns_run_on_the_device() {
 /// exponents, `abs(MIN) = MIN`), bit for bit.
 #[test]
 fn integer_division_runs_on_the_device() {
-    let Some(dev) = device() else { return };
+    on_each_gpu!(integer_division_runs_on_the_device_on);
+}
+
+fn integer_division_runs_on_the_device_on<M: GpuMachine + Clone>(gpu: &M) {
     let spec = Tensor::spec(DType::I32, [12]);
     let func = trace(
         |(a, b): (Tensor, Tensor)| (&a / &b, &a % &b, a.pow(&b), a.abs(), b.sign()),
         &(spec.clone(), spec),
     )
     .unwrap();
-    let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
+    let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
     assert_eq!(exe.host_steps(), 0);
     let min = i32::MIN;
     let args = [
@@ -528,7 +555,10 @@ fn integer_division_runs_on_the_device() {
 /// interpreter's: saturation, NaN to 0, wrapping narrowings, `x != 0` (NaN true).
 #[test]
 fn conversions_through_u8_i64_and_bool_on_the_device() {
-    let Some(dev) = device() else { return };
+    on_each_gpu!(conversions_through_u8_i64_and_bool_on_the_device_on);
+}
+
+fn conversions_through_u8_i64_and_bool_on_the_device_on<M: GpuMachine + Clone>(gpu: &M) {
     let func = trace(
         |x: Tensor| {
             let u = x.astype(DType::U8);
@@ -542,7 +572,7 @@ fn conversions_through_u8_i64_and_bool_on_the_device() {
         &Tensor::spec(DType::F32, [12]),
     )
     .unwrap();
-    let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
+    let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
     assert_eq!(exe.host_steps(), 0);
     let x = common::conversion_edges();
     let args = [Array::from_vec([12], x).unwrap()];
@@ -553,7 +583,10 @@ fn conversions_through_u8_i64_and_bool_on_the_device() {
 /// exponent, zeros, infinities and NaN included.
 #[test]
 fn float_remainders_are_exact_on_the_device() {
-    let Some(dev) = device() else { return };
+    on_each_gpu!(float_remainders_are_exact_on_the_device_on);
+}
+
+fn float_remainders_are_exact_on_the_device_on<M: GpuMachine + Clone>(gpu: &M) {
     let values: Vec<f32> = (0..256u32)
         .map(|i| f32::from_bits(i << 24 | i.wrapping_mul(0x9E37_79B9) >> 8))
         .chain([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-45])
@@ -565,7 +598,7 @@ fn float_remainders_are_exact_on_the_device() {
     let n = xs.len();
     let spec = Tensor::spec(DType::F32, [n]);
     let func = trace(|(a, b): (Tensor, Tensor)| &a % &b, &(spec.clone(), spec)).unwrap();
-    let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
+    let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
     assert_eq!(exe.host_steps(), 0);
     let args = [
         Array::from_vec([n], xs.clone()).unwrap(),
@@ -584,7 +617,10 @@ fn float_remainders_are_exact_on_the_device() {
 
 #[test]
 fn transposes_broadcasts_and_slices_are_copied_on_the_device() {
-    let Some(dev) = device() else { return };
+    on_each_gpu!(transposes_broadcasts_and_slices_are_copied_on_the_device_on);
+}
+
+fn transposes_broadcasts_and_slices_are_copied_on_the_device_on<M: GpuMachine + Clone>(gpu: &M) {
     let func = trace(
         |(a, b): (Tensor, Tensor)| {
             (
@@ -599,7 +635,7 @@ fn transposes_broadcasts_and_slices_are_copied_on_the_device() {
         ),
     )
     .unwrap();
-    let exe = GpuExecutable::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
+    let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
     assert_eq!(exe.host_steps(), 0);
     let args = inputs(&func, 4);
     assert_eq!(

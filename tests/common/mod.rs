@@ -319,6 +319,13 @@ pub fn inputs(func: &Func, seed: u64) -> Vec<Array> {
                         })
                         .collect(),
                 ),
+                DType::BF16 => Elements::BF16(
+                    (0..n)
+                        .map(|_| {
+                            half::bf16::from_f32((next() >> 40) as f32 / (1u64 << 22) as f32 - 2.0)
+                        })
+                        .collect(),
+                ),
                 DType::I32 => Elements::I32((0..n).map(|_| 1 + (next() % 4) as i32).collect()),
                 DType::Bool => Elements::Bool((0..n).map(|_| next() % 2 == 0).collect()),
                 other => panic!("no generator for {other}"),

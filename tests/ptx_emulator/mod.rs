@@ -11,6 +11,8 @@
 //! vector loads and stores, shared memory and butterfly shuffles. What it does not know it
 //! rejects by name.
 #![allow(clippy::unwrap_used, clippy::panic)]
+// Shared by tests/ptx.rs and tests/gpu.rs, each using a part.
+#![allow(dead_code)]
 
 use ferrax::compiler::backend::gpu::{GemmOperand, GpuError, GpuMachine};
 use ferrax::compiler::backend::ptx::PtxTarget;
