@@ -364,6 +364,42 @@ fn matrix_products_in_every_layout_run_on_cublas_on<M: GpuMachine + Clone>(gpu: 
     }
 }
 
+/// Integer products run on the device as kernels of their own (cuBLAS has none), their sums
+/// wrapping as the interpreter's, bit for bit.
+#[test]
+fn integer_products_run_on_the_device() {
+    on_each_gpu!(integer_products_run_on_the_device_on);
+}
+
+fn integer_products_run_on_the_device_on<M: GpuMachine + Clone>(gpu: &M) {
+    for dtype in [DType::I32, DType::I64, DType::U8] {
+        let func = trace(
+            |(a, b): (Tensor, Tensor)| (a.matmul(&b), a.transpose([1, 0]).matmul(&a)),
+            &(Tensor::spec(dtype, [40, 24]), Tensor::spec(dtype, [24, 16])),
+        )
+        .unwrap();
+        let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(exe.host_steps(), 0, "{dtype}");
+        let args: Vec<Array> = func
+            .params
+            .iter()
+            .map(|ty| {
+                // Bits of every width, narrowed by wrapping.
+                let bits =
+                    (0..ty.numel() as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) as i64);
+                let x = Array::from_vec(ty.shape.clone(), bits.collect::<Vec<i64>>()).unwrap();
+                let narrow = ferrax::ir::Op::Convert { to: dtype };
+                ferrax::runtime::eval_op(&narrow, &[&x]).unwrap()
+            })
+            .collect();
+        assert_eq!(
+            exe.run(&args).unwrap(),
+            interpret(&func, &args).unwrap(),
+            "{dtype}"
+        );
+    }
+}
+
 /// f16 and bf16 products run on cuBLAS (f32 sums, as the interpreter's f64 ones rounded once):
 /// within an ULP of the half type of the interpreter's, transposed operands included.
 #[test]

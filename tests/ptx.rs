@@ -243,6 +243,7 @@ fn every_kernel_assembles_with_ptxas() {
     let mut programs = common::corpus();
     programs.extend(common::gradient_programs());
     programs.extend(common::benchmark_programs());
+    programs.extend(integer_products());
     // The GPU's own partition (f16/bf16 kernels included); what it leaves to the host path
     // (float remainder, for one) is not rendered.
     let mut kernels = Vec::new();
@@ -250,6 +251,7 @@ fn every_kernel_assembles_with_ptxas() {
     let mut reductions = Vec::new();
     let mut reduce_launches = Vec::new();
     let mut copies = Vec::new();
+    let mut int_gemms = Vec::new();
     for (name, func) in &programs {
         let (simple, _) = simplify(func).unwrap();
         let plan = GpuPlan::new(&simple, PtxTarget::Sm80, MathMode::Accurate).unwrap();
@@ -274,6 +276,10 @@ fn every_kernel_assembles_with_ptxas() {
         for mut c in plan.copies {
             c.name = format!("{name}_{}", c.name);
             copies.push(c);
+        }
+        for mut g in plan.int_gemms {
+            g.name = format!("{name}_{}", g.name);
+            int_gemms.push(g);
         }
     }
     assert!(
@@ -327,6 +333,7 @@ fn every_kernel_assembles_with_ptxas() {
             &launches,
             (&reductions, &reduce_launches),
             &copies,
+            &int_gemms,
             target,
             mode,
         )
@@ -354,7 +361,7 @@ fn every_kernel_assembles_with_ptxas() {
             .collect();
         assert!(warnings.is_empty(), "ptxas warnings: {warnings:?}");
         let spills = report.lines().filter(|l| l.contains("spill")).count();
-        let entries = launches.len() + reduce_launches.len() + copies.len();
+        let entries = launches.len() + reduce_launches.len() + copies.len() + int_gemms.len();
         assert_eq!(spills, entries, "a spill report per entry: {report}");
         for line in report.lines().filter(|l| l.contains("spill")) {
             assert!(
@@ -552,6 +559,109 @@ fn kernels_compute_the_interpreters_values_in_the_emulator() {
         launches >= 80 && rows >= 30,
         "{launches} launches, {rows} row kernels"
     );
+}
+
+/// Integer matrix products in each layout: i32, i64 and u8 (their sums wrap), either operand
+/// transposed, batched, and with batch dimensions that are not leading (copies first).
+fn integer_products() -> Vec<(&'static str, Func)> {
+    type Product = fn((Tensor, Tensor)) -> Tensor;
+    let cases: [(&str, Product, DType, [&[usize]; 2]); 5] = [
+        (
+            "i32_a_b",
+            |(a, b)| a.matmul(&b),
+            DType::I32,
+            [&[33, 17], &[17, 9]],
+        ),
+        (
+            "i32_at_bt",
+            |(a, b)| a.transpose([1, 0]).matmul(&b.transpose([1, 0])),
+            DType::I32,
+            [&[17, 33], &[9, 17]],
+        ),
+        (
+            "i64_batched",
+            |(a, b)| a.matmul(&b),
+            DType::I64,
+            [&[4, 8, 5], &[4, 5, 3]],
+        ),
+        (
+            "u8_a_bt",
+            |(a, b)| a.matmul(&b.transpose([1, 0])),
+            DType::U8,
+            [&[12, 40], &[7, 40]],
+        ),
+        (
+            "i32_bqhd_bkhd_bhqk",
+            |(q, k)| {
+                q.dot_general(
+                    &k,
+                    ferrax::ir::DotDims {
+                        lhs_batch: vec![0, 2],
+                        rhs_batch: vec![0, 2],
+                        lhs_contract: vec![3],
+                        rhs_contract: vec![3],
+                    },
+                )
+            },
+            DType::I32,
+            [&[2, 5, 3, 4], &[2, 6, 3, 4]],
+        ),
+    ];
+    cases
+        .into_iter()
+        .map(|(name, f, dtype, [a, b])| {
+            let specs = (
+                Tensor::spec(dtype, a.to_vec()),
+                Tensor::spec(dtype, b.to_vec()),
+            );
+            (name, trace(f, &specs).unwrap())
+        })
+        .collect()
+}
+
+/// Integer matrix products, which cuBLAS does not compute, run as kernels of their own on the
+/// GPU, no step on the host, and on the emulated GPU give the interpreter's results bit for bit,
+/// sums wrapping (inputs up to 2^30 and 255).
+#[test]
+fn integer_products_run_in_kernels_with_the_interpreters_wrapping() {
+    for (name, func) in integer_products() {
+        let plan = plan_of(&func);
+        assert_eq!(plan.host_ops(), Vec::<&str>::new(), "{name}");
+        assert_eq!(plan.int_gemms.len(), 1, "{name}");
+        let args: Vec<Array> = func
+            .params
+            .iter()
+            .enumerate()
+            .map(|(p, ty)| {
+                let n = ty.numel();
+                let x = |i: usize| (i * 7919 + p * 104_729) % 2003;
+                let elements = match ty.dtype {
+                    DType::I32 => {
+                        Elements::I32((0..n).map(|i| (x(i) << 20) as i32 - (1 << 30)).collect())
+                    }
+                    DType::I64 => {
+                        Elements::I64((0..n).map(|i| ((x(i) as i64) << 52) - (1 << 62)).collect())
+                    }
+                    _ => Elements::U8((0..n).map(|i| x(i) as u8).collect()),
+                };
+                Array::new(ty.shape.clone(), elements).unwrap()
+            })
+            .collect();
+        let (simple, _) = simplify(&func).unwrap();
+        let emulator = Emulator::default();
+        let program = GpuProgram::compile(&simple, &emulator, GpuOptions::HIGHEST).unwrap();
+        let got = program.run(&args).unwrap();
+        assert_eq!(
+            got,
+            ferrax::runtime::interpret(&func, &args).unwrap(),
+            "{name}"
+        );
+        assert!(
+            emulator.launched().iter().any(|l| l.contains("_m0")),
+            "{name}: {:?}",
+            emulator.launched()
+        );
+    }
 }
 
 /// Runs `func` on the emulated GPU (the executor the CUDA device uses, [`GpuProgram`]) at

@@ -23,9 +23,9 @@ fn consecutive(dims: &[usize], start: usize) -> bool {
     dims.iter().enumerate().all(|(i, &d)| d == start + i)
 }
 
-/// The GEMM form of a `dot_general` of f32 or f64 (or, where `halves`, f16 or bf16), if its
-/// operands are laid out as batched matrices.
-pub fn plan_gemm(func: &Func, index: usize, dims: &DotDims, halves: bool) -> Option<Gemm> {
+/// The GEMM form of a `dot_general` of one of `dtypes`, if its operands are laid out as
+/// batched matrices.
+pub fn plan_gemm(func: &Func, index: usize, dims: &DotDims, dtypes: &[DType]) -> Option<Gemm> {
     let ins = &func.body[index];
     let (lhs, rhs) = (func.value_type(ins.args[0])?, func.value_type(ins.args[1])?);
     let nb = dims.lhs_batch.len();
@@ -53,12 +53,7 @@ pub fn plan_gemm(func: &Func, index: usize, dims: &DotDims, halves: bool) -> Opt
     let k = size(&dims.lhs_contract, ls);
     let m = lhs.numel() / (batch * k).max(1);
     let n = rhs.numel() / (batch * k).max(1);
-    let float = match ins.ty.dtype {
-        DType::F32 | DType::F64 => true,
-        DType::F16 | DType::BF16 => halves,
-        _ => false,
-    };
-    (float && batch * k > 0).then_some(Gemm {
+    (dtypes.contains(&ins.ty.dtype) && batch * k > 0).then_some(Gemm {
         batch,
         m,
         n,
@@ -70,19 +65,17 @@ pub fn plan_gemm(func: &Func, index: usize, dims: &DotDims, halves: bool) -> Opt
 
 /// Permutations that bring a `dot_general`'s operands into batched-matrix layout (the lhs as
 /// batch, free, contracting dimensions; the rhs as batch, contracting, free), and the GEMM on
-/// the permuted operands (any float type: the GPU's). The result's layout (batch, lhs free, rhs
-/// free) is already the GEMM's.
+/// the permuted operands, for one of `dtypes`. The result's layout (batch, lhs free, rhs free)
+/// is already the GEMM's.
 pub fn plan_permuted_gemm(
     func: &Func,
     index: usize,
     dims: &DotDims,
+    dtypes: &[DType],
 ) -> Option<(Vec<usize>, Vec<usize>, Gemm)> {
     let ins = &func.body[index];
     let (lhs, rhs) = (func.value_type(ins.args[0])?, func.value_type(ins.args[1])?);
-    if !matches!(
-        ins.ty.dtype,
-        DType::F32 | DType::F64 | DType::F16 | DType::BF16
-    ) {
+    if !dtypes.contains(&ins.ty.dtype) {
         return None;
     }
     let free = |rank: usize, batch: &[usize], contract: &[usize]| -> Vec<usize> {

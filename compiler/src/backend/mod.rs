@@ -187,7 +187,7 @@ impl CpuExecutable {
                 Step::Op { index } => {
                     let step = match &func.body[index].op {
                         ferrax_ir::Op::DotGeneral(dims) => {
-                            match plan_gemm(func, index, dims, false) {
+                            match plan_gemm(func, index, dims, &[DType::F32, DType::F64]) {
                                 Some(g) => ExecStep::Gemm(index, g),
                                 None => ExecStep::Op(index),
                             }

@@ -2,20 +2,22 @@
 //! that fold softmax- and layernorm-like rows into one launch), its kernels rendered to one PTX
 //! module and launched on the device's stream, independent kernels launched together,
 //! reductions and strided copies as kernels of their own, `dot_general` run by cuBLAS, reshapes
-//! kept as views of the same buffer. What has no GPU form yet (f64 remainders and integer
-//! matrix products) runs on the host: its operands are copied back, evaluated by the
-//! reference interpreter and copied up again. That keeps every program correct while the GPU
-//! kernel set grows; [`GpuExecutable::host_steps`] says how much of a program takes that path.
+//! kept as views of the same buffer, integer matrix products by kernels of their own. What has
+//! no GPU form yet (f64 remainders) runs on the host: its operands are copied back, evaluated
+//! by the reference interpreter and copied up again. That keeps every program correct while
+//! the GPU kernel set grows; [`GpuExecutable::host_steps`] says how much of a program takes
+//! that path.
 
 use super::gemm::{plan_gemm, plan_permuted_gemm, Gemm};
 use super::ptx::copy::CopyKernel;
+use super::ptx::matmul::IntGemmKernel;
 use super::ptx::reduce::{ReduceKernel, ReduceLaunch};
 use super::ptx::rows::row_layout;
 use super::ptx::{legalize, render_launches, symbol, Launch, MathMode, PtxError, PtxTarget};
 use crate::fuse::{partition, schedule, KernelTypes, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::{Kernel, Role};
-use ferrax_ir::{verify, Func, FuncBuilder, Op, ValueId};
+use ferrax_ir::{verify, DType, DotDims, Func, FuncBuilder, Op, ValueId};
 use ferrax_runtime::cuda::{CudaDevice, CudaError, MatmulPrecision};
 use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
 use std::sync::Arc;
@@ -48,12 +50,14 @@ enum GpuStep {
     /// Launch `l`: one kernel, or several independent ones in one entry (before
     /// [`group_launches`], kernel `l` alone).
     Launch(usize),
-    /// A `dot_general` on cuBLAS, its operands first copied into matrix layout where given.
+    /// A `dot_general` on cuBLAS, or for integers by kernel `int` of `int_gemms`, its operands
+    /// first copied into matrix layout where given.
     Gemm {
         index: usize,
         gemm: Gemm,
         lhs_copy: Option<usize>,
         rhs_copy: Option<usize>,
+        int: Option<usize>,
     },
     /// Reduction launch `launch` computing instructions `instrs`, one per part (before
     /// [`group_launches`], reduction kernel `launch` alone).
@@ -95,6 +99,7 @@ pub struct GpuProgram<M: GpuMachine> {
     functions: Vec<M::Function>,
     reduce_functions: Vec<M::Function>,
     copy_functions: Vec<M::Function>,
+    int_gemm_functions: Vec<M::Function>,
     matmul: MatmulPrecision,
 }
 
@@ -116,6 +121,7 @@ pub struct GpuPlan {
     /// How the reductions are launched (see [`group_launches`]).
     pub reduce_launches: Vec<ReduceLaunch>,
     pub copies: Vec<CopyKernel>,
+    pub int_gemms: Vec<IntGemmKernel>,
     pub ptx: String,
 }
 
@@ -128,6 +134,7 @@ impl GpuPlan {
         let mut kernels = Vec::new();
         let mut reductions = Vec::new();
         let mut copies = Vec::new();
+        let mut int_gemms = Vec::new();
         // A reduction alone keeps its reduction kernel, which strides its row with any
         // number of threads.
         let lone = |step| match step {
@@ -153,44 +160,9 @@ impl GpuPlan {
                     }
                 }
                 Step::Op { index } => steps.push(match &func.body[index].op {
-                    // cuBLAS takes f16 and bf16 operands too, summing in f32.
-                    Op::DotGeneral(dims) => match plan_gemm(func, index, dims, true) {
-                        Some(gemm) => GpuStep::Gemm {
-                            index,
-                            gemm,
-                            lhs_copy: None,
-                            rhs_copy: None,
-                        },
-                        None => match plan_permuted_gemm(func, index, dims) {
-                            Some((lhs_perm, rhs_perm, gemm)) => {
-                                let args = &func.body[index].args;
-                                let mut copy = |operand: ValueId, perm: Vec<usize>| {
-                                    let ty = func.value_type(operand)?;
-                                    if perm.iter().enumerate().all(|(i, &p)| i == p) {
-                                        return Some(None);
-                                    }
-                                    let dims: Vec<usize> =
-                                        perm.iter().map(|&p| ty.dims()[p]).collect();
-                                    let out = ferrax_ir::TensorType::new(ty.dtype, dims);
-                                    let name = format!("{}_c{}", func.name, copies.len());
-                                    let c =
-                                        CopyKernel::plan(name, &Op::Transpose { perm }, ty, &out)?;
-                                    copies.push(c);
-                                    Some(Some(copies.len() - 1))
-                                };
-                                match (copy(args[0], lhs_perm), copy(args[1], rhs_perm)) {
-                                    (Some(lhs_copy), Some(rhs_copy)) => GpuStep::Gemm {
-                                        index,
-                                        gemm,
-                                        lhs_copy,
-                                        rhs_copy,
-                                    },
-                                    _ => GpuStep::Host(index..index + 1),
-                                }
-                            }
-                            None => GpuStep::Host(index..index + 1),
-                        },
-                    },
+                    Op::DotGeneral(dims) => {
+                        plan_product(func, index, dims, &mut copies, &mut int_gemms)
+                    }
                     Op::Reshape { .. } => GpuStep::View(index),
                     // An iota has no operands: a constant like any other.
                     Op::Constant(_) | Op::Iota { .. } => GpuStep::Constant(index),
@@ -259,6 +231,7 @@ impl GpuPlan {
             &launches,
             (&reductions, &reduce_launches),
             &copies,
+            &int_gemms,
             target,
             mode,
         )?;
@@ -271,6 +244,7 @@ impl GpuPlan {
             reductions,
             reduce_launches,
             copies,
+            int_gemms,
             ptx,
         })
     }
@@ -317,6 +291,82 @@ impl GpuPlan {
             }
         }
         (len, block)
+    }
+}
+
+/// The types whose matrix products run on the GPU: floats on cuBLAS (f16 and bf16 summing in
+/// f32), integers by [`IntGemmKernel`]s.
+const GPU_PRODUCTS: [DType; 7] = [
+    DType::F32,
+    DType::F64,
+    DType::F16,
+    DType::BF16,
+    DType::I32,
+    DType::I64,
+    DType::U8,
+];
+
+/// The step computing `dot_general` `index`: a GEMM on its operands, or on copies of them
+/// permuted into batched-matrix layout; the host path where neither fits.
+fn plan_product(
+    func: &Func,
+    index: usize,
+    dims: &DotDims,
+    copies: &mut Vec<CopyKernel>,
+    int_gemms: &mut Vec<IntGemmKernel>,
+) -> GpuStep {
+    let host = GpuStep::Host(index..index + 1);
+    let (gemm, perms) = match plan_gemm(func, index, dims, &GPU_PRODUCTS) {
+        Some(gemm) => (gemm, None),
+        None => match plan_permuted_gemm(func, index, dims, &GPU_PRODUCTS) {
+            Some((lhs_perm, rhs_perm, gemm)) => (gemm, Some((lhs_perm, rhs_perm))),
+            None => return host,
+        },
+    };
+    let dtype = func.body[index].ty.dtype;
+    let int = match dtype {
+        DType::I32 | DType::I64 | DType::U8 => {
+            let name = format!("{}_m{}", func.name, int_gemms.len());
+            match IntGemmKernel::plan(name, dtype, gemm) {
+                Some(k) => {
+                    int_gemms.push(k);
+                    Some(int_gemms.len() - 1)
+                }
+                None => return host,
+            }
+        }
+        _ => None,
+    };
+    let Some((lhs_perm, rhs_perm)) = perms else {
+        return GpuStep::Gemm {
+            index,
+            gemm,
+            lhs_copy: None,
+            rhs_copy: None,
+            int,
+        };
+    };
+    let args = &func.body[index].args;
+    let mut copy = |operand: ValueId, perm: Vec<usize>| {
+        let ty = func.value_type(operand)?;
+        if perm.iter().enumerate().all(|(i, &p)| i == p) {
+            return Some(None);
+        }
+        let dims: Vec<usize> = perm.iter().map(|&p| ty.dims()[p]).collect();
+        let out = ferrax_ir::TensorType::new(ty.dtype, dims);
+        let name = format!("{}_c{}", func.name, copies.len());
+        copies.push(CopyKernel::plan(name, &Op::Transpose { perm }, ty, &out)?);
+        Some(Some(copies.len() - 1))
+    };
+    match (copy(args[0], lhs_perm), copy(args[1], rhs_perm)) {
+        (Some(lhs_copy), Some(rhs_copy)) => GpuStep::Gemm {
+            index,
+            gemm,
+            lhs_copy,
+            rhs_copy,
+            int,
+        },
+        _ => host,
     }
 }
 
@@ -656,16 +706,16 @@ impl<M: GpuMachine> GpuProgram<M> {
         M: Clone,
     {
         let plan = GpuPlan::new(func, machine.target(), options.math)?;
-        let empty =
-            plan.launches.is_empty() && plan.reductions.is_empty() && plan.copies.is_empty();
         let mut names: Vec<&str> = plan.launches.iter().map(|l| l.name.as_str()).collect();
         names.extend(plan.reduce_launches.iter().map(|r| r.name.as_str()));
         names.extend(plan.copies.iter().map(|c| c.name.as_str()));
-        let mut functions = if empty {
+        names.extend(plan.int_gemms.iter().map(|g| g.name.as_str()));
+        let mut functions = if names.is_empty() {
             Vec::new()
         } else {
             machine.load(&plan.ptx, &names)?
         };
+        let int_gemm_functions = functions.split_off(functions.len() - plan.int_gemms.len());
         let copy_functions = functions.split_off(functions.len() - plan.copies.len());
         let reduce_functions = functions.split_off(functions.len() - plan.reduce_launches.len());
         let constants = plan
@@ -688,6 +738,7 @@ impl<M: GpuMachine> GpuProgram<M> {
             functions,
             reduce_functions,
             copy_functions,
+            int_gemm_functions,
             matmul: options.matmul,
         })
     }
@@ -808,6 +859,7 @@ impl<M: GpuMachine> GpuProgram<M> {
                     gemm: g,
                     lhs_copy,
                     rhs_copy,
+                    int,
                 } => {
                     let ins = &func.body[*index];
                     let operand = |k: usize, copy: Option<usize>| {
@@ -820,22 +872,39 @@ impl<M: GpuMachine> GpuProgram<M> {
                     let (lhs, rhs) = (operand(0, *lhs_copy)?, operand(1, *rhs_copy)?);
                     let ty = &ins.ty;
                     let out = machine.alloc(ty)?;
-                    let lda = if g.lhs_k_first { g.m } else { g.k };
-                    let ldb = if g.rhs_k_last { g.k } else { g.n };
-                    // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ.
-                    // SAFETY: operand and result buffers hold exactly these shapes.
-                    unsafe {
-                        machine.gemm(
-                            ty.dtype,
-                            (g.rhs_k_last, g.lhs_k_first),
-                            (g.n, g.m, g.k),
-                            (M::address(&rhs), ldb, g.k * g.n),
-                            (M::address(&lhs), lda, g.m * g.k),
-                            (M::address(&out), g.n, g.m * g.n),
-                            g.batch,
-                            self.matmul,
-                        )?
-                    };
+                    match int {
+                        Some(k) => {
+                            let grid = machine.grid_for(self.plan.int_gemms[*k].results(), BLOCK);
+                            let addresses = [M::address(&lhs), M::address(&rhs), M::address(&out)];
+                            // SAFETY: operands and result hold exactly the kernel's shapes.
+                            unsafe {
+                                machine.launch(
+                                    &self.int_gemm_functions[*k],
+                                    grid,
+                                    BLOCK,
+                                    &addresses,
+                                )?
+                            };
+                        }
+                        None => {
+                            let lda = if g.lhs_k_first { g.m } else { g.k };
+                            let ldb = if g.rhs_k_last { g.k } else { g.n };
+                            // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ.
+                            // SAFETY: operand and result buffers hold exactly these shapes.
+                            unsafe {
+                                machine.gemm(
+                                    ty.dtype,
+                                    (g.rhs_k_last, g.lhs_k_first),
+                                    (g.n, g.m, g.k),
+                                    (M::address(&rhs), ldb, g.k * g.n),
+                                    (M::address(&lhs), lda, g.m * g.k),
+                                    (M::address(&out), g.n, g.m * g.n),
+                                    g.batch,
+                                    self.matmul,
+                                )?
+                            }
+                        }
+                    }
                     values[func.instr_value(*index).index()] = Some(out);
                 }
                 GpuStep::Reduce { launch, instrs } => {

@@ -17,6 +17,7 @@
 //! ([`crate::kernel::contract`]), so the GPU computes exactly what the CPU backend does.
 
 pub mod copy;
+pub mod matmul;
 pub mod reduce;
 pub mod rows;
 
@@ -24,6 +25,7 @@ use crate::kernel::halves::{self, is_half};
 use crate::kernel::{math, Access, Buffer, KInstr, KOp, Kernel, KernelSig, Role};
 use copy::{render_copy, CopyKernel};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Scalar, UnaryOp, ValueId};
+use matmul::{render_int_gemm, IntGemmKernel};
 use reduce::{render_reduce_launch, ReduceKernel, ReduceLaunch};
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -195,18 +197,20 @@ pub fn render_module(
         &Launch::each(kernels),
         (reductions, &ReduceLaunch::each(reductions)),
         copies,
+        &[],
         target,
         MathMode::Accurate,
     )
 }
 
 /// One PTX module holding an entry per launch of `kernels`, then one per launch of `reductions`,
-/// then `copies`.
+/// then `copies` and integer products.
 pub fn render_launches(
     kernels: &[Kernel],
     launches: &[Launch],
     (reductions, reduce_launches): (&[ReduceKernel], &[ReduceLaunch]),
     copies: &[CopyKernel],
+    int_gemms: &[IntGemmKernel],
     target: PtxTarget,
     mode: MathMode,
 ) -> Result<String, PtxError> {
@@ -234,6 +238,10 @@ pub fn render_launches(
     for c in copies {
         out.push('\n');
         out.push_str(&render_copy(c));
+    }
+    for g in int_gemms {
+        out.push('\n');
+        out.push_str(&render_int_gemm(g));
     }
     Ok(out)
 }
