@@ -615,24 +615,78 @@ fn conversions_through_u8_i64_and_bool_on_the_device_on<M: GpuMachine + Clone>(g
     assert_eq!(exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
 }
 
-/// f32 remainders in a kernel on the device: `fmod` exactly, bit for bit, over pairs of every
-/// exponent, zeros, infinities and NaN included.
+/// f32 and f64 remainders in a kernel on the device: `fmod` exactly, bit for bit, over pairs of
+/// every exponent (f64 subnormals included), zeros, infinities and NaN included.
 #[test]
 fn float_remainders_are_exact_on_the_device() {
     on_each_gpu!(float_remainders_are_exact_on_the_device_on);
 }
 
 fn float_remainders_are_exact_on_the_device_on<M: GpuMachine + Clone>(gpu: &M) {
-    let values: Vec<f32> = (0..256u32)
+    let f32s: Vec<f32> = (0..256u32)
         .map(|i| f32::from_bits(i << 24 | i.wrapping_mul(0x9E37_79B9) >> 8))
         .chain([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-45])
         .collect();
-    let (xs, ys): (Vec<f32>, Vec<f32>) = values
+    let f64s: Vec<f64> = (0..4096u64)
+        .step_by(29)
+        .map(|i| f64::from_bits(i << 52 | i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 12))
+        .chain([
+            0.0,
+            -0.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            5e-324,
+        ])
+        .chain([
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            -3.7e-310,
+            2.2e-308,
+            1.5,
+            -1e300,
+        ])
+        .collect();
+    remainders_are_exact(gpu, &f32s, |x, y| x % y);
+    remainders_are_exact(gpu, &f64s, |x, y| x % y);
+}
+
+/// A float compared bit for bit.
+trait FloatBits: ferrax::ir::Element + std::fmt::LowerExp {
+    fn bits(self) -> u64;
+    fn nan(self) -> bool;
+}
+
+impl FloatBits for f32 {
+    fn bits(self) -> u64 {
+        u64::from(self.to_bits())
+    }
+    fn nan(self) -> bool {
+        self.is_nan()
+    }
+}
+
+impl FloatBits for f64 {
+    fn bits(self) -> u64 {
+        self.to_bits()
+    }
+    fn nan(self) -> bool {
+        self.is_nan()
+    }
+}
+
+/// `x % y` on the GPU for every pair of `values` is `rem`'s, bit for bit (any NaN for NaN).
+fn remainders_are_exact<M: GpuMachine + Clone, T: FloatBits>(
+    gpu: &M,
+    values: &[T],
+    rem: fn(T, T) -> T,
+) {
+    let (xs, ys): (Vec<T>, Vec<T>) = values
         .iter()
         .flat_map(|&x| values.iter().map(move |&y| (x, y)))
         .unzip();
     let n = xs.len();
-    let spec = Tensor::spec(DType::F32, [n]);
+    let spec = Tensor::spec(T::DTYPE, [n]);
     let func = trace(|(a, b): (Tensor, Tensor)| &a % &b, &(spec.clone(), spec)).unwrap();
     let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
     assert_eq!(exe.host_steps(), 0);
@@ -641,12 +695,13 @@ fn float_remainders_are_exact_on_the_device_on<M: GpuMachine + Clone>(gpu: &M) {
         Array::from_vec([n], ys.clone()).unwrap(),
     ];
     let got = exe.run(&args).unwrap();
-    let got = got[0].as_slice::<f32>().unwrap();
+    let got = got[0].as_slice::<T>().unwrap();
     for ((&x, &y), &r) in xs.iter().zip(&ys).zip(got) {
-        let want = x % y;
+        let want = rem(x, y);
         assert!(
-            r.to_bits() == want.to_bits() || (r.is_nan() && want.is_nan()),
-            "{x:e} % {y:e} = {r:e}, want {want:e}"
+            r.bits() == want.bits() || (r.nan() && want.nan()),
+            "{} {x:e} % {y:e} = {r:e}, want {want:e}",
+            T::DTYPE
         );
     }
 }

@@ -244,8 +244,13 @@ fn every_kernel_assembles_with_ptxas() {
     programs.extend(common::gradient_programs());
     programs.extend(common::benchmark_programs());
     programs.extend(integer_products());
-    // The GPU's own partition (f16/bf16 kernels included); what it leaves to the host path
-    // (float remainder, for one) is not rendered.
+    let f64_pair = (
+        Tensor::spec(DType::F64, [300]),
+        Tensor::spec(DType::F64, [300]),
+    );
+    let f64_remainder = |(a, b): (Tensor, Tensor)| (&a % &b) * 2.0;
+    programs.push(("f64_remainder", trace(f64_remainder, &f64_pair).unwrap()));
+    // The GPU's own partition (f16/bf16 kernels included).
     let mut kernels = Vec::new();
     let mut launches = Vec::new();
     let mut reductions = Vec::new();

@@ -34,21 +34,18 @@ pub enum Step {
     },
 }
 
-/// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32) and
-/// bool always; i32 arithmetic where `ints` is set, its division, remainders, powers, abs and sign
-/// too where `int_edge_cases` is; where `conversions` is, conversions of u8 and i64 values (loaded,
-/// converted and stored, nothing else) to and from i32, f32 and f64, and of bools to and from i32,
-/// f32 and f64; f32 and half remainders where `rem` is set, f64 ones where `rem_f64` is; row
-/// kernels over rows of up to `row_cols` elements; reductions over leading axes inside flat kernels
-/// where `columns` is set.
+/// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32)
+/// arithmetic, remainders included, and bool always; i32 arithmetic where `ints` is set, its
+/// division, remainders, powers, abs and sign too where `int_edge_cases` is; where `conversions`
+/// is, conversions of u8 and i64 values (loaded, converted and stored, nothing else) to and from
+/// i32, f32 and f64, and of bools to and from i32, f32 and f64; row kernels over rows of up to
+/// `row_cols` elements; reductions over leading axes inside flat kernels where `columns` is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelTypes {
     pub row_cols: usize,
     pub ints: bool,
     pub int_edge_cases: bool,
     pub conversions: bool,
-    pub rem: bool,
-    pub rem_f64: bool,
     pub columns: bool,
 }
 
@@ -59,23 +56,17 @@ impl KernelTypes {
         ints: true,
         int_edge_cases: false,
         conversions: false,
-        rem: true,
-        rem_f64: true,
         columns: true,
     };
     /// The PTX renderer's set: a row kernel keeps its row in registers, 16 elements to each of
-    /// 256 threads; longer rows and reductions over leading axes are kernels of their own; an
-    /// f64 remainder (PTX has none, and `kernel::math` expands only f32 ones) is a step of its
-    /// own, so it does not take its neighbours out of their kernel; i32 division does not trap
-    /// (the renderer guards the divisor for the interpreter's edge cases), and powers, abs and
-    /// sign follow the interpreter's.
+    /// 256 threads; longer rows and reductions over leading axes are kernels of their own; i32
+    /// division does not trap (the renderer guards the divisor for the interpreter's edge
+    /// cases), and powers, abs and sign follow the interpreter's.
     pub const GPU: KernelTypes = KernelTypes {
         row_cols: 4096,
         ints: true,
         int_edge_cases: true,
         conversions: true,
-        rem: true,
-        rem_f64: false,
         columns: false,
     };
 
@@ -149,13 +140,7 @@ fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
             Op::Binary(b) => match ins.ty.dtype {
                 DType::Bool => b.is_logical(),
                 DType::I32 => int_fusible(*b, types.int_edge_cases),
-                _ => {
-                    let rem_ok = match ins.ty.dtype {
-                        DType::F64 => types.rem_f64,
-                        _ => types.rem,
-                    };
-                    float_result && !b.is_logical() && (rem_ok || *b != BinaryOp::Rem)
-                }
+                _ => float_result && !b.is_logical(),
             },
             Op::Compare(_) => ins
                 .args

@@ -195,7 +195,7 @@ fn parse_operand(s: &str, regs: &mut HashMap<String, usize>) -> Operand {
     if let Some(h) = s.strip_prefix("0f") {
         return Operand::Imm(u64::from(u32::from_str_radix(h, 16).unwrap()));
     }
-    if let Some(h) = s.strip_prefix("0d") {
+    if let Some(h) = s.strip_prefix("0d").or_else(|| s.strip_prefix("0x")) {
         return Operand::Imm(u64::from_str_radix(h, 16).unwrap());
     }
     if let Ok(v) = s.parse::<i64>() {

@@ -141,6 +141,8 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
             KOp::Binary(b) => match ins.dtype {
                 DType::Bool => b.is_logical(),
                 _ if int => crate::fuse::int_fusible(*b, true),
+                // f32 remainders were expanded; f64 ones are a loop of their own.
+                DType::F64 if *b == BinaryOp::Rem => true,
                 _ => !matches!(b, BinaryOp::Rem | BinaryOp::Pow) && !b.is_logical(),
             },
             KOp::Fma | KOp::Clamp => !int && ins.dtype != DType::Bool,
@@ -365,9 +367,10 @@ impl Emitter {
         self.body.push_str(";\n");
     }
 
-    fn label(&mut self) -> String {
+    /// A new label, named for `what` it marks.
+    fn label(&mut self, what: &str) -> String {
         self.labels += 1;
-        format!("$L_beyond_{}", self.labels)
+        format!("$L_{what}_{}", self.labels)
     }
 
     /// A constant's register, set before the loop (once per kernel).
@@ -428,6 +431,103 @@ impl Emitter {
         self.line(format!("{op}.{t} {r}, {a}, {divisor}"));
         let out = self.reg(class);
         self.line(format!("selp.{t} {out}, {by_zero}, {r}, {zero}"));
+        out
+    }
+
+    /// `a % b` on f64 exactly, as C's `fmod` (and the interpreter's `%`): NaN where `a` is
+    /// infinite or either is NaN or `b` is zero, `a` where `|a| < |b|`, else the significands'
+    /// long division, `r = (ma · 2^(ea - eb)) mod mb` taken 11 bits of the exponent difference
+    /// a step (so `r << 11` stays within 64 bits), scaled back by `b`'s exponent (exactly: the
+    /// result is a multiple of `b`'s last place below `|b|`) and given `a`'s sign. A loop, where
+    /// a branch-free form would take the widest exponent difference's 190 steps every time.
+    fn f64_remainder(&mut self, a: &str, b: &str) -> String {
+        let (ax, ay) = (self.reg(Class::Fd), self.reg(Class::Fd));
+        self.line(format!("abs.f64 {ax}, {a}"));
+        self.line(format!("abs.f64 {ay}, {b}"));
+        let (nan, special, small) = (self.reg(Class::P), self.reg(Class::P), self.reg(Class::P));
+        self.line(format!("setp.geu.f64 {nan}, {ax}, 0d7FF0000000000000"));
+        self.line(format!("setp.nan.f64 {special}, {ay}, {ay}"));
+        self.line(format!("or.pred {nan}, {nan}, {special}"));
+        self.line(format!("setp.eq.f64 {special}, {ay}, 0d0000000000000000"));
+        self.line(format!("or.pred {nan}, {nan}, {special}"));
+        self.line(format!("setp.lt.f64 {small}, {ax}, {ay}"));
+        self.line(format!("or.pred {special}, {nan}, {small}"));
+        let (out, nan_value) = (self.reg(Class::Fd), self.reg(Class::Fd));
+        self.line(format!("mov.f64 {nan_value}, 0d7FF8000000000000"));
+        self.line(format!("selp.f64 {out}, {nan_value}, {a}, {nan}"));
+        let done = self.label("rem_done");
+        self.line(format!("@{special} bra {done}"));
+        // Significand and exponent field of each magnitude (a subnormal's field read as 1).
+        let mut parts = |v: &str| {
+            let (bits, field, m, with_one) = (
+                self.reg(Class::Rd),
+                self.reg(Class::Rd),
+                self.reg(Class::Rd),
+                self.reg(Class::Rd),
+            );
+            let normal = self.reg(Class::P);
+            self.line(format!("mov.b64 {bits}, {v}"));
+            self.line(format!("shr.u64 {field}, {bits}, 52"));
+            self.line(format!("and.b64 {m}, {bits}, 0x000FFFFFFFFFFFFF"));
+            self.line(format!("or.b64 {with_one}, {m}, 0x0010000000000000"));
+            self.line(format!("setp.ne.u64 {normal}, {field}, 0"));
+            self.line(format!("selp.b64 {m}, {with_one}, {m}, {normal}"));
+            self.line(format!("max.u64 {field}, {field}, 1"));
+            (m, field)
+        };
+        let (mx, ex) = parts(&ax);
+        let (my, ey) = parts(&ay);
+        let (r, steps, step, shift) = (
+            self.reg(Class::Rd),
+            self.reg(Class::Rd),
+            self.reg(Class::Rd),
+            self.reg(Class::R),
+        );
+        self.line(format!("rem.u64 {r}, {mx}, {my}"));
+        self.line(format!("sub.u64 {steps}, {ex}, {ey}"));
+        let (repeat, divided, finished) = (
+            self.label("rem_step"),
+            self.label("rem_divided"),
+            self.reg(Class::P),
+        );
+        self.body.push_str(&format!("{repeat}:\n"));
+        self.line(format!("setp.eq.u64 {finished}, {steps}, 0"));
+        self.line(format!("@{finished} bra {divided}"));
+        self.line(format!("min.u64 {step}, {steps}, 11"));
+        self.line(format!("cvt.u32.u64 {shift}, {step}"));
+        self.line(format!("shl.b64 {r}, {r}, {shift}"));
+        self.line(format!("rem.u64 {r}, {r}, {my}"));
+        self.line(format!("sub.u64 {steps}, {steps}, {step}"));
+        self.line(format!("bra.uni {repeat}"));
+        self.body.push_str(&format!("{divided}:\n"));
+        // r · 2^(ey - 1075), the scale built as bits: normal from ey = 53, else subnormal.
+        let (normal_scale, low_scale, one, scale_bits) = (
+            self.reg(Class::Rd),
+            self.reg(Class::Rd),
+            self.reg(Class::Rd),
+            self.reg(Class::Rd),
+        );
+        let (low_shift, normal) = (self.reg(Class::R), self.reg(Class::P));
+        self.line(format!("sub.u64 {normal_scale}, {ey}, 52"));
+        self.line(format!("shl.b64 {normal_scale}, {normal_scale}, 52"));
+        self.line(format!("cvt.u32.u64 {low_shift}, {ey}"));
+        self.line(format!("sub.u32 {low_shift}, {low_shift}, 1"));
+        self.line(format!("mov.b64 {one}, 1"));
+        self.line(format!("shl.b64 {low_scale}, {one}, {low_shift}"));
+        self.line(format!("setp.ge.u64 {normal}, {ey}, 53"));
+        self.line(format!(
+            "selp.b64 {scale_bits}, {normal_scale}, {low_scale}, {normal}"
+        ));
+        let (rf, scale, magnitude) = (
+            self.reg(Class::Fd),
+            self.reg(Class::Fd),
+            self.reg(Class::Fd),
+        );
+        self.line(format!("cvt.rn.f64.u64 {rf}, {r}"));
+        self.line(format!("mov.b64 {scale}, {scale_bits}"));
+        self.line(format!("mul.rn.f64 {magnitude}, {rf}, {scale}"));
+        self.line(format!("copysign.f64 {out}, {a}, {magnitude}"));
+        self.body.push_str(&format!("{done}:\n"));
         out
     }
 
@@ -851,6 +951,7 @@ fn emit_op(
                 (DType::I32 | DType::I64, BinaryOp::Div | BinaryOp::Rem) => {
                     e.int_division(&a, &b, d, *op == BinaryOp::Div)
                 }
+                (DType::F64, BinaryOp::Rem) => e.f64_remainder(&a, &b),
                 _ => {
                     let r = e.reg(class);
                     let int = matches!(d, DType::I32 | DType::I64);
@@ -1013,7 +1114,7 @@ fn emit_op(
             e.line(format!("abs.{t} {magnitude}, {x}"));
             // Unordered: NaN stays on the short path, which passes it through.
             e.line(format!("setp.ltu.{t} {in_range}, {magnitude}, {limit}"));
-            let skip = e.label();
+            let skip = e.label("beyond");
             e.line(format!("@{in_range} bra {skip}"));
             let full = emit_full_range(e, kernel, *u, d, &x)?;
             e.line(format!("mov.{t} {r}, {full}"));
