@@ -556,9 +556,32 @@ fn reductions_over_rows_and_columns_run_on_the_device_on<M: GpuMachine + Clone>(
         let want = interpret(&func, std::slice::from_ref(&x3)).unwrap();
         assert_close(&got[0], &want[0], rtol(DType::F32), name);
     }
+    // i64 sums and products wrap, as the interpreter's: bit for bit.
+    let wide: Vec<i64> = (0..rows * cols)
+        .map(|i| (i as i64).wrapping_mul(0x9E37_79B9_7F4A_7C15u64 as i64))
+        .collect();
+    let x64 = Array::from_vec([rows, cols], wide).unwrap();
+    let spec64 = Tensor::spec(DType::I64, [rows, cols]);
+    let integer: [(&str, Program); 4] = [
+        ("i64 row sum", |t| t.sum(-1)),
+        ("i64 column product", |t| t.prod(0)),
+        ("i64 row max", |t| t.max(-1)),
+        ("i64 column min", |t| t.min(0)),
+    ];
+    for (name, f) in integer {
+        let func = trace(f, &spec64).unwrap();
+        let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(exe.host_steps(), 0, "{name} should run on the device");
+        let args = std::slice::from_ref(&x64);
+        assert_eq!(
+            exe.run(args).unwrap(),
+            interpret(&func, args).unwrap(),
+            "{name}"
+        );
+    }
 }
 
-/// i32 division, remainders, powers, abs and sign in a kernel on the device, the
+/// i32 and i64 division, remainders, powers, abs and sign in a kernel on the device, the
 /// interpreter's edge cases included (`x / 0 = -1`, `x % 0 = x`, `MIN / -1 = MIN`, negative
 /// exponents, `abs(MIN) = MIN`), bit for bit.
 #[test]
@@ -567,24 +590,33 @@ fn integer_division_runs_on_the_device() {
 }
 
 fn integer_division_runs_on_the_device_on<M: GpuMachine + Clone>(gpu: &M) {
-    let spec = Tensor::spec(DType::I32, [12]);
-    let func = trace(
-        |(a, b): (Tensor, Tensor)| (&a / &b, &a % &b, a.pow(&b), a.abs(), b.sign()),
-        &(spec.clone(), spec),
-    )
-    .unwrap();
-    let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
-    assert_eq!(exe.host_steps(), 0);
-    let min = i32::MIN;
-    let args = [
-        Array::from_vec(
-            [12],
-            vec![7, -7, 7, -7, min, min, 5, 0, min, i32::MAX, -1, 9],
+    let (min, max) = (i64::MIN, i64::MAX);
+    let a = [7, -7, 7, -7, min, min, 5, 0, min, max, -1, 9];
+    let b = [2, 2, -2, -2, -1, 0, 0, 0, 1, -1, 3, 1 << 40];
+    for dtype in [DType::I32, DType::I64] {
+        let spec = Tensor::spec(dtype, [12]);
+        let func = trace(
+            |(a, b): (Tensor, Tensor)| (&a / &b, &a % &b, a.pow(&b), a.abs(), b.sign()),
+            &(spec.clone(), spec),
         )
-        .unwrap(),
-        Array::from_vec([12], vec![2, 2, -2, -2, -1, 0, 0, 0, 1, -1, 3, 9]).unwrap(),
-    ];
-    assert_eq!(exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+        .unwrap();
+        let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(exe.host_steps(), 0, "{dtype}");
+        // The i32 arguments are the i64 ones clamped: extremes where theirs are.
+        let args: Vec<Array> = [&a, &b]
+            .iter()
+            .map(|v| match dtype {
+                DType::I32 => {
+                    let clamp = |&x: &i64| x.clamp(i32::MIN.into(), i32::MAX.into()) as i32;
+                    Array::from_vec([12], v.iter().map(clamp).collect::<Vec<i32>>())
+                }
+                _ => Array::from_vec([12], v.to_vec()),
+            })
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let want = interpret(&func, &args).unwrap();
+        assert_eq!(exe.run(&args).unwrap(), want, "{dtype}");
+    }
 }
 
 /// Conversions through u8, i64 and bool in a kernel on the device, bit for bit as the

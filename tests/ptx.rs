@@ -250,6 +250,7 @@ fn every_kernel_assembles_with_ptxas() {
     );
     let f64_remainder = |(a, b): (Tensor, Tensor)| (&a % &b) * 2.0;
     programs.push(("f64_remainder", trace(f64_remainder, &f64_pair).unwrap()));
+    programs.push(("i64_arithmetic", i64_arithmetic()));
     // The GPU's own partition (f16/bf16 kernels included).
     let mut kernels = Vec::new();
     let mut launches = Vec::new();
@@ -820,6 +821,21 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
             |x| x.max(0),
             Tensor::spec(DType::I32, [50, 9]),
         ),
+        (
+            "i64 sum rows",
+            |x| x.sum(-1),
+            Tensor::spec(DType::I64, [3, 300]),
+        ),
+        (
+            "i64 prod columns",
+            |x| x.prod(0),
+            Tensor::spec(DType::I64, [40, 5]),
+        ),
+        (
+            "i64 min middle",
+            |x| x.min(1),
+            Tensor::spec(DType::I64, [3, 37, 4]),
+        ),
         ("sum middle", |x| x.sum(1), f32s(&[3, 37, 20])),
         ("max middle f64", |x| x.max([1, 2]), f64s(&[4, 5, 6, 7])),
         ("transpose", |x| x.transpose([1, 0]), f32s(&[4, 6])),
@@ -861,6 +877,13 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
             DType::I32 => {
                 Elements::I32((0..n).map(|i| ((i * 7919) % 4001) as i32 - 2000).collect())
             }
+            // All above i32's range (a minimum starting from i32::MAX would show), their sums
+            // and products overflowing.
+            DType::I64 => Elements::I64(
+                (0..n)
+                    .map(|i| (((i * 7919) % 4001) as i64 + 1) << 50)
+                    .collect(),
+            ),
             other => panic!("no values for {other}"),
         };
         Array::new(ty.shape.clone(), elements).unwrap()
@@ -942,6 +965,87 @@ fn integer_division_runs_in_kernels_with_the_interpreters_edge_cases() {
         }
     }
     assert_eq!(outputs, 5);
+}
+
+/// i64 arithmetic: wrapping sums and products, division and remainders at their edge cases,
+/// powers (by squaring over 63 bits), abs, sign, max, compares, selects and conversions.
+fn i64_arithmetic() -> Func {
+    let spec = Tensor::spec(DType::I64, [16]);
+    trace(
+        |(a, b): (Tensor, Tensor)| {
+            let q = &a / &b;
+            let r = &a % &b;
+            let p = a.pow(&b);
+            let big = (&a * &b + &a - &b).maximum(&q);
+            let chosen = big.greater(&r).select(&big, &p);
+            (
+                chosen.abs() + b.sign(),
+                q,
+                r,
+                p,
+                a.astype(DType::F64) + b.astype(DType::I32).astype(DType::F64),
+            )
+        },
+        &(spec.clone(), spec),
+    )
+    .unwrap()
+}
+
+/// i64 arithmetic runs in GPU kernels (wrapping; `x / 0 = -1`, `x % 0 = x`, `MIN / -1 = MIN`,
+/// negative exponents and `abs(MIN) = MIN` as the interpreter's) and, on the emulated GPU,
+/// computes the interpreter's results bit for bit.
+#[test]
+fn i64_arithmetic_runs_in_kernels_with_the_interpreters_edge_cases() {
+    let func = i64_arithmetic();
+    let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+    assert_eq!(plan.host_ops(), Vec::<&str>::new());
+    let (min, max) = (i64::MIN, i64::MAX);
+    let a = vec![
+        7,
+        -7,
+        7,
+        -7,
+        min,
+        min,
+        5,
+        0,
+        min,
+        max,
+        -1,
+        9,
+        3,
+        -2,
+        1 << 40,
+        -1,
+    ];
+    let b = vec![
+        2,
+        2,
+        -2,
+        -2,
+        -1,
+        0,
+        0,
+        0,
+        1,
+        -1,
+        3,
+        9,
+        63,
+        -3,
+        1i64 << 33,
+        -7,
+    ];
+    let args = [
+        Array::from_vec([16], a).unwrap(),
+        Array::from_vec([16], b).unwrap(),
+    ];
+    let emulator = Emulator::default();
+    let program = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
+    assert_eq!(
+        program.run(&args).unwrap(),
+        ferrax::runtime::interpret(&func, &args).unwrap()
+    );
 }
 
 /// Conversions through u8, i64 and bool run in GPU kernels, bit for bit as the interpreter's:

@@ -35,15 +35,15 @@ pub enum Step {
 }
 
 /// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32)
-/// arithmetic, remainders included, and bool always; i32 arithmetic where `ints` is set, its
-/// division, remainders, powers, abs and sign too where `int_edge_cases` is; where `conversions`
+/// arithmetic, remainders included, bool and i32 arithmetic always, i64 arithmetic too where
+/// `int64` is set; integer division, remainders, powers, abs and sign where `int_edge_cases` is; where `conversions`
 /// is, conversions of u8 and i64 values (loaded, converted and stored, nothing else) to and from
 /// i32, f32 and f64, and of bools to and from i32, f32 and f64; row kernels over rows of up to
 /// `row_cols` elements; reductions over leading axes inside flat kernels where `columns` is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelTypes {
     pub row_cols: usize,
-    pub ints: bool,
+    pub int64: bool,
     pub int_edge_cases: bool,
     pub conversions: bool,
     pub columns: bool,
@@ -53,7 +53,7 @@ impl KernelTypes {
     /// The CPU code generator's set.
     pub const CPU: KernelTypes = KernelTypes {
         row_cols: usize::MAX,
-        ints: true,
+        int64: false,
         int_edge_cases: false,
         conversions: false,
         columns: true,
@@ -64,7 +64,7 @@ impl KernelTypes {
     /// cases), and powers, abs and sign follow the interpreter's.
     pub const GPU: KernelTypes = KernelTypes {
         row_cols: 4096,
-        ints: true,
+        int64: true,
         int_edge_cases: true,
         conversions: true,
         columns: false,
@@ -75,11 +75,11 @@ impl KernelTypes {
     }
 
     pub fn handles(self, d: DType) -> bool {
-        self.float(d) || d == DType::Bool || (self.ints && d == DType::I32)
+        self.float(d) || matches!(d, DType::Bool | DType::I32) || (self.int64 && d == DType::I64)
     }
 }
 
-/// Whether kernels compute `b` on i32: the ops that wrap as the interpreter's do, and, where
+/// Whether kernels compute `b` on i32 (and i64): the ops that wrap as the interpreter's do, and, where
 /// `edge_cases` is set, division, remainders and powers (the interpreter's `x / 0 = -1`,
 /// `x % 0 = x`, wrapping `MIN / -1` and negative exponents need a backend's own handling: the
 /// CPU leaves them to the interpreter, where Cranelift's `sdiv` would trap).
@@ -92,7 +92,7 @@ pub fn int_fusible(b: BinaryOp, edge_cases: bool) -> bool {
         || (edge_cases && matches!(b, BinaryOp::Div | BinaryOp::Rem | BinaryOp::Pow))
 }
 
-/// Whether kernels compute `u` on i32: negation and not, which wrap as the interpreter's do,
+/// Whether kernels compute `u` on i32 (and i64): negation and not, which wrap as the interpreter's do,
 /// and abs and sign where `edge_cases` is set (`abs(MIN) = MIN`).
 pub fn int_unary_fusible(u: UnaryOp, edge_cases: bool) -> bool {
     matches!(u, UnaryOp::Neg | UnaryOp::Not)
@@ -100,7 +100,7 @@ pub fn int_unary_fusible(u: UnaryOp, edge_cases: bool) -> bool {
 }
 
 /// The conversions a backend with `KernelTypes::conversions` adds to those between i32 and
-/// floats: of u8 and i64 values (which go no further than a conversion) to and from each other,
+/// floats: of u8 and i64 values (u8 ones go no further than a conversion) to and from each other,
 /// i32, f32 and f64, and of bools to and from i32, f32 and f64. Halves are left out: through f32
 /// they would round twice.
 pub fn wider_conversion(from: DType, to: DType) -> bool {
@@ -130,16 +130,16 @@ fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
     let float_result = types.float(ins.ty.dtype);
     types_ok
         && match &ins.op {
-            // i32 arithmetic wraps, as the interpreter's does; division, remainders, powers,
+            // Integer arithmetic wraps, as the interpreter's does; division, remainders, powers,
             // abs and sign only where the backend computes their edge cases as it does.
             Op::Unary(u) => match ins.ty.dtype {
                 DType::Bool => *u == UnaryOp::Not,
-                DType::I32 => int_unary_fusible(*u, types.int_edge_cases),
+                DType::I32 | DType::I64 => int_unary_fusible(*u, types.int_edge_cases),
                 _ => float_result && *u != UnaryOp::Not,
             },
             Op::Binary(b) => match ins.ty.dtype {
                 DType::Bool => b.is_logical(),
-                DType::I32 => int_fusible(*b, types.int_edge_cases),
+                DType::I32 | DType::I64 => int_fusible(*b, types.int_edge_cases),
                 _ => float_result && !b.is_logical(),
             },
             Op::Compare(_) => ins

@@ -166,12 +166,14 @@ pub fn expand_guarded_except(kernel: &Kernel, native: &dyn Fn(&KOp, DType) -> bo
 }
 
 /// `kernel` with every f32 remainder (`fmod`) computed exactly in f64 primitives
-/// ([`Emit::rem_f32`]) and every i32 power by squaring ([`Emit::pow_i32`]), for a backend
-/// without either instruction (PTX).
+/// ([`Emit::rem_f32`]) and every i32 and i64 power by squaring ([`Emit::pow_int`]), for a
+/// backend without either instruction (PTX).
 pub fn expand_arithmetic(kernel: &Kernel) -> Kernel {
     rewrite(kernel, |e, _, ins, args| match (&ins.op, ins.dtype) {
         (KOp::Binary(BinaryOp::Rem), DType::F32) => e.rem_f32(args[0], args[1]),
-        (KOp::Binary(BinaryOp::Pow), DType::I32) => e.pow_i32(args[0], args[1]),
+        (KOp::Binary(BinaryOp::Pow), DType::I32 | DType::I64) => {
+            e.pow_int(args[0], args[1], ins.dtype)
+        }
         _ => e.op(ins.op.clone(), &args, ins.dtype),
     })
 }
@@ -1310,15 +1312,15 @@ impl Emit {
         self.copy_sign(r, x, DType::F32)
     }
 
-    /// i32 `x^y` as the interpreter computes it: by squaring, wrapping, for `y >= 0` (one step
-    /// per bit of `y`, 31, branch-free); for `y < 0`, 1 where `x` is 1, ±1 where `x` is -1 (by
-    /// `y`'s parity), else 0.
-    fn pow_i32(&mut self, x: usize, y: usize) -> usize {
-        let i = DType::I32;
+    /// i32 or i64 `x^y` as the interpreter computes it: by squaring, wrapping, for `y >= 0`
+    /// (one step per bit of `y`, 31 or 63, branch-free); for `y < 0`, 1 where `x` is 1, ±1 where
+    /// `x` is -1 (by `y`'s parity), else 0.
+    fn pow_int(&mut self, x: usize, y: usize, i: DType) -> usize {
+        let bits = if i == DType::I64 { 63 } else { 31 };
         let (one, zero) = (self.ci(1, i), self.ci(0, i));
         let mut result = one;
         let mut base = x;
-        for bit in 0..31 {
+        for bit in 0..bits {
             let shifted = if bit == 0 {
                 y
             } else {
@@ -1328,7 +1330,7 @@ impl Emit {
             let set = self.cmp(CompareOp::Eq, digit, one);
             let product = self.mul(result, base, i);
             result = self.select(set, product, result, i);
-            if bit < 30 {
+            if bit + 1 < bits {
                 base = self.mul(base, base, i);
             }
         }

@@ -7,8 +7,8 @@
 //!
 //! Max and min follow the interpreter (NaN wins, +0 beats -0 for max); float sums accumulate in
 //! the element type, in a different order than the interpreter's pairwise f64 sum, so results
-//! agree to rounding, not bit for bit. i32 reductions wrap, as the interpreter's do, so they
-//! agree bit for bit.
+//! agree to rounding, not bit for bit. i32 and i64 reductions wrap, as the interpreter's do, so
+//! they agree bit for bit.
 
 use ferrax_ir::{DType, ReduceOp, TensorType};
 use std::fmt::Write;
@@ -38,10 +38,11 @@ pub struct ReduceKernel {
 }
 
 impl ReduceKernel {
-    /// The kernel for reducing `input` (f32, f64 or i32) over consecutive `axes`: trailing ones
+    /// The kernel for reducing `input` (f32, f64, i32 or i64) over consecutive `axes`: trailing ones
     /// as rows, others as columns (middle ones as columns of each leading index).
     pub fn plan(name: String, op: ReduceOp, input: &TensorType, axes: &[usize]) -> Option<Self> {
-        if !matches!(input.dtype, DType::F32 | DType::F64 | DType::I32) || axes.is_empty() {
+        let types = [DType::F32, DType::F64, DType::I32, DType::I64];
+        if !types.contains(&input.dtype) || axes.is_empty() {
             return None;
         }
         let rank = input.rank();
@@ -135,12 +136,15 @@ impl ReduceLaunch {
 }
 
 fn init_literal(op: ReduceOp, dtype: DType) -> String {
-    if dtype == DType::I32 {
+    if matches!(dtype, DType::I32 | DType::I64) {
+        let wide = dtype == DType::I64;
         return match op {
             ReduceOp::Sum => 0,
             ReduceOp::Prod => 1,
-            ReduceOp::Max => i32::MIN,
-            ReduceOp::Min => i32::MAX,
+            ReduceOp::Max if wide => i64::MIN,
+            ReduceOp::Min if wide => i64::MAX,
+            ReduceOp::Max => i32::MIN.into(),
+            ReduceOp::Min => i32::MAX.into(),
         }
         .to_string();
     }
@@ -160,7 +164,7 @@ fn init_literal(op: ReduceOp, dtype: DType) -> String {
 /// `acc = op(acc, v)`, using scratch registers `%s1..%s4` (value type), `%q1..%q3` (bits) and
 /// `%g1..%g3` (predicates).
 fn combine(op: ReduceOp, t: &str, bits: &str, acc: &str, v: &str) -> String {
-    if t == "s32" {
+    if matches!(t, "s32" | "s64") {
         // Wrapping, as the interpreter's: the order of the terms does not matter.
         let name = match op {
             ReduceOp::Sum => "add",
@@ -218,6 +222,7 @@ fn element_types(dtype: DType) -> (&'static str, &'static str, usize) {
     match dtype {
         DType::F32 => ("f32", "b32", 4),
         DType::I32 => ("s32", "b32", 4),
+        DType::I64 => ("s64", "b64", 8),
         _ => ("f64", "b64", 8),
     }
 }
