@@ -27,7 +27,8 @@ const FAST: GpuOptions = GpuOptions {
 };
 use ferrax::compiler::simplify::simplify;
 use ferrax::ir::DotDims;
-use ferrax::runtime::{interpret, CudaDevice, CudaError};
+use ferrax::ir::Op;
+use ferrax::runtime::{eval_op, interpret, CudaDevice, CudaError};
 use ferrax::{jit, nn, trace, Array, DType, Device, Tensor};
 use ptx_emulator::Emulator;
 use std::f32::consts::PI;
@@ -578,6 +579,21 @@ fn reductions_over_rows_and_columns_run_on_the_device_on<M: GpuMachine + Clone>(
             interpret(&func, args).unwrap(),
             "{name}"
         );
+    }
+    // Halves reduce in f32 and round once; bools reduce as any and all.
+    let others: [(&str, Program, DType); 4] = [
+        ("bf16 row sum", |t| t.sum(-1), DType::BF16),
+        ("f16 column max", |t| t.max(0), DType::F16),
+        ("any of a row", |t| t.greater(4.9).max(-1), DType::F32),
+        ("all of a column", |t| t.greater(-4.9).min(0), DType::F32),
+    ];
+    for (name, f, dtype) in others {
+        let func = trace(f, &Tensor::spec(dtype, [rows, cols])).unwrap();
+        let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(exe.host_steps(), 0, "{name} should run on the device");
+        let args = [eval_op(&Op::Convert { to: dtype }, &[&x]).unwrap()];
+        let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+        assert_close(&got[0], &want[0], rtol(dtype), name);
     }
 }
 

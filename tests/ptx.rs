@@ -304,11 +304,22 @@ fn every_kernel_assembles_with_ptxas() {
         reduce_launches.iter().any(|l| l.parts.len() > 1),
         "no reductions launched together"
     );
-    // Every reduction kernel form: each op, float type and layout, alone and all of a type in
-    // one launch.
-    for dtype in [DType::F32, DType::F64] {
+    // Every reduction kernel form: each op, type and layout, alone and all of a type in one
+    // launch.
+    let types = [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I64,
+        DType::Bool,
+    ];
+    for dtype in types {
         let mut parts = Vec::new();
-        for op in ReduceOp::ALL {
+        let ops = ReduceOp::ALL
+            .into_iter()
+            .filter(|&op| dtype != DType::Bool || matches!(op, ReduceOp::Max | ReduceOp::Min));
+        for op in ops {
             for (shape, axes) in [([64, 1000], [1]), ([300, 7], [0])] {
                 let name = format!("reduce_{}_{dtype}_{}", op.name(), axes[0]);
                 let ty = TensorType::new(dtype, shape);
@@ -836,6 +847,36 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
             |x| x.min(1),
             Tensor::spec(DType::I64, [3, 37, 4]),
         ),
+        (
+            "sum rows f16",
+            |x| x.sum(-1),
+            Tensor::spec(DType::F16, [3, 300]),
+        ),
+        (
+            "prod columns bf16",
+            |x| x.prod(0),
+            Tensor::spec(DType::BF16, [9, 40]),
+        ),
+        (
+            "max columns bf16",
+            |x| x.max(0),
+            Tensor::spec(DType::BF16, [37, 70]),
+        ),
+        (
+            "min rows f16",
+            |x| x.min(-1),
+            Tensor::spec(DType::F16, [5, 70]),
+        ),
+        (
+            "any rows",
+            |x| x.max(-1),
+            Tensor::spec(DType::Bool, [4, 300]),
+        ),
+        (
+            "all columns",
+            |x| x.min(0),
+            Tensor::spec(DType::Bool, [30, 7]),
+        ),
         ("sum middle", |x| x.sum(1), f32s(&[3, 37, 20])),
         ("max middle f64", |x| x.max([1, 2]), f64s(&[4, 5, 6, 7])),
         ("transpose", |x| x.transpose([1, 0]), f32s(&[4, 6])),
@@ -872,7 +913,9 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
             DType::F32 => Elements::F32((0..n).map(|i| x(i) as f32).collect()),
             DType::F64 => Elements::F64((0..n).map(x).collect()),
             DType::F16 => Elements::F16((0..n).map(|i| half::f16::from_f64(x(i))).collect()),
-            DType::Bool => Elements::Bool((0..n).map(|i| x(i) > 0.0).collect()),
+            DType::BF16 => Elements::BF16((0..n).map(|i| half::bf16::from_f64(x(i))).collect()),
+            // Mostly true, so that rows of all true and rows with a false both occur.
+            DType::Bool => Elements::Bool((0..n).map(|i| x(i) > -1.9).collect()),
             // Products of these overflow: i32 reductions wrap.
             DType::I32 => {
                 Elements::I32((0..n).map(|i| ((i * 7919) % 4001) as i32 - 2000).collect())

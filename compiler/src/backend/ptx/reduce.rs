@@ -41,8 +41,18 @@ impl ReduceKernel {
     /// The kernel for reducing `input` (f32, f64, i32 or i64) over consecutive `axes`: trailing ones
     /// as rows, others as columns (middle ones as columns of each leading index).
     pub fn plan(name: String, op: ReduceOp, input: &TensorType, axes: &[usize]) -> Option<Self> {
-        let types = [DType::F32, DType::F64, DType::I32, DType::I64];
-        if !types.contains(&input.dtype) || axes.is_empty() {
+        let types = [
+            DType::F32,
+            DType::F64,
+            DType::F16,
+            DType::BF16,
+            DType::I32,
+            DType::I64,
+            DType::Bool,
+        ];
+        // Bools have maxima (any) and minima (all), no sums or products.
+        let bool_sum = input.dtype == DType::Bool && matches!(op, ReduceOp::Sum | ReduceOp::Prod);
+        if !types.contains(&input.dtype) || bool_sum || axes.is_empty() {
             return None;
         }
         let rank = input.rank();
@@ -136,6 +146,9 @@ impl ReduceLaunch {
 }
 
 fn init_literal(op: ReduceOp, dtype: DType) -> String {
+    if dtype == DType::Bool {
+        return if op == ReduceOp::Max { "0" } else { "1" }.into();
+    }
     if matches!(dtype, DType::I32 | DType::I64) {
         let wide = dtype == DType::I64;
         return match op {
@@ -154,7 +167,7 @@ fn init_literal(op: ReduceOp, dtype: DType) -> String {
         ReduceOp::Max => f64::NEG_INFINITY,
         ReduceOp::Min => f64::INFINITY,
     };
-    if dtype == DType::F32 {
+    if element_types(dtype).0 == "f32" {
         format!("0f{:08X}", (v as f32).to_bits())
     } else {
         format!("0d{:016X}", v.to_bits())
@@ -164,7 +177,7 @@ fn init_literal(op: ReduceOp, dtype: DType) -> String {
 /// `acc = op(acc, v)`, using scratch registers `%s1..%s4` (value type), `%q1..%q3` (bits) and
 /// `%g1..%g3` (predicates).
 fn combine(op: ReduceOp, t: &str, bits: &str, acc: &str, v: &str) -> String {
-    if matches!(t, "s32" | "s64") {
+    if matches!(t, "s32" | "s64" | "u32") {
         // Wrapping, as the interpreter's: the order of the terms does not matter.
         let name = match op {
             ReduceOp::Sum => "add",
@@ -204,7 +217,7 @@ fn combine(op: ReduceOp, t: &str, bits: &str, acc: &str, v: &str) -> String {
 fn warp_reduce(k: &ReduceKernel, t: &str, bits: &str) -> String {
     let mut out = String::new();
     for offset in [16, 8, 4, 2, 1] {
-        if k.dtype.size_bytes() == 4 {
+        if bits == "b32" {
             let _ = writeln!(out, "\tshfl.sync.bfly.b32 %v2, %v1, {offset}, 31, -1;");
         } else {
             let _ = writeln!(out, "\tmov.b64 {{%r20, %r21}}, %v1;");
@@ -217,13 +230,44 @@ fn warp_reduce(k: &ReduceKernel, t: &str, bits: &str) -> String {
     out
 }
 
-/// PTX types of a reduction's elements: value, bits and size in bytes.
+/// PTX types a reduction computes in (halves in f32, bools as 0 and 1 in u32) and their bits,
+/// and the size in bytes of its elements.
 fn element_types(dtype: DType) -> (&'static str, &'static str, usize) {
     match dtype {
         DType::F32 => ("f32", "b32", 4),
+        DType::F16 | DType::BF16 => ("f32", "b32", 2),
         DType::I32 => ("s32", "b32", 4),
         DType::I64 => ("s64", "b64", 8),
+        DType::Bool => ("u32", "b32", 1),
         _ => ("f64", "b64", 8),
+    }
+}
+
+/// Loads the element at `address` into `to`, in the type the reduction computes in.
+fn load_element(dtype: DType, to: &str, address: &str) -> String {
+    match dtype {
+        DType::F16 => format!("\tld.global.nc.b16 %h1, [{address}];\n\tcvt.f32.f16 {to}, %h1;\n"),
+        // A bf16 is the high half of the f32 of the same value.
+        DType::BF16 => format!(
+            "\tld.global.nc.b16 %h1, [{address}];\n\tcvt.u32.u16 %u1, %h1;\n\tshl.b32 %u1, %u1, 16;\n\tmov.b32 {to}, %u1;\n"
+        ),
+        DType::Bool => format!("\tld.global.nc.u8 {to}, [{address}];\n"),
+        _ => format!("\tld.global.nc.{} {to}, [{address}];\n", element_types(dtype).0),
+    }
+}
+
+/// Stores `from` (in the type the reduction computes in) at `address` as an element.
+fn store_element(dtype: DType, address: &str, from: &str) -> String {
+    match dtype {
+        DType::F16 => format!("\tcvt.rn.f16.f32 %h1, {from};\n\tst.global.b16 [{address}], %h1;\n"),
+        DType::BF16 => {
+            format!("\tcvt.rn.bf16.f32 %h1, {from};\n\tst.global.b16 [{address}], %h1;\n")
+        }
+        DType::Bool => format!("\tst.global.u8 [{address}], {from};\n"),
+        _ => format!(
+            "\tst.global.{} [{address}], {from};\n",
+            element_types(dtype).0
+        ),
     }
 }
 
@@ -253,6 +297,9 @@ fn declarations(dtype: DType, shared: &str, columns: bool) -> String {
         "\t.reg .{t} %v<4>;\n\t.reg .{t} %s<4>;\n\t.reg .{bits} %q<4>;"
     );
     let _ = writeln!(s, "\t.reg .{t} %w<5>;");
+    if matches!(dtype, DType::F16 | DType::BF16) {
+        let _ = writeln!(s, "\t.reg .b16 %h<2>;\n\t.reg .b32 %u<2>;");
+    }
     // Rows: one partial per warp (at most 32); columns: one per thread (256), 8 bytes each.
     let partials = if columns { 2048 } else { 256 };
     let _ = writeln!(s, "\t.shared .align 8 .b8 {shared}[{partials}];");
@@ -372,7 +419,7 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
                 s,
                 "\tmul.wide.u32 %rd4, %r9, {size};\n\tadd.s64 %rd5, %rd3, %rd4;"
             );
-            let _ = writeln!(s, "\tld.global.nc.{t} %v2, [%rd5];");
+            s.push_str(&load_element(k.dtype, "%v2", "%rd5"));
             s.push_str(&combine(k.op, t, bits, "%v1", "%v2"));
             let _ = writeln!(
                 s,
@@ -390,7 +437,11 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
             s.push_str("$L_partial:\n");
             s.push_str(&warp_reduce(k, t, bits));
             let _ = writeln!(s, "\tsetp.ne.u32 %p4, %r5, 0;\n\t@%p4 bra $L_next;");
-            let _ = writeln!(s, "\tmul.wide.u32 %rd6, %r8, {size};\n\tadd.s64 %rd7, %rd2, %rd6;\n\tst.global.{t} [%rd7], %v1;");
+            let _ = writeln!(
+                s,
+                "\tmul.wide.u32 %rd6, %r8, {size};\n\tadd.s64 %rd7, %rd2, %rd6;"
+            );
+            s.push_str(&store_element(k.dtype, "%rd7", "%v1"));
             s.push_str("$L_next:\n\tbar.sync 0;\n");
             let _ = writeln!(
                 s,
@@ -437,12 +488,8 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
             );
             s.push_str("$L_four:\n");
             for j in 0..4 {
-                let _ = writeln!(
-                    s,
-                    "\tld.global.nc.{t} %w{}, [%rd3+{}];",
-                    j + 1,
-                    j * row_step
-                );
+                let (to, at) = (format!("%w{}", j + 1), format!("%rd3+{}", j * row_step));
+                s.push_str(&load_element(k.dtype, &to, &at));
             }
             for j in 0..4 {
                 s.push_str(&combine(k.op, t, bits, "%v1", &format!("%w{}", j + 1)));
@@ -461,7 +508,7 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
                 s,
                 "\tsetp.ge.u32 %p4, %r9, {reduced};\n\t@%p4 bra $L_folded;"
             );
-            let _ = writeln!(s, "\tld.global.nc.{t} %v2, [%rd3];");
+            s.push_str(&load_element(k.dtype, "%v2", "%rd3"));
             s.push_str(&combine(k.op, t, bits, "%v1", "%v2"));
             let _ = writeln!(
                 s,
@@ -475,7 +522,11 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
                 let _ = writeln!(s, "\tld.shared.{t} %v2, [%r13+{}];", j * 256);
                 s.push_str(&combine(k.op, t, bits, "%v1", "%v2"));
             }
-            let _ = writeln!(s, "\tmul.wide.u32 %rd6, %r8, {size};\n\tadd.s64 %rd7, %rd2, %rd6;\n\tst.global.{t} [%rd7], %v1;");
+            let _ = writeln!(
+                s,
+                "\tmul.wide.u32 %rd6, %r8, {size};\n\tadd.s64 %rd7, %rd2, %rd6;"
+            );
+            s.push_str(&store_element(k.dtype, "%rd7", "%v1"));
             s.push_str("$L_next:\n\tbar.sync 0;\n");
             let _ = writeln!(
                 s,
