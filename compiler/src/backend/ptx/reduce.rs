@@ -38,21 +38,16 @@ pub struct ReduceKernel {
 }
 
 impl ReduceKernel {
-    /// The kernel for reducing `input` (f32, f64, i32 or i64) over consecutive `axes`: trailing ones
-    /// as rows, others as columns (middle ones as columns of each leading index).
+    /// The kernel for reducing `input` (of any type but u8, which the GPU only converts; bools
+    /// by maxima and minima alone: any and all) over consecutive `axes`: trailing ones as rows,
+    /// others as columns (middle ones as columns of each leading index).
     pub fn plan(name: String, op: ReduceOp, input: &TensorType, axes: &[usize]) -> Option<Self> {
-        let types = [
-            DType::F32,
-            DType::F64,
-            DType::F16,
-            DType::BF16,
-            DType::I32,
-            DType::I64,
-            DType::Bool,
-        ];
-        // Bools have maxima (any) and minima (all), no sums or products.
-        let bool_sum = input.dtype == DType::Bool && matches!(op, ReduceOp::Sum | ReduceOp::Prod);
-        if !types.contains(&input.dtype) || bool_sum || axes.is_empty() {
+        let defined = match input.dtype {
+            DType::U8 => false,
+            DType::Bool => matches!(op, ReduceOp::Max | ReduceOp::Min),
+            _ => true,
+        };
+        if !defined || axes.is_empty() {
             return None;
         }
         let rank = input.rank();
