@@ -162,7 +162,7 @@ fn dense_layer_is_gemm_then_one_epilogue_kernel() {
 }
 
 /// Masks and i32 arithmetic fuse (bool logic on both backends, i32 on the CPU) and give the
-/// interpreter's bits: wrapping add, sub, mul and neg, max, min, bitwise ops, compares,
+/// interpreter's bits: wrapping add, sub, mul and neg, max, min, clamps, bitwise ops, compares,
 /// selects, and conversions between i32 and floats (truncating and saturating, NaN to 0; i32
 /// beyond 2^24 rounding to f32) over extreme values, in the vector loop and the scalar tail.
 #[test]
@@ -189,12 +189,13 @@ fn masks_and_i32_arithmetic_fuse_bit_for_bit() {
   %21 = xor %20, %15 : bool[67]
   %22 = convert %14 : f32[67]
   %23 = select %21, %22, %2 : f32[67]
-  return %14, %23, %21
+  %24 = clamp %1, %14, %0 : i32[67]
+  return %24, %23, %21
 }";
     // And through f64, which makes the kernel scalar.
     let with_f64 = text.replace("bool[67]) {", "bool[67], f64[67]) {").replace(
-        "  return %14, %23, %21",
-        "  %24 = convert %14 : f64[67]\n  return %14, %23, %21, %24",
+        "  return %24, %23, %21",
+        "  %25 = convert %14 : f64[67]\n  return %24, %23, %21, %25",
     );
     for (text, simd) in [(text.to_string(), true), (with_f64, false)] {
         let func = ferrax::ir::parse_func(&text).unwrap();

@@ -148,7 +148,7 @@ fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
                 .filter_map(|&a| func.value_type(a))
                 .all(|t| t.dtype != DType::Bool),
             Op::Select | Op::StopGradient => true,
-            Op::Clamp => float_result,
+            Op::Clamp => ins.ty.dtype != DType::Bool,
             // Between i32 and f32 or f64 (truncating and saturating, NaN to 0, as the
             // interpreter's): a half type would round i32 twice, through f32.
             Op::Convert { to } => {

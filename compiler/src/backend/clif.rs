@@ -1267,6 +1267,10 @@ fn emit_op(
             }
         }
         KOp::Select => b.ins().select(arg(0), arg(1), arg(2)),
+        KOp::Clamp if ty.lane_type().is_int() => {
+            let low = b.ins().smax(arg(1), arg(0));
+            b.ins().smin(low, arg(2))
+        }
         KOp::Clamp => {
             let low = b.ins().fmax(arg(1), arg(0));
             b.ins().fmin(low, arg(2))

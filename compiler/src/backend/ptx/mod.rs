@@ -145,7 +145,8 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
                 DType::F64 if *b == BinaryOp::Rem => true,
                 _ => !matches!(b, BinaryOp::Rem | BinaryOp::Pow) && !b.is_logical(),
             },
-            KOp::Fma | KOp::Clamp => !int && ins.dtype != DType::Bool,
+            KOp::Fma => !int && ins.dtype != DType::Bool,
+            KOp::Clamp => ins.dtype != DType::Bool,
             KOp::ShiftLeft(_) | KOp::ShiftRight(_) => int,
             KOp::Beyond(_) => matches!(ins.dtype, DType::F32 | DType::F64),
             // Bools convert to and from i32, f32 and f64 (`selp`, `setp`).
@@ -1001,6 +1002,12 @@ fn emit_op(
             } else {
                 e.line(format!("selp.{t} {r}, {a}, {b}, {p}"));
             }
+            r
+        }
+        KOp::Clamp if matches!(d, DType::I32 | DType::I64) => {
+            let (low, r) = (e.reg(class), e.reg(class));
+            e.line(format!("max.{t} {low}, {}, {}", arg(1), arg(0)));
+            e.line(format!("min.{t} {r}, {low}, {}", arg(2)));
             r
         }
         KOp::Clamp => {
