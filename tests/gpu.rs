@@ -597,6 +597,35 @@ fn reductions_over_rows_and_columns_run_on_the_device_on<M: GpuMachine + Clone>(
     }
 }
 
+/// Rows of up to 16,384 columns run as row kernels of up to 1,024 threads: softmax and a
+/// layernorm gradient against the interpreter.
+#[test]
+fn long_rows_run_as_row_kernels() {
+    on_each_gpu!(long_rows_run_as_row_kernels_on);
+}
+
+fn long_rows_run_as_row_kernels_on<M: GpuMachine + Clone>(gpu: &M) {
+    let spec = |s: &[usize]| Tensor::spec(DType::F32, s.to_vec());
+    let softmax = trace(|x: Tensor| nn::softmax(&x, -1), &spec(&[3, 16384])).unwrap();
+    let layernorm_grad = trace(
+        |(x, g, w): (Tensor, Tensor, Tensor)| {
+            let loss = |x: Tensor| (common::layernorm(&x, &g, &g) * &w).sum([0, 1]);
+            ferrax::grad(loss)(x)
+        },
+        &(spec(&[3, 12288]), spec(&[12288]), spec(&[3, 12288])),
+    )
+    .unwrap();
+    for (name, func) in [("softmax", softmax), ("layernorm gradient", layernorm_grad)] {
+        let (simple, _) = simplify(&func).unwrap();
+        let exe = GpuProgram::compile(&simple, gpu, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(exe.host_steps(), 0, "{name}");
+        assert!(exe.kernels().iter().any(|k| k.rows.is_some()), "{name}");
+        let args = inputs(&func, 5);
+        let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+        assert_close(&got[0], &want[0], rtol(DType::F32), name);
+    }
+}
+
 /// i32 and i64 division, remainders, powers, abs and sign in a kernel on the device, the
 /// interpreter's edge cases included (`x / 0 = -1`, `x % 0 = x`, `MIN / -1 = MIN`, negative
 /// exponents, `abs(MIN) = MIN`), bit for bit.

@@ -105,6 +105,33 @@ fn independent_kernels_launch_together() {
     );
 }
 
+/// Rows longer than 256 threads hold in registers (16 columns each) take more threads, up to
+/// 1,024: softmax over 16,384 columns is one launch of 1,024-thread blocks, a layernorm
+/// gradient over 12,288 columns row kernels of 768.
+#[test]
+fn long_rows_take_blocks_of_up_to_1024_threads() {
+    let programs = emulated_programs();
+    let plan = |name: &str| plan_of(&programs.iter().find(|(n, _)| *n == name).unwrap().1);
+    let softmax = plan("softmax_16384");
+    assert_eq!(softmax.launches.len(), 1);
+    assert!(softmax.kernels[0].rows.is_some());
+    assert_eq!(softmax.launch_shape(0), (2 * 1024, 1024));
+    assert!(softmax.ptx.contains(".maxntid 1024"));
+    let layernorm = plan("layernorm_grad_12288");
+    let rows: Vec<(usize, u32)> = (0..layernorm.launches.len())
+        .filter(|&l| {
+            layernorm.kernels[layernorm.launches[l].kernels[0]]
+                .rows
+                .is_some()
+        })
+        .map(|l| layernorm.launch_shape(l))
+        .collect();
+    assert!(
+        !rows.is_empty() && rows.iter().all(|&r| r == (2 * 768, 768)),
+        "{rows:?}"
+    );
+}
+
 #[test]
 fn half_precision_kernel_ptx_snapshot() {
     let spec = Tensor::spec(DType::F16, [1024]);
@@ -244,6 +271,7 @@ fn every_kernel_assembles_with_ptxas() {
     programs.extend(common::gradient_programs());
     programs.extend(common::benchmark_programs());
     programs.extend(integer_products());
+    programs.extend(emulated_programs());
     let f64_pair = (
         Tensor::spec(DType::F64, [300]),
         Tensor::spec(DType::F64, [300]),
@@ -471,6 +499,27 @@ fn emulated_programs() -> Vec<(&'static str, Func)> {
                     common::spec(&[4, 1000]),
                     common::spec(&[1000]),
                     common::spec(&[1000]),
+                ),
+            )
+            .unwrap(),
+        ),
+        // Longer than 256 threads hold in 16 columns each: blocks of 1,024 threads.
+        (
+            "softmax_16384",
+            trace(|x: Tensor| nn::softmax(&x, -1), &common::spec(&[2, 16384])).unwrap(),
+        ),
+        (
+            "layernorm_grad_12288",
+            trace(
+                |(x, g, b, w): (Tensor, Tensor, Tensor, Tensor)| {
+                    let loss = |x: Tensor| (common::layernorm(&x, &g, &b) * &w).sum([0, 1]);
+                    ferrax::grad(loss)(x)
+                },
+                &(
+                    common::spec(&[2, 12288]),
+                    common::spec(&[12288]),
+                    common::spec(&[12288]),
+                    common::spec(&[2, 12288]),
                 ),
             )
             .unwrap(),

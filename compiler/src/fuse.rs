@@ -58,12 +58,12 @@ impl KernelTypes {
         conversions: false,
         columns: true,
     };
-    /// The PTX renderer's set: a row kernel keeps its row in registers, 16 elements to each of
-    /// 256 threads; longer rows and reductions over leading axes are kernels of their own; i32
+    /// The PTX renderer's set: a row kernel keeps its row in registers, at most 16 elements to
+    /// each of up to 1,024 threads; longer rows and reductions over leading axes are kernels of their own; i32
     /// division does not trap (the renderer guards the divisor for the interpreter's edge
     /// cases), and powers, abs and sign follow the interpreter's.
     pub const GPU: KernelTypes = KernelTypes {
-        row_cols: 4096,
+        row_cols: 16384,
         int64: true,
         int_edge_cases: true,
         conversions: true,

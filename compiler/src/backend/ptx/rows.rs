@@ -40,9 +40,18 @@ pub fn row_vector(kernel: &Kernel, cols: usize) -> usize {
     }
 }
 
-/// Threads per block of a row kernel over rows of `vectors` vectors: whole warps, up to 256.
-pub fn row_threads(vectors: usize) -> u32 {
-    (vectors.div_ceil(32).clamp(1, 8) * 32) as u32
+/// Threads per block of a row kernel over rows of `vectors` vectors of `v` columns: whole
+/// warps, a vector each up to 256 threads; beyond, as many warps (up to 32, CUDA's 1,024
+/// threads) as keep a thread's columns within [`SLOTS`].
+pub fn row_threads(vectors: usize, v: usize) -> u32 {
+    let warps = vectors.div_ceil(32).clamp(1, 8);
+    let held = vectors.div_ceil(32 * warps) * v;
+    let warps = if held > SLOTS {
+        vectors.div_ceil(32 * (SLOTS / v)).min(32)
+    } else {
+        warps
+    };
+    (warps * 32) as u32
 }
 
 /// How row kernel `kernel` spreads a row over a block: the vector width, the threads, and
@@ -50,7 +59,7 @@ pub fn row_threads(vectors: usize) -> u32 {
 pub fn row_layout(kernel: &Kernel) -> Option<(usize, u32, usize)> {
     let cols = kernel.rows.as_ref()?.cols;
     let v = row_vector(kernel, cols);
-    let threads = row_threads(cols / v);
+    let threads = row_threads(cols / v, v);
     Some((v, threads, (cols / v).div_ceil(threads as usize) * v))
 }
 
