@@ -1,9 +1,10 @@
 //! The PTX renderer: snapshots of the benchmark programs' modules; every kernel of the test
 //! corpus, the gradients and the benchmark programs assembled with `ptxas` for sm_80 and sm_90,
 //! with accurate and with fast math, without a register spilled;
-//! and every kernel of the corpus, the gradients and small benchmark forms run in a PTX emulator
+//! every kernel of the corpus, the gradients and small benchmark forms run in a PTX emulator
 //! (`ptx_emulator`) against the interpreter, so that kernels are checked by running them where
-//! there is no GPU.
+//! there is no GPU; and whole programs (those and the conformance suite) run on the emulated GPU
+//! through the executor the CUDA device uses.
 //!
 //! `ptxas` is taken from `FERRAX_PTXAS` or the `PATH`; `.ci/run` installs it (PyPI
 //! `nvidia-cuda-nvcc`) and sets `FERRAX_REQUIRE_PTXAS=1`, so in CI a missing assembler fails
