@@ -280,6 +280,7 @@ fn every_kernel_assembles_with_ptxas() {
     let f64_remainder = |(a, b): (Tensor, Tensor)| (&a % &b) * 2.0;
     programs.push(("f64_remainder", trace(f64_remainder, &f64_pair).unwrap()));
     programs.push(("i64_arithmetic", i64_arithmetic()));
+    programs.push(("bool_compares", bool_compares()));
     // The GPU's own partition (f16/bf16 kernels included).
     let mut kernels = Vec::new();
     let mut launches = Vec::new();
@@ -1139,6 +1140,35 @@ fn i64_arithmetic_runs_in_kernels_with_the_interpreters_edge_cases() {
         program.run(&args).unwrap(),
         ferrax::runtime::interpret(&func, &args).unwrap()
     );
+}
+
+/// Compares of bools (false below true) run in GPU kernels, as predicate logic, and give the
+/// interpreter's results for every pair.
+#[test]
+fn bool_compares_run_in_kernels() {
+    let func = bool_compares();
+    let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+    assert_eq!(plan.host_ops(), Vec::<&str>::new());
+    let args = [
+        Array::from_vec([4], vec![false, false, true, true]).unwrap(),
+        Array::from_vec([4], vec![false, true, false, true]).unwrap(),
+    ];
+    let launched = run_on_emulator("bool compares", &func, &args);
+    assert_eq!(launched.len(), 1, "{launched:?}");
+}
+
+/// Every compare of two bools.
+fn bool_compares() -> Func {
+    let text = "func @main(%0: bool[4], %1: bool[4]) -> (bool[4], bool[4], bool[4], bool[4], bool[4], bool[4]) {
+  %2 = eq %0, %1 : bool[4]
+  %3 = ne %0, %1 : bool[4]
+  %4 = lt %0, %1 : bool[4]
+  %5 = le %0, %1 : bool[4]
+  %6 = gt %0, %1 : bool[4]
+  %7 = ge %0, %1 : bool[4]
+  return %2, %3, %4, %5, %6, %7
+}";
+    ferrax::ir::parse_func(text).unwrap()
 }
 
 /// Conversions through u8, i64 and bool run in GPU kernels, bit for bit as the interpreter's:

@@ -35,17 +35,19 @@ pub enum Step {
 }
 
 /// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32)
-/// arithmetic, remainders included, bool and i32 arithmetic always, i64 arithmetic too where
-/// `int64` is set; integer division, remainders, powers, abs and sign where `int_edge_cases` is; where `conversions`
-/// is, conversions of u8 and i64 values (loaded, converted and stored, nothing else) to and from
-/// i32, f32 and f64, and of bools to and from i32, f32 and f64; row kernels over rows of up to
-/// `row_cols` elements; reductions over leading axes inside flat kernels where `columns` is set.
+/// arithmetic, remainders included, bool and i32 arithmetic always; i64 arithmetic where `int64`
+/// is set; integer division, remainders, powers, abs and sign where `int_edge_cases` is; where
+/// `conversions` is, conversions of u8 and i64 values to and from i32, f32 and f64, and of bools
+/// to and from i32, f32 and f64; compares of bools where `bool_compares` is; row kernels over
+/// rows of up to `row_cols` elements; reductions over leading axes inside flat kernels where
+/// `columns` is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelTypes {
     pub row_cols: usize,
     pub int64: bool,
     pub int_edge_cases: bool,
     pub conversions: bool,
+    pub bool_compares: bool,
     pub columns: bool,
 }
 
@@ -56,6 +58,8 @@ impl KernelTypes {
         int64: false,
         int_edge_cases: false,
         conversions: false,
+        // Its vector bools are 0/-1 masks, which signed compares would order backwards.
+        bool_compares: false,
         columns: true,
     };
     /// The PTX renderer's set: a row kernel keeps its row in registers, at most 16 elements to
@@ -67,6 +71,7 @@ impl KernelTypes {
         int64: true,
         int_edge_cases: true,
         conversions: true,
+        bool_compares: true,
         columns: false,
     };
 
@@ -142,11 +147,14 @@ fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
                 DType::I32 | DType::I64 => int_fusible(*b, types.int_edge_cases),
                 _ => float_result && !b.is_logical(),
             },
-            Op::Compare(_) => ins
-                .args
-                .iter()
-                .filter_map(|&a| func.value_type(a))
-                .all(|t| t.dtype != DType::Bool),
+            Op::Compare(_) => {
+                types.bool_compares
+                    || ins
+                        .args
+                        .iter()
+                        .filter_map(|&a| func.value_type(a))
+                        .all(|t| t.dtype != DType::Bool)
+            }
             Op::Select | Op::StopGradient => true,
             Op::Clamp => ins.ty.dtype != DType::Bool,
             // Between i32 and f32 or f64 (truncating and saturating, NaN to 0, as the
