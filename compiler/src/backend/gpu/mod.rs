@@ -295,20 +295,10 @@ impl GpuPlan {
     }
 }
 
-/// The types whose matrix products run on the GPU: floats on cuBLAS (f16 and bf16 summing in
-/// f32), integers by [`IntGemmKernel`]s.
-const GPU_PRODUCTS: [DType; 7] = [
-    DType::F32,
-    DType::F64,
-    DType::F16,
-    DType::BF16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-];
-
-/// The step computing `dot_general` `index`: a GEMM on its operands, or on copies of them
-/// permuted into batched-matrix layout; the host path where neither fits.
+/// The step computing `dot_general` `index` (of any type it takes, the numeric ones): a GEMM on
+/// its operands, or on copies of them permuted into batched-matrix layout, on cuBLAS for floats
+/// (f16 and bf16 summing in f32) and by an [`IntGemmKernel`] for integers; the host path where
+/// neither fits.
 fn plan_product(
     func: &Func,
     index: usize,
@@ -317,57 +307,62 @@ fn plan_product(
     int_gemms: &mut Vec<IntGemmKernel>,
 ) -> GpuStep {
     let host = GpuStep::Host(index..index + 1);
-    let (gemm, perms) = match plan_gemm(func, index, dims, &GPU_PRODUCTS) {
+    let (gemm, perms) = match plan_gemm(func, index, dims, &DType::ALL) {
         Some(gemm) => (gemm, None),
-        None => match plan_permuted_gemm(func, index, dims, &GPU_PRODUCTS) {
+        None => match plan_permuted_gemm(func, index, dims, &DType::ALL) {
             Some((lhs_perm, rhs_perm, gemm)) => (gemm, Some((lhs_perm, rhs_perm))),
             None => return host,
         },
     };
     let dtype = func.body[index].ty.dtype;
-    let int = match dtype {
+    // Planned before anything is kept, so that a product left to the host leaves no entry.
+    let int_gemm = match dtype {
         DType::I32 | DType::I64 | DType::U8 => {
             let name = format!("{}_m{}", func.name, int_gemms.len());
             match IntGemmKernel::plan(name, dtype, gemm) {
-                Some(k) => {
-                    int_gemms.push(k);
-                    Some(int_gemms.len() - 1)
-                }
+                Some(k) => Some(k),
                 None => return host,
             }
         }
         _ => None,
     };
-    let Some((lhs_perm, rhs_perm)) = perms else {
-        return GpuStep::Gemm {
-            index,
-            gemm,
-            lhs_copy: None,
-            rhs_copy: None,
-            int,
-        };
-    };
-    let args = &func.body[index].args;
-    let mut copy = |operand: ValueId, perm: Vec<usize>| {
-        let ty = func.value_type(operand)?;
-        if perm.iter().enumerate().all(|(i, &p)| i == p) {
-            return Some(None);
+    let (lhs_copy, rhs_copy) = match perms {
+        None => (None, None),
+        Some((lhs_perm, rhs_perm)) => {
+            let args = &func.body[index].args;
+            let copy = |operand: ValueId, perm: Vec<usize>| {
+                let ty = func.value_type(operand)?;
+                if perm.iter().enumerate().all(|(i, &p)| i == p) {
+                    return Some(None);
+                }
+                let dims: Vec<usize> = perm.iter().map(|&p| ty.dims()[p]).collect();
+                let out = ferrax_ir::TensorType::new(ty.dtype, dims);
+                CopyKernel::plan(String::new(), &Op::Transpose { perm }, ty, &out).map(Some)
+            };
+            match (copy(args[0], lhs_perm), copy(args[1], rhs_perm)) {
+                (Some(lhs), Some(rhs)) => (lhs, rhs),
+                _ => return host,
+            }
         }
-        let dims: Vec<usize> = perm.iter().map(|&p| ty.dims()[p]).collect();
-        let out = ferrax_ir::TensorType::new(ty.dtype, dims);
-        let name = format!("{}_c{}", func.name, copies.len());
-        copies.push(CopyKernel::plan(name, &Op::Transpose { perm }, ty, &out)?);
-        Some(Some(copies.len() - 1))
     };
-    match (copy(args[0], lhs_perm), copy(args[1], rhs_perm)) {
-        (Some(lhs_copy), Some(rhs_copy)) => GpuStep::Gemm {
-            index,
-            gemm,
-            lhs_copy,
-            rhs_copy,
-            int,
-        },
-        _ => host,
+    let mut keep = |c: Option<CopyKernel>| {
+        c.map(|mut c| {
+            c.name = format!("{}_c{}", func.name, copies.len());
+            copies.push(c);
+            copies.len() - 1
+        })
+    };
+    let (lhs_copy, rhs_copy) = (keep(lhs_copy), keep(rhs_copy));
+    let int = int_gemm.map(|k| {
+        int_gemms.push(k);
+        int_gemms.len() - 1
+    });
+    GpuStep::Gemm {
+        index,
+        gemm,
+        lhs_copy,
+        rhs_copy,
+        int,
     }
 }
 

@@ -189,28 +189,12 @@ pub fn render_copy(k: &CopyKernel) -> String {
             k.out_strides, k.out_base
         );
     }
-    let _ = writeln!(
-        s,
-        ".visible .entry {name}(\n\t.param .u64 {name}_param_0,\n\t.param .u64 {name}_param_1\n)\n{{"
-    );
-    let _ = writeln!(
-        s,
-        "\t.reg .pred %p<3>;\n\t.reg .b16 %rs<3>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<12>;"
-    );
-    let _ = writeln!(
-        s,
-        "\tld.param.u64 %rd1, [{name}_param_0];\n\tcvta.to.global.u64 %rd1, %rd1;"
-    );
-    let _ = writeln!(
-        s,
-        "\tld.param.u64 %rd2, [{name}_param_1];\n\tcvta.to.global.u64 %rd2, %rd2;"
-    );
-    let _ = writeln!(s, "\tmov.u32 %r1, %ctaid.x;\n\tmov.u32 %r2, %ntid.x;\n\tmov.u32 %r3, %tid.x;\n\tmov.u32 %r4, %nctaid.x;");
-    let _ = writeln!(
-        s,
-        "\tmad.lo.s32 %r5, %r1, %r2, %r3;\n\tmul.lo.s32 %r6, %r4, %r2;"
-    );
-    let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r5, {len};\n\t@%p1 bra $L_done;");
+    s.push_str(&super::grid_stride_entry(
+        name,
+        2,
+        "\t.reg .pred %p<3>;\n\t.reg .b16 %rs<3>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<12>;\n",
+        len,
+    ));
     s.push_str("$L_loop:\n");
     // %r7: the index left to unravel; %r8: the operand element; %r10: the result element.
     let _ = writeln!(s, "\tmov.u32 %r7, %r5;\n\tmov.u32 %r8, {};", k.base);

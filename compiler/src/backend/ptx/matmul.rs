@@ -71,31 +71,10 @@ pub fn render_int_gemm(kernel: &IntGemmKernel) -> String {
         layout(g.lhs_k_first, "K", "M"),
         layout(!g.rhs_k_last, "K", "N"),
     );
-    let _ = writeln!(s, ".visible .entry {name}(");
-    let _ = writeln!(s, "\t.param .u64 {name}_param_0,");
-    let _ = writeln!(s, "\t.param .u64 {name}_param_1,");
-    let _ = writeln!(s, "\t.param .u64 {name}_param_2\n)\n{{");
-    let _ = writeln!(
-        s,
-        "\t.reg .pred %p<3>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<10>;"
+    let registers = format!(
+        "\t.reg .pred %p<3>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<10>;\n\t.reg .{acc} %a<4>;\n"
     );
-    let _ = writeln!(s, "\t.reg .{acc} %a<4>;");
-    for p in 0..3 {
-        let _ = writeln!(
-            s,
-            "\tld.param.u64 %rd{r}, [{name}_param_{p}];\n\tcvta.to.global.u64 %rd{r}, %rd{r};",
-            r = p + 1
-        );
-    }
-    let _ = writeln!(
-        s,
-        "\tmov.u32 %r1, %ctaid.x;\n\tmov.u32 %r2, %ntid.x;\n\tmov.u32 %r3, %tid.x;\n\tmov.u32 %r4, %nctaid.x;"
-    );
-    let _ = writeln!(
-        s,
-        "\tmad.lo.s32 %r5, %r1, %r2, %r3;\n\tmul.lo.s32 %r6, %r4, %r2;"
-    );
-    let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r5, {len};\n\t@%p1 bra $L_done;");
+    s.push_str(&super::grid_stride_entry(name, 3, &registers, len));
     s.push_str("$L_out:\n");
     // Result o is (b, i, j): b = o / mn, i = o % mn / n, j = o % n.
     let _ = writeln!(

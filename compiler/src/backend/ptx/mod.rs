@@ -638,6 +638,29 @@ fn entry_header(out: &mut String, name: &str, params: &[String], threads: Option
     out.push_str("{\n");
 }
 
+/// The start of a grid-stride entry over `len` elements with `buffers` address parameters: its
+/// header, the `registers` it declares, the addresses in `%rd1..`, the thread's first element in
+/// `%r5` and the grid's stride in `%r6` (its indices in `%r1..%r4`), and a branch to `$L_done`
+/// for a thread with none.
+fn grid_stride_entry(name: &str, buffers: usize, registers: &str, len: usize) -> String {
+    let params: Vec<String> = (0..buffers).map(|p| format!("{name}_param_{p}")).collect();
+    let mut s = String::new();
+    entry_header(&mut s, name, &params, None);
+    s.push_str(registers);
+    for (p, param) in params.iter().enumerate() {
+        let r = p + 1;
+        let _ = writeln!(
+            s,
+            "\tld.param.u64 %rd{r}, [{param}];\n\tcvta.to.global.u64 %rd{r}, %rd{r};"
+        );
+    }
+    s.push_str("\tmov.u32 %r1, %ctaid.x;\n\tmov.u32 %r2, %ntid.x;\n\tmov.u32 %r3, %tid.x;\n");
+    s.push_str("\tmov.u32 %r4, %nctaid.x;\n\tmad.lo.s32 %r5, %r1, %r2, %r3;\n");
+    let _ = writeln!(s, "\tmul.lo.s32 %r6, %r4, %r2;");
+    let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r5, {len};\n\t@%p1 bra $L_done;");
+    s
+}
+
 /// The special registers every loop of an entry starts from.
 struct Thread {
     ctaid: String,

@@ -315,10 +315,8 @@ fn load_addresses(name: &str, first: usize) -> String {
 pub fn render_reduce(k: &ReduceKernel) -> String {
     let name = &k.name;
     let mut s = describe(k);
-    let _ = writeln!(
-        s,
-        ".visible .entry {name}(\n\t.param .u64 {name}_param_0,\n\t.param .u64 {name}_param_1\n)\n{{"
-    );
+    let params = [format!("{name}_param_0"), format!("{name}_param_1")];
+    super::entry_header(&mut s, name, &params, None);
     let shared = format!("{name}_partial");
     s.push_str(&declarations(
         k.dtype,
@@ -349,9 +347,9 @@ pub fn render_reduce_launch(launch: &ReduceLaunch, reductions: &[ReduceKernel]) 
         s.push_str(&describe(k));
     }
     let params: Vec<String> = (0..2 * parts.len())
-        .map(|i| format!("\t.param .u64 {name}_param_{i}"))
+        .map(|i| format!("{name}_param_{i}"))
         .collect();
-    let _ = writeln!(s, ".visible .entry {name}(\n{}\n)\n{{", params.join(",\n"));
+    super::entry_header(&mut s, name, &params, None);
     let shared = format!("{name}_partial");
     let columns = parts.iter().any(|k| k.layout == ReduceLayout::Columns);
     s.push_str(&declarations(parts[0].dtype, &shared, columns));
