@@ -597,8 +597,9 @@ fn reductions_over_rows_and_columns_run_on_the_device_on<M: GpuMachine + Clone>(
     }
 }
 
-/// Rows of up to 16,384 columns run as row kernels of up to 1,024 threads: softmax and a
-/// layernorm gradient against the interpreter.
+/// Rows of up to 16,384 columns run as row kernels of up to 1,024 threads, and longer rows
+/// (up to 262,144 columns) as streamed row kernels, a chunk of 8,192 columns at a time: softmax
+/// and layernorm gradients against the interpreter, f64 and rows of whole chunks among them.
 #[test]
 fn long_rows_run_as_row_kernels() {
     on_each_gpu!(long_rows_run_as_row_kernels_on);
@@ -606,23 +607,33 @@ fn long_rows_run_as_row_kernels() {
 
 fn long_rows_run_as_row_kernels_on<M: GpuMachine + Clone>(gpu: &M) {
     let spec = |s: &[usize]| Tensor::spec(DType::F32, s.to_vec());
-    let softmax = trace(|x: Tensor| nn::softmax(&x, -1), &spec(&[3, 16384])).unwrap();
-    let layernorm_grad = trace(
-        |(x, g, w): (Tensor, Tensor, Tensor)| {
-            let loss = |x: Tensor| (common::layernorm(&x, &g, &g) * &w).sum([0, 1]);
-            ferrax::grad(loss)(x)
-        },
-        &(spec(&[3, 12288]), spec(&[12288]), spec(&[3, 12288])),
-    )
-    .unwrap();
-    for (name, func) in [("softmax", softmax), ("layernorm gradient", layernorm_grad)] {
+    let softmax = |d: DType, cols: usize| {
+        trace(|x: Tensor| nn::softmax(&x, -1), &Tensor::spec(d, [3, cols])).unwrap()
+    };
+    let layernorm_grad = |cols: usize| {
+        trace(
+            |(x, g, w): (Tensor, Tensor, Tensor)| {
+                let loss = |x: Tensor| (common::layernorm(&x, &g, &g) * &w).sum([0, 1]);
+                ferrax::grad(loss)(x)
+            },
+            &(spec(&[3, cols]), spec(&[cols]), spec(&[3, cols])),
+        )
+        .unwrap()
+    };
+    for (name, func) in [
+        ("softmax", softmax(DType::F32, 16384)),
+        ("layernorm gradient", layernorm_grad(12288)),
+        ("streamed softmax", softmax(DType::F32, 65536)),
+        ("streamed f64 softmax", softmax(DType::F64, 20000)),
+        ("streamed layernorm gradient", layernorm_grad(24576)),
+    ] {
         let (simple, _) = simplify(&func).unwrap();
         let exe = GpuProgram::compile(&simple, gpu, GpuOptions::HIGHEST).unwrap();
         assert_eq!(exe.host_steps(), 0, "{name}");
         assert!(exe.kernels().iter().any(|k| k.rows.is_some()), "{name}");
         let args = inputs(&func, 5);
         let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
-        assert_close(&got[0], &want[0], rtol(DType::F32), name);
+        assert_close(&got[0], &want[0], rtol(want[0].dtype()), name);
     }
 }
 

@@ -16,8 +16,12 @@ mod ptx_emulator;
 
 use ferrax::compiler::backend::gpu::{GpuOptions, GpuPlan, GpuProgram};
 use ferrax::compiler::backend::ptx::reduce::{ReduceKernel, ReduceLaunch};
-use ferrax::compiler::backend::ptx::{render_launches, render_module, Launch, MathMode, PtxTarget};
-use ferrax::compiler::kernel::Role;
+use ferrax::compiler::backend::ptx::rows::row_layout;
+use ferrax::compiler::backend::ptx::{
+    legalize, render_launches, render_module, Launch, MathMode, PtxTarget,
+};
+use ferrax::compiler::kernel::rows::recompute_carried;
+use ferrax::compiler::kernel::{KOp, Role};
 use ferrax::compiler::simplify::simplify;
 use ferrax::ir::Elements;
 use ferrax::ir::ReduceOp;
@@ -131,6 +135,45 @@ fn long_rows_take_blocks_of_up_to_1024_threads() {
         !rows.is_empty() && rows.iter().all(|&r| r == (2 * 768, 768)),
         "{rows:?}"
     );
+}
+
+/// Rows longer than 1,024 threads hold in registers are streamed: each pass of the row kernel
+/// loops over chunks of 8,192 columns (8 a thread), and recomputes what an earlier pass kept
+/// rather than keeping a row in scratch memory. Softmax over 40,000 columns is still one
+/// launch, its exponential computed in both passes that read it.
+#[test]
+fn rows_beyond_registers_are_streamed_a_chunk_at_a_time() {
+    let programs = emulated_programs();
+    let plan = |name: &str| plan_of(&programs.iter().find(|(n, _)| *n == name).unwrap().1);
+    let softmax = plan("softmax_40000");
+    assert_eq!(softmax.launches.len(), 1);
+    let layout = row_layout(&softmax.kernels[0]).unwrap();
+    assert_eq!((layout.v, layout.threads, layout.slots), (4, 1024, 8));
+    assert!(layout.streamed);
+    assert_eq!(softmax.launch_shape(0), (3 * 1024, 1024));
+    let loops = softmax.ptx.matches("bra $L_pass").count();
+    assert_eq!(loops, 3, "a chunk loop per pass:\n{}", softmax.ptx);
+    insta::assert_snapshot!("ptx_streamed_softmax", softmax.ptx);
+    // The exponential the sum's pass kept for the last pass is computed again there.
+    let recomputed = recompute_carried(&softmax.kernels[0]);
+    insta::assert_snapshot!(
+        "streamed_softmax_kernel",
+        format!("{}\n{recomputed}", softmax.kernels[0])
+    );
+    let legal = legalize(&softmax.kernels[0], MathMode::Accurate).unwrap();
+    assert!(legal.body.iter().all(|i| match i.op {
+        KOp::Load(b) | KOp::Store(b) => legal.sig.buffers[b].role != Role::Scratch,
+        _ => true,
+    }));
+    let layernorm = plan("layernorm_grad_20001");
+    assert_eq!(layernorm.host_ops(), Vec::<&str>::new());
+    let streamed: Vec<_> = layernorm
+        .kernels
+        .iter()
+        .filter_map(row_layout)
+        .map(|l| (l.v, l.threads, l.slots, l.streamed))
+        .collect();
+    assert!(!streamed.is_empty() && streamed.iter().all(|&l| l == (1, 1024, 8, true)));
 }
 
 #[test]
@@ -522,6 +565,29 @@ fn emulated_programs() -> Vec<(&'static str, Func)> {
                     common::spec(&[12288]),
                     common::spec(&[12288]),
                     common::spec(&[2, 12288]),
+                ),
+            )
+            .unwrap(),
+        ),
+        // Longer than 1,024 threads hold: streamed a chunk at a time. 10,000 vectors of four
+        // (a last chunk partly outside the row), and a layernorm gradient over an odd row
+        // (vectors of one column, each pass recomputing what the one before kept).
+        (
+            "softmax_40000",
+            trace(|x: Tensor| nn::softmax(&x, -1), &common::spec(&[3, 40000])).unwrap(),
+        ),
+        (
+            "layernorm_grad_20001",
+            trace(
+                |(x, g, b, w): (Tensor, Tensor, Tensor, Tensor)| {
+                    let loss = |x: Tensor| (common::layernorm(&x, &g, &b) * &w).sum([0, 1]);
+                    ferrax::grad(loss)(x)
+                },
+                &(
+                    common::spec(&[3, 20001]),
+                    common::spec(&[20001]),
+                    common::spec(&[20001]),
+                    common::spec(&[3, 20001]),
                 ),
             )
             .unwrap(),

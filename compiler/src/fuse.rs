@@ -63,11 +63,12 @@ impl KernelTypes {
         columns: true,
     };
     /// The PTX renderer's set: a row kernel keeps its row in registers, at most 16 elements to
-    /// each of up to 1,024 threads; longer rows and reductions over leading axes are kernels of their own; i32
+    /// each of up to 1,024 threads, or streams rows of up to 262,144 elements a chunk at a time;
+    /// longer rows and reductions over leading axes are kernels of their own; i32
     /// division does not trap (the renderer guards the divisor for the interpreter's edge
     /// cases), and powers, abs and sign follow the interpreter's.
     pub const GPU: KernelTypes = KernelTypes {
-        row_cols: 16384,
+        row_cols: crate::backend::ptx::rows::MAX_COLS,
         int64: true,
         int_edge_cases: true,
         conversions: true,

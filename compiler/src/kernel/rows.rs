@@ -6,7 +6,9 @@
 //! operands are there. Constants and scalar inputs are per-row values too, so every pass shares
 //! them. A pass that needs an element computed in an earlier pass reloads it if it is an input,
 //! and otherwise reads it back from a row of scratch memory the earlier pass wrote (the row is
-//! small and recently touched, so this stays in cache, unlike recomputing an exp).
+//! small and recently touched, so this stays in cache, unlike recomputing an exp). The GPU keeps
+//! that row in registers, or, for a row too long to hold, computes the value again
+//! ([`recompute_carried`]).
 
 use super::{Access, Buffer, KInstr, KOp, Kernel, KernelSig, Role, Rows, Stage};
 use crate::fuse::{
@@ -338,4 +340,78 @@ pub fn lower_rows(
             stages: l.stages,
         }),
     }))
+}
+
+/// Row kernel `kernel` with no scratch rows: each element value a later pass read back from
+/// scratch is computed again in that pass, from the inputs it reloads and the row values before
+/// it. A streamed row kernel (a row longer than its block holds in registers, taken a chunk at
+/// a time) keeps nothing of the row between passes; recomputing there reads the inputs once
+/// more, where a scratch row would be written once and read once. Every copy computes what the
+/// original did, bit for bit. The scratch buffers stay in the signature, unused, so that it
+/// still lists the launch's parameters (a scratch buffer takes none).
+pub fn recompute_carried(kernel: &Kernel) -> Kernel {
+    let Some(shape) = &kernel.rows else {
+        return kernel.clone();
+    };
+    let scratch = |b: usize| kernel.sig.buffers[b].role == Role::Scratch;
+    let mut copier = Copier {
+        kernel,
+        stages: &shape.stages,
+        stored: kernel
+            .body
+            .iter()
+            .filter_map(|ins| match ins.op {
+                KOp::Store(b) if scratch(b) => Some((b, *ins.args.first()?)),
+                _ => None,
+            })
+            .collect(),
+        mapped: Vec::with_capacity(kernel.body.len()),
+        copies: HashMap::new(),
+    };
+    super::rewrite(kernel, |e, k, ins, args| {
+        let new = match (&ins.op, shape.stages[k]) {
+            (KOp::Store(b), _) if scratch(*b) => args[0],
+            (KOp::Load(b), Stage::Elem(pass)) if copier.stored.contains_key(b) => {
+                copier.copy(e, copier.stored[b], pass)
+            }
+            _ => e.op(ins.op.clone(), &args, ins.dtype),
+        };
+        copier.mapped.push(new);
+        new
+    })
+}
+
+/// Copies of element values into later passes, for [`recompute_carried`].
+struct Copier<'a> {
+    kernel: &'a Kernel,
+    stages: &'a [Stage],
+    /// The value each scratch buffer holds.
+    stored: HashMap<usize, usize>,
+    /// The new index of each instruction rewritten so far.
+    mapped: Vec<usize>,
+    /// The copy of each element value in each later pass.
+    copies: HashMap<(usize, usize), usize>,
+}
+
+impl Copier<'_> {
+    /// Element value `k` (of an earlier pass) computed again in pass `pass`.
+    fn copy(&mut self, e: &mut super::math::Emit, k: usize, pass: usize) -> usize {
+        if let Stage::Row(_) = self.stages[k] {
+            return self.mapped[k];
+        }
+        if let Some(&c) = self.copies.get(&(k, pass)) {
+            return c;
+        }
+        let kernel = self.kernel;
+        let ins = &kernel.body[k];
+        let c = match ins.op {
+            KOp::Load(b) if self.stored.contains_key(&b) => self.copy(e, self.stored[&b], pass),
+            _ => {
+                let args: Vec<usize> = ins.args.iter().map(|&a| self.copy(e, a, pass)).collect();
+                e.op(ins.op.clone(), &args, ins.dtype)
+            }
+        };
+        self.copies.insert((k, pass), c);
+        c
+    }
 }

@@ -286,8 +286,8 @@ impl GpuPlan {
         let mut block = BLOCK;
         for kernel in self.launches[l].kernels.iter().map(|&k| &self.kernels[k]) {
             len = len.max(kernel.len);
-            if let (Some(r), Some((_, threads, _))) = (&kernel.rows, row_layout(kernel)) {
-                block = threads;
+            if let (Some(r), Some(layout)) = (&kernel.rows, row_layout(kernel)) {
+                block = layout.threads;
                 len = r.rows * block as usize;
             }
         }

@@ -112,14 +112,17 @@ pub enum PtxError {
 pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
     let native = |op: &KOp, d: DType| mode.approximates(op, d);
     let widened = math::expand_arithmetic(&halves::widen(kernel));
-    let expanded = math::expand_guarded_except(&widened, &native);
+    let mut expanded = math::expand_guarded_except(&widened, &native);
     let unsupported = |what: String| PtxError::Unsupported {
         kernel: kernel.name.clone(),
         what,
     };
     if let Some(r) = &kernel.rows {
-        if !rows::fits(&expanded) {
+        if r.cols > rows::MAX_COLS {
             return Err(unsupported(format!("rows of {} elements", r.cols)));
+        }
+        if rows::row_layout(&expanded).is_some_and(|l| l.streamed) {
+            expanded = crate::kernel::rows::recompute_carried(&expanded);
         }
     }
     for ins in &expanded.body {

@@ -12,6 +12,12 @@
 //! shared memory, every thread folding the warps' partials in the same order: each thread holds
 //! the same row value, so the next pass needs no broadcast. Row values are computed by every
 //! thread alike; thread 0 stores them.
+//!
+//! A row longer than that (up to [`MAX_COLS`]: vocabulary-sized softmax) is streamed: 1,024
+//! threads take it a chunk of 8 columns each at a time, every pass a loop over the chunks, and
+//! a value an earlier pass computed is computed again from the inputs, which each pass reloads
+//! ([`crate::kernel::rows::recompute_carried`]). Softmax so reads its row three times and
+//! writes it once, where kernels and reduction kernels would make about six passes over memory.
 
 use super::{
     emit_op, entry_header, float_literal, reg_class, suffix, Class, Emitter, MathMode, PtxError,
@@ -24,6 +30,10 @@ use std::fmt::Write;
 
 /// Columns a thread of a row kernel holds at most.
 const SLOTS: usize = 16;
+
+/// The longest rows a row kernel takes: a block streams each row, so few long rows would keep
+/// most of the device idle; longer rows run as kernels and reduction kernels over many blocks.
+pub const MAX_COLS: usize = 262_144;
 
 /// Columns a row kernel's thread loads and stores as one vector: 16 bytes of f32 (or of an
 /// 8-byte type) where rows are whole vectors, else one.
@@ -54,18 +64,43 @@ pub fn row_threads(vectors: usize, v: usize) -> u32 {
     (warps * 32) as u32
 }
 
-/// How row kernel `kernel` spreads a row over a block: the vector width, the threads, and
-/// the columns each thread holds.
-pub fn row_layout(kernel: &Kernel) -> Option<(usize, u32, usize)> {
+/// How a row kernel spreads a row over its block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowLayout {
+    /// Columns loaded and stored as one vector.
+    pub v: usize,
+    pub threads: u32,
+    /// Columns a thread holds: of the whole row, or of each chunk where `streamed`.
+    pub slots: usize,
+    /// Whether the row is taken a chunk of `threads * slots` columns at a time, each pass a
+    /// loop over the chunks, because the whole row would not fit in [`SLOTS`] columns a thread.
+    pub streamed: bool,
+}
+
+/// Columns a thread of a streamed row kernel holds of each chunk: two 16-byte vectors of f32.
+const CHUNK_SLOTS: usize = 8;
+
+/// How row kernel `kernel` spreads a row over a block.
+pub fn row_layout(kernel: &Kernel) -> Option<RowLayout> {
     let cols = kernel.rows.as_ref()?.cols;
     let v = row_vector(kernel, cols);
     let threads = row_threads(cols / v, v);
-    Some((v, threads, (cols / v).div_ceil(threads as usize) * v))
-}
-
-/// Whether the PTX row renderer takes row kernel `kernel`: at most [`SLOTS`] columns a thread.
-pub fn fits(kernel: &Kernel) -> bool {
-    row_layout(kernel).is_some_and(|(_, _, slots)| slots <= SLOTS)
+    let slots = (cols / v).div_ceil(threads as usize) * v;
+    Some(if slots <= SLOTS {
+        RowLayout {
+            v,
+            threads,
+            slots,
+            streamed: false,
+        }
+    } else {
+        RowLayout {
+            v,
+            threads: 1024,
+            slots: CHUNK_SLOTS,
+            streamed: true,
+        }
+    })
 }
 
 /// The reduction's identity: the sum's is -0, so that a row of -0 sums to -0.
@@ -93,7 +128,83 @@ fn combine(e: &mut Emitter, op: ReduceOp, d: DType, a: &str, b: &str) -> String 
     }
 }
 
-/// The `.entry` of a legalized row kernel.
+/// Where a row kernel's vectors are: the address of each buffer's row and of each of the
+/// thread's vectors in it, computed once where first needed (once per row, or, in a streamed
+/// kernel, once per chunk: [`RowAddresses::forget`] at each chunk).
+struct RowAddresses<'a> {
+    kernel: &'a Kernel,
+    bases: &'a [Option<String>],
+    /// Each of the thread's vectors' index in the row.
+    columns: &'a [String],
+    row: &'a str,
+    v: usize,
+    streamed: bool,
+    /// Byte offsets of each vector, by element size.
+    offsets: HashMap<(usize, usize), String>,
+    /// Per buffer, the address of its row's first element.
+    starts: HashMap<usize, String>,
+}
+
+impl RowAddresses<'_> {
+    fn base(&self, b: usize) -> Result<String, PtxError> {
+        self.bases[b].clone().ok_or_else(|| PtxError::Unsupported {
+            kernel: self.kernel.name.clone(),
+            what: "scratch access".into(),
+        })
+    }
+
+    /// The address of vector `q` of buffer `b` in this row.
+    fn vector(&mut self, e: &mut Emitter, b: usize, q: usize) -> Result<String, PtxError> {
+        let buffer = &self.kernel.sig.buffers[b];
+        let size = buffer.dtype.size_bytes();
+        let cols = self.kernel.rows.as_ref().map_or(0, |r| r.cols);
+        let offset = match self.offsets.get(&(q, size)) {
+            Some(o) => o.clone(),
+            None => {
+                let o = e.reg(Class::Rd);
+                let line = format!("mul.wide.u32 {o}, {}, {}", self.columns[q], self.v * size);
+                if self.streamed {
+                    e.line(line);
+                } else {
+                    e.pre_line(line);
+                }
+                self.offsets.insert((q, size), o.clone());
+                o
+            }
+        };
+        let start = match buffer.access {
+            Access::Each => match self.starts.get(&b) {
+                Some(a) => a.clone(),
+                None => {
+                    let (o, a) = (e.reg(Class::Rd), e.reg(Class::Rd));
+                    e.line(format!("mul.wide.u32 {o}, {}, {}", self.row, cols * size));
+                    e.line(format!("add.s64 {a}, {}, {o}", self.base(b)?));
+                    self.starts.insert(b, a.clone());
+                    a
+                }
+            },
+            Access::Inner(n) if n == cols => self.base(b)?,
+            other => {
+                return Err(PtxError::Unsupported {
+                    kernel: self.kernel.name.clone(),
+                    what: format!("{other:?} per element"),
+                })
+            }
+        };
+        let a = e.reg(Class::Rd);
+        e.line(format!("add.s64 {a}, {start}, {offset}"));
+        Ok(a)
+    }
+
+    /// Drops what was computed in the chunk before.
+    fn forget(&mut self) {
+        self.offsets.clear();
+        self.starts.clear();
+    }
+}
+
+/// The `.entry` of a legalized row kernel (a streamed one with no scratch rows:
+/// [`crate::kernel::rows::recompute_carried`]).
 pub(super) fn render_row_entry(
     name: &str,
     kernel: &Kernel,
@@ -103,19 +214,25 @@ pub(super) fn render_row_entry(
         kernel: kernel.name.clone(),
         what,
     };
-    let Some(shape) = &kernel.rows else {
+    let (Some(shape), Some(layout)) = (&kernel.rows, row_layout(kernel)) else {
         return Err(unsupported("a flat kernel as a row kernel".into()));
     };
     let (rows, cols) = (shape.rows, shape.cols);
-    if !fits(kernel) || rows > i32::MAX as usize {
+    if rows > i32::MAX as usize || cols > MAX_COLS {
         return Err(unsupported(format!(
             "rows of {cols} elements ({rows} rows)"
         )));
     }
-    // A thread's columns come in vectors of `v`: vector `q` of thread `t` is the row's
-    // `t + q·threads`-th; its `v` columns are slots `q·v ..`.
-    let (v, threads, slots) = row_layout(kernel).unwrap_or((1, 32, 1));
-    let (vectors, threads) = (cols / v, threads as usize);
+    let RowLayout {
+        v,
+        threads,
+        slots,
+        streamed,
+    } = layout;
+    // A thread's columns come in vectors of `v`: vector `q` of thread `t` is the row's (or,
+    // streamed, the chunk's) `t + q·threads`-th; its `v` columns are slots `q·v ..`.
+    let (vectors, threads, held) = (cols / v, threads as usize, slots / v);
+    let chunk = threads * held;
     let warps = threads / 32;
     let mut e = Emitter::new(mode);
     let Thread {
@@ -138,23 +255,22 @@ pub(super) fn render_row_entry(
             Role::Partial(_) => return Err(unsupported("a column reduction".into())),
         }
     }
-    let base = |b: usize| {
-        bases[b]
-            .clone()
-            .ok_or_else(|| unsupported("scratch access".into()))
-    };
-    // Each vector's index in the row, and whether it is inside the row (only the last may
-    // not be).
-    let mut columns = Vec::with_capacity(slots / v);
-    let mut inside = Vec::with_capacity(slots / v);
-    for q in 0..slots / v {
+    // Each vector's index in the row, and whether it is inside the row: set once, or per
+    // chunk where streamed (only a last, partial chunk has vectors outside).
+    let mut columns = Vec::with_capacity(held);
+    let mut inside = Vec::with_capacity(held);
+    for q in 0..held {
         let c = e.reg(Class::R);
-        e.pre_line(format!("add.u32 {c}, {tid}, {}", q * threads));
-        let p = ((q + 1) * threads > vectors).then(|| {
-            let p = e.reg(Class::P);
-            e.pre_line(format!("setp.lt.u32 {p}, {c}, {vectors}"));
-            p
-        });
+        let p = if streamed {
+            (!vectors.is_multiple_of(chunk)).then(|| e.reg(Class::P))
+        } else {
+            e.pre_line(format!("add.u32 {c}, {tid}, {}", q * threads));
+            ((q + 1) * threads > vectors).then(|| {
+                let p = e.reg(Class::P);
+                e.pre_line(format!("setp.lt.u32 {p}, {c}, {vectors}"));
+                p
+            })
+        };
         columns.push(c);
         inside.push(p);
     }
@@ -185,49 +301,30 @@ pub(super) fn render_row_entry(
     };
     let row = e.reg(Class::R);
     e.pre_line(format!("mov.u32 {row}, {ctaid}"));
+    // A streamed pass's first vector of the chunk, the same in every thread.
+    let (chunk_start, more_chunks) = if streamed {
+        (e.reg(Class::R), e.reg(Class::P))
+    } else {
+        Default::default()
+    };
 
     // Per instruction, its register in each slot (a row value: the same register in all).
     let mut values: Vec<Vec<String>> = vec![Vec::new(); kernel.body.len()];
-    // Registers that hold a buffer's slots once loaded in this row.
+    // Registers that hold a buffer's slots once loaded in this row (or chunk).
     let mut loaded: HashMap<usize, Vec<String>> = HashMap::new();
     let mut scratch: HashMap<usize, Vec<String>> = HashMap::new();
-    // Per buffer, the address of its row's first element in this row.
-    let mut row_addresses: HashMap<usize, String> = HashMap::new();
-    // Byte offsets of each vector, by element size.
-    let mut offsets: HashMap<(usize, usize), String> = HashMap::new();
+    let mut addresses = RowAddresses {
+        kernel,
+        bases: &bases,
+        columns: &columns,
+        row: &row,
+        v,
+        streamed,
+        offsets: HashMap::new(),
+        starts: HashMap::new(),
+    };
     let mut accumulators: HashMap<usize, String> = HashMap::new();
     let stage = |k: usize| shape.stages[k];
-    // The address of vector `q` of buffer `b` in this row.
-    let mut vector_address = |e: &mut Emitter, b: usize, q: usize| -> Result<String, PtxError> {
-        let buffer = &kernel.sig.buffers[b];
-        let size = buffer.dtype.size_bytes();
-        let offset = match offsets.get(&(q, size)) {
-            Some(o) => o.clone(),
-            None => {
-                let o = e.reg(Class::Rd);
-                e.pre_line(format!("mul.wide.u32 {o}, {}, {}", columns[q], v * size));
-                offsets.insert((q, size), o.clone());
-                o
-            }
-        };
-        let start = match buffer.access {
-            Access::Each => match row_addresses.get(&b) {
-                Some(a) => a.clone(),
-                None => {
-                    let (o, a) = (e.reg(Class::Rd), e.reg(Class::Rd));
-                    e.line(format!("mul.wide.u32 {o}, {row}, {}", cols * size));
-                    e.line(format!("add.s64 {a}, {}, {o}", base(b)?));
-                    row_addresses.insert(b, a.clone());
-                    a
-                }
-            },
-            Access::Inner(n) if n == cols => base(b)?,
-            other => return Err(unsupported(format!("{other:?} per element"))),
-        };
-        let a = e.reg(Class::Rd);
-        e.line(format!("add.s64 {a}, {start}, {offset}"));
-        Ok(a)
-    };
     let guarded = |p: &Option<String>, line: String| match p {
         Some(p) => format!("@{p} {line}"),
         None => line,
@@ -254,7 +351,7 @@ pub(super) fn render_row_entry(
                                 d,
                                 "ld.global",
                                 std::slice::from_ref(&r),
-                                &base(*b)?,
+                                &addresses.base(*b)?,
                                 None,
                                 true,
                             );
@@ -263,7 +360,7 @@ pub(super) fn render_row_entry(
                             let (o, a) = (e.reg(Class::Rd), e.reg(Class::Rd));
                             let size = buffer.dtype.size_bytes();
                             e.line(format!("mul.wide.u32 {o}, {row}, {size}"));
-                            e.line(format!("add.s64 {a}, {}, {o}", base(*b)?));
+                            e.line(format!("add.s64 {a}, {}, {o}", addresses.base(*b)?));
                             load(
                                 &mut e,
                                 d,
@@ -283,7 +380,7 @@ pub(super) fn render_row_entry(
                     let (o, a) = (e.reg(Class::Rd), e.reg(Class::Rd));
                     let size = kernel.sig.buffers[*b].dtype.size_bytes();
                     e.line(format!("mul.wide.u32 {o}, {row}, {size}"));
-                    e.line(format!("add.s64 {a}, {}, {o}", base(*b)?));
+                    e.line(format!("add.s64 {a}, {}, {o}", addresses.base(*b)?));
                     store(&mut e, d, &a, std::slice::from_ref(&v), Some(&first));
                     v
                 }
@@ -341,6 +438,23 @@ pub(super) fn render_row_entry(
                 accumulators.insert(k, acc);
             }
         }
+        let chunk_loop = streamed.then(|| e.label(&format!("pass{pass}")));
+        if let Some(label) = &chunk_loop {
+            // Each chunk: its vectors' indices, and nothing kept of the chunk before.
+            e.line(format!("mov.u32 {chunk_start}, 0"));
+            e.body.push_str(&format!("{label}:\n"));
+            for (q, (c, p)) in columns.iter().zip(&inside).enumerate() {
+                e.line(format!("add.u32 {c}, {chunk_start}, {tid}"));
+                if q > 0 {
+                    e.line(format!("add.u32 {c}, {c}, {}", q * threads));
+                }
+                if let Some(p) = p {
+                    e.line(format!("setp.lt.u32 {p}, {c}, {vectors}"));
+                }
+            }
+            addresses.forget();
+            loaded.clear();
+        }
         // Per element of the row, slot by slot.
         for (k, ins) in kernel.body.iter().enumerate() {
             if stage(k) != Stage::Elem(pass) {
@@ -359,7 +473,7 @@ pub(super) fn render_row_entry(
                     None => {
                         let regs: Vec<String> = (0..slots).map(|_| e.reg(class)).collect();
                         for (q, p) in inside.iter().enumerate() {
-                            let a = vector_address(&mut e, *b, q)?;
+                            let a = addresses.vector(&mut e, *b, q)?;
                             let lanes = &regs[q * v..(q + 1) * v];
                             load(&mut e, d, "ld.global.nc", lanes, &a, p.as_deref(), false);
                         }
@@ -368,6 +482,9 @@ pub(super) fn render_row_entry(
                     }
                 },
                 KOp::Store(b) if kernel.sig.buffers[*b].role == Role::Scratch => {
+                    if streamed {
+                        return Err(unsupported("a scratch row in a streamed row".into()));
+                    }
                     let v = values[ins.args[0]].clone();
                     scratch.insert(*b, v.clone());
                     v
@@ -375,7 +492,7 @@ pub(super) fn render_row_entry(
                 KOp::Store(b) => {
                     let x = values[ins.args[0]].clone();
                     for (q, p) in inside.iter().enumerate() {
-                        let a = vector_address(&mut e, *b, q)?;
+                        let a = addresses.vector(&mut e, *b, q)?;
                         store(&mut e, d, &a, &x[q * v..(q + 1) * v], p.as_ref());
                     }
                     x
@@ -406,19 +523,35 @@ pub(super) fn render_row_entry(
                 }
             }
         }
+        if let Some(label) = chunk_loop {
+            e.line(format!("add.u32 {chunk_start}, {chunk_start}, {chunk}"));
+            e.line(format!(
+                "setp.lt.u32 {more_chunks}, {chunk_start}, {vectors}"
+            ));
+            e.line(format!("@{more_chunks} bra {label}"));
+        }
     }
     let body = std::mem::take(&mut e.body);
     let (done, more) = (e.reg(Class::P), e.reg(Class::P));
     let mut out = String::new();
+    let spread = if streamed {
+        format!(
+            "{slots} columns each of every chunk of {} in vectors of {v}",
+            chunk * v
+        )
+    } else {
+        format!("{slots} columns each in vectors of {v}")
+    };
     let _ = writeln!(
         out,
-        "// {rows} rows of {cols} elements, {threads} threads per row, {slots} columns each \
-         in vectors of {v}, {} passes; buffers:",
+        "// {rows} rows of {cols} elements, {threads} threads per row, {spread}, {} passes; \
+         buffers:",
         shape.passes
     );
     for (i, b) in kernel.sig.buffers.iter().enumerate() {
         let role = match b.role {
             Role::Input => "in",
+            Role::Scratch if streamed => "recomputed",
             Role::Scratch => "kept",
             _ => "out",
         };
