@@ -324,6 +324,7 @@ fn every_kernel_assembles_with_ptxas() {
     programs.push(("f64_remainder", trace(f64_remainder, &f64_pair).unwrap()));
     programs.push(("i64_arithmetic", i64_arithmetic()));
     programs.push(("bool_compares", bool_compares()));
+    programs.push(("half_conversions", half_conversions(18)));
     // The GPU's own partition (f16/bf16 kernels included).
     let mut kernels = Vec::new();
     let mut launches = Vec::new();
@@ -1279,6 +1280,105 @@ fn conversions_through_u8_i64_and_bool_run_in_kernels() {
     assert_eq!(outputs, 6);
 }
 
+/// Integers and f64 convert to f16 and bf16 in GPU kernels, rounded once as the interpreter
+/// rounds them, bit for bit: ties of the half type that rounding through f32 to nearest would
+/// break the wrong way (2^24 + 2^16 + 1 to bf16, 1 + 2^-8 + 2^-40 to bf16), f16's overflow
+/// from 65,520, and the extremes of i32 and i64; halves convert back to integers truncated
+/// and saturated.
+#[test]
+fn integers_and_f64_convert_to_halves_rounded_once() {
+    let ints: Vec<i64> = vec![
+        0,
+        1,
+        -1,
+        2049,
+        2051,
+        65504,
+        65519,
+        65520,
+        -65520,
+        (1 << 24) + (1 << 16) + 1,
+        -((1 << 24) + (1 << 16) + 1),
+        (1 << 24) + (1 << 16),
+        i64::from(i32::MAX),
+        i64::from(i32::MIN),
+        (1 << 40) + (1 << 32) + 1,
+        (1 << 53) + 1,
+        i64::MAX,
+        i64::MIN,
+    ];
+    let n = ints.len();
+    let floats: Vec<f64> = vec![
+        1.0 + 2f64.powi(-8) + 2f64.powi(-40),
+        -(1.0 + 2f64.powi(-8) + 2f64.powi(-40)),
+        1.0 + 2f64.powi(-8),
+        1.0 + 2f64.powi(-11) + 2f64.powi(-40),
+        1e300,
+        -1e300,
+        3.3961e38,
+        f64::INFINITY,
+        1e-40,
+        2f64.powi(-140) * (1.0 + 2f64.powi(-8) + 2f64.powi(-50)),
+        0.0,
+        -0.0,
+        65519.99,
+        1.5,
+        -2.5,
+        7.0,
+        1e5,
+        -1e10,
+    ];
+    let func = half_conversions(n);
+    let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+    assert_eq!(plan.host_ops(), Vec::<&str>::new());
+    let args = [
+        Array::from_vec([n], ints).unwrap(),
+        Array::from_vec([n], floats).unwrap(),
+    ];
+    let values = all_values(&plan.func, &args);
+    let module = Module::parse(&plan.ptx);
+    let mut outputs = 0;
+    for l in &plan.launches {
+        for (v, got) in emulate(&plan, &module, l, &values) {
+            let want = &values[v.index()];
+            assert_eq!(
+                bytes_of(&got),
+                bytes_of(want),
+                "value %{}: {got:?}, want {want:?}",
+                v.0
+            );
+            outputs += 1;
+        }
+    }
+    assert!(outputs >= 10, "{outputs} outputs");
+    run_on_emulator("conversions to halves", &func, &args);
+}
+
+/// Conversions of i64, i32, u8 and f64 `[n]` to halves, and of halves to integers.
+fn half_conversions(n: usize) -> Func {
+    trace(
+        |(i, x): (Tensor, Tensor)| {
+            let narrow = i.astype(DType::I32);
+            let byte = i.astype(DType::U8);
+            let (h, b) = (x.astype(DType::F16), x.astype(DType::BF16));
+            vec![
+                narrow.astype(DType::F16),
+                narrow.astype(DType::BF16),
+                i.astype(DType::F16),
+                i.astype(DType::BF16),
+                byte.astype(DType::BF16),
+                b.clone(),
+                h.clone(),
+                h.astype(DType::I32),
+                b.astype(DType::I64),
+                b.astype(DType::U8),
+            ]
+        },
+        &(Tensor::spec(DType::I64, [n]), Tensor::spec(DType::F64, [n])),
+    )
+    .unwrap()
+}
+
 /// i32 powers run in GPU kernels as the interpreter computes them: by squaring, wrapping, and
 /// for negative exponents 1, ±1 or 0 by the base.
 #[test]
@@ -1563,6 +1663,7 @@ fn conformance_programs_run_in_the_emulator() {
             let (simple, _) = simplify(&case.program.func).unwrap();
             let plan = GpuPlan::new(&simple, PtxTarget::Sm80, MathMode::Accurate)
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(plan.host_ops(), Vec::<&str>::new(), "{name}");
             if let Some(ptxas) = &assembler {
                 let source = scratch.join("module.ptx");
                 std::fs::write(&source, &plan.ptx).unwrap();

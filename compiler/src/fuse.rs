@@ -107,15 +107,18 @@ pub fn int_unary_fusible(u: UnaryOp, edge_cases: bool) -> bool {
 
 /// The conversions a backend with `KernelTypes::conversions` adds to those between i32 and
 /// floats: of u8 and i64 values (u8 ones go no further than a conversion) to and from each other,
-/// i32, f32 and f64, and of bools to and from i32, f32 and f64. Halves are left out: through f32
-/// they would round twice.
+/// i32, f32 and f64; of bools to and from i32, f32 and f64; and of integers to and from f16 and
+/// bf16 (rounded once, which through f32 alone would not be for bf16).
 pub fn wider_conversion(from: DType, to: DType) -> bool {
     let narrow = |d: DType| matches!(d, DType::U8 | DType::I64);
     let wide = |d: DType| matches!(d, DType::I32 | DType::F32 | DType::F64);
     let ints =
         (narrow(from) || narrow(to)) && (narrow(from) || wide(from)) && (narrow(to) || wide(to));
     let bools = (from == DType::Bool && wide(to)) || (wide(from) && to == DType::Bool);
-    ints || bools
+    let int = |d: DType| matches!(d, DType::U8 | DType::I32 | DType::I64);
+    let half = |d: DType| matches!(d, DType::F16 | DType::BF16);
+    let halves = (int(from) && half(to)) || (half(from) && int(to));
+    ints || bools || halves
 }
 
 /// Whether instruction `i` can be computed element by element inside a kernel of `len` elements.

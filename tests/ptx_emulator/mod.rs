@@ -366,6 +366,42 @@ fn round_mode(x: f64, mode: &str) -> f64 {
     }
 }
 
+/// The f16 nearest `x`, ties to even, as `cvt.rn.f16.f64` rounds (the `half` crate drops the
+/// low 32 bits of an f64 first, so a value just past a tie rounds as the tie). Its neighbours
+/// are compared by their exact distances to `x`, infinity counting as 2^16, where rounding
+/// overflows.
+fn f16_nearest(x: f64) -> f16 {
+    let guess = f16::from_f64(x);
+    if !x.is_finite() {
+        return guess;
+    }
+    let value = |h: f16| {
+        if h.is_infinite() {
+            65536f64.copysign(h.to_f64())
+        } else {
+            h.to_f64()
+        }
+    };
+    let b = guess.to_bits();
+    [b.wrapping_sub(1), b, b.wrapping_add(1)]
+        .into_iter()
+        .map(f16::from_bits)
+        .filter(|h| {
+            !h.is_nan() && (h.to_f64() == 0.0 || h.is_sign_negative() == guess.is_sign_negative())
+        })
+        .min_by(|p, q| {
+            let (dp, dq) = ((x - value(*p)).abs(), (x - value(*q)).abs());
+            dp.total_cmp(&dq)
+                .then((p.to_bits() & 1).cmp(&(q.to_bits() & 1)))
+        })
+        .unwrap_or(guess)
+}
+
+/// The f32 next to nonzero `r` toward zero (`f32::MAX` from infinity).
+fn toward_zero(r: f32) -> f32 {
+    f32::from_bits(r.to_bits() - 1)
+}
+
 fn convert(b: u64, to: &str, from: &str, mode: Option<&str>) -> u64 {
     let float = |t: &str| matches!(t, "f16" | "bf16" | "f32" | "f64");
     match (to, from) {
@@ -378,16 +414,34 @@ fn convert(b: u64, to: &str, from: &str, mode: Option<&str>) -> u64 {
                 other => panic!("round {other}"),
             }
         }
-        ("f32", "f64") => of_f32(f64_of(b) as f32),
+        ("f32", "f64") => {
+            let x = f64_of(b);
+            let r = x as f32;
+            // Toward zero: one step back where rounding to nearest went past `x`.
+            match mode {
+                Some("rz") if f64::from(r).abs() > x.abs() => of_f32(toward_zero(r)),
+                _ => of_f32(r),
+            }
+        }
         ("f64", "f32") => f64::from(f32_of(b)).to_bits(),
         ("f16", "f32") => u64::from(f16::from_f32(f32_of(b)).to_bits()),
-        ("f16", "f64") => u64::from(f16::from_f64(f64_of(b)).to_bits()),
+        ("f16", "f64") => u64::from(f16_nearest(f64_of(b)).to_bits()),
         ("bf16", "f32") => u64::from(bf16::from_f32(f32_of(b)).to_bits()),
         ("f32", "f16") => of_f32(f16::from_bits(b as u16).to_f32()),
         ("f32", "bf16") => of_f32(bf16::from_bits(b as u16).to_f32()),
         (t, f) if float(t) => {
             // From an integer, rounded to nearest even (as `as` does from i64 and u64).
             let negative = f.starts_with('s') && signed(b, f) < 0;
+            if let ("f32", Some("rz")) = (t, mode) {
+                let v = if negative {
+                    i128::from(signed(b, f))
+                } else {
+                    i128::from(b & mask(f))
+                };
+                let r = v as f32;
+                let past = (r as i128).abs() > v.abs();
+                return of_f32(if past { toward_zero(r) } else { r });
+            }
             match (t, negative) {
                 ("f32", true) => of_f32(signed(b, f) as f32),
                 ("f32", false) => of_f32((b & mask(f)) as f32),

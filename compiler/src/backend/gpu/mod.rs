@@ -3,8 +3,8 @@
 //! module and launched on the device's stream, independent kernels launched together,
 //! reductions and strided copies as kernels of their own, `dot_general` run by cuBLAS, reshapes
 //! kept as views of the same buffer, integer matrix products by kernels of their own. What has
-//! no GPU form (arithmetic on u8 values, which kernels only convert, and conversions of
-//! integers to halves) runs on the host: its operands are copied back, evaluated by the
+//! no GPU form (arithmetic on u8 values, which kernels only convert) runs on the host: its
+//! operands are copied back, evaluated by the
 //! reference interpreter and copied up again. That keeps every program correct while
 //! the GPU kernel set grows; [`GpuExecutable::host_steps`] says how much of a program takes
 //! that path.

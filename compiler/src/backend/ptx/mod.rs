@@ -396,6 +396,33 @@ impl Emitter {
         r
     }
 
+    /// `x` (of type `from`) rounded to f32 to odd: toward zero, then, where that was inexact,
+    /// with the lowest bit set. Rounding that to a type of at most 22 bits of precision
+    /// (bf16's 8) rounds as once from `x` (sm_80 has no `cvt.rn.bf16.f64`, and from integers
+    /// none at all).
+    fn f32_round_to_odd(&mut self, x: &str, from: DType) -> String {
+        let (ft, _) = suffix(from);
+        let (w, back, inexact) = (
+            self.reg(Class::F),
+            self.reg(reg_class(from)),
+            self.reg(Class::P),
+        );
+        self.line(format!("cvt.rz.f32.{ft} {w}, {x}"));
+        if from == DType::F64 {
+            self.line(format!("cvt.f64.f32 {back}, {w}"));
+            self.line(format!("setp.neu.f64 {inexact}, {back}, {x}"));
+        } else {
+            self.line(format!("cvt.rzi.{ft}.f32 {back}, {w}"));
+            self.line(format!("setp.ne.{ft} {inexact}, {back}, {x}"));
+        }
+        let (bits, odd, r) = (self.reg(Class::R), self.reg(Class::R), self.reg(Class::F));
+        self.line(format!("mov.b32 {bits}, {w}"));
+        self.line(format!("or.b32 {odd}, {bits}, 1"));
+        self.line(format!("selp.b32 {bits}, {odd}, {bits}, {inexact}"));
+        self.line(format!("mov.b32 {r}, {bits}"));
+        r
+    }
+
     fn pre_line(&mut self, s: String) {
         self.pre.push('\t');
         self.pre.push_str(&s);
@@ -1080,6 +1107,18 @@ fn emit_op(
                     e.line(format!("cvt.rn.f16.{} {r}, {x}", suffix(from).0))
                 }
                 (DType::F32, DType::BF16) => e.line(format!("cvt.rn.bf16.f32 {r}, {x}")),
+                // Integers are exact in f32 below 2^24, and f16 is infinite from 65,520 on:
+                // rounded once. u8 is exact in both halves.
+                (DType::U8 | DType::I32 | DType::I64, DType::F16) | (DType::U8, DType::BF16) => {
+                    let w = e.reg(Class::F);
+                    let half = if *to == DType::F16 { "f16" } else { "bf16" };
+                    e.line(format!("cvt.rn.f32.{} {w}, {x}", suffix(from).0));
+                    e.line(format!("cvt.rn.{half}.f32 {r}, {w}"));
+                }
+                (DType::I32 | DType::I64 | DType::F64, DType::BF16) => {
+                    let w = e.f32_round_to_odd(&x, from);
+                    e.line(format!("cvt.rn.bf16.f32 {r}, {w}"));
+                }
                 _ => return Err(unsupported(format!("convert {from} to {to}"))),
             }
             r
