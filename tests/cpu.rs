@@ -8,6 +8,10 @@
 
 mod common;
 
+use common::fusion::{
+    assert_same_bits_any_nan, assert_tail_close, float_bits, float_inputs, random_fusion_program,
+    with_tail, SHAPES, TAILS,
+};
 use common::inputs;
 use ferrax::compiler::backend::CpuExecutable;
 use ferrax::compiler::simplify::simplify;
@@ -782,18 +786,6 @@ fn broadcast_positions_are_stepped_exactly() {
     }
 }
 
-/// The bits of every element of a float array of any width.
-fn float_bits(a: &ferrax::Array) -> Vec<u64> {
-    use ferrax::ir::Elements;
-    match a.elements() {
-        Elements::F16(v) => v.iter().map(|x| u64::from(x.to_bits())).collect(),
-        Elements::BF16(v) => v.iter().map(|x| u64::from(x.to_bits())).collect(),
-        Elements::F32(v) => v.iter().map(|x| u64::from(x.to_bits())).collect(),
-        Elements::F64(v) => v.iter().map(|x| x.to_bits()).collect(),
-        other => panic!("not a float array: {other:?}"),
-    }
-}
-
 /// Runs `func` compiled and interpreted on `args` and checks that every result has the same
 /// bits (NaN payloads included), and that the kernels, not the interpreter, computed them.
 fn assert_kernels_match_bits(func: &ferrax::ir::Func, args: &[ferrax::Array], what: &str) {
@@ -999,357 +991,17 @@ fn half_precision_programs_match_the_interpreter() {
     }
 }
 
-/// The shape class of a random fusion program's value.
-#[derive(Clone, Copy, PartialEq)]
-enum Kind {
-    /// `[rows, cols]`
-    Full,
-    /// `[cols]`, broadcast along rows.
-    Row,
-    /// `[rows]`, broadcast along columns.
-    Col,
-    Scalar,
-}
-
-/// A value of a random fusion program.
-#[derive(Clone, Copy)]
-struct Val {
-    kind: Kind,
-    dtype: &'static str,
-    is_bool: bool,
-    /// Made by a product (an `add` of it would contract into an fma).
-    product: bool,
-    /// The same along each row (a row kernel would divide by it as a reciprocal).
-    row_uniform: bool,
-}
-
-/// A random program over `[rows, cols]` values of one float type that the CPU backend must
-/// compute exactly as the interpreter does: elementwise ops, constants, row/column/scalar
-/// broadcasts, max and min over rows and over columns, compares, selects, clamps, and rounding
-/// through another float type, stacked into chains so that they fuse into flat and row
-/// kernels. What may round differently stays out: sums, f32/f16/bf16 transcendentals (f64 ones
-/// call the interpreter's functions), `add` of a product (contracted into an fma) and division
-/// by a value uniform along rows (a row kernel multiplies by its reciprocal).
-fn random_fusion_program(seed: u64, dtype: &'static str, (rows, cols): (usize, usize)) -> String {
-    let mut rng = common::Gen(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
-    let shape = |k: Kind| match k {
-        Kind::Full => format!("[{rows},{cols}]"),
-        Kind::Row => format!("[{cols}]"),
-        Kind::Col => format!("[{rows}]"),
-        Kind::Scalar => "[]".to_string(),
-    };
-    let param = |kind, row_uniform| Val {
-        kind,
-        dtype,
-        is_bool: false,
-        product: false,
-        row_uniform,
-    };
-    let mut vals = vec![
-        param(Kind::Full, false),
-        param(Kind::Full, false),
-        param(Kind::Row, false),
-        param(Kind::Col, true),
-        param(Kind::Scalar, true),
-    ];
-    let params = vals.len();
-    let mut used = vec![false; params];
-    let mut lines: Vec<String> = Vec::new();
-    let mut emit =
-        |vals: &mut Vec<Val>, used: &mut Vec<bool>, text: String, v: Val, args: &[usize]| {
-            for &a in args {
-                used[a] = true;
-            }
-            let n = vals.len();
-            let ty = if v.is_bool { "bool" } else { v.dtype };
-            lines.push(format!("  %{n} = {text} : {ty}{}", shape(v.kind)));
-            vals.push(v);
-            used.push(false);
-            n
-        };
-    let other_float = ["f32", "f64", "f16", "bf16"];
-    for _ in 0..8 + rng.below(16) {
-        let floats: Vec<usize> = (0..vals.len())
-            .filter(|&v| !vals[v].is_bool && vals[v].dtype == dtype)
-            .collect();
-        let x = if rng.below(2) == 0 {
-            floats[floats.len() - 1]
-        } else {
-            *rng.pick(&floats)
-        };
-        let xv = vals[x];
-        let same: Vec<usize> = floats
-            .iter()
-            .copied()
-            .filter(|&v| vals[v].kind == xv.kind)
-            .collect();
-        let derived = |product, row_uniform| Val {
-            product,
-            row_uniform,
-            ..xv
-        };
-        match rng.below(11) {
-            0 => {
-                let mut ops = vec!["neg", "abs", "sqrt", "floor", "ceil", "round_even", "sign"];
-                if dtype == "f64" {
-                    ops.extend(["exp", "tanh", "log1p", "sin", "logistic"]);
-                }
-                let op = rng.pick(&ops);
-                emit(
-                    &mut vals,
-                    &mut used,
-                    format!("{op} %{x}"),
-                    derived(false, xv.row_uniform),
-                    &[x],
-                );
-            }
-            1 | 2 => {
-                let y = if rng.below(3) == 0 {
-                    x
-                } else {
-                    *rng.pick(&same)
-                };
-                let yv = vals[y];
-                let mut op = *rng.pick(&["add", "sub", "mul", "div", "max", "min"]);
-                if op == "add" && (xv.product || yv.product) {
-                    op = "sub";
-                }
-                if op == "div" && yv.row_uniform {
-                    op = "max";
-                }
-                let v = derived(op == "mul", xv.row_uniform && yv.row_uniform);
-                emit(&mut vals, &mut used, format!("{op} %{x}, %{y}"), v, &[x, y]);
-            }
-            3 => {
-                let c = rng.pick(&["0.0", "-0.0", "1.0", "-1.5", "0.1", "3.0"]);
-                let k = emit(
-                    &mut vals,
-                    &mut used,
-                    format!("constant {c}"),
-                    derived(false, true),
-                    &[],
-                );
-                // A constant divisor is uniform along rows: only divide a constant.
-                let mut op = *rng.pick(&["sub", "mul", "max", "min", "div"]);
-                if op == "div" && xv.row_uniform {
-                    op = "min";
-                }
-                let (a, b) = if rng.below(2) == 0 || op == "div" {
-                    (k, x)
-                } else {
-                    (x, k)
-                };
-                let v = derived(op == "mul", xv.row_uniform);
-                emit(&mut vals, &mut used, format!("{op} %{a}, %{b}"), v, &[a, b]);
-            }
-            4 if xv.kind != Kind::Full => {
-                let dims = match xv.kind {
-                    Kind::Row => "[1]",
-                    Kind::Col => "[0]",
-                    _ => "[]",
-                };
-                let v = Val {
-                    kind: Kind::Full,
-                    ..derived(false, xv.kind != Kind::Row)
-                };
-                emit(
-                    &mut vals,
-                    &mut used,
-                    format!("broadcast_in_dim %{x}, dims={dims}"),
-                    v,
-                    &[x],
-                );
-            }
-            5 | 6 if xv.kind == Kind::Full => {
-                // Over the row (a row kernel) or over the columns.
-                let (axis, kind) = if rng.below(2) == 0 {
-                    (1, Kind::Col)
-                } else {
-                    (0, Kind::Row)
-                };
-                let op = rng.pick(&["reduce_max", "reduce_min"]);
-                let v = Val {
-                    kind,
-                    ..derived(false, kind == Kind::Col)
-                };
-                emit(
-                    &mut vals,
-                    &mut used,
-                    format!("{op} %{x}, axes=[{axis}]"),
-                    v,
-                    &[x],
-                );
-            }
-            7 => {
-                let y = *rng.pick(&same);
-                let cmp = rng.pick(&["gt", "lt", "eq", "ge", "ne"]);
-                let mask = Val {
-                    is_bool: true,
-                    ..derived(false, false)
-                };
-                let c = emit(
-                    &mut vals,
-                    &mut used,
-                    format!("{cmp} %{x}, %{y}"),
-                    mask,
-                    &[x, y],
-                );
-                let z = *rng.pick(&same);
-                let v = derived(
-                    false,
-                    xv.row_uniform && vals[y].row_uniform && vals[z].row_uniform,
-                );
-                emit(
-                    &mut vals,
-                    &mut used,
-                    format!("select %{c}, %{y}, %{z}"),
-                    v,
-                    &[c, y, z],
-                );
-            }
-            8 => {
-                // Rounded through another float type, sometimes computed there.
-                let to = *rng.pick(&other_float);
-                let there = Val {
-                    dtype: to,
-                    ..derived(false, xv.row_uniform)
-                };
-                let mut at = emit(&mut vals, &mut used, format!("convert %{x}"), there, &[x]);
-                if rng.below(2) == 0 {
-                    at = emit(
-                        &mut vals,
-                        &mut used,
-                        format!("max %{at}, %{at}"),
-                        there,
-                        &[at],
-                    );
-                    let constant = Val {
-                        row_uniform: true,
-                        ..there
-                    };
-                    let text = "constant 0.75".to_string();
-                    let k = emit(&mut vals, &mut used, text, constant, &[]);
-                    at = emit(
-                        &mut vals,
-                        &mut used,
-                        format!("mul %{at}, %{k}"),
-                        there,
-                        &[at, k],
-                    );
-                }
-                emit(
-                    &mut vals,
-                    &mut used,
-                    format!("convert %{at}"),
-                    derived(false, xv.row_uniform),
-                    &[at],
-                );
-            }
-            9 => {
-                // Between constant bounds, zeros among them (whose signs count).
-                let bounds = [
-                    ("-1.0", "1.0"),
-                    ("-0.0", "2.0"),
-                    ("-3.0", "0.0"),
-                    ("0.5", "-0.5"),
-                ];
-                let (lo, hi) = *rng.pick(&bounds);
-                let constant = derived(false, true);
-                let lo = emit(
-                    &mut vals,
-                    &mut used,
-                    format!("constant {lo}"),
-                    constant,
-                    &[],
-                );
-                let hi = emit(
-                    &mut vals,
-                    &mut used,
-                    format!("constant {hi}"),
-                    constant,
-                    &[],
-                );
-                let v = derived(false, xv.row_uniform);
-                let text = format!("clamp %{lo}, %{x}, %{hi}");
-                emit(&mut vals, &mut used, text, v, &[lo, x, hi]);
-            }
-            _ => {
-                emit(
-                    &mut vals,
-                    &mut used,
-                    format!("stop_gradient %{x}"),
-                    derived(xv.product, xv.row_uniform),
-                    &[x],
-                );
-            }
-        }
-    }
-    let mut results: Vec<usize> = (params..vals.len())
-        .filter(|&v| !used[v] && !vals[v].is_bool && vals[v].dtype == dtype)
-        .collect();
-    if results.is_empty() {
-        results.push(
-            (0..vals.len())
-                .rev()
-                .find(|&v| !vals[v].is_bool && vals[v].dtype == dtype)
-                .unwrap_or(0),
-        );
-    }
-    let ty = |v: usize| format!("{}{}", vals[v].dtype, shape(vals[v].kind));
-    let sig: Vec<String> = (0..params).map(|v| format!("%{v}: {}", ty(v))).collect();
-    let outs: Vec<String> = results.iter().map(|&v| ty(v)).collect();
-    let rets: Vec<String> = results.iter().map(|v| format!("%{v}")).collect();
-    format!(
-        "func @fusion({}) -> ({}) {{\n{}\n  return {}\n}}\n",
-        sig.join(", "),
-        outs.join(", "),
-        lines.join("\n"),
-        rets.join(", ")
-    )
-}
-
-/// Inputs for `func` of any float type: standard-normal-like values with NaN, ±inf and ±0 in
-/// every seventh place.
-fn float_inputs(func: &ferrax::ir::Func, seed: u64) -> Vec<ferrax::Array> {
-    use half::{bf16, f16};
-    let mut g = common::Gen(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let specials = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0];
-    func.params
-        .iter()
-        .map(|t| {
-            let n = t.shape.numel();
-            let v: Vec<f64> = (0..n)
-                .map(|i| match i % 7 {
-                    3 => specials[(i / 7) % specials.len()],
-                    _ => (g.next() >> 11) as f64 / (1u64 << 51) as f64 * 6.0 - 3.0,
-                })
-                .collect();
-            let dims = t.shape.dims().to_vec();
-            match t.dtype {
-                DType::F64 => ferrax::Array::from_vec(dims, v),
-                DType::F32 => ferrax::Array::from_vec(dims, v.iter().map(|&x| x as f32).collect()),
-                DType::F16 => {
-                    ferrax::Array::from_vec(dims, v.iter().map(|&x| f16::from_f64(x)).collect())
-                }
-                _ => ferrax::Array::from_vec(dims, v.iter().map(|&x| bf16::from_f64(x)).collect()),
-            }
-            .unwrap()
-        })
-        .collect()
-}
-
 /// Property test of fusion: random programs of every float type (fused into flat and row
 /// kernels, vector and scalar code, launches split across threads for the large shape) give the
 /// interpreter's bits exactly (any NaN equal to any other), before and after simplification.
 #[test]
 fn random_fusion_programs_match_the_interpreter() {
-    let shapes = [(37, 24), (8, 3), (5, 64), (300, 260)];
     let dtypes = ["f32", "f64", "f16", "bf16"];
     let mut kernels = 0;
     for seed in 0..400u64 {
         let dtype = dtypes[seed as usize % dtypes.len()];
-        let shape = shapes[(seed as usize / dtypes.len()) % shapes.len()];
-        let text = random_fusion_program(seed, dtype, shape);
+        let shape = SHAPES[(seed as usize / dtypes.len()) % SHAPES.len()];
+        let text = random_fusion_program(seed, dtype, shape, true);
         let func =
             ferrax::ir::parse_func(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
         let (simple, _) = simplify(&func).unwrap();
@@ -1359,23 +1011,7 @@ fn random_fusion_programs_match_the_interpreter() {
         let args = float_inputs(&func, seed);
         let got = exe.run(&args).unwrap();
         let want = interpret(&func, &args).unwrap();
-        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-            let key = |bits: Vec<u64>, a: &ferrax::Array| -> Vec<Option<u64>> {
-                a.to_f64_vec()
-                    .iter()
-                    .zip(bits)
-                    .map(|(x, b)| (!x.is_nan()).then_some(b))
-                    .collect()
-            };
-            let (gk, wk) = (key(float_bits(g), g), key(float_bits(w), w));
-            if let Some(i) = gk.iter().zip(&wk).position(|(a, b)| a != b) {
-                panic!(
-                    "seed {seed} output {k} element {i}: {:?} want {:?}\n{text}\n{simple}",
-                    g.to_f64_vec()[i],
-                    w.to_f64_vec()[i]
-                );
-            }
-        }
+        assert_same_bits_any_nan(&got, &want, &format!("seed {seed}\n{text}\n{simple}"));
     }
     assert!(
         kernels >= 200,
@@ -1385,33 +1021,17 @@ fn random_fusion_programs_match_the_interpreter() {
 
 /// Property test of fusion with what rounds differently: a random program (as above) whose
 /// first result goes through a transcendental, fused into the same kernels, and then a sum over
-/// its last axis. The bit-exact chain gives both sides the same operands, so the
-/// transcendental agrees with the interpreter to 3 ULP in f32 (one unit after rounding to f16
-/// or bf16; `1 + tanh`, which the interpreter computes with cancellation, to 2^-21), and the
-/// sum to the f32 accumulation bound, `(n + 4)·2^-23` of the sum of magnitudes (plus the
-/// terms' own tolerance for `1 + tanh`).
+/// its last axis. The bit-exact chain gives both sides the same operands, so the results agree
+/// as [`assert_tail_close`] says.
 #[test]
 fn random_fusion_programs_with_transcendentals_and_sums_agree_with_the_interpreter() {
-    let shapes = [(37, 24), (8, 3), (5, 64), (300, 260)];
     let dtypes = ["f32", "f16", "bf16"];
-    let tails: [&[&str]; 11] = [
-        &["exp"],
-        &["tanh"],
-        &["logistic"],
-        &["sin"],
-        &["cos"],
-        &["log"],
-        &["expm1"],
-        &["log1p"],
-        &["rsqrt"],
-        &["tanh", "plus one"],
-        &["sqrt"],
-    ];
     for seed in 0..240u64 {
         let dtype = dtypes[seed as usize % dtypes.len()];
-        let shape = shapes[(seed as usize / dtypes.len()) % shapes.len()];
-        let tail = tails[(seed as usize / 12) % tails.len()];
-        let chain = ferrax::ir::parse_func(&random_fusion_program(seed, dtype, shape)).unwrap();
+        let shape = SHAPES[(seed as usize / dtypes.len()) % SHAPES.len()];
+        let tail = TAILS[(seed as usize / 12) % TAILS.len()];
+        let chain =
+            ferrax::ir::parse_func(&random_fusion_program(seed, dtype, shape, true)).unwrap();
         let text = with_tail(&chain, tail);
         let func =
             ferrax::ir::parse_func(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
@@ -1419,84 +1039,8 @@ fn random_fusion_programs_with_transcendentals_and_sums_agree_with_the_interpret
         let exe = CpuExecutable::compile(&simple).unwrap();
         let args = float_inputs(&func, seed);
         let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
-        let plus_one = tail.contains(&"plus one");
-        let n = got[0].shape().numel();
-        for i in 0..n {
-            let (g, w) = (got[0].elements().get(i), want[0].elements().get(i));
-            let ulps = ferrax::ir::ulp_distance(g, w);
-            let close = ulps <= if dtype == "f32" { 3 } else { 1 }
-                || (plus_one && (g.to_f64() - w.to_f64()).abs() <= 2f64.powi(-21));
-            assert!(close, "seed {seed} element {i}: {g:?} want {w:?}\n{text}");
-        }
-        // One unit in the last place of a half-precision sum's rounding.
-        let unit = match dtype {
-            "f16" => 2f64.powi(-10),
-            "bf16" => 2f64.powi(-7),
-            _ => 0.0,
-        };
-        let terms = want[0].to_f64_vec();
-        let cols = terms.len() / got[1].shape().numel().max(1);
-        let (sums, want_sums) = (got[1].to_f64_vec(), want[1].to_f64_vec());
-        for (r, (&g, &w)) in sums.iter().zip(&want_sums).enumerate() {
-            let magnitude: f64 = terms[r * cols..(r + 1) * cols]
-                .iter()
-                .map(|t| t.abs())
-                .sum();
-            let mut bound = (cols as f64 + 4.0) * 2f64.powi(-23) * magnitude;
-            if plus_one {
-                bound += cols as f64 * 2f64.powi(-21);
-            }
-            let close =
-                g == w || (g.is_nan() && w.is_nan()) || (g - w).abs() <= bound + w.abs() * unit;
-            assert!(close, "seed {seed} row {r}: sum {g} want {w}\n{text}");
-        }
+        assert_tail_close(&got, &want, tail, &format!("seed {seed}\n{text}"));
     }
-}
-
-/// `chain` returning its first result through `tail` (unary ops by name, "plus one" adding 1),
-/// and the sum of that over its last axis, as IR text.
-fn with_tail(chain: &ferrax::ir::Func, tail: &[&str]) -> String {
-    let printed = chain.to_string();
-    let body_end = printed.rfind("  return").unwrap();
-    let first_line = printed.find('\n').unwrap() + 1;
-    let mut body = printed[first_line..body_end].to_string();
-    let ty = chain.value_type(chain.outputs[0]).unwrap().clone();
-    let dtype = ty.dtype;
-    let mut at = chain.outputs[0].0 as usize;
-    let mut next = chain.num_values();
-    for op in tail {
-        if *op == "plus one" {
-            body.push_str(&format!("  %{next} = constant 1.0 : {ty}\n"));
-            body.push_str(&format!("  %{} = add %{at}, %{next} : {ty}\n", next + 1));
-            at = next + 1;
-            next += 2;
-        } else {
-            body.push_str(&format!("  %{next} = {op} %{at} : {ty}\n"));
-            at = next;
-            next += 1;
-        }
-    }
-    let dims = ty.shape.dims();
-    let (sum_ty, axes) = match dims.split_last() {
-        Some((_, lead)) => (
-            format!("{dtype}{:?}", lead).replace(' ', ""),
-            format!("[{}]", dims.len() - 1),
-        ),
-        None => (format!("{dtype}[]"), "[]".to_string()),
-    };
-    body.push_str(&format!(
-        "  %{next} = reduce_sum %{at}, axes={axes} : {sum_ty}\n"
-    ));
-    let params: Vec<String> = chain
-        .params
-        .iter()
-        .enumerate()
-        .map(|(i, t)| format!("%{i}: {t}"))
-        .collect();
-    format!(
-        "func @tail({}) -> ({ty}, {sum_ty}) {{\n{body}  return %{at}, %{next}\n}}\n",
-        params.join(", ")
-    )
 }
 
 /// Products of two operands stored contracting dimension last (`a · bᵀ`) are computed from a

@@ -15,6 +15,10 @@ mod ptx_emulator;
 #[path = "../examples/train_mlp.rs"]
 mod train_mlp;
 
+use common::fusion::{
+    assert_same_bits_any_nan, assert_tail_close, float_inputs, random_fusion_program, with_tail,
+    SHAPES, TAILS,
+};
 use common::{assert_close, inputs};
 use ferrax::compiler::backend::gpu::{GpuExecutable, GpuMachine, GpuOptions, GpuProgram};
 use ferrax::compiler::backend::ptx::MathMode;
@@ -634,6 +638,63 @@ fn long_rows_run_as_row_kernels_on<M: GpuMachine + Clone>(gpu: &M) {
         let args = inputs(&func, 5);
         let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
         assert_close(&got[0], &want[0], rtol(want[0].dtype()), name);
+    }
+}
+
+/// The CPU backend's fusion property test on the GPU: random programs of every float type
+/// (flat and row kernels, reductions over rows and columns, broadcasts, compares, selects,
+/// clamps, rounding through other float types) give the interpreter's bits exactly, any NaN
+/// equal to any other. f64 transcendentals stay out: the GPU computes them by its own
+/// expansions, within their ULP bounds but not the host's bits.
+#[test]
+fn random_fusion_programs_match_the_interpreter() {
+    on_each_gpu!(random_fusion_programs_match_the_interpreter_on);
+}
+
+fn random_fusion_programs_match_the_interpreter_on<M: GpuMachine + Clone>(gpu: &M) {
+    let dtypes = ["f32", "f64", "f16", "bf16"];
+    let mut launches = 0;
+    for seed in 0..400u64 {
+        let dtype = dtypes[seed as usize % dtypes.len()];
+        let shape = SHAPES[(seed as usize / dtypes.len()) % SHAPES.len()];
+        let text = random_fusion_program(seed, dtype, shape, false);
+        let func = ferrax::ir::parse_func(&text).unwrap();
+        let (simple, _) = simplify(&func).unwrap();
+        let exe = GpuProgram::compile(&simple, gpu, GpuOptions::HIGHEST)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+        assert_eq!(exe.host_steps(), 0, "seed {seed}\n{text}");
+        launches += exe.kernels().len();
+        let args = float_inputs(&func, seed);
+        let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+        assert_same_bits_any_nan(&got, &want, &format!("seed {seed}\n{text}\n{simple}"));
+    }
+    assert!(launches >= 300, "only {launches} kernels");
+}
+
+/// The same programs ending in a transcendental and a sum over rows (the CPU's property test
+/// of what rounds differently): f32 transcendentals within 3 ULP of the interpreter's, sums
+/// within the f32 accumulation bound, in every order the GPU reduces.
+#[test]
+fn random_fusion_programs_with_transcendentals_and_sums_agree_with_the_interpreter() {
+    on_each_gpu!(random_fusion_programs_with_transcendentals_and_sums_on);
+}
+
+fn random_fusion_programs_with_transcendentals_and_sums_on<M: GpuMachine + Clone>(gpu: &M) {
+    let dtypes = ["f32", "f16", "bf16"];
+    for seed in 0..240u64 {
+        let dtype = dtypes[seed as usize % dtypes.len()];
+        let shape = SHAPES[(seed as usize / dtypes.len()) % SHAPES.len()];
+        let tail = TAILS[(seed as usize / 12) % TAILS.len()];
+        let chain =
+            ferrax::ir::parse_func(&random_fusion_program(seed, dtype, shape, false)).unwrap();
+        let text = with_tail(&chain, tail);
+        let func = ferrax::ir::parse_func(&text).unwrap();
+        let (simple, _) = simplify(&func).unwrap();
+        let exe = GpuProgram::compile(&simple, gpu, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(exe.host_steps(), 0, "seed {seed}\n{text}");
+        let args = float_inputs(&func, seed);
+        let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+        assert_tail_close(&got, &want, tail, &format!("seed {seed}\n{text}"));
     }
 }
 

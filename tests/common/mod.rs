@@ -2,6 +2,8 @@
 //! trip and interpreter tests all run over it.
 #![allow(dead_code)]
 
+pub mod fusion;
+
 use ferrax::ir::{Elements, TensorType};
 use ferrax::{grad, nn, trace, Array, DType, Func, Tensor, Tree};
 

@@ -40,26 +40,31 @@ pub struct ReduceKernel {
 impl ReduceKernel {
     /// The kernel for reducing `input` (of any type but u8, which the GPU only converts; bools
     /// by maxima and minima alone: any and all) over consecutive `axes`: trailing ones as rows,
-    /// others as columns (middle ones as columns of each leading index).
+    /// others as columns (middle ones as columns of each leading index); over no axes, as rows
+    /// of one element.
     pub fn plan(name: String, op: ReduceOp, input: &TensorType, axes: &[usize]) -> Option<Self> {
         let defined = match input.dtype {
             DType::U8 => false,
             DType::Bool => matches!(op, ReduceOp::Max | ReduceOp::Min),
             _ => true,
         };
-        if !defined || axes.is_empty() {
+        if !defined {
             return None;
         }
         let rank = input.rank();
         let consecutive = axes.windows(2).all(|w| w[1] == w[0] + 1);
         let reduced: usize = axes.iter().map(|&a| input.dims()[a]).product();
-        let last = axes[axes.len() - 1];
-        let layout = match (consecutive, last + 1 == rank) {
-            (true, true) => ReduceLayout::Rows,
-            (true, false) => ReduceLayout::Columns,
-            _ => return None,
+        let (layout, inner) = match axes.last() {
+            None => (ReduceLayout::Rows, 1),
+            Some(&last) => {
+                let layout = match (consecutive, last + 1 == rank) {
+                    (true, true) => ReduceLayout::Rows,
+                    (true, false) => ReduceLayout::Columns,
+                    _ => return None,
+                };
+                (layout, input.dims()[last + 1..].iter().product())
+            }
         };
-        let inner = input.dims()[last + 1..].iter().product();
         (reduced > 0).then(|| ReduceKernel {
             name,
             op,

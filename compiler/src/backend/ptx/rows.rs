@@ -23,7 +23,7 @@ use super::{
     emit_op, entry_header, float_literal, reg_class, suffix, Class, Emitter, MathMode, PtxError,
     Thread,
 };
-use crate::kernel::{Access, KOp, Kernel, Role, Stage};
+use crate::kernel::{Access, KInstr, KOp, Kernel, Role, Stage};
 use ferrax_ir::{DType, ReduceOp, Scalar};
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -325,10 +325,6 @@ pub(super) fn render_row_entry(
     };
     let mut accumulators: HashMap<usize, String> = HashMap::new();
     let stage = |k: usize| shape.stages[k];
-    let guarded = |p: &Option<String>, line: String| match p {
-        Some(p) => format!("@{p} {line}"),
-        None => line,
-    };
 
     for pass in 0..=shape.passes {
         // Once per row: what this pass needs of the reductions before it.
@@ -426,8 +422,7 @@ pub(super) fn render_row_entry(
         }
         // The reductions of this pass start from their identity.
         for &k in &reductions {
-            let arg = kernel.body[k].args[0];
-            if stage(arg) == Stage::Elem(pass) {
+            if stage(k) == Stage::Row(pass + 1) {
                 let KOp::Reduce(op) = kernel.body[k].op else {
                     continue;
                 };
@@ -507,20 +502,31 @@ pub(super) fn render_row_entry(
             };
             // Fold the slots into the reductions that read this value.
             for &r in &reductions {
-                if kernel.body[r].args[0] != k {
-                    continue;
+                if kernel.body[r].args[0] == k {
+                    fold(
+                        &mut e,
+                        &kernel.body[r],
+                        &accumulators[&r],
+                        &values[k],
+                        &inside,
+                        v,
+                    );
                 }
-                let KOp::Reduce(op) = kernel.body[r].op else {
-                    continue;
-                };
-                let acc = accumulators[&r].clone();
-                let (t, _) = suffix(d);
-                for j in 0..slots {
-                    let x = values[k][j].clone();
-                    let c = combine(&mut e, op, d, &acc, &x);
-                    let line = guarded(&inside[j / v], format!("mov.{t} {acc}, {c}"));
-                    e.line(line);
-                }
+            }
+        }
+        // A reduction of a row value (a constant, say) folds it in for each of the row's
+        // elements, as the other backends do.
+        for &r in &reductions {
+            let arg = kernel.body[r].args[0];
+            if stage(r) == Stage::Row(pass + 1) && matches!(stage(arg), Stage::Row(_)) {
+                fold(
+                    &mut e,
+                    &kernel.body[r],
+                    &accumulators[&r],
+                    &values[arg],
+                    &inside,
+                    v,
+                );
             }
         }
         if let Some(label) = chunk_loop {
@@ -579,6 +585,31 @@ pub(super) fn render_row_entry(
     let _ = writeln!(out, "\t@{more} bra $L_row;");
     out.push_str("$L_done:\n\tret;\n}\n");
     Ok(out)
+}
+
+/// Folds `slots` (the values of a thread's columns) into accumulator `acc` of `reduction`; a
+/// vector's columns only where it is inside the row (`inside`, per vector of `v` columns).
+fn fold(
+    e: &mut Emitter,
+    reduction: &KInstr,
+    acc: &str,
+    slots: &[String],
+    inside: &[Option<String>],
+    v: usize,
+) {
+    let KOp::Reduce(op) = reduction.op else {
+        return;
+    };
+    let d = reduction.dtype;
+    let (t, _) = suffix(d);
+    for (j, x) in slots.iter().enumerate() {
+        let c = combine(e, op, d, acc, x);
+        let line = format!("mov.{t} {acc}, {c}");
+        e.line(match &inside[j / v] {
+            Some(p) => format!("@{p} {line}"),
+            None => line,
+        });
+    }
 }
 
 /// `regs = [a..]` (consecutive elements, guarded by `p`), or, `pre`, before the row loop.
