@@ -14,7 +14,7 @@ use super::ptx::copy::CopyKernel;
 use super::ptx::matmul::IntGemmKernel;
 use super::ptx::reduce::{ReduceKernel, ReduceLaunch};
 use super::ptx::rows::row_layout;
-use super::ptx::{legalize, render_launches, symbol, Launch, MathMode, PtxError, PtxTarget};
+use super::ptx::{render_launches, renders, symbol, Launch, MathMode, PtxError, PtxTarget};
 use crate::fuse::{partition, schedule, KernelTypes, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::{Kernel, Role};
@@ -153,7 +153,7 @@ impl GpuPlan {
                         _ => crate::kernel::lower(func, start, end, name),
                     }
                     .ok_or(GpuError::Lowering { start, end })?;
-                    if legalize(&kernel, mode).is_ok() {
+                    if renders(&kernel, mode) {
                         steps.push(GpuStep::Launch(kernels.len()));
                         kernels.push(kernel);
                     } else {

@@ -169,6 +169,18 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
     Ok(expanded)
 }
 
+/// Whether the renderer takes `kernel`: legalized, it renders as an entry of its own. A plan
+/// leaves a kernel it does not take to the host rather than failing the program.
+pub fn renders(kernel: &Kernel, mode: MathMode) -> bool {
+    legalize(kernel, mode).is_ok_and(|legal| {
+        let name = entry_name(kernel);
+        match legal.rows {
+            Some(_) => rows::render_row_entry(&name, &legal, mode).is_ok(),
+            None => render_entry(&name, std::slice::from_ref(&legal), mode).is_ok(),
+        }
+    })
+}
+
 /// Kernels launched as one: the entry `name` runs each of `kernels` (indices into the
 /// module's kernels) in turn, its parameters theirs in that order. They must not read one
 /// another's outputs.
