@@ -21,6 +21,7 @@ use common::fusion::{
 };
 use common::{assert_close, inputs};
 use ferrax::compiler::backend::gpu::{GpuExecutable, GpuMachine, GpuOptions, GpuProgram};
+use ferrax::compiler::backend::ptx::rows::row_layout;
 use ferrax::compiler::backend::ptx::MathMode;
 use ferrax::MatmulPrecision;
 
@@ -653,10 +654,16 @@ fn random_fusion_programs_match_the_interpreter() {
 
 fn random_fusion_programs_match_the_interpreter_on<M: GpuMachine + Clone>(gpu: &M) {
     let dtypes = ["f32", "f64", "f16", "bf16"];
-    let mut launches = 0;
-    for seed in 0..400u64 {
+    // Then rows longer than registers hold: streamed row kernels (one pass, as these programs
+    // make them; softmax and layernorm gradients check what later passes recompute).
+    let long = [(3, 20000), (2, 18001)];
+    let (mut launches, mut streamed) = (0, 0);
+    for seed in 0..440u64 {
         let dtype = dtypes[seed as usize % dtypes.len()];
-        let shape = SHAPES[(seed as usize / dtypes.len()) % SHAPES.len()];
+        let shape = match seed.checked_sub(400) {
+            None => SHAPES[(seed as usize / dtypes.len()) % SHAPES.len()],
+            Some(s) => long[s as usize % long.len()],
+        };
         let text = random_fusion_program(seed, dtype, shape, false);
         let func = ferrax::ir::parse_func(&text).unwrap();
         let (simple, _) = simplify(&func).unwrap();
@@ -664,11 +671,14 @@ fn random_fusion_programs_match_the_interpreter_on<M: GpuMachine + Clone>(gpu: &
             .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
         assert_eq!(exe.host_steps(), 0, "seed {seed}\n{text}");
         launches += exe.kernels().len();
+        let layouts = exe.kernels().iter().filter_map(row_layout);
+        streamed += layouts.filter(|l| l.streamed).count();
         let args = float_inputs(&func, seed);
         let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
         assert_same_bits_any_nan(&got, &want, &format!("seed {seed}\n{text}\n{simple}"));
     }
     assert!(launches >= 300, "only {launches} kernels");
+    assert!(streamed >= 10, "only {streamed} streamed row kernels");
 }
 
 /// The same programs ending in a transcendental and a sum over rows (the CPU's property test
