@@ -10,7 +10,7 @@ mod common;
 
 use common::fusion::{
     assert_same_bits_any_nan, assert_tail_close, float_bits, float_inputs, random_fusion_program,
-    with_tail, SHAPES, TAILS,
+    tail_case, SHAPES,
 };
 use common::inputs;
 use ferrax::compiler::backend::CpuExecutable;
@@ -1025,16 +1025,8 @@ fn random_fusion_programs_match_the_interpreter() {
 /// as [`assert_tail_close`] says.
 #[test]
 fn random_fusion_programs_with_transcendentals_and_sums_agree_with_the_interpreter() {
-    let dtypes = ["f32", "f16", "bf16"];
     for seed in 0..240u64 {
-        let dtype = dtypes[seed as usize % dtypes.len()];
-        let shape = SHAPES[(seed as usize / dtypes.len()) % SHAPES.len()];
-        let tail = TAILS[(seed as usize / 12) % TAILS.len()];
-        let chain =
-            ferrax::ir::parse_func(&random_fusion_program(seed, dtype, shape, true)).unwrap();
-        let text = with_tail(&chain, tail);
-        let func =
-            ferrax::ir::parse_func(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+        let (func, text, tail) = tail_case(seed, true);
         let (simple, _) = simplify(&func).unwrap();
         let exe = CpuExecutable::compile(&simple).unwrap();
         let args = float_inputs(&func, seed);

@@ -16,8 +16,8 @@ mod ptx_emulator;
 mod train_mlp;
 
 use common::fusion::{
-    assert_same_bits_any_nan, assert_tail_close, float_inputs, random_fusion_program, with_tail,
-    SHAPES, TAILS,
+    assert_same_bits_any_nan, assert_tail_close, float_inputs, random_fusion_program, tail_case,
+    SHAPES,
 };
 use common::{assert_close, inputs};
 use ferrax::compiler::backend::gpu::{GpuExecutable, GpuMachine, GpuOptions, GpuProgram};
@@ -690,15 +690,8 @@ fn random_fusion_programs_with_transcendentals_and_sums_agree_with_the_interpret
 }
 
 fn random_fusion_programs_with_transcendentals_and_sums_on<M: GpuMachine + Clone>(gpu: &M) {
-    let dtypes = ["f32", "f16", "bf16"];
     for seed in 0..240u64 {
-        let dtype = dtypes[seed as usize % dtypes.len()];
-        let shape = SHAPES[(seed as usize / dtypes.len()) % SHAPES.len()];
-        let tail = TAILS[(seed as usize / 12) % TAILS.len()];
-        let chain =
-            ferrax::ir::parse_func(&random_fusion_program(seed, dtype, shape, false)).unwrap();
-        let text = with_tail(&chain, tail);
-        let func = ferrax::ir::parse_func(&text).unwrap();
+        let (func, text, tail) = tail_case(seed, false);
         let (simple, _) = simplify(&func).unwrap();
         let exe = GpuProgram::compile(&simple, gpu, GpuOptions::HIGHEST).unwrap();
         assert_eq!(exe.host_steps(), 0, "seed {seed}\n{text}");

@@ -23,6 +23,21 @@ pub const TAILS: [&[&str]; 11] = [
     &["sqrt"],
 ];
 
+/// Case `seed` of the property test of what rounds differently: a random program of f32, f16
+/// or bf16 whose first result goes through one of [`TAILS`] and then a sum over its last axis;
+/// its text, and its tail.
+pub fn tail_case(seed: u64, f64_transcendentals: bool) -> (Func, String, &'static [&'static str]) {
+    let dtypes = ["f32", "f16", "bf16"];
+    let dtype = dtypes[seed as usize % dtypes.len()];
+    let shape = SHAPES[(seed as usize / dtypes.len()) % SHAPES.len()];
+    let tail = TAILS[(seed as usize / 12) % TAILS.len()];
+    let text = random_fusion_program(seed, dtype, shape, f64_transcendentals);
+    let chain = ferrax::ir::parse_func(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    let text = with_tail(&chain, tail);
+    let func = ferrax::ir::parse_func(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+    (func, text, tail)
+}
+
 /// That `got` has `want`'s bits, any NaN equal to any other.
 pub fn assert_same_bits_any_nan(got: &[Array], want: &[Array], what: &str) {
     for (k, (g, w)) in got.iter().zip(want).enumerate() {
