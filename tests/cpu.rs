@@ -660,6 +660,35 @@ fn bool_buffers_vectorize() {
     }
 }
 
+/// Compares of two bools (false below true) run in CPU kernels as logic, vector and scalar
+/// alike, where they took the interpreter: every compare of every pair, against the interpreter.
+#[test]
+fn bool_compares_run_in_kernels() {
+    let n = 67;
+    let ops = ["eq", "ne", "lt", "le", "gt", "ge"];
+    let lines: Vec<String> = (0..ops.len())
+        .map(|k| format!("  %{} = {} %0, %1 : bool[{n}]", k + 2, ops[k]))
+        .collect();
+    let results: Vec<String> = (0..ops.len()).map(|k| format!("%{}", k + 2)).collect();
+    let text = format!(
+        "func @main(%0: bool[{n}], %1: bool[{n}]) -> ({}) {{\n{}\n  return {}\n}}",
+        vec![format!("bool[{n}]"); ops.len()].join(", "),
+        lines.join("\n"),
+        results.join(", ")
+    );
+    let func = ferrax::ir::parse_func(&text).unwrap();
+    let exe = CpuExecutable::compile(&func).unwrap();
+    assert_eq!(exe.kernels().count(), 1, "{}", exe.fused());
+    assert!(!exe.fused().contains("interpreter"), "{}", exe.fused());
+    let a: Vec<bool> = (0..n).map(|i| i % 4 >= 2).collect();
+    let b: Vec<bool> = (0..n).map(|i| i % 2 == 1).collect();
+    let args = [
+        ferrax::Array::from_vec([n], a).unwrap(),
+        ferrax::Array::from_vec([n], b).unwrap(),
+    ];
+    assert_eq!(exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+}
+
 /// Reductions over leading axes (bias gradients, batch means; the CPU backend runs them on the
 /// interpreter's op evaluator) read the columns in place: every op and dtype gives the same
 /// bits as reducing a transposed copy over trailing axes (the pairwise sums associate the same

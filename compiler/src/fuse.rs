@@ -38,8 +38,7 @@ pub enum Step {
 /// arithmetic, remainders included, bool and i32 arithmetic always; i64 arithmetic where `int64`
 /// is set; integer division, remainders, powers, abs and sign where `int_edge_cases` is; where
 /// `conversions` is, conversions of u8 and i64 values to and from i32, f32 and f64, and of bools
-/// to and from i32, f32 and f64; compares of bools where `bool_compares` is; row kernels over
-/// rows of up to `row_cols` elements; reductions over leading axes inside flat kernels where
+/// to and from i32, f32 and f64; row kernels over rows of up to `row_cols` elements; reductions over leading axes inside flat kernels where
 /// `columns` is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelTypes {
@@ -47,7 +46,6 @@ pub struct KernelTypes {
     pub int64: bool,
     pub int_edge_cases: bool,
     pub conversions: bool,
-    pub bool_compares: bool,
     pub columns: bool,
 }
 
@@ -58,8 +56,6 @@ impl KernelTypes {
         int64: false,
         int_edge_cases: false,
         conversions: false,
-        // Its vector bools are 0/-1 masks, which signed compares would order backwards.
-        bool_compares: false,
         columns: true,
     };
     /// The PTX renderer's set: a row kernel keeps its row in registers, at most 16 elements to
@@ -72,7 +68,6 @@ impl KernelTypes {
         int64: true,
         int_edge_cases: true,
         conversions: true,
-        bool_compares: true,
         columns: false,
     };
 
@@ -151,14 +146,8 @@ fn fusible(func: &Func, i: usize, types: KernelTypes) -> bool {
                 DType::I32 | DType::I64 => int_fusible(*b, types.int_edge_cases),
                 _ => float_result && !b.is_logical(),
             },
-            Op::Compare(_) => {
-                types.bool_compares
-                    || ins
-                        .args
-                        .iter()
-                        .filter_map(|&a| func.value_type(a))
-                        .all(|t| t.dtype != DType::Bool)
-            }
+            // Compares of bools are computed as logic (`kernel::compares_as_logic`).
+            Op::Compare(_) => true,
             Op::Select | Op::StopGradient => true,
             Op::Clamp => ins.ty.dtype != DType::Bool,
             // Between i32 and f32 or f64 (truncating and saturating, NaN to 0, as the

@@ -282,13 +282,13 @@ pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kern
         let buffer = l.sig.buffers.len() - 1;
         l.emit(KOp::Store(buffer), vec![k], dtype);
     }
-    Some(contract(Kernel {
+    Some(contract(compares_as_logic(Kernel {
         name,
         len,
         sig: l.sig,
         body: l.body,
         rows: None,
-    }))
+    })))
 }
 
 /// `kernel` with each instruction replaced by what `f` emits for it (given its index and its
@@ -317,6 +317,58 @@ fn rewrite(
             ..r.clone()
         }),
     }
+}
+
+/// `kernel` with each compare of two bools (false below true) computed as logic: `a < b` is
+/// `!a & b`, `a <= b` is `!a | b`, `a == b` is `!(a ^ b)`, and so on. Both backends have the
+/// logic; a CPU kernel's vector bools are 0/-1 masks, which its signed compares would order
+/// backwards.
+fn compares_as_logic(kernel: Kernel) -> Kernel {
+    let bools = |ins: &KInstr| {
+        matches!(ins.op, KOp::Compare(_))
+            && ins.args.first().map(|&a| kernel.body[a].dtype) == Some(DType::Bool)
+    };
+    if !kernel.body.iter().any(bools) {
+        return kernel;
+    }
+    rewrite(&kernel, |e, _, ins, args| {
+        let KOp::Compare(c) = ins.op else {
+            return e.op(ins.op.clone(), &args, ins.dtype);
+        };
+        if !bools(ins) {
+            return e.op(ins.op.clone(), &args, ins.dtype);
+        }
+        let (a, b) = (args[0], args[1]);
+        let not = |e: &mut math::Emit, x: usize| e.op(KOp::Unary(UnaryOp::Not), &[x], DType::Bool);
+        let logic = |e: &mut math::Emit, op: BinaryOp, x: usize, y: usize| {
+            e.op(KOp::Binary(op), &[x, y], DType::Bool)
+        };
+        match c {
+            CompareOp::Eq => {
+                let differ = logic(e, BinaryOp::Xor, a, b);
+                not(e, differ)
+            }
+            CompareOp::Ne => logic(e, BinaryOp::Xor, a, b),
+            CompareOp::Lt | CompareOp::Le => {
+                let not_a = not(e, a);
+                let op = if c == CompareOp::Lt {
+                    BinaryOp::And
+                } else {
+                    BinaryOp::Or
+                };
+                logic(e, op, not_a, b)
+            }
+            CompareOp::Gt | CompareOp::Ge => {
+                let not_b = not(e, b);
+                let op = if c == CompareOp::Gt {
+                    BinaryOp::And
+                } else {
+                    BinaryOp::Or
+                };
+                logic(e, op, a, not_b)
+            }
+        }
+    })
 }
 
 /// How many instructions use each kernel value.

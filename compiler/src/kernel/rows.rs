@@ -328,7 +328,7 @@ pub fn lower_rows(
         })
         .max()
         .unwrap_or(0);
-    Some(super::contract(Kernel {
+    Some(super::contract(super::compares_as_logic(Kernel {
         name,
         len: rows * cols,
         sig: l.sig,
@@ -339,7 +339,7 @@ pub fn lower_rows(
             passes,
             stages: l.stages,
         }),
-    }))
+    })))
 }
 
 /// Row kernel `kernel` with no scratch rows: each element value a later pass read back from

@@ -1037,29 +1037,6 @@ fn emit_op(
                 }
             }
         }
-        // Bools as predicates, false below true: orderings by logic.
-        KOp::Compare(c) if kernel.body[ins.args[0]].dtype == DType::Bool => {
-            let (a, b) = (arg(0), arg(1));
-            let (r, negated) = (e.reg(Class::P), e.reg(Class::P));
-            match c {
-                CompareOp::Eq => {
-                    e.line(format!("xor.pred {negated}, {a}, {b}"));
-                    e.line(format!("not.pred {r}, {negated}"));
-                }
-                CompareOp::Ne => e.line(format!("xor.pred {r}, {a}, {b}")),
-                CompareOp::Gt | CompareOp::Ge => {
-                    let join = if *c == CompareOp::Gt { "and" } else { "or" };
-                    e.line(format!("not.pred {negated}, {b}"));
-                    e.line(format!("{join}.pred {r}, {a}, {negated}"));
-                }
-                CompareOp::Lt | CompareOp::Le => {
-                    let join = if *c == CompareOp::Lt { "and" } else { "or" };
-                    e.line(format!("not.pred {negated}, {a}"));
-                    e.line(format!("{join}.pred {r}, {negated}, {b}"));
-                }
-            }
-            r
-        }
         KOp::Compare(c) => {
             let r = e.reg(Class::P);
             let from = kernel.body[ins.args[0]].dtype;
