@@ -349,23 +349,14 @@ fn compares_as_logic(kernel: Kernel) -> Kernel {
                 not(e, differ)
             }
             CompareOp::Ne => logic(e, BinaryOp::Xor, a, b),
-            CompareOp::Lt | CompareOp::Le => {
-                let not_a = not(e, a);
-                let op = if c == CompareOp::Lt {
-                    BinaryOp::And
-                } else {
-                    BinaryOp::Or
-                };
-                logic(e, op, not_a, b)
-            }
-            CompareOp::Gt | CompareOp::Ge => {
-                let not_b = not(e, b);
-                let op = if c == CompareOp::Gt {
-                    BinaryOp::And
-                } else {
-                    BinaryOp::Or
-                };
-                logic(e, op, a, not_b)
+            // a > b is b < a; a < b is !a & b, a <= b is !a | b.
+            CompareOp::Lt | CompareOp::Le | CompareOp::Gt | CompareOp::Ge => {
+                let below = matches!(c, CompareOp::Lt | CompareOp::Le);
+                let (low, high) = if below { (a, b) } else { (b, a) };
+                let not_low = not(e, low);
+                let strict = matches!(c, CompareOp::Lt | CompareOp::Gt);
+                let op = if strict { BinaryOp::And } else { BinaryOp::Or };
+                logic(e, op, not_low, high)
             }
         }
     })
