@@ -14,7 +14,9 @@ use super::ptx::copy::CopyKernel;
 use super::ptx::matmul::IntGemmKernel;
 use super::ptx::reduce::{ReduceKernel, ReduceLaunch};
 use super::ptx::rows::row_layout;
-use super::ptx::{render_launches, renders, symbol, Launch, MathMode, PtxError, PtxTarget};
+use super::ptx::{
+    legal_kernel, render_legal_launches, symbol, Launch, MathMode, PtxError, PtxTarget,
+};
 use crate::fuse::{partition, schedule, KernelTypes, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::{Kernel, Role};
@@ -133,6 +135,8 @@ impl GpuPlan {
         let func = &schedule(&split_reductions(func)?, KernelTypes::GPU);
         let mut steps = Vec::new();
         let mut kernels = Vec::new();
+        // Each kernel legalized, as the module renders it.
+        let mut legal_kernels = Vec::new();
         let mut reductions = Vec::new();
         let mut copies = Vec::new();
         let mut int_gemms = Vec::new();
@@ -153,11 +157,13 @@ impl GpuPlan {
                         _ => crate::kernel::lower(func, start, end, name),
                     }
                     .ok_or(GpuError::Lowering { start, end })?;
-                    if renders(&kernel, mode) {
-                        steps.push(GpuStep::Launch(kernels.len()));
-                        kernels.push(kernel);
-                    } else {
-                        steps.push(GpuStep::Host(start..end));
+                    match legal_kernel(&kernel, mode) {
+                        Some(legal) => {
+                            steps.push(GpuStep::Launch(kernels.len()));
+                            kernels.push(kernel);
+                            legal_kernels.push(legal);
+                        }
+                        None => steps.push(GpuStep::Host(start..end)),
                     }
                 }
                 Step::Op { index } => steps.push(match &func.body[index].op {
@@ -227,8 +233,8 @@ impl GpuPlan {
             }
         }
         let (steps, launches, reduce_launches) = group_launches(func, steps, &kernels, &reductions);
-        let ptx = render_launches(
-            &kernels,
+        let ptx = render_legal_launches(
+            &legal_kernels,
             &launches,
             (&reductions, &reduce_launches),
             &copies,

@@ -169,16 +169,16 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
     Ok(expanded)
 }
 
-/// Whether the renderer takes `kernel`: legalized, it renders as an entry of its own. A plan
+/// `kernel` legalized, where the renderer takes it: it renders as an entry of its own. A plan
 /// leaves a kernel it does not take to the host rather than failing the program.
-pub fn renders(kernel: &Kernel, mode: MathMode) -> bool {
-    legalize(kernel, mode).is_ok_and(|legal| {
-        let name = entry_name(kernel);
-        match legal.rows {
-            Some(_) => rows::render_row_entry(&name, &legal, mode).is_ok(),
-            None => render_entry(&name, std::slice::from_ref(&legal), mode).is_ok(),
-        }
-    })
+pub fn legal_kernel(kernel: &Kernel, mode: MathMode) -> Option<Kernel> {
+    let legal = legalize(kernel, mode).ok()?;
+    let name = entry_name(kernel);
+    let rendered = match legal.rows {
+        Some(_) => rows::render_row_entry(&name, &legal, mode),
+        None => render_entry(&name, &[&legal], mode),
+    };
+    rendered.ok().map(|_| legal)
 }
 
 /// Kernels launched as one: the entry `name` runs each of `kernels` (indices into the
@@ -226,6 +226,25 @@ pub fn render_module(
 pub fn render_launches(
     kernels: &[Kernel],
     launches: &[Launch],
+    reductions: (&[ReduceKernel], &[ReduceLaunch]),
+    copies: &[CopyKernel],
+    int_gemms: &[IntGemmKernel],
+    target: PtxTarget,
+    mode: MathMode,
+) -> Result<String, PtxError> {
+    let legal = kernels
+        .iter()
+        .map(|k| legalize(k, mode))
+        .collect::<Result<Vec<_>, _>>()?;
+    render_legal_launches(
+        &legal, launches, reductions, copies, int_gemms, target, mode,
+    )
+}
+
+/// [`render_launches`] of kernels already legalized (for `mode`).
+pub fn render_legal_launches(
+    legal: &[Kernel],
+    launches: &[Launch],
     (reductions, reduce_launches): (&[ReduceKernel], &[ReduceLaunch]),
     copies: &[CopyKernel],
     int_gemms: &[IntGemmKernel],
@@ -238,11 +257,7 @@ pub fn render_launches(
         target.arch()
     );
     for launch in launches {
-        let legal = launch
-            .kernels
-            .iter()
-            .map(|&k| legalize(&kernels[k], mode))
-            .collect::<Result<Vec<_>, _>>()?;
+        let legal: Vec<&Kernel> = launch.kernels.iter().map(|&k| &legal[k]).collect();
         out.push('\n');
         out.push_str(&match legal.as_slice() {
             [one] if one.rows.is_some() => rows::render_row_entry(&launch.name, one, mode)?,
@@ -639,7 +654,7 @@ fn vector_width(kernel: &Kernel) -> usize {
 /// The `.entry` of a launch: its legalized kernels' grid-stride loops one after another, every
 /// thread running each in turn (so no kernel may read another's output: nothing orders one
 /// thread's stores before another thread's loads).
-fn render_entry(name: &str, kernels: &[Kernel], mode: MathMode) -> Result<String, PtxError> {
+fn render_entry(name: &str, kernels: &[&Kernel], mode: MathMode) -> Result<String, PtxError> {
     let mut e = Emitter::new(mode);
     let thread = Thread::new(&mut e);
     let mut params = Vec::new();

@@ -128,9 +128,9 @@ fn combine(e: &mut Emitter, op: ReduceOp, d: DType, a: &str, b: &str) -> String 
     }
 }
 
-/// Where a row kernel's vectors are: the address of each buffer's row and of each of the
-/// thread's vectors in it, computed once where first needed (once per row, or, in a streamed
-/// kernel, once per chunk: [`RowAddresses::forget`] at each chunk).
+/// Where a row kernel's vectors are: the address of each buffer's row (once per row) and of
+/// each of the thread's vectors in it (once per row, or, in a streamed kernel, once per chunk:
+/// [`RowAddresses::forget`] at each chunk), computed where first needed.
 struct RowAddresses<'a> {
     kernel: &'a Kernel,
     bases: &'a [Option<String>],
@@ -173,16 +173,7 @@ impl RowAddresses<'_> {
             }
         };
         let start = match buffer.access {
-            Access::Each => match self.starts.get(&b) {
-                Some(a) => a.clone(),
-                None => {
-                    let (o, a) = (e.reg(Class::Rd), e.reg(Class::Rd));
-                    e.line(format!("mul.wide.u32 {o}, {}, {}", self.row, cols * size));
-                    e.line(format!("add.s64 {a}, {}, {o}", self.base(b)?));
-                    self.starts.insert(b, a.clone());
-                    a
-                }
-            },
+            Access::Each => self.row_start(e, b)?,
             Access::Inner(n) if n == cols => self.base(b)?,
             other => {
                 return Err(PtxError::Unsupported {
@@ -196,10 +187,23 @@ impl RowAddresses<'_> {
         Ok(a)
     }
 
-    /// Drops what was computed in the chunk before.
+    /// The address of the first element of buffer `b`'s row (a per-element buffer).
+    fn row_start(&mut self, e: &mut Emitter, b: usize) -> Result<String, PtxError> {
+        if let Some(a) = self.starts.get(&b) {
+            return Ok(a.clone());
+        }
+        let size = self.kernel.sig.buffers[b].dtype.size_bytes();
+        let cols = self.kernel.rows.as_ref().map_or(0, |r| r.cols);
+        let (o, a) = (e.reg(Class::Rd), e.reg(Class::Rd));
+        e.line(format!("mul.wide.u32 {o}, {}, {}", self.row, cols * size));
+        e.line(format!("add.s64 {a}, {}, {o}", self.base(b)?));
+        self.starts.insert(b, a.clone());
+        Ok(a)
+    }
+
+    /// Drops the vector offsets of the chunk before.
     fn forget(&mut self) {
         self.offsets.clear();
-        self.starts.clear();
     }
 }
 
@@ -325,6 +329,14 @@ pub(super) fn render_row_entry(
     };
     let mut accumulators: HashMap<usize, String> = HashMap::new();
     let stage = |k: usize| shape.stages[k];
+    if streamed {
+        // Row addresses once per row, outside the chunk loops.
+        for (b, buffer) in kernel.sig.buffers.iter().enumerate() {
+            if buffer.access == Access::Each && bases[b].is_some() {
+                addresses.row_start(&mut e, b)?;
+            }
+        }
+    }
 
     for pass in 0..=shape.passes {
         // Once per row: what this pass needs of the reductions before it.
