@@ -1706,3 +1706,71 @@ fn conformance_programs_run_in_the_emulator() {
     assert!(launched >= 120, "only {launched} launches");
     assert!(whole >= 140, "only {whole} launches of whole programs");
 }
+
+/// A kernel copying 16 bytes a thread, from `offset` bytes into its input, under `.maxntid 64`.
+fn probe_module(offset: u64) -> Module {
+    Module::parse(&format!(
+        ".version 7.0
+.target sm_80
+.address_size 64
+.visible .entry probe(
+	.param .u64 probe_param_0,
+	.param .u64 probe_param_1
+)
+.maxntid 64, 1, 1
+{{
+	ld.param.u64 %rd1, [probe_param_0];
+	ld.param.u64 %rd2, [probe_param_1];
+	mov.u32 %r1, %tid.x;
+	mul.wide.u32 %rd3, %r1, 16;
+	add.s64 %rd4, %rd1, %rd3;
+	add.s64 %rd4, %rd4, {offset};
+	ld.global.nc.v4.f32 {{%f1, %f2, %f3, %f4}}, [%rd4];
+	add.s64 %rd5, %rd2, %rd3;
+	st.global.v4.f32 [%rd5], {{%f1, %f2, %f3, %f4}};
+	ret;
+}}
+"
+    ))
+}
+
+/// Runs the probe over `threads` threads, `offset` bytes into an input of `input_bytes`;
+/// returns the emulator's complaint, if any.
+fn probe(threads: u32, offset: u64, input_bytes: usize) -> Option<String> {
+    let module = probe_module(offset);
+    let mut memory = Memory::default();
+    let input = memory.alloc(&vec![1; input_bytes]);
+    let output = memory.alloc(&vec![0; 16 * threads as usize]);
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        launch(
+            module.entry("probe"),
+            1,
+            threads,
+            &[input, output],
+            &mut memory,
+        )
+    }));
+    run.err().map(|e| {
+        e.downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_else(|| format!("{:?}", e.downcast_ref::<&str>()))
+    })
+}
+
+/// The emulator refuses what the hardware would fault on or not launch, so that kernels it
+/// runs would run on a GPU: a vector access not aligned to its size, an access past its
+/// buffer (even one that stays in the emulator's memory, in the next buffer or the padding
+/// between), and a block larger than the entry's `.maxntid`.
+#[test]
+fn the_emulator_refuses_what_the_hardware_would_not_run() {
+    assert_eq!(probe(64, 0, 16 * 64), None);
+    let misaligned = probe(4, 8, 16 * 64).unwrap();
+    assert!(misaligned.contains("misaligned"), "{misaligned}");
+    let past_the_end = probe(64, 16, 16 * 64).unwrap();
+    assert!(
+        past_the_end.contains("outside every buffer"),
+        "{past_the_end}"
+    );
+    let too_many = probe(128, 0, 16 * 128).unwrap();
+    assert!(too_many.contains("more than 64"), "{too_many}");
+}

@@ -56,6 +56,8 @@ pub struct Entry {
     /// Shared variables: offset in the block's shared memory, bytes.
     shared: HashMap<String, (u64, u64)>,
     shared_bytes: u64,
+    /// The `.maxntid` bound on a block's threads, where declared.
+    max_threads: Option<u32>,
     instrs: Vec<Instr>,
     labels: HashMap<String, usize>,
 }
@@ -109,7 +111,10 @@ impl Module {
             }
             let mut regs: HashMap<String, usize> = HashMap::new();
             let mut shared = HashMap::new();
-            let mut shared_bytes = 16;
+            // Each shared variable at an odd multiple of its declared 8-byte alignment, no
+            // better aligned than `.align 8` promises.
+            let mut shared_bytes = 24;
+            let mut max_threads = None;
             let mut instrs = Vec::new();
             let mut labels = HashMap::new();
             for l in lines.by_ref() {
@@ -117,7 +122,12 @@ impl Module {
                     break;
                 }
                 let l = l.trim();
-                if l.is_empty() || l.starts_with("//") || l == "{" || l.starts_with(".maxntid") {
+                if l.is_empty() || l.starts_with("//") || l == "{" {
+                    continue;
+                }
+                if let Some(dims) = l.strip_prefix(".maxntid ") {
+                    let x = dims.split(',').next().unwrap().trim();
+                    max_threads = Some(x.parse().unwrap());
                     continue;
                 }
                 if let Some(label) = l.strip_suffix(':') {
@@ -133,6 +143,9 @@ impl Module {
                     let bytes: u64 = size.trim_end_matches(']').parse().unwrap();
                     shared.insert(sym.to_string(), (shared_bytes, bytes));
                     shared_bytes += bytes.div_ceil(8) * 8;
+                    if shared_bytes % 16 == 0 {
+                        shared_bytes += 8;
+                    }
                     continue;
                 }
                 instrs.push(parse_instr(l, &mut regs));
@@ -144,6 +157,7 @@ impl Module {
                     registers: regs.len(),
                     shared,
                     shared_bytes,
+                    max_threads,
                     instrs,
                     labels,
                 },
@@ -232,10 +246,12 @@ fn parse_instr(line: &str, regs: &mut HashMap<String, usize>) -> Instr {
     }
 }
 
-/// Global memory: buffers placed one after another.
+/// Global memory: buffers placed one after another, 256-byte aligned as `cuMemAlloc`'s.
 #[derive(Default)]
 pub struct Memory {
     bytes: Vec<u8>,
+    /// Every buffer's start (offset in `bytes`) and length, ordered by start.
+    buffers: Vec<(usize, usize)>,
 }
 
 impl Memory {
@@ -244,6 +260,7 @@ impl Memory {
         let start = self.bytes.len().div_ceil(256) * 256 + 256;
         self.bytes.resize(start, 0xAB);
         self.bytes.extend_from_slice(data);
+        self.buffers.push((start, data.len()));
         GLOBAL_BASE + start as u64
     }
 
@@ -253,20 +270,32 @@ impl Memory {
     }
 
     pub fn read(&self, address: u64, len: usize) -> &[u8] {
-        let at = (address - GLOBAL_BASE) as usize;
-        &self.bytes[at..at + len]
+        &self.bytes[self.within_buffer(address, len, "read")]
     }
 
     fn slice(&mut self, address: u64, len: usize, line: &str) -> &mut [u8] {
+        let range = self.within_buffer(address, len, line);
+        &mut self.bytes[range]
+    }
+
+    /// Where `len` bytes at `address` are in `bytes`; panics unless one buffer holds them all.
+    fn within_buffer(&self, address: u64, len: usize, line: &str) -> std::ops::Range<usize> {
         let at = address
             .checked_sub(GLOBAL_BASE)
             .unwrap_or_else(|| panic!("address {address:#x} below memory: {line}"))
             as usize;
+        let within = match self.buffers.partition_point(|&(start, _)| start <= at) {
+            0 => false,
+            i => {
+                let (start, bytes) = self.buffers[i - 1];
+                at + len <= start + bytes
+            }
+        };
         assert!(
-            at + len <= self.bytes.len(),
-            "address {address:#x} beyond memory: {line}"
+            within,
+            "{len} bytes at {address:#x} outside every buffer: {line}"
         );
-        &mut self.bytes[at..at + len]
+        at..at + len
     }
 }
 
@@ -282,6 +311,15 @@ struct Thread {
     regs: Vec<Option<u64>>,
     pc: usize,
     state: State,
+}
+
+/// A load or store of `bytes` (a scalar or a whole vector) must be aligned to its size, or
+/// the hardware faults ("misaligned address").
+fn aligned(address: u64, bytes: usize, line: &str) {
+    assert!(
+        address % bytes as u64 == 0,
+        "{bytes}-byte access at {address:#x} misaligned: {line}"
+    );
 }
 
 fn width(ty: &str) -> usize {
@@ -680,6 +718,9 @@ impl Block<'_> {
                     Operand::Reg(r) => vec![*r],
                     other => panic!("load into {other:?}"),
                 };
+                if param.is_none() {
+                    aligned(a, w * regs.len(), line);
+                }
                 for (k, r) in regs.iter().enumerate() {
                     let at = a + (k * w) as u64;
                     let bytes: Vec<u8> = if let Some(i) = param {
@@ -701,6 +742,7 @@ impl Block<'_> {
                     Operand::Vector(r) => r.iter().map(|&r| Operand::Reg(r)).collect(),
                     other => vec![other.clone()],
                 };
+                aligned(a, w * regs.len(), line);
                 for (k, r) in regs.iter().enumerate() {
                     let bits = self.value(t, r, line).to_le_bytes();
                     let at = a + (k * w) as u64;
@@ -872,6 +914,22 @@ impl Block<'_> {
 /// `params` (buffer addresses).
 pub fn launch(entry: &Entry, grid: u32, block: u32, params: &[u64], memory: &mut Memory) {
     assert_eq!(params.len(), entry.params.len(), "parameter count");
+    // What cuLaunchKernel refuses: an empty grid or block, more threads than a block may
+    // have or than the entry's `.maxntid` allows, more static shared memory than 48 KiB.
+    assert!(
+        grid >= 1 && block >= 1,
+        "launch of {grid} blocks of {block}"
+    );
+    let max_threads = entry.max_threads.unwrap_or(1024).min(1024);
+    assert!(
+        block <= max_threads,
+        "block of {block} threads, more than {max_threads}"
+    );
+    assert!(
+        entry.shared_bytes <= 48 * 1024,
+        "{} bytes of shared memory",
+        entry.shared_bytes
+    );
     for b in 0..grid {
         let mut blk = Block {
             entry,
