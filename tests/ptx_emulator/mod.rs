@@ -143,7 +143,7 @@ impl Module {
                     let bytes: u64 = size.trim_end_matches(']').parse().unwrap();
                     shared.insert(sym.to_string(), (shared_bytes, bytes));
                     shared_bytes += bytes.div_ceil(8) * 8;
-                    if shared_bytes % 16 == 0 {
+                    if shared_bytes.is_multiple_of(16) {
                         shared_bytes += 8;
                     }
                     continue;
@@ -317,7 +317,7 @@ struct Thread {
 /// the hardware faults ("misaligned address").
 fn aligned(address: u64, bytes: usize, line: &str) {
     assert!(
-        address % bytes as u64 == 0,
+        address.is_multiple_of(bytes as u64),
         "{bytes}-byte access at {address:#x} misaligned: {line}"
     );
 }
