@@ -64,7 +64,8 @@ pub struct CudaDevice {
     stream: Handle<sys::CUstream>,
     free: Mutex<HashMap<usize, Vec<sys::CUdeviceptr>>>,
     modules: Mutex<HashMap<String, Arc<Module>>>,
-    blas: Mutex<Option<Handle<blas_sys::cublasHandle_t>>>,
+    /// The cuBLAS handle, with the precision its math mode is set for.
+    blas: Mutex<Option<(Handle<blas_sys::cublasHandle_t>, MatmulPrecision)>>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -158,7 +159,15 @@ impl CudaDevice {
             None => {
                 self.bind()?;
                 // SAFETY: a plain allocation on this device's stream.
-                unsafe { result::malloc_async(self.stream.0, size)? }
+                match unsafe { result::malloc_async(self.stream.0, size) } {
+                    Err(DriverError(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY)) => {
+                        // The cache may hold what is missing: give it back, then try again.
+                        self.release_cached()?;
+                        // SAFETY: as above.
+                        unsafe { result::malloc_async(self.stream.0, size)? }
+                    }
+                    other => other?,
+                }
             }
         };
         Ok(DeviceBuffer {
@@ -283,15 +292,7 @@ impl CudaDevice {
         precision: MatmulPrecision,
     ) -> Result<(), CudaError> {
         self.bind()?;
-        let handle = self.blas_handle()?;
-        let math = match precision {
-            MatmulPrecision::Tf32 => blas_sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH,
-            MatmulPrecision::Highest => blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH,
-        };
-        // SAFETY: the handle is this device's, created by `blas_handle`.
-        unsafe { blas_sys::cublasSetMathMode(handle, math) }
-            .result()
-            .map_err(CudaError::Blas)?;
+        let handle = self.blas_handle(precision)?;
         let op = |t: bool| {
             if t {
                 blas_sys::cublasOperation_t::CUBLAS_OP_T
@@ -391,19 +392,35 @@ impl CudaDevice {
         }
     }
 
-    fn blas_handle(&self) -> Result<blas_sys::cublasHandle_t, CudaError> {
+    /// This device's cuBLAS handle, its math mode set for `precision`.
+    fn blas_handle(
+        &self,
+        precision: MatmulPrecision,
+    ) -> Result<blas_sys::cublasHandle_t, CudaError> {
         let mut slot = lock(&self.blas);
-        if let Some(h) = *slot {
-            return Ok(h.0);
-        }
-        // SAFETY: only probes whether the library can be loaded.
-        if !unsafe { blas_sys::is_culib_present() } {
-            return Err(CudaError::NoBlas);
-        }
-        let handle = blas::create_handle().map_err(CudaError::Blas)?;
-        // SAFETY: both handles are live; cuBLAS then queues its work on our stream.
-        unsafe { blas::set_stream(handle, self.stream.0 as _) }.map_err(CudaError::Blas)?;
-        *slot = Some(Handle(handle));
+        let handle = match *slot {
+            Some((handle, set)) if set == precision => return Ok(handle.0),
+            Some((handle, _)) => handle.0,
+            None => {
+                // SAFETY: only probes whether the library can be loaded.
+                if !unsafe { blas_sys::is_culib_present() } {
+                    return Err(CudaError::NoBlas);
+                }
+                let handle = blas::create_handle().map_err(CudaError::Blas)?;
+                // SAFETY: both handles are live; cuBLAS then queues its work on our stream.
+                unsafe { blas::set_stream(handle, self.stream.0 as _) }.map_err(CudaError::Blas)?;
+                handle
+            }
+        };
+        let math = match precision {
+            MatmulPrecision::Tf32 => blas_sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH,
+            MatmulPrecision::Highest => blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH,
+        };
+        // SAFETY: the handle is live and this device's.
+        unsafe { blas_sys::cublasSetMathMode(handle, math) }
+            .result()
+            .map_err(CudaError::Blas)?;
+        *slot = Some((Handle(handle), precision));
         Ok(handle)
     }
 
@@ -412,6 +429,16 @@ impl CudaDevice {
         self.bind()?;
         // SAFETY: the stream is live for the device's lifetime.
         unsafe { result::stream::synchronize(self.stream.0)? };
+        Ok(())
+    }
+
+    /// Frees every cached buffer (in stream order, after the work queued before).
+    fn release_cached(&self) -> Result<(), CudaError> {
+        let cached: Vec<sys::CUdeviceptr> = lock(&self.free).drain().flat_map(|(_, v)| v).collect();
+        for ptr in cached {
+            // SAFETY: cached buffers belong to no array; later work cannot reach them.
+            unsafe { result::free_async(ptr, self.stream.0)? };
+        }
         Ok(())
     }
 
