@@ -9,8 +9,8 @@
 mod common;
 
 use common::fusion::{
-    assert_same_bits_any_nan, assert_tail_close, float_bits, float_inputs, random_fusion_program,
-    tail_case, SHAPES,
+    assert_same_bits_any_nan, assert_tail_close, carries_between_passes, float_bits, float_inputs,
+    random_fusion_program, tail_case, Mix, SHAPES,
 };
 use common::inputs;
 use ferrax::compiler::backend::CpuExecutable;
@@ -1026,17 +1026,26 @@ fn half_precision_programs_match_the_interpreter() {
 #[test]
 fn random_fusion_programs_match_the_interpreter() {
     let dtypes = ["f32", "f64", "f16", "bf16"];
-    let mut kernels = 0;
-    for seed in 0..400u64 {
+    let (mut kernels, mut carrying) = (0, 0);
+    for seed in 0..480u64 {
         let dtype = dtypes[seed as usize % dtypes.len()];
         let shape = SHAPES[(seed as usize / dtypes.len()) % SHAPES.len()];
-        let text = random_fusion_program(seed, dtype, shape, true);
+        // Then row kernels of several passes.
+        let mix = Mix {
+            f64_transcendentals: true,
+            row_passes: seed >= 400,
+        };
+        let text = random_fusion_program(seed, dtype, shape, mix);
         let func =
             ferrax::ir::parse_func(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
         let (simple, _) = simplify(&func).unwrap();
         let exe =
             CpuExecutable::compile(&simple).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
         kernels += exe.kernels().count();
+        carrying += exe
+            .kernels()
+            .filter(|(k, _)| carries_between_passes(k))
+            .count();
         let args = float_inputs(&func, seed);
         let got = exe.run(&args).unwrap();
         let want = interpret(&func, &args).unwrap();
@@ -1046,6 +1055,7 @@ fn random_fusion_programs_match_the_interpreter() {
         kernels >= 200,
         "only {kernels} kernels over the random programs"
     );
+    assert!(carrying >= 50, "only {carrying} row kernels carry values");
 }
 
 /// Property test of fusion with what rounds differently: a random program (as above) whose

@@ -16,8 +16,8 @@ mod ptx_emulator;
 mod train_mlp;
 
 use common::fusion::{
-    assert_same_bits_any_nan, assert_tail_close, float_inputs, random_fusion_program, tail_case,
-    SHAPES,
+    assert_same_bits_any_nan, assert_tail_close, carries_between_passes, float_inputs,
+    random_fusion_program, tail_case, Mix, SHAPES,
 };
 use common::{assert_close, inputs};
 use ferrax::compiler::backend::gpu::{GpuExecutable, GpuMachine, GpuOptions, GpuProgram};
@@ -654,31 +654,43 @@ fn random_fusion_programs_match_the_interpreter() {
 
 fn random_fusion_programs_match_the_interpreter_on<M: GpuMachine + Clone>(gpu: &M) {
     let dtypes = ["f32", "f64", "f16", "bf16"];
-    // Then rows longer than registers hold: streamed row kernels (one pass, as these programs
-    // make them; softmax and layernorm gradients check what later passes recompute).
-    let long = [(3, 20000), (2, 18001)];
-    let (mut launches, mut streamed) = (0, 0);
-    for seed in 0..440u64 {
+    // Then row kernels of several passes, and rows longer than registers hold: streamed row
+    // kernels, whose later passes compute again what earlier ones computed.
+    let long = [(1, 16411), (2, 16900)];
+    let (mut launches, mut streamed, mut recomputing) = (0, 0, 0);
+    for seed in 0..480u64 {
         let dtype = dtypes[seed as usize % dtypes.len()];
-        let shape = match seed.checked_sub(400) {
-            None => SHAPES[(seed as usize / dtypes.len()) % SHAPES.len()],
+        let shape = match seed.checked_sub(440) {
             Some(s) => long[s as usize % long.len()],
+            None => SHAPES[(seed as usize / dtypes.len()) % SHAPES.len()],
         };
-        let text = random_fusion_program(seed, dtype, shape, false);
+        let mix = Mix {
+            row_passes: seed >= 400,
+            ..Mix::default()
+        };
+        let text = random_fusion_program(seed, dtype, shape, mix);
         let func = ferrax::ir::parse_func(&text).unwrap();
         let (simple, _) = simplify(&func).unwrap();
         let exe = GpuProgram::compile(&simple, gpu, GpuOptions::HIGHEST)
             .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
         assert_eq!(exe.host_steps(), 0, "seed {seed}\n{text}");
         launches += exe.kernels().len();
-        let layouts = exe.kernels().iter().filter_map(row_layout);
-        streamed += layouts.filter(|l| l.streamed).count();
+        for kernel in exe.kernels() {
+            if row_layout(kernel).is_some_and(|l| l.streamed) {
+                streamed += 1;
+                recomputing += usize::from(carries_between_passes(kernel));
+            }
+        }
         let args = float_inputs(&func, seed);
         let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
         assert_same_bits_any_nan(&got, &want, &format!("seed {seed}\n{text}\n{simple}"));
     }
     assert!(launches >= 300, "only {launches} kernels");
-    assert!(streamed >= 10, "only {streamed} streamed row kernels");
+    assert!(streamed >= 40, "only {streamed} streamed row kernels");
+    assert!(
+        recomputing >= 25,
+        "only {recomputing} streamed row kernels compute values again"
+    );
 }
 
 /// The same programs ending in a transcendental and a sum over rows (the CPU's property test

@@ -2,6 +2,7 @@
 //! backend must compute exactly as the interpreter does, and the same with a transcendental and
 //! a sum at the end, with the checks both backends apply.
 
+use ferrax::compiler::kernel::{Kernel, Role};
 use ferrax::ir::Func;
 use ferrax::{Array, DType};
 
@@ -31,7 +32,11 @@ pub fn tail_case(seed: u64, f64_transcendentals: bool) -> (Func, String, &'stati
     let dtype = dtypes[seed as usize % dtypes.len()];
     let shape = SHAPES[(seed as usize / dtypes.len()) % SHAPES.len()];
     let tail = TAILS[(seed as usize / 12) % TAILS.len()];
-    let text = random_fusion_program(seed, dtype, shape, f64_transcendentals);
+    let mix = Mix {
+        f64_transcendentals,
+        ..Mix::default()
+    };
+    let text = random_fusion_program(seed, dtype, shape, mix);
     let chain = ferrax::ir::parse_func(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     let text = with_tail(&chain, tail);
     let func = ferrax::ir::parse_func(&text).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
@@ -97,6 +102,12 @@ pub fn assert_tail_close(got: &[Array], want: &[Array], tail: &[&str], what: &st
     }
 }
 
+/// Whether row kernel `k` keeps element values of one pass for a later one (in a scratch
+/// row, or computing them again where streamed).
+pub fn carries_between_passes(k: &Kernel) -> bool {
+    k.rows.is_some() && k.sig.buffers.iter().any(|b| b.role == Role::Scratch)
+}
+
 /// The bits of every element of a float array of any width.
 pub fn float_bits(a: &Array) -> Vec<u64> {
     use ferrax::ir::Elements;
@@ -133,6 +144,17 @@ pub struct Val {
     pub row_uniform: bool,
 }
 
+/// What [`random_fusion_program`] may generate beyond its usual mix.
+#[derive(Clone, Copy, Default)]
+pub struct Mix {
+    /// f64 transcendentals (computed by the interpreter's functions on the CPU).
+    pub f64_transcendentals: bool,
+    /// Row kernels of several passes: often a max or min over a row, broadcast back and
+    /// combined with an element value of an earlier pass, which the later pass must have
+    /// kept (or, streamed, compute again).
+    pub row_passes: bool,
+}
+
 /// A random program over `[rows, cols]` values of one float type that the CPU backend must
 /// compute exactly as the interpreter does: elementwise ops, constants, row/column/scalar
 /// broadcasts, max and min over rows and over columns, compares, selects, clamps, and rounding
@@ -144,7 +166,7 @@ pub fn random_fusion_program(
     seed: u64,
     dtype: &'static str,
     (rows, cols): (usize, usize),
-    f64_transcendentals: bool,
+    mix: Mix,
 ) -> String {
     let mut rng = super::Gen(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
     let shape = |k: Kind| match k {
@@ -184,9 +206,13 @@ pub fn random_fusion_program(
         };
     let other_float = ["f32", "f64", "f16", "bf16"];
     for _ in 0..8 + rng.below(16) {
-        let floats: Vec<usize> = (0..vals.len())
+        let mut floats: Vec<usize> = (0..vals.len())
             .filter(|&v| !vals[v].is_bool && vals[v].dtype == dtype)
             .collect();
+        if mix.row_passes {
+            // Stay with whole arrays: rows for row kernels to take.
+            floats.retain(|&v| vals[v].kind == Kind::Full);
+        }
         let x = if rng.below(2) == 0 {
             floats[floats.len() - 1]
         } else {
@@ -203,10 +229,47 @@ pub fn random_fusion_program(
             row_uniform,
             ..xv
         };
+        let full: Vec<usize> = same
+            .iter()
+            .copied()
+            .filter(|&v| vals[v].kind == Kind::Full && v != x)
+            .collect();
+        if mix.row_passes && xv.kind == Kind::Full && !full.is_empty() && rng.below(3) == 0 {
+            // A row's max or min, then combined with an element value of before it.
+            let op = rng.pick(&["reduce_max", "reduce_min"]);
+            let col = Val {
+                kind: Kind::Col,
+                ..derived(false, true)
+            };
+            let m = emit(
+                &mut vals,
+                &mut used,
+                format!("{op} %{x}, axes=[1]"),
+                col,
+                &[x],
+            );
+            let back = Val {
+                kind: Kind::Full,
+                ..col
+            };
+            let text = format!("broadcast_in_dim %{m}, dims=[0]");
+            let b = emit(&mut vals, &mut used, text, back, &[m]);
+            // Mostly a computed value (a parameter is loaded again rather than kept).
+            let computed: Vec<usize> = full.iter().copied().filter(|&v| v >= params).collect();
+            let carried = match computed.is_empty() || rng.below(4) == 0 {
+                true => *rng.pick(&full),
+                false => *rng.pick(&computed),
+            };
+            let op = *rng.pick(&["sub", "max", "min", "mul"]);
+            let v = derived(op == "mul", false);
+            let text = format!("{op} %{carried}, %{b}");
+            emit(&mut vals, &mut used, text, v, &[carried, b]);
+            continue;
+        }
         match rng.below(11) {
             0 => {
                 let mut ops = vec!["neg", "abs", "sqrt", "floor", "ceil", "round_even", "sign"];
-                if dtype == "f64" && f64_transcendentals {
+                if dtype == "f64" && mix.f64_transcendentals {
                     ops.extend(["exp", "tanh", "log1p", "sin", "logistic"]);
                 }
                 let op = rng.pick(&ops);

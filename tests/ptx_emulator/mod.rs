@@ -672,7 +672,11 @@ impl Block<'_> {
 
     fn step(&mut self, t: usize, pc: usize, memory: &mut Memory) {
         let ins = &self.entry.instrs[pc];
-        let op: Vec<&str> = ins.op.iter().map(String::as_str).collect();
+        let mut parts = [""; 8];
+        for (part, o) in parts.iter_mut().zip(&ins.op) {
+            *part = o;
+        }
+        let op = &parts[..ins.op.len()];
         let ty = *op.last().unwrap();
         let line = ins.line.as_str();
         let arg = |k: usize| &ins.args[k];
@@ -713,9 +717,9 @@ impl Block<'_> {
             "ld" => {
                 let (param, a) = self.address(t, arg(1), line);
                 let w = width(ty);
-                let regs: Vec<usize> = match arg(0) {
-                    Operand::Vector(r) => r.clone(),
-                    Operand::Reg(r) => vec![*r],
+                let regs: &[usize] = match arg(0) {
+                    Operand::Vector(r) => r,
+                    Operand::Reg(r) => std::slice::from_ref(r),
                     other => panic!("load into {other:?}"),
                 };
                 if param.is_none() {
@@ -723,28 +727,31 @@ impl Block<'_> {
                 }
                 for (k, r) in regs.iter().enumerate() {
                     let at = a + (k * w) as u64;
-                    let bytes: Vec<u8> = if let Some(i) = param {
-                        self.params[i].to_le_bytes()[..w].to_vec()
-                    } else if op[1] == "shared" {
-                        self.shared_slice(at, w, line).to_vec()
-                    } else {
-                        memory.slice(at, w, line).to_vec()
-                    };
                     let mut b = [0u8; 8];
-                    b[..w].copy_from_slice(&bytes);
+                    if let Some(i) = param {
+                        b[..w].copy_from_slice(&self.params[i].to_le_bytes()[..w]);
+                    } else if op[1] == "shared" {
+                        b[..w].copy_from_slice(self.shared_slice(at, w, line));
+                    } else {
+                        b[..w].copy_from_slice(memory.slice(at, w, line));
+                    }
                     self.threads[t].regs[*r] = Some(u64::from_le_bytes(b));
                 }
             }
             "st" => {
                 let (_, a) = self.address(t, arg(0), line);
                 let w = width(ty);
-                let regs: Vec<Operand> = match arg(1) {
-                    Operand::Vector(r) => r.iter().map(|&r| Operand::Reg(r)).collect(),
-                    other => vec![other.clone()],
+                let values = match arg(1) {
+                    Operand::Vector(r) => r.len(),
+                    _ => 1,
                 };
-                aligned(a, w * regs.len(), line);
-                for (k, r) in regs.iter().enumerate() {
-                    let bits = self.value(t, r, line).to_le_bytes();
+                aligned(a, w * values, line);
+                for k in 0..values {
+                    let value = match arg(1) {
+                        Operand::Vector(r) => self.value(t, &Operand::Reg(r[k]), line),
+                        other => self.value(t, other, line),
+                    };
+                    let bits = value.to_le_bytes();
                     let at = a + (k * w) as u64;
                     if op[1] == "shared" {
                         self.shared_slice(at, w, line).copy_from_slice(&bits[..w]);
