@@ -642,6 +642,101 @@ fn long_rows_run_as_row_kernels_on<M: GpuMachine + Clone>(gpu: &M) {
     }
 }
 
+/// Reductions of too few results for the GPU's blocks, each of many elements, split in two
+/// launches (partial results of segments, then their totals): whole-array sums and maxima,
+/// column sums and minima over a large batch into a few columns, in every type. Maxima,
+/// minima, integer sums and bools are exact; float sums within the accumulation bound of their
+/// type (halves summed in f32, rounded once).
+#[test]
+fn few_long_reductions_split_across_blocks() {
+    on_each_gpu!(few_long_reductions_split_across_blocks_on);
+}
+
+fn few_long_reductions_split_across_blocks_on<M: GpuMachine + Clone>(gpu: &M) {
+    use ferrax::compiler::backend::gpu::GpuPlan;
+    use ferrax::compiler::backend::ptx::reduce::ReduceLayout;
+    use ferrax::compiler::backend::ptx::PtxTarget;
+    type Case = (&'static str, Program, DType, &'static [usize]);
+    let cases: [Case; 9] = [
+        ("sum of all", |x| x.sum(0), DType::F32, &[300_000]),
+        ("max of rows", |x| x.max(-1), DType::F32, &[3, 100_000]),
+        ("sum of columns", |x| x.sum(0), DType::F32, &[60_000, 10]),
+        ("min of columns", |x| x.min(0), DType::F64, &[40_000, 3]),
+        ("bf16 sum of all", |x| x.sum(0), DType::BF16, &[200_000]),
+        ("f16 sum of columns", |x| x.sum(0), DType::F16, &[50_000, 4]),
+        ("i32 sum of all", |x| x.sum(0), DType::I32, &[250_000]),
+        ("i64 max of columns", |x| x.max(0), DType::I64, &[50_000, 5]),
+        ("any of all", |x| x.max(0), DType::Bool, &[200_000]),
+    ];
+    for (name, body, dtype, shape) in cases {
+        let func = trace(body, &Tensor::spec(dtype, shape.to_vec())).unwrap();
+        let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+        let [(_, partial, total)] = plan.split_reductions()[..] else {
+            panic!("{name}: not split");
+        };
+        // The most additions on any path to a result: a thread's share of its segment (a
+        // row's threads, or a column's 8 lanes), then the combining of partials (5 shuffle
+        // levels and 5 across warps, or 8 lanes), in both kernels.
+        let additions: usize = [partial, total]
+            .map(|l| &plan.reductions[plan.reduce_launches[l].parts[0]])
+            .iter()
+            .map(|k| match k.layout {
+                ReduceLayout::Rows => k.segment().div_ceil(k.block() as usize) + 10,
+                ReduceLayout::Columns => k.segment().div_ceil(8) + 8,
+            })
+            .sum();
+        let n = shape.iter().product::<usize>();
+        let input = match dtype {
+            // Large magnitudes, so that a wrong fold would wrap differently.
+            DType::I64 => Array::from_vec(
+                shape.to_vec(),
+                (0..n as i64)
+                    .map(|i| (i * 7919) % 100_003 - (1 << 40))
+                    .collect(),
+            )
+            .unwrap(),
+            // One true element, late in the array.
+            DType::Bool => {
+                Array::from_vec(shape.to_vec(), (0..n).map(|i| i == n - 77).collect()).unwrap()
+            }
+            _ => inputs(&func, 7).remove(0),
+        };
+        let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(exe.host_steps(), 0, "{name}");
+        let got = exe.run(std::slice::from_ref(&input)).unwrap().remove(0);
+        let want = interpret(&func, std::slice::from_ref(&input))
+            .unwrap()
+            .remove(0);
+        if matches!(dtype, DType::F32 | DType::F16 | DType::BF16) && name.contains("sum") {
+            // Each result's error, summed in f32: at most `additions`·2^-24 of its terms'
+            // magnitudes (2^-23 for margin), plus its own rounding to its type.
+            let results = want.shape().numel();
+            let reduced = n / results;
+            let terms = input.to_f64_vec();
+            let unit = match dtype {
+                DType::F16 => 2f64.powi(-11),
+                DType::BF16 => 2f64.powi(-8),
+                _ => 0.0,
+            };
+            for (r, (g, w)) in got.to_f64_vec().iter().zip(want.to_f64_vec()).enumerate() {
+                let magnitude: f64 = (0..reduced)
+                    .map(|j| match results {
+                        1 => terms[j].abs(),
+                        _ => terms[j * results + r].abs(),
+                    })
+                    .sum();
+                let bound = additions as f64 * 2f64.powi(-23) * magnitude;
+                assert!(
+                    (g - w).abs() <= bound + w.abs() * unit,
+                    "{name}: result {r}: {g} want {w} (bound {bound})"
+                );
+            }
+        } else {
+            assert_eq!(got, want, "{name}");
+        }
+    }
+}
+
 /// The CPU backend's fusion property test on the GPU: random programs of every float type
 /// (flat and row kernels, reductions over rows and columns, broadcasts, compares, selects,
 /// clamps, rounding through other float types) give the interpreter's bits exactly, any NaN

@@ -227,8 +227,46 @@ fn reduction_kernels_ptx_snapshot() {
         (4096, 4096, 256)
     );
     assert_eq!((columns.outputs, columns.reduced), (1024, 256));
+    assert_eq!(rows.split("none".into()), None, "4096 blocks need no split");
+    assert_eq!(columns.split("none".into()), None, "8,192 elements a block");
     let ptx = render_module(&[], &[rows, columns], &[], PtxTarget::Sm80).unwrap();
     insta::assert_snapshot!("ptx_reductions", ptx);
+}
+
+/// A reduction of too few blocks for a GPU, each folding many elements, splits in two kernels:
+/// a sum of a whole bf16 array (partial sums in f32) and a max over a large batch into three
+/// columns.
+#[test]
+fn split_reduction_kernels_ptx_snapshot() {
+    let plan = |op, ty: TensorType, axes: &[usize]| {
+        let whole = ReduceKernel::plan("whole".into(), op, &ty, axes).unwrap();
+        whole.split("whole_total".into()).unwrap()
+    };
+    let sum = plan(ReduceOp::Sum, TensorType::new(DType::BF16, [1 << 24]), &[0]);
+    assert_eq!(
+        (
+            sum.partial.segments,
+            sum.partial.segment(),
+            sum.partial.result
+        ),
+        (512, 32768, DType::F32)
+    );
+    assert_eq!(
+        (sum.total.reduced, sum.total.dtype, sum.total.result),
+        (512, DType::F32, DType::BF16)
+    );
+    let max = plan(
+        ReduceOp::Max,
+        TensorType::new(DType::F32, [100000, 3]),
+        &[0],
+    );
+    // Segments of 513 rows (16,384 elements a block, were it 32 columns wide), the last
+    // shorter.
+    assert_eq!((max.partial.segments, max.partial.segment()), (195, 513));
+    assert_eq!((max.total.reduced, max.total.inner), (195, 3));
+    let reductions = [sum.partial, sum.total, max.partial, max.total];
+    let ptx = render_module(&[], &reductions, &[], PtxTarget::Sm80).unwrap();
+    insta::assert_snapshot!("ptx_split_reductions", ptx);
 }
 
 /// Nothing of the test corpus, the gradients, the benchmark programs or attention scores takes
@@ -399,6 +437,20 @@ fn every_kernel_assembles_with_ptxas() {
                 let ty = TensorType::new(dtype, shape);
                 reductions.push(ReduceKernel::plan(name, op, &ty, &axes).unwrap());
                 parts.push(reductions.len() - 1);
+            }
+            // Split in two kernels each (launched alone).
+            for (shape, axes) in [([2, 100000], [1]), ([100000, 3], [0])] {
+                let name = format!("split_{}_{dtype}_{}", op.name(), axes[0]);
+                let ty = TensorType::new(dtype, shape);
+                let whole = ReduceKernel::plan(name.clone(), op, &ty, &axes).unwrap();
+                let split = whole.split(format!("{name}_total")).unwrap();
+                for r in [split.partial, split.total] {
+                    reduce_launches.push(ReduceLaunch {
+                        name: r.name.clone(),
+                        parts: vec![reductions.len()],
+                    });
+                    reductions.push(r);
+                }
             }
         }
         for &r in &parts {

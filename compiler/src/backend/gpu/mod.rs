@@ -20,7 +20,7 @@ use super::ptx::{
 use crate::fuse::{partition, schedule, KernelTypes, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::{Kernel, Role};
-use ferrax_ir::{verify, DType, DotDims, Func, FuncBuilder, Op, ValueId};
+use ferrax_ir::{verify, DType, DotDims, Func, FuncBuilder, Op, TensorType, ValueId};
 use ferrax_runtime::cuda::{CudaDevice, CudaError, MatmulPrecision};
 use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
 use std::sync::Arc;
@@ -65,6 +65,13 @@ enum GpuStep {
     /// Reduction launch `launch` computing instructions `instrs`, one per part (before
     /// [`group_launches`], reduction kernel `launch` alone).
     Reduce { launch: usize, instrs: Vec<usize> },
+    /// Instruction `index`, a reduction split in two launches: `partial` into a buffer of
+    /// partial results, then `total` of those (before [`group_launches`], reduction kernels).
+    SplitReduce {
+        index: usize,
+        partial: usize,
+        total: usize,
+    },
     /// Instruction and the strided copies that write its result, each with the operand it
     /// reads, in order.
     Copies(usize, Vec<(usize, usize)>),
@@ -217,15 +224,26 @@ impl GpuPlan {
                     Op::Reduce { op, axes } => {
                         let name = format!("{}_r{}", func.name, reductions.len());
                         let input = func.value_type(func.body[index].args[0]);
-                        match input.and_then(|t| ReduceKernel::plan(name, *op, t, axes)) {
-                            Some(r) => {
+                        let planned = input.and_then(|t| ReduceKernel::plan(name, *op, t, axes));
+                        let total_name = format!("{}_r{}", func.name, reductions.len() + 1);
+                        let split = planned.as_ref().and_then(|r| r.split(total_name));
+                        match (planned, split) {
+                            (_, Some(split)) => {
+                                reductions.extend([split.partial, split.total]);
+                                GpuStep::SplitReduce {
+                                    index,
+                                    partial: reductions.len() - 2,
+                                    total: reductions.len() - 1,
+                                }
+                            }
+                            (Some(r), None) => {
                                 reductions.push(r);
                                 GpuStep::Reduce {
                                     launch: reductions.len() - 1,
                                     instrs: vec![index],
                                 }
                             }
-                            None => GpuStep::Host(index..index + 1),
+                            (None, _) => GpuStep::Host(index..index + 1),
                         }
                     }
                     _ => GpuStep::Host(index..index + 1),
@@ -275,6 +293,22 @@ impl GpuPlan {
             .iter()
             .filter_map(|s| match s {
                 GpuStep::Reduce { launch, instrs } => Some((*launch, instrs.as_slice())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The split reductions: each instruction with its partial and total launches (indices
+    /// into `reduce_launches`).
+    pub fn split_reductions(&self) -> Vec<(usize, usize, usize)> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                GpuStep::SplitReduce {
+                    index,
+                    partial,
+                    total,
+                } => Some((*index, *partial, *total)),
                 _ => None,
             })
             .collect()
@@ -432,6 +466,11 @@ fn group_launches(
                     GpuStep::Reduce { launch: r, instrs } => {
                         grouping.launch_reductions(instrs.into_iter().map(|i| (i, r)).collect())
                     }
+                    GpuStep::SplitReduce {
+                        index,
+                        partial,
+                        total,
+                    } => grouping.launch_split(index, partial, total),
                     other => grouping.grouped.push(other),
                 }
             }
@@ -506,6 +545,22 @@ impl Grouping<'_> {
         self.reduce_launches.push(ReduceLaunch {
             name,
             parts: parts.iter().map(|p| p.1).collect(),
+        });
+    }
+
+    /// Launches split reduction `index` (its partial and total reduction kernels) as one
+    /// step of two launches.
+    fn launch_split(&mut self, index: usize, partial: usize, total: usize) {
+        let launches = self.reduce_launches.len();
+        self.reduce_launches
+            .extend([partial, total].map(|r| ReduceLaunch {
+                name: self.reductions[r].name.clone(),
+                parts: vec![r],
+            }));
+        self.grouped.push(GpuStep::SplitReduce {
+            index,
+            partial: launches,
+            total: launches + 1,
         });
     }
 
@@ -611,9 +666,10 @@ fn step_values<'k>(
                 .collect(),
             instrs.iter().map(|&i| func.instr_value(i)).collect(),
         ),
-        GpuStep::Gemm { index: i, .. } | GpuStep::Copies(i, _) | GpuStep::View(i) => {
-            (func.body[*i].args.clone(), vec![func.instr_value(*i)])
-        }
+        GpuStep::Gemm { index: i, .. }
+        | GpuStep::SplitReduce { index: i, .. }
+        | GpuStep::Copies(i, _)
+        | GpuStep::View(i) => (func.body[*i].args.clone(), vec![func.instr_value(*i)]),
         GpuStep::Constant(i) => (Vec::new(), vec![func.instr_value(*i)]),
         GpuStep::Host(range) => (
             range
@@ -935,6 +991,37 @@ impl<M: GpuMachine> GpuProgram<M> {
                     for (v, out) in outputs {
                         values[v.index()] = Some(out);
                     }
+                }
+                GpuStep::SplitReduce {
+                    index,
+                    partial,
+                    total,
+                } => {
+                    let ins = &func.body[*index];
+                    let reductions = &self.plan.reductions;
+                    let launches = &self.plan.reduce_launches;
+                    let first = &reductions[launches[*partial].parts[0]];
+                    let partials = machine.alloc(&TensorType::new(
+                        first.result,
+                        [first.outputs * first.segments],
+                    ))?;
+                    let out = machine.alloc(&ins.ty)?;
+                    let input = get(&values, ins.args[0])?;
+                    for (l, from, to) in [(*partial, &input, &partials), (*total, &partials, &out)]
+                    {
+                        let launch = &launches[l];
+                        // SAFETY: the input holds the reduction's elements, the partials
+                        // buffer `outputs × segments` partial results, the result `outputs`.
+                        unsafe {
+                            machine.launch(
+                                &self.reduce_functions[l],
+                                launch.grid(reductions, machine.multiprocessors()),
+                                launch.block(reductions),
+                                &[M::address(from), M::address(to)],
+                            )?
+                        };
+                    }
+                    values[func.instr_value(*index).index()] = Some(out);
                 }
                 GpuStep::Copies(i, parts) => {
                     let ins = &func.body[*i];

@@ -26,7 +26,10 @@ pub enum ReduceLayout {
 pub struct ReduceKernel {
     pub name: String,
     pub op: ReduceOp,
+    /// The type of the elements read.
     pub dtype: DType,
+    /// The type of the results: `dtype`, but f32 for the partial results of halves.
+    pub result: DType,
     pub layout: ReduceLayout,
     /// Number of results.
     pub outputs: usize,
@@ -35,7 +38,27 @@ pub struct ReduceKernel {
     /// Columns: elements from one folded element of a result to the next (the product of the
     /// dimensions after the reduced ones; `outputs` unless they are middle ones).
     pub inner: usize,
+    /// Consecutive segments each result's elements are split into, each folded by a block of
+    /// its own into a partial result (see [`ReduceKernel::split`]); 1 for a whole reduction.
+    pub segments: usize,
 }
+
+/// A reduction split in two kernels: `partial` folds each segment of each result's elements
+/// into a partial result (`outputs × segments` of them: rows of partials, or for columns
+/// `segments` rows of `outputs`), and `total` folds the partials into the results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SplitReduction {
+    pub partial: ReduceKernel,
+    pub total: ReduceKernel,
+}
+
+/// A reduction with fewer blocks than this may be split, so that more blocks share it.
+const SPLIT_BELOW_BLOCKS: usize = 256;
+/// Blocks a split reduction aims for: several per multiprocessor of a large GPU.
+const SPLIT_BLOCKS: usize = 512;
+/// The fewest elements a block of a split reduction folds: less, and a second launch costs
+/// more than the first one saves.
+const MIN_SEGMENT_ELEMENTS: usize = 16384;
 
 impl ReduceKernel {
     /// The kernel for reducing `input` (of any type but u8, which the GPU only converts; bools
@@ -65,31 +88,95 @@ impl ReduceKernel {
                 (layout, input.dims()[last + 1..].iter().product())
             }
         };
-        (reduced > 0).then(|| ReduceKernel {
+        // Element indices are 32-bit, and so are the columns' byte offsets.
+        let bytes = input.numel() * input.dtype.size_bytes();
+        let indexable =
+            input.numel() < 1 << 31 && (layout == ReduceLayout::Rows || bytes < 1 << 32);
+        (reduced > 0 && indexable).then(|| ReduceKernel {
             name,
             op,
             dtype: input.dtype,
+            result: input.dtype,
             layout,
             outputs: input.numel() / reduced,
             reduced,
             inner,
+            segments: 1,
         })
+    }
+
+    /// This reduction in two kernels, where it has too few blocks to keep a GPU busy and
+    /// each would fold many elements (a sum of a whole array, or a column sum over a large
+    /// batch into a few columns: XLA's split reductions): each result's elements split into
+    /// segments of at least [`MIN_SEGMENT_ELEMENTS`] per block (as if 32 columns wide), which
+    /// fold into partial results (halves' in f32, so the result is still rounded once), then a
+    /// second kernel folds those. Columns split when they are leading ones. `total_name` names
+    /// the second kernel.
+    pub fn split(&self, total_name: String) -> Option<SplitReduction> {
+        // A block takes a row, or 32 columns (however few there are).
+        let width = match self.layout {
+            ReduceLayout::Rows => 1,
+            ReduceLayout::Columns if self.inner == self.outputs => 32,
+            ReduceLayout::Columns => return None,
+        };
+        let blocks = self.blocks();
+        let per_block = self.reduced * width;
+        if self.segments != 1 || blocks >= SPLIT_BELOW_BLOCKS {
+            return None;
+        }
+        let wanted = SPLIT_BLOCKS
+            .div_ceil(blocks)
+            .min(per_block / MIN_SEGMENT_ELEMENTS);
+        // Equal segments but the last, none empty.
+        let segment = self.reduced.div_ceil(wanted.max(1));
+        let segments = self.reduced.div_ceil(segment);
+        if segments < 2 {
+            return None;
+        }
+        let partial_type = match self.dtype {
+            DType::F16 | DType::BF16 => DType::F32,
+            other => other,
+        };
+        let partial = ReduceKernel {
+            result: partial_type,
+            segments,
+            ..self.clone()
+        };
+        let total = ReduceKernel {
+            name: total_name,
+            dtype: partial_type,
+            result: self.result,
+            reduced: segments,
+            inner: match self.layout {
+                ReduceLayout::Rows => 1,
+                ReduceLayout::Columns => self.outputs,
+            },
+            ..self.clone()
+        };
+        Some(SplitReduction { partial, total })
+    }
+
+    /// Elements of each segment but the last.
+    pub fn segment(&self) -> usize {
+        self.reduced.div_ceil(self.segments)
     }
 
     /// Threads per block: rows get up to 256 threads (whole warps), columns 256.
     pub fn block(&self) -> u32 {
         match self.layout {
-            ReduceLayout::Rows => self.reduced.div_ceil(32).clamp(1, 8) as u32 * 32,
+            ReduceLayout::Rows => self.segment().div_ceil(32).clamp(1, 8) as u32 * 32,
             ReduceLayout::Columns => 256,
         }
     }
 
-    /// Blocks that give each its own work: a row each, or 32 columns each.
+    /// Blocks that give each its own work: a row (or a row's segment) each, or 32 columns
+    /// (of a segment of rows) each.
     pub fn blocks(&self) -> usize {
-        match self.layout {
-            ReduceLayout::Rows => self.outputs,
-            ReduceLayout::Columns => self.outputs.div_ceil(32),
-        }
+        self.segments
+            * match self.layout {
+                ReduceLayout::Rows => self.outputs,
+                ReduceLayout::Columns => self.outputs.div_ceil(32),
+            }
     }
 
     /// Blocks to launch alone, given the device's multiprocessor count.
@@ -277,27 +364,43 @@ fn describe(k: &ReduceKernel) -> String {
         ReduceLayout::Rows => "rows",
         ReduceLayout::Columns => "columns",
     };
-    format!(
-        "// {} over {layout}: {} results of {} {} elements each\n",
+    let mut line = format!(
+        "// {} over {layout}: {} results of {} {} elements each",
         k.op.name(),
         k.outputs,
         k.reduced,
         k.dtype
-    )
+    );
+    if k.segments > 1 {
+        let _ = write!(
+            line,
+            ", in {} segments of {} (partial results, {})",
+            k.segments,
+            k.segment(),
+            k.result
+        );
+    } else if k.result != k.dtype {
+        let _ = write!(line, ", into {}", k.result);
+    }
+    line + "\n"
 }
 
-/// Register declarations and the shared partials of an entry of reductions of `dtype`.
-fn declarations(dtype: DType, shared: &str, columns: bool) -> String {
+/// Register declarations and the shared partials of an entry of reductions of `dtype` into
+/// `result`.
+fn declarations(dtype: DType, result: DType, shared: &str, columns: bool) -> String {
     let (t, bits, _) = element_types(dtype);
     let mut s = String::new();
     let _ = writeln!(s, "\t.reg .pred %p<8>;\n\t.reg .pred %g<4>;");
-    let _ = writeln!(s, "\t.reg .b32 %r<24>;\n\t.reg .b64 %rd<12>;");
+    let _ = writeln!(s, "\t.reg .b32 %r<32>;\n\t.reg .b64 %rd<12>;");
     let _ = writeln!(
         s,
         "\t.reg .{t} %v<4>;\n\t.reg .{t} %s<4>;\n\t.reg .{bits} %q<4>;"
     );
     let _ = writeln!(s, "\t.reg .{t} %w<5>;");
-    if matches!(dtype, DType::F16 | DType::BF16) {
+    if [dtype, result]
+        .iter()
+        .any(|d| matches!(d, DType::F16 | DType::BF16))
+    {
         let _ = writeln!(s, "\t.reg .b16 %h<2>;\n\t.reg .b32 %u<2>;");
     }
     // Rows: one partial per warp (at most 32); columns: one per thread (256), 8 bytes each.
@@ -325,6 +428,7 @@ pub fn render_reduce(k: &ReduceKernel) -> String {
     let shared = format!("{name}_partial");
     s.push_str(&declarations(
         k.dtype,
+        k.result,
         &shared,
         k.layout == ReduceLayout::Columns,
     ));
@@ -357,7 +461,12 @@ pub fn render_reduce_launch(launch: &ReduceLaunch, reductions: &[ReduceKernel]) 
     super::entry_header(&mut s, name, &params, None);
     let shared = format!("{name}_partial");
     let columns = parts.iter().any(|k| k.layout == ReduceLayout::Columns);
-    s.push_str(&declarations(parts[0].dtype, &shared, columns));
+    s.push_str(&declarations(
+        parts[0].dtype,
+        parts[0].result,
+        &shared,
+        columns,
+    ));
     let _ = writeln!(s, "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, %ntid.x;");
     let _ = writeln!(s, "\tmov.u32 %r16, %ctaid.x;");
     let mut first = 0;
@@ -392,25 +501,44 @@ pub fn render_reduce_launch(launch: &ReduceLaunch, reductions: &[ReduceKernel]) 
 /// through the shared array `shared`. It ends with a `ret`.
 fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
     let (t, bits, size) = element_types(k.dtype);
+    let result_size = element_types(k.result).2;
     let init = init_literal(k.op, k.dtype);
     let (outputs, reduced) = (k.outputs, k.reduced);
+    let (segments, segment) = (k.segments, k.segment());
     let mut s = String::new();
     match k.layout {
         ReduceLayout::Rows => {
             let row_bytes = reduced * size;
+            // Block `%r8` folds a row, or segment `%r8 % segments` of row `%r8 / segments`.
+            let (results, length) = match segments {
+                1 => (outputs, reduced.to_string()),
+                _ => (outputs * segments, "%r26".to_string()),
+            };
             let _ = writeln!(
                 s,
                 "\tand.b32 %r5, %r1, 31;\n\tshr.u32 %r6, %r1, 5;\n\tshr.u32 %r7, %r2, 5;"
             );
             let _ = writeln!(s, "\tmov.u32 %r12, {shared};");
             let _ = writeln!(s, "\tmov.u32 %r8, %r3;");
-            let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r8, {outputs};\n\t@%p1 bra $L_end;");
+            let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r8, {results};\n\t@%p1 bra $L_end;");
             s.push_str("$L_row:\n");
             let _ = writeln!(s, "\tmov.{t} %v1, {init};\n\tmov.u32 %r9, %r1;");
-            let _ = writeln!(s, "\tcvt.u64.u32 %rd3, %r8;\n\tmul.lo.s64 %rd3, %rd3, {row_bytes};\n\tadd.s64 %rd3, %rd1, %rd3;");
+            if segments == 1 {
+                let _ = writeln!(s, "\tcvt.u64.u32 %rd3, %r8;\n\tmul.lo.s64 %rd3, %rd3, {row_bytes};\n\tadd.s64 %rd3, %rd1, %rd3;");
+            } else {
+                let _ = writeln!(
+                    s,
+                    "\tdiv.u32 %r24, %r8, {segments};\n\trem.u32 %r25, %r8, {segments};\n\tmul.lo.s32 %r25, %r25, {segment};"
+                );
+                let _ = writeln!(s, "\tcvt.u64.u32 %rd3, %r24;\n\tmul.lo.s64 %rd3, %rd3, {row_bytes};\n\tmul.wide.u32 %rd8, %r25, {size};\n\tadd.s64 %rd3, %rd3, %rd8;\n\tadd.s64 %rd3, %rd1, %rd3;");
+                let _ = writeln!(
+                    s,
+                    "\tmov.u32 %r26, {reduced};\n\tsub.s32 %r26, %r26, %r25;\n\tmin.u32 %r26, %r26, {segment};"
+                );
+            }
             let _ = writeln!(
                 s,
-                "\tsetp.ge.u32 %p2, %r9, {reduced};\n\t@%p2 bra $L_folded;"
+                "\tsetp.ge.u32 %p2, %r9, {length};\n\t@%p2 bra $L_folded;"
             );
             s.push_str("$L_col:\n");
             let _ = writeln!(
@@ -421,7 +549,7 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
             s.push_str(&combine(k.op, t, bits, "%v1", "%v2"));
             let _ = writeln!(
                 s,
-                "\tadd.s32 %r9, %r9, %r2;\n\tsetp.lt.u32 %p3, %r9, {reduced};\n\t@%p3 bra $L_col;"
+                "\tadd.s32 %r9, %r9, %r2;\n\tsetp.lt.u32 %p3, %r9, {length};\n\t@%p3 bra $L_col;"
             );
             s.push_str("$L_folded:\n");
             s.push_str(&warp_reduce(k, t, bits));
@@ -437,29 +565,46 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
             let _ = writeln!(s, "\tsetp.ne.u32 %p4, %r5, 0;\n\t@%p4 bra $L_next;");
             let _ = writeln!(
                 s,
-                "\tmul.wide.u32 %rd6, %r8, {size};\n\tadd.s64 %rd7, %rd2, %rd6;"
+                "\tmul.wide.u32 %rd6, %r8, {result_size};\n\tadd.s64 %rd7, %rd2, %rd6;"
             );
-            s.push_str(&store_element(k.dtype, "%rd7", "%v1"));
+            s.push_str(&store_element(k.result, "%rd7", "%v1"));
             s.push_str("$L_next:\n\tbar.sync 0;\n");
             let _ = writeln!(
                 s,
-                "\tadd.s32 %r8, %r8, %r4;\n\tsetp.lt.u32 %p1, %r8, {outputs};\n\t@%p1 bra $L_row;"
+                "\tadd.s32 %r8, %r8, %r4;\n\tsetp.lt.u32 %p1, %r8, {results};\n\t@%p1 bra $L_row;"
             );
         }
         ReduceLayout::Columns => {
             // 256 threads = 32 columns x 8 row lanes; each lane folds every 8th row, four
             // loads in flight at a time, then the 8 partials of a column meet in shared memory.
+            // Block `%r7` folds 32 columns, or segment `%r7 % segments` of the rows of
+            // columns group `%r7 / segments`.
             let inner = k.inner;
             let row_step = 8 * inner * size;
             let _ = writeln!(s, "\tand.b32 %r5, %r1, 31;\n\tshr.u32 %r6, %r1, 5;");
             let _ = writeln!(s, "\tmov.u32 %r12, {shared};");
             let _ = writeln!(s, "\tshl.b32 %r11, %r1, 3;\n\tadd.s32 %r13, %r12, %r11;");
             let _ = writeln!(s, "\tmov.u32 %r7, %r3;");
-            let blocks = outputs.div_ceil(32);
+            let blocks = k.blocks();
             let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r7, {blocks};\n\t@%p1 bra $L_end;");
             s.push_str("$L_block:\n");
             let _ = writeln!(s, "\tmov.{t} %v1, {init};");
-            let _ = writeln!(s, "\tshl.b32 %r8, %r7, 5;\n\tadd.s32 %r8, %r8, %r5;");
+            let (length, unrolled) = if segments == 1 {
+                let _ = writeln!(s, "\tshl.b32 %r8, %r7, 5;\n\tadd.s32 %r8, %r8, %r5;");
+                (reduced.to_string(), reduced.saturating_sub(24).to_string())
+            } else {
+                let _ = writeln!(
+                    s,
+                    "\tdiv.u32 %r24, %r7, {segments};\n\trem.u32 %r25, %r7, {segments};\n\tmul.lo.s32 %r26, %r25, {segment};"
+                );
+                let _ = writeln!(s, "\tshl.b32 %r8, %r24, 5;\n\tadd.s32 %r8, %r8, %r5;");
+                let _ = writeln!(
+                    s,
+                    "\tmov.u32 %r27, {reduced};\n\tsub.s32 %r27, %r27, %r26;\n\tmin.u32 %r27, %r27, {segment};"
+                );
+                let _ = writeln!(s, "\tmax.u32 %r28, %r27, 24;\n\tsub.s32 %r28, %r28, 24;");
+                ("%r27".to_string(), "%r28".to_string())
+            };
             let _ = writeln!(
                 s,
                 "\tsetp.ge.u32 %p2, %r8, {outputs};\n\t@%p2 bra $L_folded;"
@@ -478,8 +623,14 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
                 "%r14"
             };
             let _ = writeln!(s, "\tmul.wide.u32 %rd4, {first}, {size};\n\tadd.s64 %rd3, %rd3, %rd4;\n\tadd.s64 %rd3, %rd1, %rd3;");
+            if segments > 1 {
+                let _ = writeln!(
+                    s,
+                    "\tmul.wide.u32 %rd8, %r26, {};\n\tadd.s64 %rd3, %rd3, %rd8;",
+                    inner * size
+                );
+            }
             let _ = writeln!(s, "\tmov.u32 %r9, %r6;");
-            let unrolled = reduced.saturating_sub(24);
             let _ = writeln!(
                 s,
                 "\tsetp.ge.u32 %p3, %r9, {unrolled};\n\t@%p3 bra $L_tail;"
@@ -504,7 +655,7 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
             s.push_str("$L_tail:\n");
             let _ = writeln!(
                 s,
-                "\tsetp.ge.u32 %p4, %r9, {reduced};\n\t@%p4 bra $L_folded;"
+                "\tsetp.ge.u32 %p4, %r9, {length};\n\t@%p4 bra $L_folded;"
             );
             s.push_str(&load_element(k.dtype, "%v2", "%rd3"));
             s.push_str(&combine(k.op, t, bits, "%v1", "%v2"));
@@ -520,11 +671,19 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
                 let _ = writeln!(s, "\tld.shared.{t} %v2, [%r13+{}];", j * 256);
                 s.push_str(&combine(k.op, t, bits, "%v1", "%v2"));
             }
+            // A segment's partial results are a row of `outputs`.
+            let at = match segments {
+                1 => "%r8",
+                _ => {
+                    let _ = writeln!(s, "\tmad.lo.s32 %r29, %r25, {outputs}, %r8;");
+                    "%r29"
+                }
+            };
             let _ = writeln!(
                 s,
-                "\tmul.wide.u32 %rd6, %r8, {size};\n\tadd.s64 %rd7, %rd2, %rd6;"
+                "\tmul.wide.u32 %rd6, {at}, {result_size};\n\tadd.s64 %rd7, %rd2, %rd6;"
             );
-            s.push_str(&store_element(k.dtype, "%rd7", "%v1"));
+            s.push_str(&store_element(k.result, "%rd7", "%v1"));
             s.push_str("$L_next:\n\tbar.sync 0;\n");
             let _ = writeln!(
                 s,
