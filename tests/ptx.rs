@@ -227,6 +227,14 @@ fn reduction_kernels_ptx_snapshot() {
         (4096, 4096, 256)
     );
     assert_eq!((columns.outputs, columns.reduced), (1024, 256));
+    // Beyond 32-bit counts and offsets: the host path.
+    let huge = |shape: &[usize], axes: &[usize]| {
+        let ty = TensorType::new(DType::F32, shape.to_vec());
+        ReduceKernel::plan("huge".into(), ReduceOp::Sum, &ty, axes)
+    };
+    assert!(huge(&[1 << 31], &[0]).is_none());
+    assert!(huge(&[4, 1 << 30], &[1]).is_some());
+    assert!(huge(&[1 << 28, 8], &[0]).is_none());
     assert_eq!(rows.split("none".into()), None, "4096 blocks need no split");
     assert_eq!(columns.split("none".into()), None, "8,192 elements a block");
     let ptx = render_module(&[], &[rows, columns], &[], PtxTarget::Sm80).unwrap();

@@ -88,10 +88,13 @@ impl ReduceKernel {
                 (layout, input.dims()[last + 1..].iter().product())
             }
         };
-        // Element indices are 32-bit, and so are the columns' byte offsets.
+        // Rows count their results and elements in 32 bits; columns index their elements and
+        // offset their bytes in 32 bits.
         let bytes = input.numel() * input.dtype.size_bytes();
-        let indexable =
-            input.numel() < 1 << 31 && (layout == ReduceLayout::Rows || bytes < 1 << 32);
+        let indexable = match layout {
+            ReduceLayout::Rows => reduced < 1 << 31 && input.numel() / reduced.max(1) < 1 << 31,
+            ReduceLayout::Columns => input.numel() < 1 << 31 && bytes < 1 << 32,
+        };
         (reduced > 0 && indexable).then(|| ReduceKernel {
             name,
             op,
