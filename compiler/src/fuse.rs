@@ -258,7 +258,13 @@ pub fn schedule(func: &Func, types: KernelTypes) -> Func {
     // exactly the users made ready during the run that share its class.
     // (Picking from `ready` only when none joins ends the run: `joining` is then empty.)
     let mut joining: BTreeSet<usize> = BTreeSet::new();
-    while let Some(i) = joining.first().or_else(|| ready.first()).copied() {
+    // Between runs, work no kernel computes (a matrix product, say) goes first, so that
+    // fusible work that waits for nothing joins, as late as it may, the run that reads it.
+    let next_run = |ready: &BTreeSet<usize>| {
+        let unfused = ready.iter().find(|&&i| class[i].is_none());
+        unfused.or_else(|| ready.first()).copied()
+    };
+    while let Some(i) = joining.first().copied().or_else(|| next_run(&ready)) {
         ready.remove(&i);
         joining.remove(&i);
         place(func, i, &leaf, &mut placed, &mut order);
