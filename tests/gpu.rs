@@ -675,14 +675,14 @@ fn few_long_reductions_split_across_blocks_on<M: GpuMachine + Clone>(gpu: &M) {
             panic!("{name}: not split");
         };
         // The most additions on any path to a result: a thread's share of its segment (a
-        // row's threads, or a column's 8 lanes), then the combining of partials (5 shuffle
-        // levels and 5 across warps, or 8 lanes), in both kernels.
+        // row's threads, or a column's lanes), then the combining of partials (5 shuffle
+        // levels and 5 across warps, or the lanes in turn), in both kernels.
         let additions: usize = [partial, total]
             .map(|l| &plan.reductions[plan.reduce_launches[l].parts[0]])
             .iter()
             .map(|k| match k.layout {
                 ReduceLayout::Rows => k.segment().div_ceil(k.block() as usize) + 10,
-                ReduceLayout::Columns => k.segment().div_ceil(8) + 8,
+                ReduceLayout::Columns => k.segment().div_ceil(k.lanes()) + k.lanes(),
             })
             .sum();
         let n = shape.iter().product::<usize>();

@@ -270,10 +270,11 @@ fn split_reduction_kernels_ptx_snapshot() {
         TensorType::new(DType::F32, [100000, 3]),
         &[0],
     );
-    // Segments of 513 rows (16,384 elements a block, were it 32 columns wide), the last
-    // shorter.
-    assert_eq!((max.partial.segments, max.partial.segment()), (195, 513));
-    assert_eq!((max.total.reduced, max.total.inner), (195, 3));
+    // Three columns by 85 row lanes a block, segments of 5,556 rows (16,668 elements, at
+    // least 16,384), the last shorter.
+    assert_eq!((max.partial.width(), max.partial.lanes()), (3, 85));
+    assert_eq!((max.partial.segments, max.partial.segment()), (18, 5556));
+    assert_eq!((max.total.reduced, max.total.inner), (18, 3));
     let reductions = [sum.partial, sum.total, max.partial, max.total];
     let ptx = render_module(&[], &reductions, &[], PtxTarget::Sm80).unwrap();
     insta::assert_snapshot!("ptx_split_reductions", ptx);

@@ -292,7 +292,10 @@ impl CudaDevice {
         precision: MatmulPrecision,
     ) -> Result<(), CudaError> {
         self.bind()?;
-        let handle = self.blas_handle(precision)?;
+        // Held through the call, so that no other thread's product changes the math mode
+        // before this one is queued.
+        let mut blas = lock(&self.blas);
+        let handle = self.blas_handle(&mut blas, precision)?;
         let op = |t: bool| {
             if t {
                 blas_sys::cublasOperation_t::CUBLAS_OP_T
@@ -392,12 +395,13 @@ impl CudaDevice {
         }
     }
 
-    /// This device's cuBLAS handle, its math mode set for `precision`.
+    /// This device's cuBLAS handle (created in `slot` the first time), its math mode set for
+    /// `precision`.
     fn blas_handle(
         &self,
+        slot: &mut Option<(Handle<blas_sys::cublasHandle_t>, MatmulPrecision)>,
         precision: MatmulPrecision,
     ) -> Result<blas_sys::cublasHandle_t, CudaError> {
-        let mut slot = lock(&self.blas);
         let handle = match *slot {
             Some((handle, set)) if set == precision => return Ok(handle.0),
             Some((handle, _)) => handle.0,

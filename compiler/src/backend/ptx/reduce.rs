@@ -111,15 +111,13 @@ impl ReduceKernel {
     /// This reduction in two kernels, where it has too few blocks to keep a GPU busy and
     /// each would fold many elements (a sum of a whole array, or a column sum over a large
     /// batch into a few columns: XLA's split reductions): each result's elements split into
-    /// segments of at least [`MIN_SEGMENT_ELEMENTS`] per block (as if 32 columns wide), which
-    /// fold into partial results (halves' in f32, so the result is still rounded once), then a
-    /// second kernel folds those. Columns split when they are leading ones. `total_name` names
-    /// the second kernel.
+    /// segments of at least [`MIN_SEGMENT_ELEMENTS`] per block, which fold into partial results
+    /// (halves' in f32, so the result is still rounded once), then a second kernel folds
+    /// those. Columns split when they are leading ones. `total_name` names the second kernel.
     pub fn split(&self, total_name: String) -> Option<SplitReduction> {
-        // A block takes a row, or 32 columns (however few there are).
         let width = match self.layout {
             ReduceLayout::Rows => 1,
-            ReduceLayout::Columns if self.inner == self.outputs => 32,
+            ReduceLayout::Columns if self.inner == self.outputs => self.width(),
             ReduceLayout::Columns => return None,
         };
         let blocks = self.blocks();
@@ -172,13 +170,23 @@ impl ReduceKernel {
         }
     }
 
-    /// Blocks that give each its own work: a row (or a row's segment) each, or 32 columns
-    /// (of a segment of rows) each.
+    /// Columns a block of a column reduction takes: 32, or all there are if fewer.
+    pub fn width(&self) -> usize {
+        self.outputs.clamp(1, 32)
+    }
+
+    /// Row lanes of a column reduction's block: its 256 threads over `width` columns.
+    pub fn lanes(&self) -> usize {
+        256 / self.width()
+    }
+
+    /// Blocks that give each its own work: a row (or a row's segment) each, or `width`
+    /// columns (of a segment of rows) each.
     pub fn blocks(&self) -> usize {
         self.segments
             * match self.layout {
                 ReduceLayout::Rows => self.outputs,
-                ReduceLayout::Columns => self.outputs.div_ceil(32),
+                ReduceLayout::Columns => self.outputs.div_ceil(self.width()),
             }
     }
 
@@ -393,7 +401,7 @@ fn describe(k: &ReduceKernel) -> String {
 fn declarations(dtype: DType, result: DType, shared: &str, columns: bool) -> String {
     let (t, bits, _) = element_types(dtype);
     let mut s = String::new();
-    let _ = writeln!(s, "\t.reg .pred %p<8>;\n\t.reg .pred %g<4>;");
+    let _ = writeln!(s, "\t.reg .pred %p<9>;\n\t.reg .pred %g<4>;");
     let _ = writeln!(s, "\t.reg .b32 %r<32>;\n\t.reg .b64 %rd<12>;");
     let _ = writeln!(
         s,
@@ -578,13 +586,21 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
             );
         }
         ReduceLayout::Columns => {
-            // 256 threads = 32 columns x 8 row lanes; each lane folds every 8th row, four
-            // loads in flight at a time, then the 8 partials of a column meet in shared memory.
-            // Block `%r7` folds 32 columns, or segment `%r7 % segments` of the rows of
-            // columns group `%r7 / segments`.
-            let inner = k.inner;
-            let row_step = 8 * inner * size;
-            let _ = writeln!(s, "\tand.b32 %r5, %r1, 31;\n\tshr.u32 %r6, %r1, 5;");
+            // 256 threads = `width` columns × `lanes` row lanes (32 × 8, or for fewer columns
+            // more lanes); each lane folds every `lanes`-th row, four loads in flight at a
+            // time, then the partials of a column meet in shared memory. Block `%r7` folds
+            // `width` columns, or segment `%r7 % segments` of the rows of columns group
+            // `%r7 / segments`.
+            let (inner, width, lanes) = (k.inner, k.width(), k.lanes());
+            let row_step = lanes * inner * size;
+            if width == 32 {
+                let _ = writeln!(s, "\tand.b32 %r5, %r1, 31;\n\tshr.u32 %r6, %r1, 5;");
+            } else {
+                let _ = writeln!(
+                    s,
+                    "\trem.u32 %r5, %r1, {width};\n\tdiv.u32 %r6, %r1, {width};"
+                );
+            }
             let _ = writeln!(s, "\tmov.u32 %r12, {shared};");
             let _ = writeln!(s, "\tshl.b32 %r11, %r1, 3;\n\tadd.s32 %r13, %r12, %r11;");
             let _ = writeln!(s, "\tmov.u32 %r7, %r3;");
@@ -592,22 +608,38 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
             let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r7, {blocks};\n\t@%p1 bra $L_end;");
             s.push_str("$L_block:\n");
             let _ = writeln!(s, "\tmov.{t} %v1, {init};");
+            let ahead = 3 * lanes;
+            let group = match segments {
+                1 => "%r7",
+                _ => {
+                    let _ = writeln!(
+                        s,
+                        "\tdiv.u32 %r24, %r7, {segments};\n\trem.u32 %r25, %r7, {segments};\n\tmul.lo.s32 %r26, %r25, {segment};"
+                    );
+                    "%r24"
+                }
+            };
+            let _ = writeln!(s, "\tmad.lo.s32 %r8, {group}, {width}, %r5;");
             let (length, unrolled) = if segments == 1 {
-                let _ = writeln!(s, "\tshl.b32 %r8, %r7, 5;\n\tadd.s32 %r8, %r8, %r5;");
-                (reduced.to_string(), reduced.saturating_sub(24).to_string())
+                (
+                    reduced.to_string(),
+                    reduced.saturating_sub(ahead).to_string(),
+                )
             } else {
-                let _ = writeln!(
-                    s,
-                    "\tdiv.u32 %r24, %r7, {segments};\n\trem.u32 %r25, %r7, {segments};\n\tmul.lo.s32 %r26, %r25, {segment};"
-                );
-                let _ = writeln!(s, "\tshl.b32 %r8, %r24, 5;\n\tadd.s32 %r8, %r8, %r5;");
                 let _ = writeln!(
                     s,
                     "\tmov.u32 %r27, {reduced};\n\tsub.s32 %r27, %r27, %r26;\n\tmin.u32 %r27, %r27, {segment};"
                 );
-                let _ = writeln!(s, "\tmax.u32 %r28, %r27, 24;\n\tsub.s32 %r28, %r28, 24;");
+                let _ = writeln!(
+                    s,
+                    "\tmax.u32 %r28, %r27, {ahead};\n\tsub.s32 %r28, %r28, {ahead};"
+                );
                 ("%r27".to_string(), "%r28".to_string())
             };
+            if width * lanes < 256 {
+                // The threads beyond the last whole lane only take part in the barriers.
+                let _ = writeln!(s, "\tsetp.ge.u32 %p2, %r6, {lanes};\n\t@%p2 bra $L_folded;");
+            }
             let _ = writeln!(
                 s,
                 "\tsetp.ge.u32 %p2, %r8, {outputs};\n\t@%p2 bra $L_folded;"
@@ -648,8 +680,9 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
             }
             let _ = writeln!(
                 s,
-                "\tadd.s64 %rd3, %rd3, {};\n\tadd.s32 %r9, %r9, 32;",
-                4 * row_step
+                "\tadd.s64 %rd3, %rd3, {};\n\tadd.s32 %r9, %r9, {};",
+                4 * row_step,
+                4 * lanes
             );
             let _ = writeln!(
                 s,
@@ -664,15 +697,28 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
             s.push_str(&combine(k.op, t, bits, "%v1", "%v2"));
             let _ = writeln!(
                 s,
-                "\tadd.s64 %rd3, %rd3, {row_step};\n\tadd.s32 %r9, %r9, 8;\n\tbra.uni $L_tail;"
+                "\tadd.s64 %rd3, %rd3, {row_step};\n\tadd.s32 %r9, %r9, {lanes};\n\tbra.uni $L_tail;"
             );
             s.push_str("$L_folded:\n");
             let _ = writeln!(s, "\tst.shared.{t} [%r13], %v1;\n\tbar.sync 0;");
             let _ = writeln!(s, "\tsetp.ne.u32 %p5, %r6, 0;\n\t@%p5 bra $L_next;");
             let _ = writeln!(s, "\tsetp.ge.u32 %p6, %r8, {outputs};\n\t@%p6 bra $L_next;");
-            for j in 1..8 {
-                let _ = writeln!(s, "\tld.shared.{t} %v2, [%r13+{}];", j * 256);
+            // Lane 0 folds the other lanes' partials of its column, `width` slots apart.
+            let stride = width * 8;
+            if lanes <= 8 {
+                for j in 1..lanes {
+                    let _ = writeln!(s, "\tld.shared.{t} %v2, [%r13+{}];", j * stride);
+                    s.push_str(&combine(k.op, t, bits, "%v1", "%v2"));
+                }
+            } else {
+                let _ = writeln!(s, "\tadd.s32 %r31, %r13, {stride};\n\tmov.u32 %r30, 1;");
+                s.push_str("$L_lanes:\n");
+                let _ = writeln!(s, "\tld.shared.{t} %v2, [%r31];");
                 s.push_str(&combine(k.op, t, bits, "%v1", "%v2"));
+                let _ = writeln!(
+                    s,
+                    "\tadd.s32 %r31, %r31, {stride};\n\tadd.s32 %r30, %r30, 1;\n\tsetp.lt.u32 %p8, %r30, {lanes};\n\t@%p8 bra $L_lanes;"
+                );
             }
             // A segment's partial results are a row of `outputs`.
             let at = match segments {
