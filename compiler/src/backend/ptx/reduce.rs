@@ -507,6 +507,18 @@ pub fn render_reduce_launch(launch: &ReduceLaunch, reductions: &[ReduceKernel]) 
     s
 }
 
+/// Block `block` of split reduction `k` taken apart: the result (a row, or a group of columns)
+/// it folds a segment of (`%r24`), the segment (`%r25`), its first element or row (`%r26`) and
+/// its length (`%r27`: `segment`, or what is left for the last).
+fn segment_of(block: &str, k: &ReduceKernel) -> String {
+    let (segments, segment, reduced) = (k.segments, k.segment(), k.reduced);
+    format!(
+        "\tdiv.u32 %r24, {block}, {segments};\n\trem.u32 %r25, {block}, {segments};\n\
+         \tmul.lo.s32 %r26, %r25, {segment};\n\tmov.u32 %r27, {reduced};\n\
+         \tsub.s32 %r27, %r27, %r26;\n\tmin.u32 %r27, %r27, {segment};\n"
+    )
+}
+
 /// The code of reduction `k`, given the thread (`%r1`) and block size (`%r2`), its block
 /// (`%r3`) and block count (`%r4`), and its input (`%rd1`) and result (`%rd2`); partials go
 /// through the shared array `shared`. It ends with a `ret`.
@@ -515,7 +527,7 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
     let result_size = element_types(k.result).2;
     let init = init_literal(k.op, k.dtype);
     let (outputs, reduced) = (k.outputs, k.reduced);
-    let (segments, segment) = (k.segments, k.segment());
+    let segments = k.segments;
     let mut s = String::new();
     match k.layout {
         ReduceLayout::Rows => {
@@ -523,7 +535,7 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
             // Block `%r8` folds a row, or segment `%r8 % segments` of row `%r8 / segments`.
             let (results, length) = match segments {
                 1 => (outputs, reduced.to_string()),
-                _ => (outputs * segments, "%r26".to_string()),
+                _ => (outputs * segments, "%r27".to_string()),
             };
             let _ = writeln!(
                 s,
@@ -537,15 +549,8 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
             if segments == 1 {
                 let _ = writeln!(s, "\tcvt.u64.u32 %rd3, %r8;\n\tmul.lo.s64 %rd3, %rd3, {row_bytes};\n\tadd.s64 %rd3, %rd1, %rd3;");
             } else {
-                let _ = writeln!(
-                    s,
-                    "\tdiv.u32 %r24, %r8, {segments};\n\trem.u32 %r25, %r8, {segments};\n\tmul.lo.s32 %r25, %r25, {segment};"
-                );
-                let _ = writeln!(s, "\tcvt.u64.u32 %rd3, %r24;\n\tmul.lo.s64 %rd3, %rd3, {row_bytes};\n\tmul.wide.u32 %rd8, %r25, {size};\n\tadd.s64 %rd3, %rd3, %rd8;\n\tadd.s64 %rd3, %rd1, %rd3;");
-                let _ = writeln!(
-                    s,
-                    "\tmov.u32 %r26, {reduced};\n\tsub.s32 %r26, %r26, %r25;\n\tmin.u32 %r26, %r26, {segment};"
-                );
+                s.push_str(&segment_of("%r8", k));
+                let _ = writeln!(s, "\tcvt.u64.u32 %rd3, %r24;\n\tmul.lo.s64 %rd3, %rd3, {row_bytes};\n\tmul.wide.u32 %rd8, %r26, {size};\n\tadd.s64 %rd3, %rd3, %rd8;\n\tadd.s64 %rd3, %rd1, %rd3;");
             }
             let _ = writeln!(
                 s,
@@ -612,10 +617,7 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
             let group = match segments {
                 1 => "%r7",
                 _ => {
-                    let _ = writeln!(
-                        s,
-                        "\tdiv.u32 %r24, %r7, {segments};\n\trem.u32 %r25, %r7, {segments};\n\tmul.lo.s32 %r26, %r25, {segment};"
-                    );
+                    s.push_str(&segment_of("%r7", k));
                     "%r24"
                 }
             };
@@ -626,10 +628,6 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
                     reduced.saturating_sub(ahead).to_string(),
                 )
             } else {
-                let _ = writeln!(
-                    s,
-                    "\tmov.u32 %r27, {reduced};\n\tsub.s32 %r27, %r27, %r26;\n\tmin.u32 %r27, %r27, {segment};"
-                );
                 let _ = writeln!(
                     s,
                     "\tmax.u32 %r28, %r27, {ahead};\n\tsub.s32 %r28, %r28, {ahead};"
