@@ -1820,10 +1820,53 @@ fn probe(threads: u32, offset: u64, input_bytes: usize) -> Option<String> {
     })
 }
 
-/// The emulator refuses what the hardware would fault on or not launch, so that kernels it
-/// runs would run on a GPU: a vector access not aligned to its size, an access past its
-/// buffer (even one that stays in the emulator's memory, in the next buffer or the padding
-/// between), and a block larger than the entry's `.maxntid`.
+/// A kernel of two warps, each thread storing its index to shared memory and then reading
+/// the slot of the thread 32 on (in the other warp), with or without a barrier between.
+fn shared_exchange(barrier: bool) -> Option<String> {
+    let sync = if barrier { "bar.sync 0;" } else { "" };
+    let module = Module::parse(&format!(
+        ".version 7.0
+.target sm_80
+.address_size 64
+.visible .entry exchange(
+	.param .u64 exchange_param_0
+)
+.maxntid 64, 1, 1
+{{
+	.shared .align 8 .b8 exchange_slots[256];
+	mov.u32 %r1, %tid.x;
+	mov.u32 %r2, exchange_slots;
+	shl.b32 %r3, %r1, 2;
+	add.s32 %r4, %r2, %r3;
+	st.shared.b32 [%r4], %r1;
+	{sync}
+	xor.b32 %r5, %r3, 128;
+	add.s32 %r6, %r2, %r5;
+	ld.shared.b32 %r7, [%r6];
+	ld.param.u64 %rd1, [exchange_param_0];
+	mul.wide.u32 %rd2, %r1, 4;
+	add.s64 %rd3, %rd1, %rd2;
+	st.global.b32 [%rd3], %r7;
+	ret;
+}}
+"
+    ));
+    let mut memory = Memory::default();
+    let output = memory.alloc(&[0; 256]);
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        launch(module.entry("exchange"), 1, 64, &[output], &mut memory)
+    }));
+    run.err().map(|e| {
+        e.downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_else(|| format!("{:?}", e.downcast_ref::<&str>()))
+    })
+}
+
+/// The emulator refuses what the hardware would fault on, not launch, or order either way, so
+/// that kernels it runs would run on a GPU: a vector access not aligned to its size, an access
+/// past its buffer (even one that stays in the emulator's memory, in the next buffer or the
+/// padding between), a block larger than the entry's `.maxntid`, and a shared memory race.
 #[test]
 fn the_emulator_refuses_what_the_hardware_would_not_run() {
     assert_eq!(probe(64, 0, 16 * 64), None);
@@ -1836,4 +1879,9 @@ fn the_emulator_refuses_what_the_hardware_would_not_run() {
     );
     let too_many = probe(128, 0, 16 * 128).unwrap();
     assert!(too_many.contains("more than 64"), "{too_many}");
+    // Shared memory another warp wrote, read with no barrier between: a race the hardware
+    // may order either way, whichever order the emulator happened to run the warps in.
+    assert_eq!(shared_exchange(true), None);
+    let race = shared_exchange(false).unwrap();
+    assert!(race.contains("shared memory race"), "{race}");
 }

@@ -3,7 +3,9 @@
 //! own program counter, so divergent branches need nothing special); `shfl.sync` waits for
 //! every live lane of the warp and `bar.sync` for every live thread of the block, as on the
 //! hardware. Reading a register no instruction has written, touching memory outside every
-//! buffer, or a barrier that some threads never reach panics: those are the bugs it is for.
+//! buffer, a barrier that some threads never reach, or shared memory one warp uses after
+//! another wrote it (or writes after another used it) with no barrier between panics: those
+//! are the bugs it is for.
 //!
 //! It implements what the renderer uses, with PTX's semantics: IEEE arithmetic rounded to
 //! nearest (`.rn`; fma fused), ordered and unordered compares, conversions with their rounding
@@ -553,11 +555,25 @@ fn compare(cmp: &str, ty: &str, a: u64, b: u64) -> bool {
     }
 }
 
+/// Who used a byte of shared memory since the last barrier (`epoch`).
+#[derive(Clone, Copy, Default)]
+struct SharedUse {
+    epoch: u32,
+    /// The warp that wrote it.
+    writer: Option<usize>,
+    /// The warps that read it, one bit each.
+    readers: u32,
+}
+
 /// One block of one launch.
 struct Block<'a> {
     entry: &'a Entry,
     threads: Vec<Thread>,
     shared: Vec<u8>,
+    /// Per byte of `shared`, its use since the last barrier.
+    shared_uses: Vec<SharedUse>,
+    /// Barriers the block has passed.
+    epoch: u32,
     block_dim: u32,
     block: u32,
     grid: u32,
@@ -605,12 +621,42 @@ impl Block<'_> {
         }
     }
 
-    fn shared_slice(&mut self, address: u64, len: usize, line: &str) -> &mut [u8] {
+    /// The `len` bytes of shared memory at `address` that thread `t` reads or writes: a use
+    /// of bytes another warp wrote, or a write of bytes another warp read or wrote, with no
+    /// barrier between is a race (the hardware may order the warps either way) and panics.
+    fn shared_slice(
+        &mut self,
+        t: usize,
+        address: u64,
+        len: usize,
+        write: bool,
+        line: &str,
+    ) -> &mut [u8] {
         let at = address as usize;
         assert!(
             at >= 16 && at + len <= self.shared.len(),
             "shared address {address} out of bounds: {line}"
         );
+        let warp = t / 32;
+        for used in &mut self.shared_uses[at..at + len] {
+            if used.epoch != self.epoch {
+                *used = SharedUse {
+                    epoch: self.epoch,
+                    ..SharedUse::default()
+                };
+            }
+            let other_writer = used.writer.is_some_and(|w| w != warp);
+            let other_reader = used.readers & !(1 << warp) != 0;
+            assert!(
+                !other_writer && !(write && other_reader),
+                "thread {t}: shared memory race at {address} (no barrier since another warp used it): {line}"
+            );
+            if write {
+                used.writer = Some(warp);
+            } else {
+                used.readers |= 1 << warp;
+            }
+        }
         &mut self.shared[at..at + len]
     }
 
@@ -731,7 +777,7 @@ impl Block<'_> {
                     if let Some(i) = param {
                         b[..w].copy_from_slice(&self.params[i].to_le_bytes()[..w]);
                     } else if op[1] == "shared" {
-                        b[..w].copy_from_slice(self.shared_slice(at, w, line));
+                        b[..w].copy_from_slice(self.shared_slice(t, at, w, false, line));
                     } else {
                         b[..w].copy_from_slice(memory.slice(at, w, line));
                     }
@@ -754,7 +800,8 @@ impl Block<'_> {
                     let bits = value.to_le_bytes();
                     let at = a + (k * w) as u64;
                     if op[1] == "shared" {
-                        self.shared_slice(at, w, line).copy_from_slice(&bits[..w]);
+                        self.shared_slice(t, at, w, true, line)
+                            .copy_from_slice(&bits[..w]);
                     } else {
                         memory.slice(at, w, line).copy_from_slice(&bits[..w]);
                     }
@@ -948,6 +995,8 @@ pub fn launch(entry: &Entry, grid: u32, block: u32, params: &[u64], memory: &mut
                 })
                 .collect(),
             shared: vec![0xCD; entry.shared_bytes as usize],
+            shared_uses: vec![SharedUse::default(); entry.shared_bytes as usize],
+            epoch: 0,
             block_dim: block,
             block: b,
             grid,
@@ -990,6 +1039,7 @@ pub fn launch(entry: &Entry, grid: u32, block: u32, params: &[u64], memory: &mut
                     .iter()
                     .all(|&t| blk.threads[t].state == State::Waiting(pc));
                 if entry.instrs[pc].op[0] == "bar" && all {
+                    blk.epoch += 1;
                     for &t in &live {
                         blk.threads[t].pc = pc + 1;
                         blk.threads[t].state = State::Running;
