@@ -647,8 +647,9 @@ impl Block<'_> {
             }
             let other_writer = used.writer.is_some_and(|w| w != warp);
             let other_reader = used.readers & !(1 << warp) != 0;
+            let race = other_writer || (write && other_reader);
             assert!(
-                !other_writer && !(write && other_reader),
+                !race,
                 "thread {t}: shared memory race at {address} (no barrier since another warp used it): {line}"
             );
             if write {
