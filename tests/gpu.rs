@@ -20,9 +20,10 @@ use common::fusion::{
     random_fusion_program, tail_case, Mix, SHAPES,
 };
 use common::{assert_close, inputs};
-use ferrax::compiler::backend::gpu::{GpuExecutable, GpuMachine, GpuOptions, GpuProgram};
+use ferrax::compiler::backend::gpu::{GpuExecutable, GpuMachine, GpuOptions, GpuPlan, GpuProgram};
+use ferrax::compiler::backend::ptx::reduce::ReduceLayout;
 use ferrax::compiler::backend::ptx::rows::row_layout;
-use ferrax::compiler::backend::ptx::MathMode;
+use ferrax::compiler::backend::ptx::{MathMode, PtxTarget};
 use ferrax::MatmulPrecision;
 
 /// Fast math, true f32 products.
@@ -653,9 +654,6 @@ fn few_long_reductions_split_across_blocks() {
 }
 
 fn few_long_reductions_split_across_blocks_on<M: GpuMachine + Clone>(gpu: &M) {
-    use ferrax::compiler::backend::gpu::GpuPlan;
-    use ferrax::compiler::backend::ptx::reduce::ReduceLayout;
-    use ferrax::compiler::backend::ptx::PtxTarget;
     type Case = (&'static str, Program, DType, &'static [usize]);
     let cases: [Case; 9] = [
         ("sum of all", |x| x.sum(0), DType::F32, &[300_000]),
@@ -752,15 +750,18 @@ fn random_fusion_programs_match_the_interpreter_on<M: GpuMachine + Clone>(gpu: &
     // Then row kernels of several passes, and rows longer than registers hold: streamed row
     // kernels, whose later passes compute again what earlier ones computed.
     let long = [(1, 16411), (2, 16900)];
-    let (mut launches, mut streamed, mut recomputing) = (0, 0, 0);
-    for seed in 0..480u64 {
+    // Then tall arrays of a few columns, whose column maxima and minima split across blocks.
+    let tall = [(12000, 3), (9000, 5)];
+    let (mut launches, mut streamed, mut recomputing, mut splits) = (0, 0, 0, 0);
+    for seed in 0..500u64 {
         let dtype = dtypes[seed as usize % dtypes.len()];
-        let shape = match seed.checked_sub(440) {
-            Some(s) => long[s as usize % long.len()],
-            None => SHAPES[(seed as usize / dtypes.len()) % SHAPES.len()],
+        let shape = match (seed.checked_sub(480), seed.checked_sub(440)) {
+            (Some(s), _) => tall[s as usize % tall.len()],
+            (None, Some(s)) => long[s as usize % long.len()],
+            (None, None) => SHAPES[(seed as usize / dtypes.len()) % SHAPES.len()],
         };
         let mix = Mix {
-            row_passes: seed >= 400,
+            row_passes: (400..480).contains(&seed),
             ..Mix::default()
         };
         let text = random_fusion_program(seed, dtype, shape, mix);
@@ -770,6 +771,8 @@ fn random_fusion_programs_match_the_interpreter_on<M: GpuMachine + Clone>(gpu: &
             .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
         assert_eq!(exe.host_steps(), 0, "seed {seed}\n{text}");
         launches += exe.kernels().len();
+        let plan = GpuPlan::new(&simple, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+        splits += plan.split_reductions().len();
         for kernel in exe.kernels() {
             if row_layout(kernel).is_some_and(|l| l.streamed) {
                 streamed += 1;
@@ -786,6 +789,7 @@ fn random_fusion_programs_match_the_interpreter_on<M: GpuMachine + Clone>(gpu: &
         recomputing >= 25,
         "only {recomputing} streamed row kernels compute values again"
     );
+    assert!(splits >= 5, "only {splits} split reductions");
 }
 
 /// The same programs ending in a transcendental and a sum over rows (the CPU's property test
