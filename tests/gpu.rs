@@ -733,6 +733,15 @@ fn few_long_reductions_split_across_blocks_on<M: GpuMachine + Clone>(gpu: &M) {
             assert_eq!(got, want, "{name}");
         }
     }
+    // No results, nothing to split.
+    let empty = trace(
+        |x: Tensor| x.sum(-1),
+        &Tensor::spec(DType::F32, [0, 100_000]),
+    )
+    .unwrap();
+    let exe = GpuProgram::compile(&empty, gpu, GpuOptions::HIGHEST).unwrap();
+    let args = inputs(&empty, 1);
+    assert_eq!(exe.run(&args).unwrap(), interpret(&empty, &args).unwrap());
 }
 
 /// The CPU backend's fusion property test on the GPU: random programs of every float type

@@ -238,6 +238,12 @@ fn reduction_kernels_ptx_snapshot() {
     assert!(huge(&[4, 1 << 30], &[1]).is_some());
     assert!(huge(&[1 << 28, 8], &[0]).is_none());
     assert_eq!(rows.split("none".into()), None, "4096 blocks need no split");
+    let no_rows = huge(&[0, 100_000], &[1]).unwrap();
+    assert_eq!(
+        no_rows.split("none".into()),
+        None,
+        "no results, nothing to split"
+    );
     assert_eq!(columns.split("none".into()), None, "8,192 elements a block");
     let ptx = render_module(&[], &[rows, columns], &[], PtxTarget::Sm80).unwrap();
     insta::assert_snapshot!("ptx_reductions", ptx);

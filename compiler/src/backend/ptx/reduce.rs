@@ -122,7 +122,7 @@ impl ReduceKernel {
         };
         let blocks = self.blocks();
         let per_block = self.reduced * width;
-        if self.segments != 1 || blocks >= SPLIT_BELOW_BLOCKS {
+        if self.segments != 1 || blocks == 0 || blocks >= SPLIT_BELOW_BLOCKS {
             return None;
         }
         let wanted = SPLIT_BLOCKS
