@@ -1002,6 +1002,8 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
         ("prod rows", |x| x.prod(-1), f32s(&[4, 9])),
         ("sum rows f64", |x| x.sum(-1), f64s(&[3, 40])),
         ("sum columns", |x| x.sum(0), f32s(&[300, 7])),
+        ("sum of one column", |x| x.sum(0), f32s(&[700, 1])),
+        ("max of two columns f64", |x| x.max(0), f64s(&[300, 2])),
         ("max columns", |x| x.max(0), f32s(&[37, 70])),
         ("min columns f64", |x| x.min(0), f64s(&[40, 33])),
         (
