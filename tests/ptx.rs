@@ -1790,6 +1790,9 @@ fn probe_module(offset: u64) -> Module {
 )
 .maxntid 64, 1, 1
 {{
+	.reg .b32 %r<2>;
+	.reg .b64 %rd<6>;
+	.reg .f32 %f<5>;
 	ld.param.u64 %rd1, [probe_param_0];
 	ld.param.u64 %rd2, [probe_param_1];
 	mov.u32 %r1, %tid.x;
@@ -1841,6 +1844,8 @@ fn shared_exchange(barrier: bool) -> Option<String> {
 )
 .maxntid 64, 1, 1
 {{
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<4>;
 	.shared .align 8 .b8 exchange_slots[256];
 	mov.u32 %r1, %tid.x;
 	mov.u32 %r2, exchange_slots;

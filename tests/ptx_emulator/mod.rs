@@ -112,6 +112,7 @@ impl Module {
                 }
             }
             let mut regs: HashMap<String, usize> = HashMap::new();
+            let mut declared: HashMap<String, usize> = HashMap::new();
             let mut shared = HashMap::new();
             // Each shared variable at an odd multiple of its declared 8-byte alignment, no
             // better aligned than `.align 8` promises.
@@ -136,7 +137,11 @@ impl Module {
                     labels.insert(label.to_string(), instrs.len());
                     continue;
                 }
-                if l.starts_with(".reg") {
+                if let Some(decl) = l.strip_prefix(".reg .") {
+                    // `.reg .b32 %r<24>;` declares %r0 to %r23.
+                    let (_, names) = decl.split_once(' ').unwrap();
+                    let (prefix, count) = names.trim_end_matches(">;").split_once('<').unwrap();
+                    declared.insert(prefix.to_string(), count.parse::<usize>().unwrap());
                     continue;
                 }
                 if let Some(decl) = l.strip_prefix(".shared .align 8 .b8 ") {
@@ -151,6 +156,16 @@ impl Module {
                     continue;
                 }
                 instrs.push(parse_instr(l, &mut regs));
+            }
+            // ptxas refuses a register the entry does not declare.
+            for reg in regs.keys() {
+                let digits = reg.trim_start_matches(|c: char| !c.is_ascii_digit());
+                let prefix = &reg[..reg.len() - digits.len()];
+                let index: usize = digits.parse().unwrap_or(usize::MAX);
+                assert!(
+                    declared.get(prefix).is_some_and(|&n| index < n),
+                    "{name}: register {reg} not declared"
+                );
             }
             entries.insert(
                 name,
