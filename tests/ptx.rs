@@ -623,22 +623,7 @@ fn emulated_programs() -> Vec<(&'static str, Func)> {
             "softmax_16384",
             trace(|x: Tensor| nn::softmax(&x, -1), &common::spec(&[2, 16384])).unwrap(),
         ),
-        (
-            "layernorm_grad_12288",
-            trace(
-                |(x, g, b, w): (Tensor, Tensor, Tensor, Tensor)| {
-                    let loss = |x: Tensor| (common::layernorm(&x, &g, &b) * &w).sum([0, 1]);
-                    ferrax::grad(loss)(x)
-                },
-                &(
-                    common::spec(&[2, 12288]),
-                    common::spec(&[12288]),
-                    common::spec(&[12288]),
-                    common::spec(&[2, 12288]),
-                ),
-            )
-            .unwrap(),
-        ),
+        ("layernorm_grad_12288", layernorm_grad(&[2, 12288])),
         // Longer than 1,024 threads hold: streamed a chunk at a time. 10,000 vectors of four
         // (a last chunk partly outside the row), and a layernorm gradient over an odd row
         // (vectors of one column, each pass recomputing what the one before kept).
@@ -646,22 +631,7 @@ fn emulated_programs() -> Vec<(&'static str, Func)> {
             "softmax_40000",
             trace(|x: Tensor| nn::softmax(&x, -1), &common::spec(&[3, 40000])).unwrap(),
         ),
-        (
-            "layernorm_grad_20001",
-            trace(
-                |(x, g, b, w): (Tensor, Tensor, Tensor, Tensor)| {
-                    let loss = |x: Tensor| (common::layernorm(&x, &g, &b) * &w).sum([0, 1]);
-                    ferrax::grad(loss)(x)
-                },
-                &(
-                    common::spec(&[3, 20001]),
-                    common::spec(&[20001]),
-                    common::spec(&[20001]),
-                    common::spec(&[3, 20001]),
-                ),
-            )
-            .unwrap(),
-        ),
+        ("layernorm_grad_20001", layernorm_grad(&[3, 20001])),
         (
             "mlp_step",
             trace(
@@ -675,6 +645,24 @@ fn emulated_programs() -> Vec<(&'static str, Func)> {
             .unwrap(),
         ),
     ]
+}
+
+/// The gradient of a weighted layernorm of an array of `shape` (rows by columns).
+fn layernorm_grad(shape: &[usize]) -> Func {
+    let cols = shape[1];
+    trace(
+        |(x, g, b, w): (Tensor, Tensor, Tensor, Tensor)| {
+            let loss = |x: Tensor| (common::layernorm(&x, &g, &b) * &w).sum([0, 1]);
+            ferrax::grad(loss)(x)
+        },
+        &(
+            common::spec(shape),
+            common::spec(&[cols]),
+            common::spec(&[cols]),
+            common::spec(shape),
+        ),
+    )
+    .unwrap()
 }
 
 /// Runs `launch` of `plan` (rendered as `module`) in the emulator, on the interpreter's
