@@ -79,10 +79,10 @@ pub enum MathMode {
     /// approximate instructions (`ex2`, `lg2`, `sin`, `cos`, `rsqrt.approx`), square roots by
     /// `sqrt.approx` and quotients by `div.full`: one or two instructions each instead of ten
     /// to thirty, at the errors CUDA documents for the same instructions (exp 2 + ⌊1.2·|x|⌋
-    /// ULP; log and sin/cos 2^-21.41 absolute on [0.5, 2] and [-π, π], log 3 ULP elsewhere,
-    /// sin/cos worse beyond; rsqrt and quotients 2 ULP, square roots 1). Logistic and GELU's
-    /// `1 + tanh(u)` take the approximate exp; tanh otherwise, expm1, log1p, pow and f64 keep
-    /// their accurate expansions.
+    /// ULP; log and sin 2^-21.41 absolute on [0.5, 2] and [-π, π], cos 2^-21.19 on [-π, π],
+    /// log 3 ULP elsewhere, sin/cos worse beyond; rsqrt and quotients 2 ULP, square roots 1).
+    /// Logistic and GELU's `1 + tanh(u)` take the approximate exp; tanh otherwise, expm1,
+    /// log1p, pow and f64 keep their accurate expansions.
     Fast,
 }
 
