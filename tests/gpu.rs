@@ -487,7 +487,14 @@ fn reductions_over_rows_and_columns_run_on_the_device() {
 }
 
 fn reductions_over_rows_and_columns_run_on_the_device_on<M: GpuMachine + Clone>(gpu: &M) {
-    let (rows, cols) = (300, 257);
+    // Rows of 257 take one element a thread at a time; rows of 3001, four in flight, then
+    // a tail (3001 is not within two strides of a multiple of four 256-thread strides).
+    for (rows, cols) in [(300, 257), (24, 3001)] {
+        reductions_of_shape_on(gpu, rows, cols);
+    }
+}
+
+fn reductions_of_shape_on<M: GpuMachine + Clone>(gpu: &M, rows: usize, cols: usize) {
     let mut data: Vec<f32> = (0..rows * cols)
         .map(|i| ((i * 7919) % 1000) as f32 / 100.0 - 5.0)
         .collect();
@@ -550,8 +557,8 @@ fn reductions_over_rows_and_columns_run_on_the_device_on<M: GpuMachine + Clone>(
         }
     }
     // Over axes that are not consecutive: a reduction per run, on the device.
-    let x3 = Array::from_vec([3, 100, 257], data).unwrap();
-    let spec3 = Tensor::spec(DType::F32, [3, 100, 257]);
+    let x3 = Array::from_vec([3, rows / 3, cols], data).unwrap();
+    let spec3 = Tensor::spec(DType::F32, [3, rows / 3, cols]);
     let separated: [(&str, Program); 2] = [
         ("max over [0, 2]", |t| t.max([0, 2])),
         ("sum over [0, 2]", |t| t.sum([0, 2])),

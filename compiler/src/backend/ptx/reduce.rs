@@ -542,6 +542,10 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
                 "\tand.b32 %r5, %r1, 31;\n\tshr.u32 %r6, %r1, 5;\n\tshr.u32 %r7, %r2, 5;"
             );
             let _ = writeln!(s, "\tmov.u32 %r12, {shared};");
+            let _ = writeln!(
+                s,
+                "\tmul.lo.s32 %r13, %r2, 3;\n\tshl.b32 %r15, %r2, 2;\n\tmul.wide.u32 %rd9, %r2, {size};"
+            );
             let _ = writeln!(s, "\tmov.u32 %r8, %r3;");
             let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r8, {results};\n\t@%p1 bra $L_end;");
             s.push_str("$L_row:\n");
@@ -552,6 +556,36 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
                 s.push_str(&segment_of("%r8", k));
                 let _ = writeln!(s, "\tcvt.u64.u32 %rd3, %r24;\n\tmul.lo.s64 %rd3, %rd3, {row_bytes};\n\tmul.wide.u32 %rd8, %r26, {size};\n\tadd.s64 %rd3, %rd3, %rd8;\n\tadd.s64 %rd3, %rd1, %rd3;");
             }
+            // Four loads in flight a thread (`%rd9` bytes apart), folded in the order a
+            // one-load loop would fold them, while a quarter of the elements remains
+            // (`%r14`: the length less three strides); then one at a time.
+            let _ = writeln!(
+                s,
+                "\tmax.u32 %r14, %r13, {length};\n\tsub.s32 %r14, %r14, %r13;\n\tsetp.ge.u32 %p3, %r9, %r14;\n\t@%p3 bra $L_tail;"
+            );
+            s.push_str("$L_four:\n");
+            let _ = writeln!(
+                s,
+                "\tmul.wide.u32 %rd4, %r9, {size};\n\tadd.s64 %rd5, %rd3, %rd4;\n\tadd.s64 %rd10, %rd5, %rd9;"
+            );
+            for j in 0..4 {
+                let (to, at) = (format!("%w{}", j + 1), ["%rd5", "%rd10"][j % 2]);
+                if j == 2 {
+                    let _ = writeln!(
+                        s,
+                        "\tadd.s64 %rd5, %rd10, %rd9;\n\tadd.s64 %rd10, %rd5, %rd9;"
+                    );
+                }
+                s.push_str(&load_element(k.dtype, &to, at));
+            }
+            for j in 0..4 {
+                s.push_str(&combine(k.op, t, bits, "%v1", &format!("%w{}", j + 1)));
+            }
+            let _ = writeln!(
+                s,
+                "\tadd.s32 %r9, %r9, %r15;\n\tsetp.lt.u32 %p3, %r9, %r14;\n\t@%p3 bra $L_four;"
+            );
+            s.push_str("$L_tail:\n");
             let _ = writeln!(
                 s,
                 "\tsetp.ge.u32 %p2, %r9, {length};\n\t@%p2 bra $L_folded;"
