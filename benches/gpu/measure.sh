@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# On a machine with an NVIDIA GPU, from the repository root, after benches/gpu/stage.sh:
+# the CUDA test suite, the training example, each kernel's device time (ncu, where present),
+# the device-to-device copy bandwidth at w1's and w8's sizes, and compare.py against JAX on
+# the same GPU. Logs go to $OUT (default /tmp/ferrax-gpu); the table prints last. Fits in
+# ten minutes on an H200 (about three).
+set -uo pipefail
+out=${OUT:-/tmp/ferrax-gpu}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+FERRAX_REQUIRE_GPU=1 timeout 300 .gpu/gpu-tests --test-threads 1 >"$out/tests.log" 2>&1
+echo "tests/gpu.rs exit $?"
+grep -E "FAILED|panicked|test result" "$out/tests.log"
+timeout 60 .gpu/train_mlp --device cuda >"$out/train.log" 2>&1
+echo "train_mlp --device cuda exit $?"
+tail -3 "$out/train.log"
+if command -v ncu >/dev/null; then
+    timeout 90 ncu --clock-control none --csv --page raw \
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+        .gpu/ferrax-bench --device cuda --reps 1 \
+        --only w1_gelu,w2_softmax,w3_layernorm,w4_matmul,w5_mlp_step,w7_rowsum,w8_sin_chain \
+        >"$out/ncu.csv" 2>/dev/null
+    echo "ncu kernel times: $out/ncu.csv (exit $?)"
+fi
+timeout 60 python3 .gpu/copy_bandwidth.py
+PYTHONUNBUFFERED=1 timeout $((560 - SECONDS)) python3 .gpu/compare.py --rounds 3 \
+    "./.gpu/ferrax-bench --device cuda --reps 30" "python3 .gpu/jax_reference.py --reps 30" \
+    >"$out/compare.log" 2>&1
+echo "compare.py exit $?"
+cat "$out/compare.log"
