@@ -1,6 +1,6 @@
 //! Reduction kernels: a reduction over trailing dimensions is a row reduction (one block per
-//! row: each thread strides the row, then warp shuffles and one shared-memory pass across the
-//! block's warps); one over leading or middle dimensions is a column reduction (one thread per
+//! row: each thread strides the row, four loads in flight, then warp shuffles and one
+//! shared-memory pass across the block's warps); one over leading or middle dimensions is a column reduction (one thread per
 //! output, reading down its column, so neighbouring threads read neighbouring addresses; over
 //! middle dimensions each leading index has its own block of rows). Axes that are not
 //! consecutive are not lowered here.
@@ -557,8 +557,8 @@ fn reduce_body(k: &ReduceKernel, shared: &str) -> String {
                 let _ = writeln!(s, "\tcvt.u64.u32 %rd3, %r24;\n\tmul.lo.s64 %rd3, %rd3, {row_bytes};\n\tmul.wide.u32 %rd8, %r26, {size};\n\tadd.s64 %rd3, %rd3, %rd8;\n\tadd.s64 %rd3, %rd1, %rd3;");
             }
             // Four loads in flight a thread (`%rd9` bytes apart), folded in the order a
-            // one-load loop would fold them, while a quarter of the elements remains
-            // (`%r14`: the length less three strides); then one at a time.
+            // one-load loop would fold them, while all four fall in the row (the element is
+            // below `%r14`: the length less three strides); then one at a time.
             let _ = writeln!(
                 s,
                 "\tmax.u32 %r14, %r13, {length};\n\tsub.s32 %r14, %r14, %r13;\n\tsetp.ge.u32 %p3, %r9, %r14;\n\t@%p3 bra $L_tail;"
