@@ -612,8 +612,9 @@ fn reductions_of_shape_on<M: GpuMachine + Clone>(gpu: &M, rows: usize, cols: usi
 }
 
 /// Rows of up to 16,384 columns run as row kernels of up to 1,024 threads, and longer rows
-/// (up to 262,144 columns) as streamed row kernels, a chunk of 8,192 columns at a time: softmax
-/// and layernorm gradients against the interpreter, f64 and rows of whole chunks among them.
+/// (up to 262,144 columns, more than 65,536 only when 32 rows or more) as streamed row
+/// kernels, a chunk of 8,192 columns at a time: softmax and layernorm gradients against the
+/// interpreter, f64 and rows of whole chunks among them.
 #[test]
 fn long_rows_run_as_row_kernels() {
     on_each_gpu!(long_rows_run_as_row_kernels_on);
@@ -649,6 +650,28 @@ fn long_rows_run_as_row_kernels_on<M: GpuMachine + Clone>(gpu: &M) {
         let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
         assert_close(&got[0], &want[0], rtol(want[0].dtype()), name);
     }
+    // Fewer than 32 rows of more than 65,536 columns would stream through a block each: they
+    // run as kernels and reductions split across blocks instead; 32 such rows stream.
+    let few = softmax(DType::F32, 131_072);
+    let plan = GpuPlan::new(&few, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+    assert!(plan.kernels.iter().all(|k| k.rows.is_none()));
+    assert_eq!(
+        plan.split_reductions().len(),
+        2,
+        "the row max and the row sum"
+    );
+    let exe = GpuProgram::compile(&few, gpu, GpuOptions::HIGHEST).unwrap();
+    assert_eq!(exe.host_steps(), 0);
+    let args = inputs(&few, 6);
+    let (got, want) = (exe.run(&args).unwrap(), interpret(&few, &args).unwrap());
+    assert_close(&got[0], &want[0], rtol(DType::F32), "few long rows");
+    let many = trace(
+        |x: Tensor| nn::softmax(&x, -1),
+        &Tensor::spec(DType::F32, [32, 131_072]),
+    )
+    .unwrap();
+    let plan = GpuPlan::new(&many, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+    assert!(plan.kernels.iter().any(|k| k.rows.is_some()));
 }
 
 /// Reductions of too few results for the GPU's blocks, each of many elements, split in two

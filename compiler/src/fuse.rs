@@ -34,15 +34,38 @@ pub enum Step {
     },
 }
 
+/// The rows a backend's row kernels take: up to `max_cols` elements, and more than
+/// `long_cols` only where there are at least `min_long_rows` of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowLimit {
+    pub max_cols: usize,
+    pub long_cols: usize,
+    pub min_long_rows: usize,
+}
+
+impl RowLimit {
+    /// Any rows.
+    pub const NONE: RowLimit = RowLimit {
+        max_cols: usize::MAX,
+        long_cols: usize::MAX,
+        min_long_rows: 0,
+    };
+
+    /// Whether `rows` rows of `cols` elements take a row kernel.
+    pub fn fits(self, rows: usize, cols: usize) -> bool {
+        cols <= self.max_cols && (cols <= self.long_cols || rows >= self.min_long_rows)
+    }
+}
+
 /// What a backend's kernels handle: f32, f64, f16 and bf16 (stored as such, computed in f32)
 /// arithmetic, remainders included, bool and i32 arithmetic always; i64 arithmetic where `int64`
 /// is set; integer division, remainders, powers, abs and sign where `int_edge_cases` is; where
 /// `conversions` is, conversions of u8 and i64 values to and from i32, f32 and f64, and of bools
-/// to and from i32, f32 and f64; row kernels over rows of up to `row_cols` elements; reductions over leading axes inside flat kernels where
+/// to and from i32, f32 and f64; row kernels over the rows `rows` admits; reductions over leading axes inside flat kernels where
 /// `columns` is set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelTypes {
-    pub row_cols: usize,
+    pub rows: RowLimit,
     pub int64: bool,
     pub int_edge_cases: bool,
     pub conversions: bool,
@@ -52,19 +75,20 @@ pub struct KernelTypes {
 impl KernelTypes {
     /// The CPU code generator's set.
     pub const CPU: KernelTypes = KernelTypes {
-        row_cols: usize::MAX,
+        rows: RowLimit::NONE,
         int64: false,
         int_edge_cases: false,
         conversions: false,
         columns: true,
     };
     /// The PTX renderer's set: a row kernel keeps its row in registers, at most 16 elements to
-    /// each of up to 1,024 threads, or streams rows of up to 262,144 elements a chunk at a time;
-    /// longer rows and reductions over leading axes are kernels of their own; i32
+    /// each of up to 1,024 threads, or streams rows of up to 262,144 elements a chunk at a time
+    /// where there are enough of them ([`crate::backend::ptx::rows::ROW_LIMIT`]); other rows
+    /// and reductions over leading axes are kernels of their own; i32
     /// division does not trap (the renderer guards the divisor for the interpreter's edge
     /// cases), and powers, abs and sign follow the interpreter's.
     pub const GPU: KernelTypes = KernelTypes {
-        row_cols: crate::backend::ptx::rows::MAX_COLS,
+        rows: crate::backend::ptx::rows::ROW_LIMIT,
         int64: true,
         int_edge_cases: true,
         conversions: true,
@@ -504,7 +528,7 @@ fn row_reduction(func: &Func, i: usize, types: KernelTypes) -> Option<(usize, us
         .enumerate()
         .all(|(k, &a)| a == rank - axes.len() + k);
     let cols: usize = axes.iter().map(|&a| operand.dims()[a]).product();
-    let ok = cols <= types.row_cols
+    let ok = types.rows.fits(ins.ty.numel(), cols)
         && types.float(ins.ty.dtype)
         && !matches!(op, ReduceOp::Prod)
         && !axes.is_empty()

@@ -18,11 +18,14 @@
 //! a value an earlier pass computed is computed again from the inputs, which each pass reloads
 //! ([`crate::kernel::rows::recompute_carried`]). Softmax so reads its row three times and
 //! writes it once, where kernels and reduction kernels would make about six passes over memory.
+//! But a block streams each row, so only rows enough to spread over the device stream
+//! ([`ROW_LIMIT`]); fewer very long rows run as kernels and split reductions over many blocks.
 
 use super::{
     emit_op, entry_header, float_literal, reg_class, suffix, Class, Emitter, MathMode, PtxError,
     Thread,
 };
+use crate::fuse::RowLimit;
 use crate::kernel::{Access, KInstr, KOp, Kernel, Role, Stage};
 use ferrax_ir::{DType, ReduceOp, Scalar};
 use std::collections::HashMap;
@@ -34,6 +37,17 @@ const SLOTS: usize = 16;
 /// The longest rows a row kernel takes: a block streams each row, so few long rows would keep
 /// most of the device idle; longer rows run as kernels and reduction kernels over many blocks.
 pub const MAX_COLS: usize = 262_144;
+
+/// The rows that take a row kernel on the GPU. A streamed row takes one block, so its time
+/// grows with its length however few rows there are. On an H200 a softmax took 75.5 µs over
+/// 1 or 4 rows of 262,144 elements, where kernels and split reductions took 28 and 31 µs.
+/// Rows of up to 65,536 elements stream faster than that path, even a few of them (16 rows of
+/// 65,536: 22.8 against 35 µs). Longer rows stream only when there are 32 or more.
+pub const ROW_LIMIT: RowLimit = RowLimit {
+    max_cols: MAX_COLS,
+    long_cols: 65_536,
+    min_long_rows: 32,
+};
 
 /// Columns a row kernel's thread loads and stores as one vector: 16 bytes of f32 (or of an
 /// 8-byte type) where rows are whole vectors, else one.
