@@ -4,12 +4,11 @@
 //! device, cuBLAS matrix products in every layout, and the runtime's caches. Where there is no
 //! NVIDIA driver or GPU, each test prints why and passes (`FERRAX_REQUIRE_GPU=1` makes that a
 //! failure, for runs on a GPU machine). The tests of small programs run on the emulated GPU
-//! too (`ptx_emulator::Emulator`, through the same executor), everywhere: that checks them,
+//! too (`ferrax_ptx_emu::Emulator`, through the same executor), everywhere: that checks them,
 //! and what they check, without a GPU.
 #![allow(clippy::unwrap_used)]
 
 mod common;
-mod ptx_emulator;
 
 #[allow(dead_code)]
 #[path = "../examples/train_mlp.rs"]
@@ -36,7 +35,7 @@ use ferrax::ir::DotDims;
 use ferrax::ir::Op;
 use ferrax::runtime::{eval_op, interpret, CudaDevice, CudaError};
 use ferrax::{jit, nn, trace, Array, DType, Device, Tensor};
-use ptx_emulator::Emulator;
+use ferrax_ptx_emu::Emulator;
 use std::f32::consts::PI;
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! corpus, the gradients and the benchmark programs assembled with `ptxas` for sm_80 and sm_90,
 //! with accurate and with fast math, without a register spilled;
 //! every kernel of the corpus, the gradients and small benchmark forms run in a PTX emulator
-//! (`ptx_emulator`) against the interpreter, so that kernels are checked by running them where
+//! (the `ferrax-ptx-emu` crate) against the interpreter, so that kernels are checked by running them where
 //! there is no GPU; and whole programs (those and the conformance suite) run on the emulated GPU
 //! through the executor the CUDA device uses.
 //!
@@ -12,7 +12,6 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
-mod ptx_emulator;
 
 use ferrax::compiler::backend::gpu::{GpuOptions, GpuPlan, GpuProgram};
 use ferrax::compiler::backend::ptx::reduce::{ReduceKernel, ReduceLaunch};
@@ -29,7 +28,7 @@ use ferrax::ir::{Func, ValueId};
 use ferrax::runtime::eval_op;
 use ferrax::Array;
 use ferrax::{nn, trace, DType, Tensor, TensorType};
-use ptx_emulator::{array_of, bytes_of, launch, Emulator, Memory, Module};
+use ferrax_ptx_emu::{array_of, bytes_of, launch, Emulator, Memory, Module};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -697,25 +696,26 @@ fn emulate(
     let (len, block) = plan.launch_shape(index.unwrap());
     let grid = len.div_ceil(block as usize).clamp(1, 2) as u32;
     launch(
-        module.entry(&launched.name),
+        module.entry(&launched.name).unwrap(),
         grid,
         block,
         &params,
         &mut memory,
-    );
+    )
+    .unwrap();
     outputs
         .into_iter()
         .map(|(v, address, bytes)| {
             (
                 v,
-                array_of(memory.read(address, bytes), values[v.index()].ty()),
+                array_of(memory.read(address, bytes).unwrap(), values[v.index()].ty()).unwrap(),
             )
         })
         .collect()
 }
 
 /// Every kernel the GPU plans for the corpus, the gradients and small forms of the benchmark
-/// workloads, run in the PTX emulator (`ptx_emulator`) on the interpreter's values of its
+/// workloads, run in the PTX emulator (`ferrax-ptx-emu`) on the interpreter's values of its
 /// inputs, stores the interpreter's values of its outputs: flat kernels and launches of
 /// several (two blocks, so the grid-stride loops go round), row kernels (two blocks striding
 /// over the rows), and the branch for sines beyond the f32 reduction.
@@ -729,7 +729,7 @@ fn kernels_compute_the_interpreters_values_in_the_emulator() {
     for (name, func) in programs {
         let (simple, _) = simplify(&func).unwrap();
         let plan = GpuPlan::new(&simple, PtxTarget::Sm80, MathMode::Accurate).unwrap();
-        let module = Module::parse(&plan.ptx);
+        let module = Module::parse(&plan.ptx).unwrap();
         for seed in 0..2 {
             let values = all_values(&plan.func, &common::inputs(&plan.func, seed));
             for l in &plan.launches {
@@ -945,7 +945,7 @@ fn fast_math_renders_approximate_instructions_that_compute_the_functions() {
             // `x·0.5·(1 + tanh(u))` as `x / (1 + exp(-2u))`, its exp approximate too.
             assert!(plan.ptx.contains("ex2.approx.f32") && plan.ptx.contains("div.full.f32"));
         }
-        let module = Module::parse(&plan.ptx);
+        let module = Module::parse(&plan.ptx).unwrap();
         let values = all_values(&plan.func, &common::inputs(&plan.func, 0));
         for l in &plan.launches {
             for (v, got) in emulate(&plan, &module, l, &values) {
@@ -1111,7 +1111,7 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
     for (name, body, spec) in cases {
         let func = trace(body, &spec).unwrap();
         let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
-        let module = Module::parse(&plan.ptx);
+        let module = Module::parse(&plan.ptx).unwrap();
         let extremes = name.starts_with("max") || name.starts_with("min");
         let mut input = values(&func.params[0], extremes);
         if extremes {
@@ -1123,7 +1123,7 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
                 f64::NAN.to_le_bytes().to_vec()
             };
             v[..nan.len()].copy_from_slice(&nan);
-            input = array_of(&v, input.ty());
+            input = array_of(&v, input.ty()).unwrap();
         }
         let want = &ferrax::runtime::interpret(&func, std::slice::from_ref(&input)).unwrap()[0];
         let mut memory = Memory::default();
@@ -1139,8 +1139,9 @@ fn reductions_and_copies_compute_the_interpreters_values_in_the_emulator() {
             ),
             _ => panic!("{name}: not one reduction or copy"),
         };
-        launch(module.entry(&entry), grid, block, &[from, to], &mut memory);
-        let got = array_of(memory.read(to, bytes), want.ty());
+        let entry = module.entry(&entry).unwrap();
+        launch(entry, grid, block, &[from, to], &mut memory).unwrap();
+        let got = array_of(memory.read(to, bytes).unwrap(), want.ty()).unwrap();
         let exact = !name.starts_with("sum") && !name.starts_with("prod");
         if exact {
             assert_eq!(bytes_of(&got), bytes_of(want), "{name}");
@@ -1176,7 +1177,7 @@ fn integer_division_runs_in_kernels_with_the_interpreters_edge_cases() {
         Array::from_vec([12], b).unwrap(),
     ];
     let values = all_values(&plan.func, &args);
-    let module = Module::parse(&plan.ptx);
+    let module = Module::parse(&plan.ptx).unwrap();
     let mut outputs = 0;
     for l in &plan.launches {
         for (v, got) in emulate(&plan, &module, l, &values) {
@@ -1323,7 +1324,7 @@ fn conversions_through_u8_i64_and_bool_run_in_kernels() {
     assert_eq!(plan.host_ops(), Vec::<&str>::new());
     let x = common::conversion_edges();
     let values = all_values(&plan.func, &[Array::from_vec([12], x).unwrap()]);
-    let module = Module::parse(&plan.ptx);
+    let module = Module::parse(&plan.ptx).unwrap();
     let mut outputs = 0;
     for l in &plan.launches {
         for (v, got) in emulate(&plan, &module, l, &values) {
@@ -1395,7 +1396,7 @@ fn integers_and_f64_convert_to_halves_rounded_once() {
         Array::from_vec([n], floats).unwrap(),
     ];
     let values = all_values(&plan.func, &args);
-    let module = Module::parse(&plan.ptx);
+    let module = Module::parse(&plan.ptx).unwrap();
     let mut outputs = 0;
     for l in &plan.launches {
         for (v, got) in emulate(&plan, &module, l, &values) {
@@ -1471,7 +1472,7 @@ fn integer_powers_run_in_kernels_as_the_interpreters() {
         Array::from_vec([16], b).unwrap(),
     ];
     let values = all_values(&plan.func, &args);
-    let module = Module::parse(&plan.ptx);
+    let module = Module::parse(&plan.ptx).unwrap();
     assert_eq!(plan.launches.len(), 1);
     let outputs = emulate(&plan, &module, &plan.launches[0], &values);
     assert_eq!(outputs.len(), 1);
@@ -1518,7 +1519,7 @@ fn reductions_over_separated_axes_split_into_consecutive_ones() {
         let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
         assert_eq!(plan.host_ops(), Vec::<&str>::new(), "{name}");
         assert_eq!(plan.reductions.len(), count, "{name}");
-        let module = Module::parse(&plan.ptx);
+        let module = Module::parse(&plan.ptx).unwrap();
         let args = common::inputs(&func, 0);
         let values = all_values(&plan.func, &args);
         // The split program computes the original's result.
@@ -1548,14 +1549,18 @@ fn emulate_copies(plan: &GpuPlan, module: &Module, values: &[Array]) -> Vec<(usi
                 let copy = &plan.copies[c];
                 let grid = copy.len().div_ceil(256).clamp(1, 2) as u32;
                 launch(
-                    module.entry(&copy.name),
+                    module.entry(&copy.name).unwrap(),
                     grid,
                     256,
                     &[from, to],
                     &mut memory,
-                );
+                )
+                .unwrap();
             }
-            (i, array_of(memory.read(to, bytes), want.ty()))
+            (
+                i,
+                array_of(memory.read(to, bytes).unwrap(), want.ty()).unwrap(),
+            )
         })
         .collect()
 }
@@ -1575,15 +1580,16 @@ fn emulate_reductions(plan: &GpuPlan, module: &Module, values: &[Array]) -> Vec<
         }
         let launched = &plan.reduce_launches[l];
         launch(
-            module.entry(&launched.name),
+            module.entry(&launched.name).unwrap(),
             launched.grid(&plan.reductions, 2),
             launched.block(&plan.reductions),
             &params,
             &mut memory,
-        );
+        )
+        .unwrap();
         for (&i, to) in instrs.iter().zip(params.iter().skip(1).step_by(2)) {
             let want = &values[plan.func.instr_value(i).index()];
-            let got = array_of(memory.read(*to, bytes_of(want).len()), want.ty());
+            let got = array_of(memory.read(*to, bytes_of(want).len()).unwrap(), want.ty()).unwrap();
             results.push((i, got));
         }
     }
@@ -1642,7 +1648,7 @@ fn concatenations_and_pads_compute_the_interpreters_values_in_the_emulator() {
         let func = trace(body, &spec).unwrap();
         let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
         assert_eq!(plan.host_ops(), Vec::<&str>::new(), "{name}");
-        let module = Module::parse(&plan.ptx);
+        let module = Module::parse(&plan.ptx).unwrap();
         let values = all_values(&plan.func, &common::inputs(&plan.func, 0));
         for (i, got) in emulate_copies(&plan, &module, &values) {
             let want = &values[plan.func.instr_value(i).index()];
@@ -1739,7 +1745,7 @@ fn conformance_programs_run_in_the_emulator() {
                     "{name}: {report}"
                 );
             }
-            let module = Module::parse(&plan.ptx);
+            let module = Module::parse(&plan.ptx).unwrap();
             let values = all_values(&plan.func, &args);
             for l in &plan.launches {
                 for (v, got) in emulate(&plan, &module, l, &values) {
@@ -1764,125 +1770,4 @@ fn conformance_programs_run_in_the_emulator() {
     std::fs::remove_dir_all(&scratch).ok();
     assert!(launched >= 120, "only {launched} launches");
     assert!(whole >= 140, "only {whole} launches of whole programs");
-}
-
-/// A kernel copying 16 bytes a thread, from `offset` bytes into its input, under `.maxntid 64`.
-fn probe_module(offset: u64) -> Module {
-    Module::parse(&format!(
-        ".version 7.0
-.target sm_80
-.address_size 64
-.visible .entry probe(
-	.param .u64 probe_param_0,
-	.param .u64 probe_param_1
-)
-.maxntid 64, 1, 1
-{{
-	.reg .b32 %r<2>;
-	.reg .b64 %rd<6>;
-	.reg .f32 %f<5>;
-	ld.param.u64 %rd1, [probe_param_0];
-	ld.param.u64 %rd2, [probe_param_1];
-	mov.u32 %r1, %tid.x;
-	mul.wide.u32 %rd3, %r1, 16;
-	add.s64 %rd4, %rd1, %rd3;
-	add.s64 %rd4, %rd4, {offset};
-	ld.global.nc.v4.f32 {{%f1, %f2, %f3, %f4}}, [%rd4];
-	add.s64 %rd5, %rd2, %rd3;
-	st.global.v4.f32 [%rd5], {{%f1, %f2, %f3, %f4}};
-	ret;
-}}
-"
-    ))
-}
-
-/// Runs the probe over `threads` threads, `offset` bytes into an input of `input_bytes`;
-/// returns the emulator's complaint, if any.
-fn probe(threads: u32, offset: u64, input_bytes: usize) -> Option<String> {
-    let module = probe_module(offset);
-    let mut memory = Memory::default();
-    let input = memory.alloc(&vec![1; input_bytes]);
-    let output = memory.alloc(&vec![0; 16 * threads as usize]);
-    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        launch(
-            module.entry("probe"),
-            1,
-            threads,
-            &[input, output],
-            &mut memory,
-        )
-    }));
-    run.err().map(|e| {
-        e.downcast_ref::<String>()
-            .cloned()
-            .unwrap_or_else(|| format!("{:?}", e.downcast_ref::<&str>()))
-    })
-}
-
-/// A kernel of two warps, each thread storing its index to shared memory and then reading
-/// the slot of the thread 32 on (in the other warp), with or without a barrier between.
-fn shared_exchange(barrier: bool) -> Option<String> {
-    let sync = if barrier { "bar.sync 0;" } else { "" };
-    let module = Module::parse(&format!(
-        ".version 7.0
-.target sm_80
-.address_size 64
-.visible .entry exchange(
-	.param .u64 exchange_param_0
-)
-.maxntid 64, 1, 1
-{{
-	.reg .b32 %r<8>;
-	.reg .b64 %rd<4>;
-	.shared .align 8 .b8 exchange_slots[256];
-	mov.u32 %r1, %tid.x;
-	mov.u32 %r2, exchange_slots;
-	shl.b32 %r3, %r1, 2;
-	add.s32 %r4, %r2, %r3;
-	st.shared.b32 [%r4], %r1;
-	{sync}
-	xor.b32 %r5, %r3, 128;
-	add.s32 %r6, %r2, %r5;
-	ld.shared.b32 %r7, [%r6];
-	ld.param.u64 %rd1, [exchange_param_0];
-	mul.wide.u32 %rd2, %r1, 4;
-	add.s64 %rd3, %rd1, %rd2;
-	st.global.b32 [%rd3], %r7;
-	ret;
-}}
-"
-    ));
-    let mut memory = Memory::default();
-    let output = memory.alloc(&[0; 256]);
-    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        launch(module.entry("exchange"), 1, 64, &[output], &mut memory)
-    }));
-    run.err().map(|e| {
-        e.downcast_ref::<String>()
-            .cloned()
-            .unwrap_or_else(|| format!("{:?}", e.downcast_ref::<&str>()))
-    })
-}
-
-/// The emulator refuses what the hardware would fault on, not launch, or order either way, so
-/// that kernels it runs would run on a GPU: a vector access not aligned to its size, an access
-/// past its buffer (even one that stays in the emulator's memory, in the next buffer or the
-/// padding between), a block larger than the entry's `.maxntid`, and a shared memory race.
-#[test]
-fn the_emulator_refuses_what_the_hardware_would_not_run() {
-    assert_eq!(probe(64, 0, 16 * 64), None);
-    let misaligned = probe(4, 8, 16 * 64).unwrap();
-    assert!(misaligned.contains("misaligned"), "{misaligned}");
-    let past_the_end = probe(64, 16, 16 * 64).unwrap();
-    assert!(
-        past_the_end.contains("outside every buffer"),
-        "{past_the_end}"
-    );
-    let too_many = probe(128, 0, 16 * 128).unwrap();
-    assert!(too_many.contains("more than 64"), "{too_many}");
-    // Shared memory another warp wrote, read with no barrier between: a race the hardware
-    // may order either way, whichever order the emulator happened to run the warps in.
-    assert_eq!(shared_exchange(true), None);
-    let race = shared_exchange(false).unwrap();
-    assert!(race.contains("shared memory race"), "{race}");
 }

@@ -1,14 +1,17 @@
 //! ferrax's runtime: concrete arrays and the reference interpreter, the numerical oracle that
-//! every backend is tested against.
+//! every backend is tested against; the CUDA device, and the [`GpuMachine`] trait it implements
+//! (what running a GPU program asks of a GPU).
 
 mod array;
 pub mod cuda;
 mod interp;
+pub mod machine;
 pub mod recycle;
 
 pub use array::Array;
 pub use cuda::{CudaDevice, CudaError, DeviceArray, MatmulPrecision};
 pub use interp::{check_args, eval_op, interpret, wide_unary};
+pub use machine::{GemmOperand, GpuMachine, MachineError};
 
 use ferrax_ir::{DType, Shape, TensorType, VerifyError};
 

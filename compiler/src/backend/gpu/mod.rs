@@ -25,8 +25,7 @@ use ferrax_runtime::cuda::{CudaDevice, CudaError, MatmulPrecision};
 use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
 use std::sync::Arc;
 
-mod machine;
-pub use machine::{GemmOperand, GpuMachine};
+pub use ferrax_runtime::machine::{GemmOperand, GpuMachine, MachineError};
 
 /// Threads per block of elementwise kernels.
 const BLOCK: u32 = 256;
@@ -35,6 +34,8 @@ const BLOCK: u32 = 256;
 pub enum GpuError {
     #[error(transparent)]
     Cuda(#[from] CudaError),
+    #[error(transparent)]
+    Machine(#[from] MachineError),
     #[error(transparent)]
     Ptx(#[from] PtxError),
     #[error(transparent)]
@@ -763,7 +764,9 @@ impl<M: GpuMachine> GpuProgram<M> {
     where
         M: Clone,
     {
-        let plan = GpuPlan::new(func, machine.target(), options.math)?;
+        let (major, minor) = machine.compute_capability();
+        let target = PtxTarget::for_compute_capability(major, minor);
+        let plan = GpuPlan::new(func, target, options.math)?;
         let mut names: Vec<&str> = plan.launches.iter().map(|l| l.name.as_str()).collect();
         names.extend(plan.reduce_launches.iter().map(|r| r.name.as_str()));
         names.extend(plan.copies.iter().map(|c| c.name.as_str()));
@@ -835,8 +838,9 @@ impl<M: GpuMachine> GpuProgram<M> {
                 grid,
                 BLOCK,
                 &[M::address(input), M::address(out)],
-            )
+            )?;
         }
+        Ok(())
     }
 
     /// Copies `args` to the device, runs, and copies the results back.
@@ -846,10 +850,11 @@ impl<M: GpuMachine> GpuProgram<M> {
             .iter()
             .map(|a| self.machine.upload(a))
             .collect::<Result<Vec<_>, _>>()?;
-        self.run_device(&up)?
+        let results = self.run_device(&up)?;
+        Ok(results
             .iter()
             .map(|a| self.machine.download(a))
-            .collect()
+            .collect::<Result<_, _>>()?)
     }
 
     /// Runs on arrays already on the device; the results stay there. Work is queued, not
@@ -1053,7 +1058,7 @@ impl<M: GpuMachine> GpuProgram<M> {
                             .iter()
                             .map(|a| match local.get(a) {
                                 Some(x) => Ok(x.clone()),
-                                None => machine.download(&get(&values, *a)?),
+                                None => Ok(machine.download(&get(&values, *a)?)?),
                             })
                             .collect::<Result<Vec<_>, GpuError>>()?;
                         let refs: Vec<&Array> = operands.iter().collect();

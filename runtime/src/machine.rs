@@ -1,18 +1,27 @@
 //! What running a GPU program asks of a GPU, as a trait: loading a module, memory, launches and
-//! matrix products. The CUDA device is one machine; the tests' PTX emulator is another, so a
-//! whole [`GpuProgram`](super::GpuProgram) (its step order, launch shapes, deferred launches,
-//! releases, GEMM operand layouts and host path) runs and is checked where there is no GPU.
+//! matrix products. The CUDA device ([`cuda`](crate::cuda)) is one machine; the PTX emulator
+//! (the `ferrax-ptx-emu` crate) is another, so a whole GPU program (its step order, launch
+//! shapes, deferred launches, releases, GEMM operand layouts and host path) runs and is checked
+//! where there is no GPU.
 
-use super::GpuError;
-use crate::backend::ptx::PtxTarget;
+use crate::cuda::{CudaDevice, CudaError, DeviceArray, Function, MatmulPrecision};
+use crate::Array;
 use ferrax_ir::{DType, Shape, TensorType};
-use ferrax_runtime::cuda::{CudaDevice, DeviceArray, Function, MatmulPrecision};
-use ferrax_runtime::Array;
 use std::sync::Arc;
 
 /// One operand of a [`GpuMachine::gemm`]: its address, leading dimension and batch stride, in
 /// elements.
 pub type GemmOperand = (u64, usize, usize);
+
+/// Why a [`GpuMachine`] could not do what it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum MachineError {
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
+    /// The machine's own refusal (an emulator's, say), in its words.
+    #[error("{0}")]
+    Refused(String),
+}
 
 pub trait GpuMachine {
     /// An array in the machine's memory; clones share its buffer, which lives as long as one.
@@ -20,18 +29,18 @@ pub trait GpuMachine {
     /// An entry of a loaded module.
     type Function;
 
-    /// The PTX target the machine runs.
-    fn target(&self) -> PtxTarget;
+    /// The machine's compute capability, `(major, minor)`: which PTX target it runs.
+    fn compute_capability(&self) -> (i32, i32);
     /// Loads `ptx` and returns its entries `names`, in order.
-    fn load(&self, ptx: &str, names: &[&str]) -> Result<Vec<Self::Function>, GpuError>;
+    fn load(&self, ptx: &str, names: &[&str]) -> Result<Vec<Self::Function>, MachineError>;
     fn multiprocessors(&self) -> u32;
     /// Blocks for a grid-stride kernel over `len` elements with blocks of `block` threads.
     fn grid_for(&self, len: usize, block: u32) -> u32;
     /// An uninitialized array of type `ty`, for a kernel to fill.
-    fn alloc(&self, ty: &TensorType) -> Result<Self::Array, GpuError>;
-    fn upload(&self, array: &Array) -> Result<Self::Array, GpuError>;
+    fn alloc(&self, ty: &TensorType) -> Result<Self::Array, MachineError>;
+    fn upload(&self, array: &Array) -> Result<Self::Array, MachineError>;
     /// Copies `array` back, once the work that produces it is done.
-    fn download(&self, array: &Self::Array) -> Result<Array, GpuError>;
+    fn download(&self, array: &Self::Array) -> Result<Array, MachineError>;
     fn address(array: &Self::Array) -> u64;
     fn array_type(array: &Self::Array) -> TensorType;
     /// The same buffer under another shape of the same element count.
@@ -47,7 +56,7 @@ pub trait GpuMachine {
         grid: u32,
         block: u32,
         args: &[u64],
-    ) -> Result<(), GpuError>;
+    ) -> Result<(), MachineError>;
 
     /// Batched column-major matrix product with cuBLAS's conventions:
     /// `C[i] = op(A[i]) · op(B[i])`, `C` being `m × n`, `op` transposing where asked.
@@ -66,19 +75,18 @@ pub trait GpuMachine {
         c: GemmOperand,
         batch: usize,
         precision: MatmulPrecision,
-    ) -> Result<(), GpuError>;
+    ) -> Result<(), MachineError>;
 }
 
 impl GpuMachine for Arc<CudaDevice> {
     type Array = DeviceArray;
     type Function = Function;
 
-    fn target(&self) -> PtxTarget {
-        let (major, minor) = self.compute_capability();
-        PtxTarget::for_compute_capability(major, minor)
+    fn compute_capability(&self) -> (i32, i32) {
+        CudaDevice::compute_capability(self)
     }
 
-    fn load(&self, ptx: &str, names: &[&str]) -> Result<Vec<Function>, GpuError> {
+    fn load(&self, ptx: &str, names: &[&str]) -> Result<Vec<Function>, MachineError> {
         let module = self.load_module(ptx)?;
         Ok(names
             .iter()
@@ -94,15 +102,15 @@ impl GpuMachine for Arc<CudaDevice> {
         CudaDevice::grid_for(self, len, block)
     }
 
-    fn alloc(&self, ty: &TensorType) -> Result<DeviceArray, GpuError> {
+    fn alloc(&self, ty: &TensorType) -> Result<DeviceArray, MachineError> {
         Ok(self.alloc_array(ty)?)
     }
 
-    fn upload(&self, array: &Array) -> Result<DeviceArray, GpuError> {
+    fn upload(&self, array: &Array) -> Result<DeviceArray, MachineError> {
         Ok(CudaDevice::upload(self, array)?)
     }
 
-    fn download(&self, array: &DeviceArray) -> Result<Array, GpuError> {
+    fn download(&self, array: &DeviceArray) -> Result<Array, MachineError> {
         Ok(array.to_host()?)
     }
 
@@ -124,7 +132,7 @@ impl GpuMachine for Arc<CudaDevice> {
         grid: u32,
         block: u32,
         args: &[u64],
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), MachineError> {
         // SAFETY: the caller's guarantee.
         Ok(unsafe { CudaDevice::launch(self, function, grid, block, args) }?)
     }
@@ -139,7 +147,7 @@ impl GpuMachine for Arc<CudaDevice> {
         c: GemmOperand,
         batch: usize,
         precision: MatmulPrecision,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), MachineError> {
         // SAFETY: the caller's guarantee.
         Ok(unsafe { CudaDevice::gemm(self, dtype, transposes, mnk, a, b, c, batch, precision) }?)
     }

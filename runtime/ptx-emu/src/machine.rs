@@ -1,0 +1,201 @@
+//! The emulator as a [`GpuMachine`], on which whole GPU programs run through the executor the
+//! CUDA device uses.
+
+use crate::block::launch;
+use crate::bytes::{array_of, bytes_of, le};
+use crate::memory::Memory;
+use crate::parse::Module;
+use crate::EmulatorError;
+use ferrax_ir::{DType, Shape, TensorType};
+use ferrax_runtime::{Array, GemmOperand, GpuMachine, MachineError, MatmulPrecision};
+use half::{bf16, f16};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// A GPU made of the emulator, on which whole programs run as on a device
+/// ([`GpuMachine`]): modules parsed, memory allocated one buffer after another and never
+/// reused, launches run at once with at most two blocks (so grid-stride loops go round), and
+/// matrix products computed with cuBLAS's conventions, summed exactly in f64 whatever the
+/// precision asked (TF32 is a device test's). It reports compute capability 8.0 (sm_80).
+///
+/// Clones share the machine: its memory and its record of launches.
+#[derive(Clone, Default)]
+pub struct Emulator {
+    memory: Rc<RefCell<Memory>>,
+    /// Launches run so far, by entry name, and `gemm` for each matrix product.
+    launched: Rc<RefCell<Vec<String>>>,
+}
+
+/// An array in an [`Emulator`]'s memory.
+#[derive(Clone, Debug)]
+pub struct EmulatedArray {
+    address: u64,
+    ty: TensorType,
+}
+
+impl Emulator {
+    /// The entries launched so far, in order, `gemm` standing for each matrix product.
+    pub fn launched(&self) -> Vec<String> {
+        self.launched.borrow().clone()
+    }
+}
+
+impl From<EmulatorError> for MachineError {
+    fn from(e: EmulatorError) -> MachineError {
+        MachineError::Refused(e.to_string())
+    }
+}
+
+/// How elements of `dtype` are read from and written to memory, as f64; `None` for a dtype
+/// cuBLAS does not multiply.
+#[allow(clippy::type_complexity)]
+fn element_io(dtype: DType) -> Option<(fn(&[u8]) -> f64, fn(f64) -> Vec<u8>)> {
+    Some(match dtype {
+        DType::F32 => (
+            |b| f64::from(f32::from_le_bytes(le(b))),
+            |x| (x as f32).to_le_bytes().to_vec(),
+        ),
+        DType::F64 => (|b| f64::from_le_bytes(le(b)), |x| x.to_le_bytes().to_vec()),
+        DType::F16 => (
+            |b| f16::from_le_bytes(le(b)).to_f64(),
+            |x| f16::from_f64(x).to_le_bytes().to_vec(),
+        ),
+        DType::BF16 => (
+            |b| bf16::from_le_bytes(le(b)).to_f64(),
+            |x| bf16::from_f64(x).to_le_bytes().to_vec(),
+        ),
+        _ => return None,
+    })
+}
+
+impl GpuMachine for Emulator {
+    type Array = EmulatedArray;
+    type Function = (Rc<Module>, String);
+
+    fn compute_capability(&self) -> (i32, i32) {
+        (8, 0)
+    }
+
+    fn load(&self, ptx: &str, names: &[&str]) -> Result<Vec<Self::Function>, MachineError> {
+        let module = Rc::new(Module::parse(ptx)?);
+        names
+            .iter()
+            .map(|n| {
+                module.entry(n)?;
+                Ok((module.clone(), n.to_string()))
+            })
+            .collect()
+    }
+
+    fn multiprocessors(&self) -> u32 {
+        1
+    }
+
+    fn grid_for(&self, len: usize, block: u32) -> u32 {
+        len.div_ceil(block as usize).clamp(1, 2) as u32
+    }
+
+    fn alloc(&self, ty: &TensorType) -> Result<EmulatedArray, MachineError> {
+        let bytes = ty.numel() * ty.dtype.size_bytes();
+        Ok(EmulatedArray {
+            address: self.memory.borrow_mut().alloc(&vec![0xEE; bytes]),
+            ty: ty.clone(),
+        })
+    }
+
+    fn upload(&self, array: &Array) -> Result<EmulatedArray, MachineError> {
+        Ok(EmulatedArray {
+            address: self.memory.borrow_mut().alloc(&bytes_of(array)),
+            ty: array.ty().clone(),
+        })
+    }
+
+    fn download(&self, array: &EmulatedArray) -> Result<Array, MachineError> {
+        let bytes = array.ty.numel() * array.ty.dtype.size_bytes();
+        let memory = self.memory.borrow();
+        let array = array_of(memory.read(array.address, bytes)?, &array.ty);
+        array.map_err(|e| MachineError::Refused(e.to_string()))
+    }
+
+    fn address(array: &EmulatedArray) -> u64 {
+        array.address
+    }
+
+    fn array_type(array: &EmulatedArray) -> TensorType {
+        array.ty.clone()
+    }
+
+    /// # Panics
+    /// Where `shape` has another element count than `array`: a bug of the caller's.
+    fn reshaped(array: &EmulatedArray, shape: Shape) -> EmulatedArray {
+        assert_eq!(array.ty.numel(), shape.numel(), "reshape of {}", array.ty);
+        EmulatedArray {
+            address: array.address,
+            ty: TensorType::new(array.ty.dtype, shape),
+        }
+    }
+
+    /// Runs the launch at once (see [`launch`]).
+    unsafe fn launch(
+        &self,
+        (module, name): &Self::Function,
+        grid: u32,
+        block: u32,
+        args: &[u64],
+    ) -> Result<(), MachineError> {
+        let entry = module.entry(name)?;
+        launch(entry, grid, block, args, &mut self.memory.borrow_mut())?;
+        self.launched.borrow_mut().push(name.clone());
+        Ok(())
+    }
+
+    /// An operand element outside every buffer is an error, as is a dtype cuBLAS does not
+    /// multiply.
+    unsafe fn gemm(
+        &self,
+        dtype: DType,
+        (transpose_a, transpose_b): (bool, bool),
+        (m, n, k): (usize, usize, usize),
+        (a, lda, stride_a): GemmOperand,
+        (b, ldb, stride_b): GemmOperand,
+        (c, ldc, stride_c): GemmOperand,
+        batch: usize,
+        _: MatmulPrecision,
+    ) -> Result<(), MachineError> {
+        let Some((read, write)) = element_io(dtype) else {
+            return Err(MachineError::Refused(format!("a {dtype} matrix product")));
+        };
+        let size = dtype.size_bytes();
+        let mut memory = self.memory.borrow_mut();
+        let at = |memory: &Memory, base: u64, index: usize| {
+            Ok::<_, EmulatorError>(read(memory.read(base + (index * size) as u64, size)?))
+        };
+        // Column-major: element (row, col) of a matrix with leading dimension ld is at
+        // row + col·ld; op(A) is m × k, op(B) k × n.
+        for i in 0..batch {
+            for col in 0..n {
+                for row in 0..m {
+                    let products = (0..k)
+                        .map(|l| {
+                            let x = match transpose_a {
+                                false => row + l * lda,
+                                true => l + row * lda,
+                            };
+                            let y = match transpose_b {
+                                false => l + col * ldb,
+                                true => col + l * ldb,
+                            };
+                            Ok(at(&memory, a, i * stride_a + x)?
+                                * at(&memory, b, i * stride_b + y)?)
+                        })
+                        .collect::<Result<Vec<f64>, EmulatorError>>()?;
+                    let sum: f64 = products.iter().sum();
+                    let to = c + ((i * stride_c + row + col * ldc) * size) as u64;
+                    memory.write(to, &write(sum))?;
+                }
+            }
+        }
+        self.launched.borrow_mut().push("gemm".into());
+        Ok(())
+    }
+}
