@@ -28,7 +28,7 @@ pub(crate) struct Instr {
     pub(crate) line: String,
 }
 
-/// One `.entry` of a module, ready to [`launch`](crate::launch).
+/// One `.entry` of a module, ready to launch.
 #[derive(Debug)]
 pub struct Entry {
     pub(crate) params: Vec<String>,
