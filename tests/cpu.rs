@@ -598,7 +598,8 @@ fn large_results_reuse_the_buffers_of_dropped_ones() {
 /// only where a library op reads it or the program returns it.
 #[test]
 fn kernels_inline_shared_constants() {
-    use ferrax::compiler::fuse::{partition, KernelTypes, Step};
+    use ferrax::compiler::backend::cpu::support::TARGET;
+    use ferrax::compiler::fuse::{partition, Step};
     use ferrax::ir::parse_func;
     let body = "
   %2 = constant 0.0 : f32[8,16]
@@ -616,7 +617,7 @@ fn kernels_inline_shared_constants() {
   return %6, %7, %2\n}}"
     ));
     for (func, materialized) in [(only_kernels.unwrap(), 0), (library_too.unwrap(), 1)] {
-        let constant_steps = partition(&func, KernelTypes::CPU)
+        let constant_steps = partition(&func, &TARGET)
             .iter()
             .filter(|s| **s == Step::Op { index: 0 })
             .count();

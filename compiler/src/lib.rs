@@ -6,4 +6,6 @@ pub mod backend;
 pub mod dce;
 pub mod fuse;
 pub mod kernel;
+pub mod pipeline;
 pub mod simplify;
+pub mod target;

@@ -5,7 +5,7 @@
 //! 4 ULP (the library itself is within 1).
 #![allow(clippy::unwrap_used)]
 
-use ferrax_compiler::backend::clif;
+use ferrax_compiler::backend::cpu::clif;
 use ferrax_compiler::kernel::{math, Access, Buffer, KInstr, KOp, Kernel, KernelSig, Role};
 use ferrax_ir::{ulp_distance, BinaryOp, DType, Scalar, UnaryOp, ValueId};
 

@@ -2,7 +2,7 @@
 //! program maps onto this set one to one; every pass matches on `Op` exhaustively, so adding
 //! an op is a compile error everywhere it still needs handling.
 
-use crate::{DType, Func, Literal, Shape};
+use crate::{DType, Func, Literal, Scalar, Shape};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -180,6 +180,35 @@ impl ReduceOp {
             ReduceOp::Max => "reduce_max",
             ReduceOp::Min => "reduce_min",
             ReduceOp::Prod => "reduce_prod",
+        }
+    }
+
+    /// The value a reduction of no elements gives, which combined with any element leaves it
+    /// unchanged: the sum's is -0 for floats (IEEE's `-0 + -0` is -0, so a sum of -0s stays
+    /// -0, where +0 would turn it into +0), the maximum's the lowest value of the type (-inf
+    /// for floats, `false` for bools: `any`), the minimum's the highest (`all`).
+    pub fn identity(self, dtype: DType) -> Scalar {
+        let float = |v: f64| Scalar::from_f64(dtype, v);
+        match (self, dtype) {
+            (ReduceOp::Sum, DType::F32 | DType::F64 | DType::F16 | DType::BF16) => float(-0.0),
+            (ReduceOp::Sum, DType::I32 | DType::I64 | DType::U8) => float(0.0),
+            (ReduceOp::Prod, DType::F32 | DType::F64 | DType::F16 | DType::BF16) => float(1.0),
+            (ReduceOp::Prod, DType::I32 | DType::I64 | DType::U8) => float(1.0),
+            (ReduceOp::Max, DType::F32 | DType::F64 | DType::F16 | DType::BF16) => {
+                float(f64::NEG_INFINITY)
+            }
+            (ReduceOp::Min, DType::F32 | DType::F64 | DType::F16 | DType::BF16) => {
+                float(f64::INFINITY)
+            }
+            (ReduceOp::Max, DType::I32) => Scalar::I32(i32::MIN),
+            (ReduceOp::Min, DType::I32) => Scalar::I32(i32::MAX),
+            (ReduceOp::Max, DType::I64) => Scalar::I64(i64::MIN),
+            (ReduceOp::Min, DType::I64) => Scalar::I64(i64::MAX),
+            (ReduceOp::Max, DType::U8) => Scalar::U8(u8::MIN),
+            (ReduceOp::Min, DType::U8) => Scalar::U8(u8::MAX),
+            // Sums and maxima of bools are `any`, products and minima `all`.
+            (ReduceOp::Sum | ReduceOp::Max, DType::Bool) => Scalar::Bool(false),
+            (ReduceOp::Prod | ReduceOp::Min, DType::Bool) => Scalar::Bool(true),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Recycling of large host buffers. A fresh allocation of many megabytes comes from the
 //! operating system as untouched pages, and the first write to each 4 KiB page faults while the
-//! kernel zeroes it: for the 64 MiB result of an elementwise program that cost as much as the
-//! computation itself (w1_gelu: 65 ms a call, 36 ms with the buffers kept by the allocator).
+//! kernel zeroes it: for a large result of an elementwise program that costs about as much as
+//! the computation itself.
 //! So the buffer of a large array dropped by its last holder is kept here, and executables take
 //! their results from here before allocating. A few buffers of each size are kept, up to
 //! [`LIMIT_BYTES`] in all; the rest are freed as usual.

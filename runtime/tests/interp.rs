@@ -1352,7 +1352,10 @@ fn reductions_over_every_axis_subset() {
 #[test]
 fn empty_reductions_give_identities() {
     let x = arr(&[2, 0], Vec::<f32>::new());
-    check(&reduce("reduce_sum", &x, &[1]), &[0.0, 0.0]);
+    // The float sum's identity is -0 (`ReduceOp::identity`), so a sum of -0s stays -0.
+    check(&reduce("reduce_sum", &x, &[1]), &[-0.0, -0.0]);
+    let negative_zeros = arr(&[3], vec![-0.0f32; 3]);
+    check(&reduce("reduce_sum", &negative_zeros, &[0]), &[-0.0]);
     check(&reduce("reduce_prod", &x, &[1]), &[1.0, 1.0]);
     check(&reduce("reduce_max", &x, &[1]), &[-INF, -INF]);
     check(&reduce("reduce_min", &x, &[1]), &[INF, INF]);

@@ -275,7 +275,7 @@ fn expand_with(kernel: &Kernel, host: bool, native: &dyn Fn(&KOp, DType) -> bool
 /// function in about half the operations of tanh's, and without cancelling where tanh(u) nears
 /// -1 (in f32 the sum is 0 from u = -9 on). Within 3 ULP down to u = -44; below, 0 or
 /// subnormal (see [`Emit::one_plus_exp`]). GELU's tanh form, `x·0.5·(1 + tanh(x'·c))`, spends
-/// its time here (w1_gelu 12.5 -> 10.0 ms), so its constant products fold into the quotient:
+/// most of its time here, so its constant products fold into the quotient:
 /// `x / (1 + exp(x'·(-2c)))`.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Quotient {

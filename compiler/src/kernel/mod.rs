@@ -7,11 +7,13 @@
 //! each instruction tagged with a [`Stage`]: once per row, or per element in one of the passes
 //! over the row; reductions carry a pass's values over to the next stage.
 
+mod access;
 pub mod halves;
 pub mod math;
 pub mod rows;
 
-use crate::fuse::{broadcast_access, kernel_outputs, splat_constant};
+use crate::target::{KernelOp, Target};
+pub use access::{broadcast_access, kernel_outputs, splat_constant};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Func, Op, ReduceOp, Scalar, UnaryOp, ValueId};
 use math::Emit;
 use std::collections::HashMap;
@@ -102,6 +104,33 @@ pub enum KOp {
     Beyond(UnaryOp),
 }
 
+impl KOp {
+    /// The support-table entry the instruction asks about, or `None` for a primitive of the
+    /// kernel IR that no program op names (loads, stores, constants, fma, bit casts, shifts,
+    /// the huge-argument path of sin and cos).
+    pub fn kernel_op(&self) -> Option<KernelOp> {
+        Some(match self {
+            KOp::Unary(u) => KernelOp::Unary(*u),
+            KOp::Binary(b) => KernelOp::Binary(*b),
+            KOp::Compare(c) => KernelOp::Compare(*c),
+            KOp::Select => KernelOp::Select,
+            KOp::Clamp => KernelOp::Clamp,
+            KOp::Convert(to) => KernelOp::Convert(*to),
+            KOp::Reduce(r) => KernelOp::RowReduce(*r),
+            // The partial buffer's role holds the reduction; tables answer for all alike.
+            KOp::Accumulate(_) => KernelOp::ColumnReduce(ReduceOp::Sum),
+            KOp::Load(_)
+            | KOp::Const(_)
+            | KOp::Fma
+            | KOp::Bitcast
+            | KOp::ShiftLeft(_)
+            | KOp::ShiftRight(_)
+            | KOp::Store(_)
+            | KOp::Beyond(_) => return None,
+        })
+    }
+}
+
 /// One instruction; its result (if any) is the next kernel value.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KInstr {
@@ -119,6 +148,36 @@ pub struct Kernel {
     pub body: Vec<KInstr>,
     /// The row structure of a row kernel; `None` for one flat loop.
     pub rows: Option<Rows>,
+}
+
+impl Kernel {
+    /// The support-table entry instruction `ins` of the kernel asks about, with the type it
+    /// computes on (a compare's, conversion's or reduction's operand type).
+    pub fn support_entry(&self, ins: &KInstr) -> Option<(KernelOp, DType)> {
+        let op = ins.op.kernel_op()?;
+        let operand = ins.args.first().map(|&a| self.body[a].dtype);
+        let dtype = match op {
+            KernelOp::Compare(_)
+            | KernelOp::Convert(_)
+            | KernelOp::RowReduce(_)
+            | KernelOp::ColumnReduce(_) => operand.unwrap_or(ins.dtype),
+            KernelOp::Hold
+            | KernelOp::Unary(_)
+            | KernelOp::Binary(_)
+            | KernelOp::Select
+            | KernelOp::Clamp => ins.dtype,
+        };
+        Some((op, dtype))
+    }
+
+    /// The first instruction `target` leaves to the host, if any: fusion put it in a kernel
+    /// the target does not compute.
+    pub fn unsupported(&self, target: &Target) -> Option<&KInstr> {
+        self.body.iter().find(|ins| {
+            self.support_entry(ins)
+                .is_some_and(|(op, d)| !target.computes(op, d))
+        })
+    }
 }
 
 /// Where a row kernel's instruction runs.
@@ -194,7 +253,7 @@ impl Lowering<'_> {
     }
 }
 
-/// The kernel for instructions `start..end` of `func` (a [`crate::fuse::Step::Kernel`]).
+/// The kernel for instructions `start..end` of `func` (a fused program's kernel step).
 pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kernel> {
     // A column reduction runs over its operand's elements.
     let first = func.body.get(start)?;
@@ -226,7 +285,7 @@ pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kern
                 }
             }
             Op::StopGradient => l.value(ins.args[0])?,
-            // A column reduction (`fuse::column_reduction`): its value is the combined partial
+            // A column reduction: its value is the combined partial
             // buffer, not a kernel value.
             Op::Reduce { op, .. } => {
                 let x = l.value(ins.args[0])?;

@@ -1,4 +1,5 @@
-//! Lowering of a row group ([`crate::fuse::Step::Rows`]) to a row kernel.
+//! Lowering of a row group (a fused program's row step, each instruction with its
+//! [`RowRole`]) to a row kernel.
 //!
 //! Each instruction gets the earliest stage its operands allow: an elementwise instruction runs
 //! in the pass after the reductions it depends on, a reduction's result is available from the
@@ -10,12 +11,23 @@
 //! that row in registers, or, for a row too long to hold, computes the value again
 //! ([`recompute_carried`]).
 
-use super::{Access, Buffer, KInstr, KOp, Kernel, KernelSig, Role, Rows, Stage};
-use crate::fuse::{
-    broadcast_access, kernel_outputs, row_role, splat_constant, KernelTypes, RowRole,
+use super::{
+    broadcast_access, kernel_outputs, splat_constant, Access, Buffer, KInstr, KOp, Kernel,
+    KernelSig, Role, Rows, Stage,
 };
 use ferrax_ir::{BinaryOp, DType, Func, Op, Scalar, ValueId};
 use std::collections::HashMap;
+
+/// How an instruction takes part in a row kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowRole {
+    /// Computed for every element (`rows * cols` of them).
+    Elem,
+    /// Computed once per row.
+    Row,
+    /// A reduction of each row to one value.
+    Reduce,
+}
 
 /// A program value as the kernel sees it.
 #[derive(Clone, Copy, Debug)]
@@ -197,13 +209,13 @@ impl RowLowering<'_> {
     }
 }
 
-/// The row kernel for instructions `start..end` of `func` over `rows` rows of `cols` elements
-/// (a [`crate::fuse::Step::Rows`] of a backend handling `types`).
+/// The row kernel for instructions `start..end` of `func` over `rows` rows of `cols` elements,
+/// instruction `start + k` taking part as `roles[k]`.
 pub fn lower_rows(
     func: &Func,
     (start, end): (usize, usize),
     (rows, cols): (usize, usize),
-    types: KernelTypes,
+    roles: &[RowRole],
     name: String,
 ) -> Option<Kernel> {
     let mut l = RowLowering {
@@ -224,7 +236,7 @@ pub fn lower_rows(
         let ins = &func.body[i];
         let v = func.instr_value(i);
         let dtype = ins.ty.dtype;
-        let role = row_role(func, i, types, (rows, cols), start)?;
+        let role = *roles.get(i - start)?;
         match &ins.op {
             Op::Reduce { op, .. } => {
                 let o = l.operand(ins.args[0])?;

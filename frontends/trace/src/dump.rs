@@ -1,6 +1,9 @@
 //! `FERRAX_DUMP=dir`: every program ferrax traces or derives is written to `dir`, one file per
 //! stage, so a user can see what was traced and how it was differentiated.
 
+use ferrax_compiler::backend::gpu::GpuOptions;
+use ferrax_compiler::backend::ptx::PtxTarget;
+use ferrax_compiler::pipeline::{self, Executable};
 use ferrax_ir::{print_func, Func};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -46,14 +49,39 @@ pub(crate) fn derivatives(forward: &Func, vjp: &Func) {
     write("transposed", vjp);
 }
 
-/// The PTX the GPU backend renders for `kernels` (sm_80), next to their CPU forms.
-pub(crate) fn ptx(name: &str, kernels: &[ferrax_compiler::kernel::Kernel]) {
+/// The stages of a compiled program: the simplified program and the simplifier's report, the
+/// fused program, its kernels (with the CPU memory plan's figures) and its PTX: the module a
+/// GPU program loaded, or for a CPU program the one the GPU backend renders for it (sm_80),
+/// fused for the GPU.
+pub(crate) fn compiled(
+    simplified: &Func,
+    report: &str,
+    executable: &Executable,
+    options: GpuOptions,
+) {
     if dump_dir().is_none() {
         return;
     }
-    use ferrax_compiler::backend::ptx::{render_module, PtxTarget};
-    match render_module(kernels, &[], &[], PtxTarget::Sm80) {
-        Ok(text) => write_text("ptx", name, &text),
-        Err(e) => write_text("ptx", name, &format!("// {e}\n")),
+    let name = &simplified.name;
+    write("simplified", simplified);
+    write_text("simplify.txt", name, report);
+    if let Some(fused) = executable.fused() {
+        write_text("fused.txt", name, fused);
     }
+    let mut listing = Vec::new();
+    if let Executable::Cpu(exe) = executable {
+        let m = exe.memory();
+        listing.push(format!(
+            "// memory: inputs {} B, outputs {} B, peak {} B (without the plan: {} B)",
+            m.inputs, m.outputs, m.peak, m.unplanned
+        ));
+    }
+    listing.extend(executable.kernels());
+    write_text("kernels.txt", name, &listing.join("\n"));
+    let ptx = match executable.ptx() {
+        Some(ptx) => ptx.to_string(),
+        None => pipeline::render_ptx(simplified, PtxTarget::Sm80, options)
+            .unwrap_or_else(|e| format!("// {e}\n")),
+    };
+    write_text("ptx", name, &ptx);
 }

@@ -1,3 +1,4 @@
+use ferrax_compiler::pipeline::PipelineError;
 use ferrax_ir::{ParseError, VerifyError};
 use ferrax_runtime::RuntimeError;
 use std::panic::Location;
@@ -25,6 +26,16 @@ pub enum Error {
     Backend(String),
     #[error("device: {0}")]
     Device(String),
+}
+
+impl From<PipelineError> for Error {
+    fn from(e: PipelineError) -> Error {
+        match e {
+            PipelineError::Simplify(e) => Error::Simplify(e),
+            PipelineError::Runtime(e) => Error::Runtime(e),
+            e @ (PipelineError::Cpu(_) | PipelineError::Gpu(_)) => Error::Backend(e.to_string()),
+        }
+    }
 }
 
 impl Error {

@@ -7,10 +7,9 @@ use crate::device::Device;
 use crate::tensor::Inner;
 use crate::trace::{trace_named, Traced};
 use crate::{Error, Result, Tensor, Tree, TreeDef};
-use ferrax_compiler::backend::gpu::{GpuExecutable, GpuOptions, GpuPlan};
+use ferrax_compiler::backend::gpu::GpuOptions;
 use ferrax_compiler::backend::ptx::{MathMode, PtxTarget};
-use ferrax_compiler::backend::CpuExecutable;
-use ferrax_compiler::simplify::simplify;
+use ferrax_compiler::pipeline::{self, Backend, Executable};
 use ferrax_ir::{Func, TensorType};
 use ferrax_runtime::interpret;
 use ferrax_runtime::MatmulPrecision;
@@ -35,8 +34,9 @@ struct Program {
     /// As traced, before simplification.
     raw: Func,
     simplify_report: String,
-    executable: Option<CpuExecutable>,
-    gpu: Option<GpuExecutable>,
+    /// `None` for a program that closes over an enclosing trace's values (it is inlined
+    /// there, never run on its own).
+    executable: Option<Executable>,
     /// How its GPU code computes.
     options: GpuOptions,
 }
@@ -44,7 +44,7 @@ struct Program {
 /// Runs `program` on `leaves` (whose device the program was compiled for). Leaves given by
 /// value and held nowhere else donate their buffers to the run.
 fn run_program<O: Tree>(program: &Program, leaves: Vec<Tensor>, device: &Device) -> Result<O> {
-    if let (Some(gpu), Device::Cuda(_)) = (&program.gpu, device) {
+    if let (Some(Executable::Gpu(gpu)), Device::Cuda(_)) = (&program.executable, device) {
         let inputs = leaves
             .iter()
             .map(|l| match l.to_device(device)?.0 {
@@ -63,7 +63,7 @@ fn run_program<O: Tree>(program: &Program, leaves: Vec<Tensor>, device: &Device)
         .map(Tensor::into_array)
         .collect::<Result<Vec<_>>>()?;
     let outputs = match &program.executable {
-        Some(exe) => exe.run_donated(arrays)?,
+        Some(exe) => exe.run(arrays)?,
         None => interpret(&program.traced.func, &arrays)?,
     };
     let mut out_leaves = outputs.into_iter().map(Tensor::new);
@@ -97,39 +97,37 @@ impl<I: Tree, O: Tree> Lowered<I, O> {
     /// The CPU program as fused: scheduled for fusion, each step headed by what runs it (a
     /// kernel, gemm or the interpreter), for CPU programs.
     pub fn fused(&self) -> Option<&str> {
-        self.program.executable.as_ref().map(CpuExecutable::fused)
+        self.program.executable.as_ref()?.fused()
     }
 
-    /// The CPU program's fused kernels, each in kernel IR followed by its Cranelift IR.
+    /// The program's fused kernels, each in kernel IR (on the CPU followed by its Cranelift
+    /// IR).
     pub fn kernels(&self) -> Vec<String> {
         self.program
             .executable
             .as_ref()
-            .map_or_else(Vec::new, |exe| {
-                exe.kernels()
-                    .map(|(k, clif)| format!("{k}\n{clif}"))
-                    .collect()
-            })
+            .map_or_else(Vec::new, Executable::kernels)
     }
 
     /// The CPU memory plan's figures (peak bytes of live values), for CPU programs.
     pub fn memory(&self) -> Option<ferrax_compiler::backend::MemoryReport> {
-        self.program.executable.as_ref().map(CpuExecutable::memory)
+        match self.program.executable.as_ref()? {
+            Executable::Cpu(exe) => Some(exe.memory()),
+            Executable::Interpreter(_) | Executable::Gpu(_) => None,
+        }
     }
 
     /// The PTX module of the program (for the GPU it was compiled for, or else for sm_80;
     /// rendering needs no GPU).
     pub fn ptx(&self) -> Result<String> {
-        if let Some(gpu) = &self.program.gpu {
-            return Ok(gpu.ptx().to_string());
+        if let Some(ptx) = self.program.executable.as_ref().and_then(Executable::ptx) {
+            return Ok(ptx.to_string());
         }
-        GpuPlan::new(
+        Ok(pipeline::render_ptx(
             self.simplified(),
             PtxTarget::Sm80,
-            self.program.options.math,
-        )
-        .map(|plan| plan.ptx)
-        .map_err(|e| Error::Backend(e.to_string()))
+            self.program.options,
+        )?)
     }
 
     /// The executable, callable on inputs of this signature without tracing again.
@@ -200,10 +198,20 @@ fn device_of(leaves: &[Tensor]) -> Result<Device> {
     Ok(device)
 }
 
-/// `FERRAX_BACKEND=interpreter` runs programs on the reference interpreter instead of the CPU
-/// backend (for debugging and comparisons).
-fn use_cpu_backend() -> bool {
-    std::env::var("FERRAX_BACKEND").map_or(true, |b| b != "interpreter")
+/// The backend for inputs on `device`: the GPU they live on, else the CPU backend, or the
+/// reference interpreter where `FERRAX_BACKEND=interpreter` asks for it (for debugging and
+/// comparisons).
+fn backend_for(device: &Device, options: GpuOptions) -> Backend {
+    match device {
+        Device::Cuda(d) => Backend::Gpu {
+            device: d.clone(),
+            options,
+        },
+        Device::Cpu if std::env::var("FERRAX_BACKEND").is_ok_and(|b| b == "interpreter") => {
+            Backend::Interpreter
+        }
+        Device::Cpu => Backend::Cpu,
+    }
 }
 
 /// A function prepared for tracing and caching; see [`jit`].
@@ -361,45 +369,24 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         crate::dump::write("traced", &traced.func);
         let raw = traced.func.clone();
         let mut simplify_report = String::new();
+        let mut executable = None;
         if traced.captures.is_empty() {
-            let (simplified, report) = simplify(&traced.func)?;
-            simplify_report = report.to_string();
-            crate::dump::write("simplified", &simplified);
-            crate::dump::write_text("simplify.txt", &simplified.name, &simplify_report);
-            traced.func = simplified;
+            let compiled = pipeline::compile(&traced.func, &backend_for(device, self.options))?;
+            simplify_report = compiled.simplify_report;
+            traced.func = compiled.simplified;
+            crate::dump::compiled(
+                &traced.func,
+                &simplify_report,
+                &compiled.executable,
+                self.options,
+            );
+            executable = Some(compiled.executable);
         }
-        let gpu = match device {
-            Device::Cuda(d) if traced.captures.is_empty() => {
-                let exe = GpuExecutable::compile(&traced.func, d, self.options)
-                    .map_err(|e| Error::Backend(e.to_string()))?;
-                crate::dump::write_text("ptx", &traced.func.name, exe.ptx());
-                Some(exe)
-            }
-            _ => None,
-        };
-        let executable = if gpu.is_none() && traced.captures.is_empty() && use_cpu_backend() {
-            let exe =
-                CpuExecutable::compile(&traced.func).map_err(|e| Error::Backend(e.to_string()))?;
-            crate::dump::write_text("fused.txt", &traced.func.name, exe.fused());
-            let m = exe.memory();
-            let mut listing = vec![format!(
-                "// memory: inputs {} B, outputs {} B, peak {} B (without the plan: {} B)",
-                m.inputs, m.outputs, m.peak, m.unplanned
-            )];
-            listing.extend(exe.kernels().map(|(k, clif)| format!("{k}\n{clif}")));
-            crate::dump::write_text("kernels.txt", &traced.func.name, &listing.join("\n"));
-            let kernels: Vec<_> = exe.kernels().map(|(k, _)| k.clone()).collect();
-            crate::dump::ptx(&traced.func.name, &kernels);
-            Some(exe)
-        } else {
-            None
-        };
         let program = Rc::new(Program {
             traced,
             raw,
             simplify_report,
             executable,
-            gpu,
             options: self.options,
         });
         self.traces.set(self.traces.get() + 1);

@@ -127,11 +127,16 @@ fn sum_groups<T: Float>(data: &[T], groups: Groups) -> Vec<f64> {
     }
 }
 
+/// The float sum's identity (-0, so a sum of -0s is -0).
+fn sum_identity() -> f64 {
+    ReduceOp::Sum.identity(DType::F64).to_f64()
+}
+
 /// Σ v in f64, pairwise above a small block size; blocks are summed in eight interleaved
 /// partial sums (which the compiler keeps in SIMD registers).
 fn pairwise_sum<T: Float>(v: &[T]) -> f64 {
     if v.len() <= 128 {
-        let mut acc = [0.0f64; 8];
+        let mut acc = [sum_identity(); 8];
         let chunks = v.chunks_exact(8);
         let rest = chunks.remainder();
         for c in chunks {
@@ -166,7 +171,7 @@ fn pairwise_columns<T: Float>(
     }
     // Row `rows.start + i` of the whole chunks of eight goes to partial sum `i % 8`.
     let whole = rows.start + len / 8 * 8;
-    let mut acc = vec![0.0f64; 8 * width];
+    let mut acc = vec![sum_identity(); 8 * width];
     for r in rows.start..whole {
         let part = &mut acc[(r - rows.start) % 8 * width..][..width];
         for (a, &x) in part.iter_mut().zip(row(r)) {

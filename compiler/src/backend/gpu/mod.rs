@@ -17,7 +17,7 @@ use super::ptx::rows::row_layout;
 use super::ptx::{
     legal_kernel, render_legal_launches, symbol, Launch, MathMode, PtxError, PtxTarget,
 };
-use crate::fuse::{partition, schedule, KernelTypes, Step};
+use crate::fuse::{partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::{Kernel, Role};
 use ferrax_ir::{verify, DType, DotDims, Func, FuncBuilder, Op, TensorType, ValueId};
@@ -140,7 +140,8 @@ impl GpuPlan {
     /// The plan of `func` for `target`, its transcendentals computed as `mode` says.
     pub fn new(func: &Func, target: PtxTarget, mode: MathMode) -> Result<GpuPlan, GpuError> {
         verify(func)?;
-        let func = &schedule(&split_reductions(func)?, KernelTypes::GPU);
+        let kernels_target = super::ptx::support::target(mode);
+        let func = &schedule(&split_reductions(func)?, &kernels_target);
         let mut steps = Vec::new();
         let mut kernels = Vec::new();
         // Each kernel legalized, as the module renders it.
@@ -154,14 +155,14 @@ impl GpuPlan {
             Step::Rows { start, end, .. } if end == start + 1 => Step::Op { index: start },
             step => step,
         };
-        for step in partition(func, KernelTypes::GPU).into_iter().map(lone) {
+        for step in partition(func, &kernels_target).into_iter().map(lone) {
             match step {
                 Step::Rows { start, end, .. } | Step::Kernel { start, end } => {
                     let name = format!("{}_k{}", func.name, kernels.len());
-                    let kernel = match step {
-                        Step::Rows { rows, cols, .. } => {
-                            lower_rows(func, (start, end), (rows, cols), KernelTypes::GPU, name)
-                        }
+                    let kernel = match &step {
+                        Step::Rows {
+                            rows, cols, roles, ..
+                        } => lower_rows(func, (start, end), (*rows, *cols), roles, name),
                         _ => crate::kernel::lower(func, start, end, name),
                     }
                     .ok_or(GpuError::Lowering { start, end })?;

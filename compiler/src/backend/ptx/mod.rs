@@ -20,9 +20,11 @@ pub mod copy;
 pub mod matmul;
 pub mod reduce;
 pub mod rows;
+pub mod support;
 
 use crate::kernel::halves::{self, is_half};
 use crate::kernel::{math, Access, Buffer, KInstr, KOp, Kernel, KernelSig, Role};
+use crate::target::Support;
 use copy::{render_copy, CopyKernel};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Scalar, UnaryOp, ValueId};
 use matmul::{render_int_gemm, IntGemmKernel};
@@ -86,31 +88,22 @@ pub enum MathMode {
     Fast,
 }
 
-impl MathMode {
-    /// Whether an instruction stays for the renderer's approximate instruction rather than
-    /// being expanded.
-    fn approximates(self, op: &KOp, d: DType) -> bool {
-        self == MathMode::Fast
-            && d == DType::F32
-            && matches!(
-                op,
-                KOp::Unary(
-                    UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Rsqrt
-                )
-            )
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum PtxError {
     #[error("kernel {kernel}: {what} is not supported by the PTX renderer")]
     Unsupported { kernel: String, what: String },
 }
 
-/// A kernel ready to render: f32 remainders and transcendentals expanded (but for those `mode`
-/// approximates) and every instruction supported.
+/// A kernel ready to render: what the support table ([`support`]) marks
+/// [`Support::Expand`] expanded (f16/bf16 widened to f32, f32 remainders and integer powers,
+/// transcendentals but for those `mode` approximates), and every instruction left one the
+/// table marks [`Support::Native`] or a primitive the renderer has.
 pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
-    let native = |op: &KOp, d: DType| mode.approximates(op, d);
+    let target = support::target(mode);
+    let native = |op: &KOp, d: DType| {
+        op.kernel_op()
+            .is_some_and(|op| target.support(op, d) == Support::Native)
+    };
     let widened = math::expand_arithmetic(&halves::widen(kernel));
     let mut expanded = math::expand_guarded_except(&widened, &native);
     let unsupported = |what: String| PtxError::Unsupported {
@@ -135,32 +128,21 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
         }
         let int = matches!(ins.dtype, DType::I32 | DType::I64);
         let ok = match &ins.op {
-            KOp::Unary(u) => match ins.dtype {
-                DType::Bool => *u == UnaryOp::Not,
-                DType::F32 | DType::F64 => *u != UnaryOp::Not,
-                _ if int => crate::fuse::int_unary_fusible(*u, true),
-                _ => false,
-            },
-            KOp::Binary(b) => match ins.dtype {
-                DType::Bool => b.is_logical(),
-                _ if int => crate::fuse::int_fusible(*b, true),
-                // f32 remainders were expanded; f64 ones are a loop of their own.
-                DType::F64 if *b == BinaryOp::Rem => true,
-                _ => !matches!(b, BinaryOp::Rem | BinaryOp::Pow) && !b.is_logical(),
-            },
+            KOp::Load(_) | KOp::Store(_) | KOp::Const(_) | KOp::Bitcast => true,
             KOp::Fma => !int && ins.dtype != DType::Bool,
-            KOp::Clamp => ins.dtype != DType::Bool,
             KOp::ShiftLeft(_) | KOp::ShiftRight(_) => int,
             KOp::Beyond(_) => matches!(ins.dtype, DType::F32 | DType::F64),
-            // Bools convert to and from i32, f32 and f64 (`selp`, `setp`).
-            KOp::Convert(to) => {
-                let from = expanded.body[ins.args[0]].dtype;
-                let bools = from == DType::Bool || *to == DType::Bool;
-                !bools || crate::fuse::wider_conversion(from, *to)
-            }
-            KOp::Reduce(_) => kernel.rows.is_some(),
-            KOp::Accumulate(_) => false,
-            _ => true,
+            KOp::Reduce(_) if kernel.rows.is_none() => false,
+            KOp::Unary(_)
+            | KOp::Binary(_)
+            | KOp::Compare(_)
+            | KOp::Select
+            | KOp::Clamp
+            | KOp::Convert(_)
+            | KOp::Reduce(_)
+            | KOp::Accumulate(_) => expanded
+                .support_entry(ins)
+                .is_some_and(|(op, d)| target.support(op, d) == Support::Native),
         };
         if !ok {
             return Err(unsupported(format!("{:?} on {}", ins.op, ins.dtype)));
@@ -959,7 +941,7 @@ fn emit_op(
                 UnaryOp::Abs => e.line(format!("abs.{t} {r}, {x}")),
                 UnaryOp::Sqrt if fast => e.line(format!("sqrt.approx.{t} {r}, {x}")),
                 UnaryOp::Sqrt => e.line(format!("sqrt.rn.{t} {r}, {x}")),
-                // Fast math's approximations (`MathMode::approximates`), in base 2.
+                // Fast math's approximations (`support::support_fast`), in base 2.
                 UnaryOp::Exp if fast => {
                     let log2e = e.constant(Scalar::F32(std::f32::consts::LOG2_E), d);
                     let scaled = e.reg(class);

@@ -10,7 +10,7 @@
 //! agree to rounding, not bit for bit. i32 and i64 reductions wrap, as the interpreter's do, so
 //! they agree bit for bit.
 
-use ferrax_ir::{DType, ReduceOp, TensorType};
+use ferrax_ir::{DType, ReduceOp, Scalar, TensorType};
 use std::fmt::Write;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -243,32 +243,15 @@ impl ReduceLaunch {
     }
 }
 
+/// `op`'s identity as a PTX immediate of the accumulator's type (halves accumulate in f32).
 fn init_literal(op: ReduceOp, dtype: DType) -> String {
-    if dtype == DType::Bool {
-        return if op == ReduceOp::Max { "0" } else { "1" }.into();
-    }
-    if matches!(dtype, DType::I32 | DType::I64) {
-        let wide = dtype == DType::I64;
-        return match op {
-            ReduceOp::Sum => 0,
-            ReduceOp::Prod => 1,
-            ReduceOp::Max if wide => i64::MIN,
-            ReduceOp::Min if wide => i64::MAX,
-            ReduceOp::Max => i32::MIN.into(),
-            ReduceOp::Min => i32::MAX.into(),
-        }
-        .to_string();
-    }
-    let v = match op {
-        ReduceOp::Sum => 0.0,
-        ReduceOp::Prod => 1.0,
-        ReduceOp::Max => f64::NEG_INFINITY,
-        ReduceOp::Min => f64::INFINITY,
-    };
-    if element_types(dtype).0 == "f32" {
-        format!("0f{:08X}", (v as f32).to_bits())
-    } else {
-        format!("0d{:016X}", v.to_bits())
+    match op.identity(dtype) {
+        Scalar::Bool(b) => u8::from(b).to_string(),
+        Scalar::I32(v) => v.to_string(),
+        Scalar::I64(v) => v.to_string(),
+        Scalar::U8(v) => v.to_string(),
+        Scalar::F64(v) => format!("0d{:016X}", v.to_bits()),
+        v => format!("0f{:08X}", (v.to_f64() as f32).to_bits()),
     }
 }
 

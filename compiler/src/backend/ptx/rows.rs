@@ -25,8 +25,8 @@ use super::{
     emit_op, entry_header, float_literal, reg_class, suffix, Class, Emitter, MathMode, PtxError,
     Thread,
 };
-use crate::fuse::RowLimit;
 use crate::kernel::{Access, KInstr, KOp, Kernel, Role, Stage};
+use crate::target::RowLimit;
 use ferrax_ir::{DType, ReduceOp, Scalar};
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -38,11 +38,11 @@ const SLOTS: usize = 16;
 /// most of the device idle; longer rows run as kernels and reduction kernels over many blocks.
 pub const MAX_COLS: usize = 262_144;
 
-/// The rows that take a row kernel on the GPU. A streamed row takes one block, so its time
-/// grows with its length however few rows there are. On an H200 a softmax took 75.5 µs over
-/// 1 or 4 rows of 262,144 elements, where kernels and split reductions took 28 and 31 µs.
-/// Rows of up to 65,536 elements stream faster than that path, even a few of them (16 rows of
-/// 65,536: 22.8 against 35 µs). Longer rows stream only when there are 32 or more.
+/// The rows that take a row kernel on the GPU: the GPU target's row limit. A streamed row takes
+/// one block, so its time grows with its length however few rows there are: a few very long
+/// rows run faster as kernels and split reductions over many blocks, while rows of up to 65,536
+/// elements stream faster than that path even when few (measured on an H200; docs/perf-log.md).
+/// Longer rows stream only when there are 32 or more.
 pub const ROW_LIMIT: RowLimit = RowLimit {
     max_cols: MAX_COLS,
     long_cols: 65_536,
@@ -65,9 +65,8 @@ pub fn row_vector(kernel: &Kernel, cols: usize) -> usize {
 }
 
 /// Vectors a thread of a row kernel takes before its block grows by a warp. Two keep more
-/// loads in flight and more rows on each multiprocessor than one: on an H200, softmax and
-/// layernorm over 4096 rows of 1024 f32 took 10.3 and 10.2 µs a launch against 13.5 and 10.4
-/// with one (four: 9.8 and 10.9, and a slower MLP step).
+/// loads in flight and more rows on each multiprocessor than one; four make blocks of short
+/// rows too small, which slowed the MLP step (docs/perf-log.md).
 const VECTORS_PER_THREAD: usize = 2;
 
 /// Threads per block of a row kernel over rows of `vectors` vectors of `v` columns: whole
@@ -121,17 +120,6 @@ pub fn row_layout(kernel: &Kernel) -> Option<RowLayout> {
             streamed: true,
         }
     })
-}
-
-/// The reduction's identity: the sum's is -0, so that a row of -0 sums to -0.
-fn identity(op: ReduceOp, d: DType) -> Scalar {
-    let v = match op {
-        ReduceOp::Sum => -0.0,
-        ReduceOp::Max => f64::NEG_INFINITY,
-        ReduceOp::Min => f64::INFINITY,
-        ReduceOp::Prod => 1.0,
-    };
-    Scalar::from_f64(d, v)
 }
 
 /// `op(a, b)` into a new register.
@@ -460,7 +448,7 @@ pub(super) fn render_row_entry(
                 };
                 let d = kernel.body[k].dtype;
                 let acc = e.reg(reg_class(d));
-                let init = float_literal(identity(op, d)).unwrap_or_default();
+                let init = float_literal(op.identity(d)).unwrap_or_default();
                 e.line(format!("mov.{} {acc}, {init}", suffix(d).0));
                 accumulators.insert(k, acc);
             }

@@ -3,15 +3,14 @@
 //! arguments, applies the file's own checks, and prints one line per file and a summary.
 //! Exits with status 1 when fewer than `--min-passed` files pass.
 
-use ferrax_compiler::backend::gpu::{GpuExecutable, GpuOptions};
-use ferrax_compiler::backend::CpuExecutable;
+use ferrax_compiler::backend::gpu::GpuOptions;
+use ferrax_compiler::pipeline::{compile_simplified, Backend};
 use ferrax_ir::ulp_distance as ulps;
 use ferrax_runtime::CudaDevice;
 use ferrax_runtime::{interpret, Array};
 use ferrax_stablehlo::{test_cases, CheckKind, Expected, TestCase};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 enum Outcome {
     Pass,
@@ -84,13 +83,6 @@ fn compare(kind: &CheckKind, actual: &Array, expected: &Array) -> Result<(), Str
     })
 }
 
-enum Backend {
-    Reference,
-    Cpu,
-    /// GPU 0, opened once.
-    Gpu(Arc<CudaDevice>),
-}
-
 fn run_case(case: &TestCase, backend: &Backend) -> Outcome {
     let mut args = Vec::new();
     for input in &case.inputs {
@@ -99,18 +91,10 @@ fn run_case(case: &TestCase, backend: &Backend) -> Outcome {
             Err(e) => return Outcome::Fail(format!("{}: inputs: {e}", case.name)),
         }
     }
-    let outputs = match backend {
-        Backend::Reference => interpret(&case.program.func, &args).map_err(|e| e.to_string()),
-        Backend::Cpu => match CpuExecutable::compile(&case.program.func) {
-            Ok(exe) => exe.run(&args).map_err(|e| e.to_string()),
-            Err(e) => return Outcome::Fail(format!("{}: compiling: {e}", case.name)),
-        },
-        Backend::Gpu(device) => {
-            match GpuExecutable::compile(&case.program.func, device, GpuOptions::HIGHEST) {
-                Ok(exe) => exe.run(&args).map_err(|e| e.to_string()),
-                Err(e) => return Outcome::Fail(format!("{}: compiling: {e}", case.name)),
-            }
-        }
+    // The program as imported, unsimplified: its own instructions are under test.
+    let outputs = match compile_simplified(&case.program.func, backend) {
+        Ok(exe) => exe.run(args).map_err(|e| e.to_string()),
+        Err(e) => return Outcome::Fail(format!("{}: compiling: {e}", case.name)),
     };
     let outputs = match outputs {
         Ok(o) => o,
@@ -171,15 +155,20 @@ fn mlir_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 fn main() -> ExitCode {
     let mut dirs = Vec::new();
     let mut min_passed = 0usize;
-    let mut backend = Backend::Reference;
+    let mut backend = Backend::Interpreter;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--backend" => match args.next().as_deref() {
-                Some("reference") => backend = Backend::Reference,
+                Some("reference") => backend = Backend::Interpreter,
                 Some("cpu") => backend = Backend::Cpu,
                 Some("gpu") => match CudaDevice::new(0) {
-                    Ok(device) => backend = Backend::Gpu(device),
+                    Ok(device) => {
+                        backend = Backend::Gpu {
+                            device,
+                            options: GpuOptions::HIGHEST,
+                        }
+                    }
                     Err(e) => {
                         eprintln!("--backend gpu: {e}");
                         return ExitCode::FAILURE;

@@ -379,19 +379,62 @@ fn wide_values(kernel: &Kernel) -> Vec<bool> {
 fn vector_op(ins: &KInstr) -> bool {
     matches!(ins.dtype, DType::F32 | DType::I32 | DType::Bool)
         && match &ins.op {
-            KOp::Unary(u) => {
-                !matches!(u, UnaryOp::Round | UnaryOp::Sign | UnaryOp::Rsqrt)
-                    && (ins.dtype != DType::Bool || *u == UnaryOp::Not)
-            }
-            KOp::Binary(op) => !matches!(op, BinaryOp::Rem | BinaryOp::Pow),
+            KOp::Unary(u) => vector_unary(*u) && (ins.dtype != DType::Bool || *u == UnaryOp::Not),
+            KOp::Binary(op) => match op {
+                BinaryOp::Rem | BinaryOp::Pow => false,
+                BinaryOp::Add
+                | BinaryOp::Sub
+                | BinaryOp::Mul
+                | BinaryOp::Div
+                | BinaryOp::Max
+                | BinaryOp::Min
+                | BinaryOp::And
+                | BinaryOp::Or
+                | BinaryOp::Xor => true,
+            },
             KOp::Reduce(_) => false,
-            _ => true,
+            KOp::Load(_)
+            | KOp::Const(_)
+            | KOp::Compare(_)
+            | KOp::Select
+            | KOp::Clamp
+            | KOp::Convert(_)
+            | KOp::Fma
+            | KOp::Bitcast
+            | KOp::ShiftLeft(_)
+            | KOp::ShiftRight(_)
+            | KOp::Store(_)
+            | KOp::Accumulate(_)
+            | KOp::Beyond(_) => true,
         }
 }
 
+/// Unary ops with a vector form: round half away from zero and sign have none.
+fn vector_unary(u: UnaryOp) -> bool {
+    match u {
+        UnaryOp::Round | UnaryOp::Sign => false,
+        // Expanded into vector primitives before the kernel is built.
+        UnaryOp::Exp
+        | UnaryOp::Expm1
+        | UnaryOp::Log
+        | UnaryOp::Log1p
+        | UnaryOp::Rsqrt
+        | UnaryOp::Tanh
+        | UnaryOp::Logistic
+        | UnaryOp::Sin
+        | UnaryOp::Cos
+        | UnaryOp::Neg
+        | UnaryOp::Abs
+        | UnaryOp::Floor
+        | UnaryOp::Ceil
+        | UnaryOp::RoundEven
+        | UnaryOp::Sqrt
+        | UnaryOp::Not => true,
+    }
+}
+
 /// Vectors a row kernel's pass loop computes per step, interleaved as in flat kernels
-/// ([`FLAT_COPIES`]), each with its own accumulators to hide their latency (w2_softmax: 4.4 ->
-/// 3.8 ms with 4 where its exp pass had 2; 5.5 ms with 8).
+/// ([`FLAT_COPIES`]), each with its own accumulators to hide their latency; eight spill.
 const ROW_COPIES: usize = 4;
 
 /// The row kernel's code: for each row of `start..end`, the row stages and pass loops in order.
@@ -493,16 +536,6 @@ struct RowCode<'a> {
     unsupported: &'a dyn Fn(String) -> CodegenError,
     row: Value,
     values: HashMap<usize, Value>,
-}
-
-/// A reduction's starting value and step.
-fn reduce_identity(op: ReduceOp) -> f64 {
-    match op {
-        ReduceOp::Max => f64::NEG_INFINITY,
-        ReduceOp::Min => f64::INFINITY,
-        ReduceOp::Sum => 0.0,
-        ReduceOp::Prod => 1.0,
-    }
 }
 
 fn reduce_step(b: &mut FunctionBuilder, op: ReduceOp, acc: Value, x: Value) -> Value {
@@ -677,7 +710,7 @@ impl RowCode<'_> {
         let copies = if simd { ROW_COPIES } else { 1 };
         let vectors = if simd { cols / LANES } else { 0 };
         let scalar_acc = |b: &mut FunctionBuilder, op: ReduceOp, dtype: DType| {
-            let id = reduce_identity(op);
+            let id = op.identity(DType::F64).to_f64();
             let v = if dtype == DType::F32 {
                 b.ins().f32const(id as f32)
             } else {
@@ -1421,7 +1454,7 @@ fn value_type(d: DType, vector: bool) -> Option<Type> {
 
 /// The vector constants of a kernel, in a read-only table of 16-byte entries, one per value:
 /// each use (with the interleaved copies of its instruction) loads its entry, one instruction
-/// where a splat is two (w8_sin_chain: 62 -> 54 ms).
+/// where a splat is two, and no register holds a constant across a long body.
 struct ConstPool {
     table: GlobalValue,
     bytes: Vec<u8>,
@@ -1601,9 +1634,9 @@ fn wide_op(kernel: &Kernel, ins: &KInstr, wide: &[bool]) -> bool {
 }
 
 /// Vectors a flat kernel's loop computes per step, their instructions interleaved so that each
-/// vector's dependency chains overlap the others' (w1_gelu: 31 -> 17 ms with 4 rather than 1;
-/// w8_sin_chain: 42.6 -> 34.6 ms with 4 rather than 2, 90 ms with 8, which spill). A power of
-/// two: the loop's bound is the element count masked to a multiple of the step.
+/// vector's dependency chains overlap the others' and both FMA pipes stay busy; eight spill
+/// the 16 vector registers in transcendental bodies. A power of two: the loop's bound is the
+/// element count masked to a multiple of the step.
 const FLAT_COPIES: usize = 4;
 const _: () = assert!(FLAT_COPIES.is_power_of_two());
 
@@ -1630,8 +1663,8 @@ fn emit_body(
     // it across the body. The interleaved copies of one instruction and uses a step or two
     // apart share one load: the register lives a few instructions, and a clamp's compare and
     // select see one value and become `maxps`/`minps`. (x86 could fold a load used once into
-    // its instruction, but Cranelift folds almost none here, see docs/performance.md, and four
-    // loads per use cost w2_softmax 15%.)
+    // its instruction, but Cranelift folds almost none here, and a load per use and copy costs
+    // more than the register it saves.)
     let mut deferred: Vec<Option<Scalar>> = Vec::with_capacity(kernel.body.len());
     let mut loaded: HashMap<usize, (usize, Val)> = HashMap::new();
     for (k, ins) in kernel.body.iter().enumerate() {

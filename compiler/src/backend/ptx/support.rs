@@ -1,0 +1,139 @@
+//! What the PTX renderer's kernels compute: the GPU's [`Target`] and support table. Fusion
+//! puts into kernels what the table does not leave to the host, [`super::legalize`] expands
+//! what it marks [`Support::Expand`] and refuses any instruction it does not mark
+//! [`Support::Native`] afterwards, and the renderer renders exactly those.
+
+use super::rows::ROW_LIMIT;
+use super::MathMode;
+use crate::target::{KernelOp, Support, Target};
+use ferrax_ir::{BinaryOp, CompareOp, DType, ReduceOp, UnaryOp};
+
+/// The GPU backend compiling with `mode`: row kernels over the rows [`ROW_LIMIT`] admits;
+/// reductions over leading axes are kernels of their own, not part of flat kernels.
+pub fn target(mode: MathMode) -> Target {
+    Target {
+        name: "gpu",
+        table: match mode {
+            MathMode::Accurate => support,
+            MathMode::Fast => support_fast,
+        },
+        rows: ROW_LIMIT,
+    }
+}
+
+/// [`support`] under fast math: f32 exp, log, sin, cos and rsqrt are the hardware's
+/// approximate instructions.
+pub fn support_fast(op: KernelOp, dtype: DType) -> Support {
+    let approximated = matches!(
+        op,
+        KernelOp::Unary(UnaryOp::Exp | UnaryOp::Log | UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Rsqrt)
+    );
+    if approximated && dtype == DType::F32 {
+        Support::Native
+    } else {
+        support(op, dtype)
+    }
+}
+
+/// How PTX kernels compute `op` on `dtype` in accurate math. f16 and bf16 are computed in
+/// f32, each operation rounded back (`kernel::halves`); transcendentals, powers and f32
+/// remainders expand into primitives (`kernel::math`); integer division, remainders, abs and
+/// sign follow the interpreter's edge cases (`x / 0 = -1`, `x % 0 = x`, wrapping `MIN / -1`,
+/// `abs(MIN) = MIN`); u8 values are only converted.
+pub fn support(op: KernelOp, dtype: DType) -> Support {
+    use Support::{Expand, Host, Native};
+    let half = matches!(dtype, DType::F16 | DType::BF16);
+    let kept = |s: Support| if half { Expand } else { s };
+    if dtype == DType::U8 {
+        return match op {
+            KernelOp::Convert(to) => convert(dtype, to),
+            KernelOp::Hold
+            | KernelOp::Select
+            | KernelOp::Clamp
+            | KernelOp::Unary(_)
+            | KernelOp::Binary(_)
+            | KernelOp::Compare(_)
+            | KernelOp::RowReduce(_)
+            | KernelOp::ColumnReduce(_) => Host,
+        };
+    }
+    match op {
+        KernelOp::Hold => Native,
+        KernelOp::Select => kept(Native),
+        KernelOp::Clamp => match dtype {
+            DType::Bool => Host,
+            _ => kept(Native),
+        },
+        KernelOp::Unary(u) => unary(u, dtype).map_or(Host, kept),
+        KernelOp::Binary(b) => binary(b, dtype).map_or(Host, kept),
+        KernelOp::Compare(c) => compare(c, dtype),
+        KernelOp::Convert(to) => convert(dtype, to),
+        KernelOp::RowReduce(r) => match (r, dtype.is_float()) {
+            (ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min, true) => kept(Native),
+            (ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min, false) | (ReduceOp::Prod, _) => Host,
+        },
+        KernelOp::ColumnReduce(ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min | ReduceOp::Prod) => {
+            Host
+        }
+    }
+}
+
+fn unary(u: UnaryOp, dtype: DType) -> Option<Support> {
+    let float = dtype.is_float();
+    let int = matches!(dtype, DType::I32 | DType::I64);
+    match u {
+        UnaryOp::Not => (dtype == DType::Bool || int).then_some(Support::Native),
+        UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => (float || int).then_some(Support::Native),
+        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::RoundEven | UnaryOp::Sqrt => {
+            float.then_some(Support::Native)
+        }
+        UnaryOp::Exp
+        | UnaryOp::Expm1
+        | UnaryOp::Log
+        | UnaryOp::Log1p
+        | UnaryOp::Rsqrt
+        | UnaryOp::Tanh
+        | UnaryOp::Logistic
+        | UnaryOp::Sin
+        | UnaryOp::Cos => float.then_some(Support::Expand),
+    }
+}
+
+fn binary(b: BinaryOp, dtype: DType) -> Option<Support> {
+    let int = matches!(dtype, DType::I32 | DType::I64);
+    match (b, dtype) {
+        (BinaryOp::And | BinaryOp::Or | BinaryOp::Xor, _) => {
+            (int || dtype == DType::Bool).then_some(Support::Native)
+        }
+        (_, DType::Bool) => None,
+        (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Max | BinaryOp::Min, _) => {
+            Some(Support::Native)
+        }
+        (BinaryOp::Div, _) => Some(Support::Native),
+        // f64 remainders are a loop of their own (the significands' long division).
+        (BinaryOp::Rem, DType::F32) => Some(Support::Expand),
+        (BinaryOp::Rem, _) => Some(Support::Native),
+        (BinaryOp::Pow, _) => Some(Support::Expand),
+    }
+}
+
+/// Compares of bools are computed as logic (`kernel::compares_as_logic`).
+fn compare(_: CompareOp, dtype: DType) -> Support {
+    match dtype {
+        DType::F32 | DType::F64 | DType::I32 | DType::I64 => Support::Native,
+        DType::Bool | DType::F16 | DType::BF16 => Support::Expand,
+        DType::U8 => Support::Host,
+    }
+}
+
+/// Between any two types but bools (`cvt`, integers to and from halves rounded once); bools
+/// to and from i32, f32 and f64 (`selp`, `setp`).
+fn convert(from: DType, to: DType) -> Support {
+    let wide = |d: DType| matches!(d, DType::I32 | DType::F32 | DType::F64);
+    match (from == DType::Bool, to == DType::Bool) {
+        (false, false) => Support::Native,
+        (true, false) if wide(to) => Support::Native,
+        (false, true) if wide(from) => Support::Native,
+        (true, true) | (true, false) | (false, true) => Support::Host,
+    }
+}
