@@ -5,7 +5,7 @@
 
 use crate::backend::gpu::{GpuError, GpuExecutable, GpuOptions, GpuPlan};
 use crate::backend::ptx::PtxTarget;
-use crate::backend::{BackendError, CpuExecutable};
+use crate::backend::{BackendError, CpuExecutable, MemoryReport};
 use crate::simplify::{simplify, SimplifyError};
 use ferrax_ir::Func;
 use ferrax_runtime::cuda::CudaDevice;
@@ -123,6 +123,15 @@ impl Executable {
                 .collect(),
             Executable::Gpu(exe) => exe.kernels().iter().map(ToString::to_string).collect(),
             Executable::Interpreter(_) => Vec::new(),
+        }
+    }
+
+    /// The memory plan's figures (peak bytes of live values).
+    pub fn memory(&self) -> Option<MemoryReport> {
+        match self {
+            Executable::Cpu(exe) => Some(exe.memory()),
+            Executable::Gpu(exe) => Some(exe.memory()),
+            Executable::Interpreter(_) => None,
         }
     }
 

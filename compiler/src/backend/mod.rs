@@ -2,11 +2,13 @@
 //! [`crate::target::Target`] fusion and lowering receive. `cpu` compiles kernels with
 //! Cranelift; `ptx` renders kernels as PTX text and `gpu` plans and runs them on a
 //! [`ferrax_runtime::machine::GpuMachine`]; `gemm` decides which products are batched matrix
-//! products, for both.
+//! products, and `liveness` when a run lets go of each value, for both.
 
 pub mod cpu;
 pub mod gemm;
 pub mod gpu;
+pub mod liveness;
 pub mod ptx;
 
-pub use cpu::{BackendError, CpuExecutable, MemoryReport};
+pub use cpu::{BackendError, CpuExecutable};
+pub use liveness::MemoryReport;

@@ -69,8 +69,7 @@ pub(crate) fn compiled(
         write_text("fused.txt", name, fused);
     }
     let mut listing = Vec::new();
-    if let Executable::Cpu(exe) = executable {
-        let m = exe.memory();
+    if let Some(m) = executable.memory() {
         listing.push(format!(
             "// memory: inputs {} B, outputs {} B, peak {} B (without the plan: {} B)",
             m.inputs, m.outputs, m.peak, m.unplanned

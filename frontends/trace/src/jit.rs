@@ -109,12 +109,9 @@ impl<I: Tree, O: Tree> Lowered<I, O> {
             .map_or_else(Vec::new, Executable::kernels)
     }
 
-    /// The CPU memory plan's figures (peak bytes of live values), for CPU programs.
+    /// The memory plan's figures (peak bytes of live values), for compiled programs.
     pub fn memory(&self) -> Option<ferrax_compiler::backend::MemoryReport> {
-        match self.program.executable.as_ref()? {
-            Executable::Cpu(exe) => Some(exe.memory()),
-            Executable::Interpreter(_) | Executable::Gpu(_) => None,
-        }
+        self.program.executable.as_ref()?.memory()
     }
 
     /// The PTX module of the program (for the GPU it was compiled for, or else for sm_80;

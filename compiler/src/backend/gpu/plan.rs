@@ -1,0 +1,430 @@
+//! Planning a program for the GPU without a device: its steps (kernels, reductions, copies,
+//! matrix products, views, constants and host steps), their launches, the PTX module, and
+//! when each value is let go of.
+
+use crate::backend::gemm::{plan_gemm, plan_permuted_gemm};
+use crate::backend::liveness::{liveness, Liveness, MemoryReport, StepValues};
+use crate::backend::ptx::copy::CopyKernel;
+use crate::backend::ptx::matmul::IntGemmKernel;
+use crate::backend::ptx::reduce::{ReduceKernel, ReduceLaunch};
+use crate::backend::ptx::rows::row_layout;
+use crate::backend::ptx::{legal_kernel, render_legal_launches, Launch, MathMode, PtxTarget};
+use crate::fuse::{partition, schedule, Step};
+use crate::kernel::rows::lower_rows;
+use crate::kernel::{Kernel, Role};
+use ferrax_ir::{verify, DType, DotDims, Func, FuncBuilder, Op, ValueId};
+
+use super::grouping::group_launches;
+use super::*;
+/// What a program becomes on the GPU, before any device is involved: its steps, kernels and
+/// PTX module.
+pub struct GpuPlan {
+    /// The program as planned: scheduled for fusion (see [`schedule`]).
+    pub func: Func,
+    pub(super) steps: Vec<GpuStep>,
+    /// Per step, the values let go of after it ([`plan_liveness`]).
+    pub releases: Vec<Vec<ValueId>>,
+    /// The peak of live device memory over a run.
+    pub memory: MemoryReport,
+    pub kernels: Vec<Kernel>,
+    /// How the kernels are launched (see [`group_launches`]).
+    pub launches: Vec<Launch>,
+    pub reductions: Vec<ReduceKernel>,
+    /// How the reductions are launched (see [`group_launches`]).
+    pub reduce_launches: Vec<ReduceLaunch>,
+    pub copies: Vec<CopyKernel>,
+    pub int_gemms: Vec<IntGemmKernel>,
+    pub ptx: String,
+}
+
+impl GpuPlan {
+    /// The plan of `func` for `target`, its transcendentals computed as `mode` says.
+    pub fn new(func: &Func, target: PtxTarget, mode: MathMode) -> Result<GpuPlan, GpuError> {
+        verify(func)?;
+        let kernels_target = crate::backend::ptx::support::target(mode);
+        let func = &schedule(&split_reductions(func)?, &kernels_target);
+        let mut steps = Vec::new();
+        let mut kernels = Vec::new();
+        // Each kernel legalized, as the module renders it.
+        let mut legal_kernels = Vec::new();
+        let mut reductions = Vec::new();
+        let mut copies = Vec::new();
+        let mut int_gemms = Vec::new();
+        // A reduction alone keeps its reduction kernel, which strides its row with any
+        // number of threads.
+        let lone = |step| match step {
+            Step::Rows { start, end, .. } if end == start + 1 => Step::Op { index: start },
+            step => step,
+        };
+        for step in partition(func, &kernels_target).into_iter().map(lone) {
+            match step {
+                Step::Rows { start, end, .. } | Step::Kernel { start, end } => {
+                    let name = format!("{}_k{}", func.name, kernels.len());
+                    let kernel = match &step {
+                        Step::Rows {
+                            rows, cols, roles, ..
+                        } => lower_rows(func, (start, end), (*rows, *cols), roles, name),
+                        _ => crate::kernel::lower(func, start, end, name),
+                    }
+                    .ok_or(GpuError::Lowering { start, end })?;
+                    match legal_kernel(&kernel, mode) {
+                        Some(legal) => {
+                            steps.push(GpuStep::Launch(kernels.len()));
+                            kernels.push(kernel);
+                            legal_kernels.push(legal);
+                        }
+                        None => steps.push(GpuStep::Host(start..end)),
+                    }
+                }
+                Step::Op { index } => steps.push(match &func.body[index].op {
+                    Op::DotGeneral(dims) => {
+                        plan_product(func, index, dims, &mut copies, &mut int_gemms)
+                    }
+                    Op::Reshape { .. } => GpuStep::View(index),
+                    // An iota has no operands: a constant like any other.
+                    Op::Constant(_) | Op::Iota { .. } => GpuStep::Constant(index),
+                    // An empty result of data movement is allocated and left as it is.
+                    Op::BroadcastInDim { .. }
+                    | Op::Transpose { .. }
+                    | Op::Slice { .. }
+                    | Op::Concatenate { .. }
+                    | Op::Pad { .. }
+                        if func.body[index].ty.numel() == 0 =>
+                    {
+                        GpuStep::Copies(index, Vec::new())
+                    }
+                    // Data movement the CPU leaves to the interpreter is a strided copy here:
+                    // the alternative is a trip through the host.
+                    op @ (Op::BroadcastInDim { .. } | Op::Transpose { .. } | Op::Slice { .. }) => {
+                        let ins = &func.body[index];
+                        let name = format!("{}_c{}", func.name, copies.len());
+                        let input = func.value_type(ins.args[0]);
+                        match input.and_then(|t| CopyKernel::plan(name, op, t, &ins.ty)) {
+                            Some(c) => {
+                                copies.push(c);
+                                GpuStep::Copies(index, vec![(copies.len() - 1, 0)])
+                            }
+                            None => GpuStep::Host(index..index + 1),
+                        }
+                    }
+                    op @ (Op::Concatenate { .. } | Op::Pad { .. }) => {
+                        let ins = &func.body[index];
+                        let name = format!("{}_c{}", func.name, copies.len());
+                        let inputs: Option<Vec<_>> =
+                            ins.args.iter().map(|&a| func.value_type(a)).collect();
+                        match inputs.and_then(|t| CopyKernel::plan_parts(&name, op, &t, &ins.ty)) {
+                            Some(parts) => {
+                                let mut launches = Vec::with_capacity(parts.len());
+                                for (c, operand) in parts {
+                                    launches.push((copies.len(), operand));
+                                    copies.push(c);
+                                }
+                                GpuStep::Copies(index, launches)
+                            }
+                            None => GpuStep::Host(index..index + 1),
+                        }
+                    }
+                    Op::Reduce { op, axes } => {
+                        let name = format!("{}_r{}", func.name, reductions.len());
+                        let input = func.value_type(func.body[index].args[0]);
+                        let planned = input.and_then(|t| ReduceKernel::plan(name, *op, t, axes));
+                        let total_name = format!("{}_r{}", func.name, reductions.len() + 1);
+                        let split = planned.as_ref().and_then(|r| r.split(total_name));
+                        match (planned, split) {
+                            (_, Some(split)) => {
+                                reductions.extend([split.partial, split.total]);
+                                GpuStep::SplitReduce {
+                                    index,
+                                    partial: reductions.len() - 2,
+                                    total: reductions.len() - 1,
+                                }
+                            }
+                            (Some(r), None) => {
+                                reductions.push(r);
+                                GpuStep::Reduce {
+                                    launch: reductions.len() - 1,
+                                    instrs: vec![index],
+                                }
+                            }
+                            (None, _) => GpuStep::Host(index..index + 1),
+                        }
+                    }
+                    _ => GpuStep::Host(index..index + 1),
+                }),
+            }
+        }
+        let (steps, launches, reduce_launches) = group_launches(func, steps, &kernels, &reductions);
+        let ptx = render_legal_launches(
+            &legal_kernels,
+            &launches,
+            (&reductions, &reduce_launches),
+            &copies,
+            &int_gemms,
+            target,
+            mode,
+        )?;
+        let Liveness { frees, memory } = plan_liveness(func, &steps, &kernels, &launches);
+        Ok(GpuPlan {
+            func: func.clone(),
+            releases: frees,
+            memory,
+            steps,
+            kernels,
+            launches,
+            reductions,
+            reduce_launches,
+            copies,
+            int_gemms,
+            ptx,
+        })
+    }
+
+    /// The instructions computed by strided copies: each with its copies (indices into
+    /// `copies`) and the operand each reads, in launch order.
+    pub fn copy_steps(&self) -> Vec<(usize, &[(usize, usize)])> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                GpuStep::Copies(i, parts) => Some((*i, parts.as_slice())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The reduction launches (indices into `reduce_launches`), each with the instructions it
+    /// computes, one per part, in launch order.
+    pub fn reduce_steps(&self) -> Vec<(usize, &[usize])> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                GpuStep::Reduce { launch, instrs } => Some((*launch, instrs.as_slice())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The split reductions: each instruction with its partial and total launches (indices
+    /// into `reduce_launches`).
+    pub fn split_reductions(&self) -> Vec<(usize, usize, usize)> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                GpuStep::SplitReduce {
+                    index,
+                    partial,
+                    total,
+                } => Some((*index, *partial, *total)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The instructions that run on the host path, by op name.
+    pub fn host_ops(&self) -> Vec<&str> {
+        host_ops(&self.steps, &self.func)
+    }
+
+    /// Launch `l`'s threads and its block size: a block per row for a row kernel, elements
+    /// for a flat launch, whose grid strides over them.
+    pub fn launch_shape(&self, l: usize) -> (usize, u32) {
+        let mut len = 0;
+        let mut block = BLOCK;
+        for kernel in self.launches[l].kernels.iter().map(|&k| &self.kernels[k]) {
+            len = len.max(kernel.len);
+            if let (Some(r), Some(layout)) = (&kernel.rows, row_layout(kernel)) {
+                block = layout.threads;
+                len = r.rows * block as usize;
+            }
+        }
+        (len, block)
+    }
+}
+
+/// The step computing `dot_general` `index` (of any type it takes, the numeric ones): a GEMM on
+/// its operands, or on copies of them permuted into batched-matrix layout, on cuBLAS for floats
+/// (f16 and bf16 summing in f32) and by an [`IntGemmKernel`] for integers; the host path where
+/// neither fits.
+fn plan_product(
+    func: &Func,
+    index: usize,
+    dims: &DotDims,
+    copies: &mut Vec<CopyKernel>,
+    int_gemms: &mut Vec<IntGemmKernel>,
+) -> GpuStep {
+    let host = GpuStep::Host(index..index + 1);
+    let (gemm, perms) = match plan_gemm(func, index, dims, &DType::ALL) {
+        Some(gemm) => (gemm, None),
+        None => match plan_permuted_gemm(func, index, dims, &DType::ALL) {
+            Some((lhs_perm, rhs_perm, gemm)) => (gemm, Some((lhs_perm, rhs_perm))),
+            None => return host,
+        },
+    };
+    let dtype = func.body[index].ty.dtype;
+    // Planned before anything is kept, so that a product left to the host leaves no entry.
+    let int_gemm = match dtype {
+        DType::I32 | DType::I64 | DType::U8 => {
+            let name = format!("{}_m{}", func.name, int_gemms.len());
+            match IntGemmKernel::plan(name, dtype, gemm) {
+                Some(k) => Some(k),
+                None => return host,
+            }
+        }
+        _ => None,
+    };
+    let (lhs_copy, rhs_copy) = match perms {
+        None => (None, None),
+        Some((lhs_perm, rhs_perm)) => {
+            let args = &func.body[index].args;
+            let copy = |operand: ValueId, perm: Vec<usize>| {
+                let ty = func.value_type(operand)?;
+                if perm.iter().enumerate().all(|(i, &p)| i == p) {
+                    return Some(None);
+                }
+                let dims: Vec<usize> = perm.iter().map(|&p| ty.dims()[p]).collect();
+                let out = ferrax_ir::TensorType::new(ty.dtype, dims);
+                CopyKernel::plan(String::new(), &Op::Transpose { perm }, ty, &out).map(Some)
+            };
+            match (copy(args[0], lhs_perm), copy(args[1], rhs_perm)) {
+                (Some(lhs), Some(rhs)) => (lhs, rhs),
+                _ => return host,
+            }
+        }
+    };
+    let mut keep = |c: Option<CopyKernel>| {
+        c.map(|mut c| {
+            c.name = format!("{}_c{}", func.name, copies.len());
+            copies.push(c);
+            copies.len() - 1
+        })
+    };
+    let (lhs_copy, rhs_copy) = (keep(lhs_copy), keep(rhs_copy));
+    let int = int_gemm.map(|k| {
+        int_gemms.push(k);
+        int_gemms.len() - 1
+    });
+    GpuStep::Gemm {
+        index,
+        gemm,
+        lhs_copy,
+        rhs_copy,
+        int,
+    }
+}
+
+/// Parameters one launch may take: CUDA's 4 KiB of kernel parameters, in addresses.
+/// The values `step` reads and those it writes, `launch` giving the kernels of a launch.
+pub(super) fn step_values<'k>(
+    func: &Func,
+    step: &GpuStep,
+    launch: &dyn Fn(usize) -> Vec<&'k Kernel>,
+) -> StepValues {
+    match step {
+        GpuStep::Launch(l) => {
+            let kernels = launch(*l);
+            let of = |role: Role| {
+                kernels
+                    .iter()
+                    .flat_map(|k| &k.sig.buffers)
+                    .filter(|b| b.role == role)
+                    .map(|b| b.value)
+                    .collect()
+            };
+            StepValues {
+                reads: of(Role::Input),
+                writes: of(Role::Output),
+            }
+        }
+        GpuStep::Reduce { instrs, .. } => StepValues {
+            reads: instrs
+                .iter()
+                .flat_map(|&i| func.body[i].args.clone())
+                .collect(),
+            writes: instrs.iter().map(|&i| func.instr_value(i)).collect(),
+        },
+        GpuStep::Gemm { index: i, .. }
+        | GpuStep::SplitReduce { index: i, .. }
+        | GpuStep::Copies(i, _)
+        | GpuStep::View(i) => StepValues {
+            reads: func.body[*i].args.clone(),
+            writes: vec![func.instr_value(*i)],
+        },
+        GpuStep::Constant(i) => StepValues {
+            reads: Vec::new(),
+            writes: vec![func.instr_value(*i)],
+        },
+        GpuStep::Host(range) => StepValues {
+            reads: range
+                .clone()
+                .flat_map(|i| func.body[i].args.clone())
+                .collect(),
+            writes: range.clone().map(|i| func.instr_value(i)).collect(),
+        },
+    }
+}
+
+/// The plan's liveness ([`liveness`]): per step, the values no later step uses (and that are
+/// not results), which the run lets go of there, so a buffer is reused while it is likely
+/// still in the L2 cache; and the peak of live device memory.
+fn plan_liveness(
+    func: &Func,
+    steps: &[GpuStep],
+    kernels: &[Kernel],
+    launches: &[Launch],
+) -> Liveness {
+    let launch = |l: usize| launches[l].kernels.iter().map(|&k| &kernels[k]).collect();
+    let values: Vec<StepValues> = steps
+        .iter()
+        .map(|step| step_values(func, step, &launch))
+        .collect();
+    liveness(func, &values)
+}
+
+/// `func` with each reduction over axes that are not consecutive split into reductions over
+/// their consecutive runs, the last run first (batch norm's `sum(x, [0, 2, 3])` over NCHW
+/// becomes `sum(sum(x, [2, 3]), [0])`): reduction and row kernels take consecutive axes, and
+/// the host path is a round trip through host memory. Float sums and products then round in
+/// another order, as they do on the GPU anyway; integer ones wrap to the same result.
+fn split_reductions(func: &Func) -> Result<Func, GpuError> {
+    let separated = |axes: &[usize]| axes.windows(2).any(|w| w[1] != w[0] + 1);
+    let split = func
+        .body
+        .iter()
+        .any(|ins| matches!(&ins.op, Op::Reduce { axes, .. } if separated(axes)));
+    if !split {
+        return Ok(func.clone());
+    }
+    let mut b = FuncBuilder::new(func.name.clone());
+    let mut values: Vec<ValueId> = func.params.iter().map(|t| b.param(t.clone())).collect();
+    for ins in &func.body {
+        let args: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
+        let value = match &ins.op {
+            Op::Reduce { op, axes } if separated(axes) => {
+                let mut runs: Vec<Vec<usize>> = Vec::new();
+                for &a in axes {
+                    match runs.last_mut() {
+                        Some(run) if run.last().map(|l| l + 1) == Some(a) => run.push(a),
+                        _ => runs.push(vec![a]),
+                    }
+                }
+                let mut v = args[0];
+                for axes in runs.into_iter().rev() {
+                    v = b.push(Op::Reduce { op: *op, axes }, &[v])?;
+                }
+                v
+            }
+            op => b.push(op.clone(), &args)?,
+        };
+        values.push(value);
+    }
+    Ok(b.finish(func.outputs.iter().map(|o| values[o.index()]).collect()))
+}
+
+fn host_ops<'f>(steps: &[GpuStep], func: &'f Func) -> Vec<&'f str> {
+    steps
+        .iter()
+        .flat_map(|s| match s {
+            GpuStep::Host(r) => r.clone().map(|i| func.body[i].op.name()).collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}

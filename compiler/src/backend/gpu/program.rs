@@ -1,0 +1,332 @@
+//! Running a plan on a [`GpuMachine`]: the module and constants loaded once, then each run's
+//! steps queued on one stream, each value let go of after its last use.
+
+use crate::backend::liveness::MemoryReport;
+use crate::backend::ptx::PtxTarget;
+use crate::kernel::{Kernel, Role};
+use ferrax_ir::{Func, TensorType, ValueId};
+use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
+
+use super::*;
+impl<M: GpuMachine> GpuProgram<M> {
+    pub fn compile(func: &Func, machine: &M, options: GpuOptions) -> Result<GpuProgram<M>, GpuError>
+    where
+        M: Clone,
+    {
+        let (major, minor) = machine.compute_capability();
+        let target = PtxTarget::for_compute_capability(major, minor);
+        let plan = GpuPlan::new(func, target, options.math)?;
+        let mut names: Vec<&str> = plan.launches.iter().map(|l| l.name.as_str()).collect();
+        names.extend(plan.reduce_launches.iter().map(|r| r.name.as_str()));
+        names.extend(plan.copies.iter().map(|c| c.name.as_str()));
+        names.extend(plan.int_gemms.iter().map(|g| g.name.as_str()));
+        let mut functions = if names.is_empty() {
+            Vec::new()
+        } else {
+            machine.load(&plan.ptx, &names)?
+        };
+        let int_gemm_functions = functions.split_off(functions.len() - plan.int_gemms.len());
+        let copy_functions = functions.split_off(functions.len() - plan.copies.len());
+        let reduce_functions = functions.split_off(functions.len() - plan.reduce_launches.len());
+        let constants = plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                GpuStep::Constant(i) => Some(*i),
+                _ => None,
+            })
+            .map(|i| {
+                // The interpreter materializes splats to their full shape.
+                let host = eval_op(&plan.func.body[i].op, &[])?;
+                Ok((i, machine.upload(&host)?))
+            })
+            .collect::<Result<_, GpuError>>()?;
+        Ok(GpuProgram {
+            plan,
+            machine: machine.clone(),
+            constants,
+            functions,
+            reduce_functions,
+            copy_functions,
+            int_gemm_functions,
+            matmul: options.matmul,
+        })
+    }
+
+    /// The PTX module of the program's kernels.
+    pub fn ptx(&self) -> &str {
+        &self.plan.ptx
+    }
+
+    pub fn kernels(&self) -> &[Kernel] {
+        &self.plan.kernels
+    }
+
+    /// The memory plan's figures: the peak of live device memory over a run.
+    pub fn memory(&self) -> MemoryReport {
+        self.plan.memory
+    }
+
+    /// How many instructions run on the host path.
+    pub fn host_steps(&self) -> usize {
+        self.plan.host_ops().len()
+    }
+
+    /// Strided copy `c` of `input` into a new array.
+    fn copy(&self, c: usize, input: &M::Array) -> Result<M::Array, GpuError> {
+        let ty = M::array_type(input);
+        let ty = ferrax_ir::TensorType::new(ty.dtype, self.plan.copies[c].dims.clone());
+        let out = self.machine.alloc(&ty)?;
+        self.copy_into(c, input, &out)?;
+        Ok(out)
+    }
+
+    /// Strided copy `c` of `input` into `out`, which it writes part or all of.
+    fn copy_into(&self, c: usize, input: &M::Array, out: &M::Array) -> Result<(), GpuError> {
+        let grid = self.machine.grid_for(self.plan.copies[c].len(), BLOCK);
+        // SAFETY: the copy reads within the operand and writes within the result: the plan
+        // took its strides and bases from their shapes.
+        unsafe {
+            self.machine.launch(
+                &self.copy_functions[c],
+                grid,
+                BLOCK,
+                &[M::address(input), M::address(out)],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Copies `args` to the device, runs, and copies the results back.
+    pub fn run(&self, args: &[Array]) -> Result<Vec<Array>, GpuError> {
+        check_args(&self.plan.func, args)?;
+        let up = args
+            .iter()
+            .map(|a| self.machine.upload(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        let results = self.run_device(&up)?;
+        Ok(results
+            .iter()
+            .map(|a| self.machine.download(a))
+            .collect::<Result<_, _>>()?)
+    }
+
+    /// Runs on arrays already on the device; the results stay there. Work is queued, not
+    /// waited for, unless a host step needs a value.
+    pub fn run_device(&self, args: &[M::Array]) -> Result<Vec<M::Array>, GpuError> {
+        let func = &self.plan.func;
+        if args.len() != func.params.len() {
+            return Err(RuntimeError::ArgCount {
+                expected: func.params.len(),
+                got: args.len(),
+            }
+            .into());
+        }
+        for (index, (a, p)) in args.iter().zip(&func.params).enumerate() {
+            let got = M::array_type(a);
+            if &got != p {
+                return Err(RuntimeError::ArgType {
+                    index,
+                    expected: p.clone(),
+                    got,
+                }
+                .into());
+            }
+        }
+        let mut values: Vec<Option<M::Array>> = args.iter().cloned().map(Some).collect();
+        values.resize(func.num_values(), None);
+        let get = |values: &[Option<M::Array>], v: ValueId| {
+            values[v.index()].clone().ok_or(GpuError::Missing(v.0))
+        };
+        let machine = &self.machine;
+        for (step, released) in self.plan.steps.iter().zip(&self.plan.releases) {
+            match step {
+                GpuStep::Launch(l) => {
+                    let mut addresses = Vec::new();
+                    let mut outputs = Vec::new();
+                    for &k in &self.plan.launches[*l].kernels {
+                        for b in &self.plan.kernels[k].sig.buffers {
+                            match b.role {
+                                Role::Input => addresses.push(M::address(&get(&values, b.value)?)),
+                                Role::Output => {
+                                    let ty = func
+                                        .value_type(b.value)
+                                        .ok_or(GpuError::Missing(b.value.0))?;
+                                    let array = machine.alloc(ty)?;
+                                    addresses.push(M::address(&array));
+                                    outputs.push((b.value, array));
+                                }
+                                // A row kernel keeps its scratch rows in registers.
+                                Role::Scratch => {}
+                                Role::Partial(_) => return Err(GpuError::Missing(b.value.0)),
+                            }
+                        }
+                    }
+                    let (len, block) = self.plan.launch_shape(*l);
+                    let grid = machine.grid_for(len, block);
+                    // SAFETY: every address is a live buffer of its kernel's element count
+                    // (inputs are kept alive in `values`, outputs in `outputs`).
+                    unsafe { machine.launch(&self.functions[*l], grid, block, &addresses)? };
+                    for (v, a) in outputs {
+                        values[v.index()] = Some(a);
+                    }
+                }
+                GpuStep::Gemm {
+                    index,
+                    gemm: g,
+                    lhs_copy,
+                    rhs_copy,
+                    int,
+                } => {
+                    let ins = &func.body[*index];
+                    let operand = |k: usize, copy: Option<usize>| {
+                        let value = get(&values, ins.args[k])?;
+                        match copy {
+                            Some(c) => self.copy(c, &value),
+                            None => Ok(value),
+                        }
+                    };
+                    let (lhs, rhs) = (operand(0, *lhs_copy)?, operand(1, *rhs_copy)?);
+                    let ty = &ins.ty;
+                    let out = machine.alloc(ty)?;
+                    match int {
+                        Some(k) => {
+                            let grid = machine.grid_for(self.plan.int_gemms[*k].results(), BLOCK);
+                            let addresses = [M::address(&lhs), M::address(&rhs), M::address(&out)];
+                            // SAFETY: operands and result hold exactly the kernel's shapes.
+                            unsafe {
+                                machine.launch(
+                                    &self.int_gemm_functions[*k],
+                                    grid,
+                                    BLOCK,
+                                    &addresses,
+                                )?
+                            };
+                        }
+                        None => {
+                            let lda = if g.lhs_k_first { g.m } else { g.k };
+                            let ldb = if g.rhs_k_last { g.k } else { g.n };
+                            // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ.
+                            // SAFETY: operand and result buffers hold exactly these shapes.
+                            unsafe {
+                                machine.gemm(
+                                    ty.dtype,
+                                    (g.rhs_k_last, g.lhs_k_first),
+                                    (g.n, g.m, g.k),
+                                    (M::address(&rhs), ldb, g.k * g.n),
+                                    (M::address(&lhs), lda, g.m * g.k),
+                                    (M::address(&out), g.n, g.m * g.n),
+                                    g.batch,
+                                    self.matmul,
+                                )?
+                            }
+                        }
+                    }
+                    values[func.instr_value(*index).index()] = Some(out);
+                }
+                GpuStep::Reduce { launch, instrs } => {
+                    let mut addresses = Vec::with_capacity(2 * instrs.len());
+                    let mut outputs = Vec::with_capacity(instrs.len());
+                    for &i in instrs {
+                        let ins = &func.body[i];
+                        let out = machine.alloc(&ins.ty)?;
+                        addresses.push(M::address(&get(&values, ins.args[0])?));
+                        addresses.push(M::address(&out));
+                        outputs.push((func.instr_value(i), out));
+                    }
+                    let reductions = &self.plan.reductions;
+                    let l = &self.plan.reduce_launches[*launch];
+                    let grid = l.grid(reductions, machine.multiprocessors());
+                    // SAFETY: each input holds `outputs * reduced` elements of its part, each
+                    // result `outputs` (inputs are kept alive in `values`, results in `outputs`).
+                    unsafe {
+                        machine.launch(
+                            &self.reduce_functions[*launch],
+                            grid,
+                            l.block(reductions),
+                            &addresses,
+                        )?
+                    };
+                    for (v, out) in outputs {
+                        values[v.index()] = Some(out);
+                    }
+                }
+                GpuStep::SplitReduce {
+                    index,
+                    partial,
+                    total,
+                } => {
+                    let ins = &func.body[*index];
+                    let reductions = &self.plan.reductions;
+                    let launches = &self.plan.reduce_launches;
+                    let first = &reductions[launches[*partial].parts[0]];
+                    let partials = machine.alloc(&TensorType::new(
+                        first.result,
+                        [first.outputs * first.segments],
+                    ))?;
+                    let out = machine.alloc(&ins.ty)?;
+                    let input = get(&values, ins.args[0])?;
+                    for (l, from, to) in [(*partial, &input, &partials), (*total, &partials, &out)]
+                    {
+                        let launch = &launches[l];
+                        // SAFETY: the input holds the reduction's elements, the partials
+                        // buffer `outputs × segments` partial results, the result `outputs`.
+                        unsafe {
+                            machine.launch(
+                                &self.reduce_functions[l],
+                                launch.grid(reductions, machine.multiprocessors()),
+                                launch.block(reductions),
+                                &[M::address(from), M::address(to)],
+                            )?
+                        };
+                    }
+                    values[func.instr_value(*index).index()] = Some(out);
+                }
+                GpuStep::Copies(i, parts) => {
+                    let ins = &func.body[*i];
+                    let out = machine.alloc(&ins.ty)?;
+                    for &(c, operand) in parts {
+                        self.copy_into(c, &get(&values, ins.args[operand])?, &out)?;
+                    }
+                    values[func.instr_value(*i).index()] = Some(out);
+                }
+                GpuStep::Constant(i) => {
+                    let c = self
+                        .constants
+                        .get(i)
+                        .ok_or(GpuError::Missing(func.instr_value(*i).0))?;
+                    values[func.instr_value(*i).index()] = Some(c.clone());
+                }
+                GpuStep::View(i) => {
+                    let ins = &func.body[*i];
+                    let operand = get(&values, ins.args[0])?;
+                    values[func.instr_value(*i).index()] =
+                        Some(M::reshaped(&operand, ins.ty.shape.clone()));
+                }
+                GpuStep::Host(range) => {
+                    let mut local: std::collections::HashMap<ValueId, Array> = Default::default();
+                    for i in range.clone() {
+                        let ins = &func.body[i];
+                        let operands = ins
+                            .args
+                            .iter()
+                            .map(|a| match local.get(a) {
+                                Some(x) => Ok(x.clone()),
+                                None => Ok(machine.download(&get(&values, *a)?)?),
+                            })
+                            .collect::<Result<Vec<_>, GpuError>>()?;
+                        let refs: Vec<&Array> = operands.iter().collect();
+                        local.insert(func.instr_value(i), eval_op(&ins.op, &refs)?);
+                    }
+                    for (v, a) in local {
+                        values[v.index()] = Some(machine.upload(&a)?);
+                    }
+                }
+            }
+            for v in released {
+                values[v.index()] = None;
+            }
+        }
+        func.outputs.iter().map(|&o| get(&values, o)).collect()
+    }
+}
