@@ -1,0 +1,183 @@
+//! Kernel IR → Cranelift IR → machine code. Each kernel becomes
+//! `extern "C" fn(args: *const *mut u8, start: i64, end: i64)`: `args` is the argument block
+//! that [`crate::kernel::KernelSig::pack`] builds, and the loop covers elements `start..end`
+//! (`start` a multiple of [`LANES`]), so a launch can be split across threads.
+//!
+//! Kernels of f32 values (see [`vectorizable`]) are compiled for SIMD: transcendentals are
+//! expanded into polynomials (`kernel::math`, 3 ULP), and the loop runs 128-bit vectors of
+//! LANES elements (several vectors per step, interleaved), then a scalar tail computing exactly
+//! the same operations. Kernels are compiled without Cranelift's mid-end (see `Jit::new`): their
+//! code is emitted ready. The f64 argument reduction of f32 sin and cos runs as two f64x2 halves of
+//! each vector. Other kernels (f64 data, bool buffers, ops without a vector form) are scalar,
+//! f32 transcendentals still expanded; f64 transcendentals call the reference interpreter's own
+//! functions, so f64 results equal the interpreter's bit for bit.
+//!
+//! This module owns the JIT module and the order in which a kernel's forms are tried; the code
+//! of a kernel is built by `flat` (elementwise loops) or `rows` (row kernels), which select
+//! instructions through `isel` (with `memory` for buffer elements and `reduce` for reduction
+//! steps), read vector constants from `consts`, and call the host through `host`. `vector`
+//! decides which kernels run as vectors.
+
+mod consts;
+mod flat;
+mod host;
+mod isel;
+mod memory;
+mod reduce;
+mod rows;
+mod vector;
+
+pub use vector::vectorizable;
+
+use crate::kernel::halves;
+use crate::kernel::{math, Kernel};
+use consts::ConstPool;
+use cranelift_codegen::ir::{types, AbiParam};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Linkage, Module};
+use ferrax_ir::DType;
+use host::HostIds;
+
+/// A compiled kernel's entry point.
+pub type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
+
+#[derive(Debug, thiserror::Error)]
+pub enum CodegenError {
+    #[error("cranelift: {0}")]
+    Cranelift(String),
+    #[error("kernel {kernel}: {what} is not supported by the CPU code generator")]
+    Unsupported { kernel: String, what: String },
+}
+
+fn err(e: impl std::fmt::Display) -> CodegenError {
+    CodegenError::Cranelift(e.to_string())
+}
+
+/// Kernels compiled into one module, which must outlive every call of their entries.
+pub struct Compiled {
+    _module: JITModule,
+    pub entries: Vec<KernelFn>,
+    /// The Cranelift IR of each kernel, for dumps and snapshots.
+    pub clif: Vec<String>,
+}
+
+/// Elements per vector step of a SIMD kernel (128-bit vectors of f32/i32).
+pub const LANES: i64 = 4;
+
+/// The JIT module of one executable's kernels, and the helper functions they may call.
+struct Jit {
+    module: JITModule,
+    host: HostIds,
+    ctx: cranelift_codegen::Context,
+}
+
+impl Jit {
+    /// Kernels skip Cranelift's mid-end: it would place each interleaved vector's
+    /// instructions next to that vector's store, undoing the interleaving, and hoist the
+    /// constants of long bodies out of loops into registers that then spill. Kernel code is
+    /// emitted ready for the backend instead: constants read from a table where used,
+    /// positions stepped without division, row values splatted once per row.
+    fn new() -> Result<Jit, CodegenError> {
+        let mut jb = JITBuilder::with_flags(
+            &[("opt_level", "none")],
+            cranelift_module::default_libcall_names(),
+        )
+        .map_err(err)?;
+        HostIds::link(&mut jb);
+        let mut module = JITModule::new(jb);
+        let mut ctx = module.make_context();
+        let host = HostIds::declare(&mut module, &mut ctx)?;
+        Ok(Jit { module, host, ctx })
+    }
+
+    /// Defines `kernel`'s function, and returns it with its Cranelift IR.
+    fn define(
+        &mut self,
+        kernel: &Kernel,
+        fctx: &mut FunctionBuilderContext,
+    ) -> Result<(FuncId, String), CodegenError> {
+        let Jit { module, host, ctx } = self;
+        let ptr = module.target_config().pointer_type();
+        let id = module
+            .declare_function(&kernel.name, Linkage::Local, &{
+                let mut sig = module.make_signature();
+                sig.params.push(AbiParam::new(ptr));
+                sig.params.push(AbiParam::new(types::I64));
+                sig.params.push(AbiParam::new(types::I64));
+                sig
+            })
+            .map_err(err)?;
+        // f16 and bf16 computed in f32. Then SIMD with polynomial transcendentals where the
+        // kernel allows; else scalar, with polynomial f32 transcendentals; f64 transcendentals
+        // (or a target lacking an instruction, such as a vector fma) get the interpreter's own
+        // functions.
+        let kernel = &halves::expand_conversions(&halves::widen(kernel));
+        let expanded = math::expand_guarded(kernel);
+        let f64_math = kernel
+            .body
+            .iter()
+            .any(|ins| ins.dtype == DType::F64 && math::expands(&ins.op, ins.dtype));
+        let mut attempts = Vec::new();
+        if vectorizable(&expanded) {
+            attempts.push((&expanded, true));
+        }
+        if !f64_math {
+            attempts.push((&expanded, false));
+        }
+        attempts.push((kernel, false));
+        let mut last = None;
+        for (k, simd) in attempts {
+            let data = module.declare_anonymous_data(false, false).map_err(err)?;
+            let mut pool = ConstPool::new(module.declare_data_in_func(data, &mut ctx.func));
+            ctx.func.signature.params.push(AbiParam::new(ptr));
+            ctx.func.signature.params.push(AbiParam::new(types::I64));
+            ctx.func.signature.params.push(AbiParam::new(types::I64));
+            let funcs = host.declare_in(module, &mut ctx.func);
+            let built = {
+                let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+                let r = match &k.rows {
+                    Some(rows) => rows::build_rows(&mut b, k, rows, ptr, &funcs, simd, &mut pool),
+                    None => flat::build_flat(&mut b, k, ptr, &funcs, simd, &mut pool),
+                };
+                b.finalize(module.target_config());
+                r
+            };
+            let text = ctx.func.display().to_string();
+            let result = built.and_then(|()| module.define_function(id, ctx).map_err(err));
+            module.clear_context(ctx);
+            module.define_data(data, &pool.into_data()).map_err(err)?;
+            match result {
+                Ok(()) => return Ok((id, text)),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| CodegenError::Cranelift("no attempt".into())))
+    }
+}
+
+pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
+    let mut jit = Jit::new()?;
+    let mut fctx = FunctionBuilderContext::new();
+    let mut ids = Vec::with_capacity(kernels.len());
+    let mut clif = Vec::with_capacity(kernels.len());
+    for kernel in kernels {
+        let (id, text) = jit.define(kernel, &mut fctx)?;
+        ids.push(id);
+        clif.push(text);
+    }
+    jit.module.finalize_definitions().map_err(err)?;
+    let entries = ids
+        .into_iter()
+        .map(|id| {
+            let code = jit.module.get_finalized_function(id);
+            // SAFETY: `code` was compiled from a function with exactly this signature.
+            unsafe { std::mem::transmute::<*const u8, KernelFn>(code) }
+        })
+        .collect();
+    Ok(Compiled {
+        _module: jit.module,
+        entries,
+        clif,
+    })
+}

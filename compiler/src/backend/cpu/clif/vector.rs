@@ -1,0 +1,189 @@
+//! Which kernels compile for SIMD: the values, buffer layouts and ops that have a form on
+//! vectors of LANES lanes (and f64 or i64 values as two halves of two lanes). The code
+//! generator tries the vector form only where this says it exists.
+
+use super::LANES;
+use crate::kernel::{Access, KInstr, KOp, Kernel, Role, Stage};
+use ferrax_ir::{BinaryOp, DType, UnaryOp};
+
+/// Whether a kernel (with transcendentals already expanded) can run LANES elements at a time:
+/// every value is f32, i32 or a bool mask (or f64 used only by `wide_op`s), buffers are
+/// f32/i32 or f16/bf16 (whose conversions `halves::expand_conversions` spelled out), broadcast
+/// patterns keep groups of LANES elements together, and every op has a vector form. A row
+/// kernel vectorizes its element stages (any number of columns: the last few run as scalars);
+/// its row stages are scalar code whatever their types.
+pub fn vectorizable(kernel: &Kernel) -> bool {
+    let lanes = LANES as usize;
+    if let Some(r) = &kernel.rows {
+        let elem = |k: usize| matches!(r.stages[k], Stage::Elem(_));
+        return kernel
+            .body
+            .iter()
+            .enumerate()
+            .all(|(k, ins)| match &ins.op {
+                KOp::Load(b) | KOp::Store(b) if elem(k) => matches!(
+                    kernel.sig.buffers[*b].dtype,
+                    DType::F32 | DType::I32 | DType::F16 | DType::BF16
+                ),
+                KOp::Reduce(_) => ins.dtype == DType::F32,
+                KOp::Beyond(_) => false,
+                _ if elem(k) => {
+                    vector_op(ins)
+                        && ins.args.iter().all(|&a| {
+                            elem(a)
+                                || matches!(
+                                    kernel.body[a].dtype,
+                                    DType::F32 | DType::I32 | DType::Bool
+                                )
+                        })
+                }
+                _ => true,
+            });
+    }
+    let buffers_ok = kernel
+        .sig
+        .buffers
+        .iter()
+        .all(|b| match (b.dtype, b.access) {
+            // Each vector of a step loads, combines and stores its columns before the next
+            // loads, so vectors of one step may share columns.
+            (DType::F32, Access::Inner(n)) if matches!(b.role, Role::Partial(_)) => {
+                n.is_multiple_of(lanes)
+            }
+            (_, _) if matches!(b.role, Role::Partial(_)) => false,
+            // Bools are bytes: LANES of them widen into a lane mask, and narrow back.
+            (DType::Bool, access) => access == Access::Each,
+            // f16 and bf16 buffers hold 16-bit lanes of i32 vectors.
+            (DType::F32 | DType::I32 | DType::F16 | DType::BF16, access) => match access {
+                Access::Outer(n) | Access::Inner(n) => n.is_multiple_of(lanes),
+                Access::Each | Access::Scalar => true,
+            },
+            _ => false,
+        });
+    let wide = wide_values(kernel);
+    buffers_ok
+        && kernel.body.iter().enumerate().all(|(k, ins)| {
+            if wide[k] || ins.args.iter().any(|&a| wide[a]) {
+                wide_op(kernel, ins, &wide)
+            } else {
+                vector_op(ins)
+            }
+        })
+}
+
+/// The values a vector kernel holds as two halves of two lanes: f64 and i64 values, and the
+/// bools computed from them (their masks have 64-bit lanes).
+fn wide_values(kernel: &Kernel) -> Vec<bool> {
+    let mut wide = Vec::with_capacity(kernel.body.len());
+    for ins in &kernel.body {
+        let w = match ins.dtype {
+            DType::F64 | DType::I64 => true,
+            DType::Bool => ins.args.iter().any(|&a| wide[a]),
+            _ => false,
+        };
+        wide.push(w);
+    }
+    wide
+}
+
+/// Whether an instruction has a vector form.
+fn vector_op(ins: &KInstr) -> bool {
+    matches!(ins.dtype, DType::F32 | DType::I32 | DType::Bool)
+        && match &ins.op {
+            KOp::Unary(u) => vector_unary(*u) && (ins.dtype != DType::Bool || *u == UnaryOp::Not),
+            KOp::Binary(op) => match op {
+                BinaryOp::Rem | BinaryOp::Pow => false,
+                BinaryOp::Add
+                | BinaryOp::Sub
+                | BinaryOp::Mul
+                | BinaryOp::Div
+                | BinaryOp::Max
+                | BinaryOp::Min
+                | BinaryOp::And
+                | BinaryOp::Or
+                | BinaryOp::Xor => true,
+            },
+            KOp::Reduce(_) => false,
+            KOp::Load(_)
+            | KOp::Const(_)
+            | KOp::Compare(_)
+            | KOp::Select
+            | KOp::Clamp
+            | KOp::Convert(_)
+            | KOp::Fma
+            | KOp::Bitcast
+            | KOp::ShiftLeft(_)
+            | KOp::ShiftRight(_)
+            | KOp::Store(_)
+            | KOp::Accumulate(_)
+            | KOp::Beyond(_) => true,
+        }
+}
+
+/// Unary ops with a vector form: round half away from zero and sign have none.
+fn vector_unary(u: UnaryOp) -> bool {
+    match u {
+        UnaryOp::Round | UnaryOp::Sign => false,
+        // Expanded into vector primitives before the kernel is built.
+        UnaryOp::Exp
+        | UnaryOp::Expm1
+        | UnaryOp::Log
+        | UnaryOp::Log1p
+        | UnaryOp::Rsqrt
+        | UnaryOp::Tanh
+        | UnaryOp::Logistic
+        | UnaryOp::Sin
+        | UnaryOp::Cos
+        | UnaryOp::Neg
+        | UnaryOp::Abs
+        | UnaryOp::Floor
+        | UnaryOp::Ceil
+        | UnaryOp::RoundEven
+        | UnaryOp::Sqrt
+        | UnaryOp::Not => true,
+    }
+}
+
+/// Whether a vector kernel runs `ins`, which makes or uses wide values ([`wide_values`]), as
+/// two halves: f64 arithmetic, i64 integer arithmetic and shifts, bit casts between them,
+/// compares and bool logic on them, selects of f64 values, and conversions between f32 and
+/// f64 and from i64 to i32 (f32 sin and cos reduce in f64; f32 pow computes in f64).
+fn wide_op(kernel: &Kernel, ins: &KInstr, wide: &[bool]) -> bool {
+    let args_are = |d: DType| ins.args.iter().all(|&a| kernel.body[a].dtype == d);
+    let all_wide = ins.args.iter().all(|&a| wide[a]);
+    match (&ins.op, ins.dtype) {
+        (KOp::Convert(_), DType::F64) => args_are(DType::F32) || args_are(DType::F64),
+        (KOp::Convert(_), DType::F32) => args_are(DType::F64),
+        (KOp::Convert(_), DType::I32) => args_are(DType::I64),
+        (KOp::Bitcast, DType::I64) => args_are(DType::F64),
+        (KOp::Bitcast, DType::F64) => args_are(DType::I64),
+        _ if !all_wide => false,
+        (op, DType::F64) => match op {
+            KOp::Const(_) | KOp::Fma | KOp::Select => true,
+            KOp::Unary(u) => matches!(
+                u,
+                UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::RoundEven
+            ),
+            KOp::Binary(b) => matches!(
+                b,
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div
+            ),
+            _ => false,
+        },
+        (op, DType::I64) => match op {
+            KOp::Const(_) | KOp::ShiftLeft(_) | KOp::ShiftRight(_) => true,
+            KOp::Binary(b) => matches!(
+                b,
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::And | BinaryOp::Or | BinaryOp::Xor
+            ),
+            _ => false,
+        },
+        (op, DType::Bool) => match op {
+            KOp::Compare(_) => args_are(DType::F64) || args_are(DType::I64),
+            KOp::Unary(u) => *u == UnaryOp::Not,
+            KOp::Binary(b) => matches!(b, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor),
+            _ => false,
+        },
+        _ => false,
+    }
+}
