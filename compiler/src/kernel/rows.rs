@@ -233,102 +233,10 @@ pub fn lower_rows(
         reciprocals: HashMap::new(),
     };
     for i in start..end {
-        let ins = &func.body[i];
-        let v = func.instr_value(i);
-        let dtype = ins.ty.dtype;
-        let role = *roles.get(i - start)?;
-        match &ins.op {
-            Op::Reduce { op, .. } => {
-                let o = l.operand(ins.args[0])?;
-                let p = RowLowering::ready(o);
-                let x = l.at(o, Stage::Elem(p))?;
-                let stage = Stage::Row(p + 1);
-                let k = l.emit(KOp::Reduce(*op), vec![x], dtype, stage);
-                l.define(v, k, stage);
-            }
-            Op::Reshape { .. } | Op::StopGradient => {
-                let o = l.operand(ins.args[0])?;
-                l.values.insert(v, o);
-            }
-            Op::BroadcastInDim { dims, .. } => {
-                let operand = ins.args[0];
-                let t = func.value_type(operand)?;
-                let o = match (l.values.get(&operand), broadcast_access(t, &ins.ty, dims)?) {
-                    // Every element of a row sees the row's value.
-                    (Some(&o), _) => o,
-                    _ if splat_constant(func, operand).is_some() => l.operand(operand)?,
-                    (None, Access::Each) => l.outside(operand)?,
-                    (None, access) => Operand::Outside(operand, access),
-                };
-                l.values.insert(v, o);
-            }
-            Op::Constant(lit) => {
-                let stage = Stage::Row(0);
-                let k = l.emit(KOp::Const(lit.data.get(0)), Vec::new(), dtype, stage);
-                l.define(v, k, stage);
-            }
-            op => {
-                let operands = ins
-                    .args
-                    .iter()
-                    .map(|&a| l.operand(a))
-                    .collect::<Option<Vec<_>>>()?;
-                let ready = operands.iter().map(|&o| RowLowering::ready(o)).max();
-                let ready = ready.unwrap_or(0);
-                let stage = match role {
-                    RowRole::Elem => Stage::Elem(ready),
-                    _ => Stage::Row(ready),
-                };
-                let args = operands
-                    .iter()
-                    .map(|&o| l.at(o, stage))
-                    .collect::<Option<Vec<_>>>()?;
-                // Elements divided by a row value are multiplied by its reciprocal, computed
-                // once per row, as XLA does (one rounding more, a multiply for a divide).
-                let row_divisor = match operands.get(1) {
-                    Some(Operand::Kernel(_, row @ Stage::Row(_))) => Some(*row),
-                    Some(Operand::Outside(_, Access::Scalar | Access::Outer(_))) => {
-                        Some(Stage::Row(0))
-                    }
-                    _ => None,
-                };
-                if let (
-                    Op::Binary(BinaryOp::Div),
-                    Stage::Elem(_),
-                    Some(row),
-                    DType::F32 | DType::F64,
-                ) = (op, stage, row_divisor, dtype)
-                {
-                    let r = l.reciprocal(args[1], row);
-                    let k = l.emit(KOp::Binary(BinaryOp::Mul), vec![args[0], r], dtype, stage);
-                    l.define(v, k, stage);
-                    continue;
-                }
-                let kop = match op {
-                    Op::Unary(u) => KOp::Unary(*u),
-                    Op::Binary(b) => KOp::Binary(*b),
-                    Op::Compare(c) => KOp::Compare(*c),
-                    Op::Select => KOp::Select,
-                    Op::Clamp => KOp::Clamp,
-                    Op::Convert { to } => KOp::Convert(*to),
-                    _ => return None,
-                };
-                let k = l.emit(kop, args, dtype, stage);
-                l.define(v, k, stage);
-            }
-        }
+        l.instr(i, *roles.get(i - start)?)?;
     }
     for v in kernel_outputs(func, start, end) {
-        let ty = func.value_type(v)?;
-        let o = l.operand(v)?;
-        let (stage, access) = if ty.numel() == rows * cols {
-            (Stage::Elem(RowLowering::ready(o)), Access::Each)
-        } else {
-            (Stage::Row(RowLowering::ready(o)), Access::Outer(cols))
-        };
-        let k = l.at(o, stage)?;
-        let b = l.buffer(v, access, Role::Output)?;
-        l.emit(KOp::Store(b), vec![k], ty.dtype, stage);
+        l.store_output(v)?;
     }
     // Loops run for every element stage; the last row stage follows the last loop.
     let passes = l
@@ -352,6 +260,124 @@ pub fn lower_rows(
             stages: l.stages,
         }),
     })))
+}
+
+impl RowLowering<'_> {
+    /// Instruction `i` of the function, taking part as `role`: a reduction runs in the row
+    /// stage after its operand's pass, reshapes and broadcasts are views of their operand,
+    /// constants are row values.
+    fn instr(&mut self, i: usize, role: RowRole) -> Option<()> {
+        let func = self.func;
+        let ins = &func.body[i];
+        let v = func.instr_value(i);
+        let dtype = ins.ty.dtype;
+        match &ins.op {
+            Op::Reduce { op, .. } => {
+                let o = self.operand(ins.args[0])?;
+                let p = RowLowering::ready(o);
+                let x = self.at(o, Stage::Elem(p))?;
+                let stage = Stage::Row(p + 1);
+                let k = self.emit(KOp::Reduce(*op), vec![x], dtype, stage);
+                self.define(v, k, stage);
+            }
+            Op::Reshape { .. } | Op::StopGradient => {
+                let o = self.operand(ins.args[0])?;
+                self.values.insert(v, o);
+            }
+            Op::BroadcastInDim { dims, .. } => {
+                let operand = ins.args[0];
+                let t = func.value_type(operand)?;
+                let o = match (
+                    self.values.get(&operand),
+                    broadcast_access(t, &ins.ty, dims)?,
+                ) {
+                    // Every element of a row sees the row's value.
+                    (Some(&o), _) => o,
+                    _ if splat_constant(func, operand).is_some() => self.operand(operand)?,
+                    (None, Access::Each) => self.outside(operand)?,
+                    (None, access) => Operand::Outside(operand, access),
+                };
+                self.values.insert(v, o);
+            }
+            Op::Constant(lit) => {
+                let stage = Stage::Row(0);
+                let k = self.emit(KOp::Const(lit.data.get(0)), Vec::new(), dtype, stage);
+                self.define(v, k, stage);
+            }
+            op => self.compute(v, op, &ins.args, dtype, role)?,
+        }
+        Some(())
+    }
+
+    /// Program value `v = op(inputs)` of type `dtype`, per element or per row as `role` says,
+    /// in the first stage where all its operands are there.
+    fn compute(
+        &mut self,
+        v: ValueId,
+        op: &Op,
+        inputs: &[ValueId],
+        dtype: DType,
+        role: RowRole,
+    ) -> Option<()> {
+        let operands = inputs
+            .iter()
+            .map(|&a| self.operand(a))
+            .collect::<Option<Vec<_>>>()?;
+        let ready = operands.iter().map(|&o| RowLowering::ready(o)).max();
+        let ready = ready.unwrap_or(0);
+        let stage = match role {
+            RowRole::Elem => Stage::Elem(ready),
+            _ => Stage::Row(ready),
+        };
+        let args = operands
+            .iter()
+            .map(|&o| self.at(o, stage))
+            .collect::<Option<Vec<_>>>()?;
+        // Elements divided by a row value are multiplied by its reciprocal, computed once per
+        // row, as XLA does (one rounding more, a multiply for a divide).
+        let row_divisor = match operands.get(1) {
+            Some(Operand::Kernel(_, row @ Stage::Row(_))) => Some(*row),
+            Some(Operand::Outside(_, Access::Scalar | Access::Outer(_))) => Some(Stage::Row(0)),
+            _ => None,
+        };
+        if let (Op::Binary(BinaryOp::Div), Stage::Elem(_), Some(row), DType::F32 | DType::F64) =
+            (op, stage, row_divisor, dtype)
+        {
+            let r = self.reciprocal(args[1], row);
+            let k = self.emit(KOp::Binary(BinaryOp::Mul), vec![args[0], r], dtype, stage);
+            self.define(v, k, stage);
+            return Some(());
+        }
+        let kop = match op {
+            Op::Unary(u) => KOp::Unary(*u),
+            Op::Binary(b) => KOp::Binary(*b),
+            Op::Compare(c) => KOp::Compare(*c),
+            Op::Select => KOp::Select,
+            Op::Clamp => KOp::Clamp,
+            Op::Convert { to } => KOp::Convert(*to),
+            _ => return None,
+        };
+        let k = self.emit(kop, args, dtype, stage);
+        self.define(v, k, stage);
+        Some(())
+    }
+
+    /// A store of kernel output `v` in the stage it is ready in: every element, or (a value of
+    /// one per row) every row.
+    fn store_output(&mut self, v: ValueId) -> Option<()> {
+        let func = self.func;
+        let ty = func.value_type(v)?;
+        let o = self.operand(v)?;
+        let (stage, access) = if ty.numel() == self.rows * self.cols {
+            (Stage::Elem(RowLowering::ready(o)), Access::Each)
+        } else {
+            (Stage::Row(RowLowering::ready(o)), Access::Outer(self.cols))
+        };
+        let k = self.at(o, stage)?;
+        let b = self.buffer(v, access, Role::Output)?;
+        self.emit(KOp::Store(b), vec![k], ty.dtype, stage);
+        Some(())
+    }
 }
 
 /// Row kernel `kernel` with no scratch rows: each element value a later pass read back from
