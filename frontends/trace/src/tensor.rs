@@ -6,7 +6,7 @@
 
 use crate::trace::{current_trace, Local, TraceCtx};
 use crate::Error;
-use ferrax_ir::{DType, Element, Elements, Literal, Op, Scalar, Shape, TensorType};
+use ferrax_ir::{DType, Element, Elements, Literal, Op, Shape, TensorType};
 use ferrax_runtime::{eval_op, Array, DeviceArray};
 use std::fmt;
 use std::panic::Location;
@@ -64,40 +64,6 @@ impl Tensor {
     /// A rank-0 tensor.
     pub fn scalar<T: Element>(value: T) -> Tensor {
         Tensor::new(Array::scalar(value))
-    }
-
-    /// `value` everywhere. Inside a trace this records a splat constant rather than data.
-    #[track_caller]
-    pub fn full(dtype: DType, shape: impl Into<Shape>, value: f64) -> Tensor {
-        let lit = Literal::splat(Scalar::from_f64(dtype, value), shape);
-        apply(Op::Constant(lit), &[])
-    }
-
-    #[track_caller]
-    pub fn zeros(dtype: DType, shape: impl Into<Shape>) -> Tensor {
-        Tensor::full(dtype, shape, 0.0)
-    }
-
-    #[track_caller]
-    pub fn ones(dtype: DType, shape: impl Into<Shape>) -> Tensor {
-        Tensor::full(dtype, shape, 1.0)
-    }
-
-    /// The indices along `axis` of a tensor of `shape` (`lax.broadcasted_iota`).
-    #[track_caller]
-    pub fn iota(dtype: DType, shape: impl Into<Shape>, axis: usize) -> Tensor {
-        let op = Op::Iota {
-            dtype,
-            shape: shape.into(),
-            dim: axis,
-        };
-        apply(op, &[])
-    }
-
-    /// `0, 1, ..., n-1` (`jnp.arange(n)`).
-    #[track_caller]
-    pub fn arange(dtype: DType, n: usize) -> Tensor {
-        Tensor::iota(dtype, [n], 0)
     }
 
     /// A data-less tensor of the given type, to trace or lower a function without inputs.
