@@ -10,6 +10,7 @@ mod operators;
 mod ops;
 mod tensor;
 mod trace;
+mod trace_ctx;
 mod transforms;
 mod tree;
 

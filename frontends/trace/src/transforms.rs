@@ -6,7 +6,7 @@
 //! A function may close over tracers of an enclosing trace (`grad(|p| loss(p, &x))` inside
 //! `jit`): they are extra primal inputs of the traced program, with zero tangents.
 
-use crate::tensor::{apply, Inner};
+use crate::tensor::{apply, record, Inner};
 use crate::trace::trace_named;
 use crate::{dump, Error, Result, Tensor, Tree, TreeDef};
 use ferrax_compiler::autodiff;
@@ -29,7 +29,7 @@ fn call_func(func: &Func, args: &[Tensor]) -> Vec<Tensor> {
         let failed = operands.iter().find(|o| o.error().is_some());
         let out = match (failed, &ctx) {
             (Some(f), _) => (*f).clone(),
-            (None, Some(ctx)) => ctx.push(ins.op.clone(), &operands, location, ins.ty.clone()),
+            (None, Some(ctx)) => record(ctx, ins.op.clone(), &operands, location, ins.ty.clone()),
             (None, None) => apply(ins.op.clone(), &operands),
         };
         values.push(out);

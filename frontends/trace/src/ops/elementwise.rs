@@ -4,7 +4,7 @@
 
 use super::source::number_like;
 use super::{broadcast_shapes, Operand};
-use crate::tensor::{apply, Inner};
+use crate::tensor::{apply, record, Inner};
 use crate::Tensor;
 use ferrax_ir::{BinaryOp, CompareOp, DType, Literal, Op, UnaryOp};
 use std::panic::Location;
@@ -46,7 +46,7 @@ impl Tensor {
                 match (&a.0, &ctx) {
                     (Inner::Concrete(arr), Some(ctx)) if arr.numel() == 1 => {
                         let lit = Literal::splat(arr.elements().get(0), out.clone());
-                        ctx.push(Op::Constant(lit), &[], location, a.ty().clone())
+                        record(ctx, Op::Constant(lit), &[], location, a.ty().clone())
                     }
                     _ => a.broadcast_to_at(location, &out),
                 }
