@@ -142,20 +142,11 @@ fn cycle(deps: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
         .find_map(|u| visit(u, deps, &mut state, &mut Vec::new()))
 }
 
-/// The one cycle left: a traced `Tensor` holds its trace's context, and the context makes
-/// tensors. Taking the context's state out of `trace` into a module below both undoes it.
-const KNOWN_CYCLE: (&str, &str, &str) = ("frontends/trace/src", "trace", "tensor");
-
 #[test]
 fn no_module_cycle_in_any_crate() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     for src in CRATES {
-        let mut deps = dependencies(&root.join(src));
-        let (crate_src, from, to) = KNOWN_CYCLE;
-        if src == crate_src {
-            let known = deps.get_mut(from).is_some_and(|d| d.remove(to));
-            assert!(known, "{src}: {from} no longer uses {to}: drop KNOWN_CYCLE");
-        }
+        let deps = dependencies(&root.join(src));
         assert!(deps.len() > 1, "{src}: no modules found");
         if let Some(c) = cycle(&deps) {
             panic!("{src}: module cycle {}", c.join(" -> "));

@@ -10,17 +10,17 @@ mod operators;
 mod ops;
 mod tensor;
 mod trace;
+mod trace_ctx;
 mod transforms;
 mod tree;
 
 pub use device::Device;
 pub use error::{Error, Result};
 pub use jit::{jit, Compiled, Jit, Lowered, Signature};
-pub use ops::{Axes, Operand, ShapeArg};
+pub use ops::{custom_vjp, custom_vjp_named, Axes, Operand, ShapeArg};
 pub use tensor::Tensor;
 pub use trace::trace;
 pub use transforms::{
-    custom_vjp, custom_vjp_named, grad, grad_with_aux, hessian, jvp, value_and_grad,
-    value_and_grad_with_aux, vjp, Pullback,
+    grad, grad_with_aux, hessian, jvp, value_and_grad, value_and_grad_with_aux, vjp, Pullback,
 };
 pub use tree::{Static, StaticValue, Tree, TreeDef};

@@ -3,10 +3,14 @@
 //! tracer that records IR. Operations never panic on user mistakes: a failed operation yields a
 //! failed tensor that carries the error (with the user's source line) to the point where a
 //! result is demanded (`trace`, `jit(..).call`, `Tensor::to_array`).
+//!
+//! A traced tensor holds a `trace_ctx::Tracer`, and operations are recorded through
+//! `trace_ctx`, which sits below this module: this module makes the tensors (`apply`,
+//! `record`) and says what each kind of tensor is to a trace (`Lift`).
 
-use crate::trace::{current_trace, Local, TraceCtx};
+use crate::trace_ctx::{current_trace, Lift, Lifted, TraceCtx, Tracer};
 use crate::Error;
-use ferrax_ir::{DType, Element, Elements, Literal, Op, Scalar, Shape, TensorType};
+use ferrax_ir::{DType, Element, Elements, Literal, Op, Shape, TensorType};
 use ferrax_runtime::{eval_op, Array, DeviceArray};
 use std::fmt;
 use std::panic::Location;
@@ -25,11 +29,7 @@ pub(crate) enum Inner {
     },
     /// A type without data: an input specification for tracing (`jax.ShapeDtypeStruct`).
     Abstract(TensorType),
-    Traced {
-        ctx: Rc<TraceCtx>,
-        id: Local,
-        ty: TensorType,
-    },
+    Traced(Tracer),
     /// The result of a failed operation; `ty` is a best guess so that shape queries still work.
     Failed {
         error: Rc<Error>,
@@ -66,40 +66,6 @@ impl Tensor {
         Tensor::new(Array::scalar(value))
     }
 
-    /// `value` everywhere. Inside a trace this records a splat constant rather than data.
-    #[track_caller]
-    pub fn full(dtype: DType, shape: impl Into<Shape>, value: f64) -> Tensor {
-        let lit = Literal::splat(Scalar::from_f64(dtype, value), shape);
-        apply(Op::Constant(lit), &[])
-    }
-
-    #[track_caller]
-    pub fn zeros(dtype: DType, shape: impl Into<Shape>) -> Tensor {
-        Tensor::full(dtype, shape, 0.0)
-    }
-
-    #[track_caller]
-    pub fn ones(dtype: DType, shape: impl Into<Shape>) -> Tensor {
-        Tensor::full(dtype, shape, 1.0)
-    }
-
-    /// The indices along `axis` of a tensor of `shape` (`lax.broadcasted_iota`).
-    #[track_caller]
-    pub fn iota(dtype: DType, shape: impl Into<Shape>, axis: usize) -> Tensor {
-        let op = Op::Iota {
-            dtype,
-            shape: shape.into(),
-            dim: axis,
-        };
-        apply(op, &[])
-    }
-
-    /// `0, 1, ..., n-1` (`jnp.arange(n)`).
-    #[track_caller]
-    pub fn arange(dtype: DType, n: usize) -> Tensor {
-        Tensor::iota(dtype, [n], 0)
-    }
-
     /// A data-less tensor of the given type, to trace or lower a function without inputs.
     pub fn spec(dtype: DType, shape: impl Into<Shape>) -> Tensor {
         Tensor(Inner::Abstract(TensorType::new(dtype, shape)))
@@ -108,10 +74,8 @@ impl Tensor {
     pub fn ty(&self) -> &TensorType {
         match &self.0 {
             Inner::Concrete(a) => a.ty(),
-            Inner::Abstract(ty)
-            | Inner::Device { ty, .. }
-            | Inner::Traced { ty, .. }
-            | Inner::Failed { ty, .. } => ty,
+            Inner::Traced(t) => t.ty(),
+            Inner::Abstract(ty) | Inner::Device { ty, .. } | Inner::Failed { ty, .. } => ty,
         }
     }
 
@@ -132,7 +96,7 @@ impl Tensor {
     }
 
     pub fn is_traced(&self) -> bool {
-        matches!(self.0, Inner::Traced { .. })
+        matches!(self.0, Inner::Traced(_))
     }
 
     /// The concrete value, moved out (so that a tensor given away can donate its buffer).
@@ -155,10 +119,11 @@ impl Tensor {
                 expected: "a tensor with data".into(),
                 found: format!("a {ty} specification without data"),
             }),
-            Inner::Traced { ty, .. } => Err(Error::Tree {
+            Inner::Traced(t) => Err(Error::Tree {
                 expected: "a tensor with data".into(),
                 found: format!(
-                    "a traced {ty} value (its data exists only when the compiled function runs)"
+                    "a traced {} value (its data exists only when the compiled function runs)",
+                    t.ty()
                 ),
             }),
         }
@@ -190,7 +155,7 @@ impl Tensor {
 
     pub(crate) fn trace_ctx(&self) -> Option<&Rc<TraceCtx>> {
         match &self.0 {
-            Inner::Traced { ctx, .. } => Some(ctx),
+            Inner::Traced(t) => Some(t.ctx()),
             _ => None,
         }
     }
@@ -214,7 +179,7 @@ impl fmt::Debug for Tensor {
             Inner::Concrete(a) => write!(f, "Tensor({a})"),
             Inner::Device { array, .. } => write!(f, "Tensor({array:?})"),
             Inner::Abstract(ty) => write!(f, "Tensor(spec {ty})"),
-            Inner::Traced { id, ty, .. } => write!(f, "Tensor(traced {id:?}: {ty})"),
+            Inner::Traced(t) => write!(f, "Tensor({t:?})"),
             Inner::Failed { error, .. } => write!(f, "Tensor(failed: {error})"),
         }
     }
@@ -250,7 +215,7 @@ pub(crate) fn apply_at(location: &'static Location<'static>, op: Op, args: &[&Te
         return (*failed).clone();
     }
     match innermost_ctx(args).or_else(|| args.is_empty().then(current_trace).flatten()) {
-        Some(ctx) => ctx.push(op, args, location, guess),
+        Some(ctx) => record(&ctx, op, args, location, guess),
         None => {
             // Eager operations run on the host; GPU operands are copied back first.
             let mut fetched = Vec::new();
@@ -295,8 +260,44 @@ fn innermost_ctx(args: &[&Tensor]) -> Option<Rc<TraceCtx>> {
         .cloned()
 }
 
+/// Records `op(args)` in the trace `ctx`: a tracer, or a failed tensor (of type `guess`) if
+/// the operation is a user error, which the trace also keeps.
+pub(crate) fn record(
+    ctx: &Rc<TraceCtx>,
+    op: Op,
+    args: &[&Tensor],
+    location: &'static Location<'static>,
+    guess: TensorType,
+) -> Tensor {
+    match ctx.push(op, args, location) {
+        Ok(tracer) => Tensor(Inner::Traced(tracer)),
+        Err(error) => Tensor(Inner::Failed {
+            error: Rc::new(error),
+            ty: guess,
+        }),
+    }
+}
+
+/// What a tensor is to a trace it is an operand of: concrete and GPU data become constants.
+impl Lift for Tensor {
+    fn lift(&self) -> Lifted<'_> {
+        match &self.0 {
+            Inner::Traced(t) => Lifted::Tracer(t),
+            Inner::Concrete(a) => Lifted::Constant(literal_of(a)),
+            Inner::Device { .. } => match self.to_array() {
+                Ok(a) => Lifted::Constant(literal_of(&a)),
+                Err(e) => Lifted::Unusable(e.to_string()),
+            },
+            Inner::Abstract(ty) => Lifted::Unusable(format!(
+                "a {ty} specification has no data; pass it as an input of the traced function"
+            )),
+            Inner::Failed { error, .. } => Lifted::Failed(error),
+        }
+    }
+}
+
 /// A literal for `array`, stored as a splat when every element is equal.
-pub(crate) fn literal_of(array: &Array) -> Literal {
+fn literal_of(array: &Array) -> Literal {
     let data = array.elements();
     let first = (!data.is_empty()).then(|| data.get(0));
     let splat = first.filter(|&f| (1..data.len()).all(|i| data.get(i) == f));

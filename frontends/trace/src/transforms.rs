@@ -6,11 +6,11 @@
 //! A function may close over tracers of an enclosing trace (`grad(|p| loss(p, &x))` inside
 //! `jit`): they are extra primal inputs of the traced program, with zero tangents.
 
-use crate::tensor::{apply, apply_at, Inner};
+use crate::tensor::{apply, record, Inner};
 use crate::trace::trace_named;
 use crate::{dump, Error, Result, Tensor, Tree, TreeDef};
 use ferrax_compiler::autodiff;
-use ferrax_ir::{CustomVjp, DType, Func, Op};
+use ferrax_ir::{DType, Func};
 use std::panic::Location;
 use std::rc::Rc;
 
@@ -29,7 +29,7 @@ fn call_func(func: &Func, args: &[Tensor]) -> Vec<Tensor> {
         let failed = operands.iter().find(|o| o.error().is_some());
         let out = match (failed, &ctx) {
             (Some(f), _) => (*f).clone(),
-            (None, Some(ctx)) => ctx.push(ins.op.clone(), &operands, location, ins.ty.clone()),
+            (None, Some(ctx)) => record(ctx, ins.op.clone(), &operands, location, ins.ty.clone()),
             (None, None) => apply(ins.op.clone(), &operands),
         };
         values.push(out);
@@ -338,102 +338,4 @@ pub fn hessian<F: Fn(Tensor) -> Tensor>(f: F) -> impl Fn(&Tensor) -> Result<Tens
             None => Ok(h),
         }
     }
-}
-
-/// `jax.custom_vjp`: a function computed as `f` but differentiated in reverse mode with a
-/// rule of the user's: `fwd` returns `f`'s value and residuals, and `bwd` maps the residuals
-/// and the output's cotangent to one cotangent per input leaf (the input's structure). The
-/// three are traced into one `custom_vjp` instruction, so the rule holds under `grad`, `jit`
-/// and higher-order derivatives; forward mode differentiates `f` itself. The functions must
-/// not close over tracers of an enclosing trace: pass such values as inputs.
-#[track_caller]
-pub fn custom_vjp<I: Tree, R: Tree>(
-    f: impl Fn(I) -> Tensor,
-    fwd: impl Fn(I) -> (Tensor, R),
-    bwd: impl Fn(R, Tensor) -> I,
-) -> impl Fn(I) -> Tensor {
-    custom_vjp_named("custom", f, fwd, bwd)
-}
-
-/// [`custom_vjp`] whose three programs are named `name`, `name_fwd` and `name_bwd` in the IR.
-#[track_caller]
-pub fn custom_vjp_named<I: Tree, R: Tree>(
-    name: &'static str,
-    f: impl Fn(I) -> Tensor,
-    fwd: impl Fn(I) -> (Tensor, R),
-    bwd: impl Fn(R, Tensor) -> I,
-) -> impl Fn(I) -> Tensor {
-    let location = Location::caller();
-    move |args: I| {
-        custom_vjp_call(name, &f, &fwd, &bwd, &args, location).unwrap_or_else(|e| {
-            Tensor(Inner::Failed {
-                error: Rc::new(e),
-                ty: ferrax_ir::TensorType::scalar(DType::F32),
-            })
-        })
-    }
-}
-
-fn closed_function(
-    role: &str,
-    traced: crate::trace::Traced,
-    location: &'static Location<'static>,
-) -> Result<crate::trace::Traced> {
-    match traced.captures.first() {
-        None => Ok(traced),
-        Some(c) => Err(Error::Trace {
-            location,
-            message: format!(
-                "custom_vjp: the {role} function closes over a traced {} value; pass it as an input instead",
-                c.ty()
-            ),
-        }),
-    }
-}
-
-fn custom_vjp_call<I: Tree, R: Tree>(
-    name: &str,
-    f: &impl Fn(I) -> Tensor,
-    fwd: &impl Fn(I) -> (Tensor, R),
-    bwd: &impl Fn(R, Tensor) -> I,
-    args: &I,
-    location: &'static Location<'static>,
-) -> Result<Tensor> {
-    let mut leaves = Vec::new();
-    let def = args.flatten(&mut leaves);
-    let primal = closed_function("primal", trace_named(name, f, args)?, location)?;
-    let forward = closed_function(
-        "fwd",
-        trace_named(&format!("{name}_fwd"), fwd, args)?,
-        location,
-    )?;
-    let out_types = forward.func.output_types();
-    let res_def = forward.out_def.children(2)?[1].clone();
-    let res_specs = out_types[1..]
-        .iter()
-        .map(|t| Tensor::spec(t.dtype, t.shape.clone()));
-    let residuals = R::unflatten(&res_def, &mut res_specs.into_iter())?;
-    let cotangent = Tensor::spec(out_types[0].dtype, out_types[0].shape.clone());
-    let backward = closed_function(
-        "bwd",
-        trace_named(
-            &format!("{name}_bwd"),
-            |(r, g): (R, Tensor)| bwd(r, g),
-            &(residuals, cotangent),
-        )?,
-        location,
-    )?;
-    if backward.out_def != def {
-        return Err(Error::Tree {
-            expected: format!("bwd returning cotangents shaped like the inputs {def}"),
-            found: backward.out_def.to_string(),
-        });
-    }
-    let op = Op::CustomVjp(Box::new(CustomVjp {
-        primal: primal.func,
-        fwd: forward.func,
-        bwd: backward.func,
-    }));
-    let operands: Vec<&Tensor> = leaves.iter().collect();
-    Ok(apply_at(location, op, &operands))
 }

@@ -1,0 +1,283 @@
+//! The state of traces in progress: what each has recorded, the first user error it met, and
+//! which traces are running (innermost last).
+//!
+//! Traces nest (a transform traces its function while an enclosing `jit` or `grad` is
+//! tracing). A tracer of an enclosing trace that the inner function closes over is captured:
+//! it becomes an extra parameter of the inner program, after the declared inputs, and the
+//! transform passes the outer tracer for it.
+//!
+//! This module sits below `tensor`: a traced tensor holds its [`Tracer`], and operands reach a
+//! trace through the [`Lift`] trait, which `tensor` implements. So the state never names the
+//! tensor type, and making tensors out of tracers is left to the modules above
+//! (`tensor::apply`, `trace::trace`).
+
+use crate::{Error, Result};
+use ferrax_ir::{infer_type, Func, Instr, Literal, Op, TensorType, ValueId};
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::panic::Location;
+use std::rc::Rc;
+
+/// A value of a trace in progress. Its final `ValueId` is known only when the trace ends,
+/// because captured values become parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Local {
+    Input(usize),
+    Capture(usize),
+    Instr(usize),
+}
+
+/// A value recorded in a trace: what a traced tensor holds.
+#[derive(Clone)]
+pub(crate) struct Tracer {
+    ctx: Rc<TraceCtx>,
+    id: Local,
+    ty: TensorType,
+}
+
+impl Tracer {
+    pub(crate) fn ty(&self) -> &TensorType {
+        &self.ty
+    }
+
+    /// The trace the value belongs to.
+    pub(crate) fn ctx(&self) -> &Rc<TraceCtx> {
+        &self.ctx
+    }
+}
+
+impl fmt::Debug for Tracer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "traced {:?}: {}", self.id, self.ty)
+    }
+}
+
+/// An operand as a trace sees it.
+pub(crate) enum Lifted<'a> {
+    /// A value of this trace, or of an enclosing one (which this trace then captures).
+    Tracer(&'a Tracer),
+    /// Data from outside any trace, recorded as a `constant`.
+    Constant(Literal),
+    /// The result of a failed operation.
+    Failed(&'a Error),
+    /// A value no trace can use, and why.
+    Unusable(String),
+}
+
+/// What can be an operand of a recorded operation (the tensor type). Operands are lifted one
+/// by one, in order, as the operation is recorded.
+pub(crate) trait Lift {
+    fn lift(&self) -> Lifted<'_>;
+}
+
+thread_local! {
+    static NEXT_SERIAL: Cell<u64> = const { Cell::new(0) };
+    /// The traces whose functions are running, innermost last.
+    static ACTIVE: RefCell<Vec<Rc<TraceCtx>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The innermost trace whose function is running, if any: where operations without tensor
+/// operands (`Tensor::iota`, `Tensor::zeros`, ...) are recorded.
+pub(crate) fn current_trace() -> Option<Rc<TraceCtx>> {
+    ACTIVE.with(|a| a.borrow().last().cloned())
+}
+
+/// Marks a trace active while the user function runs; unmarks it even if the function panics.
+pub(crate) struct ActiveGuard;
+
+impl ActiveGuard {
+    pub(crate) fn enter(ctx: &Rc<TraceCtx>) -> ActiveGuard {
+        ACTIVE.with(|a| a.borrow_mut().push(ctx.clone()));
+        ActiveGuard
+    }
+}
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        ACTIVE.with(|a| {
+            a.borrow_mut().pop();
+        });
+    }
+}
+
+/// The state of one trace: what has been recorded and the first user error met.
+pub(crate) struct TraceCtx {
+    serial: u64,
+    state: RefCell<State>,
+}
+
+struct State {
+    inputs: Vec<TensorType>,
+    /// Tracers of enclosing traces used here, with their types.
+    captures: Vec<Tracer>,
+    instrs: Vec<(Op, Vec<Local>, TensorType)>,
+    error: Option<Error>,
+    finished: bool,
+}
+
+impl State {
+    fn ty(&self, l: Local) -> &TensorType {
+        match l {
+            Local::Input(k) => &self.inputs[k],
+            Local::Capture(k) => self.captures[k].ty(),
+            Local::Instr(k) => &self.instrs[k].2,
+        }
+    }
+
+    fn record(&mut self, op: Op, args: Vec<Local>) -> Result<Local, String> {
+        let types: Vec<&TensorType> = args.iter().map(|&a| self.ty(a)).collect();
+        let ty = infer_type(&op, &types).map_err(|e| e.to_string())?;
+        self.instrs.push((op, args, ty));
+        Ok(Local::Instr(self.instrs.len() - 1))
+    }
+
+    /// The local value for an operand: a tracer of this trace, a captured tracer of an
+    /// enclosing one, or a constant.
+    fn lift(&mut self, serial: u64, value: Lifted) -> Result<Local, String> {
+        match value {
+            Lifted::Tracer(t) if t.ctx.serial == serial => Ok(t.id),
+            Lifted::Tracer(t) => {
+                if t.ctx.serial > serial || t.ctx.state.borrow().finished {
+                    return Err(format!(
+                        "a traced {} value was used outside the function that produced it (it escaped its trace)",
+                        t.ty
+                    ));
+                }
+                let same = |c: &Tracer| Rc::ptr_eq(&c.ctx, &t.ctx) && c.id == t.id;
+                let k = match self.captures.iter().position(same) {
+                    Some(k) => k,
+                    None => {
+                        self.captures.push(t.clone());
+                        self.captures.len() - 1
+                    }
+                };
+                Ok(Local::Capture(k))
+            }
+            Lifted::Constant(literal) => self.record(Op::Constant(literal), Vec::new()),
+            Lifted::Failed(error) => Err(error.to_string()),
+            Lifted::Unusable(message) => Err(message),
+        }
+    }
+}
+
+impl TraceCtx {
+    pub(crate) fn new() -> Rc<TraceCtx> {
+        let serial = NEXT_SERIAL.with(|n| {
+            let s = n.get();
+            n.set(s + 1);
+            s
+        });
+        Rc::new(TraceCtx {
+            serial,
+            state: RefCell::new(State {
+                inputs: Vec::new(),
+                captures: Vec::new(),
+                instrs: Vec::new(),
+                error: None,
+                finished: false,
+            }),
+        })
+    }
+
+    /// Traces started later have larger serials; the largest among an op's operands is the
+    /// innermost trace.
+    pub(crate) fn serial(&self) -> u64 {
+        self.serial
+    }
+
+    /// A new input of the traced function.
+    pub(crate) fn input(self: &Rc<Self>, ty: TensorType) -> Tracer {
+        let mut state = self.state.borrow_mut();
+        state.inputs.push(ty.clone());
+        Tracer {
+            ctx: self.clone(),
+            id: Local::Input(state.inputs.len() - 1),
+            ty,
+        }
+    }
+
+    /// Records `op(args)`; data from outside the trace becomes constants. A user error is
+    /// returned with `location`, and the first one is kept as the trace's error.
+    pub(crate) fn push<T: Lift>(
+        self: &Rc<Self>,
+        op: Op,
+        args: &[&T],
+        location: &'static Location<'static>,
+    ) -> Result<Tracer> {
+        let mut state = self.state.borrow_mut();
+        let result = if state.finished {
+            Err(format!(
+                "{}: a traced value was used after its trace ended (it escaped the traced function)",
+                op.name()
+            ))
+        } else {
+            args.iter()
+                .map(|a| state.lift(self.serial, a.lift()))
+                .collect::<Result<Vec<_>, _>>()
+                .and_then(|ids| state.record(op, ids))
+        };
+        match result {
+            Ok(id) => Ok(Tracer {
+                ctx: self.clone(),
+                id,
+                ty: state.ty(id).clone(),
+            }),
+            Err(message) => {
+                let error = Error::Trace { location, message };
+                if state.error.is_none() {
+                    state.error = Some(error.clone());
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Ends the trace: the recorded function named `name` returning `outputs`, its parameters
+    /// the inputs and then the captured tracers, which come back in that order. The first user
+    /// error met while tracing is the error, else the first output that is not a value this
+    /// trace can return. The trace's tracers cannot be used afterwards.
+    pub(crate) fn finish<T: Lift>(&self, name: &str, outputs: &[T]) -> Result<(Func, Vec<Tracer>)> {
+        let mut state = self.state.borrow_mut();
+        state.finished = true;
+        if let Some(e) = state.error.take() {
+            return Err(e);
+        }
+        let mut locals = Vec::with_capacity(outputs.len());
+        for output in outputs {
+            let local = match output.lift() {
+                Lifted::Failed(e) => Err(e.clone()),
+                value => state.lift(self.serial, value).map_err(|found| Error::Tree {
+                    expected: "outputs computed by the traced function".into(),
+                    found,
+                }),
+            };
+            locals.push(local?);
+        }
+        let (n_in, n_cap) = (state.inputs.len(), state.captures.len());
+        let value = |l: Local| {
+            ValueId(match l {
+                Local::Input(k) => k,
+                Local::Capture(k) => n_in + k,
+                Local::Instr(k) => n_in + n_cap + k,
+            } as u32)
+        };
+        let mut params = state.inputs.clone();
+        params.extend(state.captures.iter().map(|c| c.ty().clone()));
+        let body = state
+            .instrs
+            .drain(..)
+            .map(|(op, args, ty)| Instr {
+                op,
+                args: args.into_iter().map(value).collect(),
+                ty,
+            })
+            .collect();
+        let func = Func {
+            name: name.to_string(),
+            params,
+            body,
+            outputs: locals.into_iter().map(value).collect(),
+        };
+        Ok((func, std::mem::take(&mut state.captures)))
+    }
+}
