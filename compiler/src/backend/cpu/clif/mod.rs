@@ -33,6 +33,7 @@ use crate::kernel::halves;
 use crate::kernel::{math, Kernel};
 use consts::ConstPool;
 use cranelift_codegen::ir::{types, AbiParam};
+use cranelift_codegen::isa::TargetIsa;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
@@ -108,51 +109,68 @@ impl Jit {
                 sig
             })
             .map_err(err)?;
-        // f16 and bf16 computed in f32. Then SIMD with polynomial transcendentals where the
-        // kernel allows; else scalar, with polynomial f32 transcendentals; f64 transcendentals
-        // (or a target lacking an instruction, such as a vector fma) get the interpreter's own
-        // functions.
-        let kernel = &halves::expand_conversions(&halves::widen(kernel));
-        let expanded = math::expand_guarded(kernel);
+        let form = Form::of(kernel, module.isa());
+        let k = &form.kernel;
+        let simd = form.simd;
+        let data = module.declare_anonymous_data(false, false).map_err(err)?;
+        let mut pool = ConstPool::new(module.declare_data_in_func(data, &mut ctx.func));
+        ctx.func.signature.params.push(AbiParam::new(ptr));
+        ctx.func.signature.params.push(AbiParam::new(types::I64));
+        ctx.func.signature.params.push(AbiParam::new(types::I64));
+        let funcs = host.declare_in(module, &mut ctx.func);
+        let built = {
+            let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
+            let r = match &k.rows {
+                Some(rows) => rows::build_rows(&mut b, k, rows, ptr, &funcs, simd, &mut pool),
+                None => flat::build_flat(&mut b, k, ptr, &funcs, simd, &mut pool),
+            };
+            b.finalize(module.target_config());
+            r
+        };
+        let text = ctx.func.display().to_string();
+        let result = built.and_then(|()| module.define_function(id, ctx).map_err(err));
+        module.clear_context(ctx);
+        module.define_data(data, &pool.into_data()).map_err(err)?;
+        result.map(|()| (id, text))
+    }
+}
+
+/// The form a kernel is compiled in, decided before any code is built (a form that fails to
+/// build is an error, never a silent fallback to another). f16 and bf16 are computed in f32.
+/// Then SIMD with polynomial transcendentals where the kernel allows ([`vectorizable`]) and
+/// the CPU has the vector instructions the code uses (fma, rounding); else scalar, with
+/// polynomial f32 transcendentals, unless f64 transcendentals call the interpreter's own
+/// functions (so f64 results are its bits), which leaves the kernel unexpanded.
+pub struct Form {
+    pub kernel: Kernel,
+    pub simd: bool,
+}
+
+impl Form {
+    pub fn of(kernel: &Kernel, isa: &dyn TargetIsa) -> Form {
+        let kernel = halves::expand_conversions(&halves::widen(kernel));
         let f64_math = kernel
             .body
             .iter()
             .any(|ins| ins.dtype == DType::F64 && math::expands(&ins.op, ins.dtype));
-        let mut attempts = Vec::new();
-        if vectorizable(&expanded) {
-            attempts.push((&expanded, true));
-        }
-        if !f64_math {
-            attempts.push((&expanded, false));
-        }
-        attempts.push((kernel, false));
-        let mut last = None;
-        for (k, simd) in attempts {
-            let data = module.declare_anonymous_data(false, false).map_err(err)?;
-            let mut pool = ConstPool::new(module.declare_data_in_func(data, &mut ctx.func));
-            ctx.func.signature.params.push(AbiParam::new(ptr));
-            ctx.func.signature.params.push(AbiParam::new(types::I64));
-            ctx.func.signature.params.push(AbiParam::new(types::I64));
-            let funcs = host.declare_in(module, &mut ctx.func);
-            let built = {
-                let mut b = FunctionBuilder::new(&mut ctx.func, fctx);
-                let r = match &k.rows {
-                    Some(rows) => rows::build_rows(&mut b, k, rows, ptr, &funcs, simd, &mut pool),
-                    None => flat::build_flat(&mut b, k, ptr, &funcs, simd, &mut pool),
-                };
-                b.finalize(module.target_config());
-                r
-            };
-            let text = ctx.func.display().to_string();
-            let result = built.and_then(|()| module.define_function(id, ctx).map_err(err));
-            module.clear_context(ctx);
-            module.define_data(data, &pool.into_data()).map_err(err)?;
-            match result {
-                Ok(()) => return Ok((id, text)),
-                Err(e) => last = Some(e),
+        let expanded = math::expand_guarded(&kernel);
+        let vector_isa = isa.has_native_fma() && isa.has_round();
+        if vector_isa && vectorizable(&expanded) {
+            Form {
+                kernel: expanded,
+                simd: true,
+            }
+        } else if f64_math {
+            Form {
+                kernel,
+                simd: false,
+            }
+        } else {
+            Form {
+                kernel: expanded,
+                simd: false,
             }
         }
-        Err(last.unwrap_or_else(|| CodegenError::Cranelift("no attempt".into())))
     }
 }
 
