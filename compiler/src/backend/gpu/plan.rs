@@ -12,7 +12,7 @@ use crate::backend::ptx::{legal_kernel, render_legal_launches, Launch, MathMode,
 use crate::fuse::{partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::{Kernel, Role};
-use ferrax_ir::{verify, DType, DotDims, Func, FuncBuilder, Op, ValueId};
+use ferrax_ir::{verify, DType, DotDims, Func, FuncBuilder, Op, ReduceOp, ValueId};
 
 use super::grouping::group_launches;
 use super::*;
@@ -44,12 +44,7 @@ impl GpuPlan {
         let kernels_target = crate::backend::ptx::support::target(mode);
         let func = &schedule(&split_reductions(func)?, &kernels_target);
         let mut steps = Vec::new();
-        let mut kernels = Vec::new();
-        // Each kernel legalized, as the module renders it.
-        let mut legal_kernels = Vec::new();
-        let mut reductions = Vec::new();
-        let mut copies = Vec::new();
-        let mut int_gemms = Vec::new();
+        let mut p = Parts::default();
         // A reduction alone keeps its reduction kernel, which strides its row with any
         // number of threads.
         let lone = |step| match step {
@@ -59,7 +54,7 @@ impl GpuPlan {
         for step in partition(func, &kernels_target).into_iter().map(lone) {
             match step {
                 Step::Rows { start, end, .. } | Step::Kernel { start, end } => {
-                    let name = format!("{}_k{}", func.name, kernels.len());
+                    let name = format!("{}_k{}", func.name, p.kernels.len());
                     let kernel = match &step {
                         Step::Rows {
                             rows, cols, roles, ..
@@ -69,90 +64,23 @@ impl GpuPlan {
                     .ok_or(GpuError::Lowering { start, end })?;
                     match legal_kernel(&kernel, mode) {
                         Some(legal) => {
-                            steps.push(GpuStep::Launch(kernels.len()));
-                            kernels.push(kernel);
-                            legal_kernels.push(legal);
+                            steps.push(GpuStep::Launch(p.kernels.len()));
+                            p.kernels.push(kernel);
+                            p.legal_kernels.push(legal);
                         }
                         None => steps.push(GpuStep::Host(start..end)),
                     }
                 }
-                Step::Op { index } => steps.push(match &func.body[index].op {
-                    Op::DotGeneral(dims) => {
-                        plan_product(func, index, dims, &mut copies, &mut int_gemms)
-                    }
-                    Op::Reshape { .. } => GpuStep::View(index),
-                    // An iota has no operands: a constant like any other.
-                    Op::Constant(_) | Op::Iota { .. } => GpuStep::Constant(index),
-                    // An empty result of data movement is allocated and left as it is.
-                    Op::BroadcastInDim { .. }
-                    | Op::Transpose { .. }
-                    | Op::Slice { .. }
-                    | Op::Concatenate { .. }
-                    | Op::Pad { .. }
-                        if func.body[index].ty.numel() == 0 =>
-                    {
-                        GpuStep::Copies(index, Vec::new())
-                    }
-                    // Data movement the CPU leaves to the interpreter is a strided copy here:
-                    // the alternative is a trip through the host.
-                    op @ (Op::BroadcastInDim { .. } | Op::Transpose { .. } | Op::Slice { .. }) => {
-                        let ins = &func.body[index];
-                        let name = format!("{}_c{}", func.name, copies.len());
-                        let input = func.value_type(ins.args[0]);
-                        match input.and_then(|t| CopyKernel::plan(name, op, t, &ins.ty)) {
-                            Some(c) => {
-                                copies.push(c);
-                                GpuStep::Copies(index, vec![(copies.len() - 1, 0)])
-                            }
-                            None => GpuStep::Host(index..index + 1),
-                        }
-                    }
-                    op @ (Op::Concatenate { .. } | Op::Pad { .. }) => {
-                        let ins = &func.body[index];
-                        let name = format!("{}_c{}", func.name, copies.len());
-                        let inputs: Option<Vec<_>> =
-                            ins.args.iter().map(|&a| func.value_type(a)).collect();
-                        match inputs.and_then(|t| CopyKernel::plan_parts(&name, op, &t, &ins.ty)) {
-                            Some(parts) => {
-                                let mut launches = Vec::with_capacity(parts.len());
-                                for (c, operand) in parts {
-                                    launches.push((copies.len(), operand));
-                                    copies.push(c);
-                                }
-                                GpuStep::Copies(index, launches)
-                            }
-                            None => GpuStep::Host(index..index + 1),
-                        }
-                    }
-                    Op::Reduce { op, axes } => {
-                        let name = format!("{}_r{}", func.name, reductions.len());
-                        let input = func.value_type(func.body[index].args[0]);
-                        let planned = input.and_then(|t| ReduceKernel::plan(name, *op, t, axes));
-                        let total_name = format!("{}_r{}", func.name, reductions.len() + 1);
-                        let split = planned.as_ref().and_then(|r| r.split(total_name));
-                        match (planned, split) {
-                            (_, Some(split)) => {
-                                reductions.extend([split.partial, split.total]);
-                                GpuStep::SplitReduce {
-                                    index,
-                                    partial: reductions.len() - 2,
-                                    total: reductions.len() - 1,
-                                }
-                            }
-                            (Some(r), None) => {
-                                reductions.push(r);
-                                GpuStep::Reduce {
-                                    launch: reductions.len() - 1,
-                                    instrs: vec![index],
-                                }
-                            }
-                            (None, _) => GpuStep::Host(index..index + 1),
-                        }
-                    }
-                    _ => GpuStep::Host(index..index + 1),
-                }),
+                Step::Op { index } => steps.push(p.op_step(func, index)),
             }
         }
+        let Parts {
+            kernels,
+            legal_kernels,
+            reductions,
+            copies,
+            int_gemms,
+        } = p;
         let (steps, launches, reduce_launches) = group_launches(func, steps, &kernels, &reductions);
         let ptx = render_legal_launches(
             &legal_kernels,
@@ -237,6 +165,110 @@ impl GpuPlan {
             }
         }
         (len, block)
+    }
+}
+
+/// What a plan's steps launch, gathered as the steps are planned.
+#[derive(Default)]
+struct Parts {
+    kernels: Vec<Kernel>,
+    /// Each kernel legalized, as the module renders it.
+    legal_kernels: Vec<Kernel>,
+    reductions: Vec<ReduceKernel>,
+    copies: Vec<CopyKernel>,
+    int_gemms: Vec<IntGemmKernel>,
+}
+
+impl Parts {
+    /// The step of instruction `index`, which fusion left out of every kernel.
+    fn op_step(&mut self, func: &Func, index: usize) -> GpuStep {
+        let ins = &func.body[index];
+        let host = GpuStep::Host(index..index + 1);
+        match &ins.op {
+            Op::DotGeneral(dims) => {
+                plan_product(func, index, dims, &mut self.copies, &mut self.int_gemms)
+            }
+            Op::Reshape { .. } => GpuStep::View(index),
+            // An iota has no operands: a constant like any other.
+            Op::Constant(_) | Op::Iota { .. } => GpuStep::Constant(index),
+            // An empty result of data movement is allocated and left as it is.
+            Op::BroadcastInDim { .. }
+            | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Concatenate { .. }
+            | Op::Pad { .. }
+                if ins.ty.numel() == 0 =>
+            {
+                GpuStep::Copies(index, Vec::new())
+            }
+            // Data movement the CPU leaves to the interpreter is a strided copy here: the
+            // alternative is a trip through the host.
+            op @ (Op::BroadcastInDim { .. } | Op::Transpose { .. } | Op::Slice { .. }) => {
+                let name = format!("{}_c{}", func.name, self.copies.len());
+                let input = func.value_type(ins.args[0]);
+                match input.and_then(|t| CopyKernel::plan(name, op, t, &ins.ty)) {
+                    Some(c) => {
+                        self.copies.push(c);
+                        GpuStep::Copies(index, vec![(self.copies.len() - 1, 0)])
+                    }
+                    None => host,
+                }
+            }
+            op @ (Op::Concatenate { .. } | Op::Pad { .. }) => {
+                let name = format!("{}_c{}", func.name, self.copies.len());
+                let inputs: Option<Vec<_>> = ins.args.iter().map(|&a| func.value_type(a)).collect();
+                match inputs.and_then(|t| CopyKernel::plan_parts(&name, op, &t, &ins.ty)) {
+                    Some(parts) => {
+                        let mut launches = Vec::with_capacity(parts.len());
+                        for (c, operand) in parts {
+                            launches.push((self.copies.len(), operand));
+                            self.copies.push(c);
+                        }
+                        GpuStep::Copies(index, launches)
+                    }
+                    None => host,
+                }
+            }
+            Op::Reduce { op, axes } => self.reduce_step(func, index, *op, axes),
+            // Elementwise work the support table leaves to the host (fusion put the rest into
+            // kernels), and custom_vjp calls, which simplification inlines.
+            Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare(_)
+            | Op::Select
+            | Op::Clamp
+            | Op::Convert { .. }
+            | Op::StopGradient
+            | Op::CustomVjp(_) => host,
+        }
+    }
+
+    /// A reduction kernel for instruction `index`, split in two launches where its blocks
+    /// would each fold many elements; the host where no kernel takes it.
+    fn reduce_step(&mut self, func: &Func, index: usize, op: ReduceOp, axes: &[usize]) -> GpuStep {
+        let name = format!("{}_r{}", func.name, self.reductions.len());
+        let input = func.value_type(func.body[index].args[0]);
+        let planned = input.and_then(|t| ReduceKernel::plan(name, op, t, axes));
+        let total_name = format!("{}_r{}", func.name, self.reductions.len() + 1);
+        let split = planned.as_ref().and_then(|r| r.split(total_name));
+        match (planned, split) {
+            (_, Some(split)) => {
+                self.reductions.extend([split.partial, split.total]);
+                GpuStep::SplitReduce {
+                    index,
+                    partial: self.reductions.len() - 2,
+                    total: self.reductions.len() - 1,
+                }
+            }
+            (Some(r), None) => {
+                self.reductions.push(r);
+                GpuStep::Reduce {
+                    launch: self.reductions.len() - 1,
+                    instrs: vec![index],
+                }
+            }
+            (None, _) => GpuStep::Host(index..index + 1),
+        }
     }
 }
 

@@ -135,193 +135,9 @@ impl<M: GpuMachine> GpuProgram<M> {
         }
         let mut values: Vec<Option<M::Array>> = args.iter().cloned().map(Some).collect();
         values.resize(func.num_values(), None);
-        let get = |values: &[Option<M::Array>], v: ValueId| {
-            values[v.index()].clone().ok_or(GpuError::Missing(v.0))
-        };
-        let machine = &self.machine;
         for (step, released) in self.plan.steps.iter().zip(&self.plan.releases) {
-            match step {
-                GpuStep::Launch(l) => {
-                    let mut addresses = Vec::new();
-                    let mut outputs = Vec::new();
-                    for &k in &self.plan.launches[*l].kernels {
-                        for b in &self.plan.kernels[k].sig.buffers {
-                            match b.role {
-                                Role::Input => addresses.push(M::address(&get(&values, b.value)?)),
-                                Role::Output => {
-                                    let ty = func
-                                        .value_type(b.value)
-                                        .ok_or(GpuError::Missing(b.value.0))?;
-                                    let array = machine.alloc(ty)?;
-                                    addresses.push(M::address(&array));
-                                    outputs.push((b.value, array));
-                                }
-                                // A row kernel keeps its scratch rows in registers.
-                                Role::Scratch => {}
-                                Role::Partial(_) => return Err(GpuError::Missing(b.value.0)),
-                            }
-                        }
-                    }
-                    let (len, block) = self.plan.launch_shape(*l);
-                    let grid = machine.grid_for(len, block);
-                    // SAFETY: every address is a live buffer of its kernel's element count
-                    // (inputs are kept alive in `values`, outputs in `outputs`).
-                    unsafe { machine.launch(&self.functions[*l], grid, block, &addresses)? };
-                    for (v, a) in outputs {
-                        values[v.index()] = Some(a);
-                    }
-                }
-                GpuStep::Gemm {
-                    index,
-                    gemm: g,
-                    lhs_copy,
-                    rhs_copy,
-                    int,
-                } => {
-                    let ins = &func.body[*index];
-                    let operand = |k: usize, copy: Option<usize>| {
-                        let value = get(&values, ins.args[k])?;
-                        match copy {
-                            Some(c) => self.copy(c, &value),
-                            None => Ok(value),
-                        }
-                    };
-                    let (lhs, rhs) = (operand(0, *lhs_copy)?, operand(1, *rhs_copy)?);
-                    let ty = &ins.ty;
-                    let out = machine.alloc(ty)?;
-                    match int {
-                        Some(k) => {
-                            let grid = machine.grid_for(self.plan.int_gemms[*k].results(), BLOCK);
-                            let addresses = [M::address(&lhs), M::address(&rhs), M::address(&out)];
-                            // SAFETY: operands and result hold exactly the kernel's shapes.
-                            unsafe {
-                                machine.launch(
-                                    &self.int_gemm_functions[*k],
-                                    grid,
-                                    BLOCK,
-                                    &addresses,
-                                )?
-                            };
-                        }
-                        None => {
-                            let lda = if g.lhs_k_first { g.m } else { g.k };
-                            let ldb = if g.rhs_k_last { g.k } else { g.n };
-                            // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ.
-                            // SAFETY: operand and result buffers hold exactly these shapes.
-                            unsafe {
-                                machine.gemm(
-                                    ty.dtype,
-                                    (g.rhs_k_last, g.lhs_k_first),
-                                    (g.n, g.m, g.k),
-                                    (M::address(&rhs), ldb, g.k * g.n),
-                                    (M::address(&lhs), lda, g.m * g.k),
-                                    (M::address(&out), g.n, g.m * g.n),
-                                    g.batch,
-                                    self.matmul,
-                                )?
-                            }
-                        }
-                    }
-                    values[func.instr_value(*index).index()] = Some(out);
-                }
-                GpuStep::Reduce { launch, instrs } => {
-                    let mut addresses = Vec::with_capacity(2 * instrs.len());
-                    let mut outputs = Vec::with_capacity(instrs.len());
-                    for &i in instrs {
-                        let ins = &func.body[i];
-                        let out = machine.alloc(&ins.ty)?;
-                        addresses.push(M::address(&get(&values, ins.args[0])?));
-                        addresses.push(M::address(&out));
-                        outputs.push((func.instr_value(i), out));
-                    }
-                    let reductions = &self.plan.reductions;
-                    let l = &self.plan.reduce_launches[*launch];
-                    let grid = l.grid(reductions, machine.multiprocessors());
-                    // SAFETY: each input holds `outputs * reduced` elements of its part, each
-                    // result `outputs` (inputs are kept alive in `values`, results in `outputs`).
-                    unsafe {
-                        machine.launch(
-                            &self.reduce_functions[*launch],
-                            grid,
-                            l.block(reductions),
-                            &addresses,
-                        )?
-                    };
-                    for (v, out) in outputs {
-                        values[v.index()] = Some(out);
-                    }
-                }
-                GpuStep::SplitReduce {
-                    index,
-                    partial,
-                    total,
-                } => {
-                    let ins = &func.body[*index];
-                    let reductions = &self.plan.reductions;
-                    let launches = &self.plan.reduce_launches;
-                    let first = &reductions[launches[*partial].parts[0]];
-                    let partials = machine.alloc(&TensorType::new(
-                        first.result,
-                        [first.outputs * first.segments],
-                    ))?;
-                    let out = machine.alloc(&ins.ty)?;
-                    let input = get(&values, ins.args[0])?;
-                    for (l, from, to) in [(*partial, &input, &partials), (*total, &partials, &out)]
-                    {
-                        let launch = &launches[l];
-                        // SAFETY: the input holds the reduction's elements, the partials
-                        // buffer `outputs × segments` partial results, the result `outputs`.
-                        unsafe {
-                            machine.launch(
-                                &self.reduce_functions[l],
-                                launch.grid(reductions, machine.multiprocessors()),
-                                launch.block(reductions),
-                                &[M::address(from), M::address(to)],
-                            )?
-                        };
-                    }
-                    values[func.instr_value(*index).index()] = Some(out);
-                }
-                GpuStep::Copies(i, parts) => {
-                    let ins = &func.body[*i];
-                    let out = machine.alloc(&ins.ty)?;
-                    for &(c, operand) in parts {
-                        self.copy_into(c, &get(&values, ins.args[operand])?, &out)?;
-                    }
-                    values[func.instr_value(*i).index()] = Some(out);
-                }
-                GpuStep::Constant(i) => {
-                    let c = self
-                        .constants
-                        .get(i)
-                        .ok_or(GpuError::Missing(func.instr_value(*i).0))?;
-                    values[func.instr_value(*i).index()] = Some(c.clone());
-                }
-                GpuStep::View(i) => {
-                    let ins = &func.body[*i];
-                    let operand = get(&values, ins.args[0])?;
-                    values[func.instr_value(*i).index()] =
-                        Some(M::reshaped(&operand, ins.ty.shape.clone()));
-                }
-                GpuStep::Host(range) => {
-                    let mut local: std::collections::HashMap<ValueId, Array> = Default::default();
-                    for i in range.clone() {
-                        let ins = &func.body[i];
-                        let operands = ins
-                            .args
-                            .iter()
-                            .map(|a| match local.get(a) {
-                                Some(x) => Ok(x.clone()),
-                                None => Ok(machine.download(&get(&values, *a)?)?),
-                            })
-                            .collect::<Result<Vec<_>, GpuError>>()?;
-                        let refs: Vec<&Array> = operands.iter().collect();
-                        local.insert(func.instr_value(i), eval_op(&ins.op, &refs)?);
-                    }
-                    for (v, a) in local {
-                        values[v.index()] = Some(machine.upload(&a)?);
-                    }
-                }
+            for (v, array) in self.run_step(step, &values)? {
+                values[v.index()] = Some(array);
             }
             for v in released {
                 values[v.index()] = None;
@@ -329,4 +145,245 @@ impl<M: GpuMachine> GpuProgram<M> {
         }
         func.outputs.iter().map(|&o| get(&values, o)).collect()
     }
+
+    /// Queues `step`, reading the live `values`; returns the values it defines.
+    fn run_step(
+        &self,
+        step: &GpuStep,
+        values: &[Option<M::Array>],
+    ) -> Result<Vec<(ValueId, M::Array)>, GpuError> {
+        let func = &self.plan.func;
+        let defined = |i: usize, array: M::Array| Ok(vec![(func.instr_value(i), array)]);
+        match step {
+            GpuStep::Launch(l) => self.launch_kernels(*l, values),
+            GpuStep::Gemm {
+                index,
+                gemm,
+                lhs_copy,
+                rhs_copy,
+                int,
+            } => defined(
+                *index,
+                self.gemm(*index, gemm, (*lhs_copy, *rhs_copy), *int, values)?,
+            ),
+            GpuStep::Reduce { launch, instrs } => self.reduce(*launch, instrs, values),
+            GpuStep::SplitReduce {
+                index,
+                partial,
+                total,
+            } => defined(
+                *index,
+                self.split_reduce(*index, (*partial, *total), values)?,
+            ),
+            GpuStep::Copies(i, parts) => {
+                let ins = &func.body[*i];
+                let out = self.machine.alloc(&ins.ty)?;
+                for &(c, operand) in parts {
+                    self.copy_into(c, &get(values, ins.args[operand])?, &out)?;
+                }
+                defined(*i, out)
+            }
+            GpuStep::Constant(i) => {
+                let c = self
+                    .constants
+                    .get(i)
+                    .ok_or(GpuError::Missing(func.instr_value(*i).0))?;
+                defined(*i, c.clone())
+            }
+            GpuStep::View(i) => {
+                let ins = &func.body[*i];
+                let operand = get(values, ins.args[0])?;
+                defined(*i, M::reshaped(&operand, ins.ty.shape.clone()))
+            }
+            GpuStep::Host(range) => self.host(range.clone(), values),
+        }
+    }
+
+    /// Kernel launch `l`: its outputs allocated, its entry queued over its elements.
+    fn launch_kernels(
+        &self,
+        l: usize,
+        values: &[Option<M::Array>],
+    ) -> Result<Vec<(ValueId, M::Array)>, GpuError> {
+        let (func, machine) = (&self.plan.func, &self.machine);
+        let mut addresses = Vec::new();
+        let mut outputs = Vec::new();
+        for &k in &self.plan.launches[l].kernels {
+            for b in &self.plan.kernels[k].sig.buffers {
+                match b.role {
+                    Role::Input => addresses.push(M::address(&get(values, b.value)?)),
+                    Role::Output => {
+                        let ty = func
+                            .value_type(b.value)
+                            .ok_or(GpuError::Missing(b.value.0))?;
+                        let array = machine.alloc(ty)?;
+                        addresses.push(M::address(&array));
+                        outputs.push((b.value, array));
+                    }
+                    // A row kernel keeps its scratch rows in registers.
+                    Role::Scratch => {}
+                    Role::Partial(_) => return Err(GpuError::Missing(b.value.0)),
+                }
+            }
+        }
+        let (len, block) = self.plan.launch_shape(l);
+        let grid = machine.grid_for(len, block);
+        // SAFETY: every address is a live buffer of its kernel's element count (inputs are
+        // kept alive in `values`, outputs in `outputs`).
+        unsafe { machine.launch(&self.functions[l], grid, block, &addresses)? };
+        Ok(outputs)
+    }
+
+    /// The matrix product of instruction `index`: its operands first copied into matrix
+    /// layout where `copies` says, then cuBLAS, or integer kernel `int`.
+    fn gemm(
+        &self,
+        index: usize,
+        g: &Gemm,
+        (lhs_copy, rhs_copy): (Option<usize>, Option<usize>),
+        int: Option<usize>,
+        values: &[Option<M::Array>],
+    ) -> Result<M::Array, GpuError> {
+        let machine = &self.machine;
+        let ins = &self.plan.func.body[index];
+        let operand = |k: usize, copy: Option<usize>| {
+            let value = get(values, ins.args[k])?;
+            match copy {
+                Some(c) => self.copy(c, &value),
+                None => Ok(value),
+            }
+        };
+        let (lhs, rhs) = (operand(0, lhs_copy)?, operand(1, rhs_copy)?);
+        let ty = &ins.ty;
+        let out = machine.alloc(ty)?;
+        match int {
+            Some(k) => {
+                let grid = machine.grid_for(self.plan.int_gemms[k].results(), BLOCK);
+                let addresses = [M::address(&lhs), M::address(&rhs), M::address(&out)];
+                // SAFETY: operands and result hold exactly the kernel's shapes.
+                unsafe { machine.launch(&self.int_gemm_functions[k], grid, BLOCK, &addresses)? };
+            }
+            None => {
+                let lda = if g.lhs_k_first { g.m } else { g.k };
+                let ldb = if g.rhs_k_last { g.k } else { g.n };
+                // Row-major C = A·B is column-major Cᵀ = Bᵀ·Aᵀ.
+                // SAFETY: operand and result buffers hold exactly these shapes.
+                unsafe {
+                    machine.gemm(
+                        ty.dtype,
+                        (g.rhs_k_last, g.lhs_k_first),
+                        (g.n, g.m, g.k),
+                        (M::address(&rhs), ldb, g.k * g.n),
+                        (M::address(&lhs), lda, g.m * g.k),
+                        (M::address(&out), g.n, g.m * g.n),
+                        g.batch,
+                        self.matmul,
+                    )?
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reduction launch `launch`, computing instructions `instrs`.
+    fn reduce(
+        &self,
+        launch: usize,
+        instrs: &[usize],
+        values: &[Option<M::Array>],
+    ) -> Result<Vec<(ValueId, M::Array)>, GpuError> {
+        let (func, machine) = (&self.plan.func, &self.machine);
+        let mut addresses = Vec::with_capacity(2 * instrs.len());
+        let mut outputs = Vec::with_capacity(instrs.len());
+        for &i in instrs {
+            let ins = &func.body[i];
+            let out = machine.alloc(&ins.ty)?;
+            addresses.push(M::address(&get(values, ins.args[0])?));
+            addresses.push(M::address(&out));
+            outputs.push((func.instr_value(i), out));
+        }
+        let reductions = &self.plan.reductions;
+        let l = &self.plan.reduce_launches[launch];
+        let grid = l.grid(reductions, machine.multiprocessors());
+        // SAFETY: each input holds `outputs * reduced` elements of its part, each result
+        // `outputs` (inputs are kept alive in `values`, results in `outputs`).
+        unsafe {
+            machine.launch(
+                &self.reduce_functions[launch],
+                grid,
+                l.block(reductions),
+                &addresses,
+            )?
+        };
+        Ok(outputs)
+    }
+
+    /// Instruction `index`, a reduction in two launches: into partial results, then their
+    /// total.
+    fn split_reduce(
+        &self,
+        index: usize,
+        (partial, total): (usize, usize),
+        values: &[Option<M::Array>],
+    ) -> Result<M::Array, GpuError> {
+        let machine = &self.machine;
+        let ins = &self.plan.func.body[index];
+        let reductions = &self.plan.reductions;
+        let launches = &self.plan.reduce_launches;
+        let first = &reductions[launches[partial].parts[0]];
+        let partials = machine.alloc(&TensorType::new(
+            first.result,
+            [first.outputs * first.segments],
+        ))?;
+        let out = machine.alloc(&ins.ty)?;
+        let input = get(values, ins.args[0])?;
+        for (l, from, to) in [(partial, &input, &partials), (total, &partials, &out)] {
+            let launch = &launches[l];
+            // SAFETY: the input holds the reduction's elements, the partials buffer
+            // `outputs × segments` partial results, the result `outputs`.
+            unsafe {
+                machine.launch(
+                    &self.reduce_functions[l],
+                    launch.grid(reductions, machine.multiprocessors()),
+                    launch.block(reductions),
+                    &[M::address(from), M::address(to)],
+                )?
+            };
+        }
+        Ok(out)
+    }
+
+    /// Instructions `range` on the host: operands copied back, evaluated by the reference
+    /// interpreter, results copied up again.
+    fn host(
+        &self,
+        range: std::ops::Range<usize>,
+        values: &[Option<M::Array>],
+    ) -> Result<Vec<(ValueId, M::Array)>, GpuError> {
+        let (func, machine) = (&self.plan.func, &self.machine);
+        let mut local: std::collections::HashMap<ValueId, Array> = Default::default();
+        for i in range.clone() {
+            let ins = &func.body[i];
+            let operands = ins
+                .args
+                .iter()
+                .map(|a| match local.get(a) {
+                    Some(x) => Ok(x.clone()),
+                    None => Ok(machine.download(&get(values, *a)?)?),
+                })
+                .collect::<Result<Vec<_>, GpuError>>()?;
+            let refs: Vec<&Array> = operands.iter().collect();
+            local.insert(func.instr_value(i), eval_op(&ins.op, &refs)?);
+        }
+        range
+            .map(|i| func.instr_value(i))
+            .filter_map(|v| local.remove(&v).map(|a| (v, a)))
+            .map(|(v, a)| Ok((v, machine.upload(&a)?)))
+            .collect()
+    }
+}
+
+/// The live value `v` of a run.
+fn get<A: Clone>(values: &[Option<A>], v: ValueId) -> Result<A, GpuError> {
+    values[v.index()].clone().ok_or(GpuError::Missing(v.0))
 }
