@@ -189,7 +189,7 @@ pub fn render_copy(k: &CopyKernel) -> String {
             k.out_strides, k.out_base
         );
     }
-    s.push_str(&super::grid_stride_entry(
+    s.push_str(&super::loops::grid_stride_entry(
         name,
         2,
         "\t.reg .pred %p<3>;\n\t.reg .b16 %rs<3>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<12>;\n",

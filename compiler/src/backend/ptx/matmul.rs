@@ -74,7 +74,7 @@ pub fn render_int_gemm(kernel: &IntGemmKernel) -> String {
     let registers = format!(
         "\t.reg .pred %p<3>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<10>;\n\t.reg .{acc} %a<4>;\n"
     );
-    s.push_str(&super::grid_stride_entry(name, 3, &registers, len));
+    s.push_str(&super::loops::grid_stride_entry(name, 3, &registers, len));
     s.push_str("$L_out:\n");
     // Result o is (b, i, j): b = o / mn, i = o % mn / n, j = o % n.
     let _ = writeln!(

@@ -418,7 +418,7 @@ pub fn render_reduce(k: &ReduceKernel) -> String {
     let name = &k.name;
     let mut s = describe(k);
     let params = [format!("{name}_param_0"), format!("{name}_param_1")];
-    super::entry_header(&mut s, name, &params, None);
+    super::loops::entry_header(&mut s, name, &params, None);
     let shared = format!("{name}_partial");
     s.push_str(&declarations(
         k.dtype,
@@ -452,7 +452,7 @@ pub fn render_reduce_launch(launch: &ReduceLaunch, reductions: &[ReduceKernel]) 
     let params: Vec<String> = (0..2 * parts.len())
         .map(|i| format!("{name}_param_{i}"))
         .collect();
-    super::entry_header(&mut s, name, &params, None);
+    super::loops::entry_header(&mut s, name, &params, None);
     let shared = format!("{name}_partial");
     let columns = parts.iter().any(|k| k.layout == ReduceLayout::Columns);
     s.push_str(&declarations(

@@ -21,10 +21,10 @@
 //! But a block streams each row, so only rows enough to spread over the device stream
 //! ([`ROW_LIMIT`]); fewer very long rows run as kernels and split reductions over many blocks.
 
-use super::{
-    emit_op, entry_header, float_literal, reg_class, suffix, Class, Emitter, MathMode, PtxError,
-    Thread,
-};
+use super::emit::{float_literal, reg_class, suffix, Class, Emitter};
+use super::loops::{entry_header, Thread};
+use super::select::emit_op;
+use super::{MathMode, PtxError};
 use crate::kernel::{Access, KInstr, KOp, Kernel, Role, Stage};
 use crate::target::RowLimit;
 use ferrax_ir::{DType, ReduceOp, Scalar};
