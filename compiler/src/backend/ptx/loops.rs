@@ -3,6 +3,8 @@
 //! where every access pattern allows ([`vector_width`]), so any grid covers any length and
 //! neighbouring threads touch neighbouring addresses. Several independent kernels launched as
 //! one ([`Launch`]) are their loops in turn, so small kernels cost one launch between them.
+//! Copies and integer products are grid-stride entries too, of one element a thread and step
+//! ([`grid_stride_entry`]).
 
 use super::emit::{reg_class, suffix, Class, Emitter};
 use super::select::emit_op;
@@ -106,27 +108,59 @@ pub(super) fn entry_header(
     out.push_str("{\n");
 }
 
-/// The start of a grid-stride entry over `len` elements with `buffers` address parameters: its
-/// header, the `registers` it declares, the addresses in `%rd1..`, the thread's first element in
-/// `%r5` and the grid's stride in `%r6` (its indices in `%r1..%r4`), and a branch to `$L_done`
-/// for a thread with none.
-pub(super) fn grid_stride_entry(name: &str, buffers: usize, registers: &str, len: usize) -> String {
+/// A grid-stride entry of one element a thread and step, over `len` elements (32-bit indices)
+/// with `buffers` address parameters, whose loop (labelled `$L_{label}`) has the body `body`
+/// writes into the emitter, given the buffers' global addresses and the element's index. The
+/// emitter is the entry's, so the body takes its registers where the set-up left off.
+pub(super) fn grid_stride_entry(
+    name: &str,
+    buffers: usize,
+    len: usize,
+    label: &str,
+    body: impl FnOnce(&mut Emitter, &[String], &str),
+) -> String {
+    // No float arithmetic is selected here: the math mode is never read.
+    let mut e = Emitter::new(MathMode::Accurate);
     let params: Vec<String> = (0..buffers).map(|p| format!("{name}_param_{p}")).collect();
+    let addresses = global_addresses(&mut e, &params);
+    let Thread {
+        ctaid,
+        ntid,
+        tid,
+        nctaid,
+    } = Thread::new(&mut e);
+    let (index, stride, none) = (e.reg(Class::R), e.reg(Class::R), e.reg(Class::P));
+    e.pre_line(format!("mad.lo.s32 {index}, {ctaid}, {ntid}, {tid}"));
+    e.pre_line(format!("mul.lo.s32 {stride}, {nctaid}, {ntid}"));
+    e.pre_line(format!("setp.ge.u32 {none}, {index}, {len}"));
+    e.pre_line(format!("@{none} bra $L_done"));
+    body(&mut e, &addresses, &index);
+    let more = e.reg(Class::P);
+    e.line(format!("add.s32 {index}, {index}, {stride}"));
+    e.line(format!("setp.lt.u32 {more}, {index}, {len}"));
+    e.line(format!("@{more} bra $L_{label}"));
     let mut s = String::new();
     entry_header(&mut s, name, &params, None);
-    s.push_str(registers);
-    for (p, param) in params.iter().enumerate() {
-        let r = p + 1;
-        let _ = writeln!(
-            s,
-            "\tld.param.u64 %rd{r}, [{param}];\n\tcvta.to.global.u64 %rd{r}, %rd{r};"
-        );
-    }
-    s.push_str("\tmov.u32 %r1, %ctaid.x;\n\tmov.u32 %r2, %ntid.x;\n\tmov.u32 %r3, %tid.x;\n");
-    s.push_str("\tmov.u32 %r4, %nctaid.x;\n\tmad.lo.s32 %r5, %r1, %r2, %r3;\n");
-    let _ = writeln!(s, "\tmul.lo.s32 %r6, %r4, %r2;");
-    let _ = writeln!(s, "\tsetp.ge.u32 %p1, %r5, {len};\n\t@%p1 bra $L_done;");
+    e.declare(&mut s);
+    s.push_str(&e.pre);
+    let _ = writeln!(s, "$L_{label}:");
+    s.push_str(&e.body);
+    s.push_str("$L_done:\n\tret;\n}\n");
     s
+}
+
+/// Registers holding the global addresses of the buffers passed as `params`, loaded before the
+/// loops.
+fn global_addresses(e: &mut Emitter, params: &[String]) -> Vec<String> {
+    params
+        .iter()
+        .map(|param| {
+            let r = e.reg(Class::Rd);
+            e.pre_line(format!("ld.param.u64 {r}, [{param}]"));
+            e.pre_line(format!("cvta.to.global.u64 {r}, {r}"));
+            r
+        })
+        .collect()
 }
 
 /// The special registers every loop of an entry starts from.
@@ -271,15 +305,7 @@ fn render_loop(
     tag: &str,
 ) -> Result<(String, String), PtxError> {
     let lanes = vector_width(kernel);
-    let bases: Vec<String> = params
-        .iter()
-        .map(|param| {
-            let r = e.reg(Class::Rd);
-            e.pre_line(format!("ld.param.u64 {r}, [{param}]"));
-            e.pre_line(format!("cvta.to.global.u64 {r}, {r}"));
-            r
-        })
-        .collect();
+    let bases = global_addresses(e, params);
     let index = Index::new(e, thread, lanes, kernel.len > i32::MAX as usize);
     let mut addresses = LoopAddresses {
         kernel,
