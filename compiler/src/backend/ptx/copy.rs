@@ -7,6 +7,8 @@
 //! grid-stride loop and unravels the index with one division per dimension; the copy moves
 //! bits, so it serves every dtype.
 
+use super::emit::{Class, Emitter};
+use super::loops::grid_stride_entry;
 use ferrax_ir::{Op, TensorType};
 use std::fmt::Write;
 
@@ -168,12 +170,11 @@ impl CopyKernel {
 pub fn render_copy(k: &CopyKernel) -> String {
     let name = &k.name;
     let len = k.len();
-    // The value register: one not used for indexing.
-    let (ty, value) = match k.size {
-        1 => ("u8", "%rs2"),
-        2 => ("b16", "%rs2"),
-        4 => ("b32", "%r15"),
-        _ => ("b64", "%rd10"),
+    let (ty, class) = match k.size {
+        1 => ("u8", Class::Rs),
+        2 => ("b16", Class::Rs),
+        4 => ("b32", Class::R),
+        _ => ("b64", Class::Rd),
     };
     let mut s = String::new();
     let dense = k.out_base == 0 && k.out_strides == row_major_strides(&k.dims);
@@ -189,51 +190,41 @@ pub fn render_copy(k: &CopyKernel) -> String {
             k.out_strides, k.out_base
         );
     }
-    s.push_str(&super::grid_stride_entry(
-        name,
-        2,
-        "\t.reg .pred %p<3>;\n\t.reg .b16 %rs<3>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<12>;\n",
-        len,
-    ));
-    s.push_str("$L_loop:\n");
-    // %r7: the index left to unravel; %r8: the operand element; %r10: the result element.
-    let _ = writeln!(s, "\tmov.u32 %r7, %r5;\n\tmov.u32 %r8, {};", k.base);
-    if !dense {
-        let _ = writeln!(s, "\tmov.u32 %r10, {};", k.out_base);
-    }
-    for d in (0..k.dims.len()).rev() {
-        let (dim, stride) = (k.dims[d], k.strides[d]);
-        if d > 0 {
-            let _ = writeln!(s, "\trem.u32 %r9, %r7, {dim};\n\tdiv.u32 %r7, %r7, {dim};");
-        } else {
-            let _ = writeln!(s, "\tmov.u32 %r9, %r7;");
+    let copy = |e: &mut Emitter, addresses: &[String], index: &str| {
+        // The index left to unravel, one coordinate of it, the operand element and (where not
+        // the index) the result element.
+        let (left, from, coordinate) = (e.reg(Class::R), e.reg(Class::R), e.reg(Class::R));
+        let to = (!dense).then(|| e.reg(Class::R));
+        e.line(format!("mov.u32 {left}, {index}"));
+        e.line(format!("mov.u32 {from}, {}", k.base));
+        if let Some(to) = &to {
+            e.line(format!("mov.u32 {to}, {}", k.out_base));
         }
-        if stride != 0 {
-            let _ = writeln!(s, "\tmad.lo.s32 %r8, %r9, {stride}, %r8;");
+        for d in (0..k.dims.len()).rev() {
+            let (dim, stride) = (k.dims[d], k.strides[d]);
+            if d > 0 {
+                e.line(format!("rem.u32 {coordinate}, {left}, {dim}"));
+                e.line(format!("div.u32 {left}, {left}, {dim}"));
+            } else {
+                e.line(format!("mov.u32 {coordinate}, {left}"));
+            }
+            if stride != 0 {
+                e.line(format!("mad.lo.s32 {from}, {coordinate}, {stride}, {from}"));
+            }
+            if let Some(to) = &to {
+                let out_stride = k.out_strides[d];
+                e.line(format!("mad.lo.s32 {to}, {coordinate}, {out_stride}, {to}"));
+            }
         }
-        if !dense {
-            let _ = writeln!(s, "\tmad.lo.s32 %r10, %r9, {}, %r10;", k.out_strides[d]);
-        }
-    }
-    let written = if dense { "%r5" } else { "%r10" };
-    let _ = writeln!(
-        s,
-        "\tmul.wide.u32 %rd3, %r8, {};\n\tadd.s64 %rd3, %rd1, %rd3;",
-        k.size
-    );
-    let _ = writeln!(
-        s,
-        "\tmul.wide.u32 %rd4, {written}, {};\n\tadd.s64 %rd4, %rd2, %rd4;",
-        k.size
-    );
-    let _ = writeln!(
-        s,
-        "\tld.global.nc.{ty} {value}, [%rd3];\n\tst.global.{ty} [%rd4], {value};"
-    );
-    let _ = writeln!(
-        s,
-        "\tadd.s32 %r5, %r5, %r6;\n\tsetp.lt.u32 %p2, %r5, {len};\n\t@%p2 bra $L_loop;"
-    );
-    s.push_str("$L_done:\n\tret;\n}\n");
+        let written = to.as_deref().unwrap_or(index);
+        let (source, target, value) = (e.reg(Class::Rd), e.reg(Class::Rd), e.reg(class));
+        e.line(format!("mul.wide.u32 {source}, {from}, {}", k.size));
+        e.line(format!("add.s64 {source}, {}, {source}", addresses[0]));
+        e.line(format!("mul.wide.u32 {target}, {written}, {}", k.size));
+        e.line(format!("add.s64 {target}, {}, {target}", addresses[1]));
+        e.line(format!("ld.global.nc.{ty} {value}, [{source}]"));
+        e.line(format!("st.global.{ty} [{target}], {value}"));
+    };
+    s.push_str(&grid_stride_entry(name, 2, len, "loop", copy));
     s
 }

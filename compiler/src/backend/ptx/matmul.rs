@@ -5,6 +5,8 @@
 //! (either operand's contracting dimension first or last); neighbouring threads take
 //! neighbouring result columns.
 
+use super::emit::{reg_class, Class, Emitter};
+use super::loops::grid_stride_entry;
 use crate::backend::gemm::Gemm;
 use ferrax_ir::DType;
 use std::fmt::Write;
@@ -71,51 +73,59 @@ pub fn render_int_gemm(kernel: &IntGemmKernel) -> String {
         layout(g.lhs_k_first, "K", "M"),
         layout(!g.rhs_k_last, "K", "N"),
     );
-    let registers = format!(
-        "\t.reg .pred %p<3>;\n\t.reg .b32 %r<16>;\n\t.reg .b64 %rd<10>;\n\t.reg .{acc} %a<4>;\n"
-    );
-    s.push_str(&super::grid_stride_entry(name, 3, &registers, len));
-    s.push_str("$L_out:\n");
     // Result o is (b, i, j): b = o / mn, i = o % mn / n, j = o % n.
-    let _ = writeln!(
-        s,
-        "\tdiv.u32 %r7, %r5, {mn};\n\trem.u32 %r8, %r5, {mn};\n\tdiv.u32 %r9, %r8, {n};\n\trem.u32 %r10, %r8, {n};",
-        n = g.n
-    );
-    let _ = writeln!(
-        s,
-        "\tmul.lo.s32 %r11, %r7, {};\n\tmad.lo.s32 %r11, %r9, {lhs_i}, %r11;",
-        g.m * g.k
-    );
-    let _ = writeln!(
-        s,
-        "\tmul.lo.s32 %r12, %r7, {};\n\tmad.lo.s32 %r12, %r10, {rhs_j}, %r12;",
-        g.k * g.n
-    );
-    let _ = writeln!(s, "\tmov.{acc} %a1, 0;\n\tmov.u32 %r13, 0;");
-    s.push_str("$L_term:\n");
-    let _ = writeln!(
-        s,
-        "\tmul.wide.u32 %rd4, %r11, {size};\n\tadd.s64 %rd5, %rd1, %rd4;\n\tld.global.nc.{load} %a2, [%rd5];"
-    );
-    let _ = writeln!(
-        s,
-        "\tmul.wide.u32 %rd6, %r12, {size};\n\tadd.s64 %rd7, %rd2, %rd6;\n\tld.global.nc.{load} %a3, [%rd7];"
-    );
-    let _ = writeln!(s, "\tmad.lo.{acc} %a1, %a2, %a3, %a1;");
-    let _ = writeln!(
-        s,
-        "\tadd.s32 %r11, %r11, {lhs_l};\n\tadd.s32 %r12, %r12, {rhs_l};\n\tadd.s32 %r13, %r13, 1;"
-    );
-    let _ = writeln!(s, "\tsetp.lt.u32 %p2, %r13, {};\n\t@%p2 bra $L_term;", g.k);
-    let _ = writeln!(
-        s,
-        "\tmul.wide.u32 %rd8, %r5, {size};\n\tadd.s64 %rd9, %rd3, %rd8;\n\tst.global.{load} [%rd9], %a1;"
-    );
-    let _ = writeln!(
-        s,
-        "\tadd.s32 %r5, %r5, %r6;\n\tsetp.lt.u32 %p1, %r5, {len};\n\t@%p1 bra $L_out;"
-    );
-    s.push_str("$L_done:\n\tret;\n}\n");
+    let product = |e: &mut Emitter, addresses: &[String], o: &str| {
+        let (lhs, rhs, result) = (&addresses[0], &addresses[1], &addresses[2]);
+        let (b, ij, i, j) = (
+            e.reg(Class::R),
+            e.reg(Class::R),
+            e.reg(Class::R),
+            e.reg(Class::R),
+        );
+        // The elements of the current term, and the terms taken.
+        let (l, r, term) = (e.reg(Class::R), e.reg(Class::R), e.reg(Class::R));
+        let (lo, la, ro, ra) = (
+            e.reg(Class::Rd),
+            e.reg(Class::Rd),
+            e.reg(Class::Rd),
+            e.reg(Class::Rd),
+        );
+        let (offset, at) = (e.reg(Class::Rd), e.reg(Class::Rd));
+        // The sum and the term's factors.
+        let (sum, a, x) = (
+            e.reg(reg_class(kernel.dtype)),
+            e.reg(reg_class(kernel.dtype)),
+            e.reg(reg_class(kernel.dtype)),
+        );
+        let n = g.n;
+        e.line(format!("div.u32 {b}, {o}, {mn}"));
+        e.line(format!("rem.u32 {ij}, {o}, {mn}"));
+        e.line(format!("div.u32 {i}, {ij}, {n}"));
+        e.line(format!("rem.u32 {j}, {ij}, {n}"));
+        e.line(format!("mul.lo.s32 {l}, {b}, {}", g.m * g.k));
+        e.line(format!("mad.lo.s32 {l}, {i}, {lhs_i}, {l}"));
+        e.line(format!("mul.lo.s32 {r}, {b}, {}", g.k * g.n));
+        e.line(format!("mad.lo.s32 {r}, {j}, {rhs_j}, {r}"));
+        e.line(format!("mov.{acc} {sum}, 0"));
+        e.line(format!("mov.u32 {term}, 0"));
+        e.body.push_str("$L_term:\n");
+        e.line(format!("mul.wide.u32 {lo}, {l}, {size}"));
+        e.line(format!("add.s64 {la}, {lhs}, {lo}"));
+        e.line(format!("ld.global.nc.{load} {a}, [{la}]"));
+        e.line(format!("mul.wide.u32 {ro}, {r}, {size}"));
+        e.line(format!("add.s64 {ra}, {rhs}, {ro}"));
+        e.line(format!("ld.global.nc.{load} {x}, [{ra}]"));
+        e.line(format!("mad.lo.{acc} {sum}, {a}, {x}, {sum}"));
+        e.line(format!("add.s32 {l}, {l}, {lhs_l}"));
+        e.line(format!("add.s32 {r}, {r}, {rhs_l}"));
+        e.line(format!("add.s32 {term}, {term}, 1"));
+        let more = e.reg(Class::P);
+        e.line(format!("setp.lt.u32 {more}, {term}, {}", g.k));
+        e.line(format!("@{more} bra $L_term"));
+        e.line(format!("mul.wide.u32 {offset}, {o}, {size}"));
+        e.line(format!("add.s64 {at}, {result}, {offset}"));
+        e.line(format!("st.global.{load} [{at}], {sum}"));
+    };
+    s.push_str(&grid_stride_entry(name, 3, len, "out", product));
     s
 }

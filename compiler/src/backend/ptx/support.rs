@@ -1,5 +1,5 @@
 //! What the PTX renderer's kernels compute: the GPU's [`Target`] and support table. Fusion
-//! puts into kernels what the table does not leave to the host, [`super::legalize`] expands
+//! puts into kernels what the table does not leave to the host, [`super::legalize()`] expands
 //! what it marks [`Support::Expand`] and refuses any instruction it does not mark
 //! [`Support::Native`] afterwards, and the renderer renders exactly those.
 

@@ -1,0 +1,444 @@
+//! Flat kernels as grid-stride loops, and the entries that launch them. Each thread takes
+//! elements `index, index + stride, ...` of a kernel, a vector of consecutive elements at a time
+//! where every access pattern allows ([`vector_width`]), so any grid covers any length and
+//! neighbouring threads touch neighbouring addresses. Several independent kernels launched as
+//! one ([`Launch`]) are their loops in turn, so small kernels cost one launch between them.
+//! Copies and integer products are grid-stride entries too, of one element a thread and step
+//! ([`grid_stride_entry`]).
+
+use super::emit::{reg_class, suffix, Class, Emitter};
+use super::select::emit_op;
+use super::{entry_name, MathMode, PtxError};
+use crate::kernel::{Access, KOp, Kernel, Role};
+use ferrax_ir::DType;
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// Kernels launched as one: the entry `name` runs each of `kernels` (indices into the
+/// module's kernels) in turn, its parameters theirs in that order. They must not read one
+/// another's outputs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch {
+    pub name: String,
+    pub kernels: Vec<usize>,
+}
+
+impl Launch {
+    /// One launch per kernel, named after it.
+    pub fn each(kernels: &[Kernel]) -> Vec<Launch> {
+        (0..kernels.len())
+            .map(|k| Launch {
+                name: entry_name(&kernels[k]),
+                kernels: vec![k],
+            })
+            .collect()
+    }
+}
+
+/// Elements per thread and iteration: 16 bytes of f32 (or of an 8-byte type) when every access
+/// pattern keeps groups of that many consecutive elements together, else 1.
+fn vector_width(kernel: &Kernel) -> usize {
+    let v = if kernel.sig.buffers.iter().any(|b| b.dtype.size_bytes() == 8) {
+        2
+    } else {
+        4
+    };
+    let fits = kernel.len.is_multiple_of(v)
+        && kernel.sig.buffers.iter().all(|b| match b.access {
+            Access::Outer(n) | Access::Inner(n) => n.is_multiple_of(v),
+            Access::Each | Access::Scalar => true,
+        });
+    if fits {
+        v
+    } else {
+        1
+    }
+}
+
+/// The `.entry` of a launch: its legalized kernels' grid-stride loops one after another, every
+/// thread running each in turn (so no kernel may read another's output: nothing orders one
+/// thread's stores before another thread's loads).
+pub(super) fn render_entry(
+    name: &str,
+    kernels: &[&Kernel],
+    mode: MathMode,
+) -> Result<String, PtxError> {
+    let mut e = Emitter::new(mode);
+    let thread = Thread::new(&mut e);
+    let mut params = Vec::new();
+    let mut comments = String::new();
+    let mut loops = String::new();
+    for (k, kernel) in kernels.iter().enumerate() {
+        let first = params.len();
+        params.extend((0..kernel.sig.buffers.len()).map(|i| format!("{name}_param_{}", first + i)));
+        let tag = if kernels.len() > 1 {
+            format!("_{k}")
+        } else {
+            String::new()
+        };
+        let (comment, text) = render_loop(&mut e, kernel, &params[first..], &thread, &tag)?;
+        comments.push_str(&comment);
+        loops.push_str(&text);
+    }
+    let mut out = comments;
+    entry_header(&mut out, name, &params, None);
+    e.declare(&mut out);
+    out.push('\n');
+    out.push_str(&e.pre);
+    out.push_str(&loops);
+    out.push_str("\tret;\n}\n");
+    Ok(out)
+}
+
+/// `.visible .entry name(params)`, with its largest block size where given, up to the `{`.
+pub(super) fn entry_header(
+    out: &mut String,
+    name: &str,
+    params: &[String],
+    threads: Option<usize>,
+) {
+    let declared: Vec<String> = params
+        .iter()
+        .map(|p| format!("\t.param .u64 {p}"))
+        .collect();
+    let _ = writeln!(out, ".visible .entry {name}(\n{}\n)", declared.join(",\n"));
+    if let Some(n) = threads {
+        let _ = writeln!(out, ".maxntid {n}, 1, 1");
+    }
+    out.push_str("{\n");
+}
+
+/// A grid-stride entry of one element a thread and step, over `len` elements (32-bit indices)
+/// with `buffers` address parameters, whose loop (labelled `$L_{label}`) has the body `body`
+/// writes into the emitter, given the buffers' global addresses and the element's index. The
+/// emitter is the entry's, so the body takes its registers where the set-up left off.
+pub(super) fn grid_stride_entry(
+    name: &str,
+    buffers: usize,
+    len: usize,
+    label: &str,
+    body: impl FnOnce(&mut Emitter, &[String], &str),
+) -> String {
+    // No float arithmetic is selected here: the math mode is never read.
+    let mut e = Emitter::new(MathMode::Accurate);
+    let params: Vec<String> = (0..buffers).map(|p| format!("{name}_param_{p}")).collect();
+    let addresses = global_addresses(&mut e, &params);
+    let Thread {
+        ctaid,
+        ntid,
+        tid,
+        nctaid,
+    } = Thread::new(&mut e);
+    let (index, stride, none) = (e.reg(Class::R), e.reg(Class::R), e.reg(Class::P));
+    e.pre_line(format!("mad.lo.s32 {index}, {ctaid}, {ntid}, {tid}"));
+    e.pre_line(format!("mul.lo.s32 {stride}, {nctaid}, {ntid}"));
+    e.pre_line(format!("setp.ge.u32 {none}, {index}, {len}"));
+    e.pre_line(format!("@{none} bra $L_done"));
+    body(&mut e, &addresses, &index);
+    let more = e.reg(Class::P);
+    e.line(format!("add.s32 {index}, {index}, {stride}"));
+    e.line(format!("setp.lt.u32 {more}, {index}, {len}"));
+    e.line(format!("@{more} bra $L_{label}"));
+    let mut s = String::new();
+    entry_header(&mut s, name, &params, None);
+    e.declare(&mut s);
+    s.push_str(&e.pre);
+    let _ = writeln!(s, "$L_{label}:");
+    s.push_str(&e.body);
+    s.push_str("$L_done:\n\tret;\n}\n");
+    s
+}
+
+/// Registers holding the global addresses of the buffers passed as `params`, loaded before the
+/// loops.
+fn global_addresses(e: &mut Emitter, params: &[String]) -> Vec<String> {
+    params
+        .iter()
+        .map(|param| {
+            let r = e.reg(Class::Rd);
+            e.pre_line(format!("ld.param.u64 {r}, [{param}]"));
+            e.pre_line(format!("cvta.to.global.u64 {r}, {r}"));
+            r
+        })
+        .collect()
+}
+
+/// The special registers every loop of an entry starts from.
+pub(super) struct Thread {
+    pub(super) ctaid: String,
+    pub(super) ntid: String,
+    pub(super) tid: String,
+    pub(super) nctaid: String,
+}
+
+impl Thread {
+    /// Registers holding them, read before the loops.
+    pub(super) fn new(e: &mut Emitter) -> Thread {
+        let (ctaid, ntid, tid, nctaid) = (
+            e.reg(Class::R),
+            e.reg(Class::R),
+            e.reg(Class::R),
+            e.reg(Class::R),
+        );
+        e.pre_line(format!("mov.u32 {ctaid}, %ctaid.x"));
+        e.pre_line(format!("mov.u32 {ntid}, %ntid.x"));
+        e.pre_line(format!("mov.u32 {tid}, %tid.x"));
+        e.pre_line(format!("mov.u32 {nctaid}, %nctaid.x"));
+        Thread {
+            ctaid,
+            ntid,
+            tid,
+            nctaid,
+        }
+    }
+}
+
+/// A loop's element index: this thread's first, and the grid's stride, both in elements, in
+/// 64 bits (`wide`) where the length needs them.
+struct Index {
+    index: String,
+    stride: String,
+    /// The PTX type of index arithmetic: `u32` or `u64`.
+    it: &'static str,
+    wide: bool,
+}
+
+impl Index {
+    /// Registers set before the loop to the first index and the stride of `lanes`-element steps.
+    fn new(e: &mut Emitter, thread: &Thread, lanes: usize, wide: bool) -> Index {
+        let Thread {
+            ctaid,
+            ntid,
+            tid,
+            nctaid,
+        } = thread;
+        if wide {
+            let (i, s, t) = (e.reg(Class::Rd), e.reg(Class::Rd), e.reg(Class::Rd));
+            e.pre_line(format!("mul.wide.u32 {i}, {ctaid}, {ntid}"));
+            e.pre_line(format!("cvt.u64.u32 {t}, {tid}"));
+            e.pre_line(format!("add.s64 {i}, {i}, {t}"));
+            e.pre_line(format!("mul.lo.s64 {i}, {i}, {lanes}"));
+            e.pre_line(format!("mul.wide.u32 {s}, {nctaid}, {ntid}"));
+            e.pre_line(format!("mul.lo.s64 {s}, {s}, {lanes}"));
+            Index {
+                index: i,
+                stride: s,
+                it: "u64",
+                wide,
+            }
+        } else {
+            let (i, s) = (e.reg(Class::R), e.reg(Class::R));
+            e.pre_line(format!("mad.lo.s32 {i}, {ctaid}, {ntid}, {tid}"));
+            e.pre_line(format!("mul.lo.s32 {i}, {i}, {lanes}"));
+            e.pre_line(format!("mul.lo.s32 {s}, {nctaid}, {ntid}"));
+            e.pre_line(format!("mul.lo.s32 {s}, {s}, {lanes}"));
+            Index {
+                index: i,
+                stride: s,
+                it: "u32",
+                wide,
+            }
+        }
+    }
+}
+
+/// Per-iteration addresses of element `index` (or its broadcast source), one per buffer,
+/// computed where first needed.
+struct LoopAddresses<'a> {
+    kernel: &'a Kernel,
+    /// Buffer base addresses.
+    bases: Vec<String>,
+    index: &'a Index,
+    addresses: HashMap<usize, String>,
+}
+
+impl LoopAddresses<'_> {
+    fn address(&mut self, e: &mut Emitter, buffer: usize) -> String {
+        if let Some(a) = self.addresses.get(&buffer) {
+            return a.clone();
+        }
+        let Index {
+            index, it, wide, ..
+        } = self.index;
+        let b = &self.kernel.sig.buffers[buffer];
+        let size = b.dtype.size_bytes();
+        let idx_class = if *wide { Class::Rd } else { Class::R };
+        let idx = match b.access {
+            Access::Each => index.clone(),
+            Access::Scalar => {
+                let z = e.reg(idx_class);
+                e.line(format!("mov.{it} {z}, 0"));
+                z
+            }
+            Access::Outer(n) => {
+                let q = e.reg(idx_class);
+                e.line(format!("div.{it} {q}, {index}, {n}"));
+                q
+            }
+            Access::Inner(n) => {
+                let q = e.reg(idx_class);
+                e.line(format!("rem.{it} {q}, {index}, {n}"));
+                q
+            }
+        };
+        let offset = e.reg(Class::Rd);
+        if *wide {
+            e.line(format!("mul.lo.s64 {offset}, {idx}, {size}"));
+        } else {
+            e.line(format!("mul.wide.u32 {offset}, {idx}, {size}"));
+        }
+        let addr = e.reg(Class::Rd);
+        e.line(format!("add.s64 {addr}, {}, {offset}", self.bases[buffer]));
+        self.addresses.insert(buffer, addr.clone());
+        addr
+    }
+}
+
+/// One kernel's grid-stride loop (its setup goes to `e.pre`), on the buffers whose addresses
+/// are the parameters `params`; `tag` keeps its labels apart from other loops of the entry.
+/// Returns the comment describing it and the loop's text.
+fn render_loop(
+    e: &mut Emitter,
+    kernel: &Kernel,
+    params: &[String],
+    thread: &Thread,
+    tag: &str,
+) -> Result<(String, String), PtxError> {
+    let lanes = vector_width(kernel);
+    let bases = global_addresses(e, params);
+    let index = Index::new(e, thread, lanes, kernel.len > i32::MAX as usize);
+    let mut addresses = LoopAddresses {
+        kernel,
+        bases,
+        index: &index,
+        addresses: HashMap::new(),
+    };
+    // Per instruction, its register in each lane.
+    let mut values: Vec<Vec<String>> = Vec::with_capacity(kernel.body.len());
+    for ins in &kernel.body {
+        let out = match &ins.op {
+            KOp::Load(buffer) => load(e, ins.dtype, *buffer, lanes, &mut addresses),
+            KOp::Const(s) => vec![e.constant(*s, ins.dtype); lanes],
+            KOp::Store(buffer) => {
+                let v = values[ins.args[0]].clone();
+                let a = addresses.address(e, *buffer);
+                store(e, ins.dtype, &a, &v);
+                v
+            }
+            _ => (0..lanes)
+                .map(|lane| {
+                    let args: Vec<String> =
+                        ins.args.iter().map(|&a| values[a][lane].clone()).collect();
+                    emit_op(e, kernel, ins, &args)
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        values.push(out);
+    }
+    Ok((
+        describe(kernel, lanes),
+        close_loop(e, kernel.len, &index, tag),
+    ))
+}
+
+/// Each lane's register of `buffer`'s elements (of type `d`): a broadcast source's one
+/// element is loaded once for all of them, a scalar's before the loop.
+fn load(
+    e: &mut Emitter,
+    d: DType,
+    buffer: usize,
+    lanes: usize,
+    addresses: &mut LoopAddresses,
+) -> Vec<String> {
+    let (t, _) = suffix(d);
+    let b = &addresses.kernel.sig.buffers[buffer];
+    let shared = matches!(b.access, Access::Scalar | Access::Outer(_));
+    let count = if shared { 1 } else { lanes };
+    let regs: Vec<String> = (0..count).map(|_| e.reg(reg_class(d))).collect();
+    let space = if b.access == Access::Scalar {
+        "ld.global"
+    } else {
+        "ld.global.nc"
+    };
+    let mut text = Vec::new();
+    if d == DType::Bool {
+        for (lane, r) in regs.iter().enumerate() {
+            let s = e.reg(Class::Rs);
+            text.push(format!("{space}.u8 {s}, [ADDR+{lane}]"));
+            text.push(format!("setp.ne.u16 {r}, {s}, 0"));
+        }
+    } else if count == 1 {
+        text.push(format!("{space}.{t} {}, [ADDR]", regs[0]));
+    } else {
+        text.push(format!(
+            "{space}.v{count}.{t} {{{}}}, [ADDR]",
+            regs.join(", ")
+        ));
+    }
+    for line in text {
+        if b.access == Access::Scalar {
+            e.pre_line(line.replace("ADDR", &addresses.bases[buffer]));
+        } else {
+            let a = addresses.address(e, buffer);
+            e.line(line.replace("ADDR", &a));
+        }
+    }
+    if shared {
+        vec![regs[0].clone(); lanes]
+    } else {
+        regs
+    }
+}
+
+/// Stores the lanes' values `v` (of type `d`) at address `a`.
+fn store(e: &mut Emitter, d: DType, a: &str, v: &[String]) {
+    let (t, _) = suffix(d);
+    if d == DType::Bool {
+        for (lane, p) in v.iter().enumerate() {
+            let s = e.reg(Class::Rs);
+            e.line(format!("selp.u16 {s}, 1, 0, {p}"));
+            e.line(format!("st.global.u8 [{a}+{lane}], {s}"));
+        }
+    } else if let [x] = v {
+        e.line(format!("st.global.{t} [{a}], {x}"));
+    } else {
+        e.line(format!(
+            "st.global.v{}.{t} [{a}], {{{}}}",
+            v.len(),
+            v.join(", ")
+        ));
+    }
+}
+
+/// The comment describing a kernel's loop.
+fn describe(kernel: &Kernel, lanes: usize) -> String {
+    let mut comment = String::new();
+    let _ = writeln!(
+        comment,
+        "// {} elements, {lanes} per thread and step; buffers:",
+        kernel.len
+    );
+    for (i, b) in kernel.sig.buffers.iter().enumerate() {
+        let role = if b.role == Role::Input { "in" } else { "out" };
+        let _ = writeln!(comment, "//   #{i} {role} {} {:?}", b.dtype, b.access);
+    }
+    comment
+}
+
+/// The loop around the body built so far (taken out of `e`), over `len` elements.
+fn close_loop(e: &mut Emitter, len: usize, index: &Index, tag: &str) -> String {
+    let Index {
+        index, stride, it, ..
+    } = index;
+    let (done, more) = (e.reg(Class::P), e.reg(Class::P));
+    let mut out = String::new();
+    let _ = writeln!(out, "\tsetp.ge.{it} {done}, {index}, {len};");
+    let _ = writeln!(out, "\t@{done} bra $L_done{tag};");
+    let _ = writeln!(out, "$L_loop{tag}:");
+    out.push_str(&std::mem::take(&mut e.body));
+    let _ = writeln!(out, "\tadd.s{} {index}, {index}, {stride};", &it[1..]);
+    let _ = writeln!(out, "\tsetp.lt.{it} {more}, {index}, {len};");
+    let _ = writeln!(out, "\t@{more} bra $L_loop{tag};");
+    let _ = writeln!(out, "$L_done{tag}:");
+    out
+}
