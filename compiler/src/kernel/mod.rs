@@ -312,7 +312,19 @@ pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kern
                     Op::Select => KOp::Select,
                     Op::Clamp => KOp::Clamp,
                     Op::Convert { to } => KOp::Convert(*to),
-                    _ => return None,
+                    // Fusion puts no other op into a kernel's arithmetic.
+                    Op::Constant(_)
+                    | Op::Iota { .. }
+                    | Op::BroadcastInDim { .. }
+                    | Op::Reshape { .. }
+                    | Op::Transpose { .. }
+                    | Op::Reduce { .. }
+                    | Op::DotGeneral(_)
+                    | Op::Slice { .. }
+                    | Op::Pad { .. }
+                    | Op::Concatenate { .. }
+                    | Op::StopGradient
+                    | Op::CustomVjp(_) => return None,
                 };
                 l.emit(kop, args, dtype)
             }

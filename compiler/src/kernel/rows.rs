@@ -355,7 +355,19 @@ impl RowLowering<'_> {
             Op::Select => KOp::Select,
             Op::Clamp => KOp::Clamp,
             Op::Convert { to } => KOp::Convert(*to),
-            _ => return None,
+            // Fusion puts no other op into a kernel's arithmetic.
+            Op::Constant(_)
+            | Op::Iota { .. }
+            | Op::BroadcastInDim { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Reduce { .. }
+            | Op::DotGeneral(_)
+            | Op::Slice { .. }
+            | Op::Pad { .. }
+            | Op::Concatenate { .. }
+            | Op::StopGradient
+            | Op::CustomVjp(_) => return None,
         };
         let k = self.emit(kop, args, dtype, stage);
         self.define(v, k, stage);

@@ -43,7 +43,20 @@ pub(super) fn unary(u: UnaryOp, args: &[&TensorType]) -> Result<TensorType, Type
             "a float or signed integer",
         )?,
         UnaryOp::Neg | UnaryOp::Sign => require(u.name(), d, d.is_numeric(), "a numeric type")?,
-        _ => require(u.name(), d, d.is_float(), "a floating-point type")?,
+        UnaryOp::Floor
+        | UnaryOp::Ceil
+        | UnaryOp::Round
+        | UnaryOp::RoundEven
+        | UnaryOp::Exp
+        | UnaryOp::Expm1
+        | UnaryOp::Log
+        | UnaryOp::Log1p
+        | UnaryOp::Sqrt
+        | UnaryOp::Rsqrt
+        | UnaryOp::Tanh
+        | UnaryOp::Logistic
+        | UnaryOp::Sin
+        | UnaryOp::Cos => require(u.name(), d, d.is_float(), "a floating-point type")?,
     }
     Ok(x.clone())
 }

@@ -204,7 +204,12 @@ fn emit_binary(e: &mut Emitter, op: BinaryOp, d: DType, a: &str, b: &str) -> Str
                 BinaryOp::Mul => format!("mul{}", rn(d)),
                 BinaryOp::Div if fast => "div.full".to_string(),
                 BinaryOp::Div => format!("div{}", rn(d)),
-                other => other.name().to_string(),
+                BinaryOp::Max | BinaryOp::Min | BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => {
+                    op.name().to_string()
+                }
+                // Integer and f64 remainders are the sequences above; f32 ones and powers are
+                // expanded by legalization (the support table marks them `Expand`).
+                BinaryOp::Rem | BinaryOp::Pow => op.name().to_string(),
             };
             let ty = if op.is_logical() { bits } else { t };
             e.line(format!("{name}.{ty} {r}, {a}, {b}"));

@@ -41,20 +41,53 @@ pub fn expands(op: &KOp, dtype: DType) -> bool {
     let float = matches!(dtype, DType::F32 | DType::F64);
     float
         && match op {
-            KOp::Unary(u) => matches!(
-                u,
+            KOp::Unary(u) => match u {
                 UnaryOp::Exp
-                    | UnaryOp::Expm1
-                    | UnaryOp::Log
-                    | UnaryOp::Log1p
-                    | UnaryOp::Tanh
-                    | UnaryOp::Logistic
-                    | UnaryOp::Sin
-                    | UnaryOp::Cos
-                    | UnaryOp::Rsqrt
-            ),
-            KOp::Binary(BinaryOp::Pow) => true,
-            _ => false,
+                | UnaryOp::Expm1
+                | UnaryOp::Log
+                | UnaryOp::Log1p
+                | UnaryOp::Tanh
+                | UnaryOp::Logistic
+                | UnaryOp::Sin
+                | UnaryOp::Cos
+                | UnaryOp::Rsqrt => true,
+                UnaryOp::Neg
+                | UnaryOp::Abs
+                | UnaryOp::Sign
+                | UnaryOp::Floor
+                | UnaryOp::Ceil
+                | UnaryOp::Round
+                | UnaryOp::RoundEven
+                | UnaryOp::Sqrt
+                | UnaryOp::Not => false,
+            },
+            KOp::Binary(b) => match b {
+                BinaryOp::Pow => true,
+                BinaryOp::Add
+                | BinaryOp::Sub
+                | BinaryOp::Mul
+                | BinaryOp::Div
+                | BinaryOp::Rem
+                | BinaryOp::Max
+                | BinaryOp::Min
+                | BinaryOp::And
+                | BinaryOp::Or
+                | BinaryOp::Xor => false,
+            },
+            KOp::Load(_)
+            | KOp::Const(_)
+            | KOp::Compare(_)
+            | KOp::Select
+            | KOp::Clamp
+            | KOp::Convert(_)
+            | KOp::Fma
+            | KOp::Bitcast
+            | KOp::ShiftLeft(_)
+            | KOp::ShiftRight(_)
+            | KOp::Store(_)
+            | KOp::Reduce(_)
+            | KOp::Accumulate(_)
+            | KOp::Beyond(_) => false,
         }
 }
 
@@ -117,11 +150,21 @@ fn expand_with(kernel: &Kernel, host: bool, native: &dyn Fn(&KOp, DType) -> bool
                         e.sin_or_cos(*u, x, t, bounds[ins.args[0]], host)
                     }
                     // Two correctly rounded steps, as on every backend.
-                    _ => {
+                    UnaryOp::Rsqrt => {
                         let one = e.c(1.0, t);
                         let root = e.un(UnaryOp::Sqrt, x, t);
                         e.div(one, root, t)
                     }
+                    // Not expanded ([`expands`]).
+                    UnaryOp::Neg
+                    | UnaryOp::Abs
+                    | UnaryOp::Sign
+                    | UnaryOp::Floor
+                    | UnaryOp::Ceil
+                    | UnaryOp::Round
+                    | UnaryOp::RoundEven
+                    | UnaryOp::Sqrt
+                    | UnaryOp::Not => e.op(ins.op.clone(), &args, t),
                 }
             }
             (KOp::Binary(_), true) => e.pow(args[0], args[1], t),
