@@ -62,14 +62,12 @@ impl GpuPlan {
                         _ => crate::kernel::lower(func, start, end, name),
                     }
                     .ok_or(GpuError::Lowering { start, end })?;
-                    match legal_kernel(&kernel, mode) {
-                        Some(legal) => {
-                            steps.push(GpuStep::Launch(p.kernels.len()));
-                            p.kernels.push(kernel);
-                            p.legal_kernels.push(legal);
-                        }
-                        None => steps.push(GpuStep::Host(start..end)),
-                    }
+                    // Fusion asked the support table: a kernel the renderer refuses is a bug,
+                    // not a program for the host.
+                    let legal = legal_kernel(&kernel, mode)?;
+                    steps.push(GpuStep::Launch(p.kernels.len()));
+                    p.kernels.push(kernel);
+                    p.legal_kernels.push(legal);
                 }
                 Step::Op { index } => steps.push(p.op_step(func, index)),
             }

@@ -68,14 +68,13 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
     Ok(expanded)
 }
 
-/// `kernel` legalized, where the renderer takes it: it renders as an entry of its own. A plan
-/// leaves a kernel it does not take to the host rather than failing the program.
-pub fn legal_kernel(kernel: &Kernel, mode: MathMode) -> Option<Kernel> {
-    let legal = legalize(kernel, mode).ok()?;
+/// `kernel` legalized, and checked to render as an entry of its own.
+pub fn legal_kernel(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
+    let legal = legalize(kernel, mode)?;
     let name = entry_name(kernel);
-    let rendered = match legal.rows {
-        Some(_) => rows::render_row_entry(&name, &legal, mode),
-        None => render_entry(&name, &[&legal], mode),
+    match legal.rows {
+        Some(_) => rows::render_row_entry(&name, &legal, mode)?,
+        None => render_entry(&name, &[&legal], mode)?,
     };
-    rendered.ok().map(|_| legal)
+    Ok(legal)
 }
