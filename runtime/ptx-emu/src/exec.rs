@@ -1,4 +1,7 @@
 //! What each instruction does to a thread's registers and to memory, with PTX's semantics.
+//! [`Block::step`] decodes the instruction and hands it to the function for its class: moves,
+//! memory, float and integer arithmetic, compares and conversions. Branches and `ret` it does
+//! itself; barriers and shuffles involve other threads and are completed in `block`.
 #![allow(
     clippy::panic,
     reason = "a kernel bug the emulator detects, or an instruction it does not know, panics \
@@ -10,6 +13,19 @@ use crate::memory::{check_aligned, Memory};
 use crate::parse::Operand;
 use crate::values::{compare, convert, f32_of, f64_of, float_binary, mask, of_f32, signed, width};
 
+/// One thread's instruction, decoded for the function of its class.
+struct Exec<'i> {
+    /// The thread.
+    t: usize,
+    /// The opcode split at its dots: `["add", "rn", "f32"]`.
+    op: &'i [&'i str],
+    /// The opcode's last part, its type where it has one.
+    ty: &'i str,
+    args: &'i [Operand],
+    /// The source line, for panics.
+    line: &'i str,
+}
+
 impl Block<'_> {
     pub(crate) fn step(&mut self, t: usize, pc: usize, memory: &mut Memory) {
         let ins = &self.entry.instrs[pc];
@@ -18,10 +34,13 @@ impl Block<'_> {
             *part = o;
         }
         let op = &parts[..ins.op.len()];
-        let ty = op.last().copied().unwrap_or_default();
-        let line = ins.line.as_str();
-        let arg = |k: usize| &ins.args[k];
-        let v = |s: &Self, k: usize| s.value(t, &ins.args[k], line);
+        let x = Exec {
+            t,
+            op,
+            ty: op.last().copied().unwrap_or_default(),
+            args: &ins.args,
+            line: ins.line.as_str(),
+        };
         let mut next = pc + 1;
         match op[0] {
             "ret" => {
@@ -29,232 +48,288 @@ impl Block<'_> {
                 return;
             }
             "bra" => {
-                let Operand::Label(l) = arg(0) else {
-                    panic!("{line}")
+                let Operand::Label(l) = &x.args[0] else {
+                    panic!("{}", x.line)
                 };
                 next = self.entry.labels[l];
             }
-            "mov" => match (arg(0), arg(1)) {
-                (Operand::Vector(parts), src) => {
-                    let b = self.value(t, src, line);
-                    self.threads[t].regs[parts[0]] = Some(b & 0xFFFF_FFFF);
-                    self.threads[t].regs[parts[1]] = Some(b >> 32);
-                }
-                (dst, Operand::Vector(parts)) => {
-                    let lo = self.value(t, &Operand::Reg(parts[0]), line) & 0xFFFF_FFFF;
-                    let hi = self.value(t, &Operand::Reg(parts[1]), line) & 0xFFFF_FFFF;
-                    let dst = dst.clone();
-                    self.set(t, &dst, lo | (hi << 32));
-                }
-                _ => {
-                    let x = v(self, 1) & mask(ty);
-                    self.set(t, arg(0), x);
-                }
-            },
+            "mov" => self.mov(&x),
             "cvta" => {
-                let x = v(self, 1);
-                self.set(t, arg(0), x);
+                let v = self.operand(&x, 1);
+                self.write(&x, v);
             }
-            "ld" => {
-                let (param, a) = self.address(t, arg(1), line);
-                let w = width(ty);
-                let regs: &[usize] = match arg(0) {
-                    Operand::Vector(r) => r,
-                    Operand::Reg(r) => std::slice::from_ref(r),
-                    other => panic!("load into {other:?}"),
-                };
-                if param.is_none() {
-                    check_aligned(a, w * regs.len(), line);
-                }
-                for (k, r) in regs.iter().enumerate() {
-                    let at = a + (k * w) as u64;
-                    let mut b = [0u8; 8];
-                    if let Some(i) = param {
-                        b[..w].copy_from_slice(&self.params[i].to_le_bytes()[..w]);
-                    } else if op[1] == "shared" {
-                        b[..w].copy_from_slice(self.shared_slice(t, at, w, false, line));
-                    } else {
-                        b[..w].copy_from_slice(memory.slice(at, w, line));
-                    }
-                    self.threads[t].regs[*r] = Some(u64::from_le_bytes(b));
-                }
+            "ld" => self.load(&x, memory),
+            "st" => self.store(&x, memory),
+            "add" | "sub" | "mul" | "div" | "neg" | "abs" | "sqrt"
+                if matches!(x.ty, "f32" | "f64") =>
+            {
+                self.float(&x);
             }
-            "st" => {
-                let (_, a) = self.address(t, arg(0), line);
-                let w = width(ty);
-                let values = match arg(1) {
-                    Operand::Vector(r) => r.len(),
-                    _ => 1,
-                };
-                check_aligned(a, w * values, line);
-                for k in 0..values {
-                    let value = match arg(1) {
-                        Operand::Vector(r) => self.value(t, &Operand::Reg(r[k]), line),
-                        other => self.value(t, other, line),
-                    };
-                    let bits = value.to_le_bytes();
-                    let at = a + (k * w) as u64;
-                    if op[1] == "shared" {
-                        self.shared_slice(t, at, w, true, line)
-                            .copy_from_slice(&bits[..w]);
-                    } else {
-                        memory.slice(at, w, line).copy_from_slice(&bits[..w]);
-                    }
-                }
+            "fma" | "ex2" | "lg2" | "sin" | "cos" | "rsqrt" | "copysign" => self.float(&x),
+            "add" | "sub" | "mul" | "mad" | "div" | "rem" | "and" | "or" | "xor" | "shl"
+            | "shr" | "not" | "neg" | "abs" | "max" | "min" => self.integer(&x),
+            "setp" | "selp" | "cvt" => self.compare_convert(&x),
+            other => panic!("unknown instruction {other}: {}", x.line),
+        }
+        self.threads[t].pc = next;
+    }
+
+    /// The value of operand `k`.
+    fn operand(&self, x: &Exec, k: usize) -> u64 {
+        self.value(x.t, &x.args[k], x.line)
+    }
+
+    /// Writes `r` to the destination, operand 0.
+    fn write(&mut self, x: &Exec, r: u64) {
+        self.set(x.t, &x.args[0], r);
+    }
+
+    /// `mov`, also from a 64-bit value to a pair of 32-bit registers and back.
+    fn mov(&mut self, x: &Exec) {
+        let t = x.t;
+        match (&x.args[0], &x.args[1]) {
+            (Operand::Vector(parts), src) => {
+                let b = self.value(t, src, x.line);
+                self.threads[t].regs[parts[0]] = Some(b & 0xFFFF_FFFF);
+                self.threads[t].regs[parts[1]] = Some(b >> 32);
             }
-            "add" | "sub" | "mul" | "div" if matches!(ty, "f32" | "f64") => {
-                let (a, b) = (v(self, 1), v(self, 2));
-                let r = match op[0] {
+            (dst, Operand::Vector(parts)) => {
+                let lo = self.value(t, &Operand::Reg(parts[0]), x.line) & 0xFFFF_FFFF;
+                let hi = self.value(t, &Operand::Reg(parts[1]), x.line) & 0xFFFF_FFFF;
+                self.set(t, dst, lo | (hi << 32));
+            }
+            _ => {
+                let v = self.operand(x, 1) & mask(x.ty);
+                self.write(x, v);
+            }
+        }
+    }
+
+    /// `ld` from a parameter, shared or global memory, into a register or a vector of them.
+    fn load(&mut self, x: &Exec, memory: &mut Memory) {
+        let (t, line) = (x.t, x.line);
+        let (param, a) = self.address(t, &x.args[1], line);
+        let w = width(x.ty);
+        let regs: &[usize] = match &x.args[0] {
+            Operand::Vector(r) => r,
+            Operand::Reg(r) => std::slice::from_ref(r),
+            other => panic!("load into {other:?}"),
+        };
+        if param.is_none() {
+            check_aligned(a, w * regs.len(), line);
+        }
+        for (k, r) in regs.iter().enumerate() {
+            let at = a + (k * w) as u64;
+            let mut b = [0u8; 8];
+            if let Some(i) = param {
+                b[..w].copy_from_slice(&self.params[i].to_le_bytes()[..w]);
+            } else if x.op[1] == "shared" {
+                b[..w].copy_from_slice(self.shared_slice(t, at, w, false, line));
+            } else {
+                b[..w].copy_from_slice(memory.slice(at, w, line));
+            }
+            self.threads[t].regs[*r] = Some(u64::from_le_bytes(b));
+        }
+    }
+
+    /// `st` of a register or a vector of them to shared or global memory.
+    fn store(&mut self, x: &Exec, memory: &mut Memory) {
+        let (t, line) = (x.t, x.line);
+        let (_, a) = self.address(t, &x.args[0], line);
+        let w = width(x.ty);
+        let values = match &x.args[1] {
+            Operand::Vector(r) => r.len(),
+            _ => 1,
+        };
+        check_aligned(a, w * values, line);
+        for k in 0..values {
+            let value = match &x.args[1] {
+                Operand::Vector(r) => self.value(t, &Operand::Reg(r[k]), line),
+                other => self.value(t, other, line),
+            };
+            let bits = value.to_le_bytes();
+            let at = a + (k * w) as u64;
+            if x.op[1] == "shared" {
+                self.shared_slice(t, at, w, true, line)
+                    .copy_from_slice(&bits[..w]);
+            } else {
+                memory.slice(at, w, line).copy_from_slice(&bits[..w]);
+            }
+        }
+    }
+
+    /// Floating-point arithmetic on `f32` and `f64`.
+    fn float(&mut self, x: &Exec) {
+        let (ty, line) = (x.ty, x.line);
+        let r = match x.op[0] {
+            "add" | "sub" | "mul" | "div" => {
+                let (a, b) = (self.operand(x, 1), self.operand(x, 2));
+                match x.op[0] {
                     "add" => float_binary(ty, a, b, |x, y| x + y, |x, y| x + y),
                     "sub" => float_binary(ty, a, b, |x, y| x - y, |x, y| x - y),
                     "mul" => float_binary(ty, a, b, |x, y| x * y, |x, y| x * y),
                     "div" => float_binary(ty, a, b, |x, y| x / y, |x, y| x / y),
                     other => panic!("float {other}: {line}"),
-                };
-                self.set(t, arg(0), r);
+                }
             }
             "fma" => {
-                let (a, b, c) = (v(self, 1), v(self, 2), v(self, 3));
-                let r = match ty {
+                let (a, b, c) = (self.operand(x, 1), self.operand(x, 2), self.operand(x, 3));
+                match ty {
                     "f32" => of_f32(f32_of(a).mul_add(f32_of(b), f32_of(c))),
                     "f64" => f64_of(a).mul_add(f64_of(b), f64_of(c)).to_bits(),
                     other => panic!("fma {other}"),
-                };
-                self.set(t, arg(0), r);
+                }
             }
-            "neg" | "abs" | "sqrt" if matches!(ty, "f32" | "f64") => {
-                let a = v(self, 1);
-                let r = match (op[0], ty) {
+            "neg" | "abs" | "sqrt" => {
+                let a = self.operand(x, 1);
+                match (x.op[0], ty) {
                     ("neg", "f32") => of_f32(-f32_of(a)),
                     ("neg", _) => (-f64_of(a)).to_bits(),
                     ("abs", "f32") => of_f32(f32_of(a).abs()),
                     ("abs", _) => f64_of(a).abs().to_bits(),
                     ("sqrt", "f32") => of_f32(f32_of(a).sqrt()),
                     _ => f64_of(a).sqrt().to_bits(),
-                };
-                self.set(t, arg(0), r);
+                }
             }
             // The approximate instructions of fast math, here correctly rounded: the tests
             // allow for the hardware's documented errors.
             "ex2" | "lg2" | "sin" | "cos" | "rsqrt" => {
-                assert!(ty == "f32" && op[1] == "approx", "{line}");
-                let x = f64::from(f32_of(v(self, 1)));
-                let r = match op[0] {
-                    "ex2" => x.exp2(),
-                    "lg2" => x.log2(),
-                    "sin" => x.sin(),
-                    "cos" => x.cos(),
-                    _ => 1.0 / x.sqrt(),
+                assert!(ty == "f32" && x.op[1] == "approx", "{line}");
+                let a = f64::from(f32_of(self.operand(x, 1)));
+                let r = match x.op[0] {
+                    "ex2" => a.exp2(),
+                    "lg2" => a.log2(),
+                    "sin" => a.sin(),
+                    "cos" => a.cos(),
+                    _ => 1.0 / a.sqrt(),
                 };
-                self.set(t, arg(0), of_f32(r as f32));
+                of_f32(r as f32)
             }
             "copysign" => {
                 // d = |b| with the sign of a.
-                let (a, b) = (v(self, 1), v(self, 2));
-                let r = match ty {
+                let (a, b) = (self.operand(x, 1), self.operand(x, 2));
+                match ty {
                     "f32" => of_f32(f32_of(b).copysign(f32_of(a))),
                     _ => f64_of(b).copysign(f64_of(a)).to_bits(),
+                }
+            }
+            other => panic!("float {other}: {line}"),
+        };
+        self.write(x, r);
+    }
+
+    /// Integer and bitwise arithmetic, wrapping to the type's width (`pred` for `not`).
+    fn integer(&mut self, x: &Exec) {
+        let (ty, line) = (x.ty, x.line);
+        let m = mask(ty);
+        let a = self.operand(x, 1);
+        let r = match (x.op[0], x.op.get(1).copied()) {
+            ("add", _) => a.wrapping_add(self.operand(x, 2)) & m,
+            ("sub", _) => a.wrapping_sub(self.operand(x, 2)) & m,
+            ("neg", _) => a.wrapping_neg() & m,
+            // The most negative value is its own absolute value.
+            ("abs", _) => signed(a, ty).wrapping_abs() as u64 & m,
+            ("mul", Some("wide")) => {
+                let b = self.operand(x, 2);
+                if ty.starts_with('s') {
+                    (signed(a, ty).wrapping_mul(signed(b, ty))) as u64
+                } else {
+                    (a & m).wrapping_mul(b & m)
+                }
+            }
+            ("mul", Some("lo")) => a.wrapping_mul(self.operand(x, 2)) & m,
+            ("mad", Some("lo")) => {
+                a.wrapping_mul(self.operand(x, 2))
+                    .wrapping_add(self.operand(x, 3))
+                    & m
+            }
+            ("div" | "rem", _) => divide(x.op[0] == "div", ty, a, self.operand(x, 2), line),
+            ("max" | "min", _) => {
+                let b = self.operand(x, 2);
+                let (p, q): (i128, i128) = if ty.starts_with('s') {
+                    (i128::from(signed(a, ty)), i128::from(signed(b, ty)))
+                } else {
+                    (i128::from(a & m), i128::from(b & m))
                 };
-                self.set(t, arg(0), r);
+                let pick = if (x.op[0] == "max") == (p >= q) { a } else { b };
+                pick & m
             }
-            "add" | "sub" | "mul" | "mad" | "div" | "rem" | "and" | "or" | "xor" | "shl"
-            | "shr" | "not" | "neg" | "abs" | "max" | "min" => {
-                let m = mask(ty);
-                let a = v(self, 1);
-                let r = match (op[0], op.get(1).copied()) {
-                    ("add", _) => a.wrapping_add(v(self, 2)) & m,
-                    ("sub", _) => a.wrapping_sub(v(self, 2)) & m,
-                    ("neg", _) => a.wrapping_neg() & m,
-                    // The most negative value is its own absolute value.
-                    ("abs", _) => signed(a, ty).wrapping_abs() as u64 & m,
-                    ("mul", Some("wide")) => {
-                        let b = v(self, 2);
-                        if ty.starts_with('s') {
-                            (signed(a, ty).wrapping_mul(signed(b, ty))) as u64
-                        } else {
-                            (a & m).wrapping_mul(b & m)
-                        }
-                    }
-                    ("mul", Some("lo")) => a.wrapping_mul(v(self, 2)) & m,
-                    ("mad", Some("lo")) => a.wrapping_mul(v(self, 2)).wrapping_add(v(self, 3)) & m,
-                    ("div" | "rem", _) => {
-                        let b = v(self, 2);
-                        assert!(b & m != 0, "division by zero: {line}");
-                        let (x, y) = (a & m, b & m);
-                        if ty.starts_with('s') {
-                            let (x, y) = (signed(a, ty), signed(b, ty));
-                            let min = if ty == "s32" {
-                                i64::from(i32::MIN)
-                            } else {
-                                i64::MIN
-                            };
-                            assert!(x != min || y != -1, "overflowing division: {line}");
-                            (if op[0] == "div" {
-                                x.wrapping_div(y)
-                            } else {
-                                x.wrapping_rem(y)
-                            }) as u64
-                                & m
-                        } else if op[0] == "div" {
-                            x / y
-                        } else {
-                            x % y
-                        }
-                    }
-                    ("max" | "min", _) => {
-                        let b = v(self, 2);
-                        let (x, y): (i128, i128) = if ty.starts_with('s') {
-                            (i128::from(signed(a, ty)), i128::from(signed(b, ty)))
-                        } else {
-                            (i128::from(a & m), i128::from(b & m))
-                        };
-                        let pick = if (op[0] == "max") == (x >= y) { a } else { b };
-                        pick & m
-                    }
-                    ("and", _) => a & v(self, 2) & m,
-                    ("or", _) => (a | v(self, 2)) & m,
-                    ("xor", _) => (a ^ v(self, 2)) & m,
-                    ("not", _) if ty == "pred" => u64::from(a == 0),
-                    ("not", _) => !a & m,
-                    ("shl", _) => {
-                        let n = v(self, 2);
-                        if n >= (8 * width(ty)) as u64 {
-                            0
-                        } else {
-                            (a << n) & m
-                        }
-                    }
-                    ("shr", _) => {
-                        let n = v(self, 2).min((8 * width(ty) - 1) as u64);
-                        if ty.starts_with('s') {
-                            (signed(a, ty) >> n) as u64 & m
-                        } else {
-                            (a & m) >> n
-                        }
-                    }
-                    (other, _) => panic!("integer {other}: {line}"),
-                };
-                self.set(t, arg(0), r);
+            ("and", _) => a & self.operand(x, 2) & m,
+            ("or", _) => (a | self.operand(x, 2)) & m,
+            ("xor", _) => (a ^ self.operand(x, 2)) & m,
+            ("not", _) if ty == "pred" => u64::from(a == 0),
+            ("not", _) => !a & m,
+            ("shl", _) => {
+                let n = self.operand(x, 2);
+                if n >= (8 * width(ty)) as u64 {
+                    0
+                } else {
+                    (a << n) & m
+                }
             }
-            "setp" => {
-                let r = compare(op[1], ty, v(self, 1), v(self, 2));
-                self.set(t, arg(0), u64::from(r));
+            ("shr", _) => {
+                let n = self.operand(x, 2).min((8 * width(ty) - 1) as u64);
+                if ty.starts_with('s') {
+                    (signed(a, ty) >> n) as u64 & m
+                } else {
+                    (a & m) >> n
+                }
             }
+            (other, _) => panic!("integer {other}: {line}"),
+        };
+        self.write(x, r);
+    }
+
+    /// `setp` (a compare into a predicate), `selp` (a select on one) and `cvt`.
+    fn compare_convert(&mut self, x: &Exec) {
+        let op = x.op;
+        let r = match op[0] {
+            "setp" => u64::from(compare(op[1], x.ty, self.operand(x, 1), self.operand(x, 2))),
             "selp" => {
-                let p = v(self, 3) != 0;
-                let r = if p { v(self, 1) } else { v(self, 2) };
-                self.set(t, arg(0), r & mask(ty));
+                let p = self.operand(x, 3) != 0;
+                let r = if p {
+                    self.operand(x, 1)
+                } else {
+                    self.operand(x, 2)
+                };
+                r & mask(x.ty)
             }
             "cvt" => {
                 // cvt[.mode].to.from
                 let n = op.len();
                 let (to, from) = (op[n - 2], op[n - 1]);
                 let mode = (n == 4).then(|| op[1]);
-                let r = convert(v(self, 1), to, from, mode);
-                self.set(t, arg(0), r);
+                convert(self.operand(x, 1), to, from, mode)
             }
-            other => panic!("unknown instruction {other}: {line}"),
-        }
-        self.threads[t].pc = next;
+            other => panic!("unknown instruction {other}: {}", x.line),
+        };
+        self.write(x, r);
+    }
+}
+
+/// Integer `div` (else `rem`) of `a` by `b` as `ty`: dividing by zero, or the most negative
+/// value by -1, is a kernel bug.
+fn divide(div: bool, ty: &str, a: u64, b: u64, line: &str) -> u64 {
+    let m = mask(ty);
+    assert!(b & m != 0, "division by zero: {line}");
+    let (x, y) = (a & m, b & m);
+    if ty.starts_with('s') {
+        let (x, y) = (signed(a, ty), signed(b, ty));
+        let min = if ty == "s32" {
+            i64::from(i32::MIN)
+        } else {
+            i64::MIN
+        };
+        assert!(x != min || y != -1, "overflowing division: {line}");
+        (if div {
+            x.wrapping_div(y)
+        } else {
+            x.wrapping_rem(y)
+        }) as u64
+            & m
+    } else if div {
+        x / y
+    } else {
+        x % y
     }
 }

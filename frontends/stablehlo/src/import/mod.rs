@@ -1,0 +1,171 @@
+//! Operation tree → ferrax IR. Calls are inlined; the checks of conformance programs become
+//! outputs so that a runner can compare them.
+//!
+//! Here: the walk over an entry's operations and the calls it inlines. One op's mapping is in
+//! `ops` (with StableHLO's op names in `names` and attribute reading in `attrs`), reductions
+//! in `reduce`, checks in `check`.
+
+mod attrs;
+mod check;
+mod names;
+mod ops;
+mod reduce;
+
+pub use check::{Check, CheckKind, Expected};
+
+use crate::parse::{MFunc, Operation};
+use crate::Error;
+use ferrax_ir::{Func, FuncBuilder, Literal, Op, ValueId};
+use std::collections::HashMap;
+
+/// An imported entry point: its program and the checks it makes. The program's outputs are
+/// the entry's returned values (the first `returned`), then the values the checks compare.
+#[derive(Clone, Debug)]
+pub struct Program {
+    pub func: Func,
+    pub returned: usize,
+    pub checks: Vec<Check>,
+}
+
+pub(crate) struct Importer<'a> {
+    funcs: HashMap<&'a str, &'a MFunc>,
+    b: FuncBuilder,
+    constants: HashMap<ValueId, Literal>,
+    outputs: Vec<ValueId>,
+    checks: Vec<Check>,
+    /// Calls to these functions become parameters instead of being inlined.
+    external: Vec<String>,
+    external_params: Vec<ValueId>,
+}
+
+type Env = HashMap<String, ValueId>;
+
+impl<'a> Importer<'a> {
+    pub(crate) fn new(funcs: &'a [MFunc], name: &str, external: &[&str]) -> Importer<'a> {
+        Importer {
+            funcs: funcs.iter().map(|f| (f.name.as_str(), f)).collect(),
+            b: FuncBuilder::new(name),
+            constants: HashMap::new(),
+            outputs: Vec::new(),
+            checks: Vec::new(),
+            external: external.iter().map(|s| s.to_string()).collect(),
+            external_params: Vec::new(),
+        }
+    }
+
+    /// Imports `entry`: its parameters, then the results of calls to external functions, become
+    /// the parameters of the program; its returned values and checked values its outputs.
+    pub(crate) fn import(mut self, entry: &MFunc) -> Result<Program, Error> {
+        let mut env = Env::new();
+        for (name, ty) in &entry.params {
+            env.insert(name.clone(), self.b.param(ty.clone()));
+        }
+        for op in &entry.body {
+            let external = matches!(op.name.as_str(), "call" | "func.call")
+                && op
+                    .callee
+                    .as_ref()
+                    .is_some_and(|c| self.external.contains(c));
+            if external {
+                for (name, ty) in op.results.iter().zip(&op.result_types) {
+                    let p = self.b.param(ty.clone());
+                    self.external_params.push(p);
+                    env.insert(name.clone(), p);
+                }
+            }
+        }
+        let returned = self.body(&entry.body, &mut env, 0)?;
+        let mut outputs = returned;
+        outputs.extend(self.outputs.iter().copied());
+        let returned_count = outputs.len() - self.outputs.len();
+        let checks = self
+            .checks
+            .into_iter()
+            .map(|mut c| {
+                c.actual += returned_count;
+                if let Expected::Output(k) = &mut c.expected {
+                    *k += returned_count;
+                }
+                c
+            })
+            .collect();
+        Ok(Program {
+            func: self.b.finish(outputs),
+            returned: returned_count,
+            checks,
+        })
+    }
+
+    fn push(&mut self, op: Op, args: &[ValueId], line: usize) -> Result<ValueId, Error> {
+        self.b
+            .push(op, args)
+            .map_err(|e| Error::at(line, e.to_string()))
+    }
+
+    fn output(&mut self, v: ValueId) -> usize {
+        self.outputs.push(v);
+        self.outputs.len() - 1
+    }
+
+    /// Emits `ops`; returns the values of their `return`.
+    fn body(
+        &mut self,
+        ops: &[Operation],
+        env: &mut Env,
+        depth: usize,
+    ) -> Result<Vec<ValueId>, Error> {
+        if depth > 64 {
+            return Err(Error::at(
+                ops.first().map_or(0, |o| o.line),
+                "calls nest too deeply (recursion?)",
+            ));
+        }
+        for op in ops {
+            let args = op
+                .operands
+                .iter()
+                .map(|o| {
+                    env.get(o)
+                        .copied()
+                        .ok_or_else(|| Error::at(op.line, format!("%{o} is not defined")))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let short = op.name.strip_prefix("stablehlo.").unwrap_or(&op.name);
+            match short {
+                "return" | "func.return" => return Ok(args),
+                "call" | "func.call" => {
+                    let callee = op.callee.clone().unwrap_or_default();
+                    if self.external.contains(&callee) && depth == 0 {
+                        continue;
+                    }
+                    let f = *self.funcs.get(callee.as_str()).ok_or_else(|| {
+                        Error::at(op.line, format!("call of unknown function @{callee}"))
+                    })?;
+                    let mut inner = Env::new();
+                    for ((name, _), v) in f.params.iter().zip(&args) {
+                        inner.insert(name.clone(), *v);
+                    }
+                    let results = self.body(&f.body, &mut inner, depth + 1)?;
+                    for (name, v) in op.results.iter().zip(results) {
+                        env.insert(name.clone(), v);
+                    }
+                }
+                _ if short.starts_with("check.")
+                    || op
+                        .callee
+                        .as_deref()
+                        .is_some_and(|c| c.starts_with("check.")) =>
+                {
+                    self.check(op, &args)?;
+                }
+                _ => {
+                    let v = self.simple(short, op, &args)?;
+                    if let Some(name) = op.results.first() {
+                        env.insert(name.clone(), v);
+                    }
+                }
+            }
+        }
+        Ok(Vec::new())
+    }
+}

@@ -1,0 +1,141 @@
+//! An instruction's `key=value` attributes: read as written, then taken by the op that
+//! needs them, so that a missing, mistyped, repeated or unknown attribute is an error at
+//! its own position.
+
+use super::cursor::{PResult, Parser};
+use super::func::parse_one;
+use super::lex::Tok;
+use crate::Func;
+use std::collections::HashMap;
+
+/// An attribute value: `3`, `[1,2]`, `[1]x[0]` or a nested `func`.
+pub(super) enum AttrValue {
+    Int(i64),
+    List(Vec<i64>),
+    Pair(Vec<i64>, Vec<i64>),
+    Func(Box<Func>),
+}
+
+impl Parser {
+    /// One attribute's value. A `func` value is a whole nested function, so the grammar of
+    /// attributes and that of functions call each other.
+    pub(super) fn attr_value(&mut self) -> PResult<AttrValue> {
+        if *self.peek() == Tok::Word("func".into()) {
+            return Ok(AttrValue::Func(Box::new(parse_one(self)?)));
+        }
+        if *self.peek() != Tok::Punct('[') {
+            return Ok(AttrValue::Int(self.int()?));
+        }
+        let first = self.int_list()?;
+        if *self.peek() == Tok::Word("x".into()) {
+            self.next();
+            let second = self.int_list()?;
+            return Ok(AttrValue::Pair(first, second));
+        }
+        Ok(AttrValue::List(first))
+    }
+}
+
+/// The attributes of the op at token `op_pos`, each with the position of its key.
+pub(super) struct Attrs {
+    map: HashMap<String, (AttrValue, usize)>,
+    pub(super) op_pos: usize,
+}
+
+impl Attrs {
+    pub(super) fn new(op_pos: usize) -> Attrs {
+        Attrs {
+            map: HashMap::new(),
+            op_pos,
+        }
+    }
+
+    /// Records `key=value`, written at token `at`.
+    pub(super) fn add(
+        &mut self,
+        p: &Parser,
+        key: String,
+        value: AttrValue,
+        at: usize,
+    ) -> PResult<()> {
+        match self.map.insert(key.clone(), (value, at)) {
+            Some(_) => Err(p.error_at(at, format!("attribute '{key}' is given twice"))),
+            None => Ok(()),
+        }
+    }
+
+    fn take(&mut self, p: &Parser, key: &str) -> PResult<(AttrValue, usize)> {
+        self.map
+            .remove(key)
+            .ok_or_else(|| p.error_at(self.op_pos, format!("missing attribute '{key}'")))
+    }
+
+    fn usize_of(p: &Parser, v: i64, at: usize) -> PResult<usize> {
+        usize::try_from(v)
+            .map_err(|_| p.error_at(at, format!("expected a non-negative integer, got {v}")))
+    }
+
+    pub(super) fn int(&mut self, p: &Parser, key: &str) -> PResult<usize> {
+        match self.take(p, key)? {
+            (AttrValue::Int(v), at) => Self::usize_of(p, v, at),
+            (_, at) => Err(p.error_at(at, format!("attribute '{key}' expects an integer"))),
+        }
+    }
+
+    pub(super) fn ilist(
+        &mut self,
+        p: &Parser,
+        key: &str,
+        default: Option<Vec<i64>>,
+    ) -> PResult<Vec<i64>> {
+        match (self.map.remove(key), default) {
+            (Some((AttrValue::List(v), _)), _) => Ok(v),
+            (Some((_, at)), _) => Err(p.error_at(at, format!("attribute '{key}' expects a list"))),
+            (None, Some(d)) => Ok(d),
+            (None, None) => Err(p.error_at(self.op_pos, format!("missing attribute '{key}'"))),
+        }
+    }
+
+    pub(super) fn list(
+        &mut self,
+        p: &Parser,
+        key: &str,
+        default: Option<Vec<i64>>,
+    ) -> PResult<Vec<usize>> {
+        let at = self.map.get(key).map_or(self.op_pos, |(_, at)| *at);
+        self.ilist(p, key, default)?
+            .into_iter()
+            .map(|v| Self::usize_of(p, v, at))
+            .collect()
+    }
+
+    pub(super) fn pair(&mut self, p: &Parser, key: &str) -> PResult<(Vec<usize>, Vec<usize>)> {
+        match self.map.remove(key) {
+            None => Ok((Vec::new(), Vec::new())),
+            Some((AttrValue::Pair(a, b), at)) => {
+                let conv = |v: Vec<i64>| {
+                    v.into_iter()
+                        .map(|x| Self::usize_of(p, x, at))
+                        .collect::<PResult<Vec<_>>>()
+                };
+                Ok((conv(a)?, conv(b)?))
+            }
+            Some((_, at)) => Err(p.error_at(at, format!("attribute '{key}' expects [..]x[..]"))),
+        }
+    }
+
+    pub(super) fn func(&mut self, p: &Parser, key: &str) -> PResult<Func> {
+        match self.take(p, key)? {
+            (AttrValue::Func(f), _) => Ok(*f),
+            (_, at) => Err(p.error_at(at, format!("attribute '{key}' expects a function"))),
+        }
+    }
+
+    /// Ends the taking: an attribute no op took is unknown.
+    pub(super) fn finish(self, p: &Parser) -> PResult<()> {
+        match self.map.into_iter().next() {
+            Some((k, (_, at))) => Err(p.error_at(at, format!("unknown attribute '{k}'"))),
+            None => Ok(()),
+        }
+    }
+}

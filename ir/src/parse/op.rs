@@ -1,0 +1,154 @@
+//! From an op's name, attributes and declared type to the [`Op`]: the name picks the op,
+//! the type supplies what the text does not repeat (a constant's element type, a reshape's
+//! shape), and constants' values are read in their element type.
+
+use super::attrs::Attrs;
+use super::cursor::{PResult, Parser};
+use crate::{
+    bf16_from_f64, f16_from_f64, BinaryOp, CompareOp, CustomVjp, DType, DotDims, Elements, Literal,
+    Op, ReduceOp, Scalar, TensorType, UnaryOp,
+};
+use half::{bf16, f16};
+
+/// A constant's values as written: one word to splat or a list, starting at token `at`.
+pub(super) struct ConstantText {
+    pub(super) words: Vec<String>,
+    pub(super) splat: bool,
+    pub(super) at: usize,
+}
+
+pub(super) fn build_op(
+    p: &Parser,
+    name: &str,
+    mut attrs: Attrs,
+    literal: Option<ConstantText>,
+    ty: &TensorType,
+) -> PResult<Op> {
+    let at = attrs.op_pos;
+    let op = if let Some(u) = UnaryOp::ALL.into_iter().find(|u| u.name() == name) {
+        Op::Unary(u)
+    } else if let Some(b) = BinaryOp::ALL.into_iter().find(|b| b.name() == name) {
+        Op::Binary(b)
+    } else if let Some(c) = CompareOp::ALL.into_iter().find(|c| c.name() == name) {
+        Op::Compare(c)
+    } else if let Some(r) = ReduceOp::ALL.into_iter().find(|r| r.name() == name) {
+        Op::Reduce {
+            op: r,
+            axes: attrs.list(p, "axes", None)?,
+        }
+    } else {
+        match name {
+            "constant" => {
+                let Some(text) = literal else {
+                    return Err(p.error_at(at, "constant needs a value"));
+                };
+                constant(p, &text, ty)?
+            }
+            "iota" => Op::Iota {
+                dtype: ty.dtype,
+                shape: ty.shape.clone(),
+                dim: attrs.int(p, "dim")?,
+            },
+            "select" => Op::Select,
+            "clamp" => Op::Clamp,
+            "convert" => Op::Convert { to: ty.dtype },
+            "broadcast_in_dim" => Op::BroadcastInDim {
+                shape: ty.shape.clone(),
+                dims: attrs.list(p, "dims", None)?,
+            },
+            "reshape" => Op::Reshape {
+                shape: ty.shape.clone(),
+            },
+            "transpose" => Op::Transpose {
+                perm: attrs.list(p, "perm", None)?,
+            },
+            "dot_general" => {
+                let (lhs_batch, rhs_batch) = attrs.pair(p, "batch")?;
+                let (lhs_contract, rhs_contract) = attrs.pair(p, "contract")?;
+                Op::DotGeneral(DotDims {
+                    lhs_batch,
+                    rhs_batch,
+                    lhs_contract,
+                    rhs_contract,
+                })
+            }
+            "slice" => {
+                let ones = vec![1; ty.rank()];
+                Op::Slice {
+                    start: attrs.list(p, "start", None)?,
+                    limit: attrs.list(p, "limit", None)?,
+                    strides: attrs.list(p, "strides", Some(ones))?,
+                }
+            }
+            "pad" => {
+                let zeros = vec![0; ty.rank()];
+                Op::Pad {
+                    low: attrs.ilist(p, "low", None)?,
+                    high: attrs.ilist(p, "high", None)?,
+                    interior: attrs.list(p, "interior", Some(zeros))?,
+                }
+            }
+            "concatenate" => Op::Concatenate {
+                axis: attrs.int(p, "axis")?,
+            },
+            "stop_gradient" => Op::StopGradient,
+            "custom_vjp" => Op::CustomVjp(Box::new(CustomVjp {
+                primal: attrs.func(p, "primal")?,
+                fwd: attrs.func(p, "fwd")?,
+                bwd: attrs.func(p, "bwd")?,
+            })),
+            _ => return Err(p.error_at(at, format!("unknown op '{name}'"))),
+        }
+    };
+    attrs.finish(p)?;
+    Ok(op)
+}
+
+/// A constant of type `ty` with the values `text`: one per element, or one to splat.
+fn constant(p: &Parser, text: &ConstantText, ty: &TensorType) -> PResult<Op> {
+    let scalars = text
+        .words
+        .iter()
+        .map(|w| {
+            parse_scalar(ty.dtype, w).ok_or_else(|| {
+                p.error_at(text.at, format!("'{w}' is not a valid {} value", ty.dtype))
+            })
+        })
+        .collect::<PResult<Vec<_>>>()?;
+    if !text.splat && scalars.len() != ty.numel() {
+        return Err(p.error_at(
+            text.at,
+            format!("{} values for a constant of type {ty}", scalars.len()),
+        ));
+    }
+    let data = Elements::from_scalars(ty.dtype, &scalars)
+        .ok_or_else(|| p.error_at(text.at, "mixed constant types"))?;
+    Ok(Op::Constant(Literal {
+        ty: ty.clone(),
+        data,
+    }))
+}
+
+/// One value of `dtype`: decimal, or a float's bits in hexadecimal (`0x7fc00000`), which
+/// the printer writes where decimal would not round-trip (NaN payloads).
+fn parse_scalar(dtype: DType, w: &str) -> Option<Scalar> {
+    if let Some(hex) = w.strip_prefix("0x").filter(|_| dtype.is_float()) {
+        let bits = u64::from_str_radix(hex, 16).ok()?;
+        return Some(match dtype {
+            DType::F32 => Scalar::F32(f32::from_bits(u32::try_from(bits).ok()?)),
+            DType::F64 => Scalar::F64(f64::from_bits(bits)),
+            DType::F16 => Scalar::F16(f16::from_bits(u16::try_from(bits).ok()?)),
+            _ => Scalar::BF16(bf16::from_bits(u16::try_from(bits).ok()?)),
+        });
+    }
+    Some(match dtype {
+        DType::F32 => Scalar::F32(w.parse().ok()?),
+        DType::F64 => Scalar::F64(w.parse().ok()?),
+        DType::F16 => Scalar::F16(f16_from_f64(w.parse().ok()?)),
+        DType::BF16 => Scalar::BF16(bf16_from_f64(w.parse().ok()?)),
+        DType::I32 => Scalar::I32(w.parse().ok()?),
+        DType::I64 => Scalar::I64(w.parse().ok()?),
+        DType::U8 => Scalar::U8(w.parse().ok()?),
+        DType::Bool => Scalar::Bool(w.parse().ok()?),
+    })
+}
