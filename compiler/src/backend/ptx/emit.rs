@@ -1,10 +1,10 @@
-//! The emitter kernel, row kernel, copy and integer product entries are built with: registers
-//! taken by class and numbered in order (declared once the entry is complete, so their counts
-//! are the ones used), the entry's text in two parts (set-up before its loops, and the loop
-//! body), labels and constants. Instruction sequences take registers from it rather than
-//! naming them, so no two parts of an entry can pick the same register by accident. Reduction
-//! entries name theirs (`reduce`): one reduction's code is text that each part of a grouped
-//! launch repeats on the same registers.
+//! The emitter every entry takes its registers from: registers taken by class and numbered in
+//! order (declared once the entry is complete, so their counts are the ones used), and for
+//! kernel, row kernel, copy and integer product entries the entry's text in two parts (set-up
+//! before its loops, and the loop body), labels and constants. Instruction sequences take
+//! registers from it rather than naming them, so no two parts of an entry can pick the same
+//! register by accident. Reduction entries ask for theirs by what they hold (`reduce::regs`),
+//! so that each part of a grouped launch repeats one reduction's code on the same registers.
 
 use super::MathMode;
 use ferrax_ir::{DType, Scalar};

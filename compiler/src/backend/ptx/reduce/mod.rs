@@ -12,9 +12,11 @@
 //!
 //! Planning (which reductions become kernels, their layout, blocks and grids) is here; a
 //! reduction with too few blocks to keep the GPU busy is split in two kernels (`split`); the
-//! entries are rendered by `render`, each reduction's code by `body`.
+//! entries are rendered by `render`, each reduction's code by `body`, on registers the entry
+//! asks for by what they hold (`regs`).
 
 mod body;
+mod regs;
 mod render;
 mod split;
 

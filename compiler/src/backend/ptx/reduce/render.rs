@@ -1,8 +1,10 @@
 //! The entries of reduction kernels: one reduction's own, or several small ones launched as
 //! one over consecutive ranges of blocks; and the pieces every reduction's code is made of
-//! (element loads and stores in the type it computes in, folds, warp shuffles).
+//! (element loads and stores in the type it computes in, folds, warp shuffles). Registers are
+//! the entry's [`Regs`], declared once its code is complete.
 
 use super::body::reduce_body;
+use super::regs::{Reg, Regs};
 use super::{ReduceKernel, ReduceLaunch, ReduceLayout};
 use crate::backend::ptx::loops::entry_header;
 use ferrax_ir::{DType, ReduceOp, Scalar};
@@ -20,9 +22,16 @@ pub(super) fn init_literal(op: ReduceOp, dtype: DType) -> String {
     }
 }
 
-/// `acc = op(acc, v)`, using scratch registers `%s1..%s4` (value type), `%q1..%q3` (bits) and
-/// `%g1..%g3` (predicates).
-pub(super) fn combine(op: ReduceOp, t: &str, bits: &str, acc: &str, v: &str) -> String {
+/// `acc = op(acc, v)`; max and min use scratch registers of the value type, of its bits and
+/// predicates.
+pub(super) fn combine(
+    r: &mut Regs,
+    op: ReduceOp,
+    t: &str,
+    bits: &str,
+    acc: &str,
+    v: &str,
+) -> String {
     if matches!(t, "s32" | "s64" | "u32") {
         // Wrapping, as the interpreter's: the order of the terms does not matter.
         let name = match op {
@@ -42,36 +51,55 @@ pub(super) fn combine(op: ReduceOp, t: &str, bits: &str, acc: &str, v: &str) -> 
             } else {
                 ("lt", "or")
             };
+            let [wins, picked, acc_bits, v_bits, joined, joined_value, equal, nan, sum] = r.all([
+                Reg::Wins,
+                Reg::Picked,
+                Reg::AccBits,
+                Reg::ValueBits,
+                Reg::Joined,
+                Reg::JoinedValue,
+                Reg::Equal,
+                Reg::Nan,
+                Reg::Sum,
+            ]);
             format!(
-                "\tsetp.{cmp}.{t} %g1, {acc}, {v};\n\
-                 \tselp.{t} %s1, {acc}, {v}, %g1;\n\
-                 \tmov.{bits} %q1, {acc};\n\
-                 \tmov.{bits} %q2, {v};\n\
-                 \t{join}.{bits} %q3, %q1, %q2;\n\
-                 \tmov.{bits} %s2, %q3;\n\
-                 \tsetp.eq.{t} %g2, {acc}, {v};\n\
-                 \tselp.{t} %s1, %s2, %s1, %g2;\n\
-                 \tsetp.nan.{t} %g3, {acc}, {v};\n\
-                 \tadd.rn.{t} %s3, {acc}, {v};\n\
-                 \tselp.{t} {acc}, %s3, %s1, %g3;\n"
+                "\tsetp.{cmp}.{t} {wins}, {acc}, {v};\n\
+                 \tselp.{t} {picked}, {acc}, {v}, {wins};\n\
+                 \tmov.{bits} {acc_bits}, {acc};\n\
+                 \tmov.{bits} {v_bits}, {v};\n\
+                 \t{join}.{bits} {joined}, {acc_bits}, {v_bits};\n\
+                 \tmov.{bits} {joined_value}, {joined};\n\
+                 \tsetp.eq.{t} {equal}, {acc}, {v};\n\
+                 \tselp.{t} {picked}, {joined_value}, {picked}, {equal};\n\
+                 \tsetp.nan.{t} {nan}, {acc}, {v};\n\
+                 \tadd.rn.{t} {sum}, {acc}, {v};\n\
+                 \tselp.{t} {acc}, {sum}, {picked}, {nan};\n"
             )
         }
     }
 }
 
-/// Folds `%v1` across the 32 lanes of each warp with butterfly shuffles.
-pub(super) fn warp_reduce(k: &ReduceKernel, t: &str, bits: &str) -> String {
+/// Folds the accumulator across the 32 lanes of each warp with butterfly shuffles.
+pub(super) fn warp_reduce(r: &mut Regs, k: &ReduceKernel, t: &str, bits: &str) -> String {
+    let [acc, v] = r.all([Reg::Acc, Reg::Value]);
     let mut out = String::new();
     for offset in [16, 8, 4, 2, 1] {
         if bits == "b32" {
-            let _ = writeln!(out, "\tshfl.sync.bfly.b32 %v2, %v1, {offset}, 31, -1;");
+            let _ = writeln!(out, "\tshfl.sync.bfly.b32 {v}, {acc}, {offset}, 31, -1;");
         } else {
-            let _ = writeln!(out, "\tmov.b64 {{%r20, %r21}}, %v1;");
-            let _ = writeln!(out, "\tshfl.sync.bfly.b32 %r22, %r20, {offset}, 31, -1;");
-            let _ = writeln!(out, "\tshfl.sync.bfly.b32 %r23, %r21, {offset}, 31, -1;");
-            let _ = writeln!(out, "\tmov.b64 %v2, {{%r22, %r23}};");
+            let [lo, hi, shuffled_lo, shuffled_hi] = r.all([0, 1, 2, 3].map(Reg::Words));
+            let _ = writeln!(out, "\tmov.b64 {{{lo}, {hi}}}, {acc};");
+            let _ = writeln!(
+                out,
+                "\tshfl.sync.bfly.b32 {shuffled_lo}, {lo}, {offset}, 31, -1;"
+            );
+            let _ = writeln!(
+                out,
+                "\tshfl.sync.bfly.b32 {shuffled_hi}, {hi}, {offset}, 31, -1;"
+            );
+            let _ = writeln!(out, "\tmov.b64 {v}, {{{shuffled_lo}, {shuffled_hi}}};");
         }
-        out.push_str(&combine(k.op, t, bits, "%v1", "%v2"));
+        out.push_str(&combine(r, k.op, t, bits, &acc, &v));
     }
     out
 }
@@ -90,24 +118,49 @@ pub(super) fn element_types(dtype: DType) -> (&'static str, &'static str, usize)
 }
 
 /// Loads the element at `address` into `to`, in the type the reduction computes in.
-pub(super) fn load_element(dtype: DType, to: &str, address: &str) -> String {
+pub(super) fn load_element(r: &mut Regs, dtype: DType, to: &str, address: &str) -> String {
     match dtype {
-        DType::F16 => format!("\tld.global.nc.b16 %h1, [{address}];\n\tcvt.f32.f16 {to}, %h1;\n"),
+        DType::F16 => {
+            let h = r.get(Reg::Half);
+            format!("\tld.global.nc.b16 {h}, [{address}];\n\tcvt.f32.f16 {to}, {h};\n")
+        }
         // A bf16 is the high half of the f32 of the same value.
-        DType::BF16 => format!(
-            "\tld.global.nc.b16 %h1, [{address}];\n\tcvt.u32.u16 %u1, %h1;\n\tshl.b32 %u1, %u1, 16;\n\tmov.b32 {to}, %u1;\n"
-        ),
+        DType::BF16 => {
+            let [h, u] = r.all([Reg::Half, Reg::HalfBits]);
+            format!(
+                "\tld.global.nc.b16 {h}, [{address}];\n\tcvt.u32.u16 {u}, {h};\n\tshl.b32 {u}, {u}, 16;\n\tmov.b32 {to}, {u};\n"
+            )
+        }
         DType::Bool => format!("\tld.global.nc.u8 {to}, [{address}];\n"),
-        _ => format!("\tld.global.nc.{} {to}, [{address}];\n", element_types(dtype).0),
+        _ => format!(
+            "\tld.global.nc.{} {to}, [{address}];\n",
+            element_types(dtype).0
+        ),
     }
 }
 
+/// Stores the accumulator as result `index` of `k`.
+pub(super) fn store_result(r: &mut Regs, k: &ReduceKernel, index: &str) -> String {
+    let [output, acc, offset, address] =
+        r.all([Reg::Output, Reg::Acc, Reg::ResultOffset, Reg::ResultAddress]);
+    let size = element_types(k.result).2;
+    let mut s = format!(
+        "\tmul.wide.u32 {offset}, {index}, {size};\n\tadd.s64 {address}, {output}, {offset};\n"
+    );
+    s.push_str(&store_element(r, k.result, &address, &acc));
+    s
+}
+
 /// Stores `from` (in the type the reduction computes in) at `address` as an element.
-pub(super) fn store_element(dtype: DType, address: &str, from: &str) -> String {
+fn store_element(r: &mut Regs, dtype: DType, address: &str, from: &str) -> String {
     match dtype {
-        DType::F16 => format!("\tcvt.rn.f16.f32 %h1, {from};\n\tst.global.b16 [{address}], %h1;\n"),
+        DType::F16 => {
+            let h = r.get(Reg::Half);
+            format!("\tcvt.rn.f16.f32 {h}, {from};\n\tst.global.b16 [{address}], {h};\n")
+        }
         DType::BF16 => {
-            format!("\tcvt.rn.bf16.f32 %h1, {from};\n\tst.global.b16 [{address}], %h1;\n")
+            let h = r.get(Reg::Half);
+            format!("\tcvt.rn.bf16.f32 {h}, {from};\n\tst.global.b16 [{address}], {h};\n")
         }
         DType::Bool => format!("\tst.global.u8 [{address}], {from};\n"),
         _ => format!(
@@ -144,24 +197,10 @@ fn describe(k: &ReduceKernel) -> String {
     line + "\n"
 }
 
-/// Register declarations and the shared partials of an entry of reductions of `dtype` into
-/// `result`.
-fn declarations(dtype: DType, result: DType, shared: &str, columns: bool) -> String {
-    let (t, bits, _) = element_types(dtype);
+/// The shared partials of an entry (named `shared`), and its registers' declarations.
+fn declarations(r: &Regs, shared: &str, columns: bool) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "\t.reg .pred %p<9>;\n\t.reg .pred %g<4>;");
-    let _ = writeln!(s, "\t.reg .b32 %r<32>;\n\t.reg .b64 %rd<12>;");
-    let _ = writeln!(
-        s,
-        "\t.reg .{t} %v<4>;\n\t.reg .{t} %s<4>;\n\t.reg .{bits} %q<4>;"
-    );
-    let _ = writeln!(s, "\t.reg .{t} %w<5>;");
-    if [dtype, result]
-        .iter()
-        .any(|d| matches!(d, DType::F16 | DType::BF16))
-    {
-        let _ = writeln!(s, "\t.reg .b16 %h<2>;\n\t.reg .b32 %u<2>;");
-    }
+    r.declare(&mut s);
     // Rows: one partial per warp (at most 32); columns: one per thread (256), 8 bytes each.
     let partials = if columns { 2048 } else { 256 };
     let _ = writeln!(s, "\t.shared .align 8 .b8 {shared}[{partials}];");
@@ -169,11 +208,12 @@ fn declarations(dtype: DType, result: DType, shared: &str, columns: bool) -> Str
 }
 
 /// Loads parameters `first` and `first + 1` of entry `name` as the global addresses of the
-/// input (`%rd1`) and the result (`%rd2`).
-fn load_addresses(name: &str, first: usize) -> String {
+/// input and the result.
+fn load_addresses(r: &mut Regs, name: &str, first: usize) -> String {
+    let [input, output] = r.all([Reg::Input, Reg::Output]);
     format!(
-        "\tld.param.u64 %rd1, [{name}_param_{first}];\n\tcvta.to.global.u64 %rd1, %rd1;\n\
-         \tld.param.u64 %rd2, [{name}_param_{}];\n\tcvta.to.global.u64 %rd2, %rd2;\n",
+        "\tld.param.u64 {input}, [{name}_param_{first}];\n\tcvta.to.global.u64 {input}, {input};\n\
+         \tld.param.u64 {output}, [{name}_param_{}];\n\tcvta.to.global.u64 {output}, {output};\n",
         first + 1
     )
 }
@@ -181,32 +221,68 @@ fn load_addresses(name: &str, first: usize) -> String {
 /// The `.entry` of a reduction kernel (without the module header).
 pub fn render_reduce(k: &ReduceKernel) -> String {
     let name = &k.name;
+    let shared = format!("{name}_partial");
+    let mut r = Regs::new(k.dtype);
+    let mut code = load_addresses(&mut r, name, 0);
+    let [tid, ntid, block, blocks] = r.all([Reg::Tid, Reg::Ntid, Reg::Block, Reg::Blocks]);
+    let _ = writeln!(code, "\tmov.u32 {tid}, %tid.x;\n\tmov.u32 {ntid}, %ntid.x;");
+    let _ = writeln!(
+        code,
+        "\tmov.u32 {block}, %ctaid.x;\n\tmov.u32 {blocks}, %nctaid.x;"
+    );
+    code.push_str(&reduce_body(&mut r, k, &shared));
     let mut s = describe(k);
     let params = [format!("{name}_param_0"), format!("{name}_param_1")];
     entry_header(&mut s, name, &params, None);
-    let shared = format!("{name}_partial");
     s.push_str(&declarations(
-        k.dtype,
-        k.result,
+        &r,
         &shared,
         k.layout == ReduceLayout::Columns,
     ));
-    s.push_str(&load_addresses(name, 0));
-    let _ = writeln!(s, "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, %ntid.x;");
-    let _ = writeln!(s, "\tmov.u32 %r3, %ctaid.x;\n\tmov.u32 %r4, %nctaid.x;");
-    s.push_str(&reduce_body(k, &shared));
+    s.push_str(&code);
     s.push_str("}\n");
     s
 }
 
 /// The `.entry` of `launch`: its reductions (indices into `reductions`, of one dtype) one after
-/// another over the blocks, each part taking `blocks()` of them with 256 threads each.
+/// another over the blocks, each part taking `blocks()` of them with 256 threads each, all on
+/// the same registers.
 pub fn render_reduce_launch(launch: &ReduceLaunch, reductions: &[ReduceKernel]) -> String {
     if let [one] = launch.parts.as_slice() {
         return render_reduce(&reductions[*one]);
     }
     let name = &launch.name;
     let parts: Vec<&ReduceKernel> = launch.parts.iter().map(|&r| &reductions[r]).collect();
+    let shared = format!("{name}_partial");
+    let mut r = Regs::new(parts[0].dtype);
+    let [tid, ntid, launched] = r.all([Reg::Tid, Reg::Ntid, Reg::Launched]);
+    let mut code = format!("\tmov.u32 {tid}, %tid.x;\n\tmov.u32 {ntid}, %ntid.x;\n");
+    let _ = writeln!(code, "\tmov.u32 {launched}, %ctaid.x;");
+    let mut first = 0;
+    for (i, k) in parts.iter().enumerate() {
+        let blocks = k.blocks();
+        if i > 0 {
+            let _ = writeln!(code, "$L_part{i}:");
+        }
+        let [block, part_blocks] = r.all([Reg::Block, Reg::Blocks]);
+        if i + 1 < parts.len() {
+            let later = r.get(Reg::Later);
+            let _ = writeln!(
+                code,
+                "\tsetp.ge.u32 {later}, {launched}, {};\n\t@{later} bra $L_part{};",
+                first + blocks,
+                i + 1
+            );
+        }
+        let _ = match first {
+            0 => writeln!(code, "\tmov.u32 {block}, {launched};"),
+            _ => writeln!(code, "\tsub.u32 {block}, {launched}, {first};"),
+        };
+        let _ = writeln!(code, "\tmov.u32 {part_blocks}, {blocks};");
+        code.push_str(&load_addresses(&mut r, name, 2 * i));
+        code.push_str(&reduce_body(&mut r, k, &shared).replace("$L_", &format!("$L{i}_")));
+        first += blocks;
+    }
     let mut s = format!(
         "// {} reductions in one launch, each over its own blocks:\n",
         parts.len()
@@ -218,51 +294,27 @@ pub fn render_reduce_launch(launch: &ReduceLaunch, reductions: &[ReduceKernel]) 
         .map(|i| format!("{name}_param_{i}"))
         .collect();
     entry_header(&mut s, name, &params, None);
-    let shared = format!("{name}_partial");
     let columns = parts.iter().any(|k| k.layout == ReduceLayout::Columns);
-    s.push_str(&declarations(
-        parts[0].dtype,
-        parts[0].result,
-        &shared,
-        columns,
-    ));
-    let _ = writeln!(s, "\tmov.u32 %r1, %tid.x;\n\tmov.u32 %r2, %ntid.x;");
-    let _ = writeln!(s, "\tmov.u32 %r16, %ctaid.x;");
-    let mut first = 0;
-    for (i, k) in parts.iter().enumerate() {
-        let blocks = k.blocks();
-        if i > 0 {
-            let _ = writeln!(s, "$L_part{i}:");
-        }
-        if i + 1 < parts.len() {
-            let _ = writeln!(
-                s,
-                "\tsetp.ge.u32 %p7, %r16, {};\n\t@%p7 bra $L_part{};",
-                first + blocks,
-                i + 1
-            );
-        }
-        let _ = match first {
-            0 => writeln!(s, "\tmov.u32 %r3, %r16;"),
-            _ => writeln!(s, "\tsub.u32 %r3, %r16, {first};"),
-        };
-        let _ = writeln!(s, "\tmov.u32 %r4, {blocks};");
-        s.push_str(&load_addresses(name, 2 * i));
-        s.push_str(&reduce_body(k, &shared).replace("$L_", &format!("$L{i}_")));
-        first += blocks;
-    }
+    s.push_str(&declarations(&r, &shared, columns));
+    s.push_str(&code);
     s.push_str("}\n");
     s
 }
 
 /// Block `block` of split reduction `k` taken apart: the result (a row, or a group of columns)
-/// it folds a segment of (`%r24`), the segment (`%r25`), its first element or row (`%r26`) and
-/// its length (`%r27`: `segment`, or what is left for the last).
-pub(super) fn segment_of(block: &str, k: &ReduceKernel) -> String {
+/// it folds a segment of, the segment, its first element or row and its length (`segment`, or
+/// what is left for the last).
+pub(super) fn segment_of(r: &mut Regs, block: &str, k: &ReduceKernel) -> String {
     let (segments, segment, reduced) = (k.segments, k.segment(), k.reduced);
+    let [of, index, start, length] = r.all([
+        Reg::SegmentOf,
+        Reg::Segment,
+        Reg::SegmentStart,
+        Reg::SegmentLength,
+    ]);
     format!(
-        "\tdiv.u32 %r24, {block}, {segments};\n\trem.u32 %r25, {block}, {segments};\n\
-         \tmul.lo.s32 %r26, %r25, {segment};\n\tmov.u32 %r27, {reduced};\n\
-         \tsub.s32 %r27, %r27, %r26;\n\tmin.u32 %r27, %r27, {segment};\n"
+        "\tdiv.u32 {of}, {block}, {segments};\n\trem.u32 {index}, {block}, {segments};\n\
+         \tmul.lo.s32 {start}, {index}, {segment};\n\tmov.u32 {length}, {reduced};\n\
+         \tsub.s32 {length}, {length}, {start};\n\tmin.u32 {length}, {length}, {segment};\n"
     )
 }
