@@ -241,3 +241,11 @@ fn constants_captured_from_the_environment() {
         .unwrap();
     assert_eq!(vec_f32(&out), vec![1.0, 10.0, 100.0, 2.0, 20.0, 200.0]);
 }
+
+#[test]
+fn broadcasts_that_only_add_unit_dimensions_fuse_with_their_operand() {
+    // The broadcast reads its operand element for element, computed in the same kernel.
+    let f = jit(|x: Tensor| (&x * 2.0).broadcast_to([1, 2, 2]) + 1.0);
+    let x = Tensor::from_vec([2, 2], vec![1.0f32, 2.0, 3.0, 4.0]);
+    assert_eq!(vec_f32(&f.call(x).unwrap()), vec![3.0, 5.0, 7.0, 9.0]);
+}

@@ -27,8 +27,12 @@ pub fn broadcast_access(
     if kept.windows(2).any(|w| w[1] != w[0] + 1) {
         return None;
     }
+    // Leading or trailing dimensions of size 1 do not change the flat index: such a
+    // broadcast reads element `i`, and a value computed in the same kernel is reused.
     let rank = result.rank();
-    match (first == 0, last + 1 == rank) {
+    let leading = result.dims()[..first].iter().product::<usize>() == 1;
+    let trailing = result.dims()[last + 1..].iter().product::<usize>() == 1;
+    match (first == 0 || leading, last + 1 == rank || trailing) {
         (true, true) => Some(Access::Each),
         (true, false) => Some(Access::Outer(result.dims()[last + 1..].iter().product())),
         (false, true) => Some(Access::Inner(result.dims()[first..].iter().product())),
