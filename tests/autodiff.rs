@@ -707,3 +707,101 @@ fn gradients_through_lower_precision() {
         .collect();
     assert_eq!(gh.to_vec::<half::bf16>().unwrap(), want);
 }
+
+fn i64s(shape: &[usize], data: Vec<i64>) -> Tensor {
+    Tensor::from_vec(shape.to_vec(), data)
+}
+
+#[test]
+fn d_gather_take_and_take_along_axis() {
+    let x = t64(&[4, 3], values(12, 11, -1.0, 1.0));
+    // Repeated, negative and out-of-range (clamped) indices.
+    let rows = i64s(&[2, 3], vec![1, 3, 1, -1, 7, 0]);
+    let cols = i64s(&[4, 2], vec![2, 0, 1, 1, 0, 2, 2, -2]);
+    check_grad(
+        "gather",
+        |v| {
+            let x = &v[0];
+            weighted(&x.take(&rows, 0))
+                + weighted(&x.take(&rows, 1).exp())
+                + weighted(&x.take_along_axis(&cols, 1))
+                + weighted(&x.at(&i64s(&[], vec![2])).get())
+        },
+        vec![x],
+    );
+}
+
+#[test]
+fn d_dynamic_slices() {
+    let x = t64(&[4, 5], values(20, 12, -1.0, 1.0));
+    let u = t64(&[2, 3], values(6, 13, -1.0, 1.0));
+    let (i, j) = (i64s(&[], vec![3]), i64s(&[], vec![-4]));
+    check_grad(
+        "dynamic slices",
+        |v| {
+            let (x, u) = (&v[0], &v[1]);
+            let s = x.dynamic_slice(&[&i, &j], &[2, 3]);
+            let w = x.dynamic_update_slice(&(u * u), &[&j, &i]);
+            weighted(&s.sin()) + weighted(&w.exp())
+        },
+        vec![x, u],
+    );
+}
+
+#[test]
+fn d_scatter_each_combiner() {
+    let x = t64(&[5, 2], values(10, 14, 0.5, 1.5));
+    let u = t64(&[4, 2], values(8, 15, 0.5, 1.5));
+    // Index 1 repeats, index 9 is out of range (its update is dropped), -1 is the last row.
+    let idx = i64s(&[4], vec![1, 9, 1, -1]);
+    for (name, combine) in [("set", 0), ("add", 1), ("mul", 2), ("min", 3), ("max", 4)] {
+        check_grad(
+            name,
+            |v| {
+                let (x, u) = (&v[0], &v[1]);
+                let at = x.at(&idx);
+                let y = match combine {
+                    0 => at.set(u),
+                    1 => at.add(u),
+                    2 => at.mul(u),
+                    3 => at.min(u),
+                    _ => at.max(u),
+                };
+                weighted(&y)
+            },
+            vec![x.clone(), u.clone()],
+        );
+    }
+}
+
+#[test]
+fn d_scatter_mul_with_zero_updates() {
+    let x = t64(&[3], vec![0.7, -1.3, 2.0]);
+    let u = t64(&[4], vec![0.0, 1.5, 0.0, 0.0]);
+    // Row 0 gets one zero and a non-zero, row 2 gets two zeros.
+    let idx = i64s(&[4], vec![0, 0, 2, 2]);
+    check_grad(
+        "scatter_mul zeros",
+        |v| weighted(&v[0].at(&idx).mul(&v[1])),
+        vec![x.clone(), u.clone()],
+    );
+    let g = grad(|v: Vec<Tensor>| weighted(&v[0].at(&idx).mul(&v[1])))(vec![x, u]);
+    // d/du0 at row 0 is x0 * u1 * w0 (the other update); with two zeros at row 2 every
+    // derivative there is 0.
+    let gu = g[1].to_vec::<f64>().unwrap();
+    assert_eq!(gu[2], 0.0);
+    assert_eq!(gu[3], 0.0);
+    assert!(gu[0] != 0.0);
+}
+
+#[test]
+fn scatter_max_ties_share_the_gradient() {
+    let x = t64(&[2], vec![1.0, 5.0]);
+    let u = t64(&[2], vec![1.0, 1.0]);
+    let idx = i64s(&[2], vec![0, 0]);
+    let g = grad(|v: Vec<Tensor>| v[0].at(&idx).max(&v[1]).sum(..))(vec![x, u]);
+    // Position 0: the operand and both updates tie, a third each (JAX's rule).
+    let third = 1.0 / 3.0;
+    assert_eq!(g[0].to_vec::<f64>().unwrap(), vec![third, 1.0]);
+    assert_eq!(g[1].to_vec::<f64>().unwrap(), vec![third, third]);
+}

@@ -64,11 +64,15 @@ fn corpus_covers_every_op() {
         "concatenate",
         "stop_gradient",
         "custom_vjp",
+        "gather",
+        "dynamic_slice",
+        "dynamic_update_slice",
     ];
     all.extend(ferrax::ir::UnaryOp::ALL.iter().map(|u| u.name()));
     all.extend(ferrax::ir::BinaryOp::ALL.iter().map(|b| b.name()));
     all.extend(ferrax::ir::CompareOp::ALL.iter().map(|c| c.name()));
     all.extend(ferrax::ir::ReduceOp::ALL.iter().map(|r| r.name()));
+    all.extend(ferrax::ir::ScatterCombine::ALL.iter().map(|c| c.name()));
     let missing: Vec<&str> = all.into_iter().filter(|op| !used.contains(op)).collect();
     assert!(missing.is_empty(), "ops not in the corpus: {missing:?}");
 }

@@ -226,3 +226,95 @@ fn f32_gradients_match_jax_to_1e_5() {
     }
     assert_eq!(checked, 25);
 }
+
+/// The indexing cases of `tests/jax/generate_indexing.py`: the same functions with ferrax's
+/// `take`, `take_along_axis`, `at(..)` and dynamic slices, value and gradients to 1e-10.
+#[test]
+fn indexing_gradients_match_jax() {
+    let reference: Value =
+        serde_json::from_str(include_str!("jax/indexing_reference.json")).unwrap();
+    let ints = |key: &str| -> Tensor {
+        let v = &reference["indices"][key];
+        let rows: Vec<&Value> = v.as_array().unwrap().iter().collect();
+        let nested = rows[0].is_array();
+        let data: Vec<i64> = if nested {
+            rows.iter()
+                .flat_map(|r| r.as_array().unwrap().iter().map(|x| x.as_i64().unwrap()))
+                .collect()
+        } else {
+            rows.iter().map(|x| x.as_i64().unwrap()).collect()
+        };
+        let shape = if nested {
+            vec![rows.len(), data.len() / rows.len()]
+        } else {
+            vec![rows.len()]
+        };
+        Tensor::from_vec(shape, data)
+    };
+    let (rows, cols, scatter, repeated) = (
+        ints("rows"),
+        ints("cols"),
+        ints("scatter"),
+        ints("repeated"),
+    );
+    let starts = ints("starts").to_vec::<i64>().unwrap();
+    let (i, j) = (Tensor::scalar(starts[0]), Tensor::scalar(starts[1]));
+    let weighted = |y: &Tensor| {
+        let n = y.numel();
+        let w: Vec<f64> = (0..n)
+            .map(|k| {
+                if n == 1 {
+                    0.5
+                } else {
+                    0.5 + k as f64 / (n - 1) as f64
+                }
+            })
+            .collect();
+        (y * Tensor::from_vec(y.shape().to_vec(), w)).sum(..)
+    };
+    let mut checked = 0;
+    for case in reference["cases"].as_array().unwrap() {
+        let name = case["name"].as_str().unwrap();
+        let inputs: Vec<Tensor> = case["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(tensor)
+            .collect();
+        let want: Vec<Tensor> = case["outputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(tensor)
+            .collect();
+        let f = |a: Vec<Tensor>| -> Tensor {
+            match name {
+                "embedding" => weighted(&(a[0].take(&rows, 0) + &a[1]).tanh()),
+                "gather_rows_clamped" => {
+                    let idx = Tensor::from_vec([4], vec![0i64, 7, -1, 2]);
+                    weighted(&a[0].at(&idx).get().sin())
+                }
+                "take_along_axis" => weighted(&a[0].take_along_axis(&cols, 1).exp()),
+                "scatter_set" => weighted(&a[0].at(&scatter).set(&a[1]).square()),
+                "scatter_add" => weighted(&a[0].at(&repeated).add(&a[1]).sin()),
+                "scatter_mul" => weighted(&a[0].at(&scatter).mul(&a[1])),
+                "scatter_max" => weighted(&a[0].at(&repeated).max(&a[1])),
+                "scatter_min" => weighted(&a[0].at(&scatter).min(&a[1])),
+                "dynamic_slices" => {
+                    let s = a[0].dynamic_slice(&[&i, &j], &[2, 3]);
+                    let w = a[0].dynamic_update_slice(&(&a[1] * &a[1]), &[&j, &i]);
+                    weighted(&s.sin()) + weighted(&w.exp())
+                }
+                other => panic!("no ferrax version of case {other}"),
+            }
+        };
+        let (value, grads) = value_and_grad(f)(inputs);
+        let got: Vec<Tensor> = std::iter::once(value).chain(grads).collect();
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_close(name, k, g, w);
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 9);
+}

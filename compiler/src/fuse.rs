@@ -68,6 +68,10 @@ fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::Slice { .. }
         | Op::Pad { .. }
         | Op::Concatenate { .. }
+        | Op::Gather(_)
+        | Op::Scatter(_)
+        | Op::DynamicSlice { .. }
+        | Op::DynamicUpdateSlice
         | Op::CustomVjp(_) => false,
     }
 }

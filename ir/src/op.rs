@@ -2,7 +2,7 @@
 //! program maps onto this set one to one; every pass matches on `Op` exhaustively, so adding
 //! an op is a compile error everywhere it still needs handling.
 
-use crate::{DType, Func, Literal, Scalar, Shape};
+use crate::{DType, Func, Gather, Literal, Scalar, Scatter, Shape};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -282,6 +282,18 @@ pub enum Op {
     Concatenate {
         axis: usize,
     },
+    /// `(operand, start_indices)`: slices of the operand at indices read from a tensor.
+    Gather(Box<Gather>),
+    /// `(operand, scatter_indices, updates)`: the operand with update windows combined in.
+    Scatter(Box<Scatter>),
+    /// `(x, start_0, .., start_{r-1})`: the slice of size `sizes` at scalar start indices,
+    /// each clamped so the slice lies inside `x`.
+    DynamicSlice {
+        sizes: Vec<usize>,
+    },
+    /// `(x, update, start_0, .., start_{r-1})`: `x` with `update` written at the start
+    /// indices, clamped as in `DynamicSlice`.
+    DynamicUpdateSlice,
     /// Identity whose derivative is zero.
     StopGradient,
     /// A function with a user-defined reverse-mode derivative (`jax.custom_vjp`).
@@ -318,6 +330,10 @@ impl Op {
             Op::Slice { .. } => "slice",
             Op::Pad { .. } => "pad",
             Op::Concatenate { .. } => "concatenate",
+            Op::Gather(_) => "gather",
+            Op::Scatter(s) => s.combine.name(),
+            Op::DynamicSlice { .. } => "dynamic_slice",
+            Op::DynamicUpdateSlice => "dynamic_update_slice",
             Op::StopGradient => "stop_gradient",
             Op::CustomVjp(_) => "custom_vjp",
         }

@@ -8,7 +8,7 @@
 //! }
 //! ```
 
-use crate::{Elements, Func, Instr, Literal, Op, Scalar};
+use crate::{Elements, Func, Gather, Instr, Literal, Op, Scalar, Scatter};
 use half::{bf16, f16};
 use std::fmt::{self, Write};
 
@@ -94,6 +94,8 @@ impl fmt::Display for Instr {
                 }
             }
             Op::Concatenate { axis } => parts.push(format!("axis={axis}")),
+            Op::Gather(g) => gather_attrs(g, &mut parts),
+            Op::Scatter(s) => scatter_attrs(s, &mut parts),
             Op::CustomVjp(c) => {
                 for (role, nested) in [("primal", &c.primal), ("fwd", &c.fwd), ("bwd", &c.bwd)] {
                     let text = nested.to_string();
@@ -110,10 +112,59 @@ impl fmt::Display for Instr {
             | Op::Clamp
             | Op::Convert { .. }
             | Op::Reshape { .. }
+            | Op::DynamicSlice { .. }
+            | Op::DynamicUpdateSlice
             | Op::StopGradient => {}
         }
         write!(f, "{} {} : {}", self.op.name(), parts.join(", "), self.ty)
     }
+}
+
+/// Dimension lists that may be empty are left out when they are; the defaults the parser
+/// fills in are the same.
+fn dims_attr(parts: &mut Vec<String>, key: &str, dims: &[usize]) {
+    if !dims.is_empty() {
+        parts.push(format!("{key}={}", list(dims)));
+    }
+}
+
+fn flag_attr(parts: &mut Vec<String>, key: &str, on: bool) {
+    if on {
+        parts.push(format!("{key}=1"));
+    }
+}
+
+fn gather_attrs(g: &Gather, parts: &mut Vec<String>) {
+    dims_attr(parts, "offset_dims", &g.offset_dims);
+    dims_attr(parts, "collapsed_slice_dims", &g.collapsed_slice_dims);
+    dims_attr(parts, "operand_batching_dims", &g.operand_batching_dims);
+    dims_attr(
+        parts,
+        "start_indices_batching_dims",
+        &g.start_indices_batching_dims,
+    );
+    parts.push(format!("start_index_map={}", list(&g.start_index_map)));
+    parts.push(format!("index_vector_dim={}", g.index_vector_dim));
+    parts.push(format!("slice_sizes={}", list(&g.slice_sizes)));
+    flag_attr(parts, "indices_are_sorted", g.indices_are_sorted);
+}
+
+fn scatter_attrs(s: &Scatter, parts: &mut Vec<String>) {
+    dims_attr(parts, "update_window_dims", &s.update_window_dims);
+    dims_attr(parts, "inserted_window_dims", &s.inserted_window_dims);
+    dims_attr(parts, "input_batching_dims", &s.input_batching_dims);
+    dims_attr(
+        parts,
+        "scatter_indices_batching_dims",
+        &s.scatter_indices_batching_dims,
+    );
+    parts.push(format!(
+        "scatter_dims_to_operand_dims={}",
+        list(&s.scatter_dims_to_operand_dims)
+    ));
+    parts.push(format!("index_vector_dim={}", s.index_vector_dim));
+    flag_attr(parts, "indices_are_sorted", s.indices_are_sorted);
+    flag_attr(parts, "unique_indices", s.unique_indices);
 }
 
 fn list<T: fmt::Display>(items: &[T]) -> String {

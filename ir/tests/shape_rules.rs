@@ -154,3 +154,87 @@ fn shape_rules_table() {
     ];
     insta::assert_snapshot!(cases.join("\n"));
 }
+
+#[test]
+fn indexing_shape_rules_table() {
+    use ferrax_ir::{Gather, Scatter, ScatterCombine};
+    let rows = |slice: &[usize], offset: &[usize], ivd: usize| {
+        Op::Gather(Box::new(Gather {
+            offset_dims: offset.to_vec(),
+            collapsed_slice_dims: vec![0],
+            operand_batching_dims: vec![],
+            start_indices_batching_dims: vec![],
+            start_index_map: vec![0],
+            index_vector_dim: ivd,
+            slice_sizes: slice.to_vec(),
+            indices_are_sorted: false,
+        }))
+    };
+    let scatter = |window: &[usize], inserted: &[usize], ivd: usize| {
+        Op::Scatter(Box::new(Scatter {
+            combine: ScatterCombine::Add,
+            update_window_dims: window.to_vec(),
+            inserted_window_dims: inserted.to_vec(),
+            input_batching_dims: vec![],
+            scatter_indices_batching_dims: vec![],
+            scatter_dims_to_operand_dims: vec![0],
+            index_vector_dim: ivd,
+            indices_are_sorted: false,
+            unique_indices: false,
+        }))
+    };
+    let batched = Op::Gather(Box::new(Gather {
+        offset_dims: vec![],
+        collapsed_slice_dims: vec![1],
+        operand_batching_dims: vec![0],
+        start_indices_batching_dims: vec![0],
+        start_index_map: vec![1],
+        index_vector_dim: 2,
+        slice_sizes: vec![1, 1],
+        indices_are_sorted: false,
+    }));
+    let ds = |sizes: &[usize]| Op::DynamicSlice {
+        sizes: sizes.to_vec(),
+    };
+    let cases = [
+        case(rows(&[1, 3], &[2], 2), &["f32[6,3]", "i32[2,4]"]),
+        case(rows(&[1, 3], &[1], 1), &["f32[6,3]", "i64[5,1]"]),
+        case(rows(&[1, 3], &[0], 1), &["f32[6,3]", "u8[5]"]),
+        case(rows(&[1, 3], &[1], 1), &["f32[6,3]", "f32[5]"]),
+        case(rows(&[2, 3], &[1], 1), &["f32[6,3]", "i32[5]"]),
+        case(rows(&[1, 4], &[1], 1), &["f32[6,3]", "i32[5]"]),
+        case(rows(&[1, 3], &[1, 2], 1), &["f32[6,3]", "i32[5]"]),
+        case(rows(&[1, 3], &[1], 3), &["f32[6,3]", "i32[5]"]),
+        case(rows(&[1, 3], &[1], 0), &["f32[6,3]", "i32[5,2]"]),
+        case(batched.clone(), &["f32[3,7]", "i32[3,4]"]),
+        case(batched, &["f32[3,7]", "i32[2,4]"]),
+        case(scatter(&[1], &[0], 1), &["f32[6,3]", "i32[5]", "f32[5,3]"]),
+        case(scatter(&[1], &[0], 1), &["f32[6,3]", "i32[5]", "f32[4,3]"]),
+        case(scatter(&[1], &[0], 1), &["f32[6,3]", "i32[5]", "f32[5,4]"]),
+        case(scatter(&[1], &[0], 1), &["f32[6,3]", "i32[5]", "f64[5,3]"]),
+        case(
+            scatter(&[0, 1], &[], 1),
+            &["f32[6,3]", "i32[1]", "f32[2,3]"],
+        ),
+        case(scatter(&[1], &[1], 1), &["f32[6,3]", "i32[5]", "f32[5,6]"]),
+        case(ds(&[2, 2]), &["f32[4,3]", "i32[]", "i32[]"]),
+        case(ds(&[2, 2]), &["f32[4,3]", "i32[]"]),
+        case(ds(&[2, 4]), &["f32[4,3]", "i32[]", "i32[]"]),
+        case(ds(&[2, 2]), &["f32[4,3]", "i32[]", "i64[]"]),
+        case(ds(&[2, 2]), &["f32[4,3]", "f32[]", "f32[]"]),
+        case(
+            Op::DynamicUpdateSlice,
+            &["f32[4,3]", "f32[2,3]", "i32[]", "i32[]"],
+        ),
+        case(
+            Op::DynamicUpdateSlice,
+            &["f32[4,3]", "f32[5,3]", "i32[]", "i32[]"],
+        ),
+        case(
+            Op::DynamicUpdateSlice,
+            &["f32[4,3]", "f32[2,3]", "i32[1]", "i32[]"],
+        ),
+        case(Op::DynamicUpdateSlice, &["f32[4,3]"]),
+    ];
+    insta::assert_snapshot!(cases.join("\n"));
+}

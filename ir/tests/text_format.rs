@@ -136,3 +136,22 @@ fn malformed_text_gives_positioned_errors() {
     let report: Vec<String> = cases.iter().map(|c| parse_err(c)).collect();
     insta::assert_snapshot!(report.join("\n"));
 }
+
+#[test]
+fn indexing_ops_round_trip() {
+    let src = r#"
+func @indexing(%x: f32[4,3], %i: i32[5], %u: f32[5,3], %v: i64[2,2], %s: i32[], %b: f32[2,3,4], %bi: i64[2,5,1]) -> (f32[5,3], f32[4,3], f32[4,3], f32[2,2], f32[4,3], f32[2,5]) {
+  %g = gather %x, %i, offset_dims=[1], collapsed_slice_dims=[0], start_index_map=[0], index_vector_dim=1, slice_sizes=[1,3], indices_are_sorted=1 : f32[5,3]
+  %sa = scatter_add %x, %i, %u, update_window_dims=[1], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0], index_vector_dim=1, unique_indices=1 : f32[4,3]
+  %sr = scatter %x, %i, %u, update_window_dims=[1], inserted_window_dims=[0], scatter_dims_to_operand_dims=[0], index_vector_dim=1 : f32[4,3]
+  %gv = gather %x, %v, collapsed_slice_dims=[0,1], start_index_map=[0,1], index_vector_dim=1, slice_sizes=[1,1] : f32[2]
+  %ds = dynamic_slice %x, %s, %s : f32[2,2]
+  %us = dynamic_update_slice %x, %ds, %s, %s : f32[4,3]
+  %bg = gather %b, %bi, offset_dims=[2], collapsed_slice_dims=[2], operand_batching_dims=[0], start_indices_batching_dims=[0], start_index_map=[2], index_vector_dim=2, slice_sizes=[1,3,1] : f32[2,5,3]
+  %r = reduce_sum %bg, axes=[2] : f32[2,5]
+  return %g, %sa, %sr, %ds, %us, %r
+}
+"#;
+    let f = round_trip(src);
+    insta::assert_snapshot!(print_func(&f));
+}

@@ -274,6 +274,33 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
             ),
         ),
         (
+            "embedding_lookup",
+            t(
+                |(table, ids, pos): (Tensor, Tensor, Tensor)| table.take(&ids, 0) + pos,
+                (s(&[6, 4]), Tensor::spec(DType::I32, [2, 3]), s(&[3, 4])),
+            ),
+        ),
+        (
+            "scatter_combiners",
+            t(
+                |(x, ids, u): (Tensor, Tensor, Tensor)| {
+                    let at = x.at(&ids);
+                    (at.set(&u), at.add(&u), at.mul(&u), at.min(&u), at.max(&u))
+                },
+                (s(&[5, 2]), Tensor::spec(DType::I32, [3]), s(&[3, 2])),
+            ),
+        ),
+        (
+            "dynamic_slices",
+            t(
+                |(x, i, u): (Tensor, Tensor, Tensor)| {
+                    let window = x.dynamic_slice(&[&i, &i], &[2, 2]);
+                    x.dynamic_update_slice(&(window * &u), &[&i, &i])
+                },
+                (s(&[4, 3]), Tensor::spec(DType::I32, []), s(&[2, 2])),
+            ),
+        ),
+        (
             "custom_vjp_clip",
             t(
                 |x: Tensor| {

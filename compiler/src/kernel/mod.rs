@@ -323,6 +323,10 @@ pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kern
                     | Op::Slice { .. }
                     | Op::Pad { .. }
                     | Op::Concatenate { .. }
+                    | Op::Gather(_)
+                    | Op::Scatter(_)
+                    | Op::DynamicSlice { .. }
+                    | Op::DynamicUpdateSlice
                     | Op::StopGradient
                     | Op::CustomVjp(_) => return None,
                 };

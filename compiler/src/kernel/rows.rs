@@ -366,6 +366,10 @@ impl RowLowering<'_> {
             | Op::Slice { .. }
             | Op::Pad { .. }
             | Op::Concatenate { .. }
+            | Op::Gather(_)
+            | Op::Scatter(_)
+            | Op::DynamicSlice { .. }
+            | Op::DynamicUpdateSlice
             | Op::StopGradient
             | Op::CustomVjp(_) => return None,
         };

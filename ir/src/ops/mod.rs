@@ -3,6 +3,7 @@
 mod call;
 mod contract;
 mod elementwise;
+mod indexing;
 mod movement;
 mod reduce;
 mod source;
@@ -35,6 +36,10 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
             interior,
         } => movement::pad(low, high, interior, args)?,
         Op::Concatenate { axis } => movement::concatenate(*axis, args)?,
+        Op::Gather(g) => indexing::gather(g, args)?,
+        Op::Scatter(s) => indexing::scatter(s, args)?,
+        Op::DynamicSlice { sizes } => indexing::dynamic_slice(sizes, args)?,
+        Op::DynamicUpdateSlice => indexing::dynamic_update_slice(args)?,
         Op::Reduce { op: r, axes } => reduce::reduce(*r, axes, args)?,
         Op::DotGeneral(dims) => contract::dot_general(dims, args)?,
         Op::CustomVjp(c) => call::custom_vjp(c, args)?,

@@ -82,6 +82,15 @@ impl Attrs {
         }
     }
 
+    /// A flag written `key=1`, absent when false.
+    pub(super) fn flag(&mut self, p: &Parser, key: &str) -> PResult<bool> {
+        match self.map.remove(key) {
+            None => Ok(false),
+            Some((AttrValue::Int(v @ (0 | 1)), _)) => Ok(v == 1),
+            Some((_, at)) => Err(p.error_at(at, format!("attribute '{key}' expects 0 or 1"))),
+        }
+    }
+
     pub(super) fn ilist(
         &mut self,
         p: &Parser,

@@ -5,8 +5,8 @@
 use super::attrs::Attrs;
 use super::cursor::{PResult, Parser};
 use crate::{
-    bf16_from_f64, f16_from_f64, BinaryOp, CompareOp, CustomVjp, DType, DotDims, Elements, Literal,
-    Op, ReduceOp, Scalar, TensorType, UnaryOp,
+    bf16_from_f64, f16_from_f64, BinaryOp, CompareOp, CustomVjp, DType, DotDims, Elements, Gather,
+    Literal, Op, ReduceOp, Scalar, Scatter, ScatterCombine, TensorType, UnaryOp,
 };
 use half::{bf16, f16};
 
@@ -31,6 +31,8 @@ pub(super) fn build_op(
         Op::Binary(b)
     } else if let Some(c) = CompareOp::ALL.into_iter().find(|c| c.name() == name) {
         Op::Compare(c)
+    } else if let Some(c) = ScatterCombine::ALL.into_iter().find(|c| c.name() == name) {
+        Op::Scatter(Box::new(scatter(p, &mut attrs, c)?))
     } else if let Some(r) = ReduceOp::ALL.into_iter().find(|r| r.name() == name) {
         Op::Reduce {
             op: r,
@@ -91,6 +93,11 @@ pub(super) fn build_op(
             "concatenate" => Op::Concatenate {
                 axis: attrs.int(p, "axis")?,
             },
+            "gather" => Op::Gather(Box::new(gather(p, &mut attrs)?)),
+            "dynamic_slice" => Op::DynamicSlice {
+                sizes: ty.dims().to_vec(),
+            },
+            "dynamic_update_slice" => Op::DynamicUpdateSlice,
             "stop_gradient" => Op::StopGradient,
             "custom_vjp" => Op::CustomVjp(Box::new(CustomVjp {
                 primal: attrs.func(p, "primal")?,
@@ -102,6 +109,35 @@ pub(super) fn build_op(
     };
     attrs.finish(p)?;
     Ok(op)
+}
+
+fn gather(p: &Parser, attrs: &mut Attrs) -> PResult<Gather> {
+    let none = || Some(Vec::new());
+    Ok(Gather {
+        offset_dims: attrs.list(p, "offset_dims", none())?,
+        collapsed_slice_dims: attrs.list(p, "collapsed_slice_dims", none())?,
+        operand_batching_dims: attrs.list(p, "operand_batching_dims", none())?,
+        start_indices_batching_dims: attrs.list(p, "start_indices_batching_dims", none())?,
+        start_index_map: attrs.list(p, "start_index_map", None)?,
+        index_vector_dim: attrs.int(p, "index_vector_dim")?,
+        slice_sizes: attrs.list(p, "slice_sizes", None)?,
+        indices_are_sorted: attrs.flag(p, "indices_are_sorted")?,
+    })
+}
+
+fn scatter(p: &Parser, attrs: &mut Attrs, combine: ScatterCombine) -> PResult<Scatter> {
+    let none = || Some(Vec::new());
+    Ok(Scatter {
+        combine,
+        update_window_dims: attrs.list(p, "update_window_dims", none())?,
+        inserted_window_dims: attrs.list(p, "inserted_window_dims", none())?,
+        input_batching_dims: attrs.list(p, "input_batching_dims", none())?,
+        scatter_indices_batching_dims: attrs.list(p, "scatter_indices_batching_dims", none())?,
+        scatter_dims_to_operand_dims: attrs.list(p, "scatter_dims_to_operand_dims", None)?,
+        index_vector_dim: attrs.int(p, "index_vector_dim")?,
+        indices_are_sorted: attrs.flag(p, "indices_are_sorted")?,
+        unique_indices: attrs.flag(p, "unique_indices")?,
+    })
 }
 
 /// A constant of type `ty` with the values `text`: one per element, or one to splat.

@@ -6,6 +6,7 @@
 
 mod contract;
 mod elementwise;
+mod indexing;
 
 pub use elementwise::wide_unary;
 mod movement;
@@ -117,6 +118,10 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
         Op::Slice { start, strides, .. } => movement::slice(args[0], ty, start, strides),
         Op::Pad { low, interior, .. } => movement::pad(args[0], args[1], ty, low, interior)?,
         Op::Concatenate { axis } => movement::concatenate(args, ty, *axis)?,
+        Op::Gather(g) => indexing::gather(g, args[0], args[1], ty.dims())?,
+        Op::Scatter(s) => indexing::scatter(s, args[0], args[1], args[2])?,
+        Op::DynamicSlice { sizes } => indexing::dynamic_slice(args[0], &args[1..], sizes)?,
+        Op::DynamicUpdateSlice => indexing::dynamic_update_slice(args[0], args[1], &args[2..])?,
         Op::Reduce { op, axes } => reduce::reduce(*op, args[0], axes)?,
         Op::DotGeneral(dims) => contract::dot_general(args[0], args[1], dims)?,
     };

@@ -5,6 +5,7 @@
 mod call;
 mod contract;
 mod elementwise;
+mod indexing;
 mod movement;
 mod reduce;
 
@@ -31,6 +32,9 @@ pub(super) fn jvp(
         | Op::Slice { .. }
         | Op::Pad { .. }
         | Op::Concatenate { .. } => movement::jvp(e, op, x, t),
+        Op::Gather(_) | Op::Scatter(_) | Op::DynamicSlice { .. } | Op::DynamicUpdateSlice => {
+            indexing::jvp(e, op, x, t, y)
+        }
         Op::Reduce { op: r, axes } => reduce::jvp(e, *r, axes, x[0], t[0], y),
         Op::DotGeneral(dims) => contract::jvp(e, dims, x, t),
         Op::CustomVjp(c) => call::jvp(e, c, x, t),
@@ -59,6 +63,9 @@ pub(super) fn vjp(
         | Op::Slice { .. }
         | Op::Pad { .. }
         | Op::Concatenate { .. } => movement::vjp(e, op, x, g),
+        Op::Gather(_) | Op::Scatter(_) | Op::DynamicSlice { .. } | Op::DynamicUpdateSlice => {
+            indexing::vjp(e, op, x, y, g)
+        }
         Op::Reduce { op: r, axes } => Ok(vec![reduce::vjp(e, *r, axes, x[0], y, g)?]),
         Op::DotGeneral(dims) => contract::vjp(e, dims, x, g),
         Op::CustomVjp(c) => call::vjp(e, c, x, g),

@@ -238,6 +238,11 @@ impl Parts {
             | Op::Convert { .. }
             | Op::StopGradient
             | Op::CustomVjp(_) => host,
+            // Indexing by values runs on the interpreter until the PTX backend has kernels
+            // for it.
+            Op::Gather(_) | Op::Scatter(_) | Op::DynamicSlice { .. } | Op::DynamicUpdateSlice => {
+                host
+            }
         }
     }
 

@@ -92,7 +92,7 @@ impl Tensor {
     }
 
     #[track_caller]
-    fn compare<'a>(&self, c: CompareOp, other: impl Into<Operand<'a>>) -> Tensor {
+    pub(super) fn compare<'a>(&self, c: CompareOp, other: impl Into<Operand<'a>>) -> Tensor {
         let other = other.into().resolve(self);
         self.elementwise2(Op::Compare(c), &other)
     }

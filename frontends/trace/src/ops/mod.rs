@@ -10,11 +10,13 @@
 mod call;
 mod contract;
 mod elementwise;
+mod indexing;
 mod movement;
 mod reduce;
 mod source;
 
 pub use call::{custom_vjp, custom_vjp_named};
+pub use indexing::At;
 
 use crate::Tensor;
 use std::ops::RangeFull;

@@ -1,0 +1,200 @@
+//! Indexing by values through the `Tensor` API: the results of `take`, `take_along_axis`,
+//! `at(..)`, the dynamic slices, `one_hot` and `argmax`/`argmin` against values worked out
+//! by hand (JAX's semantics for negative and out-of-range indices), the same programs under
+//! `jit` on the CPU backend, and the errors bad indices give.
+#![allow(clippy::unwrap_used)]
+
+use ferrax::{jit, DType, Tensor};
+
+fn f32s(shape: &[usize], data: Vec<f32>) -> Tensor {
+    Tensor::from_vec(shape.to_vec(), data)
+}
+
+fn i32s(shape: &[usize], data: Vec<i32>) -> Tensor {
+    Tensor::from_vec(shape.to_vec(), data)
+}
+
+/// `f` evaluated eagerly and under `jit`; both must give `want`.
+fn check(
+    name: &str,
+    f: impl Fn(&Tensor, &Tensor) -> Tensor + Copy,
+    x: Tensor,
+    i: Tensor,
+    want: Vec<f32>,
+    shape: &[usize],
+) {
+    let eager = f(&x, &i);
+    assert_eq!(eager.shape(), shape, "{name}: eager shape");
+    assert_eq!(eager.to_vec::<f32>().unwrap(), want, "{name}: eager");
+    let compiled = jit(move |(x, i): (Tensor, Tensor)| f(&x, &i))
+        .call((x, i))
+        .unwrap();
+    assert_eq!(compiled.to_vec::<f32>().unwrap(), want, "{name}: jit");
+}
+
+fn grid() -> Tensor {
+    // [[0, 1, 2], [10, 11, 12], [20, 21, 22], [30, 31, 32]]
+    f32s(
+        &[4, 3],
+        (0..12).map(|k| (10 * (k / 3) + k % 3) as f32).collect(),
+    )
+}
+
+#[test]
+fn take_rows_and_columns_with_clamping_and_negative_indices() {
+    let idx = i32s(&[2, 2], vec![1, -1, 9, 0]);
+    check(
+        "take axis 0",
+        |x, i| x.take(i, 0),
+        grid(),
+        idx.clone(),
+        vec![10., 11., 12., 30., 31., 32., 30., 31., 32., 0., 1., 2.],
+        &[2, 2, 3],
+    );
+    check(
+        "take axis 1",
+        |x, i| x.take(i, 1),
+        grid(),
+        idx,
+        vec![
+            1., 2., 2., 0., 11., 12., 12., 10., 21., 22., 22., 20., 31., 32., 32., 30.,
+        ],
+        &[4, 2, 2],
+    );
+}
+
+#[test]
+fn take_along_axis_picks_per_row() {
+    let idx = i32s(&[4, 1], vec![2, 0, 1, -1]);
+    check(
+        "take_along_axis",
+        |x, i| x.take_along_axis(i, 1),
+        grid(),
+        idx,
+        vec![2., 10., 21., 32.],
+        &[4, 1],
+    );
+}
+
+#[test]
+fn at_updates_follow_jax() {
+    let x = f32s(&[4], vec![1., 2., 3., 4.]);
+    // Index 1 twice, 7 is out of range (dropped), -1 is the last element.
+    let idx = i32s(&[4], vec![1, 7, 1, -1]);
+    let u = f32s(&[4], vec![5., 6., 0.5, -2.]);
+    let run = |f: fn(&Tensor, &Tensor, &Tensor) -> Tensor| {
+        let eager = f(&x, &idx, &u).to_vec::<f32>().unwrap();
+        let compiled = jit(move |(x, i, u): (Tensor, Tensor, Tensor)| f(&x, &i, &u))
+            .call((x.clone(), idx.clone(), u.clone()))
+            .unwrap()
+            .to_vec::<f32>()
+            .unwrap();
+        assert_eq!(eager, compiled);
+        eager
+    };
+    assert_eq!(run(|x, i, u| x.at(i).set(u)), vec![1., 0.5, 3., -2.]);
+    assert_eq!(run(|x, i, u| x.at(i).add(u)), vec![1., 7.5, 3., 2.]);
+    assert_eq!(run(|x, i, u| x.at(i).mul(u)), vec![1., 5., 3., -8.]);
+    assert_eq!(run(|x, i, u| x.at(i).min(u)), vec![1., 0.5, 3., -2.]);
+    assert_eq!(run(|x, i, u| x.at(i).max(u)), vec![1., 5., 3., 4.]);
+    assert_eq!(run(|x, i, _| x.at(i).get()), vec![2., 4., 2., 4.]);
+    // A scalar update broadcasts; rows of a matrix are updated whole.
+    let m = grid().at(&i32s(&[2], vec![0, 0])).add(1.0);
+    assert_eq!(&m.to_vec::<f32>().unwrap()[..4], &[2., 3., 4., 10.]);
+}
+
+#[test]
+fn dynamic_slices_clamp_their_start() {
+    let i = i32s(&[], vec![3]);
+    let j = i32s(&[], vec![-2]);
+    let s = grid().dynamic_slice(&[&i, &j], &[2, 2]);
+    // Row 3 clamps to 2 so that two rows fit; column -2 is 1.
+    assert_eq!(s.to_vec::<f32>().unwrap(), vec![21., 22., 31., 32.]);
+    let compiled = jit(|(x, i): (Tensor, Tensor)| x.dynamic_slice(&[&i, &i], &[2, 2]))
+        .call((grid(), i32s(&[], vec![1])))
+        .unwrap();
+    assert_eq!(compiled.to_vec::<f32>().unwrap(), vec![11., 12., 21., 22.]);
+    let u = f32s(&[1, 2], vec![-1., -2.]);
+    let w = grid().dynamic_update_slice(&u, &[&i, &i]);
+    assert_eq!(&w.to_vec::<f32>().unwrap()[9..], &[30., -1., -2.]);
+}
+
+#[test]
+fn one_hot_and_arg_extrema() {
+    let labels = i32s(&[3], vec![2, 0, 5]);
+    let oh = labels.one_hot(3, DType::F32);
+    assert_eq!(oh.shape(), &[3, 3]);
+    assert_eq!(
+        oh.to_vec::<f32>().unwrap(),
+        vec![0., 0., 1., 1., 0., 0., 0., 0., 0.]
+    );
+    let x = f32s(&[2, 4], vec![1., 5., 5., -1., f32::NAN, 2., 9., 0.]);
+    assert_eq!(x.argmax(1).to_vec::<i32>().unwrap(), vec![1, 0]);
+    assert_eq!(x.argmin(1).to_vec::<i32>().unwrap(), vec![3, 0]);
+    assert_eq!(x.argmax(0).to_vec::<i32>().unwrap(), vec![1, 0, 1, 1]);
+    let compiled = jit(|x: Tensor| x.argmax(-1)).call(x).unwrap();
+    assert_eq!(compiled.to_vec::<i32>().unwrap(), vec![1, 0]);
+}
+
+#[test]
+fn zero_size_indexing() {
+    let empty = i32s(&[0], vec![]);
+    assert_eq!(grid().take(&empty, 0).shape(), &[0, 3]);
+    let x = grid().at(&empty).add(f32s(&[0, 3], vec![]));
+    assert_eq!(x.to_vec::<f32>().unwrap(), grid().to_vec::<f32>().unwrap());
+    let compiled = jit(|(x, i): (Tensor, Tensor)| x.take(&i, 0).sum(..))
+        .call((grid(), empty))
+        .unwrap();
+    assert_eq!(compiled.to_vec::<f32>().unwrap(), vec![0.0]);
+}
+
+#[test]
+fn bad_indices_are_errors_naming_the_op_and_line() {
+    let f = |(x, i): (Tensor, Tensor)| x.take(&i, 0);
+    let err = jit(f)
+        .call((grid(), f32s(&[1], vec![0.0])))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("take") && err.contains("integer") && err.contains("indexing.rs"),
+        "{err}"
+    );
+    let err = grid()
+        .take(&i32s(&[1], vec![0]), 2)
+        .to_vec::<f32>()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("axis 2"), "{err}");
+    let err = grid()
+        .take_along_axis(&i32s(&[2], vec![0, 1]), 0)
+        .to_vec::<f32>()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("rank"), "{err}");
+    let i = i32s(&[], vec![0]);
+    let err = grid()
+        .dynamic_slice(&[&i], &[1, 1])
+        .to_vec::<f32>()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("dynamic_slice") && err.contains("start indices"),
+        "{err}"
+    );
+    let err = grid()
+        .dynamic_slice(&[&i, &i], &[5, 1])
+        .to_vec::<f32>()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("dynamic_slice") && err.contains("[5, 1]"),
+        "{err}"
+    );
+    let err = grid()
+        .at(&i32s(&[2], vec![0, 1]))
+        .add(f32s(&[3, 3], vec![0.0; 9]))
+        .to_vec::<f32>()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("broadcast"), "{err}");
+}
