@@ -66,6 +66,17 @@ pub(crate) fn lex(src: &str) -> Result<Vec<(Tok, usize)>, Error> {
                 i += 2;
                 Tok::Arrow
             }
+            // A quoted symbol name: `@"<lambda>"`.
+            '@' if chars.get(i + 1) == Some(&'"') => {
+                i += 2;
+                let end = chars[i..]
+                    .iter()
+                    .position(|&ch| ch == '"')
+                    .ok_or_else(|| Error::at(line, "unterminated symbol name"))?;
+                let name: String = chars[i..i + end].iter().collect();
+                i += end + 1;
+                Tok::Symbol(name)
+            }
             '"' => {
                 i += 1;
                 let mut s = String::new();

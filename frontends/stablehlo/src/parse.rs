@@ -356,6 +356,12 @@ impl P {
                     self.expect(')')?;
                 }
                 Tok::Punct('{') if depth == 0 => self.attr_dict(&mut op.attrs)?,
+                // The generic form's properties: `<{key = value, ...}>`.
+                Tok::Punct('<') if *self.peek_at(1) == Tok::Punct('{') => {
+                    self.next();
+                    self.attr_dict(&mut op.attrs)?;
+                    self.expect('>')?;
+                }
                 Tok::Word(key) if depth == 0 && *self.peek_at(1) == Tok::Punct('=') => {
                     self.next();
                     self.next();

@@ -3,10 +3,11 @@
 //!
 //! Here: the walk over an entry's operations and the calls it inlines. One op's mapping is in
 //! `ops` (with StableHLO's op names in `names` and attribute reading in `attrs`), reductions
-//! in `reduce`, checks in `check`.
+//! in `reduce`, gathers, scatters and dynamic slices in `indexing`, checks in `check`.
 
 mod attrs;
 mod check;
+mod indexing;
 mod names;
 mod ops;
 mod reduce;

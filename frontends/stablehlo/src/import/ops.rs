@@ -90,6 +90,10 @@ impl Importer<'_> {
             "slice" => Self::slice(op)?,
             "dot_general" => return self.dot_general(op, args, &ty),
             "reduce" => return self.reduce(op, args, &ty),
+            "gather" | "dynamic_gather" => return self.gather(op, args, &ty),
+            "scatter" => return self.scatter(op, args, &ty),
+            "dynamic_slice" => return self.dynamic_slice(op, args, &ty),
+            "dynamic_update_slice" => Op::DynamicUpdateSlice,
             other => return Err(Error::unsupported(line, format!("op stablehlo.{other}"))),
         };
         self.push(new, args, line)
