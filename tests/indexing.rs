@@ -198,3 +198,79 @@ fn bad_indices_are_errors_naming_the_op_and_line() {
         .to_string();
     assert!(err.contains("broadcast"), "{err}");
 }
+
+/// A small deterministic generator for the random programs below.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// An index in `-n - 2 ..= n + 1`: negative, in range and out of range.
+    fn index(&mut self, n: usize) -> i32 {
+        self.below(2 * n + 4) as i32 - n as i32 - 2
+    }
+}
+
+#[test]
+fn random_gathers_and_scatters_on_the_cpu_backend_match_the_interpreter_bit_for_bit() {
+    let mut rng = Rng(0x5eed);
+    for case in 0..60 {
+        // Every fourth case is large enough for the threaded paths.
+        let dims: Vec<usize> = if case % 4 == 3 {
+            vec![300 + rng.below(40), 256]
+        } else {
+            (0..1 + rng.below(3)).map(|_| 1 + rng.below(5)).collect()
+        };
+        let n: usize = dims.iter().product();
+        let x = f32s(
+            &dims,
+            (0..n)
+                .map(|k| ((k * 37 % 101) as f32 - 50.0) / 7.0)
+                .collect(),
+        );
+        let axis = rng.below(dims.len());
+        let count = 1 + rng.below(if case % 4 == 3 { 400 } else { 6 });
+        let idx = i32s(
+            &[count],
+            (0..count).map(|_| rng.index(dims[axis])).collect(),
+        );
+        let mut update_dims = vec![count];
+        update_dims.extend_from_slice(&dims[1..]);
+        let m: usize = update_dims.iter().product();
+        let u = f32s(
+            &update_dims,
+            (0..m)
+                .map(|k| ((k * 53 % 97) as f32 - 48.0) / 5.0)
+                .collect(),
+        );
+        let op = rng.below(7);
+        let f = move |(x, i, u): (Tensor, Tensor, Tensor)| match op {
+            0 => x.take(&i, axis as i64),
+            1 => x.at(&i).set(&u),
+            2 => x.at(&i).add(&u),
+            3 => x.at(&i).mul(&u),
+            4 => x.at(&i).min(&u),
+            5 => x.at(&i).max(&u),
+            _ => x.take(&i, 0).astype(DType::F64).astype(DType::F32),
+        };
+        let eager = f((x.clone(), idx.clone(), u.clone()))
+            .to_vec::<f32>()
+            .unwrap();
+        let compiled = jit(f).call((x, idx, u)).unwrap().to_vec::<f32>().unwrap();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&eager),
+            bits(&compiled),
+            "case {case}: op {op} on {dims:?}"
+        );
+    }
+}

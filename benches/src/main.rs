@@ -118,6 +118,21 @@ fn normal(shape: &[usize], seed: u64) -> Tensor {
     Tensor::from_vec(shape.to_vec(), data)
 }
 
+/// Uniform i32 indices in `0..n` (the w14 token ids).
+fn uniform_indices(shape: &[usize], n: usize, seed: u64) -> Tensor {
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    let count: usize = shape.iter().product();
+    let data: Vec<i32> = (0..count)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 11) % n as u64) as i32
+        })
+        .collect();
+    Tensor::from_vec(shape.to_vec(), data)
+}
+
 fn gelu(x: Tensor) -> Tensor {
     (&x * 0.5) * ((((&x * &x * &x) * 0.044715 + &x) * 0.7978845608).tanh() + 1.0) * 1.5 + 0.25
 }
@@ -412,6 +427,33 @@ fn main() -> Result<()> {
             Some(8.0 * (1 << 22) as f64),
             None,
         );
+    }
+    if args.want("w14_embedding_gather") || args.want("w14_embedding_scatter_add") {
+        let (vocab, width) = (50304, 768);
+        let idx = uniform_indices(&[8, 1024], vocab, 8);
+        let gathered = (8 * 1024 * width * 4) as f64;
+        if args.want("w14_embedding_gather") {
+            let (table, pos) = (normal(&[vocab, width], 9), normal(&[1024, width], 10));
+            let f = jit(|(t, p, i): (Tensor, Tensor, Tensor)| t.take(&i, 0) + p);
+            let t = timed(reps, || {
+                f.call((table.clone(), pos.clone(), idx.clone())).map(drop)
+            })?;
+            emit("w14_embedding_gather", t, Some(3.0 * gathered), None);
+        }
+        if args.want("w14_embedding_scatter_add") {
+            let g = normal(&[8, 1024, width], 11);
+            let f = jit(move |(g, i): (Tensor, Tensor)| {
+                Tensor::zeros(DType::F32, [vocab, width]).at(&i).add(&g)
+            });
+            let t = timed(reps, || f.call((g.clone(), idx.clone())).map(drop))?;
+            let table_bytes = (vocab * width * 4) as f64;
+            emit(
+                "w14_embedding_scatter_add",
+                t,
+                Some(2.0 * gathered + table_bytes),
+                None,
+            );
+        }
     }
     Ok(())
 }

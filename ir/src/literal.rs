@@ -88,6 +88,22 @@ impl Elements {
         }
     }
 
+    /// Sets every element to `value`; false (and nothing changed) if its dtype differs.
+    pub fn fill(&mut self, value: Scalar) -> bool {
+        match (self, value) {
+            (Elements::F32(v), Scalar::F32(x)) => v.fill(x),
+            (Elements::F64(v), Scalar::F64(x)) => v.fill(x),
+            (Elements::F16(v), Scalar::F16(x)) => v.fill(x),
+            (Elements::BF16(v), Scalar::BF16(x)) => v.fill(x),
+            (Elements::I32(v), Scalar::I32(x)) => v.fill(x),
+            (Elements::I64(v), Scalar::I64(x)) => v.fill(x),
+            (Elements::U8(v), Scalar::U8(x)) => v.fill(x),
+            (Elements::Bool(v), Scalar::Bool(x)) => v.fill(x),
+            _ => return false,
+        }
+        true
+    }
+
     pub fn zeros(dtype: DType, n: usize) -> Elements {
         Elements::splat(Scalar::zero(dtype), n)
     }

@@ -4,6 +4,7 @@
 //! and data movement get kernels of their own). Large kernels and products use every core.
 
 pub mod clif;
+mod indexing;
 mod launch;
 mod matmul;
 pub mod support;
@@ -13,7 +14,7 @@ use crate::backend::liveness::{liveness, Liveness, MemoryReport, StepValues};
 use crate::fuse::{listing, partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::{lower, Kernel, Role};
-use ferrax_ir::{verify, DType, Elements, Func, ValueId};
+use ferrax_ir::{verify, DType, Elements, Func, Op, ValueId};
 use ferrax_runtime::{check_args, eval_op, recycle, Array, RuntimeError};
 use launch::{data_ptr, data_ptr_mut, launch, launch_rows};
 use matmul::{matmul, nt_layout, NtLayout, Unit};
@@ -40,6 +41,8 @@ pub enum BackendError {
 enum ExecStep {
     Kernel(usize),
     Gemm(usize, Gemm),
+    /// A gather or scatter, by `indexing` where it takes the dtype, else the interpreter.
+    Indexing(usize),
     Op(usize),
 }
 
@@ -62,7 +65,7 @@ pub struct CpuExecutable {
 /// The operands each step reads and the values it defines.
 fn step_values(func: &Func, kernels: &[Kernel], step: &ExecStep) -> StepValues {
     match *step {
-        ExecStep::Op(i) | ExecStep::Gemm(i, _) => StepValues {
+        ExecStep::Op(i) | ExecStep::Gemm(i, _) | ExecStep::Indexing(i) => StepValues {
             reads: func.body[i].args.clone(),
             writes: vec![func.instr_value(i)],
         },
@@ -100,16 +103,18 @@ impl CpuExecutable {
             match *step {
                 Step::Op { index } => {
                     let step = match &func.body[index].op {
-                        ferrax_ir::Op::DotGeneral(dims) => {
+                        Op::DotGeneral(dims) => {
                             match plan_gemm(func, index, dims, &[DType::F32, DType::F64]) {
                                 Some(g) => ExecStep::Gemm(index, g),
                                 None => ExecStep::Op(index),
                             }
                         }
+                        Op::Gather(_) | Op::Scatter(_) => ExecStep::Indexing(index),
                         _ => ExecStep::Op(index),
                     };
                     let runner = match step {
                         ExecStep::Gemm(..) => "gemm",
+                        ExecStep::Indexing(_) => "indexing",
                         _ => "interpreter",
                     };
                     names.push(runner.to_string());
@@ -200,6 +205,81 @@ impl CpuExecutable {
             .unwrap_or_else(|| Elements::zeros(dtype, len))
     }
 
+    /// Instruction `i` made in a recycled buffer if it is a large splat constant: filling one
+    /// costs no page faults, where a fresh allocation's first writes do.
+    fn large_splat(&self, i: usize) -> Option<Result<Array, RuntimeError>> {
+        let Op::Constant(lit) = &self.func.body[i].op else {
+            return None;
+        };
+        let bytes = lit.ty.numel() * lit.ty.dtype.size_bytes();
+        if !lit.is_splat() || bytes < recycle::MIN_BYTES {
+            return None;
+        }
+        let mut data = self.buffer(lit.ty.dtype, lit.ty.numel());
+        data.fill(lit.data.get(0))
+            .then(|| Array::new(lit.ty.shape.clone(), data))
+    }
+
+    /// Gather or scatter instruction `i`. A scatter updates its operand's buffer in place
+    /// when this is the operand's last use and nothing else holds it.
+    fn indexing(
+        &self,
+        i: usize,
+        values: &mut [Option<Array>],
+        frees: &[ValueId],
+    ) -> Result<Array, RuntimeError> {
+        let ins = &self.func.body[i];
+        let get = |values: &[Option<Array>], v: ValueId| {
+            values[v.index()]
+                .clone()
+                .ok_or(RuntimeError::Freed { value: v.0 })
+        };
+        let interpret = |values: &[Option<Array>]| {
+            let operands = ins
+                .args
+                .iter()
+                .map(|&a| get(values, a))
+                .collect::<Result<Vec<_>, _>>()?;
+            let refs: Vec<&Array> = operands.iter().collect();
+            eval_op(&ins.op, &refs)
+        };
+        match &ins.op {
+            Op::Gather(g) => {
+                let (operand, indices) = (get(values, ins.args[0])?, get(values, ins.args[1])?);
+                let mut out = self.buffer(ins.ty.dtype, ins.ty.numel());
+                match indexing::gather(g, &operand, &indices, ins.ty.dims(), &mut out) {
+                    Some(()) => Array::new(ins.ty.shape.clone(), out),
+                    None => {
+                        self.keep(out);
+                        interpret(values)
+                    }
+                }
+            }
+            Op::Scatter(sc) => {
+                let (indices, updates) = (get(values, ins.args[1])?, get(values, ins.args[2])?);
+                let target = ins.args[0];
+                let last_use = frees.contains(&target) && !ins.args[1..].contains(&target);
+                let mut data = match values[target.index()].take() {
+                    Some(a) if last_use => {
+                        a.into_elements().unwrap_or_else(|a| a.elements().clone())
+                    }
+                    taken => {
+                        values[target.index()] = taken;
+                        get(values, target)?.elements().clone()
+                    }
+                };
+                match indexing::scatter(sc, &mut data, ins.ty.dims(), &indices, &updates) {
+                    Some(()) => Array::new(ins.ty.shape.clone(), data),
+                    None => {
+                        let operand = Array::new(ins.ty.shape.clone(), data)?;
+                        eval_op(&ins.op, &[&operand, &indices, &updates])
+                    }
+                }
+            }
+            _ => interpret(values),
+        }
+    }
+
     /// Releases `value`: its buffer joins the pool when nothing else holds it.
     fn release(&self, value: Option<Array>) {
         if let Some(Ok(e)) = value.map(Array::into_elements) {
@@ -271,13 +351,23 @@ impl CpuExecutable {
             match *step {
                 ExecStep::Op(i) => {
                     let ins = &func.body[i];
-                    let operands = ins
-                        .args
-                        .iter()
-                        .map(|&a| get(&values, a))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let refs: Vec<&Array> = operands.iter().collect();
-                    values[func.instr_value(i).index()] = Some(eval_op(&ins.op, &refs)?);
+                    let out = match self.large_splat(i) {
+                        Some(filled) => filled?,
+                        None => {
+                            let operands = ins
+                                .args
+                                .iter()
+                                .map(|&a| get(&values, a))
+                                .collect::<Result<Vec<_>, _>>()?;
+                            let refs: Vec<&Array> = operands.iter().collect();
+                            eval_op(&ins.op, &refs)?
+                        }
+                    };
+                    values[func.instr_value(i).index()] = Some(out);
+                }
+                ExecStep::Indexing(i) => {
+                    let out = self.indexing(i, &mut values, &self.frees[s])?;
+                    values[func.instr_value(i).index()] = Some(out);
                 }
                 ExecStep::Gemm(i, g) => {
                     let ins = &func.body[i];
