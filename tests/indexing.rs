@@ -274,3 +274,29 @@ fn random_gathers_and_scatters_on_the_cpu_backend_match_the_interpreter_bit_for_
         );
     }
 }
+
+#[test]
+fn an_embedding_lookup_and_its_positional_add_are_one_cpu_kernel() {
+    let f = jit(|(t, p, i): (Tensor, Tensor, Tensor)| t.take(&i, 0) + p);
+    let specs = (
+        Tensor::spec(DType::F32, [50, 8]),
+        Tensor::spec(DType::F32, [4, 8]),
+        Tensor::spec(DType::I32, [3, 4]),
+    );
+    let lowered = f.lower(&specs).unwrap();
+    let fused = lowered.fused().unwrap_or_default();
+    // The indices' normalisation, then one kernel reading rows by index.
+    assert_eq!(fused.matches("// kernel").count(), 2, "{fused}");
+    assert!(!fused.contains("// indexing"), "{fused}");
+    let kernels = lowered.kernels().join("\n");
+    assert!(
+        kernels.contains("f32 [clamp(#0[i / 8], 0, 50 - 1) * 8 + i % 8] = %0"),
+        "{kernels}"
+    );
+    let table = f32s(&[50, 8], (0..400).map(|k| k as f32 * 0.25).collect());
+    let pos = f32s(&[4, 8], (0..32).map(|k| -(k as f32)).collect());
+    let ids = i32s(&[3, 4], vec![0, 49, -1, 70, 3, -60, 7, 7, 25, 1, 2, 48]);
+    let eager = (table.take(&ids, 0) + &pos).to_vec::<f32>().unwrap();
+    let compiled = f.call((table, pos, ids)).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(eager, compiled);
+}

@@ -70,6 +70,20 @@ fn program(op: KernelOp, dtype: DType) -> Option<(Func, Vec<Array>)> {
         KernelOp::Select => (Op::Select, vec![DType::Bool, dtype, dtype]),
         KernelOp::Clamp => (Op::Clamp, vec![dtype, dtype, dtype]),
         KernelOp::Convert(to) => (Op::Convert { to }, vec![dtype]),
+        // Elements picked by i32 indices, out-of-range ones (the extremes) clamped.
+        KernelOp::RowGather => (
+            Op::Gather(Box::new(ferrax::ir::Gather {
+                offset_dims: vec![],
+                collapsed_slice_dims: vec![0],
+                operand_batching_dims: vec![],
+                start_indices_batching_dims: vec![],
+                start_index_map: vec![0],
+                index_vector_dim: 1,
+                slice_sizes: vec![1],
+                indices_are_sorted: false,
+            })),
+            vec![dtype, DType::I32],
+        ),
         // Held values and reductions are walked by their own tests below.
         KernelOp::Hold | KernelOp::RowReduce(_) | KernelOp::ColumnReduce(_) => return None,
     };

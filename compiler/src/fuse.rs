@@ -13,7 +13,7 @@
 //! all in one pass over each row's data per reduction.
 
 use crate::kernel::rows::RowRole;
-use crate::kernel::{broadcast_access, splat_constant, Access};
+use crate::kernel::{broadcast_access, row_gather, splat_constant, Access};
 use crate::target::{KernelOp, Target};
 use ferrax_ir::{DType, Func, Instr, Op, TensorType, ValueId};
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -60,6 +60,14 @@ fn fusible(func: &Func, i: usize, target: &Target) -> bool {
             computes(KernelOp::Hold, d)
                 && operand().is_some_and(|t| broadcast_access(t, &ins.ty, dims).is_some())
         }
+        // Row gathers (embedding lookups) are loads from the rows the indices pick, both
+        // arrays in memory (kernels inline splat constants instead of reading them).
+        Op::Gather(g) => {
+            let types = (operand(), ins.args.get(1).and_then(|&a| func.value_type(a)));
+            computes(KernelOp::RowGather, d)
+                && matches!(types, (Some(x), Some(i)) if row_gather(x, i, g).is_some())
+                && ins.args.iter().all(|&a| splat_constant(func, a).is_none())
+        }
         Op::Iota { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
@@ -68,7 +76,6 @@ fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::Slice { .. }
         | Op::Pad { .. }
         | Op::Concatenate { .. }
-        | Op::Gather(_)
         | Op::Scatter(_)
         | Op::DynamicSlice { .. }
         | Op::DynamicUpdateSlice
@@ -213,6 +220,7 @@ pub fn partition(func: &Func, target: &Target) -> Vec<Step> {
         while end < func.body.len()
             && flat_len(func, end, target) == Some(len)
             && !func.body[end].args.iter().any(|a| columns.contains(a))
+            && !gathers_from(func, end, i..end)
         {
             if column_reduction(func, end, target) {
                 columns.push(func.instr_value(end));
@@ -310,6 +318,16 @@ fn materialize_constants(func: &Func, steps: Vec<Step>) -> Vec<Step> {
     out
 }
 
+/// Whether instruction `i` is a gather that reads its rows or indices from a value computed
+/// by instructions `run`: a gather reads both from memory, so it starts a kernel of its own.
+fn gathers_from(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool {
+    let ins = &func.body[i];
+    matches!(ins.op, Op::Gather(_))
+        && run
+            .into_iter()
+            .any(|k| ins.args.contains(&func.instr_value(k)))
+}
+
 /// The element count of the flat kernel instruction `i` can be part of: its own for a fusible
 /// instruction, its operand's for a column reduction.
 fn flat_len(func: &Func, i: usize, target: &Target) -> Option<usize> {
@@ -399,8 +417,11 @@ fn row_role(
                 Access::Outer(m) => role == RowRole::Elem && m == cols,
                 // A row of columns is read from memory, never from a value of the kernel.
                 Access::Inner(m) => role == RowRole::Elem && m == cols && !defined_here,
+                Access::Gather { .. } => false,
             }
         }
+        // Row kernels do not index rows by value.
+        Op::Gather(_) => false,
         _ => fusible(func, i, target),
     };
     ok.then_some(role)

@@ -42,12 +42,20 @@ pub enum KernelOp {
     RowReduce(ReduceOp),
     /// A reduction over leading axes accumulated inside a flat kernel (bias gradients).
     ColumnReduce(ReduceOp),
+    /// A load of whole rows picked by integer indices (an embedding lookup): a gather
+    /// (`kernel::row_gather`) read in place, on the gathered element type.
+    RowGather,
 }
 
 impl KernelOp {
     /// Every operation (conversions to each type), for tests that walk the whole table.
     pub fn all() -> Vec<KernelOp> {
-        let mut ops = vec![KernelOp::Hold, KernelOp::Select, KernelOp::Clamp];
+        let mut ops = vec![
+            KernelOp::Hold,
+            KernelOp::RowGather,
+            KernelOp::Select,
+            KernelOp::Clamp,
+        ];
         ops.extend(UnaryOp::ALL.map(KernelOp::Unary));
         ops.extend(BinaryOp::ALL.map(KernelOp::Binary));
         ops.extend(CompareOp::ALL.map(KernelOp::Compare));

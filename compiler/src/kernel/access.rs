@@ -3,7 +3,7 @@
 //! with these what a kernel may hold; lowering builds the kernel's buffers from them.
 
 use super::Access;
-use ferrax_ir::{Func, Op, Scalar, TensorType, ValueId};
+use ferrax_ir::{DType, Func, Gather, Op, Scalar, TensorType, ValueId};
 
 /// How a kernel over `result`'s elements reads `operand` broadcast with `dims`: one value
 /// for all (a scalar), element `i / n` (the operand fills the leading dimensions, like a
@@ -38,6 +38,38 @@ pub fn broadcast_access(
         (false, true) => Some(Access::Inner(result.dims()[first..].iter().product())),
         (false, false) => None,
     }
+}
+
+/// `(n, rows)` when `g` picks whole rows of `operand` (its leading dimension) by scalar
+/// indices of `indices` (i32 or i64; a trailing index vector of length 1 counts as scalar)
+/// and lays each row out after the indices' dimensions: a kernel over the result reads element
+/// `i` of it at row `indices[i / n]`, column `i % n` ([`Access::Gather`]).
+pub fn row_gather(
+    operand: &TensorType,
+    indices: &TensorType,
+    g: &Gather,
+) -> Option<(usize, usize)> {
+    let (rank, batch) = (operand.rank(), indices.rank());
+    if rank == 0 || g.slice_sizes.len() != rank {
+        return None;
+    }
+    let scalar_indices = g.index_vector_dim == batch
+        || (g.index_vector_dim + 1 == batch && indices.dims()[g.index_vector_dim] == 1);
+    let batch = if g.index_vector_dim == batch {
+        batch
+    } else {
+        batch - 1
+    };
+    let whole_rows = g.slice_sizes.first() == Some(&1) && g.slice_sizes[1..] == operand.dims()[1..];
+    let ok = matches!(indices.dtype, DType::I32 | DType::I64)
+        && scalar_indices
+        && g.collapsed_slice_dims == [0]
+        && g.start_index_map == [0]
+        && g.operand_batching_dims.is_empty()
+        && whole_rows
+        && g.offset_dims.iter().copied().eq(batch..batch + rank - 1);
+    let n: usize = operand.dims()[1..].iter().product();
+    (ok && n > 0).then_some((n, operand.dims()[0]))
 }
 
 /// The splat value of `v` when it is a splat constant, or a broadcast or reshape of one.

@@ -13,7 +13,7 @@ pub mod math;
 pub mod rows;
 
 use crate::target::{KernelOp, Target};
-pub use access::{broadcast_access, kernel_outputs, splat_constant};
+pub use access::{broadcast_access, kernel_outputs, row_gather, splat_constant};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Func, Op, ReduceOp, Scalar, UnaryOp, ValueId};
 use math::Emit;
 use std::collections::HashMap;
@@ -43,6 +43,10 @@ pub enum Access {
     Outer(usize),
     /// Element `i % n` (a broadcast over leading dimensions).
     Inner(usize),
+    /// Element `clamp(r, 0, rows - 1) * n + i % n`, where `r` is element `i / n` of integer
+    /// buffer `index` (read with `Outer(n)`): rows of `n` elements picked by indices (a row
+    /// gather, such as an embedding lookup).
+    Gather { index: usize, n: usize, rows: usize },
 }
 
 /// One buffer of a kernel.
@@ -162,6 +166,7 @@ impl Kernel {
             | KernelOp::RowReduce(_)
             | KernelOp::ColumnReduce(_) => operand.unwrap_or(ins.dtype),
             KernelOp::Hold
+            | KernelOp::RowGather
             | KernelOp::Unary(_)
             | KernelOp::Binary(_)
             | KernelOp::Select
@@ -285,6 +290,19 @@ pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kern
                 }
             }
             Op::StopGradient => l.value(ins.args[0])?,
+            Op::Gather(g) => {
+                let (operand, indices) = (ins.args[0], ins.args[1]);
+                let (n, rows) =
+                    row_gather(func.value_type(operand)?, func.value_type(indices)?, g)?;
+                l.sig.buffers.push(Buffer {
+                    role: Role::Input,
+                    dtype: func.value_type(indices)?.dtype,
+                    access: Access::Outer(n),
+                    value: indices,
+                });
+                let index = l.sig.buffers.len() - 1;
+                l.load(operand, Access::Gather { index, n, rows })?
+            }
             // A column reduction: its value is the combined partial
             // buffer, not a kernel value.
             Op::Reduce { op, .. } => {
@@ -527,6 +545,9 @@ impl fmt::Display for Kernel {
                 Access::Scalar => " [0]".to_string(),
                 Access::Outer(n) => format!(" [i / {n}]"),
                 Access::Inner(n) => format!(" [i % {n}]"),
+                Access::Gather { index, n, rows } => {
+                    format!(" [clamp(#{index}[i / {n}], 0, {rows} - 1) * {n} + i % {n}]")
+                }
             };
             write!(
                 f,

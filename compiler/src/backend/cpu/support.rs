@@ -30,6 +30,11 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
     }
     match op {
         KernelOp::Hold | KernelOp::Select => Native,
+        // Flat kernels load rows by index (the address from an index loaded per row).
+        KernelOp::RowGather => match dtype {
+            DType::Bool => Host,
+            _ => Native,
+        },
         KernelOp::Clamp => match dtype {
             DType::Bool => Host,
             _ => kept(Native),

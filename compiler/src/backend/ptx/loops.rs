@@ -45,7 +45,7 @@ fn vector_width(kernel: &Kernel) -> usize {
     };
     let fits = kernel.len.is_multiple_of(v)
         && kernel.sig.buffers.iter().all(|b| match b.access {
-            Access::Outer(n) | Access::Inner(n) => n.is_multiple_of(v),
+            Access::Outer(n) | Access::Inner(n) | Access::Gather { n, .. } => n.is_multiple_of(v),
             Access::Each | Access::Scalar => true,
         });
     if fits {
@@ -262,6 +262,9 @@ impl LoopAddresses<'_> {
         } = self.index;
         let b = &self.kernel.sig.buffers[buffer];
         let size = b.dtype.size_bytes();
+        if let Access::Gather { index: of, n, rows } = b.access {
+            return self.gathered(e, buffer, of, (n, rows));
+        }
         let idx_class = if *wide { Class::Rd } else { Class::R };
         let idx = match b.access {
             Access::Each => index.clone(),
@@ -280,6 +283,7 @@ impl LoopAddresses<'_> {
                 e.line(format!("rem.{it} {q}, {index}, {n}"));
                 q
             }
+            Access::Gather { .. } => unreachable!("gathers return above"),
         };
         let offset = e.reg(Class::Rd);
         if *wide {
@@ -287,6 +291,50 @@ impl LoopAddresses<'_> {
         } else {
             e.line(format!("mul.wide.u32 {offset}, {idx}, {size}"));
         }
+        let addr = e.reg(Class::Rd);
+        e.line(format!("add.s64 {addr}, {}, {offset}", self.bases[buffer]));
+        self.addresses.insert(buffer, addr.clone());
+        addr
+    }
+}
+
+impl LoopAddresses<'_> {
+    /// The address of `buffer`'s element in the row a gather picks: the index at `i / n` in
+    /// buffer `of` (i32 or i64), clamped to `0..rows`, times `n`, plus `i % n`; in 64 bits,
+    /// since the table may be larger than the kernel's range.
+    fn gathered(
+        &mut self,
+        e: &mut Emitter,
+        buffer: usize,
+        of: usize,
+        (n, rows): (usize, usize),
+    ) -> String {
+        let at = self.address(e, of);
+        let Index {
+            index, it, wide, ..
+        } = self.index;
+        let row = e.reg(Class::Rd);
+        if self.kernel.sig.buffers[of].dtype == DType::I64 {
+            e.line(format!("ld.global.nc.s64 {row}, [{at}]"));
+        } else {
+            let narrow = e.reg(Class::R);
+            e.line(format!("ld.global.nc.s32 {narrow}, [{at}]"));
+            e.line(format!("cvt.s64.s32 {row}, {narrow}"));
+        }
+        e.line(format!("max.s64 {row}, {row}, 0"));
+        e.line(format!("min.s64 {row}, {row}, {}", rows.saturating_sub(1)));
+        let col = e.reg(Class::Rd);
+        if *wide {
+            e.line(format!("rem.{it} {col}, {index}, {n}"));
+        } else {
+            let c = e.reg(Class::R);
+            e.line(format!("rem.{it} {c}, {index}, {n}"));
+            e.line(format!("cvt.u64.u32 {col}, {c}"));
+        }
+        let offset = e.reg(Class::Rd);
+        e.line(format!("mad.lo.s64 {offset}, {row}, {n}, {col}"));
+        let size = self.kernel.sig.buffers[buffer].dtype.size_bytes();
+        e.line(format!("mul.lo.s64 {offset}, {offset}, {size}"));
         let addr = e.reg(Class::Rd);
         e.line(format!("add.s64 {addr}, {}, {offset}", self.bases[buffer]));
         self.addresses.insert(buffer, addr.clone());

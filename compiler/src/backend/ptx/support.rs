@@ -48,6 +48,7 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
         return match op {
             KernelOp::Convert(to) => convert(dtype, to),
             KernelOp::Hold
+            | KernelOp::RowGather
             | KernelOp::Select
             | KernelOp::Clamp
             | KernelOp::Unary(_)
@@ -59,6 +60,11 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
     }
     match op {
         KernelOp::Hold => Native,
+        // Rows loaded by index: the index read per row, clamped, in 64-bit addresses.
+        KernelOp::RowGather => match dtype {
+            DType::Bool => Host,
+            _ => Native,
+        },
         KernelOp::Select => kept(Native),
         KernelOp::Clamp => match dtype {
             DType::Bool => Host,

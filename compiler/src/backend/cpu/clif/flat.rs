@@ -154,7 +154,7 @@ impl Divisors {
             .buffers
             .iter()
             .filter_map(|b| match b.access {
-                Access::Outer(n) | Access::Inner(n) => Some(n),
+                Access::Outer(n) | Access::Inner(n) | Access::Gather { n, .. } => Some(n),
                 Access::Each | Access::Scalar => None,
             })
             .collect();
@@ -221,7 +221,8 @@ impl Divisors {
         let of = |n: usize| self.0.iter().position(|&m| m == n).map(|k| p.rows_cols[k]);
         match access {
             Access::Outer(n) => of(n).map(|rc| rc.0),
-            Access::Inner(n) => of(n).map(|rc| rc.1),
+            // The column; the row comes from the index buffer (`Body::address`).
+            Access::Inner(n) | Access::Gather { n, .. } => of(n).map(|rc| rc.1),
             Access::Each | Access::Scalar => Some(p.i),
         }
     }
@@ -409,9 +410,50 @@ impl Body<'_> {
             .divisors
             .index(p, buffer_of.access)
             .ok_or_else(|| (self.unsupported)("a broadcast without its row length".into()))?;
+        let index = match buffer_of.access {
+            Access::Gather {
+                index: rows_of,
+                n,
+                rows,
+            } => {
+                let row = self.gathered_row(b, p, rows_of, rows)?;
+                let start = b.ins().imul_imm_s(row, n as i64);
+                b.ins().iadd(start, index)
+            }
+            Access::Each | Access::Scalar | Access::Outer(_) | Access::Inner(_) => index,
+        };
         // A shift, which x64 folds into the address (element sizes are powers of two).
         let offset = b.ins().ishl_imm_u(index, i64::from(size.trailing_zeros()));
         Ok(b.ins().iadd(self.mem.bases[buffer], offset))
+    }
+
+    /// The row a gather reads at `p`: the index in buffer `index_buffer` (i32 or i64, read
+    /// at `i / n`), clamped to `0..rows` as gather clamps.
+    fn gathered_row(
+        &self,
+        b: &mut FunctionBuilder,
+        p: &Position,
+        index_buffer: usize,
+        rows: usize,
+    ) -> Result<Value, CodegenError> {
+        let addr = self.address(b, p, index_buffer)?;
+        let flags = MemFlagsData::trusted();
+        let raw = match self.kernel.sig.buffers[index_buffer].dtype {
+            DType::I32 => {
+                let v = b.ins().load(types::I32, flags, addr, 0);
+                b.ins().sextend(types::I64, v)
+            }
+            DType::I64 => b.ins().load(types::I64, flags, addr, 0),
+            other => {
+                return Err((self.unsupported)(format!(
+                    "gather indices of dtype {other}"
+                )))
+            }
+        };
+        let zero = b.ins().iconst(types::I64, 0);
+        let last = b.ins().iconst(types::I64, rows as i64 - 1);
+        let low = b.ins().smax(raw, zero);
+        Ok(b.ins().smin(low, last))
     }
 
     /// Argument `a` of copy `c` of instruction `k`: its value, or a vector constant, loaded

@@ -202,6 +202,8 @@ impl RowCode<'_> {
             (Access::Outer(_), _) | (_, None) => (self.bases[buffer], self.row),
             (Access::Inner(_), Some(c)) => (self.bases[buffer], c),
             (Access::Each, Some(c)) => (self.row_bases[buffer], c),
+            // Fusion keeps gathers out of row kernels (`fuse::row_role`).
+            (Access::Gather { .. }, Some(_)) => unreachable!("a gather in a row kernel"),
         };
         let offset = b.ins().ishl_imm_u(index, i64::from(size.trailing_zeros()));
         b.ins().iadd(base, offset)

@@ -40,26 +40,42 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
                 _ => true,
             });
     }
-    let buffers_ok = kernel
+    // Index buffers of row gathers are read once per row, as scalars.
+    let indices: Vec<usize> = kernel
         .sig
         .buffers
         .iter()
-        .all(|b| match (b.dtype, b.access) {
-            // Each vector of a step loads, combines and stores its columns before the next
-            // loads, so vectors of one step may share columns.
-            (DType::F32, Access::Inner(n)) if matches!(b.role, Role::Partial(_)) => {
-                n.is_multiple_of(lanes)
-            }
-            (_, _) if matches!(b.role, Role::Partial(_)) => false,
-            // Bools are bytes: LANES of them widen into a lane mask, and narrow back.
-            (DType::Bool, access) => access == Access::Each,
-            // f16 and bf16 buffers hold 16-bit lanes of i32 vectors.
-            (DType::F32 | DType::I32 | DType::F16 | DType::BF16, access) => match access {
-                Access::Outer(n) | Access::Inner(n) => n.is_multiple_of(lanes),
-                Access::Each | Access::Scalar => true,
-            },
-            _ => false,
-        });
+        .filter_map(|b| match b.access {
+            Access::Gather { index, .. } => Some(index),
+            Access::Each | Access::Scalar | Access::Outer(_) | Access::Inner(_) => None,
+        })
+        .collect();
+    let buffers_ok =
+        kernel
+            .sig
+            .buffers
+            .iter()
+            .enumerate()
+            .all(|(k, b)| match (b.dtype, b.access) {
+                (DType::I32 | DType::I64, Access::Outer(_)) if indices.contains(&k) => true,
+                // Each vector of a step loads, combines and stores its columns before the next
+                // loads, so vectors of one step may share columns.
+                (DType::F32, Access::Inner(n)) if matches!(b.role, Role::Partial(_)) => {
+                    n.is_multiple_of(lanes)
+                }
+                (_, _) if matches!(b.role, Role::Partial(_)) => false,
+                // Bools are bytes: LANES of them widen into a lane mask, and narrow back.
+                (DType::Bool, access) => access == Access::Each,
+                // f16 and bf16 buffers hold 16-bit lanes of i32 vectors.
+                (DType::F32 | DType::I32 | DType::F16 | DType::BF16, access) => match access {
+                    // A gathered row's vector lies within one row when rows are whole vectors.
+                    Access::Outer(n) | Access::Inner(n) | Access::Gather { n, .. } => {
+                        n.is_multiple_of(lanes)
+                    }
+                    Access::Each | Access::Scalar => true,
+                },
+                _ => false,
+            });
     let wide = wide_values(kernel);
     buffers_ok
         && kernel.body.iter().enumerate().all(|(k, ins)| {
