@@ -78,16 +78,16 @@ pub(super) fn launch_rows(entry: KernelFn, kernel: &Kernel, args: &[*mut u8], ro
 }
 
 /// The parts a flat launch over `len` elements runs in: one when small, else
-/// [`PARTS_PER_THREAD`] per thread of rayon's pool, each starting at a multiple of the vector
-/// width.
+/// [`PARTS_PER_THREAD`] per thread of rayon's pool, each starting at a multiple of a vector
+/// loop's step (the flat code relies on it).
 fn parts(len: usize) -> Vec<(usize, usize)> {
     let threads = threads();
     if len < PARALLEL_THRESHOLD || threads < 2 {
         return vec![(0, len)];
     }
-    let lanes = super::clif::LANES as usize;
+    let step = super::clif::FLAT_STEP;
     let parts = PARTS_PER_THREAD * threads;
-    let chunk = len.div_ceil(parts).div_ceil(lanes) * lanes;
+    let chunk = len.div_ceil(parts).div_ceil(step) * step;
     (0..parts)
         .map(|t| ((t * chunk).min(len), ((t + 1) * chunk).min(len)))
         .collect()

@@ -23,6 +23,11 @@ use std::collections::HashMap;
 const FLAT_COPIES: usize = 4;
 const _: () = assert!(FLAT_COPIES.is_power_of_two());
 
+/// Elements per step of a flat kernel's vector loop. Launches start their parts at multiples
+/// of it, so that a step lies within one row of every broadcast or gather whose row length
+/// it divides.
+pub(crate) const FLAT_STEP: usize = LANES as usize * FLAT_COPIES;
+
 /// The flat kernel's code: the vector loop (with `simd`), then the scalar tail.
 pub(super) fn build_flat(
     b: &mut FunctionBuilder,
@@ -88,14 +93,27 @@ pub(super) fn build_flat(
         b.ins()
             .brif(any, vector, &first.args(), tail, &[start.into()]);
         b.switch_to_block(vector);
-        let mut at = vec![divisors.params(b, vector)];
-        for _ in 1..copies {
-            let next = divisors.advance(b, &at[at.len() - 1], LANES);
+        let first = divisors.params(b, vector);
+        // Where every row length is a multiple of the step (which starts at a multiple of it),
+        // the step's vectors share their rows: their positions are offsets in the row, and the
+        // rows advance once per step.
+        let one_row = divisors.0.iter().all(|&n| n.is_multiple_of(FLAT_STEP));
+        let mut at = vec![first];
+        for c in 1..copies {
+            let next = if one_row {
+                divisors.within_row(b, &at[0], c as i64 * LANES)
+            } else {
+                divisors.advance(b, &at[c - 1], LANES)
+            };
             at.push(next);
         }
         let mut consts = Consts::new(pool, base);
         emit_body(b, kernel, &at, Some(&mut consts), &mem, funcs)?;
-        let next = divisors.advance(b, &at[copies - 1], LANES);
+        let next = if one_row {
+            divisors.advance(b, &at[0], step)
+        } else {
+            divisors.advance(b, &at[copies - 1], LANES)
+        };
         let more = b.ins().icmp(IntCC::SignedLessThan, next.i, vend);
         b.ins()
             .brif(more, vector, &next.args(), tail, &[next.i.into()]);
@@ -194,6 +212,18 @@ impl Divisors {
         Position { i, rows_cols }
     }
 
+    /// The position `k` elements on, in the same row for every divisor (the caller knows that
+    /// no column wraps).
+    fn within_row(&self, b: &mut FunctionBuilder, p: &Position, k: i64) -> Position {
+        let i = b.ins().iadd_imm_s(p.i, k);
+        let rows_cols = p
+            .rows_cols
+            .iter()
+            .map(|&(row, col)| (row, b.ins().iadd_imm_s(col, k)))
+            .collect();
+        Position { i, rows_cols }
+    }
+
     /// The position `k` elements on, `k` at most every divisor.
     fn advance(&self, b: &mut FunctionBuilder, p: &Position, k: i64) -> Position {
         let i = b.ins().iadd_imm_s(p.i, k);
@@ -251,6 +281,7 @@ fn emit_body(
         values: Vec::with_capacity(kernel.body.len()),
         deferred: Vec::with_capacity(kernel.body.len()),
         loaded: HashMap::new(),
+        gathered: Default::default(),
     };
     for (k, ins) in kernel.body.iter().enumerate() {
         let ty = value_type(ins.dtype, body.vector)
@@ -296,6 +327,9 @@ struct Body<'a> {
     deferred: Vec<Option<Scalar>>,
     /// The last load of each such constant, with the instruction it was loaded for.
     loaded: HashMap<usize, (usize, Val)>,
+    /// The rows gathers read, by index buffer and row position: the vectors of a step that
+    /// share a row share its index load.
+    gathered: std::cell::RefCell<HashMap<(usize, Value), Value>>,
 }
 
 impl Body<'_> {
@@ -436,6 +470,14 @@ impl Body<'_> {
         index_buffer: usize,
         rows: usize,
     ) -> Result<Value, CodegenError> {
+        let row_of = self
+            .mem
+            .divisors
+            .index(p, self.kernel.sig.buffers[index_buffer].access);
+        let known = row_of.and_then(|r| self.gathered.borrow().get(&(index_buffer, r)).copied());
+        if let Some(row) = known {
+            return Ok(row);
+        }
         let addr = self.address(b, p, index_buffer)?;
         let flags = MemFlagsData::trusted();
         let raw = match self.kernel.sig.buffers[index_buffer].dtype {
@@ -453,7 +495,11 @@ impl Body<'_> {
         let zero = b.ins().iconst(types::I64, 0);
         let last = b.ins().iconst(types::I64, rows as i64 - 1);
         let low = b.ins().smax(raw, zero);
-        Ok(b.ins().smin(low, last))
+        let row = b.ins().smin(low, last);
+        if let Some(r) = row_of {
+            self.gathered.borrow_mut().insert((index_buffer, r), row);
+        }
+        Ok(row)
     }
 
     /// Argument `a` of copy `c` of instruction `k`: its value, or a vector constant, loaded

@@ -27,6 +27,7 @@ mod reduce;
 mod rows;
 mod vector;
 
+pub(crate) use flat::FLAT_STEP;
 pub use vector::vectorizable;
 
 use crate::kernel::halves;
