@@ -300,3 +300,21 @@ fn an_embedding_lookup_and_its_positional_add_are_one_cpu_kernel() {
     let compiled = f.call((table, pos, ids)).unwrap().to_vec::<f32>().unwrap();
     assert_eq!(eager, compiled);
 }
+
+#[test]
+fn nn_embedding_and_its_gradient() {
+    use ferrax::{grad, nn};
+    let table = f32s(&[5, 2], (0..10).map(|k| k as f32).collect());
+    let ids = i32s(&[2, 2], vec![4, 0, 4, -1]);
+    let rows = nn::embedding(&table, &ids);
+    assert_eq!(rows.shape(), &[2, 2, 2]);
+    assert_eq!(rows.to_vec::<f32>().unwrap(), vec![8., 9., 0., 1., 8., 9., 8., 9.]);
+    // Row 4 is looked up three times, row 0 once.
+    let g = grad(|t: Tensor| nn::embedding(&t, &ids).sum(..))(table);
+    assert_eq!(
+        g.to_vec::<f32>().unwrap(),
+        vec![1., 1., 0., 0., 0., 0., 0., 0., 3., 3.]
+    );
+    let oh = nn::one_hot(&i32s(&[2], vec![1, 3]), 3, DType::F32);
+    assert_eq!(oh.to_vec::<f32>().unwrap(), vec![0., 1., 0., 0., 0., 0.]);
+}

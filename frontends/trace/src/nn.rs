@@ -43,3 +43,19 @@ pub fn log_softmax(x: &Tensor, axis: i32) -> Tensor {
     let lse = shifted.exp().sum_keepdims(axis).log();
     shifted - lse
 }
+
+/// Rows of `table` (`[vocab, ..]`) picked by integer `ids` (`jnp.take(table, ids, axis=0)`):
+/// shape `ids.shape + table.shape[1:]`. Out-of-range ids clamp, negative ones count from the
+/// end; the gradient with respect to `table` is a scatter-add of the rows' cotangents. On both
+/// backends the lookup is read in place by the kernel that uses it.
+#[track_caller]
+pub fn embedding(table: &Tensor, ids: &Tensor) -> Tensor {
+    table.take(ids, 0)
+}
+
+/// `ids` one-hot over `classes` as `dtype` (`jax.nn.one_hot`); ids outside `0..classes` give
+/// rows of zeros.
+#[track_caller]
+pub fn one_hot(ids: &Tensor, classes: usize, dtype: ferrax_ir::DType) -> Tensor {
+    ids.one_hot(classes, dtype)
+}
