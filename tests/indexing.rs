@@ -308,7 +308,10 @@ fn nn_embedding_and_its_gradient() {
     let ids = i32s(&[2, 2], vec![4, 0, 4, -1]);
     let rows = nn::embedding(&table, &ids);
     assert_eq!(rows.shape(), &[2, 2, 2]);
-    assert_eq!(rows.to_vec::<f32>().unwrap(), vec![8., 9., 0., 1., 8., 9., 8., 9.]);
+    assert_eq!(
+        rows.to_vec::<f32>().unwrap(),
+        vec![8., 9., 0., 1., 8., 9., 8., 9.]
+    );
     // Row 4 is looked up three times, row 0 once.
     let g = grad(|t: Tensor| nn::embedding(&t, &ids).sum(..))(table);
     assert_eq!(

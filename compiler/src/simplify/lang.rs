@@ -184,9 +184,14 @@ impl Analysis<Node> for Facts {
         }
         let refs: Vec<&TensorType> = types.iter().collect();
         let splats: Option<Vec<Scalar>> = operands.iter().map(|&c| egraph[c].data.splat).collect();
+        // Every element of a gather or dynamic slice is an element of its operand.
+        let splat = match op {
+            Op::Gather(_) | Op::DynamicSlice { .. } => egraph[operands[0]].data.splat,
+            _ => fold(&op, splats.as_deref()),
+        };
         Data {
             ty: infer_type(&op, &refs).ok(),
-            splat: fold(&op, splats.as_deref()),
+            splat,
         }
     }
 

@@ -3,6 +3,7 @@
 
 mod algebra;
 mod contract;
+mod indexing;
 mod layout;
 
 use super::lang::{op_of, Data, Facts, Graph, Node};
@@ -19,6 +20,7 @@ pub fn stages() -> Vec<(&'static str, Vec<Rule>)> {
             algebra::rules()
                 .into_iter()
                 .chain(layout::rules())
+                .chain(indexing::rules())
                 .collect(),
         ),
         ("contract", contract::rules()),
