@@ -10,6 +10,6 @@ pub use ferrax_stablehlo as stablehlo;
 pub use ferrax_trace::Tree;
 pub use ferrax_trace::{
     custom_vjp, custom_vjp_named, grad, grad_with_aux, hessian, jit, jvp, nn, trace,
-    value_and_grad, value_and_grad_with_aux, vjp, Axes, Compiled, Device, Error, Jit, Lowered,
-    Operand, Pullback, Result, Signature, Static, Tensor, TreeDef,
+    value_and_grad, value_and_grad_with_aux, vjp, At, Axes, Compiled, Device, Error, IndexMode,
+    Jit, Lowered, Operand, Pullback, Result, Signature, Static, Tensor, TreeDef,
 };

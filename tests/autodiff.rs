@@ -12,7 +12,7 @@ use common::Gen;
 
 use ferrax::{
     grad, grad_with_aux, hessian, jit, jvp, nn, trace, value_and_grad, value_and_grad_with_aux,
-    vjp, DType, Tensor,
+    vjp, DType, IndexMode, Tensor,
 };
 
 /// Deterministic values in [lo, hi).
@@ -722,8 +722,9 @@ fn d_gather_take_and_take_along_axis() {
         "gather",
         |v| {
             let x = &v[0];
-            weighted(&x.take(&rows, 0))
-                + weighted(&x.take(&rows, 1).exp())
+            weighted(&x.take_with(&rows, 0, IndexMode::Clip))
+                + weighted(&x.take_with(&rows, 1, IndexMode::Clip).exp())
+                + weighted(&x.take(&cols.slice(&[0, 0], &[3, 1]).reshape([3]), 0))
                 + weighted(&x.take_along_axis(&cols, 1))
                 + weighted(&x.at(&i64s(&[], vec![2])).get())
         },

@@ -4,7 +4,7 @@
 //! `jit` on the CPU backend, and the errors bad indices give.
 #![allow(clippy::unwrap_used)]
 
-use ferrax::{jit, DType, Tensor};
+use ferrax::{jit, nn, DType, IndexMode, Tensor};
 
 fn f32s(shape: &[usize], data: Vec<f32>) -> Tensor {
     Tensor::from_vec(shape.to_vec(), data)
@@ -45,7 +45,7 @@ fn take_rows_and_columns_with_clamping_and_negative_indices() {
     let idx = i32s(&[2, 2], vec![1, -1, 9, 0]);
     check(
         "take axis 0",
-        |x, i| x.take(i, 0),
+        |x, i| x.take_with(i, 0, IndexMode::Clip),
         grid(),
         idx.clone(),
         vec![10., 11., 12., 30., 31., 32., 30., 31., 32., 0., 1., 2.],
@@ -53,7 +53,7 @@ fn take_rows_and_columns_with_clamping_and_negative_indices() {
     );
     check(
         "take axis 1",
-        |x, i| x.take(i, 1),
+        |x, i| x.take_with(i, 1, IndexMode::Clip),
         grid(),
         idx,
         vec![
@@ -61,6 +61,47 @@ fn take_rows_and_columns_with_clamping_and_negative_indices() {
         ],
         &[4, 2, 2],
     );
+}
+
+#[test]
+fn take_fills_out_of_range_reads_as_jnp_take_does() {
+    let idx = i32s(&[3], vec![-4, 3, -5]);
+    let f = |x: &Tensor, i: &Tensor| x.take(i, 0);
+    for y in [
+        f(&grid(), &idx),
+        jit(move |(x, i): (Tensor, Tensor)| f(&x, &i))
+            .call((grid(), idx.clone()))
+            .unwrap(),
+    ] {
+        let v = y.to_vec::<f32>().unwrap();
+        // -4 is row 0; 3 is row 3; -5 is out of range, a row of NaN.
+        assert_eq!(&v[..6], &[0., 1., 2., 30., 31., 32.]);
+        assert!(v[6..].iter().all(|x| x.is_nan()), "{v:?}");
+    }
+    let ints = i32s(&[2, 2], vec![1, 2, 3, 4]).take(&i32s(&[2], vec![1, 2]), 0);
+    assert_eq!(
+        ints.to_vec::<i32>().unwrap(),
+        vec![3, 4, i32::MIN, i32::MIN]
+    );
+    // Writes in clip mode clamp instead of dropping; reads in fill mode fill.
+    let x = f32s(&[3], vec![0., 0., 0.]);
+    let i = i32s(&[2], vec![5, -9]);
+    assert_eq!(
+        x.at(&i)
+            .mode(IndexMode::Clip)
+            .add(1.0)
+            .to_vec::<f32>()
+            .unwrap(),
+        vec![1., 0., 1.]
+    );
+    assert_eq!(x.at(&i).add(1.0).to_vec::<f32>().unwrap(), vec![0., 0., 0.]);
+    let filled = x
+        .at(&i)
+        .mode(IndexMode::FillOrDrop)
+        .get()
+        .to_vec::<f32>()
+        .unwrap();
+    assert!(filled.iter().all(|v| v.is_nan()));
 }
 
 #[test]
@@ -277,7 +318,7 @@ fn random_gathers_and_scatters_on_the_cpu_backend_match_the_interpreter_bit_for_
 
 #[test]
 fn an_embedding_lookup_and_its_positional_add_are_one_cpu_kernel() {
-    let f = jit(|(t, p, i): (Tensor, Tensor, Tensor)| t.take(&i, 0) + p);
+    let f = jit(|(t, p, i): (Tensor, Tensor, Tensor)| nn::embedding(&t, &i) + p);
     let specs = (
         Tensor::spec(DType::F32, [50, 8]),
         Tensor::spec(DType::F32, [4, 8]),
@@ -296,14 +337,16 @@ fn an_embedding_lookup_and_its_positional_add_are_one_cpu_kernel() {
     let table = f32s(&[50, 8], (0..400).map(|k| k as f32 * 0.25).collect());
     let pos = f32s(&[4, 8], (0..32).map(|k| -(k as f32)).collect());
     let ids = i32s(&[3, 4], vec![0, 49, -1, 70, 3, -60, 7, 7, 25, 1, 2, 48]);
-    let eager = (table.take(&ids, 0) + &pos).to_vec::<f32>().unwrap();
+    let eager = (nn::embedding(&table, &ids) + &pos)
+        .to_vec::<f32>()
+        .unwrap();
     let compiled = f.call((table, pos, ids)).unwrap().to_vec::<f32>().unwrap();
     assert_eq!(eager, compiled);
 }
 
 #[test]
 fn nn_embedding_and_its_gradient() {
-    use ferrax::{grad, nn};
+    use ferrax::grad;
     let table = f32s(&[5, 2], (0..10).map(|k| k as f32).collect());
     let ids = i32s(&[2, 2], vec![4, 0, 4, -1]);
     let rows = nn::embedding(&table, &ids);

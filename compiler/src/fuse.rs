@@ -220,7 +220,7 @@ pub fn partition(func: &Func, target: &Target) -> Vec<Step> {
         while end < func.body.len()
             && flat_len(func, end, target) == Some(len)
             && !func.body[end].args.iter().any(|a| columns.contains(a))
-            && !gathers_from(func, end, i..end)
+            && !reads_from_memory(func, end, i..end)
         {
             if column_reduction(func, end, target) {
                 columns.push(func.instr_value(end));
@@ -318,14 +318,23 @@ fn materialize_constants(func: &Func, steps: Vec<Step>) -> Vec<Step> {
     out
 }
 
-/// Whether instruction `i` is a gather that reads its rows or indices from a value computed
-/// by instructions `run`: a gather reads both from memory, so it starts a kernel of its own.
-fn gathers_from(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool {
+/// Whether instruction `i` reads from memory a value computed by instructions `run`, so that
+/// it cannot join their kernel: a gather reads its rows and indices from memory, and so does a
+/// broadcast that is not element for element (possible in one run only where both are empty).
+fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool {
     let ins = &func.body[i];
-    matches!(ins.op, Op::Gather(_))
-        && run
-            .into_iter()
-            .any(|k| ins.args.contains(&func.instr_value(k)))
+    let in_run = |a: &ValueId| run.clone().any(|k| func.instr_value(k) == *a);
+    match &ins.op {
+        Op::Gather(_) => ins.args.iter().any(in_run),
+        Op::BroadcastInDim { dims, .. } => {
+            let operand = ins.args[0];
+            let access = func
+                .value_type(operand)
+                .and_then(|t| broadcast_access(t, &ins.ty, dims));
+            in_run(&operand) && !matches!(access, Some(Access::Each | Access::Scalar))
+        }
+        _ => false,
+    }
 }
 
 /// The element count of the flat kernel instruction `i` can be part of: its own for a fusible

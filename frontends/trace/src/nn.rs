@@ -44,13 +44,13 @@ pub fn log_softmax(x: &Tensor, axis: i32) -> Tensor {
     shifted - lse
 }
 
-/// Rows of `table` (`[vocab, ..]`) picked by integer `ids` (`jnp.take(table, ids, axis=0)`):
-/// shape `ids.shape + table.shape[1:]`. Out-of-range ids clamp, negative ones count from the
-/// end; the gradient with respect to `table` is a scatter-add of the rows' cotangents. On both
+/// Rows of `table` (`[vocab, ..]`) picked by integer `ids` (`table[ids]`): shape
+/// `ids.shape + table.shape[1:]`. Out-of-range ids clamp, negative ones count from the end;
+/// the gradient with respect to `table` is a scatter-add of the rows' cotangents. On both
 /// backends the lookup is read in place by the kernel that uses it.
 #[track_caller]
 pub fn embedding(table: &Tensor, ids: &Tensor) -> Tensor {
-    table.take(ids, 0)
+    table.at(ids).get()
 }
 
 /// `ids` one-hot over `classes` as `dtype` (`jax.nn.one_hot`); ids outside `0..classes` give

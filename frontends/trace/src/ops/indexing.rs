@@ -4,8 +4,9 @@
 //! or dynamic slice with the dimension numbers spelled out.
 //!
 //! Out-of-range indices follow JAX: negative indices count from the end (for signed index
-//! dtypes); reads clamp to the nearest valid position (`take`, `get`, dynamic slices);
-//! writes (`at(..).set/add/...`) drop updates whose position is outside the array.
+//! dtypes); `take` reads the fill value and `at(..).get()` and dynamic slices clamp to the
+//! nearest valid position; writes (`at(..).set/add/...`) drop updates whose position is
+//! outside the array. [`IndexMode`] chooses otherwise, as JAX's `mode=` does.
 
 use super::axis_index;
 use crate::tensor::apply;
@@ -37,10 +38,16 @@ impl Tensor {
     }
 
     /// Elements of `self` at `indices` along `axis` (`jnp.take`): the result has `self`'s
-    /// shape with dimension `axis` replaced by `indices`' shape. Indices out of range clamp.
-    /// An embedding lookup is `table.take(&ids, 0)`.
+    /// shape with dimension `axis` replaced by `indices`' shape. As in `jnp.take`, indices out
+    /// of range read the fill value ([`IndexMode::FillOrDrop`]); `take_with` takes a mode.
     #[track_caller]
     pub fn take(&self, indices: &Tensor, axis: i64) -> Tensor {
+        self.take_with(indices, axis, IndexMode::FillOrDrop)
+    }
+
+    /// [`Tensor::take`] with out-of-range indices treated as `mode` says.
+    #[track_caller]
+    pub fn take_with(&self, indices: &Tensor, axis: i64, mode: IndexMode) -> Tensor {
         if let Some(failed) = self.check_indices("take", indices) {
             return failed;
         }
@@ -50,7 +57,8 @@ impl Tensor {
                 self.ty()
             ));
         };
-        let indices = indices.normalized_index(self.shape()[axis]);
+        let size = self.shape()[axis];
+        let indices = indices.normalized_index(size);
         let (rank, k) = (self.ndim(), indices.ndim());
         let mut slice_sizes = self.shape().to_vec();
         slice_sizes[axis] = 1;
@@ -64,7 +72,46 @@ impl Tensor {
             slice_sizes,
             indices_are_sorted: false,
         };
-        apply(Op::Gather(Box::new(gather)), &[self, &indices])
+        let gathered = apply(Op::Gather(Box::new(gather)), &[self, &indices]);
+        match mode {
+            // The gather clamps.
+            IndexMode::PromiseInBounds | IndexMode::Clip => gathered,
+            IndexMode::FillOrDrop => {
+                let inside = in_range(&indices, size)
+                    .broadcast_in_dim_at(gathered.shape(), (axis..axis + k).collect());
+                let fill = Tensor::fill_value(self.dtype(), gathered.shape());
+                inside.select(&gathered, &fill)
+            }
+        }
+    }
+
+    /// The value JAX reads out of range in `fill` mode: NaN for floats, the lowest signed
+    /// integer, the highest unsigned one, `true`.
+    #[track_caller]
+    fn fill_value(dtype: DType, shape: &[usize]) -> Tensor {
+        let value = match dtype {
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 => f64::NAN,
+            DType::I32 => f64::from(i32::MIN),
+            DType::I64 => i64::MIN as f64,
+            DType::U8 => f64::from(u8::MAX),
+            DType::Bool => 1.0,
+        };
+        Tensor::full(dtype, Shape::new(shape.to_vec()), value)
+    }
+
+    /// `self` broadcast to `shape`, its dimension `k` becoming dimension `dims[k]`.
+    #[track_caller]
+    fn broadcast_in_dim_at(&self, shape: &[usize], dims: Vec<usize>) -> Tensor {
+        if self.shape() == shape {
+            return self.clone();
+        }
+        apply(
+            Op::BroadcastInDim {
+                shape: Shape::new(shape.to_vec()),
+                dims,
+            },
+            &[self],
+        )
     }
 
     /// Elements of `self` picked along `axis` by `indices` of the same rank
@@ -129,7 +176,11 @@ impl Tensor {
     /// Indexed access along the leading axis (`x.at[i]`): `.get()` reads, `.set(v)`,
     /// `.add(v)`, `.mul(v)`, `.min(v)` and `.max(v)` return updated copies.
     pub fn at<'a>(&'a self, indices: &'a Tensor) -> At<'a> {
-        At { x: self, indices }
+        At {
+            x: self,
+            indices,
+            mode: IndexMode::PromiseInBounds,
+        }
     }
 
     /// The slice of `sizes` starting at traced scalar `starts`, one per dimension
@@ -262,18 +313,48 @@ impl Tensor {
     }
 }
 
+/// How indexing treats an index outside its dimension, once negative indices are counted from
+/// the end (JAX's `mode=`, `GatherScatterMode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IndexMode {
+    /// Reads clamp to the nearest row and writes are dropped: what the IR's gather and scatter
+    /// do, and JAX's default for `x[i]` and `x.at[i].op(v)`.
+    PromiseInBounds,
+    /// Indices clamp, for writes too.
+    Clip,
+    /// Reads give the fill value (NaN, the lowest signed or highest unsigned integer,
+    /// `true`); writes are dropped. `jnp.take`'s default.
+    FillOrDrop,
+}
+
+/// `in_range[..] = 0 <= indices[..] < size`.
+#[track_caller]
+fn in_range(indices: &Tensor, size: usize) -> Tensor {
+    let above = indices.compare(CompareOp::Ge, 0);
+    let below = indices.compare(CompareOp::Lt, size as f64);
+    above.logical_and(below)
+}
+
 /// `x.at(i)`: positions along `x`'s leading axis named by integer tensor `i`. The updated
 /// values `v` broadcast to `i`'s shape followed by `x`'s trailing dimensions.
 pub struct At<'a> {
     x: &'a Tensor,
     indices: &'a Tensor,
+    mode: IndexMode,
 }
 
 impl At<'_> {
-    /// `x[i]`: `take` along the leading axis (indices clamp).
+    /// The same positions with out-of-range indices treated as `mode` says (`mode=` of
+    /// JAX's `.at[i]` methods).
+    pub fn mode(self, mode: IndexMode) -> Self {
+        At { mode, ..self }
+    }
+
+    /// `x[i]`: `take` along the leading axis, out-of-range indices clamped unless the mode is
+    /// [`IndexMode::FillOrDrop`].
     #[track_caller]
     pub fn get(&self) -> Tensor {
-        self.x.take(self.indices, 0)
+        self.x.take_with(self.indices, 0, self.mode)
     }
 
     /// `x.at[i].set(v)`; with repeated indices the last update (in row-major order) wins.
@@ -313,7 +394,11 @@ impl At<'_> {
         if x.ndim() == 0 {
             return x.fail(format!("{op}: cannot index the scalar {}", x.ty()));
         }
-        let indices = self.indices.normalized_index(x.shape()[0]);
+        let size = x.shape()[0];
+        let mut indices = self.indices.normalized_index(size);
+        if self.mode == IndexMode::Clip {
+            indices = indices.clip(0, (size as i32).saturating_sub(1));
+        }
         let k = indices.ndim();
         let mut dims = indices.shape().to_vec();
         dims.extend_from_slice(&x.shape()[1..]);

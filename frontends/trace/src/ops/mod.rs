@@ -16,7 +16,7 @@ mod reduce;
 mod source;
 
 pub use call::{custom_vjp, custom_vjp_named};
-pub use indexing::At;
+pub use indexing::{At, IndexMode};
 
 use crate::Tensor;
 use std::ops::RangeFull;
