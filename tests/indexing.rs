@@ -364,3 +364,134 @@ fn nn_embedding_and_its_gradient() {
     let oh = nn::one_hot(&i32s(&[2], vec![1, 3]), 3, DType::F32);
     assert_eq!(oh.to_vec::<f32>().unwrap(), vec![0., 1., 0., 0., 0., 0.]);
 }
+
+/// Gathers and scatters as the API builds them, each with one field of its dimension numbers
+/// or one operand dimension nudged (often ill-formed): the shape rules answer every one with
+/// a type or an error, every well-typed one differentiates in both modes, and evaluates on
+/// the interpreter and the CPU backend alike, whatever the index values (the extremes
+/// included), with no panic.
+#[test]
+fn mutated_dimension_numbers_never_panic() {
+    use ferrax::ir::{infer_type, Op, TensorType};
+    use ferrax::runtime::eval_op;
+    use ferrax::Array;
+    let mut rng = Rng(0xd1ce);
+    let (mut typed, mut rejected) = (0, 0);
+    for case in 0..1200 {
+        let rank = 1 + rng.below(3);
+        let x_dims: Vec<usize> = (0..rank).map(|_| 1 + rng.below(3)).collect();
+        let i_dims: Vec<usize> = (0..rng.below(3)).map(|_| 1 + rng.below(3)).collect();
+        let axis = rng.below(rank);
+        let x_spec = Tensor::spec(DType::F32, x_dims.clone());
+        let i_spec = Tensor::spec(DType::I32, i_dims.clone());
+        let mut u_dims = i_dims.clone();
+        u_dims.extend_from_slice(&x_dims[1..]);
+        let u_spec = Tensor::spec(DType::F32, u_dims);
+        let kind = case % 7;
+        let traced = ferrax::trace(
+            move |(x, i, u): (Tensor, Tensor, Tensor)| match kind {
+                0 => x.take_with(&i, axis as i64, IndexMode::Clip),
+                1 => x.at(&i).set(&u),
+                2 => x.at(&i).add(&u),
+                3 => x.at(&i).mul(&u),
+                4 => x.at(&i).min(&u),
+                5 => x.at(&i).max(&u),
+                _ => x.take_along_axis(&i.reshape([-1]).broadcast_to(x.shape()), axis as i64),
+            },
+            &(x_spec, i_spec, u_spec),
+        );
+        let Ok(func) = traced else { continue };
+        let Some(ins) = func
+            .body
+            .iter()
+            .find(|ins| matches!(ins.op, Op::Gather(_) | Op::Scatter(_)))
+        else {
+            continue;
+        };
+        let mut types: Vec<TensorType> = ins
+            .args
+            .iter()
+            .map(|&a| func.value_type(a).unwrap().clone())
+            .collect();
+        let mut op = ins.op.clone();
+        let nudge = |v: &mut Vec<usize>, rng: &mut Rng| match rng.below(3) {
+            0 => v.push(rng.below(4)),
+            1 => {
+                v.pop();
+            }
+            _ => {
+                if let Some(x) = v.last_mut() {
+                    *x = (*x + 1 + rng.below(2)) % 5;
+                }
+            }
+        };
+        match (&mut op, rng.below(8)) {
+            (Op::Gather(g), 0) => nudge(&mut g.offset_dims, &mut rng),
+            (Op::Gather(g), 1) => nudge(&mut g.collapsed_slice_dims, &mut rng),
+            (Op::Gather(g), 2) => nudge(&mut g.start_index_map, &mut rng),
+            (Op::Gather(g), 3) => nudge(&mut g.slice_sizes, &mut rng),
+            (Op::Gather(g), 4) => nudge(&mut g.operand_batching_dims, &mut rng),
+            (Op::Gather(g), 5) => g.index_vector_dim = rng.below(4),
+            (Op::Scatter(s), 0) => nudge(&mut s.update_window_dims, &mut rng),
+            (Op::Scatter(s), 1) => nudge(&mut s.inserted_window_dims, &mut rng),
+            (Op::Scatter(s), 2) => nudge(&mut s.scatter_dims_to_operand_dims, &mut rng),
+            (Op::Scatter(s), 3) => nudge(&mut s.input_batching_dims, &mut rng),
+            (Op::Scatter(s), 4) => s.index_vector_dim = rng.below(4),
+            (_, 6) => {
+                let k = rng.below(types.len());
+                let mut dims = types[k].dims().to_vec();
+                nudge(&mut dims, &mut rng);
+                types[k] = types[k].with_shape(dims);
+            }
+            _ => {}
+        }
+        let refs: Vec<&TensorType> = types.iter().collect();
+        if infer_type(&op, &refs).is_err() {
+            rejected += 1;
+            continue;
+        }
+        typed += 1;
+        let extreme = [i32::MIN, -3, -1, 0, 1, 2, 7, i32::MAX];
+        let arrays: Vec<Array> = types
+            .iter()
+            .map(|t| match t.dtype {
+                DType::I32 => Array::from_vec(
+                    t.dims().to_vec(),
+                    (0..t.numel())
+                        .map(|_| extreme[rng.below(8)])
+                        .collect::<Vec<i32>>(),
+                )
+                .unwrap(),
+                _ => Array::from_vec(
+                    t.dims().to_vec(),
+                    (0..t.numel())
+                        .map(|k| k as f32 * 0.5 - 1.0)
+                        .collect::<Vec<f32>>(),
+                )
+                .unwrap(),
+            })
+            .collect();
+        let refs: Vec<&Array> = arrays.iter().collect();
+        let eager = eval_op(&op, &refs).unwrap();
+        let mut b = ferrax::ir::FuncBuilder::new("f");
+        let params: Vec<_> = types.iter().map(|t| b.param(t.clone())).collect();
+        let y = b.push(op.clone(), &params).unwrap();
+        let func = b.finish(vec![y]);
+        // Both derivatives build well-typed programs for every well-typed gather and scatter.
+        ferrax::compiler::autodiff::vjp(&func).unwrap_or_else(|e| panic!("vjp of {op:?}: {e}"));
+        ferrax::compiler::autodiff::jvp(&func).unwrap_or_else(|e| panic!("jvp of {op:?}: {e}"));
+        let compiled = ferrax::compiler::backend::CpuExecutable::compile(&func)
+            .unwrap()
+            .run(&arrays)
+            .unwrap();
+        assert_eq!(
+            compiled[0].to_vec::<f32>().unwrap(),
+            eager.to_vec::<f32>().unwrap(),
+            "{op:?} on {types:?}"
+        );
+    }
+    assert!(
+        typed > 200 && rejected > 100,
+        "{typed} typed, {rejected} rejected"
+    );
+}

@@ -287,6 +287,14 @@ fn product_of_others(e: &mut Emitter, s: &Scatter, x: &[ValueId]) -> R {
     e.select(is_zero, if_zero, if_nonzero)
 }
 
+/// Whether no update window fits inside the operand (an empty dimension it needs), so the
+/// scatter returns its operand unchanged.
+fn no_window_fits(e: &Emitter, s: &Scatter, x: &[ValueId]) -> R<bool> {
+    let (xt, ut) = (e.ty(x[0])?, e.ty(x[2])?);
+    let extent = s.window_extent(xt.rank(), ut.dims());
+    Ok(extent.iter().zip(xt.dims()).any(|(w, d)| w > d))
+}
+
 fn scatter_jvp(
     e: &mut Emitter,
     s: &Scatter,
@@ -295,6 +303,9 @@ fn scatter_jvp(
     y: ValueId,
 ) -> R {
     let tx = or_zero(e, tx, x[0])?;
+    if no_window_fits(e, s, x)? {
+        return Ok(tx);
+    }
     let tu = or_zero(e, tu, x[2])?;
     match s.combine {
         // Linear in (operand, updates) jointly once the indices are fixed.
@@ -327,6 +338,9 @@ fn scatter_vjp(
     g: ValueId,
 ) -> R<[ValueId; 2]> {
     let (xt, ut) = (e.ty(x[0])?, e.ty(x[2])?);
+    if no_window_fits(e, s, x)? {
+        return Ok([g, e.full_like(0.0, x[2])?]);
+    }
     match s.combine {
         ScatterCombine::Add => {
             let kept = kept_windows(e, s, &xt, x[1], &ut)?;
