@@ -1559,11 +1559,17 @@ fn emulate_copies(plan: &GpuPlan, module: &Module, values: &[Array]) -> Vec<(usi
                 let from = memory.alloc(&bytes_of(&values[ins.args[operand].index()]));
                 let copy = &plan.copies[c];
                 let grid = copy.len().div_ceil(256).clamp(1, 2) as u32;
+                // Dynamic slices read their start indices on the device.
+                let mut addresses = vec![from, to];
+                for start in &copy.starts {
+                    let value = &values[ins.args[start.operand].index()];
+                    addresses.push(memory.alloc(&bytes_of(value)));
+                }
                 launch(
                     module.entry(&copy.name).unwrap(),
                     grid,
                     256,
-                    &[from, to],
+                    &addresses,
                     &mut memory,
                 )
                 .unwrap();

@@ -195,6 +195,8 @@ impl Parts {
             | Op::Slice { .. }
             | Op::Concatenate { .. }
             | Op::Pad { .. }
+            | Op::DynamicSlice { .. }
+            | Op::DynamicUpdateSlice
                 if ins.ty.numel() == 0 =>
             {
                 GpuStep::Copies(index, Vec::new())
@@ -212,10 +214,19 @@ impl Parts {
                     None => host,
                 }
             }
-            op @ (Op::Concatenate { .. } | Op::Pad { .. }) => {
+            op @ (Op::Concatenate { .. }
+            | Op::Pad { .. }
+            | Op::DynamicSlice { .. }
+            | Op::DynamicUpdateSlice) => {
                 let name = format!("{}_c{}", func.name, self.copies.len());
                 let inputs: Option<Vec<_>> = ins.args.iter().map(|&a| func.value_type(a)).collect();
-                match inputs.and_then(|t| CopyKernel::plan_parts(&name, op, &t, &ins.ty)) {
+                let planned = inputs.and_then(|t| match op {
+                    Op::DynamicSlice { .. } | Op::DynamicUpdateSlice => {
+                        CopyKernel::plan_dynamic(&name, op, &t, &ins.ty)
+                    }
+                    _ => CopyKernel::plan_parts(&name, op, &t, &ins.ty),
+                });
+                match planned {
                     Some(parts) => {
                         let mut launches = Vec::with_capacity(parts.len());
                         for (c, operand) in parts {
@@ -238,11 +249,9 @@ impl Parts {
             | Op::Convert { .. }
             | Op::StopGradient
             | Op::CustomVjp(_) => host,
-            // Indexing by values runs on the interpreter until the PTX backend has kernels
-            // for it.
-            Op::Gather(_) | Op::Scatter(_) | Op::DynamicSlice { .. } | Op::DynamicUpdateSlice => {
-                host
-            }
+            // Gathers other than row gathers (which fusion puts into kernels) and scatters run
+            // on the interpreter until the PTX backend has kernels for them.
+            Op::Gather(_) | Op::Scatter(_) => host,
         }
     }
 

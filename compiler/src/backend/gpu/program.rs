@@ -77,22 +77,25 @@ impl<M: GpuMachine> GpuProgram<M> {
         let ty = M::array_type(input);
         let ty = ferrax_ir::TensorType::new(ty.dtype, self.plan.copies[c].dims.clone());
         let out = self.machine.alloc(&ty)?;
-        self.copy_into(c, input, &out)?;
+        self.copy_into(c, (input, &out), &[])?;
         Ok(out)
     }
 
     /// Strided copy `c` of `input` into `out`, which it writes part or all of.
-    fn copy_into(&self, c: usize, input: &M::Array, out: &M::Array) -> Result<(), GpuError> {
+    fn copy_into(
+        &self,
+        c: usize,
+        (input, out): (&M::Array, &M::Array),
+        starts: &[M::Array],
+    ) -> Result<(), GpuError> {
         let grid = self.machine.grid_for(self.plan.copies[c].len(), BLOCK);
+        let mut addresses = vec![M::address(input), M::address(out)];
+        addresses.extend(starts.iter().map(M::address));
         // SAFETY: the copy reads within the operand and writes within the result: the plan
-        // took its strides and bases from their shapes.
+        // took its strides and bases from their shapes, and clamps the start indices it reads.
         unsafe {
-            self.machine.launch(
-                &self.copy_functions[c],
-                grid,
-                BLOCK,
-                &[M::address(input), M::address(out)],
-            )?;
+            self.machine
+                .launch(&self.copy_functions[c], grid, BLOCK, &addresses)?;
         }
         Ok(())
     }
@@ -179,7 +182,12 @@ impl<M: GpuMachine> GpuProgram<M> {
                 let ins = &func.body[*i];
                 let out = self.machine.alloc(&ins.ty)?;
                 for &(c, operand) in parts {
-                    self.copy_into(c, &get(values, ins.args[operand])?, &out)?;
+                    let starts = self.plan.copies[c]
+                        .starts
+                        .iter()
+                        .map(|s| get(values, ins.args[s.operand]))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    self.copy_into(c, (&get(values, ins.args[operand])?, &out), &starts)?;
                 }
                 defined(*i, out)
             }

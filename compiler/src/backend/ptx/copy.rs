@@ -9,7 +9,7 @@
 
 use super::emit::{Class, Emitter};
 use super::loops::grid_stride_entry;
-use ferrax_ir::{Op, TensorType};
+use ferrax_ir::{DType, Op, TensorType};
 use std::fmt::Write;
 
 /// One strided copy into a row-major result.
@@ -28,6 +28,21 @@ pub struct CopyKernel {
     pub out_strides: Vec<usize>,
     /// Result element where the copy starts writing.
     pub out_base: usize,
+    /// Start indices read on the device (a dynamic slice's or update's), each moving the
+    /// read or the written element.
+    pub starts: Vec<DynamicStart>,
+}
+
+/// A start index a copy reads at run time: the instruction's operand `operand`, an i32 or
+/// (`wide`) i64 scalar, clamped to `0..=max`, times `stride`, added to the element read or
+/// (`write`) written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DynamicStart {
+    pub operand: usize,
+    pub wide: bool,
+    pub stride: usize,
+    pub max: usize,
+    pub write: bool,
 }
 
 fn row_major_strides(dims: &[usize]) -> Vec<usize> {
@@ -74,6 +89,7 @@ impl CopyKernel {
             size,
             out_strides: row_major_strides(output.dims()),
             out_base: 0,
+            starts: Vec::new(),
         })
     }
 
@@ -97,6 +113,7 @@ impl CopyKernel {
                 size: input.dtype.size_bytes(),
                 out_strides,
                 out_base,
+                starts: Vec::new(),
             };
         let parts = match op {
             Op::Concatenate { axis } => {
@@ -120,6 +137,7 @@ impl CopyKernel {
                     size: output.dtype.size_bytes(),
                     out_strides: out.clone(),
                     out_base: 0,
+                    starts: Vec::new(),
                 };
                 // Operand element `c` lands at `low + c·(interior + 1)` along each dimension;
                 // a negative `low` or `high` crops the elements that land outside.
@@ -133,6 +151,7 @@ impl CopyKernel {
                     size: input.dtype.size_bytes(),
                     out_strides: Vec::new(),
                     out_base: 0,
+                    starts: Vec::new(),
                 };
                 // `a / step` rounded up, for `a >= 0`; 0 below.
                 let up = |a: i64, step: i64| if a <= 0 { 0 } else { (a + step - 1) / step };
@@ -157,6 +176,82 @@ impl CopyKernel {
         fits.then_some(parts)
     }
 
+    /// The copies that compute a `dynamic_slice` (one, reading at the starts) or a
+    /// `dynamic_update_slice` (the operand whole, then the update written at the starts) of
+    /// `inputs` into `output`, each with the operand it reads; `None` for start indices of a
+    /// type other than i32 and i64, or sizes past 32-bit indexing.
+    pub fn plan_dynamic(
+        name: &str,
+        op: &Op,
+        inputs: &[&TensorType],
+        output: &TensorType,
+    ) -> Option<Vec<(CopyKernel, usize)>> {
+        let x = inputs.first()?;
+        let fits = x.numel() < i32::MAX as usize && output.numel() > 0;
+        let strides = row_major_strides(x.dims());
+        let (window, first) = match op {
+            Op::DynamicSlice { sizes } => (sizes.clone(), 1),
+            Op::DynamicUpdateSlice => (inputs.get(1)?.dims().to_vec(), 2),
+            _ => return None,
+        };
+        let write = matches!(op, Op::DynamicUpdateSlice);
+        let starts = (0..x.rank())
+            .map(|d| {
+                let wide = match inputs.get(first + d)?.dtype {
+                    DType::I32 => false,
+                    DType::I64 => true,
+                    _ => return None,
+                };
+                Some(DynamicStart {
+                    operand: first + d,
+                    wide,
+                    stride: strides[d],
+                    max: x.dims()[d].checked_sub(window[d])?,
+                    write,
+                })
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let window_copy = |k: usize| CopyKernel {
+            name: format!("{name}_{k}"),
+            dims: window.clone(),
+            strides: if write {
+                row_major_strides(&window)
+            } else {
+                strides.clone()
+            },
+            base: 0,
+            size: x.dtype.size_bytes(),
+            out_strides: if write {
+                strides.clone()
+            } else {
+                row_major_strides(&window)
+            },
+            out_base: 0,
+            starts: starts.clone(),
+        };
+        let parts = if write {
+            let whole = CopyKernel {
+                name: format!("{name}_0"),
+                dims: x.dims().to_vec(),
+                strides: strides.clone(),
+                base: 0,
+                size: x.dtype.size_bytes(),
+                out_strides: strides.clone(),
+                out_base: 0,
+                starts: Vec::new(),
+            };
+            let update = window_copy(1);
+            let mut parts = vec![(whole, 0)];
+            if !update.is_empty() {
+                parts.push((update, 1));
+            }
+            parts
+        } else {
+            vec![(window_copy(0), 0)]
+        };
+        fits.then_some(parts)
+    }
+
     pub fn len(&self) -> usize {
         self.dims.iter().product()
     }
@@ -177,7 +272,8 @@ pub fn render_copy(k: &CopyKernel) -> String {
         _ => ("b64", Class::Rd),
     };
     let mut s = String::new();
-    let dense = k.out_base == 0 && k.out_strides == row_major_strides(&k.dims);
+    let writes_at_start = k.starts.iter().any(|s| s.write);
+    let dense = k.out_base == 0 && k.out_strides == row_major_strides(&k.dims) && !writes_at_start;
     let _ = writeln!(
         s,
         "// copy into {:?} from strides {:?} at {} ({} bytes per element)",
@@ -190,7 +286,17 @@ pub fn render_copy(k: &CopyKernel) -> String {
             k.out_strides, k.out_base
         );
     }
+    if !k.starts.is_empty() {
+        let _ = writeln!(s, "// starts read on the device: {:?}", k.starts);
+    }
     let copy = |e: &mut Emitter, addresses: &[String], index: &str| {
+        // Each start index, clamped and scaled once, before the loop.
+        let offsets: Vec<(String, bool)> = k
+            .starts
+            .iter()
+            .enumerate()
+            .map(|(j, start)| (start_offset(e, start, &addresses[2 + j]), start.write))
+            .collect();
         // The index left to unravel, one coordinate of it, the operand element and (where not
         // the index) the result element.
         let (left, from, coordinate) = (e.reg(Class::R), e.reg(Class::R), e.reg(Class::R));
@@ -216,6 +322,12 @@ pub fn render_copy(k: &CopyKernel) -> String {
                 e.line(format!("mad.lo.s32 {to}, {coordinate}, {out_stride}, {to}"));
             }
         }
+        for (offset, write) in &offsets {
+            match (write, &to) {
+                (true, Some(to)) => e.line(format!("add.s32 {to}, {to}, {offset}")),
+                _ => e.line(format!("add.s32 {from}, {from}, {offset}")),
+            }
+        }
         let written = to.as_deref().unwrap_or(index);
         let (source, target, value) = (e.reg(Class::Rd), e.reg(Class::Rd), e.reg(class));
         e.line(format!("mul.wide.u32 {source}, {from}, {}", k.size));
@@ -225,6 +337,32 @@ pub fn render_copy(k: &CopyKernel) -> String {
         e.line(format!("ld.global.nc.{ty} {value}, [{source}]"));
         e.line(format!("st.global.{ty} [{target}], {value}"));
     };
-    s.push_str(&grid_stride_entry(name, 2, len, "loop", copy));
+    s.push_str(&grid_stride_entry(
+        name,
+        2 + k.starts.len(),
+        len,
+        "loop",
+        copy,
+    ));
     s
+}
+
+/// A register holding start index `start` (read from `address`) clamped to `0..=max` and
+/// multiplied by its stride, computed before the loop.
+fn start_offset(e: &mut Emitter, start: &DynamicStart, address: &str) -> String {
+    let (max, stride) = (start.max, start.stride);
+    let offset = e.reg(Class::R);
+    if start.wide {
+        let wide = e.reg(Class::Rd);
+        e.pre_line(format!("ld.global.nc.s64 {wide}, [{address}]"));
+        e.pre_line(format!("max.s64 {wide}, {wide}, 0"));
+        e.pre_line(format!("min.s64 {wide}, {wide}, {max}"));
+        e.pre_line(format!("cvt.u32.u64 {offset}, {wide}"));
+    } else {
+        e.pre_line(format!("ld.global.nc.s32 {offset}, [{address}]"));
+        e.pre_line(format!("max.s32 {offset}, {offset}, 0"));
+        e.pre_line(format!("min.s32 {offset}, {offset}, {max}"));
+    }
+    e.pre_line(format!("mul.lo.s32 {offset}, {offset}, {stride}"));
+    offset
 }
