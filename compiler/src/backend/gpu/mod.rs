@@ -72,6 +72,8 @@ enum GpuStep {
     /// Instruction and the strided copies that write its result, each with the operand it
     /// reads, in order.
     Copies(usize, Vec<(usize, usize)>),
+    /// Instruction `index`, a row scatter by the two entries of scatter `kernels`.
+    Scatter { index: usize, kernels: usize },
     /// A reshape: the result shares the operand's buffer.
     View(usize),
     /// A constant (or an iota), copied to the device once, when the program is loaded.
@@ -107,6 +109,8 @@ pub struct GpuProgram<M: GpuMachine> {
     reduce_functions: Vec<M::Function>,
     copy_functions: Vec<M::Function>,
     int_gemm_functions: Vec<M::Function>,
+    /// Per row scatter, its rank and apply entries.
+    scatter_functions: Vec<(M::Function, M::Function)>,
     matmul: MatmulPrecision,
 }
 

@@ -8,6 +8,7 @@ use crate::backend::ptx::copy::CopyKernel;
 use crate::backend::ptx::matmul::IntGemmKernel;
 use crate::backend::ptx::reduce::{ReduceKernel, ReduceLaunch};
 use crate::backend::ptx::rows::row_layout;
+use crate::backend::ptx::scatter::ScatterKernels;
 use crate::backend::ptx::{legal_kernel, render_legal_launches, Launch, MathMode, PtxTarget};
 use crate::fuse::{partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
@@ -34,6 +35,7 @@ pub struct GpuPlan {
     pub reduce_launches: Vec<ReduceLaunch>,
     pub copies: Vec<CopyKernel>,
     pub int_gemms: Vec<IntGemmKernel>,
+    pub scatters: Vec<ScatterKernels>,
     pub ptx: String,
 }
 
@@ -78,14 +80,14 @@ impl GpuPlan {
             reductions,
             copies,
             int_gemms,
+            scatters,
         } = p;
         let (steps, launches, reduce_launches) = group_launches(func, steps, &kernels, &reductions);
         let ptx = render_legal_launches(
             &legal_kernels,
             &launches,
             (&reductions, &reduce_launches),
-            &copies,
-            &int_gemms,
+            (&copies, &int_gemms, &scatters),
             target,
             mode,
         )?;
@@ -101,6 +103,7 @@ impl GpuPlan {
             reduce_launches,
             copies,
             int_gemms,
+            scatters,
             ptx,
         })
     }
@@ -175,6 +178,7 @@ struct Parts {
     reductions: Vec<ReduceKernel>,
     copies: Vec<CopyKernel>,
     int_gemms: Vec<IntGemmKernel>,
+    scatters: Vec<ScatterKernels>,
 }
 
 impl Parts {
@@ -249,8 +253,26 @@ impl Parts {
             | Op::Convert { .. }
             | Op::StopGradient
             | Op::CustomVjp(_) => host,
-            // Gathers other than row gathers (which fusion puts into kernels) and scatters run
-            // on the interpreter until the PTX backend has kernels for them.
+            Op::Scatter(s) if ins.ty.numel() > 0 => {
+                let name = format!("{}_s{}", func.name, self.scatters.len());
+                let types: Option<Vec<_>> = ins.args.iter().map(|&a| func.value_type(a)).collect();
+                let planned = types.and_then(|t| match t.as_slice() {
+                    [x, i, u] => ScatterKernels::plan(name, s, (x, i, u)),
+                    _ => None,
+                });
+                match planned {
+                    Some(k) => {
+                        self.scatters.push(k);
+                        GpuStep::Scatter {
+                            index,
+                            kernels: self.scatters.len() - 1,
+                        }
+                    }
+                    None => host,
+                }
+            }
+            // Gathers other than row gathers (which fusion puts into kernels) and scatters
+            // other than row scatters run on the interpreter.
             Op::Gather(_) | Op::Scatter(_) => host,
         }
     }
@@ -386,6 +408,7 @@ pub(super) fn step_values<'k>(
             writes: instrs.iter().map(|&i| func.instr_value(i)).collect(),
         },
         GpuStep::Gemm { index: i, .. }
+        | GpuStep::Scatter { index: i, .. }
         | GpuStep::SplitReduce { index: i, .. }
         | GpuStep::Copies(i, _)
         | GpuStep::View(i) => StepValues {

@@ -20,11 +20,24 @@ impl<M: GpuMachine> GpuProgram<M> {
         names.extend(plan.reduce_launches.iter().map(|r| r.name.as_str()));
         names.extend(plan.copies.iter().map(|c| c.name.as_str()));
         names.extend(plan.int_gemms.iter().map(|g| g.name.as_str()));
+        let scatter_names: Vec<String> = plan
+            .scatters
+            .iter()
+            .flat_map(|k| [k.rank_name(), k.apply_name()])
+            .collect();
+        names.extend(scatter_names.iter().map(String::as_str));
         let mut functions = if names.is_empty() {
             Vec::new()
         } else {
             machine.load(&plan.ptx, &names)?
         };
+        let mut scatter_entries = functions.split_off(functions.len() - scatter_names.len());
+        let mut scatter_functions = Vec::with_capacity(plan.scatters.len());
+        while scatter_entries.len() >= 2 {
+            let apply = scatter_entries.remove(1);
+            let rank = scatter_entries.remove(0);
+            scatter_functions.push((rank, apply));
+        }
         let int_gemm_functions = functions.split_off(functions.len() - plan.int_gemms.len());
         let copy_functions = functions.split_off(functions.len() - plan.copies.len());
         let reduce_functions = functions.split_off(functions.len() - plan.reduce_launches.len());
@@ -49,6 +62,7 @@ impl<M: GpuMachine> GpuProgram<M> {
             reduce_functions,
             copy_functions,
             int_gemm_functions,
+            scatter_functions,
             matmul: options.matmul,
         })
     }
@@ -203,8 +217,59 @@ impl<M: GpuMachine> GpuProgram<M> {
                 let operand = get(values, ins.args[0])?;
                 defined(*i, M::reshaped(&operand, ins.ty.shape.clone()))
             }
+            GpuStep::Scatter { index, kernels } => {
+                defined(*index, self.scatter(*index, *kernels, values)?)
+            }
             GpuStep::Host(range) => self.host(range.clone(), values),
         }
+    }
+
+    /// Row scatter `k` computing instruction `index`: each update's place in (row, position)
+    /// order, then every result element from its operand element and its row's updates.
+    fn scatter(
+        &self,
+        index: usize,
+        k: usize,
+        values: &[Option<M::Array>],
+    ) -> Result<M::Array, GpuError> {
+        let (ins, kernels) = (&self.plan.func.body[index], &self.plan.scatters[k]);
+        let (operand, indices, updates) = (
+            get(values, ins.args[0])?,
+            get(values, ins.args[1])?,
+            get(values, ins.args[2])?,
+        );
+        let order_type = TensorType::new(ferrax_ir::DType::I32, [kernels.updates]);
+        let (order, rows) = (
+            self.machine.alloc(&order_type)?,
+            self.machine.alloc(&order_type)?,
+        );
+        let out = self.machine.alloc(&ins.ty)?;
+        let (rank, apply) = &self.scatter_functions[k];
+        let machine = &self.machine;
+        // SAFETY: the rank entry reads `updates` indices and writes one place each (a rank
+        // below their count) into `order` and `rows`; the apply entry reads the operand and
+        // result at its elements and the updates at rows `order` holds, all in bounds.
+        unsafe {
+            machine.launch(
+                rank,
+                machine.grid_for(kernels.updates, BLOCK),
+                BLOCK,
+                &[M::address(&indices), M::address(&order), M::address(&rows)],
+            )?;
+            machine.launch(
+                apply,
+                machine.grid_for(kernels.len(), BLOCK),
+                BLOCK,
+                &[
+                    M::address(&operand),
+                    M::address(&updates),
+                    M::address(&order),
+                    M::address(&rows),
+                    M::address(&out),
+                ],
+            )?;
+        }
+        Ok(out)
     }
 
     /// Kernel launch `l`: its outputs allocated, its entry queued over its elements.

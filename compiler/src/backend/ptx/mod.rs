@@ -29,6 +29,7 @@ mod loops;
 pub mod matmul;
 pub mod reduce;
 pub mod rows;
+pub mod scatter;
 mod select;
 mod sequences;
 pub mod support;
@@ -40,6 +41,7 @@ use loops::render_entry;
 pub use loops::Launch;
 use matmul::{render_int_gemm, IntGemmKernel};
 use reduce::{render_reduce_launch, ReduceKernel, ReduceLaunch};
+use scatter::ScatterKernels;
 
 /// The GPU architecture a module is rendered for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -125,8 +127,7 @@ pub fn render_module(
         kernels,
         &Launch::each(kernels),
         (reductions, &ReduceLaunch::each(reductions)),
-        copies,
-        &[],
+        (copies, &[], &[]),
         target,
         MathMode::Accurate,
     )
@@ -138,8 +139,7 @@ pub fn render_launches(
     kernels: &[Kernel],
     launches: &[Launch],
     reductions: (&[ReduceKernel], &[ReduceLaunch]),
-    copies: &[CopyKernel],
-    int_gemms: &[IntGemmKernel],
+    (copies, int_gemms, scatters): (&[CopyKernel], &[IntGemmKernel], &[ScatterKernels]),
     target: PtxTarget,
     mode: MathMode,
 ) -> Result<String, PtxError> {
@@ -148,7 +148,12 @@ pub fn render_launches(
         .map(|k| legalize(k, mode))
         .collect::<Result<Vec<_>, _>>()?;
     render_legal_launches(
-        &legal, launches, reductions, copies, int_gemms, target, mode,
+        &legal,
+        launches,
+        reductions,
+        (copies, int_gemms, scatters),
+        target,
+        mode,
     )
 }
 
@@ -157,8 +162,7 @@ pub fn render_legal_launches(
     legal: &[Kernel],
     launches: &[Launch],
     (reductions, reduce_launches): (&[ReduceKernel], &[ReduceLaunch]),
-    copies: &[CopyKernel],
-    int_gemms: &[IntGemmKernel],
+    (copies, int_gemms, scatters): (&[CopyKernel], &[IntGemmKernel], &[ScatterKernels]),
     target: PtxTarget,
     mode: MathMode,
 ) -> Result<String, PtxError> {
@@ -186,6 +190,10 @@ pub fn render_legal_launches(
     for g in int_gemms {
         out.push('\n');
         out.push_str(&render_int_gemm(g));
+    }
+    for k in scatters {
+        out.push('\n');
+        out.push_str(&scatter::render_scatter(k));
     }
     Ok(out)
 }
