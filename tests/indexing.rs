@@ -262,7 +262,7 @@ impl Rng {
 }
 
 #[test]
-fn random_gathers_and_scatters_on_the_cpu_backend_match_the_interpreter_bit_for_bit() {
+fn random_gathers_and_scatters_match_the_interpreter_bit_for_bit_on_both_backends() {
     let mut rng = Rng(0x5eed);
     for case in 0..60 {
         // Every fourth case is large enough for the threaded paths.
@@ -306,12 +306,39 @@ fn random_gathers_and_scatters_on_the_cpu_backend_match_the_interpreter_bit_for_
         let eager = f((x.clone(), idx.clone(), u.clone()))
             .to_vec::<f32>()
             .unwrap();
+        let specs = (
+            Tensor::spec(DType::F32, x.shape().to_vec()),
+            Tensor::spec(DType::I32, idx.shape().to_vec()),
+            Tensor::spec(DType::F32, u.shape().to_vec()),
+        );
+        let arrays: Vec<ferrax::Array> = [&x, &idx, &u]
+            .iter()
+            .map(|t| t.to_array().unwrap())
+            .collect();
         let compiled = jit(f).call((x, idx, u)).unwrap().to_vec::<f32>().unwrap();
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(
             bits(&eager),
             bits(&compiled),
             "case {case}: op {op} on {dims:?}"
+        );
+        // The same program on the emulated GPU: row gathers in kernels, row scatters by the
+        // rank and apply entries, the rest on the host.
+        let func = ferrax::compiler::simplify::simplify(&ferrax::trace(f, &specs).unwrap())
+            .unwrap()
+            .0;
+        let emulator = ferrax_ptx_emu::Emulator::default();
+        let gpu = ferrax::compiler::backend::gpu::GpuProgram::compile(
+            &func,
+            &emulator,
+            ferrax::compiler::backend::gpu::GpuOptions::HIGHEST,
+        )
+        .unwrap();
+        let on_gpu = gpu.run(&arrays).unwrap()[0].to_vec::<f32>().unwrap();
+        assert_eq!(
+            bits(&eager),
+            bits(&on_gpu),
+            "case {case}: op {op} on {dims:?} (emulated GPU)"
         );
     }
 }
