@@ -395,8 +395,8 @@ fn nn_embedding_and_its_gradient() {
 /// Gathers and scatters as the API builds them, each with one field of its dimension numbers
 /// or one operand dimension nudged (often ill-formed): the shape rules answer every one with
 /// a type or an error, every well-typed one differentiates in both modes, and evaluates on
-/// the interpreter and the CPU backend alike, whatever the index values (the extremes
-/// included), with no panic.
+/// the interpreter, the CPU backend and the emulated GPU alike, whatever the index values
+/// (the extremes included), with no panic.
 #[test]
 fn mutated_dimension_numbers_never_panic() {
     use ferrax::ir::{infer_type, Op, TensorType};
@@ -515,6 +515,20 @@ fn mutated_dimension_numbers_never_panic() {
             compiled[0].to_vec::<f32>().unwrap(),
             eager.to_vec::<f32>().unwrap(),
             "{op:?} on {types:?}"
+        );
+        let emulator = ferrax_ptx_emu::Emulator::default();
+        let on_gpu = ferrax::compiler::backend::gpu::GpuProgram::compile(
+            &func,
+            &emulator,
+            ferrax::compiler::backend::gpu::GpuOptions::HIGHEST,
+        )
+        .unwrap()
+        .run(&arrays)
+        .unwrap();
+        assert_eq!(
+            on_gpu[0].to_vec::<f32>().unwrap(),
+            eager.to_vec::<f32>().unwrap(),
+            "{op:?} on {types:?} (emulated GPU)"
         );
     }
     assert!(

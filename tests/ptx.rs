@@ -502,7 +502,7 @@ fn every_kernel_assembles_with_ptxas() {
             &kernels,
             &launches,
             (&reductions, &reduce_launches),
-            (&copies, &int_gemms, &[]),
+            (&copies, &int_gemms, &[], &[]),
             target,
             mode,
         )

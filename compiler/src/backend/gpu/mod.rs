@@ -74,6 +74,8 @@ enum GpuStep {
     Copies(usize, Vec<(usize, usize)>),
     /// Instruction `index`, a row scatter by the two entries of scatter `kernels`.
     Scatter { index: usize, kernels: usize },
+    /// Instruction `index`, a gather by gather kernel `kernel`.
+    Gather { index: usize, kernel: usize },
     /// A reshape: the result shares the operand's buffer.
     View(usize),
     /// A constant (or an iota), copied to the device once, when the program is loaded.
@@ -111,6 +113,7 @@ pub struct GpuProgram<M: GpuMachine> {
     int_gemm_functions: Vec<M::Function>,
     /// Per row scatter, its rank and apply entries.
     scatter_functions: Vec<(M::Function, M::Function)>,
+    gather_functions: Vec<M::Function>,
     matmul: MatmulPrecision,
 }
 

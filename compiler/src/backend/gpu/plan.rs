@@ -5,6 +5,7 @@
 use crate::backend::gemm::{plan_gemm, plan_permuted_gemm};
 use crate::backend::liveness::{liveness, Liveness, MemoryReport, StepValues};
 use crate::backend::ptx::copy::CopyKernel;
+use crate::backend::ptx::gather::GatherKernel;
 use crate::backend::ptx::matmul::IntGemmKernel;
 use crate::backend::ptx::reduce::{ReduceKernel, ReduceLaunch};
 use crate::backend::ptx::rows::row_layout;
@@ -36,6 +37,7 @@ pub struct GpuPlan {
     pub copies: Vec<CopyKernel>,
     pub int_gemms: Vec<IntGemmKernel>,
     pub scatters: Vec<ScatterKernels>,
+    pub gathers: Vec<GatherKernel>,
     pub ptx: String,
 }
 
@@ -81,13 +83,14 @@ impl GpuPlan {
             copies,
             int_gemms,
             scatters,
+            gathers,
         } = p;
         let (steps, launches, reduce_launches) = group_launches(func, steps, &kernels, &reductions);
         let ptx = render_legal_launches(
             &legal_kernels,
             &launches,
             (&reductions, &reduce_launches),
-            (&copies, &int_gemms, &scatters),
+            (&copies, &int_gemms, &scatters, &gathers),
             target,
             mode,
         )?;
@@ -104,6 +107,7 @@ impl GpuPlan {
             copies,
             int_gemms,
             scatters,
+            gathers,
             ptx,
         })
     }
@@ -179,6 +183,7 @@ struct Parts {
     copies: Vec<CopyKernel>,
     int_gemms: Vec<IntGemmKernel>,
     scatters: Vec<ScatterKernels>,
+    gathers: Vec<GatherKernel>,
 }
 
 impl Parts {
@@ -271,8 +276,27 @@ impl Parts {
                     None => host,
                 }
             }
-            // Gathers other than row gathers (which fusion puts into kernels) and scatters
-            // other than row scatters run on the interpreter.
+            // Gathers fusion did not read in place: a kernel of their own.
+            Op::Gather(g) if ins.ty.numel() > 0 => {
+                let name = format!("{}_g{}", func.name, self.gathers.len());
+                let types: Option<Vec<_>> = ins.args.iter().map(|&a| func.value_type(a)).collect();
+                let planned = types.and_then(|t| match t.as_slice() {
+                    [x, i] => GatherKernel::plan(name, g, (x, i, &ins.ty)),
+                    _ => None,
+                });
+                match planned {
+                    Some(k) => {
+                        self.gathers.push(k);
+                        GpuStep::Gather {
+                            index,
+                            kernel: self.gathers.len() - 1,
+                        }
+                    }
+                    None => host,
+                }
+            }
+            // Empty gathers, scatters other than row scatters, and indices of other types
+            // run on the interpreter.
             Op::Gather(_) | Op::Scatter(_) => host,
         }
     }
@@ -409,6 +433,7 @@ pub(super) fn step_values<'k>(
         },
         GpuStep::Gemm { index: i, .. }
         | GpuStep::Scatter { index: i, .. }
+        | GpuStep::Gather { index: i, .. }
         | GpuStep::SplitReduce { index: i, .. }
         | GpuStep::Copies(i, _)
         | GpuStep::View(i) => StepValues {

@@ -26,11 +26,13 @@ impl<M: GpuMachine> GpuProgram<M> {
             .flat_map(|k| [k.rank_name(), k.apply_name()])
             .collect();
         names.extend(scatter_names.iter().map(String::as_str));
+        names.extend(plan.gathers.iter().map(|g| g.name.as_str()));
         let mut functions = if names.is_empty() {
             Vec::new()
         } else {
             machine.load(&plan.ptx, &names)?
         };
+        let gather_functions = functions.split_off(functions.len() - plan.gathers.len());
         let mut scatter_entries = functions.split_off(functions.len() - scatter_names.len());
         let mut scatter_functions = Vec::with_capacity(plan.scatters.len());
         while scatter_entries.len() >= 2 {
@@ -63,6 +65,7 @@ impl<M: GpuMachine> GpuProgram<M> {
             copy_functions,
             int_gemm_functions,
             scatter_functions,
+            gather_functions,
             matmul: options.matmul,
         })
     }
@@ -219,6 +222,24 @@ impl<M: GpuMachine> GpuProgram<M> {
             }
             GpuStep::Scatter { index, kernels } => {
                 defined(*index, self.scatter(*index, *kernels, values)?)
+            }
+            GpuStep::Gather { index, kernel } => {
+                let ins = &func.body[*index];
+                let (operand, indices) = (get(values, ins.args[0])?, get(values, ins.args[1])?);
+                let out = self.machine.alloc(&ins.ty)?;
+                let len = self.plan.gathers[*kernel].len();
+                // SAFETY: the gather reads its index vectors within the indices, clamps each
+                // start so the element read lies inside the operand, and writes each result
+                // element once.
+                unsafe {
+                    self.machine.launch(
+                        &self.gather_functions[*kernel],
+                        self.machine.grid_for(len, BLOCK),
+                        BLOCK,
+                        &[M::address(&operand), M::address(&indices), M::address(&out)],
+                    )?;
+                }
+                defined(*index, out)
             }
             GpuStep::Host(range) => self.host(range.clone(), values),
         }

@@ -24,6 +24,7 @@
 
 pub mod copy;
 mod emit;
+pub mod gather;
 mod legalize;
 mod loops;
 pub mod matmul;
@@ -36,6 +37,7 @@ pub mod support;
 
 use crate::kernel::Kernel;
 use copy::{render_copy, CopyKernel};
+use gather::GatherKernel;
 pub use legalize::{legal_kernel, legalize};
 use loops::render_entry;
 pub use loops::Launch;
@@ -127,7 +129,7 @@ pub fn render_module(
         kernels,
         &Launch::each(kernels),
         (reductions, &ReduceLaunch::each(reductions)),
-        (copies, &[], &[]),
+        (copies, &[], &[], &[]),
         target,
         MathMode::Accurate,
     )
@@ -139,7 +141,12 @@ pub fn render_launches(
     kernels: &[Kernel],
     launches: &[Launch],
     reductions: (&[ReduceKernel], &[ReduceLaunch]),
-    (copies, int_gemms, scatters): (&[CopyKernel], &[IntGemmKernel], &[ScatterKernels]),
+    (copies, int_gemms, scatters, gathers): (
+        &[CopyKernel],
+        &[IntGemmKernel],
+        &[ScatterKernels],
+        &[GatherKernel],
+    ),
     target: PtxTarget,
     mode: MathMode,
 ) -> Result<String, PtxError> {
@@ -151,7 +158,7 @@ pub fn render_launches(
         &legal,
         launches,
         reductions,
-        (copies, int_gemms, scatters),
+        (copies, int_gemms, scatters, gathers),
         target,
         mode,
     )
@@ -162,7 +169,12 @@ pub fn render_legal_launches(
     legal: &[Kernel],
     launches: &[Launch],
     (reductions, reduce_launches): (&[ReduceKernel], &[ReduceLaunch]),
-    (copies, int_gemms, scatters): (&[CopyKernel], &[IntGemmKernel], &[ScatterKernels]),
+    (copies, int_gemms, scatters, gathers): (
+        &[CopyKernel],
+        &[IntGemmKernel],
+        &[ScatterKernels],
+        &[GatherKernel],
+    ),
     target: PtxTarget,
     mode: MathMode,
 ) -> Result<String, PtxError> {
@@ -194,6 +206,10 @@ pub fn render_legal_launches(
     for k in scatters {
         out.push('\n');
         out.push_str(&scatter::render_scatter(k));
+    }
+    for k in gathers {
+        out.push('\n');
+        out.push_str(&gather::render_gather(k));
     }
     Ok(out)
 }
