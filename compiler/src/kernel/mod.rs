@@ -10,6 +10,7 @@
 mod access;
 pub mod halves;
 pub mod math;
+mod print;
 pub mod rows;
 
 use crate::target::{KernelOp, Target};
@@ -17,7 +18,6 @@ pub use access::{broadcast_access, kernel_outputs, row_gather, splat_constant};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Func, Op, ReduceOp, Scalar, UnaryOp, ValueId};
 use math::Emit;
 use std::collections::HashMap;
-use std::fmt;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -516,101 +516,4 @@ pub fn contract(mut kernel: Kernel) -> Kernel {
         r.stages.retain(|_| kept.next().unwrap_or(true));
     }
     kernel
-}
-
-impl fmt::Display for Kernel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.rows {
-            None => write!(f, "kernel @{} len={} (", self.name, self.len)?,
-            Some(r) => write!(
-                f,
-                "kernel @{} rows={} cols={} passes={} (",
-                self.name, r.rows, r.cols, r.passes
-            )?,
-        }
-        for (i, b) in self.sig.buffers.iter().enumerate() {
-            let role = match b.role {
-                Role::Input => "in",
-                Role::Output => "out",
-                Role::Scratch => "scratch",
-                Role::Partial(op) => match op {
-                    ReduceOp::Sum => "partial sum",
-                    ReduceOp::Max => "partial max",
-                    ReduceOp::Min => "partial min",
-                    ReduceOp::Prod => "partial prod",
-                },
-            };
-            let access = match b.access {
-                Access::Each => String::new(),
-                Access::Scalar => " [0]".to_string(),
-                Access::Outer(n) => format!(" [i / {n}]"),
-                Access::Inner(n) => format!(" [i % {n}]"),
-                Access::Gather { index, n, rows } => {
-                    format!(" [clamp(#{index}[i / {n}], 0, {rows} - 1) * {n} + i % {n}]")
-                }
-            };
-            write!(
-                f,
-                "{}{role} #{i}: {}{access} = {}",
-                if i > 0 { ", " } else { "" },
-                b.dtype,
-                b.value
-            )?;
-        }
-        writeln!(f, ") {{")?;
-        // A row kernel lists its instructions stage by stage, in the order they run.
-        let mut order: Vec<usize> = (0..self.body.len()).collect();
-        if let Some(r) = &self.rows {
-            order.sort_by_key(|&k| {
-                let stage = r.stages[k];
-                let at = match stage {
-                    Stage::Row(p) => (p, 0),
-                    Stage::Elem(p) => (p, 1),
-                };
-                (at, k)
-            });
-        }
-        let mut current = None;
-        for k in order {
-            let ins = &self.body[k];
-            if let Some(r) = &self.rows {
-                let stage = r.stages[k];
-                if current != Some(stage) {
-                    current = Some(stage);
-                    match stage {
-                        Stage::Row(p) => writeln!(f, " row {p}:")?,
-                        Stage::Elem(p) => writeln!(f, " pass {p}:")?,
-                    }
-                }
-            }
-            let args: Vec<String> = ins.args.iter().map(|a| format!("v{a}")).collect();
-            let head = match &ins.op {
-                KOp::Load(b) => format!("load #{b}"),
-                KOp::Const(s) => format!("const {}", ferrax_ir::scalar_text(*s)),
-                KOp::Unary(u) => u.name().to_string(),
-                KOp::Binary(b) => b.name().to_string(),
-                KOp::Compare(c) => c.name().to_string(),
-                KOp::Select => "select".to_string(),
-                KOp::Clamp => "clamp".to_string(),
-                KOp::Convert(d) => format!("convert.{d}"),
-                KOp::Fma => "fma".to_string(),
-                KOp::Bitcast => "bitcast".to_string(),
-                KOp::ShiftLeft(n) => format!("shl {n},"),
-                KOp::ShiftRight(n) => format!("shr {n},"),
-                KOp::Reduce(r) => r.name().to_string(),
-                KOp::Beyond(u) => format!("beyond {},", u.name()),
-                KOp::Store(b) => {
-                    writeln!(f, "  store #{b}, {}", args.join(", "))?;
-                    continue;
-                }
-                KOp::Accumulate(b) => {
-                    writeln!(f, "  accumulate #{b}, {}", args.join(", "))?;
-                    continue;
-                }
-            };
-            let sep = if args.is_empty() { "" } else { " " };
-            writeln!(f, "  v{k} = {head}{sep}{} : {}", args.join(", "), ins.dtype)?;
-        }
-        f.write_str("}\n")
-    }
 }
