@@ -1867,3 +1867,114 @@ fn row_scatters_run_on_the_emulated_gpu_as_the_interpreter() {
         );
     }
 }
+
+/// Scatters that are not row scatters (columns, batching dimensions as in the gradient of
+/// `take_along_axis`, index vectors of two entries) run on the emulated GPU as the keys, rank
+/// and apply entries, with repeated and out-of-range indices, bit for bit as the interpreter.
+#[test]
+fn element_scatters_run_on_the_emulated_gpu_as_the_interpreter() {
+    use ferrax::ir::{FuncBuilder, Op, Scatter, ScatterCombine};
+    let columns = Scatter {
+        combine: ScatterCombine::Add,
+        update_window_dims: vec![0],
+        inserted_window_dims: vec![1],
+        input_batching_dims: vec![],
+        scatter_indices_batching_dims: vec![],
+        scatter_dims_to_operand_dims: vec![1],
+        index_vector_dim: 1,
+        indices_are_sorted: false,
+        unique_indices: false,
+    };
+    let batched = Scatter {
+        combine: ScatterCombine::Replace,
+        update_window_dims: vec![],
+        inserted_window_dims: vec![1],
+        input_batching_dims: vec![0],
+        scatter_indices_batching_dims: vec![0],
+        scatter_dims_to_operand_dims: vec![1],
+        index_vector_dim: 2,
+        indices_are_sorted: false,
+        unique_indices: false,
+    };
+    let pairs = Scatter {
+        combine: ScatterCombine::Mul,
+        update_window_dims: vec![],
+        inserted_window_dims: vec![0, 1],
+        input_batching_dims: vec![],
+        scatter_indices_batching_dims: vec![],
+        scatter_dims_to_operand_dims: vec![0, 1],
+        index_vector_dim: 1,
+        indices_are_sorted: false,
+        unique_indices: false,
+    };
+    // Name, dimension numbers, operand, indices and updates dimensions, index values.
+    type Case = (
+        &'static str,
+        Scatter,
+        [usize; 2],
+        Vec<usize>,
+        Vec<usize>,
+        Vec<i32>,
+    );
+    let cases: [Case; 3] = [
+        (
+            "columns",
+            columns,
+            [4, 6],
+            vec![5],
+            vec![4, 5],
+            vec![2, 0, 2, 9, -1],
+        ),
+        (
+            "batched",
+            batched,
+            [3, 5],
+            vec![3, 2],
+            vec![3, 2],
+            vec![4, 4, 0, 7, 1, 1],
+        ),
+        (
+            "pairs",
+            pairs,
+            [3, 4],
+            vec![5, 2],
+            vec![5],
+            vec![1, 2, 0, 3, 1, 2, 3, 0, 1, 2],
+        ),
+    ];
+    for (name, s, x_dims, i_dims, u_dims, idx) in cases {
+        let mut b = FuncBuilder::new("scatter");
+        let x = b.param(TensorType::new(DType::F32, x_dims));
+        let i = b.param(TensorType::new(DType::I32, i_dims.clone()));
+        let u = b.param(TensorType::new(DType::F32, u_dims.clone()));
+        let y = b.push(Op::Scatter(Box::new(s)), &[x, i, u]).unwrap();
+        let func = b.finish(vec![y]);
+        let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+        assert!(plan.host_ops().is_empty(), "{name}: {:?}", plan.host_ops());
+        let n: usize = u_dims.iter().product();
+        let m = x_dims[0] * x_dims[1];
+        let args = vec![
+            Array::new(
+                x_dims,
+                Elements::F32((0..m).map(|j| (j % 7) as f32 * 0.75 - 2.0).collect()),
+            )
+            .unwrap(),
+            Array::new(i_dims, Elements::I32(idx)).unwrap(),
+            Array::new(
+                u_dims,
+                Elements::F32((0..n).map(|j| (j % 5) as f32 * 1.25 - 1.0).collect()),
+            )
+            .unwrap(),
+        ];
+        let emulator = Emulator::default();
+        let program = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
+        let got = program.run(&args).unwrap();
+        let want = ferrax::runtime::interpret(&func, &args).unwrap();
+        assert_eq!(got, want, "{name}");
+        assert!(
+            emulator.launched().iter().any(|l| l.ends_with("_keys")),
+            "{name}: {:?}",
+            emulator.launched()
+        );
+    }
+}

@@ -72,7 +72,7 @@ enum GpuStep {
     /// Instruction and the strided copies that write its result, each with the operand it
     /// reads, in order.
     Copies(usize, Vec<(usize, usize)>),
-    /// Instruction `index`, a row scatter by the two entries of scatter `kernels`.
+    /// Instruction `index`, a scatter by the entries of scatter `kernels`.
     Scatter { index: usize, kernels: usize },
     /// Instruction `index`, a gather by gather kernel `kernel`.
     Gather { index: usize, kernel: usize },
@@ -111,8 +111,8 @@ pub struct GpuProgram<M: GpuMachine> {
     reduce_functions: Vec<M::Function>,
     copy_functions: Vec<M::Function>,
     int_gemm_functions: Vec<M::Function>,
-    /// Per row scatter, its rank and apply entries.
-    scatter_functions: Vec<(M::Function, M::Function)>,
+    /// Per scatter, its entries in launch order.
+    scatter_functions: Vec<Vec<M::Function>>,
     gather_functions: Vec<M::Function>,
     matmul: MatmulPrecision,
 }

@@ -5,11 +5,13 @@
 use crate::backend::gemm::{plan_gemm, plan_permuted_gemm};
 use crate::backend::liveness::{liveness, Liveness, MemoryReport, StepValues};
 use crate::backend::ptx::copy::CopyKernel;
+use crate::backend::ptx::element_scatter::ElementScatter;
 use crate::backend::ptx::gather::GatherKernel;
 use crate::backend::ptx::matmul::IntGemmKernel;
 use crate::backend::ptx::reduce::{ReduceKernel, ReduceLaunch};
 use crate::backend::ptx::rows::row_layout;
 use crate::backend::ptx::scatter::ScatterKernels;
+use crate::backend::ptx::Scatters;
 use crate::backend::ptx::{legal_kernel, render_legal_launches, Launch, MathMode, PtxTarget};
 use crate::fuse::{partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
@@ -36,7 +38,7 @@ pub struct GpuPlan {
     pub reduce_launches: Vec<ReduceLaunch>,
     pub copies: Vec<CopyKernel>,
     pub int_gemms: Vec<IntGemmKernel>,
-    pub scatters: Vec<ScatterKernels>,
+    pub scatters: Vec<Scatters>,
     pub gathers: Vec<GatherKernel>,
     pub ptx: String,
 }
@@ -182,7 +184,7 @@ struct Parts {
     reductions: Vec<ReduceKernel>,
     copies: Vec<CopyKernel>,
     int_gemms: Vec<IntGemmKernel>,
-    scatters: Vec<ScatterKernels>,
+    scatters: Vec<Scatters>,
     gathers: Vec<GatherKernel>,
 }
 
@@ -261,8 +263,14 @@ impl Parts {
             Op::Scatter(s) if ins.ty.numel() > 0 => {
                 let name = format!("{}_s{}", func.name, self.scatters.len());
                 let types: Option<Vec<_>> = ins.args.iter().map(|&a| func.value_type(a)).collect();
+                // Whole rows ranked by row where it can (any number of elements a row), else
+                // the update elements ranked one by one.
                 let planned = types.and_then(|t| match t.as_slice() {
-                    [x, i, u] => ScatterKernels::plan(name, s, (x, i, u)),
+                    [x, i, u] => ScatterKernels::plan(name.clone(), s, (x, i, u))
+                        .map(Scatters::Rows)
+                        .or_else(|| {
+                            ElementScatter::plan(name, s, (x, i, u)).map(Scatters::Elements)
+                        }),
                     _ => None,
                 });
                 match planned {
@@ -295,8 +303,8 @@ impl Parts {
                     None => host,
                 }
             }
-            // Empty gathers, scatters other than row scatters, and indices of other types
-            // run on the interpreter.
+            // Empty gathers and scatters, those by u8 indices, and scatters the GPU does not
+            // compute exactly run on the interpreter.
             Op::Gather(_) | Op::Scatter(_) => host,
         }
     }

@@ -2,7 +2,7 @@
 //! steps queued on one stream, each value let go of after its last use.
 
 use crate::backend::liveness::MemoryReport;
-use crate::backend::ptx::PtxTarget;
+use crate::backend::ptx::{PtxTarget, Scatters};
 use crate::kernel::{Kernel, Role};
 use ferrax_ir::{Func, TensorType, ValueId};
 use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
@@ -23,7 +23,7 @@ impl<M: GpuMachine> GpuProgram<M> {
         let scatter_names: Vec<String> = plan
             .scatters
             .iter()
-            .flat_map(|k| [k.rank_name(), k.apply_name()])
+            .flat_map(Scatters::entry_names)
             .collect();
         names.extend(scatter_names.iter().map(String::as_str));
         names.extend(plan.gathers.iter().map(|g| g.name.as_str()));
@@ -35,10 +35,9 @@ impl<M: GpuMachine> GpuProgram<M> {
         let gather_functions = functions.split_off(functions.len() - plan.gathers.len());
         let mut scatter_entries = functions.split_off(functions.len() - scatter_names.len());
         let mut scatter_functions = Vec::with_capacity(plan.scatters.len());
-        while scatter_entries.len() >= 2 {
-            let apply = scatter_entries.remove(1);
-            let rank = scatter_entries.remove(0);
-            scatter_functions.push((rank, apply));
+        for k in &plan.scatters {
+            let rest = scatter_entries.split_off(k.entry_names().len());
+            scatter_functions.push(std::mem::replace(&mut scatter_entries, rest));
         }
         let int_gemm_functions = functions.split_off(functions.len() - plan.int_gemms.len());
         let copy_functions = functions.split_off(functions.len() - plan.copies.len());
@@ -245,50 +244,60 @@ impl<M: GpuMachine> GpuProgram<M> {
         }
     }
 
-    /// Row scatter `k` computing instruction `index`: each update's place in (row, position)
-    /// order, then every result element from its operand element and its row's updates.
+    /// Scatter `k` computing instruction `index`: each update's (or update element's) place
+    /// in (result position, interpreter order) order, then every result element from its
+    /// operand element and its updates in that order.
     fn scatter(
         &self,
         index: usize,
         k: usize,
         values: &[Option<M::Array>],
     ) -> Result<M::Array, GpuError> {
-        let (ins, kernels) = (&self.plan.func.body[index], &self.plan.scatters[k]);
+        let ins = &self.plan.func.body[index];
         let (operand, indices, updates) = (
             get(values, ins.args[0])?,
             get(values, ins.args[1])?,
             get(values, ins.args[2])?,
         );
-        let order_type = TensorType::new(ferrax_ir::DType::I32, [kernels.updates]);
-        let (order, rows) = (
-            self.machine.alloc(&order_type)?,
-            self.machine.alloc(&order_type)?,
-        );
-        let out = self.machine.alloc(&ins.ty)?;
-        let (rank, apply) = &self.scatter_functions[k];
         let machine = &self.machine;
-        // SAFETY: the rank entry reads `updates` indices and writes one place each (a rank
-        // below their count) into `order` and `rows`; the apply entry reads the operand and
-        // result at its elements and the updates at rows `order` holds, all in bounds.
-        unsafe {
-            machine.launch(
-                rank,
-                machine.grid_for(kernels.updates, BLOCK),
-                BLOCK,
-                &[M::address(&indices), M::address(&order), M::address(&rows)],
-            )?;
-            machine.launch(
-                apply,
-                machine.grid_for(kernels.len(), BLOCK),
-                BLOCK,
-                &[
-                    M::address(&operand),
-                    M::address(&updates),
-                    M::address(&order),
-                    M::address(&rows),
-                    M::address(&out),
-                ],
-            )?;
+        let scratch = |n: usize| machine.alloc(&TensorType::new(ferrax_ir::DType::I32, [n]));
+        let out = machine.alloc(&ins.ty)?;
+        let entries = &self.scatter_functions[k];
+        let a = |x: &M::Array| M::address(x);
+        // Scratch for the places (held until the launches are queued), then each launch: its
+        // element count and parameters.
+        let (count, len) = match &self.plan.scatters[k] {
+            Scatters::Rows(r) => (r.updates, r.len()),
+            Scatters::Elements(s) => (s.updates, s.operand_len),
+        };
+        let held = (0..4)
+            .map(|_| scratch(count))
+            .collect::<Result<Vec<_>, _>>()?;
+        let launches: Vec<(usize, Vec<u64>)> = match &self.plan.scatters[k] {
+            Scatters::Rows(_) => vec![
+                (count, vec![a(&indices), a(&held[0]), a(&held[1])]),
+                (
+                    len,
+                    vec![a(&operand), a(&updates), a(&held[0]), a(&held[1]), a(&out)],
+                ),
+            ],
+            Scatters::Elements(_) => vec![
+                (count, vec![a(&indices), a(&held[0]), a(&held[1])]),
+                (
+                    count,
+                    vec![a(&held[0]), a(&held[1]), a(&held[2]), a(&held[3])],
+                ),
+                (
+                    len,
+                    vec![a(&operand), a(&updates), a(&held[2]), a(&held[3]), a(&out)],
+                ),
+            ],
+        };
+        for (entry, (len, params)) in entries.iter().zip(&launches) {
+            // SAFETY: the keys and rank entries read the indices and write one place per
+            // update into scratch of that many; the apply entry reads the operand and writes
+            // the result at its elements, and reads the updates at the places written.
+            unsafe { machine.launch(entry, machine.grid_for(*len, BLOCK), BLOCK, params)? };
         }
         Ok(out)
     }

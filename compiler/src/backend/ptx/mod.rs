@@ -23,6 +23,7 @@
 //! [`matmul`] (the other kinds of entry).
 
 pub mod copy;
+pub mod element_scatter;
 mod emit;
 pub mod gather;
 mod legalize;
@@ -41,6 +42,25 @@ use gather::GatherKernel;
 pub use legalize::{legal_kernel, legalize};
 use loops::render_entry;
 pub use loops::Launch;
+
+/// A scatter's entries: rows ranked by row ([`ScatterKernels`]), or update elements ranked by
+/// result element ([`ElementScatter`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scatters {
+    Rows(ScatterKernels),
+    Elements(ElementScatter),
+}
+
+impl Scatters {
+    /// The entries' names, in the order a run launches them.
+    pub fn entry_names(&self) -> Vec<String> {
+        match self {
+            Scatters::Rows(k) => vec![k.rank_name(), k.apply_name()],
+            Scatters::Elements(k) => k.entry_names().to_vec(),
+        }
+    }
+}
+use element_scatter::ElementScatter;
 use matmul::{render_int_gemm, IntGemmKernel};
 use reduce::{render_reduce_launch, ReduceKernel, ReduceLaunch};
 use scatter::ScatterKernels;
@@ -144,7 +164,7 @@ pub fn render_launches(
     (copies, int_gemms, scatters, gathers): (
         &[CopyKernel],
         &[IntGemmKernel],
-        &[ScatterKernels],
+        &[Scatters],
         &[GatherKernel],
     ),
     target: PtxTarget,
@@ -172,7 +192,7 @@ pub fn render_legal_launches(
     (copies, int_gemms, scatters, gathers): (
         &[CopyKernel],
         &[IntGemmKernel],
-        &[ScatterKernels],
+        &[Scatters],
         &[GatherKernel],
     ),
     target: PtxTarget,
@@ -205,7 +225,10 @@ pub fn render_legal_launches(
     }
     for k in scatters {
         out.push('\n');
-        out.push_str(&scatter::render_scatter(k));
+        out.push_str(&match k {
+            Scatters::Rows(k) => scatter::render_scatter(k),
+            Scatters::Elements(k) => element_scatter::render_element_scatter(k),
+        });
     }
     for k in gathers {
         out.push('\n');

@@ -55,11 +55,7 @@ impl ScatterKernels {
                 .iter()
                 .copied()
                 .eq(batch..batch + rank - 1);
-        let exact = match (operand.dtype, s.combine) {
-            (DType::F32 | DType::F64, ScatterCombine::Min | ScatterCombine::Max) => false,
-            (DType::F32 | DType::F64 | DType::I32 | DType::I64, _) => true,
-            _ => false,
-        };
+        let exact = exact_here(operand.dtype, s.combine);
         let n: usize = operand.dims()[1..].iter().product();
         let count = indices.numel();
         let ok = scalar_indices
@@ -98,6 +94,17 @@ impl ScatterKernels {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Whether the GPU combines `dtype` values as the interpreter does: all four combiners on
+/// i32 and i64; replace, add and mul on f32 and f64 (PTX's float min and max order NaN and
+/// signed zeros otherwise).
+pub(super) fn exact_here(dtype: DType, how: ScatterCombine) -> bool {
+    match (dtype, how) {
+        (DType::F32 | DType::F64, ScatterCombine::Min | ScatterCombine::Max) => false,
+        (DType::F32 | DType::F64 | DType::I32 | DType::I64, _) => true,
+        _ => false,
     }
 }
 
@@ -171,8 +178,8 @@ fn render_rank(k: &ScatterKernels) -> String {
     })
 }
 
-/// Emits the first position in the sorted rows (`a[3]`) whose row is not below `row` into `lo`.
-fn lower_bound(e: &mut Emitter, k: &ScatterKernels, rows: &str, row: &str, lo: &str) {
+/// Emits the first of the `count` sorted keys at `rows` that is not below `row` into `lo`.
+pub(super) fn lower_bound(e: &mut Emitter, count: usize, rows: &str, row: &str, lo: &str) {
     let (hi, mid, at, value) = (
         e.reg(Class::R),
         e.reg(Class::R),
@@ -181,7 +188,7 @@ fn lower_bound(e: &mut Emitter, k: &ScatterKernels, rows: &str, row: &str, lo: &
     );
     let (found, below) = (e.reg(Class::P), e.reg(Class::P));
     e.line(format!("mov.u32 {lo}, 0"));
-    e.line(format!("mov.u32 {hi}, {}", k.updates));
+    e.line(format!("mov.u32 {hi}, {count}"));
     let (top, done) = (e.label("search"), e.label("searched"));
     e.body.push_str(&format!("{top}:\n"));
     e.line(format!("setp.ge.u32 {found}, {lo}, {hi}"));
@@ -199,10 +206,10 @@ fn lower_bound(e: &mut Emitter, k: &ScatterKernels, rows: &str, row: &str, lo: &
 }
 
 /// `acc = combine(acc, v)` on registers of `dtype`.
-fn combine(e: &mut Emitter, k: &ScatterKernels, acc: &str, v: &str) {
-    let (t, _) = suffix(k.dtype);
-    let float = matches!(k.dtype, DType::F32 | DType::F64);
-    let line = match (k.combine, float) {
+pub(super) fn combine(e: &mut Emitter, (dtype, how): (DType, ScatterCombine), acc: &str, v: &str) {
+    let (t, _) = suffix(dtype);
+    let float = matches!(dtype, DType::F32 | DType::F64);
+    let line = match (how, float) {
         (ScatterCombine::Replace, _) => format!("mov.{t} {acc}, {v}"),
         (ScatterCombine::Add, true) => format!("add.rn.{t} {acc}, {acc}, {v}"),
         (ScatterCombine::Mul, true) => format!("mul.rn.{t} {acc}, {acc}, {v}"),
@@ -223,9 +230,9 @@ fn render_apply(k: &ScatterKernels) -> String {
         e.line(format!("div.u32 {row}, {i}, {}", k.n));
         e.line(format!("rem.u32 {col}, {i}, {}", k.n));
         let (lo, hi) = (e.reg(Class::R), e.reg(Class::R));
-        lower_bound(e, k, &a[3], &row, &lo);
+        lower_bound(e, k.updates, &a[3], &row, &lo);
         e.line(format!("add.u32 {next}, {row}, 1"));
-        lower_bound(e, k, &a[3], &next, &hi);
+        lower_bound(e, k.updates, &a[3], &next, &hi);
         let (at, acc) = (e.reg(Class::Rd), e.reg(reg_class(k.dtype)));
         e.line(format!("mul.wide.u32 {at}, {i}, {size}"));
         let source = e.reg(Class::Rd);
@@ -253,7 +260,7 @@ fn render_apply(k: &ScatterKernels) -> String {
         e.line(format!("mul.lo.s64 {elem}, {elem}, {size}"));
         e.line(format!("add.s64 {elem}, {}, {elem}", a[1]));
         e.line(format!("ld.global.nc.{t} {value}, [{elem}]"));
-        combine(e, k, &acc, &value);
+        combine(e, (k.dtype, k.combine), &acc, &value);
         e.line(format!("add.u32 {lo}, {lo}, 1"));
         e.line(format!("bra {top}"));
         e.body.push_str(&format!("{done}:\n"));
