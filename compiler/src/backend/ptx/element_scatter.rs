@@ -8,8 +8,8 @@
 
 use super::emit::{Class, Emitter};
 use super::loops::grid_stride_entry;
-use super::scatter::{combine, exact_here, lower_bound};
-use ferrax_ir::{DType, IndexMap, Scatter, ScatterCombine, TensorType};
+use super::scatter::{emit_apply, emit_count_before, emit_place, exact_here};
+use ferrax_ir::{DType, IndexMap, Scatter, ScatterCombine, Shape, TensorType};
 use std::fmt::Write;
 
 /// The most update elements: each rank thread counts over all of them.
@@ -45,14 +45,6 @@ pub struct ElementScatter {
     pub combine: ScatterCombine,
 }
 
-fn row_major_strides(dims: &[usize]) -> Vec<usize> {
-    let mut strides = vec![1; dims.len()];
-    for d in (0..dims.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1] * dims[d + 1];
-    }
-    strides
-}
-
 impl ElementScatter {
     /// The entries of `s` on these operand types; `None` for more update elements than the
     /// rank entry takes, indices of another type than i32 or i64, a combiner the GPU does not
@@ -71,17 +63,14 @@ impl ElementScatter {
             return None;
         }
         let map = IndexMap::of_scatter(s, operand.rank(), updates.rank());
-        let (in_strides, ind_strides) = (
-            row_major_strides(operand.dims()),
-            row_major_strides(indices.dims()),
-        );
+        let (in_strides, ind_strides) = (operand.shape.strides(), indices.shape.strides());
         let batch_of_indices = map.indices_batch_dims(indices.rank());
         let extent = s.window_extent(operand.rank(), updates.dims());
         let batch_sizes: Vec<usize> = map.batch_dims.iter().map(|&d| updates.dims()[d]).collect();
         let window_sizes: Vec<usize> = map.window_dims.iter().map(|&d| updates.dims()[d]).collect();
         let (batch_weights, window_weights) = (
-            row_major_strides(&batch_sizes),
-            row_major_strides(&window_sizes),
+            Shape::new(batch_sizes.clone()).strides(),
+            Shape::new(window_sizes.clone()).strides(),
         );
         let mut update_dims: Vec<UpdateDim> = updates
             .dims()
@@ -228,38 +217,9 @@ fn render_rank(k: &ElementScatter) -> String {
         };
         let mine = load(e, &a[0], index);
         let place = load(e, &a[1], index);
-        let (rank, j) = (e.reg(Class::R), e.reg(Class::R));
-        e.line(format!("mov.u32 {rank}, 0"));
-        e.line(format!("mov.u32 {j}, 0"));
-        let (top, done) = (e.label("count"), e.label("counted"));
-        e.body.push_str(&format!("{top}:\n"));
-        let (end, before, same, earlier, one) = (
-            e.reg(Class::P),
-            e.reg(Class::P),
-            e.reg(Class::P),
-            e.reg(Class::P),
-            e.reg(Class::R),
-        );
-        e.line(format!("setp.ge.u32 {end}, {j}, {}", k.updates));
-        e.line(format!("@{end} bra {done}"));
-        let other = load(e, &a[0], &j);
-        let other_place = load(e, &a[1], &j);
-        e.line(format!("setp.lt.u32 {before}, {other}, {mine}"));
-        e.line(format!("setp.eq.u32 {same}, {other}, {mine}"));
-        e.line(format!("setp.lt.u32 {earlier}, {other_place}, {place}"));
-        e.line(format!("and.pred {same}, {same}, {earlier}"));
-        e.line(format!("or.pred {before}, {before}, {same}"));
-        e.line(format!("selp.u32 {one}, 1, 0, {before}"));
-        e.line(format!("add.u32 {rank}, {rank}, {one}"));
-        e.line(format!("add.u32 {j}, {j}, 1"));
-        e.line(format!("bra {top}"));
-        e.body.push_str(&format!("{done}:\n"));
-        let (at, target) = (e.reg(Class::Rd), e.reg(Class::Rd));
-        e.line(format!("mul.wide.u32 {at}, {rank}, 4"));
-        e.line(format!("add.s64 {target}, {}, {at}", a[2]));
-        e.line(format!("st.global.u32 [{target}], {index}"));
-        e.line(format!("add.s64 {target}, {}, {at}", a[3]));
-        e.line(format!("st.global.u32 [{target}], {mine}"));
+        let others = |e: &mut Emitter, j: &str| (load(e, &a[0], j), load(e, &a[1], j));
+        let rank = emit_count_before(e, k.updates, (&mine, &place), others);
+        emit_place(e, (&a[2], &a[3]), &rank, (index, &mine));
     })
 }
 
@@ -267,43 +227,13 @@ fn render_rank(k: &ElementScatter) -> String {
 fn render_apply(k: &ElementScatter) -> String {
     let [_, _, name] = k.entry_names();
     let size = k.dtype.size_bytes();
-    let (t, _) = super::emit::suffix(k.dtype);
     grid_stride_entry(&name, 5, k.operand_len, "apply", |e, a, i| {
-        let (lo, hi, next) = (e.reg(Class::R), e.reg(Class::R), e.reg(Class::R));
-        lower_bound(e, k.updates, &a[3], i, &lo);
-        e.line(format!("add.u32 {next}, {i}, 1"));
-        lower_bound(e, k.updates, &a[3], &next, &hi);
-        let (at, source, acc) = (
-            e.reg(Class::Rd),
-            e.reg(Class::Rd),
-            e.reg(super::emit::reg_class(k.dtype)),
-        );
-        e.line(format!("mul.wide.u32 {at}, {i}, {size}"));
-        e.line(format!("add.s64 {source}, {}, {at}", a[0]));
-        e.line(format!("ld.global.nc.{t} {acc}, [{source}]"));
-        let (top, done) = (e.label("combine"), e.label("combined"));
-        let (end, u, offset, value) = (
-            e.reg(Class::P),
-            e.reg(Class::R),
-            e.reg(Class::Rd),
-            e.reg(super::emit::reg_class(k.dtype)),
-        );
-        e.body.push_str(&format!("{top}:\n"));
-        e.line(format!("setp.ge.u32 {end}, {lo}, {hi}"));
-        e.line(format!("@{end} bra {done}"));
-        e.line(format!("mul.wide.u32 {offset}, {lo}, 4"));
-        e.line(format!("add.s64 {offset}, {}, {offset}", a[2]));
-        e.line(format!("ld.global.u32 {u}, [{offset}]"));
-        e.line(format!("mul.wide.u32 {offset}, {u}, {size}"));
-        e.line(format!("add.s64 {offset}, {}, {offset}", a[1]));
-        e.line(format!("ld.global.nc.{t} {value}, [{offset}]"));
-        combine(e, (k.dtype, k.combine), &acc, &value);
-        e.line(format!("add.u32 {lo}, {lo}, 1"));
-        e.line(format!("bra {top}"));
-        e.body.push_str(&format!("{done}:\n"));
-        let target = e.reg(Class::Rd);
-        e.line(format!("add.s64 {target}, {}, {at}", a[4]));
-        e.line(format!("st.global.{t} [{target}], {acc}"));
+        let element = |e: &mut Emitter, u: &str| {
+            let offset = e.reg(Class::Rd);
+            e.line(format!("mul.wide.u32 {offset}, {u}, {size}"));
+            offset
+        };
+        emit_apply(e, (k.dtype, k.combine), k.updates, a, (i, i), element);
     })
 }
 

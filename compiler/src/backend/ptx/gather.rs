@@ -29,14 +29,6 @@ pub struct GatherKernel {
     pub size: usize,
 }
 
-fn row_major_strides(dims: &[usize]) -> Vec<usize> {
-    let mut strides = vec![1; dims.len()];
-    for d in (0..dims.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1] * dims[d + 1];
-    }
-    strides
-}
-
 impl GatherKernel {
     /// The kernel of `g` from `operand` by `indices` into `result`; `None` for indices of a
     /// type other than i32 and i64, or sizes past 32-bit indexing.
@@ -54,8 +46,8 @@ impl GatherKernel {
             return None;
         }
         let map = IndexMap::of_gather(g, operand.rank(), result.rank());
-        let in_strides = row_major_strides(operand.dims());
-        let ind_strides = row_major_strides(indices.dims());
+        let in_strides = operand.shape.strides();
+        let ind_strides = indices.shape.strides();
         let batch_of_indices = map.indices_batch_dims(indices.rank());
         let mut window_strides = vec![0; result.rank()];
         for (&r, &d) in map.window_dims.iter().zip(&map.window_to_operand) {

@@ -137,45 +137,68 @@ fn key_of(e: &mut Emitter, k: &ScatterKernels, indices: &str, j: &str, key: &str
 /// writes its position and row there: params indices, order (u32), sorted rows (u32).
 fn render_rank(k: &ScatterKernels) -> String {
     grid_stride_entry(&k.rank_name(), 3, k.updates, "rank", |e, a, b| {
-        let (mine, other, rank, j) = (
-            e.reg(Class::R),
-            e.reg(Class::R),
-            e.reg(Class::R),
-            e.reg(Class::R),
-        );
+        let (mine, other) = (e.reg(Class::R), e.reg(Class::R));
         key_of(e, k, &a[0], b, &mine);
-        e.line(format!("mov.u32 {rank}, 0"));
-        e.line(format!("mov.u32 {j}, 0"));
-        let (top, done) = (e.label("count"), e.label("counted"));
-        e.body.push_str(&format!("{top}:\n"));
-        let (end, before, same, earlier, one) = (
-            e.reg(Class::P),
-            e.reg(Class::P),
-            e.reg(Class::P),
-            e.reg(Class::P),
-            e.reg(Class::R),
-        );
-        e.line(format!("setp.ge.u32 {end}, {j}, {}", k.updates));
-        e.line(format!("@{end} bra {done}"));
-        key_of(e, k, &a[0], &j, &other);
-        e.line(format!("setp.lt.u32 {before}, {other}, {mine}"));
-        e.line(format!("setp.eq.u32 {same}, {other}, {mine}"));
-        e.line(format!("setp.lt.u32 {earlier}, {j}, {b}"));
-        e.line(format!("and.pred {same}, {same}, {earlier}"));
-        e.line(format!("or.pred {before}, {before}, {same}"));
-        e.line(format!("selp.u32 {one}, 1, 0, {before}"));
-        e.line(format!("add.u32 {rank}, {rank}, {one}"));
-        e.line(format!("add.u32 {j}, {j}, 1"));
-        e.line(format!("bra {top}"));
-        e.body.push_str(&format!("{done}:\n"));
-        let at = e.reg(Class::Rd);
-        e.line(format!("mul.wide.u32 {at}, {rank}, 4"));
-        let (order, rows) = (e.reg(Class::Rd), e.reg(Class::Rd));
-        e.line(format!("add.s64 {order}, {}, {at}", a[1]));
-        e.line(format!("add.s64 {rows}, {}, {at}", a[2]));
-        e.line(format!("st.global.u32 [{order}], {b}"));
-        e.line(format!("st.global.u32 [{rows}], {mine}"));
+        // An update's place in the order is its position.
+        let others = |e: &mut Emitter, j: &str| {
+            key_of(e, k, &a[0], j, &other);
+            (other.clone(), j.to_string())
+        };
+        let rank = emit_count_before(e, k.updates, (&mine, b), others);
+        emit_place(e, (&a[1], &a[2]), &rank, (b, &mine));
     })
+}
+
+/// Counts, over the `count` entries, those before (`key`, `place`) in (key, place) order,
+/// `others` giving entry `j`'s key and place; returns the register holding the count.
+pub(super) fn emit_count_before(
+    e: &mut Emitter,
+    count: usize,
+    (key, place): (&str, &str),
+    others: impl Fn(&mut Emitter, &str) -> (String, String),
+) -> String {
+    let (rank, j) = (e.reg(Class::R), e.reg(Class::R));
+    e.line(format!("mov.u32 {rank}, 0"));
+    e.line(format!("mov.u32 {j}, 0"));
+    let (top, done) = (e.label("count"), e.label("counted"));
+    e.body.push_str(&format!("{top}:\n"));
+    let (end, before, same, earlier, one) = (
+        e.reg(Class::P),
+        e.reg(Class::P),
+        e.reg(Class::P),
+        e.reg(Class::P),
+        e.reg(Class::R),
+    );
+    e.line(format!("setp.ge.u32 {end}, {j}, {count}"));
+    e.line(format!("@{end} bra {done}"));
+    let (other, other_place) = others(e, &j);
+    e.line(format!("setp.lt.u32 {before}, {other}, {key}"));
+    e.line(format!("setp.eq.u32 {same}, {other}, {key}"));
+    e.line(format!("setp.lt.u32 {earlier}, {other_place}, {place}"));
+    e.line(format!("and.pred {same}, {same}, {earlier}"));
+    e.line(format!("or.pred {before}, {before}, {same}"));
+    e.line(format!("selp.u32 {one}, 1, 0, {before}"));
+    e.line(format!("add.u32 {rank}, {rank}, {one}"));
+    e.line(format!("add.u32 {j}, {j}, 1"));
+    e.line(format!("bra {top}"));
+    e.body.push_str(&format!("{done}:\n"));
+    rank
+}
+
+/// Writes `number` to the order and `key` to the sorted keys (params `order`, `sorted`), at
+/// position `rank`.
+pub(super) fn emit_place(
+    e: &mut Emitter,
+    (order, sorted): (&str, &str),
+    rank: &str,
+    (number, key): (&str, &str),
+) {
+    let (at, target) = (e.reg(Class::Rd), e.reg(Class::Rd));
+    e.line(format!("mul.wide.u32 {at}, {rank}, 4"));
+    e.line(format!("add.s64 {target}, {order}, {at}"));
+    e.line(format!("st.global.u32 [{target}], {number}"));
+    e.line(format!("add.s64 {target}, {sorted}, {at}"));
+    e.line(format!("st.global.u32 [{target}], {key}"));
 }
 
 /// Emits the first of the `count` sorted keys at `rows` that is not below `row` into `lo`.
@@ -223,51 +246,70 @@ pub(super) fn combine(e: &mut Emitter, (dtype, how): (DType, ScatterCombine), ac
 
 /// The apply entry: params operand, updates, order, sorted rows, result.
 fn render_apply(k: &ScatterKernels) -> String {
-    let size = k.dtype.size_bytes();
-    let (t, _) = suffix(k.dtype);
     grid_stride_entry(&k.apply_name(), 5, k.len(), "apply", |e, a, i| {
-        let (row, col, next) = (e.reg(Class::R), e.reg(Class::R), e.reg(Class::R));
+        let (row, col) = (e.reg(Class::R), e.reg(Class::R));
         e.line(format!("div.u32 {row}, {i}, {}", k.n));
         e.line(format!("rem.u32 {col}, {i}, {}", k.n));
-        let (lo, hi) = (e.reg(Class::R), e.reg(Class::R));
-        lower_bound(e, k.updates, &a[3], &row, &lo);
-        e.line(format!("add.u32 {next}, {row}, 1"));
-        lower_bound(e, k.updates, &a[3], &next, &hi);
-        let (at, acc) = (e.reg(Class::Rd), e.reg(reg_class(k.dtype)));
-        e.line(format!("mul.wide.u32 {at}, {i}, {size}"));
-        let source = e.reg(Class::Rd);
-        e.line(format!("add.s64 {source}, {}, {at}", a[0]));
-        e.line(format!("ld.global.nc.{t} {acc}, [{source}]"));
-        let (top, done) = (e.label("combine"), e.label("combined"));
-        let (end, b, elem, offset, value) = (
-            e.reg(Class::P),
-            e.reg(Class::R),
-            e.reg(Class::Rd),
-            e.reg(Class::Rd),
-            e.reg(reg_class(k.dtype)),
-        );
-        e.body.push_str(&format!("{top}:\n"));
-        e.line(format!("setp.ge.u32 {end}, {lo}, {hi}"));
-        e.line(format!("@{end} bra {done}"));
-        e.line(format!("mul.wide.u32 {offset}, {lo}, 4"));
-        e.line(format!("add.s64 {offset}, {}, {offset}", a[2]));
-        e.line(format!("ld.global.u32 {b}, [{offset}]"));
-        // The update's element: (b * n + col) * size, in 64 bits.
-        e.line(format!("mul.wide.u32 {elem}, {b}, {}", k.n));
         let col64 = e.reg(Class::Rd);
         e.line(format!("cvt.u64.u32 {col64}, {col}"));
-        e.line(format!("add.s64 {elem}, {elem}, {col64}"));
-        e.line(format!("mul.lo.s64 {elem}, {elem}, {size}"));
-        e.line(format!("add.s64 {elem}, {}, {elem}", a[1]));
-        e.line(format!("ld.global.nc.{t} {value}, [{elem}]"));
-        combine(e, (k.dtype, k.combine), &acc, &value);
-        e.line(format!("add.u32 {lo}, {lo}, 1"));
-        e.line(format!("bra {top}"));
-        e.body.push_str(&format!("{done}:\n"));
-        let target = e.reg(Class::Rd);
-        e.line(format!("add.s64 {target}, {}, {at}", a[4]));
-        e.line(format!("st.global.{t} [{target}], {acc}"));
+        let (n, size) = (k.n, k.dtype.size_bytes());
+        // Update `b`'s element of this column: (b * n + col) * size, in 64 bits.
+        let element = |e: &mut Emitter, b: &str| {
+            let elem = e.reg(Class::Rd);
+            e.line(format!("mul.wide.u32 {elem}, {b}, {n}"));
+            e.line(format!("add.s64 {elem}, {elem}, {col64}"));
+            e.line(format!("mul.lo.s64 {elem}, {elem}, {size}"));
+            elem
+        };
+        emit_apply(e, (k.dtype, k.combine), k.updates, a, (i, &row), element);
     })
+}
+
+/// The apply step of both scatter forms, at result element `i` whose updates are those of
+/// sorted key `key`: the operand's element (param 0) combined, in order, with each update
+/// (param 1, at the byte offset `element` gives for the update's number read from the order,
+/// param 2), then stored to the result (param 4). The sorted keys are param 3.
+pub(super) fn emit_apply(
+    e: &mut Emitter,
+    (dtype, how): (DType, ScatterCombine),
+    count: usize,
+    a: &[String],
+    (i, key): (&str, &str),
+    element: impl Fn(&mut Emitter, &str) -> String,
+) {
+    let size = dtype.size_bytes();
+    let (t, _) = suffix(dtype);
+    let (lo, hi, next) = (e.reg(Class::R), e.reg(Class::R), e.reg(Class::R));
+    lower_bound(e, count, &a[3], key, &lo);
+    e.line(format!("add.u32 {next}, {key}, 1"));
+    lower_bound(e, count, &a[3], &next, &hi);
+    let (at, source, acc) = (e.reg(Class::Rd), e.reg(Class::Rd), e.reg(reg_class(dtype)));
+    e.line(format!("mul.wide.u32 {at}, {i}, {size}"));
+    e.line(format!("add.s64 {source}, {}, {at}", a[0]));
+    e.line(format!("ld.global.nc.{t} {acc}, [{source}]"));
+    let (top, done) = (e.label("combine"), e.label("combined"));
+    let (end, number, offset, value) = (
+        e.reg(Class::P),
+        e.reg(Class::R),
+        e.reg(Class::Rd),
+        e.reg(reg_class(dtype)),
+    );
+    e.body.push_str(&format!("{top}:\n"));
+    e.line(format!("setp.ge.u32 {end}, {lo}, {hi}"));
+    e.line(format!("@{end} bra {done}"));
+    e.line(format!("mul.wide.u32 {offset}, {lo}, 4"));
+    e.line(format!("add.s64 {offset}, {}, {offset}", a[2]));
+    e.line(format!("ld.global.u32 {number}, [{offset}]"));
+    let elem = element(e, &number);
+    e.line(format!("add.s64 {elem}, {}, {elem}", a[1]));
+    e.line(format!("ld.global.nc.{t} {value}, [{elem}]"));
+    combine(e, (dtype, how), &acc, &value);
+    e.line(format!("add.u32 {lo}, {lo}, 1"));
+    e.line(format!("bra {top}"));
+    e.body.push_str(&format!("{done}:\n"));
+    let target = e.reg(Class::Rd);
+    e.line(format!("add.s64 {target}, {}, {at}", a[4]));
+    e.line(format!("st.global.{t} [{target}], {acc}"));
 }
 
 /// Both entries of a row scatter (without the module header).
