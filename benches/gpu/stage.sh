@@ -7,12 +7,13 @@ cd "$(dirname "$0")/../.."
 cargo build --release -p ferrax-bench
 cargo build --release --example train_mlp
 tests=$(cargo test --release --all-features --test gpu --no-run 2>&1 |
-    grep -o 'target/release/deps/gpu-[0-9a-f]*' | tail -1)
+    grep -o '[^ (]*release/deps/gpu-[0-9a-f]*' | tail -1)
 if [ -d .git ] && ! grep -qx '/.gpu/' .git/info/exclude 2>/dev/null; then
     mkdir -p .git/info && echo '/.gpu/' >>.git/info/exclude
 fi
 rm -rf .gpu && mkdir .gpu
-cp target/release/ferrax-bench target/release/examples/train_mlp .gpu/
+target=${CARGO_TARGET_DIR:-target}
+cp "$target/release/ferrax-bench" "$target/release/examples/train_mlp" .gpu/
 cp "$tests" .gpu/gpu-tests
 strip .gpu/ferrax-bench .gpu/train_mlp .gpu/gpu-tests
 cp benches/gpu/measure.sh benches/gpu/copy_bandwidth.py \

@@ -332,6 +332,32 @@ fn main_gpu(args: &Args) -> Result<()> {
         let x = normal(&[1 << 22], 7);
         gpu_case(gpu, reps, "w8_sin_chain", sin_chain, x, bytes(1 << 22, 8.0))?;
     }
+    if args.want("w14_embedding_gather") || args.want("w14_embedding_scatter_add") {
+        let (vocab, width) = (50304, 768);
+        let idx = uniform_indices(&[8, 1024], vocab, 8);
+        let gathered = 8 * 1024 * width;
+        if args.want("w14_embedding_gather") {
+            let (table, pos) = (normal(&[vocab, width], 9), normal(&[1024, width], 10));
+            let f = |(t, p, i): (Tensor, Tensor, Tensor)| nn::embedding(&t, &i) + p;
+            let moved = bytes(gathered, 12.0);
+            gpu_case(
+                gpu,
+                reps,
+                "w14_embedding_gather",
+                f,
+                (table, pos, idx.clone()),
+                moved,
+            )?;
+        }
+        if args.want("w14_embedding_scatter_add") {
+            let g = normal(&[8, 1024, width], 11);
+            let f = move |(g, i): (Tensor, Tensor)| {
+                Tensor::zeros(DType::F32, [vocab, width]).at(&i).add(&g)
+            };
+            let moved = bytes(2 * gathered + vocab * width, 4.0);
+            gpu_case(gpu, reps, "w14_embedding_scatter_add", f, (g, idx), moved)?;
+        }
+    }
     Ok(())
 }
 
