@@ -1113,3 +1113,74 @@ fn the_training_example_learns_on_the_gpu() {
         report.test_accuracy
     );
 }
+
+/// Indexing on the device at a size past one block: an embedding lookup with its positional
+/// add (a fused row gather), its table gradient (a row scatter), the gradient of
+/// `take_along_axis` (an element scatter), a column gather (a gather kernel) and a dynamic
+/// update (copies reading their starts), each the interpreter's result bit for bit, with
+/// repeated, negative and out-of-range indices.
+#[test]
+fn indexing_runs_on_the_device_as_the_interpreter() {
+    let Some(dev) = device() else { return };
+    let (vocab, width, tokens) = (1000, 64, 4096);
+    let ids: Vec<i32> = (0..tokens)
+        .map(|k| (k as i32 * 7919) % (vocab as i32 + 40) - 20)
+        .collect();
+    let ids = Tensor::from_vec([tokens], ids);
+    let table = Tensor::from_vec(
+        [vocab, width],
+        (0..vocab * width)
+            .map(|k| ((k * 37) % 101) as f32 / 50.0 - 1.0)
+            .collect::<Vec<f32>>(),
+    );
+    let pos = Tensor::from_vec(
+        [tokens, width],
+        (0..tokens * width)
+            .map(|k| ((k * 13) % 29) as f32 / 14.0 - 1.0)
+            .collect::<Vec<f32>>(),
+    );
+    let labels = Tensor::from_vec(
+        [tokens, 1],
+        (0..tokens)
+            .map(|k| (k % (width + 3)) as i32 - 1)
+            .collect::<Vec<i32>>(),
+    );
+    let start = Tensor::from_vec([], vec![vocab as i32 - 10]);
+    let program = |(t, p, i, l, s): (Tensor, Tensor, Tensor, Tensor, Tensor)| {
+        let rows = nn::embedding(&t, &i) + &p;
+        let picked = ferrax::grad(|x: Tensor| x.take_along_axis(&l, 1).sum(..))(rows.clone());
+        let table_grad = ferrax::grad(|t: Tensor| (nn::embedding(&t, &i) * 2.0).sum(..))(t.clone());
+        let columns = t.take_with(&l.reshape([-1]), 1, ferrax::IndexMode::Clip);
+        let updated = t.dynamic_update_slice(&p.slice(&[0, 0], &[20, width]), &[&s, &s]);
+        (rows, picked, table_grad, columns, updated)
+    };
+    let args = (table, pos, ids, labels, start);
+    let specs = (
+        Tensor::spec(DType::F32, [vocab, width]),
+        Tensor::spec(DType::F32, [tokens, width]),
+        Tensor::spec(DType::I32, [tokens]),
+        Tensor::spec(DType::I32, [tokens, 1]),
+        Tensor::spec(DType::I32, []),
+    );
+    let (simple, _) = simplify(&trace(program, &specs).unwrap()).unwrap();
+    let exe = GpuExecutable::compile(&simple, &dev, GpuOptions::HIGHEST).unwrap();
+    assert_eq!(exe.host_steps(), 0, "{simple}");
+    let mut leaves = Vec::new();
+    ferrax::Tree::flatten(&args, &mut leaves);
+    let arrays: Vec<Array> = leaves.iter().map(|t| t.to_array().unwrap()).collect();
+    let got = exe.run(&arrays).unwrap();
+    let want = interpret(&simple, &arrays).unwrap();
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        let bits = |a: &Array| {
+            a.to_vec::<f32>()
+                .unwrap()
+                .iter()
+                .map(|x| x.to_bits())
+                .collect::<Vec<_>>()
+        };
+        assert!(
+            bits(g) == bits(w),
+            "output {k} differs from the interpreter"
+        );
+    }
+}
