@@ -333,7 +333,27 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
                 .and_then(|t| broadcast_access(t, &ins.ty, dims));
             in_run(&operand) && !matches!(access, Some(Access::Each | Access::Scalar))
         }
-        _ => false,
+        // Elementwise ops read the run's values in registers; the rest never join a run.
+        Op::Constant(_)
+        | Op::Iota { .. }
+        | Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Compare(_)
+        | Op::Select
+        | Op::Clamp
+        | Op::Convert { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Reduce { .. }
+        | Op::DotGeneral(_)
+        | Op::Slice { .. }
+        | Op::Pad { .. }
+        | Op::Concatenate { .. }
+        | Op::Scatter(_)
+        | Op::DynamicSlice { .. }
+        | Op::DynamicUpdateSlice
+        | Op::StopGradient
+        | Op::CustomVjp(_) => false,
     }
 }
 

@@ -172,6 +172,48 @@ impl IndexMap {
             .filter(|&d| d != self.index_vector_dim)
             .collect()
     }
+
+    /// How to read start indices from row-major indices of dimensions `indices_dims`.
+    pub fn start_reader(&self, indices_dims: &[usize]) -> StartReader {
+        let strides = crate::Shape::new(indices_dims.to_vec()).strides();
+        StartReader {
+            batch_dims: self.indices_batch_dims(indices_dims.len()),
+            vector_stride: strides.get(self.index_vector_dim).copied().unwrap_or(0),
+            strides,
+        }
+    }
+
+    /// Into `start`, the operand start of batch position `batch` (a multi-index over the
+    /// indices' batch dimensions), as read from index values `idx`: the index vector's entry
+    /// on each dimension it starts, the batch position on batching dimensions, 0 elsewhere.
+    /// Unclamped: the caller clamps (gather) or drops the window (scatter).
+    pub fn start(&self, reader: &StartReader, idx: &[i64], batch: &[usize], start: &mut Vec<i64>) {
+        let base: usize = reader
+            .batch_dims
+            .iter()
+            .zip(batch)
+            .map(|(&d, &b)| b * reader.strides[d])
+            .sum();
+        start.clear();
+        start.extend(
+            self.operand_to_index
+                .iter()
+                .zip(&self.operand_to_batch)
+                .map(|(entry, batching)| match (entry, batching) {
+                    (Some(k), _) => idx[base + k * reader.vector_stride],
+                    (None, Some(p)) => batch[*p] as i64,
+                    (None, None) => 0,
+                }),
+        );
+    }
+}
+
+/// The layout of an indices array, for [`IndexMap::start`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartReader {
+    batch_dims: Vec<usize>,
+    strides: Vec<usize>,
+    vector_stride: usize,
 }
 
 impl Scatter {

@@ -52,30 +52,6 @@ fn combine_window<T: Copy>(src: &[T], dst: &mut [T], w: &Window, f: impl Fn(T, T
     });
 }
 
-/// The operand's start for the batch position `batch` (a multi-index over the indices'
-/// batch dimensions): the index vector found there, mapped to operand dimensions, plus the
-/// batch position itself on batching dimensions. `None` entries are dimensions no index
-/// starts. Values are as read (unclamped).
-fn start_of(map: &IndexMap, idx: &[i64], indices: &Array, batch: &[usize]) -> Vec<i64> {
-    let strides = indices.shape().strides();
-    let batch_dims = map.indices_batch_dims(indices.dims().len());
-    let base: usize = batch_dims
-        .iter()
-        .zip(batch)
-        .map(|(&d, &b)| b * strides[d])
-        .sum();
-    let vector_stride = strides.get(map.index_vector_dim).copied().unwrap_or(0);
-    map.operand_to_index
-        .iter()
-        .zip(&map.operand_to_batch)
-        .map(|(entry, batching)| match (entry, batching) {
-            (Some(k), _) => idx[base + k * vector_stride],
-            (None, Some(p)) => batch[*p] as i64,
-            (None, None) => 0,
-        })
-        .collect()
-}
-
 pub(super) fn gather(
     g: &Gather,
     operand: &Array,
@@ -113,8 +89,10 @@ fn gather_typed<T: Copy>(
         .collect();
     let mut out = vec![first; total];
     let mut batch = vec![0usize; batch_sizes.len()];
+    let reader = map.start_reader(indices.dims());
+    let mut start = Vec::with_capacity(operand.dims().len());
     loop {
-        let start = start_of(&map, idx, indices, &batch);
+        map.start(&reader, idx, &batch, &mut start);
         // Clamped so that the slice lies inside the operand.
         let src_base: usize = (0..operand.dims().len())
             .map(|d| {
@@ -257,8 +235,10 @@ fn scatter_with<T: Element>(
         extent[d] = n;
     }
     let mut batch = vec![0usize; batch_sizes.len()];
+    let reader = map.start_reader(indices.dims());
+    let mut start = Vec::with_capacity(operand.dims().len());
     loop {
-        let start = start_of(&map, &idx, indices, &batch);
+        map.start(&reader, &idx, &batch, &mut start);
         let inside = start
             .iter()
             .zip(operand.dims().iter().zip(&extent))

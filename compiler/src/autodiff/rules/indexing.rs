@@ -16,77 +16,80 @@ use ferrax_ir::{
     ScatterCombine, Shape, TensorType, ValueId,
 };
 
-pub(super) fn jvp(
+/// Forward mode of a gather or dynamic slice (`op`): the same op on the operand's tangent.
+pub(super) fn slice_jvp(
     e: &mut Emitter,
     op: &Op,
     x: &[ValueId],
     t: &[Option<ValueId>],
-    y: ValueId,
 ) -> R<Option<ValueId>> {
-    match op {
-        Op::Gather(_) | Op::DynamicSlice { .. } => {
-            let Some(tx) = t[0] else { return Ok(None) };
-            let mut args = vec![tx];
-            args.extend_from_slice(&x[1..]);
-            Ok(Some(e.push(op.clone(), &args)?))
-        }
-        Op::DynamicUpdateSlice => {
-            if t[0].is_none() && t[1].is_none() {
-                return Ok(None);
-            }
-            let mut args = vec![or_zero(e, t[0], x[0])?, or_zero(e, t[1], x[1])?];
-            args.extend_from_slice(&x[2..]);
-            Ok(Some(e.push(op.clone(), &args)?))
-        }
-        Op::Scatter(s) => scatter_jvp(e, s, x, [t[0], t[2]], y).map(Some),
-        _ => Ok(None),
-    }
+    let Some(tx) = t[0] else { return Ok(None) };
+    let mut args = vec![tx];
+    args.extend_from_slice(&x[1..]);
+    Ok(Some(e.push(op.clone(), &args)?))
 }
 
-pub(super) fn vjp(
+pub(super) fn update_slice_jvp(
     e: &mut Emitter,
-    op: &Op,
     x: &[ValueId],
-    y: ValueId,
+    t: &[Option<ValueId>],
+) -> R<Option<ValueId>> {
+    if t[0].is_none() && t[1].is_none() {
+        return Ok(None);
+    }
+    let mut args = vec![or_zero(e, t[0], x[0])?, or_zero(e, t[1], x[1])?];
+    args.extend_from_slice(&x[2..]);
+    Ok(Some(e.push(Op::DynamicUpdateSlice, &args)?))
+}
+
+/// Indices have no cotangent.
+fn no_indices(n: usize) -> Vec<Option<ValueId>> {
+    vec![None; n]
+}
+
+pub(super) fn gather_vjp(
+    e: &mut Emitter,
+    gather: &Gather,
+    x: &[ValueId],
     g: ValueId,
 ) -> R<Vec<Option<ValueId>>> {
-    let no_indices = |n: usize| vec![None; n];
-    match op {
-        Op::Gather(gather) => {
-            let zeros = e.full_like(0.0, x[0])?;
-            let xt = e.ty(x[0])?;
-            let clamped = clamp_gather_indices(e, gather, &xt, x[1])?;
-            let scatter = gather.transpose_scatter(ScatterCombine::Add);
-            let gx = e.push(Op::Scatter(Box::new(scatter)), &[zeros, clamped, g])?;
-            Ok(vec![Some(gx), None])
-        }
-        Op::DynamicSlice { .. } => {
-            let zeros = e.full_like(0.0, x[0])?;
-            let mut args = vec![zeros, g];
-            args.extend_from_slice(&x[1..]);
-            let mut out = vec![Some(e.push(Op::DynamicUpdateSlice, &args)?)];
-            out.extend(no_indices(x.len() - 1));
-            Ok(out)
-        }
-        Op::DynamicUpdateSlice => {
-            let zeros = e.full_like(0.0, x[1])?;
-            let mut args = vec![g, zeros];
-            args.extend_from_slice(&x[2..]);
-            let gx = e.push(Op::DynamicUpdateSlice, &args)?;
-            let sizes = e.ty(x[1])?.dims().to_vec();
-            let mut args = vec![g];
-            args.extend_from_slice(&x[2..]);
-            let gu = e.push(Op::DynamicSlice { sizes }, &args)?;
-            let mut out = vec![Some(gx), Some(gu)];
-            out.extend(no_indices(x.len() - 2));
-            Ok(out)
-        }
-        Op::Scatter(s) => {
-            let [gx, gu] = scatter_vjp(e, s, x, y, g)?;
-            Ok(vec![Some(gx), None, Some(gu)])
-        }
-        _ => Ok(no_indices(x.len())),
-    }
+    let zeros = e.full_like(0.0, x[0])?;
+    let xt = e.ty(x[0])?;
+    let clamped = clamp_gather_indices(e, gather, &xt, x[1])?;
+    let scatter = gather.transpose_scatter(ScatterCombine::Add);
+    let gx = e.push(Op::Scatter(Box::new(scatter)), &[zeros, clamped, g])?;
+    Ok(vec![Some(gx), None])
+}
+
+pub(super) fn dynamic_slice_vjp(
+    e: &mut Emitter,
+    x: &[ValueId],
+    g: ValueId,
+) -> R<Vec<Option<ValueId>>> {
+    let zeros = e.full_like(0.0, x[0])?;
+    let mut args = vec![zeros, g];
+    args.extend_from_slice(&x[1..]);
+    let mut out = vec![Some(e.push(Op::DynamicUpdateSlice, &args)?)];
+    out.extend(no_indices(x.len() - 1));
+    Ok(out)
+}
+
+pub(super) fn update_slice_vjp(
+    e: &mut Emitter,
+    x: &[ValueId],
+    g: ValueId,
+) -> R<Vec<Option<ValueId>>> {
+    let zeros = e.full_like(0.0, x[1])?;
+    let mut args = vec![g, zeros];
+    args.extend_from_slice(&x[2..]);
+    let gx = e.push(Op::DynamicUpdateSlice, &args)?;
+    let sizes = e.ty(x[1])?.dims().to_vec();
+    let mut args = vec![g];
+    args.extend_from_slice(&x[2..]);
+    let gu = e.push(Op::DynamicSlice { sizes }, &args)?;
+    let mut out = vec![Some(gx), Some(gu)];
+    out.extend(no_indices(x.len() - 2));
+    Ok(out)
 }
 
 /// A constant of `dtype` and `shape` holding `values` in row-major order.
@@ -295,7 +298,7 @@ fn no_window_fits(e: &Emitter, s: &Scatter, x: &[ValueId]) -> R<bool> {
     Ok(extent.iter().zip(xt.dims()).any(|(w, d)| w > d))
 }
 
-fn scatter_jvp(
+pub(super) fn scatter_jvp(
     e: &mut Emitter,
     s: &Scatter,
     x: &[ValueId],
@@ -330,7 +333,7 @@ fn scatter_jvp(
     }
 }
 
-fn scatter_vjp(
+fn scatter_cotangents(
     e: &mut Emitter,
     s: &Scatter,
     x: &[ValueId],
@@ -369,4 +372,15 @@ fn scatter_vjp(
             Ok([gx, e.mul(u_coef, read)?])
         }
     }
+}
+
+pub(super) fn scatter_vjp(
+    e: &mut Emitter,
+    s: &Scatter,
+    x: &[ValueId],
+    y: ValueId,
+    g: ValueId,
+) -> R<Vec<Option<ValueId>>> {
+    let [gx, gu] = scatter_cotangents(e, s, x, y, g)?;
+    Ok(vec![Some(gx), None, Some(gu)])
 }

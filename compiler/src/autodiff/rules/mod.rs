@@ -32,9 +32,9 @@ pub(super) fn jvp(
         | Op::Slice { .. }
         | Op::Pad { .. }
         | Op::Concatenate { .. } => movement::jvp(e, op, x, t),
-        Op::Gather(_) | Op::Scatter(_) | Op::DynamicSlice { .. } | Op::DynamicUpdateSlice => {
-            indexing::jvp(e, op, x, t, y)
-        }
+        Op::Gather(_) | Op::DynamicSlice { .. } => indexing::slice_jvp(e, op, x, t),
+        Op::DynamicUpdateSlice => indexing::update_slice_jvp(e, x, t),
+        Op::Scatter(s) => indexing::scatter_jvp(e, s, x, [t[0], t[2]], y).map(Some),
         Op::Reduce { op: r, axes } => reduce::jvp(e, *r, axes, x[0], t[0], y),
         Op::DotGeneral(dims) => contract::jvp(e, dims, x, t),
         Op::CustomVjp(c) => call::jvp(e, c, x, t),
@@ -63,9 +63,10 @@ pub(super) fn vjp(
         | Op::Slice { .. }
         | Op::Pad { .. }
         | Op::Concatenate { .. } => movement::vjp(e, op, x, g),
-        Op::Gather(_) | Op::Scatter(_) | Op::DynamicSlice { .. } | Op::DynamicUpdateSlice => {
-            indexing::vjp(e, op, x, y, g)
-        }
+        Op::Gather(gather) => indexing::gather_vjp(e, gather, x, g),
+        Op::DynamicSlice { .. } => indexing::dynamic_slice_vjp(e, x, g),
+        Op::DynamicUpdateSlice => indexing::update_slice_vjp(e, x, g),
+        Op::Scatter(s) => indexing::scatter_vjp(e, s, x, y, g),
         Op::Reduce { op: r, axes } => Ok(vec![reduce::vjp(e, *r, axes, x[0], y, g)?]),
         Op::DotGeneral(dims) => contract::vjp(e, dims, x, g),
         Op::CustomVjp(c) => call::vjp(e, c, x, g),

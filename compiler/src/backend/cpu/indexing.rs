@@ -6,7 +6,7 @@
 //! each thread applies, in the updates' row-major order, the parts of every window that land
 //! in its range: no atomics, and the result is the interpreter's, bit for bit.
 
-use ferrax_ir::{Elements, Gather, IndexMap, Scatter, ScatterCombine, Shape};
+use ferrax_ir::{DType, Elements, Gather, IndexMap, Scatter, ScatterCombine, Shape};
 use ferrax_runtime::Array;
 use rayon::prelude::*;
 
@@ -19,8 +19,21 @@ fn index_values(indices: &Array) -> Option<Vec<i64>> {
         Elements::I32(v) => v.iter().map(|&i| i64::from(i)).collect(),
         Elements::I64(v) => v.clone(),
         Elements::U8(v) => v.iter().map(|&i| i64::from(i)).collect(),
-        _ => return None,
+        Elements::F32(_)
+        | Elements::F64(_)
+        | Elements::F16(_)
+        | Elements::BF16(_)
+        | Elements::Bool(_) => return None,
     })
+}
+
+/// Whether this module moves and combines `dtype` values as the interpreter does: Rust's
+/// operators on f32, f64, i32 and i64 (halves, u8 and bools take the interpreter).
+fn fast(dtype: DType) -> bool {
+    match dtype {
+        DType::F32 | DType::F64 | DType::I32 | DType::I64 => true,
+        DType::F16 | DType::BF16 | DType::U8 | DType::Bool => false,
+    }
 }
 
 /// A window's elements as contiguous runs: the outer dimensions to step through, their
@@ -90,25 +103,15 @@ fn window_starts(
     clamp: bool,
 ) -> Vec<Option<usize>> {
     let op_strides = Shape::new(operand_dims.to_vec()).strides();
-    let ind_strides = Shape::new(indices_dims.to_vec()).strides();
-    let batch_dims = map.indices_batch_dims(indices_dims.len());
-    let vector_stride = ind_strides.get(map.index_vector_dim).copied().unwrap_or(0);
+    let reader = map.start_reader(indices_dims);
     let count: usize = batch_sizes.iter().product();
     let mut out = Vec::with_capacity(count);
     let mut batch = vec![0usize; batch_sizes.len()];
+    let mut starts = Vec::with_capacity(operand_dims.len());
     for _ in 0..count {
-        let base: usize = batch_dims
-            .iter()
-            .zip(&batch)
-            .map(|(&d, &b)| b * ind_strides[d])
-            .sum();
+        map.start(&reader, idx, &batch, &mut starts);
         let mut offset = Some(0usize);
-        for d in 0..operand_dims.len() {
-            let start = match (map.operand_to_index[d], map.operand_to_batch[d]) {
-                (Some(k), _) => idx[base + k * vector_stride],
-                (None, Some(p)) => batch[p] as i64,
-                (None, None) => 0,
-            };
+        for (d, &start) in starts.iter().enumerate() {
             let hi = operand_dims[d] as i64 - extent[d] as i64;
             let start = if clamp {
                 Some(start.clamp(0, hi.max(0)))
@@ -140,6 +143,9 @@ pub(super) fn gather(
     result_dims: &[usize],
     out: &mut Elements,
 ) -> Option<()> {
+    if !fast(operand.dtype()) {
+        return None;
+    }
     let idx = index_values(indices)?;
     let map = IndexMap::of_gather(g, operand.dims().len(), result_dims.len());
     let batch_sizes: Vec<usize> = map.batch_dims.iter().map(|&d| result_dims[d]).collect();
@@ -206,6 +212,7 @@ pub(super) fn gather(
         (Elements::F64(src), Elements::F64(out)) => copy(src, out, &runs, parts, window_len),
         (Elements::I32(src), Elements::I32(out)) => copy(src, out, &runs, parts, window_len),
         (Elements::I64(src), Elements::I64(out)) => copy(src, out, &runs, parts, window_len),
+        // Other types left above; a result of another type than the operand is ill-typed.
         _ => return None,
     }
     Some(())
@@ -263,6 +270,9 @@ pub(super) fn scatter(
     indices: &Array,
     updates: &Array,
 ) -> Option<()> {
+    if !fast(updates.dtype()) {
+        return None;
+    }
     let idx = index_values(indices)?;
     let map = IndexMap::of_scatter(s, operand_dims.len(), updates.dims().len());
     let up_dims = updates.dims();
@@ -312,6 +322,7 @@ pub(super) fn scatter(
         },
         (Elements::I32(o), Elements::I32(u)) => plan.apply_int(o, u, s.combine),
         (Elements::I64(o), Elements::I64(u)) => plan.apply_int(o, u, s.combine),
+        // Other types left above; updates of another type than the operand are ill-typed.
         _ => return None,
     }
     Some(())

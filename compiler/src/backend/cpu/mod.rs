@@ -14,7 +14,7 @@ use crate::backend::liveness::{liveness, Liveness, MemoryReport, StepValues};
 use crate::fuse::{listing, partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::{lower, Kernel, Role};
-use ferrax_ir::{verify, DType, Elements, Func, Op, ValueId};
+use ferrax_ir::{verify, DType, Elements, Func, Gather, Op, Scatter, ValueId};
 use ferrax_runtime::{check_args, eval_op, recycle, Array, RuntimeError};
 use launch::{data_ptr, data_ptr_mut, launch, launch_rows};
 use matmul::{matmul, nt_layout, NtLayout, Unit};
@@ -42,7 +42,8 @@ enum ExecStep {
     Kernel(usize),
     Gemm(usize, Gemm),
     /// A gather or scatter, by `indexing` where it takes the dtype, else the interpreter.
-    Indexing(usize),
+    Gather(usize, Gather),
+    Scatter(usize, Scatter),
     Op(usize),
 }
 
@@ -62,10 +63,20 @@ pub struct CpuExecutable {
     pool: Mutex<HashMap<(DType, usize), Vec<Elements>>>,
 }
 
+/// The live value `v` of a run.
+fn live(values: &[Option<Array>], v: ValueId) -> Result<Array, RuntimeError> {
+    values[v.index()]
+        .clone()
+        .ok_or(RuntimeError::Freed { value: v.0 })
+}
+
 /// The operands each step reads and the values it defines.
 fn step_values(func: &Func, kernels: &[Kernel], step: &ExecStep) -> StepValues {
     match *step {
-        ExecStep::Op(i) | ExecStep::Gemm(i, _) | ExecStep::Indexing(i) => StepValues {
+        ExecStep::Op(i)
+        | ExecStep::Gemm(i, _)
+        | ExecStep::Gather(i, _)
+        | ExecStep::Scatter(i, _) => StepValues {
             reads: func.body[i].args.clone(),
             writes: vec![func.instr_value(i)],
         },
@@ -109,12 +120,13 @@ impl CpuExecutable {
                                 None => ExecStep::Op(index),
                             }
                         }
-                        Op::Gather(_) | Op::Scatter(_) => ExecStep::Indexing(index),
+                        Op::Gather(g) => ExecStep::Gather(index, (**g).clone()),
+                        Op::Scatter(sc) => ExecStep::Scatter(index, (**sc).clone()),
                         _ => ExecStep::Op(index),
                     };
                     let runner = match step {
                         ExecStep::Gemm(..) => "gemm",
-                        ExecStep::Indexing(_) => "indexing",
+                        ExecStep::Gather(..) | ExecStep::Scatter(..) => "indexing",
                         _ => "interpreter",
                     };
                     names.push(runner.to_string());
@@ -220,63 +232,52 @@ impl CpuExecutable {
             .then(|| Array::new(lit.ty.shape.clone(), data))
     }
 
-    /// Gather or scatter instruction `i`. A scatter updates its operand's buffer in place
-    /// when this is the operand's last use and nothing else holds it.
-    fn indexing(
+    /// Gather instruction `i`, by `indexing` where it takes the dtype.
+    fn gather(
         &self,
         i: usize,
+        g: &Gather,
+        values: &[Option<Array>],
+    ) -> Result<Array, RuntimeError> {
+        let ins = &self.func.body[i];
+        let (operand, indices) = (live(values, ins.args[0])?, live(values, ins.args[1])?);
+        let mut out = self.buffer(ins.ty.dtype, ins.ty.numel());
+        match indexing::gather(g, &operand, &indices, ins.ty.dims(), &mut out) {
+            Some(()) => Array::new(ins.ty.shape.clone(), out),
+            None => {
+                self.keep(out);
+                eval_op(&ins.op, &[&operand, &indices])
+            }
+        }
+    }
+
+    /// Scatter instruction `i`, by `indexing` where it takes the dtype. It updates its
+    /// operand's buffer in place when this is the operand's last use (`frees`) and nothing
+    /// else holds it.
+    fn scatter(
+        &self,
+        i: usize,
+        sc: &Scatter,
         values: &mut [Option<Array>],
         frees: &[ValueId],
     ) -> Result<Array, RuntimeError> {
         let ins = &self.func.body[i];
-        let get = |values: &[Option<Array>], v: ValueId| {
-            values[v.index()]
-                .clone()
-                .ok_or(RuntimeError::Freed { value: v.0 })
-        };
-        let interpret = |values: &[Option<Array>]| {
-            let operands = ins
-                .args
-                .iter()
-                .map(|&a| get(values, a))
-                .collect::<Result<Vec<_>, _>>()?;
-            let refs: Vec<&Array> = operands.iter().collect();
-            eval_op(&ins.op, &refs)
-        };
-        match &ins.op {
-            Op::Gather(g) => {
-                let (operand, indices) = (get(values, ins.args[0])?, get(values, ins.args[1])?);
-                let mut out = self.buffer(ins.ty.dtype, ins.ty.numel());
-                match indexing::gather(g, &operand, &indices, ins.ty.dims(), &mut out) {
-                    Some(()) => Array::new(ins.ty.shape.clone(), out),
-                    None => {
-                        self.keep(out);
-                        interpret(values)
-                    }
-                }
+        let (indices, updates) = (live(values, ins.args[1])?, live(values, ins.args[2])?);
+        let target = ins.args[0];
+        let last_use = frees.contains(&target) && !ins.args[1..].contains(&target);
+        let mut data = match values[target.index()].take() {
+            Some(a) if last_use => a.into_elements().unwrap_or_else(|a| a.elements().clone()),
+            taken => {
+                values[target.index()] = taken;
+                live(values, target)?.elements().clone()
             }
-            Op::Scatter(sc) => {
-                let (indices, updates) = (get(values, ins.args[1])?, get(values, ins.args[2])?);
-                let target = ins.args[0];
-                let last_use = frees.contains(&target) && !ins.args[1..].contains(&target);
-                let mut data = match values[target.index()].take() {
-                    Some(a) if last_use => {
-                        a.into_elements().unwrap_or_else(|a| a.elements().clone())
-                    }
-                    taken => {
-                        values[target.index()] = taken;
-                        get(values, target)?.elements().clone()
-                    }
-                };
-                match indexing::scatter(sc, &mut data, ins.ty.dims(), &indices, &updates) {
-                    Some(()) => Array::new(ins.ty.shape.clone(), data),
-                    None => {
-                        let operand = Array::new(ins.ty.shape.clone(), data)?;
-                        eval_op(&ins.op, &[&operand, &indices, &updates])
-                    }
-                }
+        };
+        match indexing::scatter(sc, &mut data, ins.ty.dims(), &indices, &updates) {
+            Some(()) => Array::new(ins.ty.shape.clone(), data),
+            None => {
+                let operand = Array::new(ins.ty.shape.clone(), data)?;
+                eval_op(&ins.op, &[&operand, &indices, &updates])
             }
-            _ => interpret(values),
         }
     }
 
@@ -342,11 +343,6 @@ impl CpuExecutable {
         check_args(func, &args)?;
         let mut values: Vec<Option<Array>> = args.into_iter().map(Some).collect();
         values.resize(func.num_values(), None);
-        let get = |values: &[Option<Array>], v: ValueId| {
-            values[v.index()]
-                .clone()
-                .ok_or(RuntimeError::Freed { value: v.0 })
-        };
         for (s, step) in self.steps.iter().enumerate() {
             match *step {
                 ExecStep::Op(i) => {
@@ -357,7 +353,7 @@ impl CpuExecutable {
                             let operands = ins
                                 .args
                                 .iter()
-                                .map(|&a| get(&values, a))
+                                .map(|&a| live(&values, a))
                                 .collect::<Result<Vec<_>, _>>()?;
                             let refs: Vec<&Array> = operands.iter().collect();
                             eval_op(&ins.op, &refs)?
@@ -365,13 +361,17 @@ impl CpuExecutable {
                     };
                     values[func.instr_value(i).index()] = Some(out);
                 }
-                ExecStep::Indexing(i) => {
-                    let out = self.indexing(i, &mut values, &self.frees[s])?;
+                ExecStep::Gather(i, ref g) => {
+                    let out = self.gather(i, g, &values)?;
+                    values[func.instr_value(i).index()] = Some(out);
+                }
+                ExecStep::Scatter(i, ref sc) => {
+                    let out = self.scatter(i, sc, &mut values, &self.frees[s])?;
                     values[func.instr_value(i).index()] = Some(out);
                 }
                 ExecStep::Gemm(i, g) => {
                     let ins = &func.body[i];
-                    let (lhs, rhs) = (get(&values, ins.args[0])?, get(&values, ins.args[1])?);
+                    let (lhs, rhs) = (live(&values, ins.args[0])?, live(&values, ins.args[1])?);
                     let out = match (lhs.elements(), rhs.elements()) {
                         (Elements::F32(a), Elements::F32(b)) => self.gemm(&g, a, b),
                         (Elements::F64(a), Elements::F64(b)) => self.gemm(&g, a, b),
@@ -391,7 +391,7 @@ impl CpuExecutable {
                         .buffers
                         .iter()
                         .filter(|b| b.role == Role::Input)
-                        .map(|b| get(&values, b.value))
+                        .map(|b| live(&values, b.value))
                         .collect::<Result<Vec<_>, _>>()?;
                     let mut outputs: Vec<Elements> = kernel
                         .sig
@@ -440,6 +440,6 @@ impl CpuExecutable {
                 self.release(values[v.index()].take());
             }
         }
-        func.outputs.iter().map(|&o| get(&values, o)).collect()
+        func.outputs.iter().map(|&o| live(&values, o)).collect()
     }
 }

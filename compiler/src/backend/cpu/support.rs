@@ -32,8 +32,9 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
         KernelOp::Hold | KernelOp::Select => Native,
         // Flat kernels load rows by index (the address from an index loaded per row).
         KernelOp::RowGather => match dtype {
-            DType::Bool => Host,
-            _ => Native,
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I32 => Native,
+            // (i64 and u8 returned above.)
+            DType::I64 | DType::U8 | DType::Bool => Host,
         },
         KernelOp::Clamp => match dtype {
             DType::Bool => Host,

@@ -16,7 +16,7 @@ use crate::backend::ptx::{legal_kernel, render_legal_launches, Launch, MathMode,
 use crate::fuse::{partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::{Kernel, Role};
-use ferrax_ir::{verify, DType, DotDims, Func, FuncBuilder, Op, ReduceOp, ValueId};
+use ferrax_ir::{verify, DType, DotDims, Func, FuncBuilder, Op, ReduceOp, TensorType, ValueId};
 
 use super::grouping::group_launches;
 use super::*;
@@ -225,29 +225,22 @@ impl Parts {
                     None => host,
                 }
             }
-            op @ (Op::Concatenate { .. }
-            | Op::Pad { .. }
-            | Op::DynamicSlice { .. }
-            | Op::DynamicUpdateSlice) => {
-                let name = format!("{}_c{}", func.name, self.copies.len());
-                let inputs: Option<Vec<_>> = ins.args.iter().map(|&a| func.value_type(a)).collect();
-                let planned = inputs.and_then(|t| match op {
-                    Op::DynamicSlice { .. } | Op::DynamicUpdateSlice => {
-                        CopyKernel::plan_dynamic(&name, op, &t, &ins.ty)
-                    }
-                    _ => CopyKernel::plan_parts(&name, op, &t, &ins.ty),
-                });
-                match planned {
-                    Some(parts) => {
-                        let mut launches = Vec::with_capacity(parts.len());
-                        for (c, operand) in parts {
-                            launches.push((self.copies.len(), operand));
-                            self.copies.push(c);
-                        }
-                        GpuStep::Copies(index, launches)
-                    }
-                    None => host,
-                }
+            op @ (Op::Concatenate { .. } | Op::Pad { .. }) => {
+                let planned =
+                    |name: &str, t: &[&TensorType]| CopyKernel::plan_parts(name, op, t, &ins.ty);
+                self.copies_step(func, index, planned)
+            }
+            Op::DynamicSlice { sizes } => {
+                let planned = |name: &str, t: &[&TensorType]| {
+                    CopyKernel::plan_dynamic_slice(name, sizes, t, &ins.ty)
+                };
+                self.copies_step(func, index, planned)
+            }
+            Op::DynamicUpdateSlice => {
+                let planned = |name: &str, t: &[&TensorType]| {
+                    CopyKernel::plan_dynamic_update(name, t, &ins.ty)
+                };
+                self.copies_step(func, index, planned)
             }
             Op::Reduce { op, axes } => self.reduce_step(func, index, *op, axes),
             // Elementwise work the support table leaves to the host (fusion put the rest into
@@ -306,6 +299,33 @@ impl Parts {
             // Empty gathers and scatters, those by u8 indices, and scatters the GPU does not
             // compute exactly run on the interpreter.
             Op::Gather(_) | Op::Scatter(_) => host,
+        }
+    }
+
+    /// The step of instruction `index` as the copies `planned` gives for its operand types
+    /// (each with the operand it reads), named after the step; the host where none fits.
+    fn copies_step(
+        &mut self,
+        func: &Func,
+        index: usize,
+        planned: impl Fn(&str, &[&TensorType]) -> Option<Vec<(CopyKernel, usize)>>,
+    ) -> GpuStep {
+        let name = format!("{}_c{}", func.name, self.copies.len());
+        let inputs: Option<Vec<_>> = func.body[index]
+            .args
+            .iter()
+            .map(|&a| func.value_type(a))
+            .collect();
+        match inputs.and_then(|t| planned(&name, &t)) {
+            Some(parts) => {
+                let mut launches = Vec::with_capacity(parts.len());
+                for (c, operand) in parts {
+                    launches.push((self.copies.len(), operand));
+                    self.copies.push(c);
+                }
+                GpuStep::Copies(index, launches)
+            }
+            None => GpuStep::Host(index..index + 1),
         }
     }
 

@@ -266,11 +266,12 @@ impl<M: GpuMachine> GpuProgram<M> {
         let a = |x: &M::Array| M::address(x);
         // Scratch for the places (held until the launches are queued), then each launch: its
         // element count and parameters.
-        let (count, len) = match &self.plan.scatters[k] {
-            Scatters::Rows(r) => (r.updates, r.len()),
-            Scatters::Elements(s) => (s.updates, s.operand_len),
+        // Rows: the order and the sorted rows; elements: their targets and places too.
+        let (count, len, buffers) = match &self.plan.scatters[k] {
+            Scatters::Rows(r) => (r.updates, r.len(), 2),
+            Scatters::Elements(s) => (s.updates, s.operand_len, 4),
         };
-        let held = (0..4)
+        let held = (0..buffers)
             .map(|_| scratch(count))
             .collect::<Result<Vec<_>, _>>()?;
         let launches: Vec<(usize, Vec<u64>)> = match &self.plan.scatters[k] {

@@ -176,31 +176,52 @@ impl CopyKernel {
         fits.then_some(parts)
     }
 
-    /// The copies that compute a `dynamic_slice` (one, reading at the starts) or a
-    /// `dynamic_update_slice` (the operand whole, then the update written at the starts) of
-    /// `inputs` into `output`, each with the operand it reads; `None` for start indices of a
-    /// type other than i32 and i64, or sizes past 32-bit indexing.
-    pub fn plan_dynamic(
+    /// The copy that computes a `dynamic_slice` of `sizes` from `inputs` (the operand, then
+    /// its starts) into `output`, reading at the starts; `None` for start indices of a type
+    /// other than i32 and i64, or sizes past 32-bit indexing.
+    pub fn plan_dynamic_slice(
         name: &str,
-        op: &Op,
+        sizes: &[usize],
+        inputs: &[&TensorType],
+        output: &TensorType,
+    ) -> Option<Vec<(CopyKernel, usize)>> {
+        Self::plan_dynamic(name, (sizes.to_vec(), 1, false), inputs, output)
+    }
+
+    /// The copies that compute a `dynamic_update_slice` of `inputs` (the operand, the update,
+    /// then the starts) into `output`: the operand whole, then the update written at the
+    /// starts; `None` as for [`CopyKernel::plan_dynamic_slice`].
+    pub fn plan_dynamic_update(
+        name: &str,
+        inputs: &[&TensorType],
+        output: &TensorType,
+    ) -> Option<Vec<(CopyKernel, usize)>> {
+        let window = inputs.get(1)?.dims().to_vec();
+        Self::plan_dynamic(name, (window, 2, true), inputs, output)
+    }
+
+    /// The copies of a dynamic slice (`write` false) or update (`write` true) whose window is
+    /// `window` and whose starts are the operands from `first`, each with the operand it reads.
+    fn plan_dynamic(
+        name: &str,
+        (window, first, write): (Vec<usize>, usize, bool),
         inputs: &[&TensorType],
         output: &TensorType,
     ) -> Option<Vec<(CopyKernel, usize)>> {
         let x = inputs.first()?;
         let fits = x.numel() < i32::MAX as usize && output.numel() > 0;
         let strides = row_major_strides(x.dims());
-        let (window, first) = match op {
-            Op::DynamicSlice { sizes } => (sizes.clone(), 1),
-            Op::DynamicUpdateSlice => (inputs.get(1)?.dims().to_vec(), 2),
-            _ => return None,
-        };
-        let write = matches!(op, Op::DynamicUpdateSlice);
         let starts = (0..x.rank())
             .map(|d| {
                 let wide = match inputs.get(first + d)?.dtype {
                     DType::I32 => false,
                     DType::I64 => true,
-                    _ => return None,
+                    DType::U8
+                    | DType::F32
+                    | DType::F64
+                    | DType::F16
+                    | DType::BF16
+                    | DType::Bool => return None,
                 };
                 Some(DynamicStart {
                     operand: first + d,
@@ -350,19 +371,37 @@ pub fn render_copy(k: &CopyKernel) -> String {
 /// A register holding start index `start` (read from `address`) clamped to `0..=max` and
 /// multiplied by its stride, computed before the loop.
 fn start_offset(e: &mut Emitter, start: &DynamicStart, address: &str) -> String {
-    let (max, stride) = (start.max, start.stride);
-    let offset = e.reg(Class::R);
-    if start.wide {
-        let wide = e.reg(Class::Rd);
-        e.pre_line(format!("ld.global.nc.s64 {wide}, [{address}]"));
-        e.pre_line(format!("max.s64 {wide}, {wide}, 0"));
-        e.pre_line(format!("min.s64 {wide}, {wide}, {max}"));
-        e.pre_line(format!("cvt.u32.u64 {offset}, {wide}"));
-    } else {
-        e.pre_line(format!("ld.global.nc.s32 {offset}, [{address}]"));
-        e.pre_line(format!("max.s32 {offset}, {offset}, 0"));
-        e.pre_line(format!("min.s32 {offset}, {offset}, {max}"));
+    let (offset, lines) = clamped_start(e, address, start.wide, start.max);
+    for line in lines {
+        e.pre_line(line);
     }
-    e.pre_line(format!("mul.lo.s32 {offset}, {offset}, {stride}"));
+    e.pre_line(format!("mul.lo.s32 {offset}, {offset}, {}", start.stride));
     offset
+}
+
+/// A new u32 register holding the start index at `address` (i32, or i64 where `wide`)
+/// clamped to `0..=max`, and the lines that compute it (for the set-up or the loop body).
+pub(super) fn clamped_start(
+    e: &mut Emitter,
+    address: &str,
+    wide: bool,
+    max: usize,
+) -> (String, Vec<String>) {
+    let start = e.reg(Class::R);
+    let lines = if wide {
+        let value = e.reg(Class::Rd);
+        vec![
+            format!("ld.global.nc.s64 {value}, [{address}]"),
+            format!("max.s64 {value}, {value}, 0"),
+            format!("min.s64 {value}, {value}, {max}"),
+            format!("cvt.u32.u64 {start}, {value}"),
+        ]
+    } else {
+        vec![
+            format!("ld.global.nc.s32 {start}, [{address}]"),
+            format!("max.s32 {start}, {start}, 0"),
+            format!("min.s32 {start}, {start}, {max}"),
+        ]
+    };
+    (start, lines)
 }

@@ -4,6 +4,7 @@
 //! the gather does, and copies the operand element's bits. Every size and stride is a
 //! constant of the entry, so the address arithmetic is a few multiply-adds.
 
+use super::copy::clamped_start;
 use super::emit::{Class, Emitter};
 use super::loops::grid_stride_entry;
 use ferrax_ir::{DType, Gather, IndexMap, TensorType};
@@ -140,20 +141,13 @@ pub fn render_gather(k: &GatherKernel) -> String {
         unravel(e, k, index, (&from, &at));
         let index_size = if k.index == DType::I64 { 8 } else { 4 };
         for &(offset, stride, max) in &k.starts {
-            let (entry, address, start) = (e.reg(Class::R), e.reg(Class::Rd), e.reg(Class::R));
+            let (entry, address) = (e.reg(Class::R), e.reg(Class::Rd));
             e.line(format!("add.u32 {entry}, {at}, {offset}"));
             e.line(format!("mul.wide.u32 {address}, {entry}, {index_size}"));
             e.line(format!("add.s64 {address}, {}, {address}", a[1]));
-            if k.index == DType::I64 {
-                let wide = e.reg(Class::Rd);
-                e.line(format!("ld.global.nc.s64 {wide}, [{address}]"));
-                e.line(format!("max.s64 {wide}, {wide}, 0"));
-                e.line(format!("min.s64 {wide}, {wide}, {max}"));
-                e.line(format!("cvt.u32.u64 {start}, {wide}"));
-            } else {
-                e.line(format!("ld.global.nc.s32 {start}, [{address}]"));
-                e.line(format!("max.s32 {start}, {start}, 0"));
-                e.line(format!("min.s32 {start}, {start}, {max}"));
+            let (start, lines) = clamped_start(e, &address, k.index == DType::I64, max);
+            for line in lines {
+                e.line(line);
             }
             e.line(format!("mad.lo.s32 {from}, {start}, {stride}, {from}"));
         }

@@ -101,10 +101,14 @@ impl ScatterKernels {
 /// i32 and i64; replace, add and mul on f32 and f64 (PTX's float min and max order NaN and
 /// signed zeros otherwise).
 pub(super) fn exact_here(dtype: DType, how: ScatterCombine) -> bool {
-    match (dtype, how) {
-        (DType::F32 | DType::F64, ScatterCombine::Min | ScatterCombine::Max) => false,
-        (DType::F32 | DType::F64 | DType::I32 | DType::I64, _) => true,
-        _ => false,
+    let float = match dtype {
+        DType::F32 | DType::F64 => true,
+        DType::I32 | DType::I64 => false,
+        DType::F16 | DType::BF16 | DType::U8 | DType::Bool => return false,
+    };
+    match how {
+        ScatterCombine::Replace | ScatterCombine::Add | ScatterCombine::Mul => true,
+        ScatterCombine::Min | ScatterCombine::Max => !float,
     }
 }
 

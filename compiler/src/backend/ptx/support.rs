@@ -62,8 +62,9 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
         KernelOp::Hold => Native,
         // Rows loaded by index: the index read per row, clamped, in 64-bit addresses.
         KernelOp::RowGather => match dtype {
-            DType::Bool => Host,
-            _ => Native,
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I32 | DType::I64 => Native,
+            // (u8 returned above.)
+            DType::U8 | DType::Bool => Host,
         },
         KernelOp::Select => kept(Native),
         KernelOp::Clamp => match dtype {
