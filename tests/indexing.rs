@@ -17,7 +17,7 @@ fn i32s(shape: &[usize], data: Vec<i32>) -> Tensor {
 /// `f` evaluated eagerly and under `jit`; both must give `want`.
 fn check(
     name: &str,
-    f: impl Fn(&Tensor, &Tensor) -> Tensor + Copy,
+    f: impl Fn(&Tensor, &Tensor) -> Tensor + Copy + Send + Sync,
     x: Tensor,
     i: Tensor,
     want: Vec<f32>,

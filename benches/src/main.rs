@@ -211,7 +211,11 @@ struct Gpu {
 }
 
 /// Traces, simplifies and compiles `f` for the GPU from nothing.
-fn gpu_compile<I: Tree, O: Tree>(gpu: &Gpu, f: impl Fn(I) -> O, args: &I) -> Result<GpuExecutable> {
+fn gpu_compile<I: Tree, O: Tree>(
+    gpu: &Gpu,
+    f: impl Fn(I) -> O + Send + Sync,
+    args: &I,
+) -> Result<GpuExecutable> {
     let func: Func = jit(f).lower(args)?.simplified().clone();
     GpuExecutable::compile(&func, &gpu.dev, gpu.options).map_err(backend)
 }
@@ -221,7 +225,7 @@ fn gpu_case<I: Tree, O: Tree>(
     gpu: &Gpu,
     reps: usize,
     name: &str,
-    f: impl Fn(I) -> O,
+    f: impl Fn(I) -> O + Send + Sync,
     args: I,
     (bytes, flops): (Option<f64>, Option<f64>),
 ) -> Result<()> {

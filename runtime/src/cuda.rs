@@ -12,7 +12,7 @@ use cudarc::driver::{result, sys, CudaContext, DriverError};
 use ferrax_ir::{with_elements, DType, Elements, Shape, TensorType};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 /// How cuBLAS multiplies f32 matrices (`jax.default_matmul_precision`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -63,7 +63,9 @@ pub struct CudaDevice {
     ctx: Arc<CudaContext>,
     stream: Handle<sys::CUstream>,
     free: Mutex<HashMap<usize, Vec<sys::CUdeviceptr>>>,
-    modules: Mutex<HashMap<String, Arc<Module>>>,
+    /// Loaded modules by PTX text, held by the functions taken from them: a module is unloaded
+    /// when its last function (so its last executable) is dropped.
+    modules: Mutex<HashMap<String, Weak<Module>>>,
     /// The cuBLAS handle, with the precision its math mode is set for.
     blas: Mutex<Option<(Handle<blas_sys::cublasHandle_t>, MatmulPrecision)>>,
 }
@@ -214,12 +216,13 @@ impl CudaDevice {
         })
     }
 
-    /// Loads a PTX module (once per distinct text).
+    /// Loads a PTX module (once per distinct text while any holder of it lives).
     pub fn load_module(&self, ptx: &str) -> Result<Arc<Module>, CudaError> {
         let mut modules = lock(&self.modules);
-        if let Some(m) = modules.get(ptx) {
-            return Ok(m.clone());
+        if let Some(m) = modules.get(ptx).and_then(Weak::upgrade) {
+            return Ok(m);
         }
+        modules.retain(|_, m| m.strong_count() > 0);
         self.bind()?;
         let text = CString::new(ptx).map_err(|_| CudaError::NoKernel("<PTX with NUL>".into()))?;
         // SAFETY: `text` is a NUL-terminated PTX image that outlives the call.
@@ -227,8 +230,9 @@ impl CudaDevice {
         let m = Arc::new(Module {
             module: Handle(module),
             ctx: self.ctx.clone(),
+            stream: self.stream,
         });
-        modules.insert(ptx.to_string(), m.clone());
+        modules.insert(ptx.to_string(), Arc::downgrade(&m));
         Ok(m)
     }
 
@@ -564,6 +568,8 @@ impl DeviceArray {
 pub struct Module {
     module: Handle<sys::CUmodule>,
     ctx: Arc<CudaContext>,
+    /// The stream its kernels are queued on (the device's, which lives as long as the process).
+    stream: Handle<sys::CUstream>,
 }
 
 /// One kernel entry point of a loaded module.
@@ -589,7 +595,10 @@ impl Module {
 impl Drop for Module {
     fn drop(&mut self) {
         if self.ctx.bind_to_thread().is_ok() {
-            // SAFETY: no function of the module outlives it (each holds an `Arc`).
+            // SAFETY: no function of the module outlives it (each holds an `Arc`), and launches
+            // of its kernels still queued finish before it is unloaded.
+            let _ = unsafe { result::stream::synchronize(self.stream.0) };
+            // SAFETY: as above.
             let _ = unsafe { result::module::unload(self.module.0) };
         }
     }

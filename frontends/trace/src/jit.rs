@@ -2,6 +2,13 @@
 //! device of the inputs (the CPU: fused Cranelift kernels, other ops on the interpreter's
 //! evaluator; a GPU: PTX kernels, reductions and cuBLAS), cache, and run the executable on later
 //! calls.
+//!
+//! A `Jit` is shared between threads (it is `Send + Sync`), so its cache is a read-write lock
+//! that is never held while tracing or compiling: a function may call other jitted functions,
+//! and threads compile different signatures in parallel. Two threads missing on one signature
+//! at once each compile it, and the first program inserted is kept. The cache is bounded (least
+//! recently used signatures go first), and a program's code is freed when the last
+//! [`Lowered`]/[`Compiled`] or cache entry holding it is dropped.
 
 use crate::device::Device;
 use crate::tensor::Inner;
@@ -13,10 +20,10 @@ use ferrax_compiler::pipeline::{self, Backend, Executable};
 use ferrax_ir::{Func, TensorType};
 use ferrax_runtime::interpret;
 use ferrax_runtime::MatmulPrecision;
-use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 /// What a compiled program is keyed by: the input structure, the type of every leaf, and the
 /// GPU it runs on (ordinal and compute capability), if any.
@@ -73,7 +80,7 @@ fn run_program<O: Tree>(program: &Program, leaves: Vec<Tensor>, device: &Device)
 /// A function lowered for one input signature (`jax.jit(f).lower(...)`): its program at every
 /// stage, compiled but not run.
 pub struct Lowered<I, O> {
-    program: Rc<Program>,
+    program: Arc<Program>,
     key: Signature,
     _types: PhantomData<fn(I) -> O>,
 }
@@ -139,7 +146,7 @@ impl<I: Tree, O: Tree> Lowered<I, O> {
 
 /// A compiled program for one input signature (`jax.jit(f).lower(...).compile()`).
 pub struct Compiled<I, O> {
-    program: Rc<Program>,
+    program: Arc<Program>,
     key: Signature,
     _types: PhantomData<fn(I) -> O>,
 }
@@ -211,13 +218,25 @@ fn backend_for(device: &Device, options: GpuOptions) -> Backend {
     }
 }
 
+/// How many signatures a [`Jit`] keeps compiled unless told otherwise.
+const DEFAULT_CACHE_CAPACITY: usize = 64;
+
+/// A cached program and the tick of its jit's clock at its last use (the least recent goes
+/// first when the cache is full). Atomic so that hits, under the read lock, can update it.
+struct Entry {
+    program: Arc<Program>,
+    used: AtomicU64,
+}
+
 /// A function prepared for tracing and caching; see [`jit`].
 pub struct Jit<F, I, O> {
     f: F,
     name: String,
-    cache: RefCell<HashMap<Signature, Rc<Program>>>,
-    traces: Cell<usize>,
-    last_miss: RefCell<Option<String>>,
+    cache: RwLock<HashMap<Signature, Entry>>,
+    capacity: usize,
+    clock: AtomicU64,
+    traces: AtomicUsize,
+    last_miss: Mutex<Option<String>>,
     options: GpuOptions,
     _types: PhantomData<fn(I) -> O>,
 }
@@ -258,14 +277,17 @@ fn explain_miss<'a>(key: &Signature, cached: impl Iterator<Item = &'a Signature>
 }
 
 /// Wraps `f` so that calls trace it once per input signature and reuse the program after
-/// (`jax.jit`). Inside another trace, the call is inlined into the outer program.
-pub fn jit<I: Tree, O: Tree, F: Fn(I) -> O>(f: F) -> Jit<F, I, O> {
+/// (`jax.jit`). Inside another trace, the call is inlined into the outer program. `f` is
+/// `Send + Sync` so that the `Jit` can be called from several threads at once.
+pub fn jit<I: Tree, O: Tree, F: Fn(I) -> O + Send + Sync>(f: F) -> Jit<F, I, O> {
     Jit {
         f,
         name: "main".into(),
-        cache: RefCell::new(HashMap::new()),
-        traces: Cell::new(0),
-        last_miss: RefCell::new(None),
+        cache: RwLock::new(HashMap::new()),
+        capacity: DEFAULT_CACHE_CAPACITY,
+        clock: AtomicU64::new(0),
+        traces: AtomicUsize::new(0),
+        last_miss: Mutex::new(None),
         options: GpuOptions::default(),
         _types: PhantomData,
     }
@@ -292,6 +314,14 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
     /// f32 (results then within rounding of the CPU's). CPU products are true f32 either way.
     pub fn matmul_precision(mut self, precision: MatmulPrecision) -> Self {
         self.options.matmul = precision;
+        self
+    }
+
+    /// Keeps at most `n` signatures compiled (default 64); a new one past that evicts the least
+    /// recently used, whose code is freed once no [`Lowered`] or [`Compiled`] holds it. With 0
+    /// nothing is kept and every call traces.
+    pub fn cache_capacity(mut self, n: usize) -> Self {
+        self.capacity = n;
         self
     }
 
@@ -327,9 +357,15 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         })
     }
 
-    /// How many times the function has been traced (once per distinct signature).
+    /// How many times the function has been traced: once per distinct signature, again after
+    /// an eviction, and once per thread where threads miss on one signature at once.
     pub fn trace_count(&self) -> usize {
-        self.traces.get()
+        self.traces.load(Ordering::Relaxed)
+    }
+
+    /// How many signatures are compiled and cached now (at most the cache capacity).
+    pub fn cache_len(&self) -> usize {
+        self.read_cache().len()
     }
 
     /// Why the last cache miss happened (`None` before the first call): which input leaves
@@ -337,7 +373,66 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
     /// change of input structure or device. `FERRAX_EXPLAIN_CACHE_MISSES=1` also prints each
     /// explanation to stderr as it happens.
     pub fn last_cache_miss(&self) -> Option<String> {
-        self.last_miss.borrow().clone()
+        self.last_miss
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    // The locks guard plain maps that no panic leaves half-updated, so poisoning is ignored.
+    fn read_cache(&self) -> std::sync::RwLockReadGuard<'_, HashMap<Signature, Entry>> {
+        self.cache.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn tick(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The cached program for `key`, marked as just used.
+    fn cached(&self, key: &Signature) -> Option<Arc<Program>> {
+        let cache = self.read_cache();
+        let entry = cache.get(key)?;
+        entry.used.fetch_max(self.tick(), Ordering::Relaxed);
+        Some(entry.program.clone())
+    }
+
+    /// Caches `program` for `key`, evicting the least recently used entries past the capacity.
+    /// If another thread cached `key` meanwhile, its program is kept and returned.
+    fn insert(&self, key: Signature, program: Arc<Program>) -> Arc<Program> {
+        if self.capacity == 0 {
+            return program;
+        }
+        let mut evicted = Vec::new();
+        let kept = {
+            let mut cache = self.cache.write().unwrap_or_else(PoisonError::into_inner);
+            if let Some(existing) = cache.get(&key) {
+                existing.used.fetch_max(self.tick(), Ordering::Relaxed);
+                existing.program.clone()
+            } else {
+                while cache.len() >= self.capacity {
+                    let Some(oldest) = cache
+                        .iter()
+                        .min_by_key(|(_, e)| e.used.load(Ordering::Relaxed))
+                        .map(|(k, _)| k.clone())
+                    else {
+                        break;
+                    };
+                    evicted.extend(cache.remove(&oldest));
+                }
+                let used = AtomicU64::new(self.tick());
+                cache.insert(
+                    key,
+                    Entry {
+                        program: program.clone(),
+                        used,
+                    },
+                );
+                program
+            }
+        };
+        // Evicted code is freed here, after the lock is released.
+        drop(evicted);
+        kept
     }
 
     fn program(
@@ -346,7 +441,7 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         structure: TreeDef,
         leaves: &[Tensor],
         device: &Device,
-    ) -> Result<Rc<Program>> {
+    ) -> Result<Arc<Program>> {
         if let Some(e) = leaves.iter().find_map(|l| match &l.0 {
             Inner::Failed { error, .. } => Some(error),
             _ => None,
@@ -354,14 +449,19 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
             return Err(Error::clone(e));
         }
         let key = signature(structure, leaves, device);
-        if let Some(hit) = self.cache.borrow().get(&key) {
-            return Ok(hit.clone());
+        if let Some(hit) = self.cached(&key) {
+            return Ok(hit);
         }
-        let why = explain_miss(&key, self.cache.borrow().keys());
+        let why = explain_miss(&key, self.read_cache().keys());
         if std::env::var_os("FERRAX_EXPLAIN_CACHE_MISSES").is_some() {
             eprintln!("ferrax: jit {}: cache miss: {why}", self.name);
         }
-        *self.last_miss.borrow_mut() = Some(why);
+        *self
+            .last_miss
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(why);
+        // No lock is held from here on: tracing may call other jitted functions, and other
+        // threads look up or compile other signatures meanwhile.
         let mut traced = trace_named(&self.name, &self.f, args)?;
         crate::dump::write("traced", &traced.func);
         let raw = traced.func.clone();
@@ -379,17 +479,17 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
             );
             executable = Some(compiled.executable);
         }
-        let program = Rc::new(Program {
+        let program = Arc::new(Program {
             traced,
             raw,
             simplify_report,
             executable,
             options: self.options,
         });
-        self.traces.set(self.traces.get() + 1);
-        if program.traced.captures.is_empty() {
-            self.cache.borrow_mut().insert(key, program.clone());
+        self.traces.fetch_add(1, Ordering::Relaxed);
+        if !program.traced.captures.is_empty() {
+            return Ok(program);
         }
-        Ok(program)
+        Ok(self.insert(key, program))
     }
 }

@@ -14,7 +14,7 @@ use ferrax_ir::{DType, Element, Elements, Literal, Op, Shape, TensorType};
 use ferrax_runtime::{eval_op, Array, DeviceArray};
 use std::fmt;
 use std::panic::Location;
-use std::rc::Rc;
+use std::sync::Arc;
 
 #[derive(Clone)]
 pub struct Tensor(pub(crate) Inner);
@@ -32,7 +32,7 @@ pub(crate) enum Inner {
     Traced(Tracer),
     /// The result of a failed operation; `ty` is a best guess so that shape queries still work.
     Failed {
-        error: Rc<Error>,
+        error: Arc<Error>,
         ty: TensorType,
     },
 }
@@ -140,7 +140,7 @@ impl Tensor {
         ty: TensorType,
     ) -> Tensor {
         Tensor(Inner::Failed {
-            error: Rc::new(Error::Trace { location, message }),
+            error: Arc::new(Error::Trace { location, message }),
             ty,
         })
     }
@@ -153,7 +153,7 @@ impl Tensor {
         }
     }
 
-    pub(crate) fn trace_ctx(&self) -> Option<&Rc<TraceCtx>> {
+    pub(crate) fn trace_ctx(&self) -> Option<&Arc<TraceCtx>> {
         match &self.0 {
             Inner::Traced(t) => Some(t.ctx()),
             _ => None,
@@ -253,7 +253,7 @@ pub(crate) fn apply_at(location: &'static Location<'static>, op: Op, args: &[&Te
 
 /// The trace an operation on `args` is recorded in: the innermost (most recently started)
 /// trace among the traced arguments. Tracers of enclosing traces are captured by it.
-fn innermost_ctx(args: &[&Tensor]) -> Option<Rc<TraceCtx>> {
+fn innermost_ctx(args: &[&Tensor]) -> Option<Arc<TraceCtx>> {
     args.iter()
         .filter_map(|a| a.trace_ctx())
         .max_by_key(|c| c.serial())
@@ -263,7 +263,7 @@ fn innermost_ctx(args: &[&Tensor]) -> Option<Rc<TraceCtx>> {
 /// Records `op(args)` in the trace `ctx`: a tracer, or a failed tensor (of type `guess`) if
 /// the operation is a user error, which the trace also keeps.
 pub(crate) fn record(
-    ctx: &Rc<TraceCtx>,
+    ctx: &Arc<TraceCtx>,
     op: Op,
     args: &[&Tensor],
     location: &'static Location<'static>,
@@ -272,7 +272,7 @@ pub(crate) fn record(
     match ctx.push(op, args, location) {
         Ok(tracer) => Tensor(Inner::Traced(tracer)),
         Err(error) => Tensor(Inner::Failed {
-            error: Rc::new(error),
+            error: Arc::new(error),
             ty: guess,
         }),
     }

@@ -10,13 +10,21 @@
 //! trace through the [`Lift`] trait, which `tensor` implements. So the state never names the
 //! tensor type, and making tensors out of tracers is left to the modules above
 //! (`tensor::apply`, `trace::trace`).
+//!
+//! Tensors are `Send + Sync`, so a trace's state sits behind a mutex and serials come from one
+//! process-wide counter (a tracer moved to another thread still compares by serial). Which
+//! traces are running stays per thread: a function is traced on the thread that calls it. No
+//! code path holds two traces' locks at once: whether an enclosing trace has ended is an atomic
+//! flag, read without its lock.
 
 use crate::{Error, Result};
 use ferrax_ir::{infer_type, Func, Instr, Literal, Op, TensorType, ValueId};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::fmt;
+use std::marker::PhantomData;
 use std::panic::Location;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// A value of a trace in progress. Its final `ValueId` is known only when the trace ends,
 /// because captured values become parameters.
@@ -30,7 +38,7 @@ enum Local {
 /// A value recorded in a trace: what a traced tensor holds.
 #[derive(Clone)]
 pub(crate) struct Tracer {
-    ctx: Rc<TraceCtx>,
+    ctx: Arc<TraceCtx>,
     id: Local,
     ty: TensorType,
 }
@@ -41,7 +49,7 @@ impl Tracer {
     }
 
     /// The trace the value belongs to.
-    pub(crate) fn ctx(&self) -> &Rc<TraceCtx> {
+    pub(crate) fn ctx(&self) -> &Arc<TraceCtx> {
         &self.ctx
     }
 }
@@ -70,25 +78,28 @@ pub(crate) trait Lift {
     fn lift(&self) -> Lifted<'_>;
 }
 
+/// The next trace's serial, unique across threads.
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(0);
+
 thread_local! {
-    static NEXT_SERIAL: Cell<u64> = const { Cell::new(0) };
-    /// The traces whose functions are running, innermost last.
-    static ACTIVE: RefCell<Vec<Rc<TraceCtx>>> = const { RefCell::new(Vec::new()) };
+    /// The traces whose functions are running on this thread, innermost last.
+    static ACTIVE: RefCell<Vec<Arc<TraceCtx>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// The innermost trace whose function is running, if any: where operations without tensor
 /// operands (`Tensor::iota`, `Tensor::zeros`, ...) are recorded.
-pub(crate) fn current_trace() -> Option<Rc<TraceCtx>> {
+pub(crate) fn current_trace() -> Option<Arc<TraceCtx>> {
     ACTIVE.with(|a| a.borrow().last().cloned())
 }
 
 /// Marks a trace active while the user function runs; unmarks it even if the function panics.
-pub(crate) struct ActiveGuard;
+/// Not `Send`: it must be dropped on the thread whose stack it pushed.
+pub(crate) struct ActiveGuard(PhantomData<*const ()>);
 
 impl ActiveGuard {
-    pub(crate) fn enter(ctx: &Rc<TraceCtx>) -> ActiveGuard {
+    pub(crate) fn enter(ctx: &Arc<TraceCtx>) -> ActiveGuard {
         ACTIVE.with(|a| a.borrow_mut().push(ctx.clone()));
-        ActiveGuard
+        ActiveGuard(PhantomData)
     }
 }
 
@@ -103,7 +114,10 @@ impl Drop for ActiveGuard {
 /// The state of one trace: what has been recorded and the first user error met.
 pub(crate) struct TraceCtx {
     serial: u64,
-    state: RefCell<State>,
+    /// Set when the trace ends; outside `state` so that an inner trace can check it while
+    /// holding its own lock.
+    finished: AtomicBool,
+    state: Mutex<State>,
 }
 
 struct State {
@@ -112,7 +126,6 @@ struct State {
     captures: Vec<Tracer>,
     instrs: Vec<(Op, Vec<Local>, TensorType)>,
     error: Option<Error>,
-    finished: bool,
 }
 
 impl State {
@@ -137,13 +150,13 @@ impl State {
         match value {
             Lifted::Tracer(t) if t.ctx.serial == serial => Ok(t.id),
             Lifted::Tracer(t) => {
-                if t.ctx.serial > serial || t.ctx.state.borrow().finished {
+                if t.ctx.serial > serial || t.ctx.is_finished() {
                     return Err(format!(
                         "a traced {} value was used outside the function that produced it (it escaped its trace)",
                         t.ty
                     ));
                 }
-                let same = |c: &Tracer| Rc::ptr_eq(&c.ctx, &t.ctx) && c.id == t.id;
+                let same = |c: &Tracer| Arc::ptr_eq(&c.ctx, &t.ctx) && c.id == t.id;
                 let k = match self.captures.iter().position(same) {
                     Some(k) => k,
                     None => {
@@ -161,22 +174,27 @@ impl State {
 }
 
 impl TraceCtx {
-    pub(crate) fn new() -> Rc<TraceCtx> {
-        let serial = NEXT_SERIAL.with(|n| {
-            let s = n.get();
-            n.set(s + 1);
-            s
-        });
-        Rc::new(TraceCtx {
-            serial,
-            state: RefCell::new(State {
+    pub(crate) fn new() -> Arc<TraceCtx> {
+        Arc::new(TraceCtx {
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
+            finished: AtomicBool::new(false),
+            state: Mutex::new(State {
                 inputs: Vec::new(),
                 captures: Vec::new(),
                 instrs: Vec::new(),
                 error: None,
-                finished: false,
             }),
         })
+    }
+
+    /// The state, locked. A panic in a user function never happens while it is held (user
+    /// code runs between operations), so a poisoned lock still holds a consistent state.
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn is_finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
     }
 
     /// Traces started later have larger serials; the largest among an op's operands is the
@@ -186,8 +204,8 @@ impl TraceCtx {
     }
 
     /// A new input of the traced function.
-    pub(crate) fn input(self: &Rc<Self>, ty: TensorType) -> Tracer {
-        let mut state = self.state.borrow_mut();
+    pub(crate) fn input(self: &Arc<Self>, ty: TensorType) -> Tracer {
+        let mut state = self.state();
         state.inputs.push(ty.clone());
         Tracer {
             ctx: self.clone(),
@@ -199,13 +217,13 @@ impl TraceCtx {
     /// Records `op(args)`; data from outside the trace becomes constants. A user error is
     /// returned with `location`, and the first one is kept as the trace's error.
     pub(crate) fn push<T: Lift>(
-        self: &Rc<Self>,
+        self: &Arc<Self>,
         op: Op,
         args: &[&T],
         location: &'static Location<'static>,
     ) -> Result<Tracer> {
-        let mut state = self.state.borrow_mut();
-        let result = if state.finished {
+        let mut state = self.state();
+        let result = if self.is_finished() {
             Err(format!(
                 "{}: a traced value was used after its trace ended (it escaped the traced function)",
                 op.name()
@@ -237,8 +255,8 @@ impl TraceCtx {
     /// error met while tracing is the error, else the first output that is not a value this
     /// trace can return. The trace's tracers cannot be used afterwards.
     pub(crate) fn finish<T: Lift>(&self, name: &str, outputs: &[T]) -> Result<(Func, Vec<Tracer>)> {
-        let mut state = self.state.borrow_mut();
-        state.finished = true;
+        let mut state = self.state();
+        self.finished.store(true, Ordering::Release);
         if let Some(e) = state.error.take() {
             return Err(e);
         }

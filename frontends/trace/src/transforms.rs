@@ -12,7 +12,7 @@ use crate::{dump, Error, Result, Tensor, Tree, TreeDef};
 use ferrax_compiler::autodiff;
 use ferrax_ir::{DType, Func};
 use std::panic::Location;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// Replays `func` on `args`: into the innermost trace among them, or eagerly.
 #[track_caller]
@@ -42,7 +42,7 @@ fn call_func(func: &Func, args: &[Tensor]) -> Vec<Tensor> {
 
 /// A tree shaped like `def` whose every leaf carries `error`.
 fn failed_tree<T: Tree>(def: &TreeDef, leaves: &[Tensor], error: Error) -> T {
-    let error = Rc::new(error);
+    let error = Arc::new(error);
     let mut failed = leaves.iter().map(|l| {
         Tensor(Inner::Failed {
             error: error.clone(),
@@ -149,7 +149,7 @@ fn value_and_grad_tree<I: Tree, A: Tree>(
             let failed_args: I = failed_tree(&def, &leaves, e.clone());
             let (value, aux) = f(failed_args);
             let value = Tensor(Inner::Failed {
-                error: Rc::new(e.clone()),
+                error: Arc::new(e.clone()),
                 ty: value.ty().clone(),
             });
             ((value, aux), failed_tree(&def, &leaves, e))

@@ -8,7 +8,7 @@ use crate::trace::{trace_named, Traced};
 use crate::{Error, Result, Tensor, Tree};
 use ferrax_ir::{CustomVjp, DType, Op, TensorType};
 use std::panic::Location;
-use std::rc::Rc;
+use std::sync::Arc;
 
 /// `jax.custom_vjp`: a function computed as `f` but differentiated in reverse mode with a
 /// rule of the user's: `fwd` returns `f`'s value and residuals, and `bwd` maps the residuals
@@ -37,7 +37,7 @@ pub fn custom_vjp_named<I: Tree, R: Tree>(
     move |args: I| {
         custom_vjp_call(name, &f, &fwd, &bwd, &args, location).unwrap_or_else(|e| {
             Tensor(Inner::Failed {
-                error: Rc::new(e),
+                error: Arc::new(e),
                 ty: TensorType::scalar(DType::F32),
             })
         })

@@ -40,6 +40,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
 use ferrax_ir::DType;
 use host::HostIds;
+use std::sync::{Mutex, PoisonError};
 
 /// A compiled kernel's entry point.
 pub type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
@@ -56,12 +57,29 @@ fn err(e: impl std::fmt::Display) -> CodegenError {
     CodegenError::Cranelift(e.to_string())
 }
 
-/// Kernels compiled into one module, which must outlive every call of their entries.
+/// Kernels compiled into one module, which must outlive every call of their entries; its code
+/// is freed when this is dropped.
 pub struct Compiled {
-    _module: JITModule,
+    /// Behind a mutex only to be `Sync` (the module is `Send` but not `Sync`); never locked
+    /// but to free it. `None` once freed.
+    module: Option<Mutex<JITModule>>,
     pub entries: Vec<KernelFn>,
     /// The Cranelift IR of each kernel, for dumps and snapshots.
     pub clif: Vec<String>,
+}
+
+impl Drop for Compiled {
+    fn drop(&mut self) {
+        if let Some(module) = self.module.take() {
+            let module = module.into_inner().unwrap_or_else(PoisonError::into_inner);
+            // SAFETY: the entries point into this module's code and are called only through
+            // the executable that owns this `Compiled` (or, in tests, while it is in scope);
+            // every launch joins its threads before the run returns, so no entry is running
+            // or called after this drop. (Cranelift's default memory provider would otherwise
+            // leak the code for the life of the process.)
+            unsafe { module.free_memory() };
+        }
+    }
 }
 
 /// Elements per vector step of a SIMD kernel (128-bit vectors of f32/i32).
@@ -195,7 +213,7 @@ pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
         })
         .collect();
     Ok(Compiled {
-        _module: jit.module,
+        module: Some(Mutex::new(jit.module)),
         entries,
         clif,
     })
