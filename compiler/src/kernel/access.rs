@@ -73,25 +73,57 @@ pub fn row_gather(
 }
 
 /// The splat value of `v` when it is a splat constant, or a broadcast or reshape of one.
-pub fn splat_constant(func: &Func, v: ValueId) -> Option<Scalar> {
-    let ins = func.body.get(v.index().checked_sub(func.params.len())?)?;
-    match &ins.op {
-        Op::Constant(lit) if lit.is_splat() => Some(lit.data.get(0)),
-        Op::BroadcastInDim { .. } | Op::Reshape { .. } => splat_constant(func, ins.args[0]),
-        _ => None,
+pub fn splat_constant(func: &Func, mut v: ValueId) -> Option<Scalar> {
+    loop {
+        let ins = func.body.get(v.index().checked_sub(func.params.len())?)?;
+        match &ins.op {
+            Op::Constant(lit) if lit.is_splat() => return Some(lit.data.get(0)),
+            Op::BroadcastInDim { .. } | Op::Reshape { .. } => v = *ins.args.first()?,
+            _ => return None,
+        }
+    }
+}
+
+/// Where each value of a program is last read: found once per program, so that finding each
+/// kernel's outputs costs the kernel's length, not the program's.
+pub struct LastReads(Vec<usize>);
+
+impl LastReads {
+    pub fn of(func: &Func) -> LastReads {
+        let mut last = vec![0; func.params.len() + func.body.len()];
+        for (i, ins) in func.body.iter().enumerate() {
+            for a in &ins.args {
+                if let Some(l) = last.get_mut(a.index()) {
+                    *l = i;
+                }
+            }
+        }
+        for o in &func.outputs {
+            if let Some(l) = last.get_mut(o.index()) {
+                *l = usize::MAX;
+            }
+        }
+        LastReads(last)
+    }
+
+    /// The last instruction that reads `v` (`usize::MAX` if the program returns it, 0 if
+    /// nothing reads it).
+    pub fn last(&self, v: ValueId) -> usize {
+        self.0.get(v.index()).copied().unwrap_or(0)
+    }
+
+    /// Whether `v` is read by an instruction at or after `end`, or returned.
+    fn after(&self, v: ValueId, end: usize) -> bool {
+        self.last(v) >= end
     }
 }
 
 /// The values of instructions `start..end` that are used after the kernel or returned, splat
 /// constants aside: every kernel inlines those, and `fuse::partition` makes the ones needed as
 /// arrays in steps of their own.
-pub fn kernel_outputs(func: &Func, start: usize, end: usize) -> Vec<ValueId> {
+pub fn kernel_outputs(func: &Func, reads: &LastReads, start: usize, end: usize) -> Vec<ValueId> {
     (start..end)
         .map(|i| func.instr_value(i))
-        .filter(|&v| {
-            splat_constant(func, v).is_none()
-                && (func.outputs.contains(&v)
-                    || func.body[end..].iter().any(|ins| ins.args.contains(&v)))
-        })
+        .filter(|&v| reads.after(v, end) && splat_constant(func, v).is_none())
         .collect()
 }

@@ -14,7 +14,7 @@ mod print;
 pub mod rows;
 
 use crate::target::{KernelOp, Target};
-pub use access::{broadcast_access, kernel_outputs, row_gather, splat_constant};
+pub use access::{broadcast_access, kernel_outputs, row_gather, splat_constant, LastReads};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Func, Op, ReduceOp, Scalar, UnaryOp, ValueId};
 use math::Emit;
 use std::collections::HashMap;
@@ -259,7 +259,12 @@ impl Lowering<'_> {
 }
 
 /// The kernel for instructions `start..end` of `func` (a fused program's kernel step).
-pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kernel> {
+pub fn lower(
+    func: &Func,
+    reads: &LastReads,
+    (start, end): (usize, usize),
+    name: String,
+) -> Option<Kernel> {
     // A column reduction runs over its operand's elements.
     let first = func.body.get(start)?;
     let len = match first.op {
@@ -359,7 +364,7 @@ pub fn lower(func: &Func, start: usize, end: usize, name: String) -> Option<Kern
             .iter()
             .any(|b| b.value == *v && matches!(b.role, Role::Partial(_)))
     };
-    let outputs: Vec<ValueId> = kernel_outputs(func, start, end)
+    let outputs: Vec<ValueId> = kernel_outputs(func, reads, start, end)
         .into_iter()
         .filter(|v| !partial(v))
         .collect();

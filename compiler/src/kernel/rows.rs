@@ -13,7 +13,7 @@
 
 use super::{
     broadcast_access, kernel_outputs, splat_constant, Access, Buffer, KInstr, KOp, Kernel,
-    KernelSig, Role, Rows, Stage,
+    KernelSig, LastReads, Role, Rows, Stage,
 };
 use ferrax_ir::{BinaryOp, DType, Func, Op, Scalar, ValueId};
 use std::collections::HashMap;
@@ -213,6 +213,7 @@ impl RowLowering<'_> {
 /// instruction `start + k` taking part as `roles[k]`.
 pub fn lower_rows(
     func: &Func,
+    reads: &LastReads,
     (start, end): (usize, usize),
     (rows, cols): (usize, usize),
     roles: &[RowRole],
@@ -235,7 +236,7 @@ pub fn lower_rows(
     for i in start..end {
         l.instr(i, *roles.get(i - start)?)?;
     }
-    for v in kernel_outputs(func, start, end) {
+    for v in kernel_outputs(func, reads, start, end) {
         l.store_output(v)?;
     }
     // Loops run for every element stage; the last row stage follows the last loop.

@@ -3,26 +3,36 @@
 //! cost model of memory traffic and arithmetic comes back out. The result is verified, and a
 //! [`Report`] records why each stage stopped and which rules fired.
 //!
+//! Every phase is linear in program size: programs longer than [`Limits::region`] are
+//! simplified region by region ([`regions`]), and extraction settles each class once
+//! ([`extract`]). Node and iteration limits decide where rewriting stops; the time limit only
+//! guards against a runaway rule set, so results do not depend on the machine's load.
+//!
 //! It runs after differentiation: `custom_vjp` calls are replaced by their primal programs and
 //! `stop_gradient` is dropped, since only values matter from here on.
 
 mod cost;
+mod extract;
 mod lang;
+mod regions;
 mod rules;
 
-use egg::{Extractor, Id, Runner, Symbol};
+use egg::{Id, Runner, Symbol};
 use ferrax_ir::{verify, Func, FuncBuilder, Op, ValueId, VerifyError};
-use lang::{op_of, Facts, Graph, Node};
+use lang::{Facts, Graph, Node};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::time::Duration;
 
-/// Bounds on one stage of rewriting.
+/// Bounds on one stage of rewriting of one region.
 #[derive(Clone, Debug)]
 pub struct Limits {
     pub nodes: usize,
     pub iterations: usize,
+    /// A guard only: the node and iteration limits are meant to stop rewriting first.
     pub time: Duration,
+    /// The most instructions one e-graph takes; longer programs are cut into regions.
+    pub region: usize,
 }
 
 impl Default for Limits {
@@ -30,7 +40,8 @@ impl Default for Limits {
         Limits {
             nodes: 50_000,
             iterations: 16,
-            time: Duration::from_millis(200),
+            time: Duration::from_secs(5),
+            region: 2048,
         }
     }
 }
@@ -40,7 +51,8 @@ impl Default for Limits {
 pub struct Report {
     pub instructions_before: usize,
     pub instructions_after: usize,
-    /// Per stage: its name and why it stopped.
+    /// Per stage: its name and why it stopped (with how many regions stopped so, where the
+    /// program was cut into several).
     pub stages: Vec<(String, String)>,
     /// How often each rule fired.
     pub applied: BTreeMap<String, usize>,
@@ -79,12 +91,85 @@ pub fn simplify(func: &Func) -> Result<(Func, Report), SimplifyError> {
 pub fn simplify_with(func: &Func, limits: &Limits) -> Result<(Func, Report), SimplifyError> {
     verify(func)?;
     let func = &inline_custom_vjp(func);
-    let (mut egraph, roots) = to_egraph(func);
     let mut report = Report {
         // Counted after custom_vjp calls are inlined: what enters the e-graph.
         instructions_before: func.body.len(),
         ..Report::default()
     };
+    let simplified = if func.body.len() <= limits.region {
+        let (simplified, stops) = simplify_region(func, limits, &mut report)?;
+        report.stages = stops;
+        simplified
+    } else {
+        simplify_regions(func, limits, &mut report)?
+    };
+    verify(&simplified)?;
+    report.instructions_after = simplified.body.len();
+    Ok((simplified, report))
+}
+
+/// `func` simplified region by region, the regions' programs joined in order.
+fn simplify_regions(
+    func: &Func,
+    limits: &Limits,
+    report: &mut Report,
+) -> Result<Func, SimplifyError> {
+    let mut b = FuncBuilder::new(func.name.clone());
+    // Both programs number their parameters first, in the same order.
+    let mut values: HashMap<ValueId, ValueId> = HashMap::new();
+    for p in &func.params {
+        let v = b.param(p.clone());
+        values.insert(v, v);
+    }
+    let mut stops: BTreeMap<(usize, String), usize> = BTreeMap::new();
+    for region in regions::regions(func, limits.region) {
+        let (simplified, region_stops) = simplify_region(&region.func, limits, report)?;
+        for (k, (_, stop)) in region_stops.into_iter().enumerate() {
+            *stops.entry((k, stop)).or_default() += 1;
+        }
+        let broken =
+            || SimplifyError::Extraction(region.outputs.first().copied().unwrap_or(ValueId(0)));
+        let mut local: Vec<ValueId> = region
+            .inputs
+            .iter()
+            .map(|v| values.get(v).copied())
+            .collect::<Option<_>>()
+            .ok_or_else(broken)?;
+        for ins in &simplified.body {
+            let args: Vec<ValueId> = ins.args.iter().map(|a| local[a.index()]).collect();
+            local.push(b.push(ins.op.clone(), &args).map_err(|_| broken())?);
+        }
+        if simplified.outputs.len() != region.outputs.len() {
+            return Err(broken());
+        }
+        for (o, v) in simplified.outputs.iter().zip(&region.outputs) {
+            values.insert(*v, local[o.index()]);
+        }
+    }
+    let names: Vec<&str> = rules::stages().iter().map(|(name, _)| *name).collect();
+    report.stages = stops
+        .into_iter()
+        .map(|((k, stop), n)| {
+            let name = names.get(k).copied().unwrap_or("?").to_string();
+            (name, format!("{stop} (in {n} regions)"))
+        })
+        .collect();
+    let outputs = func
+        .outputs
+        .iter()
+        .map(|o| values.get(o).copied().ok_or(SimplifyError::Extraction(*o)))
+        .collect::<Result<_, _>>()?;
+    Ok(b.finish(outputs))
+}
+
+/// `func` through every stage of rewriting in one e-graph, and why each stage stopped.
+fn simplify_region(
+    func: &Func,
+    limits: &Limits,
+    report: &mut Report,
+) -> Result<(Func, Vec<(String, String)>), SimplifyError> {
+    let (mut egraph, roots) = to_egraph(func);
+    let mut stops = Vec::new();
     for (stage, rules) in rules::stages() {
         let runner = Runner::default()
             .with_egraph(egraph)
@@ -96,7 +181,7 @@ pub fn simplify_with(func: &Func, limits: &Limits) -> Result<(Func, Report), Sim
             .stop_reason
             .as_ref()
             .map_or_else(|| "not run".to_string(), |r| format!("{r:?}"));
-        report.stages.push((stage.to_string(), stop));
+        stops.push((stage.to_string(), stop));
         for it in &runner.iterations {
             for (rule, n) in &it.applied {
                 *report.applied.entry(rule.to_string()).or_default() += n;
@@ -104,10 +189,7 @@ pub fn simplify_with(func: &Func, limits: &Limits) -> Result<(Func, Report), Sim
         }
         egraph = runner.egraph;
     }
-    let simplified = extract(func, &egraph, &roots)?;
-    verify(&simplified)?;
-    report.instructions_after = simplified.body.len();
-    Ok((simplified, report))
+    Ok((extract(func, &egraph, &roots)?, stops))
 }
 
 /// `func` with every `custom_vjp` replaced by its primal program: the simplifier runs after
@@ -160,43 +242,18 @@ fn to_egraph(func: &Func) -> (Graph, Vec<Id>) {
 }
 
 fn extract(func: &Func, egraph: &Graph, roots: &[Id]) -> Result<Func, SimplifyError> {
-    let extractor = Extractor::new(egraph, cost::Traffic { egraph });
+    let choices = extract::Choices::new(egraph);
     let mut b = FuncBuilder::new(func.name.clone());
     for p in &func.params {
         b.param(p.clone());
     }
-    let mut memo: HashMap<Id, ValueId> = HashMap::new();
+    let mut emitted = HashMap::new();
     let mut outputs = Vec::with_capacity(roots.len());
     for (k, &root) in roots.iter().enumerate() {
-        let v = emit(egraph, &extractor, &mut b, &mut memo, egraph.find(root))
+        let v = choices
+            .emit(&mut b, &mut emitted, root)
             .ok_or(SimplifyError::Extraction(func.outputs[k]))?;
         outputs.push(v);
     }
     Ok(b.finish(outputs))
-}
-
-/// Emits the best program for `class` (operands first), sharing classes already emitted.
-fn emit(
-    egraph: &Graph,
-    extractor: &Extractor<cost::Traffic, Node, Facts>,
-    b: &mut FuncBuilder,
-    memo: &mut HashMap<Id, ValueId>,
-    class: Id,
-) -> Option<ValueId> {
-    if let Some(&v) = memo.get(&class) {
-        return Some(v);
-    }
-    let node = extractor.find_best_node(class).clone();
-    let v = if let Some(k) = node.key.as_str().strip_prefix("param#") {
-        ValueId(k.parse().ok()?)
-    } else {
-        let (op, operands) = op_of(egraph, &node)?;
-        let mut args = Vec::with_capacity(operands.len());
-        for &c in operands {
-            args.push(emit(egraph, extractor, b, memo, egraph.find(c))?);
-        }
-        b.push(op, &args).ok()?
-    };
-    memo.insert(class, v);
-    Some(v)
 }

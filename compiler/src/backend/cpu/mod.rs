@@ -13,6 +13,7 @@ use crate::backend::gemm::{plan_gemm, Gemm};
 use crate::backend::liveness::{liveness, Liveness, MemoryReport, StepValues};
 use crate::fuse::{listing, partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
+use crate::kernel::LastReads;
 use crate::kernel::{lower, Kernel, Role};
 use ferrax_ir::{verify, DType, Elements, Func, Gather, Op, Scatter, ValueId};
 use ferrax_runtime::{check_args, eval_op, recycle, Array, RuntimeError};
@@ -109,6 +110,7 @@ impl CpuExecutable {
         let mut steps = Vec::new();
         let mut kernels = Vec::new();
         let partition = partition(func, &support::TARGET);
+        let reads = LastReads::of(func);
         let mut names = Vec::with_capacity(partition.len());
         for step in &partition {
             match *step {
@@ -135,7 +137,7 @@ impl CpuExecutable {
                 Step::Kernel { start, end } => {
                     let name = format!("{}_k{}", func.name, kernels.len());
                     names.push(format!("kernel @{name}"));
-                    let kernel = lower(func, start, end, name)
+                    let kernel = lower(func, &reads, (start, end), name)
                         .ok_or(BackendError::Lowering { start, end })?;
                     steps.push(ExecStep::Kernel(kernels.len()));
                     kernels.push(kernel);
@@ -149,7 +151,7 @@ impl CpuExecutable {
                 } => {
                     let name = format!("{}_k{}", func.name, kernels.len());
                     names.push(format!("row kernel @{name}"));
-                    let kernel = lower_rows(func, (start, end), (rows, cols), roles, name)
+                    let kernel = lower_rows(func, &reads, (start, end), (rows, cols), roles, name)
                         .ok_or(BackendError::Lowering { start, end })?;
                     steps.push(ExecStep::Kernel(kernels.len()));
                     kernels.push(kernel);

@@ -15,6 +15,7 @@ use crate::backend::ptx::Scatters;
 use crate::backend::ptx::{legal_kernel, render_legal_launches, Launch, MathMode, PtxTarget};
 use crate::fuse::{partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
+use crate::kernel::LastReads;
 use crate::kernel::{Kernel, Role};
 use ferrax_ir::{verify, DType, DotDims, Func, FuncBuilder, Op, ReduceOp, TensorType, ValueId};
 
@@ -57,6 +58,7 @@ impl GpuPlan {
             Step::Rows { start, end, .. } if end == start + 1 => Step::Op { index: start },
             step => step,
         };
+        let reads = LastReads::of(func);
         for step in partition(func, &kernels_target).into_iter().map(lone) {
             match step {
                 Step::Rows { start, end, .. } | Step::Kernel { start, end } => {
@@ -64,8 +66,8 @@ impl GpuPlan {
                     let kernel = match &step {
                         Step::Rows {
                             rows, cols, roles, ..
-                        } => lower_rows(func, (start, end), (*rows, *cols), roles, name),
-                        _ => crate::kernel::lower(func, start, end, name),
+                        } => lower_rows(func, &reads, (start, end), (*rows, *cols), roles, name),
+                        _ => crate::kernel::lower(func, &reads, (start, end), name),
                     }
                     .ok_or(GpuError::Lowering { start, end })?;
                     // Fusion asked the support table: a kernel the renderer refuses is a bug,

@@ -23,6 +23,11 @@ use std::collections::HashMap;
 const FLAT_COPIES: usize = 4;
 const _: () = assert!(FLAT_COPIES.is_power_of_two());
 
+/// Kernel instructions (transcendentals expanded) past which a flat kernel computes one vector
+/// per step: code generation costs per instruction emitted, and interleaved copies would
+/// multiply a long kernel's compile time by five where they buy it a fraction of its speed.
+const INTERLEAVED_BODY_LIMIT: usize = 256;
+
 /// Elements per step of a flat kernel's vector loop. Launches start their parts at multiples
 /// of it, so that a step lies within one row of every broadcast or gather whose row length
 /// it divides.
@@ -81,7 +86,11 @@ pub(super) fn build_flat(
     if simd {
         // Groups of `copies` whole vectors from `start` (a multiple of LANES), then the scalar
         // tail.
-        let copies = FLAT_COPIES;
+        let copies = if kernel.body.len() > INTERLEAVED_BODY_LIMIT {
+            1
+        } else {
+            FLAT_COPIES
+        };
         let step = LANES * copies as i64;
         let vector = b.create_block();
         let count = b.ins().isub(end, start);

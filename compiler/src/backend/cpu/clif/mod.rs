@@ -40,6 +40,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
 use ferrax_ir::DType;
 use host::HostIds;
+use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
 /// A compiled kernel's entry point.
@@ -99,8 +100,14 @@ impl Jit {
     /// emitted ready for the backend instead: constants read from a table where used,
     /// positions stepped without division, row values splatted once per row.
     fn new() -> Result<Jit, CodegenError> {
+        // Cranelift's IR verifier checks our code generation; debug builds (the tests) run it.
+        let verify = if cfg!(debug_assertions) {
+            "true"
+        } else {
+            "false"
+        };
         let mut jb = JITBuilder::with_flags(
-            &[("opt_level", "none")],
+            &[("opt_level", "none"), ("enable_verifier", verify)],
             cranelift_module::default_libcall_names(),
         )
         .map_err(err)?;
@@ -197,8 +204,18 @@ pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
     let mut jit = Jit::new()?;
     let mut fctx = FunctionBuilderContext::new();
     let mut ids = Vec::with_capacity(kernels.len());
-    let mut clif = Vec::with_capacity(kernels.len());
-    for kernel in kernels {
+    let mut clif: Vec<String> = Vec::with_capacity(kernels.len());
+    // Kernels that differ only in the program values their buffers hold (the steps of an
+    // unrolled loop, a long chain cut into kernels) share one function.
+    let mut compiled: HashMap<String, Vec<usize>> = HashMap::new();
+    for (k, kernel) in kernels.iter().enumerate() {
+        let candidates = compiled.entry(code_key(kernel)).or_default();
+        if let Some(&same) = candidates.iter().find(|&&j| same_code(&kernels[j], kernel)) {
+            ids.push(ids[same]);
+            clif.push(clif[same].clone());
+            continue;
+        }
+        candidates.push(k);
         let (id, text) = jit.define(kernel, &mut fctx)?;
         ids.push(id);
         clif.push(text);
@@ -217,4 +234,31 @@ pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
         entries,
         clif,
     })
+}
+
+/// A hash key for what `kernel`'s code depends on: everything but its name and the program
+/// values its buffers hold. Equal kernels have equal keys; [`same_code`] decides.
+fn code_key(kernel: &Kernel) -> String {
+    let buffers: Vec<_> = kernel
+        .sig
+        .buffers
+        .iter()
+        .map(|b| (b.role, b.dtype, b.access))
+        .collect();
+    format!(
+        "{} {buffers:?} {:?} {:?}",
+        kernel.len, kernel.body, kernel.rows
+    )
+}
+
+/// Whether `a` and `b` compile to the same code (constants compared bit for bit).
+fn same_code(a: &Kernel, b: &Kernel) -> bool {
+    let buffers = |k: &Kernel| -> Vec<_> {
+        k.sig
+            .buffers
+            .iter()
+            .map(|b| (b.role, b.dtype, b.access))
+            .collect()
+    };
+    a.len == b.len && a.body == b.body && a.rows == b.rows && buffers(a) == buffers(b)
 }
