@@ -34,6 +34,8 @@ pub enum TypeError {
         rank: usize,
         max: usize,
     },
+    #[error("{op}: a result of type {ty} would take more than {max} bytes", max = crate::MAX_BYTES)]
+    Size { op: &'static str, ty: TensorType },
     #[error("{op}: {message}")]
     Invalid { op: &'static str, message: String },
 }

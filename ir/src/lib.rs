@@ -25,5 +25,5 @@ pub use op::{BinaryOp, CompareOp, CustomVjp, DotDims, Op, ReduceOp, UnaryOp};
 pub use ops::infer_type;
 pub use parse::{parse_func, ParseError};
 pub use print::{print_func, scalar_text};
-pub use shape::{Shape, TensorType, MAX_RANK};
+pub use shape::{Shape, TensorType, MAX_BYTES, MAX_RANK};
 pub use verify::{verify, VerifyError};

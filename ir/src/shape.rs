@@ -7,6 +7,11 @@ use std::fmt;
 /// The highest rank a tensor may have.
 pub const MAX_RANK: usize = 8;
 
+/// The most bytes one array may take (Rust's bound on one allocation). A type within it has
+/// an element count, strides and byte offsets that cannot overflow: the bound holds even with
+/// every zero dimension counted as one, so a shape such as `[0, 2^40, 2^40]` is refused too.
+pub const MAX_BYTES: usize = isize::MAX as usize;
+
 /// A static shape: the size of every dimension, outermost first (row-major).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct Shape(pub Vec<usize>);
@@ -102,6 +107,15 @@ impl TensorType {
 
     pub fn numel(&self) -> usize {
         self.shape.numel()
+    }
+
+    /// The bytes the type's elements take, or `None` past [`MAX_BYTES`] (see there).
+    pub fn checked_bytes(&self) -> Option<usize> {
+        let mut bound = self.dtype.size_bytes();
+        for &d in self.dims() {
+            bound = bound.checked_mul(d.max(1)).filter(|&b| b <= MAX_BYTES)?;
+        }
+        Some(self.numel() * self.dtype.size_bytes())
     }
 
     pub fn with_dtype(&self, dtype: DType) -> TensorType {

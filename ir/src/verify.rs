@@ -1,7 +1,7 @@
 //! The verifier: checks SSA dominance and that every stored type is the one the shape rules
 //! give. Passes run it on their output in debug and test builds.
 
-use crate::{infer_type, print_func, Func, Op, ValueId, MAX_RANK};
+use crate::{infer_type, print_func, Func, Op, ValueId, MAX_BYTES, MAX_RANK};
 
 /// A verification failure, with the function printed around the offending value.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -23,6 +23,12 @@ pub fn verify(func: &Func) -> Result<(), VerifyError> {
             return Err(fail(
                 ValueId(i as u32),
                 format!("parameter type {p} exceeds rank {MAX_RANK}"),
+            ));
+        }
+        if p.checked_bytes().is_none() {
+            return Err(fail(
+                ValueId(i as u32),
+                format!("parameter type {p} takes more than {MAX_BYTES} bytes"),
             ));
         }
     }

@@ -51,6 +51,9 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
             max: MAX_RANK,
         });
     }
+    if ty.checked_bytes().is_none() {
+        return Err(TypeError::Size { op: op.name(), ty });
+    }
     Ok(ty)
 }
 
