@@ -38,16 +38,37 @@ fn scalar(dtype: DType, word: &str, line: usize) -> Result<Scalar, Error> {
     })
 }
 
-/// Little-endian element bytes of a `dense<"0x...">` blob.
+/// Little-endian element bytes of a `dense<"0x...">` blob: ASCII hex digits, two per byte,
+/// whole elements only.
 fn blob(dtype: DType, hex: &str, line: usize) -> Result<Vec<Scalar>, Error> {
-    let digits = hex.strip_prefix("0x").unwrap_or(hex);
-    let bytes = (0..digits.len() / 2)
-        .map(|i| u8::from_str_radix(&digits[2 * i..2 * i + 2], 16))
-        .collect::<Result<Vec<u8>, _>>()
-        .map_err(|_| Error::at(line, "malformed hex constant"))?;
+    let digits = hex.strip_prefix("0x").unwrap_or(hex).as_bytes();
+    if !digits.len().is_multiple_of(2) || !digits.iter().all(u8::is_ascii_hexdigit) {
+        return Err(Error::at(
+            line,
+            "malformed hex constant: expected pairs of hex digits",
+        ));
+    }
+    let nibble = |b: u8| match b {
+        b'0'..=b'9' => b - b'0',
+        b'a'..=b'f' => b - b'a' + 10,
+        _ => b - b'A' + 10,
+    };
+    let bytes: Vec<u8> = digits
+        .chunks_exact(2)
+        .map(|p| (nibble(p[0]) << 4) | nibble(p[1]))
+        .collect();
     let width = dtype.size_bytes();
+    if !bytes.len().is_multiple_of(width) {
+        return Err(Error::at(
+            line,
+            format!(
+                "hex constant of {} bytes is not a whole number of {dtype} elements",
+                bytes.len()
+            ),
+        ));
+    }
     Ok(bytes
-        .chunks(width)
+        .chunks_exact(width)
         .map(|c| {
             let bits = c.iter().rev().fold(0u64, |acc, &b| (acc << 8) | b as u64);
             from_bits(dtype, bits)

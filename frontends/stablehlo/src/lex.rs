@@ -93,7 +93,8 @@ pub(crate) fn lex(src: &str) -> Result<Vec<(Tok, usize)>, Error> {
                 i += 1;
                 Tok::Str(s)
             }
-            '#' => {
+            // Attribute aliases and dialect types (`!quant.uniform`), kept as words.
+            '#' | '!' => {
                 i += 1;
                 while i < chars.len() && ident_char(chars[i]) {
                     i += 1;
@@ -117,12 +118,13 @@ pub(crate) fn lex(src: &str) -> Result<Vec<(Tok, usize)>, Error> {
             '-' | '+' | '0'..='9' => {
                 // A number: sign, digits, fraction, exponent (with its own sign), or hex.
                 i += 1;
+                let mut hex = false;
                 while i < chars.len() {
                     let d = chars[i];
-                    let exp_sign = matches!(d, '+' | '-')
-                        && matches!(chars[i - 1], 'e' | 'E')
-                        && !chars[start..i].contains(&'x');
+                    let exp_sign =
+                        matches!(d, '+' | '-') && matches!(chars[i - 1], 'e' | 'E') && !hex;
                     if d.is_ascii_alphanumeric() || d == '.' || exp_sign {
+                        hex |= d == 'x';
                         i += 1;
                     } else {
                         break;

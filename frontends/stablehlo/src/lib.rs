@@ -11,6 +11,7 @@ mod dense;
 mod import;
 mod lex;
 mod parse;
+mod types;
 
 pub use import::{Check, CheckKind, Expected, Program};
 

@@ -2,8 +2,9 @@
 //! attributes and loose words as tokens, types, nested regions; `import` gives them meaning.
 
 use crate::lex::{lex, Tok};
+use crate::types::{self, MAX_NESTING, MAX_RESULTS, MAX_TOTAL_RESULTS};
 use crate::Error;
-use ferrax_ir::{DType, TensorType};
+use ferrax_ir::TensorType;
 
 pub(crate) struct MFunc {
     pub name: String,
@@ -45,6 +46,10 @@ impl Operation {
 struct P {
     toks: Vec<(Tok, usize)>,
     pos: usize,
+    /// Regions open around the current token.
+    depth: usize,
+    /// Result names declared so far.
+    results: usize,
 }
 
 type PResult<T> = Result<T, Error>;
@@ -114,6 +119,9 @@ impl P {
         let line = self.line();
         match self.next() {
             Tok::Word(w) if w == "tensor" => {}
+            Tok::Word(w) if w.starts_with('!') => {
+                return Err(Error::unsupported(line, format!("type {w}")))
+            }
             t => {
                 return Err(Error::at(
                     line,
@@ -122,29 +130,25 @@ impl P {
             }
         }
         self.expect('<')?;
-        let spec = match self.next() {
-            Tok::Word(w) => w,
-            t => {
-                return Err(Error::at(
-                    line,
-                    format!("expected a tensor shape, found {t}"),
-                ))
+        // The tokens up to the matching '>'.
+        let mut inner = Vec::new();
+        let mut depth = 1usize;
+        loop {
+            let t = self.next();
+            match t {
+                Tok::Punct('<') => depth += 1,
+                Tok::Punct('>') => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                Tok::Eof => return Err(Error::at(line, "unterminated tensor type")),
+                _ => {}
             }
-        };
-        self.expect('>')?;
-        let mut parts: Vec<&str> = spec.split('x').collect();
-        let elem = parts.pop().unwrap_or_default();
-        let dims = parts
-            .iter()
-            .map(|d| {
-                d.parse::<usize>().map_err(|_| {
-                    Error::unsupported(line, format!("dimension '{d}' in tensor<{spec}>"))
-                })
-            })
-            .collect::<PResult<Vec<_>>>()?;
-        let dtype = element_type(elem)
-            .ok_or_else(|| Error::unsupported(line, format!("element type {elem}")))?;
-        Ok(TensorType::new(dtype, dims))
+            inner.push(t);
+        }
+        types::tensor_type(&inner, line)
     }
 
     /// A type with an optional attribute dictionary after it (function signatures).
@@ -245,11 +249,22 @@ impl P {
             };
             if self.eat(':') {
                 let n: usize = match self.next() {
-                    Tok::Word(w) => w.parse().map_err(|_| self.err("bad result count"))?,
+                    Tok::Word(w) => {
+                        w.parse()
+                            .ok()
+                            .filter(|&n| n <= MAX_RESULTS)
+                            .ok_or_else(|| {
+                                self.err(format!(
+                                    "result count {w} is not a number of at most {MAX_RESULTS}"
+                                ))
+                            })?
+                    }
                     t => return Err(self.err(format!("expected a result count, found {t}"))),
                 };
+                self.count_results(n)?;
                 names.extend((0..n).map(|k| format!("{base}#{k}")));
             } else {
+                self.count_results(1)?;
                 names.push(base);
             }
             if !self.eat(',') {
@@ -258,6 +273,27 @@ impl P {
         }
         self.expect('=')?;
         Ok(names)
+    }
+
+    fn count_results(&mut self, n: usize) -> PResult<()> {
+        self.results += n;
+        if self.results > MAX_TOTAL_RESULTS {
+            return Err(self.err(format!(
+                "more than {MAX_TOTAL_RESULTS} results in the whole text"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The operations up to the `}` closing a region, one nesting level deeper.
+    fn nested_ops(&mut self) -> PResult<Vec<Operation>> {
+        if self.depth >= MAX_NESTING {
+            return Err(self.err(format!("regions nest more than {MAX_NESTING} deep")));
+        }
+        self.depth += 1;
+        let ops = self.ops_until_brace();
+        self.depth -= 1;
+        ops
     }
 
     fn region(&mut self) -> PResult<Region> {
@@ -270,7 +306,19 @@ impl P {
             }
             self.expect(':')?;
         }
-        let ops = self.ops_until_brace()?;
+        let ops = self.nested_ops()?;
+        Ok(Region { args, ops })
+    }
+
+    /// The pretty reduce's body after its types: `reducer(%a: T, %b: T) (...) { ops }`.
+    fn reducer(&mut self) -> PResult<Region> {
+        self.next();
+        let mut args = Vec::new();
+        while self.is('(') {
+            args.extend(self.typed_args()?);
+        }
+        self.expect('{')?;
+        let ops = self.nested_ops()?;
         Ok(Region { args, ops })
     }
 
@@ -368,6 +416,11 @@ impl P {
                     let value = self.attr_value()?;
                     op.attrs.push((key, value));
                 }
+                // `%iterArg = %0` (the pretty while): a name bound, not an operand.
+                Tok::Value(_) if *self.peek_at(1) == Tok::Punct('=') => {
+                    self.next();
+                    self.next();
+                }
                 Tok::Value(v) => {
                     self.next();
                     op.operands.push(v);
@@ -404,25 +457,38 @@ impl P {
                 self.next();
                 plain.push(self.tensor_type()?);
             }
-            op.result_types = plain.last().cloned().into_iter().collect();
+            if *self.peek() == Tok::Arrow {
+                // `: T -> T`.
+                self.next();
+                op.result_types = if self.is('(') {
+                    self.type_list()?
+                } else {
+                    vec![self.annotated_type()?]
+                };
+            } else {
+                op.result_types = plain.last().cloned().into_iter().collect();
+            }
             op.operand_types = plain;
         }
-        Ok(op)
+        // Regions the pretty forms write after the types.
+        loop {
+            match self.peek() {
+                Tok::Word(w) if w == "reducer" => op.regions.push(self.reducer()?),
+                Tok::Word(w)
+                    if (w == "cond" || w == "do") && *self.peek_at(1) == Tok::Punct('{') =>
+                {
+                    self.next();
+                    self.next();
+                    let ops = self.nested_ops()?;
+                    op.regions.push(Region {
+                        args: Vec::new(),
+                        ops,
+                    });
+                }
+                _ => return Ok(op),
+            }
+        }
     }
-}
-
-pub(crate) fn element_type(name: &str) -> Option<DType> {
-    Some(match name {
-        "f32" => DType::F32,
-        "f64" => DType::F64,
-        "f16" => DType::F16,
-        "bf16" => DType::BF16,
-        "i32" => DType::I32,
-        "i64" => DType::I64,
-        "ui8" => DType::U8,
-        "i1" => DType::Bool,
-        _ => return None,
-    })
 }
 
 /// All functions of the text: inside `module` wrappers or at top level.
@@ -430,6 +496,8 @@ pub(crate) fn parse_module(src: &str) -> Result<Vec<MFunc>, Error> {
     let mut p = P {
         toks: lex(src)?,
         pos: 0,
+        depth: 0,
+        results: 0,
     };
     let mut funcs = Vec::new();
     loop {

@@ -1,7 +1,12 @@
 //! `ferrax-conformance DIR... [--backend reference|cpu|gpu] [--min-passed N]`: imports every `.mlir`
 //! file under the given directories, runs it with the file's inputs passed as runtime
 //! arguments, applies the file's own checks, and prints one line per file and a summary.
-//! Exits with status 1 when fewer than `--min-passed` files pass.
+//!
+//! A file passes, fails (a wrong result, or an error while importing, compiling or running
+//! it), is unsupported (the importer refuses a form, op or element type ferrax lacks: an
+//! `Error::Unsupported`), or panics. A panic is caught per file so that one bad file cannot
+//! stop the run, and it always makes the exit status 1, as does passing fewer than
+//! `--min-passed` files.
 
 use ferrax_compiler::backend::gpu::GpuOptions;
 use ferrax_compiler::pipeline::{compile_simplified, Backend};
@@ -9,13 +14,15 @@ use ferrax_ir::ulp_distance as ulps;
 use ferrax_runtime::CudaDevice;
 use ferrax_runtime::{interpret, Array};
 use ferrax_stablehlo::{test_cases, CheckKind, Expected, TestCase};
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 enum Outcome {
     Pass,
     Fail(String),
-    Skip(String),
+    Unsupported(String),
+    Panic(String),
 }
 
 /// `Ok(())` or the largest error found.
@@ -101,9 +108,20 @@ fn run_case(case: &TestCase, backend: &Backend) -> Outcome {
         Err(e) => return Outcome::Fail(format!("{}: {e}", case.name)),
     };
     for check in &case.program.checks {
-        let actual = &outputs[check.actual];
+        let output = |k: usize| {
+            outputs
+                .get(k)
+                .ok_or_else(|| format!("{}: no output {k} to check", case.name))
+        };
+        let actual = match output(check.actual) {
+            Ok(a) => a,
+            Err(e) => return Outcome::Fail(e),
+        };
         let expected = match &check.expected {
-            Expected::Output(k) => outputs[*k].clone(),
+            Expected::Output(k) => match output(*k) {
+                Ok(e) => e.clone(),
+                Err(e) => return Outcome::Fail(e),
+            },
             Expected::Constant(lit) => Array::from_literal(lit),
         };
         if let Err(e) = compare(&check.kind, actual, &expected) {
@@ -121,19 +139,32 @@ fn run_file(path: &Path, backend: &Backend) -> Outcome {
     let cases = match test_cases(&text) {
         Ok(c) => c,
         Err(e @ ferrax_stablehlo::Error::Unsupported { .. }) => {
-            return Outcome::Skip(e.to_string())
+            return Outcome::Unsupported(e.to_string())
         }
-        Err(e) => return Outcome::Fail(e.to_string()),
+        Err(e @ ferrax_stablehlo::Error::Syntax { .. }) => return Outcome::Fail(e.to_string()),
     };
     if cases.iter().all(|c| c.program.checks.is_empty()) {
-        return Outcome::Skip("no checks".into());
+        return Outcome::Unsupported("no checks".into());
     }
     for case in &cases {
-        if let failed @ (Outcome::Fail(_) | Outcome::Skip(_)) = run_case(case, backend) {
-            return failed;
+        match run_case(case, backend) {
+            Outcome::Pass => {}
+            other => return other,
         }
     }
     Outcome::Pass
+}
+
+/// `run_file`, with a panic caught and reported as the file's outcome.
+fn run_file_caught(path: &Path, backend: &Backend) -> Outcome {
+    std::panic::catch_unwind(AssertUnwindSafe(|| run_file(path, backend))).unwrap_or_else(|p| {
+        let message = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        Outcome::Panic(message)
+    })
 }
 
 fn mlir_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
@@ -207,10 +238,19 @@ fn main() -> ExitCode {
         }
     }
     files.sort();
-    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    // A caught panic is reported on the file's line; the hook adds where it happened, on one
+    // line instead of the default hook's report.
+    std::panic::set_hook(Box::new(|info| {
+        let at = info
+            .location()
+            .map_or_else(String::new, |l| format!(" at {}:{}", l.file(), l.line()));
+        eprintln!("panic{at}");
+    }));
+    let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
+    let mut panicked = Vec::new();
     for f in &files {
         let name = f.display();
-        match run_file(f, &backend) {
+        match run_file_caught(f, &backend) {
             Outcome::Pass => {
                 passed += 1;
                 println!("pass {name}");
@@ -219,16 +259,32 @@ fn main() -> ExitCode {
                 failed += 1;
                 println!("fail {name}: {why}");
             }
-            Outcome::Skip(why) => {
-                skipped += 1;
+            Outcome::Unsupported(why) => {
+                unsupported += 1;
                 println!("unsupported {name}: {why}");
+            }
+            Outcome::Panic(why) => {
+                println!("panic {name}: {why}");
+                panicked.push(name.to_string());
             }
         }
     }
-    println!("{passed} passed, {failed} failed, {skipped} skipped");
+    let _ = std::panic::take_hook();
+    for name in &panicked {
+        eprintln!("panicked: {name}");
+    }
+    println!(
+        "{passed} passed, {failed} failed, {unsupported} unsupported, {} panicked",
+        panicked.len()
+    );
+    let mut status = ExitCode::SUCCESS;
+    if !panicked.is_empty() {
+        eprintln!("{} files panicked", panicked.len());
+        status = ExitCode::from(1);
+    }
     if passed < min_passed {
         eprintln!("expected at least {min_passed} passing files");
-        return ExitCode::from(1);
+        status = ExitCode::from(1);
     }
-    ExitCode::SUCCESS
+    status
 }

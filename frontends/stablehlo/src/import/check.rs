@@ -70,7 +70,13 @@ impl Importer<'_> {
                 .last()
                 .cloned()
                 .ok_or_else(|| Error::at(op.line, "a constant check needs a type"))?;
-            Expected::Constant(literal(&op.words, &ty, op.line)?)
+            // Pretty form: `dense<...>` among the words; generic: the `value` property.
+            let dense = Tok::Word("dense".into());
+            let tokens = match op.attr(&["value"]) {
+                Some(v) if !op.words.contains(&dense) => v,
+                _ => &op.words,
+            };
+            Expected::Constant(literal(tokens, &ty, op.line)?)
         } else {
             let &e = args
                 .get(1)

@@ -7,6 +7,7 @@ use super::attrs::{ints, nested_list, usizes};
 use super::Importer;
 use crate::lex::Tok;
 use crate::parse::Operation;
+use crate::types::MAX_SLICE_SIZES;
 use crate::Error;
 use ferrax_ir::{DType, Gather, Op, Scatter, ScatterCombine, TensorType, ValueId};
 
@@ -58,9 +59,17 @@ impl Importer<'_> {
                         "dynamic_gather with slice sizes computed at run time".to_string(),
                     )
                 })?;
-                let values = (0..lit.ty.numel())
+                let n = lit.ty.numel();
+                if n > MAX_SLICE_SIZES {
+                    return Err(Error::at(
+                        line,
+                        format!("{n} slice sizes (at most {MAX_SLICE_SIZES})"),
+                    ));
+                }
+                let dense = lit.to_dense();
+                let values = (0..n)
                     .map(|k| {
-                        let v = lit.to_dense().get(k).to_f64();
+                        let v = dense.get(k).to_f64();
                         usize::try_from(v as i64)
                             .map_err(|_| Error::at(line, format!("negative slice size {v}")))
                     })

@@ -15,6 +15,7 @@ mod reduce;
 pub use check::{Check, CheckKind, Expected};
 
 use crate::parse::{MFunc, Operation};
+use crate::types::{check_size, MAX_INLINED_OPS};
 use crate::Error;
 use ferrax_ir::{Func, FuncBuilder, Literal, Op, ValueId};
 use std::collections::HashMap;
@@ -37,6 +38,8 @@ pub(crate) struct Importer<'a> {
     /// Calls to these functions become parameters instead of being inlined.
     external: Vec<String>,
     external_params: Vec<ValueId>,
+    /// Operations walked so far, inlined calls' bodies counted at every call.
+    walked: usize,
 }
 
 type Env = HashMap<String, ValueId>;
@@ -51,6 +54,7 @@ impl<'a> Importer<'a> {
             checks: Vec::new(),
             external: external.iter().map(|s| s.to_string()).collect(),
             external_params: Vec::new(),
+            walked: 0,
         }
     }
 
@@ -97,10 +101,18 @@ impl<'a> Importer<'a> {
         })
     }
 
+    /// Appends `op(args)`; its result must have an addressable size, as every type read from
+    /// the text has.
     fn push(&mut self, op: Op, args: &[ValueId], line: usize) -> Result<ValueId, Error> {
-        self.b
+        let name = op.name();
+        let v = self
+            .b
             .push(op, args)
-            .map_err(|e| Error::at(line, e.to_string()))
+            .map_err(|e| Error::at(line, e.to_string()))?;
+        if let Some(ty) = self.b.value_type(v) {
+            check_size(ty).map_err(|e| Error::at(line, format!("the {name} result {ty} {e}")))?;
+        }
+        Ok(v)
     }
 
     fn output(&mut self, v: ValueId) -> usize {
@@ -122,6 +134,13 @@ impl<'a> Importer<'a> {
             ));
         }
         for op in ops {
+            self.walked += 1;
+            if self.walked > MAX_INLINED_OPS {
+                return Err(Error::at(
+                    op.line,
+                    format!("the program inlines to more than {MAX_INLINED_OPS} operations"),
+                ));
+            }
             let args = op
                 .operands
                 .iter()

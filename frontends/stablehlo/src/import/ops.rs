@@ -68,12 +68,20 @@ impl Importer<'_> {
             "transpose" => Op::Transpose {
                 perm: usizes(attr(&["dims", "permutation"])?, line)?,
             },
-            "concatenate" => Op::Concatenate {
-                axis: usizes(attr(&["dim", "dimension"])?, line)?
+            "concatenate" => {
+                let axis = usizes(attr(&["dim", "dimension"])?, line)?
                     .first()
                     .copied()
-                    .unwrap_or(0),
-            },
+                    .unwrap_or(0);
+                let total = args.iter().try_fold(0usize, |acc, &a| {
+                    let d = self.b.value_type(a).and_then(|t| t.dims().get(axis));
+                    acc.checked_add(d.copied().unwrap_or(0))
+                });
+                if total.is_none() {
+                    return Err(Error::at(line, "the concatenation's size overflows"));
+                }
+                Op::Concatenate { axis }
+            }
             "iota" => Op::Iota {
                 dtype: ty.dtype,
                 shape: ty.shape.clone(),
@@ -82,11 +90,22 @@ impl Importer<'_> {
                     .copied()
                     .unwrap_or(0),
             },
-            "pad" => Op::Pad {
-                low: ints(attr(&["low", "edge_padding_low"])?),
-                high: ints(attr(&["high", "edge_padding_high"])?),
-                interior: usizes(attr(&["interior", "interior_padding"])?, line)?,
-            },
+            "pad" => {
+                let (low, high) = (
+                    ints(attr(&["low", "edge_padding_low"])?),
+                    ints(attr(&["high", "edge_padding_high"])?),
+                );
+                let interior = usizes(attr(&["interior", "interior_padding"])?, line)?;
+                let x = args.first().and_then(|&a| self.b.value_type(a));
+                if let Some(x) = x.filter(|x| !pad_fits(x.dims(), &low, &high, &interior)) {
+                    return Err(Error::at(line, format!("padding {x} overflows its size")));
+                }
+                Op::Pad {
+                    low,
+                    high,
+                    interior,
+                }
+            }
             "slice" => Self::slice(op)?,
             "dot_general" => return self.dot_general(op, args, &ty),
             "reduce" => return self.reduce(op, args, &ty),
@@ -94,6 +113,7 @@ impl Importer<'_> {
             "scatter" => return self.scatter(op, args, &ty),
             "dynamic_slice" => return self.dynamic_slice(op, args, &ty),
             "dynamic_update_slice" => Op::DynamicUpdateSlice,
+            _ if short == op.name => return Err(Error::unsupported(line, format!("op {short}"))),
             other => return Err(Error::unsupported(line, format!("op stablehlo.{other}"))),
         };
         self.push(new, args, line)
@@ -121,8 +141,13 @@ impl Importer<'_> {
         let mut current: Vec<usize> = Vec::new();
         let mut flush = |cur: &mut Vec<usize>| {
             if !cur.is_empty() {
-                start.push(cur[0]);
-                limit.push(cur.get(1).copied().unwrap_or(cur[0] + 1));
+                let s: usize = cur[0];
+                let end = match cur.get(1) {
+                    Some(&l) => Some(l),
+                    None => s.checked_add(1),
+                };
+                start.push(s);
+                limit.push(end);
                 strides.push(cur.get(2).copied().unwrap_or(1));
                 cur.clear();
             }
@@ -138,6 +163,10 @@ impl Importer<'_> {
             }
         }
         flush(&mut current);
+        let limit = limit
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| Error::at(line, "slice bound too large"))?;
         Ok(Op::Slice {
             start,
             limit,
@@ -156,14 +185,17 @@ impl Importer<'_> {
             let get = |k| {
                 nested_list(numbers, k)
                     .into_iter()
-                    .map(|v| v as usize)
-                    .collect()
+                    .map(|v| {
+                        usize::try_from(v)
+                            .map_err(|_| Error::at(line, format!("negative dimension {v} in {k}")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
             };
             DotDims {
-                lhs_batch: get("lhs_batching_dimensions"),
-                rhs_batch: get("rhs_batching_dimensions"),
-                lhs_contract: get("lhs_contracting_dimensions"),
-                rhs_contract: get("rhs_contracting_dimensions"),
+                lhs_batch: get("lhs_batching_dimensions")?,
+                rhs_batch: get("rhs_batching_dimensions")?,
+                lhs_contract: get("lhs_contracting_dimensions")?,
+                rhs_contract: get("rhs_contracting_dimensions")?,
             }
         } else {
             let (lhs_batch, rhs_batch) = match op.attr(&["batching_dims"]) {
@@ -193,4 +225,18 @@ impl Importer<'_> {
         }
         self.push(Op::DotGeneral(dims), &operands, line)
     }
+}
+
+/// Whether padding `dims` by `low`, `high` and `interior` gives sizes that fit an `i64` at
+/// every step of computing them (as the IR computes them).
+fn pad_fits(dims: &[usize], low: &[i64], high: &[i64], interior: &[usize]) -> bool {
+    let fits = |v: i128| i64::try_from(v).is_ok();
+    dims.iter()
+        .zip(low.iter().zip(high))
+        .zip(interior)
+        .all(|((&d, (&l, &h)), &i)| {
+            let (d, l, h, i) = (d as i128, l as i128, h as i128, i as i128);
+            let stretch = (d - 1).max(0) * i;
+            fits(d) && fits(l + h) && fits(l + h + d) && fits(stretch) && fits(l + h + d + stretch)
+        })
 }
