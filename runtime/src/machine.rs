@@ -58,6 +58,25 @@ pub trait GpuMachine {
         args: &[u64],
     ) -> Result<(), MachineError>;
 
+    /// [`Machine::launch`], except that a grid of no blocks (a kernel over no elements)
+    /// queues nothing, where CUDA would refuse the launch.
+    ///
+    /// # Safety
+    /// As for [`Machine::launch`].
+    unsafe fn launch_blocks(
+        &self,
+        function: &Self::Function,
+        grid: u32,
+        block: u32,
+        args: &[u64],
+    ) -> Result<(), MachineError> {
+        if grid == 0 {
+            return Ok(());
+        }
+        // SAFETY: the caller's guarantee.
+        unsafe { self.launch(function, grid, block, args) }
+    }
+
     /// Batched column-major matrix product with cuBLAS's conventions:
     /// `C[i] = op(A[i]) · op(B[i])`, `C` being `m × n`, `op` transposing where asked.
     ///

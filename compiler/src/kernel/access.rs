@@ -17,6 +17,10 @@ pub fn broadcast_access(
     if operand.numel() == 1 {
         return Some(Access::Scalar);
     }
+    // A kernel over no elements reads nothing; any access does (and none divides by zero).
+    if result.numel() == 0 {
+        return Some(Access::Each);
+    }
     let kept: Vec<usize> = dims
         .iter()
         .zip(operand.dims())

@@ -111,7 +111,7 @@ impl<M: GpuMachine> GpuProgram<M> {
         // took its strides and bases from their shapes, and clamps the start indices it reads.
         unsafe {
             self.machine
-                .launch(&self.copy_functions[c], grid, BLOCK, &addresses)?;
+                .launch_blocks(&self.copy_functions[c], grid, BLOCK, &addresses)?;
         }
         Ok(())
     }
@@ -231,7 +231,7 @@ impl<M: GpuMachine> GpuProgram<M> {
                 // start so the element read lies inside the operand, and writes each result
                 // element once.
                 unsafe {
-                    self.machine.launch(
+                    self.machine.launch_blocks(
                         &self.gather_functions[*kernel],
                         self.machine.grid_for(len, BLOCK),
                         BLOCK,
@@ -298,7 +298,7 @@ impl<M: GpuMachine> GpuProgram<M> {
             // SAFETY: the keys and rank entries read the indices and write one place per
             // update into scratch of that many; the apply entry reads the operand and writes
             // the result at its elements, and reads the updates at the places written.
-            unsafe { machine.launch(entry, machine.grid_for(*len, BLOCK), BLOCK, params)? };
+            unsafe { machine.launch_blocks(entry, machine.grid_for(*len, BLOCK), BLOCK, params)? };
         }
         Ok(out)
     }
@@ -334,7 +334,7 @@ impl<M: GpuMachine> GpuProgram<M> {
         let grid = machine.grid_for(len, block);
         // SAFETY: every address is a live buffer of its kernel's element count (inputs are
         // kept alive in `values`, outputs in `outputs`).
-        unsafe { machine.launch(&self.functions[l], grid, block, &addresses)? };
+        unsafe { machine.launch_blocks(&self.functions[l], grid, block, &addresses)? };
         Ok(outputs)
     }
 
@@ -365,7 +365,9 @@ impl<M: GpuMachine> GpuProgram<M> {
                 let grid = machine.grid_for(self.plan.int_gemms[k].results(), BLOCK);
                 let addresses = [M::address(&lhs), M::address(&rhs), M::address(&out)];
                 // SAFETY: operands and result hold exactly the kernel's shapes.
-                unsafe { machine.launch(&self.int_gemm_functions[k], grid, BLOCK, &addresses)? };
+                unsafe {
+                    machine.launch_blocks(&self.int_gemm_functions[k], grid, BLOCK, &addresses)?
+                };
             }
             None => {
                 let lda = if g.lhs_k_first { g.m } else { g.k };
@@ -412,7 +414,7 @@ impl<M: GpuMachine> GpuProgram<M> {
         // SAFETY: each input holds `outputs * reduced` elements of its part, each result
         // `outputs` (inputs are kept alive in `values`, results in `outputs`).
         unsafe {
-            machine.launch(
+            machine.launch_blocks(
                 &self.reduce_functions[launch],
                 grid,
                 l.block(reductions),
@@ -446,7 +448,7 @@ impl<M: GpuMachine> GpuProgram<M> {
             // SAFETY: the input holds the reduction's elements, the partials buffer
             // `outputs × segments` partial results, the result `outputs`.
             unsafe {
-                machine.launch(
+                machine.launch_blocks(
                     &self.reduce_functions[l],
                     launch.grid(reductions, machine.multiprocessors()),
                     launch.block(reductions),
