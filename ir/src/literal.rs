@@ -88,6 +88,27 @@ impl Elements {
         }
     }
 
+    /// `n` copies of `value`, or `None` where memory for them cannot be had (where
+    /// [`Elements::splat`] would abort the process).
+    pub fn try_splat(value: Scalar, n: usize) -> Option<Elements> {
+        fn filled<T: Clone>(x: T, n: usize) -> Option<Vec<T>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(n).ok()?;
+            v.resize(n, x);
+            Some(v)
+        }
+        Some(match value {
+            Scalar::F32(x) => Elements::F32(filled(x, n)?),
+            Scalar::F64(x) => Elements::F64(filled(x, n)?),
+            Scalar::F16(x) => Elements::F16(filled(x, n)?),
+            Scalar::BF16(x) => Elements::BF16(filled(x, n)?),
+            Scalar::I32(x) => Elements::I32(filled(x, n)?),
+            Scalar::I64(x) => Elements::I64(filled(x, n)?),
+            Scalar::U8(x) => Elements::U8(filled(x, n)?),
+            Scalar::Bool(x) => Elements::Bool(filled(x, n)?),
+        })
+    }
+
     /// Sets every element to `value`; false (and nothing changed) if its dtype differs.
     pub fn fill(&mut self, value: Scalar) -> bool {
         match (self, value) {

@@ -10,7 +10,7 @@ pub mod recycle;
 
 pub use array::Array;
 pub use cuda::{CudaDevice, CudaError, DeviceArray, MatmulPrecision};
-pub use interp::{check_args, eval_op, interpret, wide_unary};
+pub use interp::{check_args, ensure_allocatable, eval_op, interpret, wide_unary};
 pub use machine::{GemmOperand, GpuMachine, MachineError};
 
 use ferrax_ir::{DType, Shape, TensorType, VerifyError};
@@ -35,6 +35,8 @@ pub enum RuntimeError {
     Verify(#[from] VerifyError),
     #[error(transparent)]
     Type(#[from] ferrax_ir::TypeError),
+    #[error("out of memory: an array of type {ty} cannot be allocated")]
+    OutOfMemory { ty: TensorType },
     #[error("internal error: value %{value} was released before its last use")]
     Freed { value: u32 },
 }

@@ -91,8 +91,27 @@ pub fn eval_op(op: &Op, args: &[&Array]) -> Result<Array, RuntimeError> {
     eval_typed(op, args, &ty)
 }
 
+/// Results from this size up are allocated fallibly once before they are computed.
+const PROBED_BYTES: usize = 64 << 20;
+
+/// An error where memory for an array of type `ty` cannot be had. Evaluation allocates its
+/// results as Rust does, aborting the process where the system refuses; so a large result is
+/// first allocated (and released) fallibly, turning a refusal into an `Err`.
+pub fn ensure_allocatable(ty: &TensorType) -> Result<(), RuntimeError> {
+    let out_of_memory = || RuntimeError::OutOfMemory { ty: ty.clone() };
+    let bytes = ty.checked_bytes().ok_or_else(out_of_memory)?;
+    if bytes >= PROBED_BYTES {
+        let mut probe: Vec<u8> = Vec::new();
+        probe
+            .try_reserve_exact(bytes)
+            .map_err(|_| out_of_memory())?;
+    }
+    Ok(())
+}
+
 /// Evaluates `op` on operands whose types the shape rules accept, giving a result of type `ty`.
 fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, RuntimeError> {
+    ensure_allocatable(ty)?;
     let data = match op {
         Op::Constant(lit) => return Ok(Array::from_literal(lit)),
         Op::CustomVjp(c) => {

@@ -15,7 +15,7 @@ use crate::fuse::{listing, partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::LastReads;
 use crate::kernel::{lower, Kernel, Role};
-use ferrax_ir::{verify, DType, Elements, Func, Gather, Op, Scatter, ValueId};
+use ferrax_ir::{verify, DType, Elements, Func, Gather, Op, Scalar, Scatter, TensorType, ValueId};
 use ferrax_runtime::{check_args, eval_op, recycle, Array, RuntimeError};
 use launch::{data_ptr, data_ptr_mut, launch, launch_rows};
 use matmul::{matmul, nt_layout, NtLayout, Unit};
@@ -206,17 +206,23 @@ impl CpuExecutable {
             .sum()
     }
 
-    /// A buffer of `len` elements of `dtype`, whose contents the caller overwrites entirely.
-    fn buffer(&self, dtype: DType, len: usize) -> Elements {
+    /// A buffer of `len` elements of `dtype`, whose contents the caller overwrites entirely;
+    /// an error where memory for it cannot be had.
+    fn buffer(&self, dtype: DType, len: usize) -> Result<Elements, RuntimeError> {
         let reused = self
             .pool
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get_mut(&(dtype, len))
             .and_then(Vec::pop);
-        reused
-            .or_else(|| recycle::take(dtype, len))
-            .unwrap_or_else(|| Elements::zeros(dtype, len))
+        match reused.or_else(|| recycle::take(dtype, len)) {
+            Some(buffer) => Ok(buffer),
+            None => Elements::try_splat(Scalar::zero(dtype), len).ok_or_else(|| {
+                RuntimeError::OutOfMemory {
+                    ty: TensorType::new(dtype, [len]),
+                }
+            }),
+        }
     }
 
     /// Instruction `i` made in a recycled buffer if it is a large splat constant: filling one
@@ -229,7 +235,10 @@ impl CpuExecutable {
         if !lit.is_splat() || bytes < recycle::MIN_BYTES {
             return None;
         }
-        let mut data = self.buffer(lit.ty.dtype, lit.ty.numel());
+        let mut data = match self.buffer(lit.ty.dtype, lit.ty.numel()) {
+            Ok(data) => data,
+            Err(e) => return Some(Err(e)),
+        };
         data.fill(lit.data.get(0))
             .then(|| Array::new(lit.ty.shape.clone(), data))
     }
@@ -243,7 +252,7 @@ impl CpuExecutable {
     ) -> Result<Array, RuntimeError> {
         let ins = &self.func.body[i];
         let (operand, indices) = (live(values, ins.args[0])?, live(values, ins.args[1])?);
-        let mut out = self.buffer(ins.ty.dtype, ins.ty.numel());
+        let mut out = self.buffer(ins.ty.dtype, ins.ty.numel())?;
         match indexing::gather(g, &operand, &indices, ins.ty.dims(), &mut out) {
             Some(()) => Array::new(ins.ty.shape.clone(), out),
             None => {
@@ -304,7 +313,8 @@ impl CpuExecutable {
     /// The product `g` of row-major `a` and `b` in a pooled buffer, with any transposed copies
     /// [`nt_layout`] asks for made in pooled scratch buffers.
     fn gemm<T: Unit>(&self, g: &Gemm, a: &[T], b: &[T]) -> Option<Elements> {
-        let mut c = T::vec_of(self.buffer(T::DTYPE, g.batch * g.m * g.n))?;
+        // Where memory runs out, the interpreter's product reports it.
+        let mut c = T::vec_of(self.buffer(T::DTYPE, g.batch * g.m * g.n).ok()?)?;
         let layout = nt_layout(g);
         let (first, second) = match layout {
             NtLayout::Direct => (0, 0),
@@ -314,7 +324,7 @@ impl CpuExecutable {
         // Only the copies a layout makes take buffers from the pool (a direct product, none).
         let take = |len: usize| match len {
             0 => Some(Vec::new()),
-            len => T::vec_of(self.buffer(T::DTYPE, len)),
+            len => self.buffer(T::DTYPE, len).ok().and_then(T::vec_of),
         };
         let mut scratch = [take(first), take(second)];
         let [Some(s0), Some(s1)] = &mut scratch else {
@@ -404,7 +414,7 @@ impl CpuExecutable {
                             let len = func.value_type(b.value).map_or(0, |t| t.numel());
                             self.buffer(b.dtype, len)
                         })
-                        .collect();
+                        .collect::<Result<_, _>>()?;
                     let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(data_ptr_mut).collect();
                     let (mut next_in, mut next_out) = (0, 0);
                     let packed = kernel.sig.pack(|_, b| match b.role {
