@@ -95,3 +95,27 @@ fn kernels_that_differ_in_a_constant_keep_their_own_code() {
     assert_eq!(exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
     assert_eq!(exe.kernels().count(), 2);
 }
+
+#[test]
+fn the_gradients_of_many_slices_of_one_value_are_laid_side_by_side() {
+    // Every other row of x, squared and summed: the gradient is 2x on those rows, zero on the
+    // others, built as one concatenation rather than a sum of 100 full-size pads.
+    let rows = 200;
+    let x = Tensor::from_vec([rows, 3], (0..rows * 3).map(|i| i as f32 * 0.5).collect());
+    let f = grad(move |x: Tensor| {
+        let mut total = Tensor::zeros(ferrax::DType::F32, []);
+        for t in (0..rows).step_by(2) {
+            total = total + x.slice(&[t, 0], &[t + 1, 3]).square().sum(..);
+        }
+        total
+    });
+    let func = trace(&f, &x).unwrap();
+    let count = |name: &str| func.body.iter().filter(|i| i.op.name() == name).count();
+    assert_eq!(count("pad"), 0, "{func}");
+    assert_eq!(count("concatenate"), 1, "{func}");
+    let g = f(x.clone()).to_array().unwrap();
+    let want: Vec<f32> = (0..rows * 3)
+        .map(|i| if (i / 3) % 2 == 0 { i as f32 } else { 0.0 })
+        .collect();
+    assert_eq!(g, Array::from_vec([rows, 3], want).unwrap());
+}

@@ -97,6 +97,13 @@ impl FuncBuilder {
         self.func.value_type(v)
     }
 
+    /// The instruction that defines `v`, if an instruction does (not a parameter).
+    pub fn instr(&self, v: ValueId) -> Option<&Instr> {
+        self.func
+            .body
+            .get(v.index().checked_sub(self.func.params.len())?)
+    }
+
     /// Appends `op(args)` and returns its value, or the type error that makes it invalid.
     pub fn push(&mut self, op: Op, args: &[ValueId]) -> Result<ValueId, TypeError> {
         let mut types = Vec::with_capacity(args.len());

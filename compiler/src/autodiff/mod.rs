@@ -9,6 +9,7 @@
 //! comparisons, rounding and `stop_gradient`) have zero derivative; their tangent and
 //! cotangent slots exist so that signatures stay uniform, and are zeros.
 
+mod accumulate;
 mod emit;
 mod rules;
 
@@ -82,15 +83,17 @@ pub fn vjp(func: &Func) -> Result<Func, AutodiffError> {
         let args: Vec<ValueId> = ins.args.iter().map(|a| primal[a.index()]).collect();
         primal.push(e.push(ins.op.clone(), &args)?);
     }
-    let mut ct: Vec<Option<ValueId>> = vec![None; func.num_values()];
+    // Each value's cotangent contributions, summed when its defining instruction is reached.
+    let mut ct: Vec<Vec<ValueId>> = vec![Vec::new(); func.num_values()];
     for (o, &g) in func.outputs.iter().zip(&out_cts) {
         if func.value_type(*o).is_some_and(|t| t.dtype.is_float()) {
-            accumulate(&mut e, &mut ct[o.index()], g)?;
+            ct[o.index()].push(g);
         }
     }
     for (i, ins) in func.body.iter().enumerate().rev() {
         let out = func.instr_value(i);
-        let Some(g) = ct[out.index()] else {
+        let contributions = std::mem::take(&mut ct[out.index()]);
+        let Some(g) = accumulate::sum(&mut e, &contributions)? else {
             continue;
         };
         let args: Vec<ValueId> = ins.args.iter().map(|a| primal[a.index()]).collect();
@@ -98,31 +101,19 @@ pub fn vjp(func: &Func) -> Result<Func, AutodiffError> {
         for (a, c) in ins.args.iter().zip(contributions) {
             let differentiable = func.value_type(*a).is_some_and(|t| t.dtype.is_float());
             if let (Some(c), true) = (c, differentiable) {
-                accumulate(&mut e, &mut ct[a.index()], c)?;
+                ct[a.index()].push(c);
             }
         }
     }
     let mut outputs: Vec<ValueId> = func.outputs.iter().map(|o| primal[o.index()]).collect();
-    for (p, slot) in ct.iter().take(func.params.len()).enumerate() {
-        let g = match slot {
-            Some(g) => *g,
+    for (p, contributions) in ct.iter().take(func.params.len()).enumerate() {
+        let g = match accumulate::sum(&mut e, contributions)? {
+            Some(g) => g,
             None => e.full_like(0.0, primal[p])?,
         };
         outputs.push(g);
     }
     finish(e, outputs)
-}
-
-fn accumulate(
-    e: &mut Emitter,
-    slot: &mut Option<ValueId>,
-    c: ValueId,
-) -> Result<(), AutodiffError> {
-    *slot = Some(match *slot {
-        Some(prev) => e.add(prev, c)?,
-        None => c,
-    });
-    Ok(())
 }
 
 fn finish(e: Emitter, outputs: Vec<ValueId>) -> Result<Func, AutodiffError> {
