@@ -10,7 +10,7 @@
 
 use crate::{Elements, Func, Gather, Instr, Literal, Op, Scalar, Scatter};
 use half::{bf16, f16};
-use std::fmt::{self, Write};
+use std::fmt;
 
 pub fn print_func(func: &Func) -> String {
     func.to_string()
@@ -18,165 +18,214 @@ pub fn print_func(func: &Func) -> String {
 
 impl fmt::Display for Func {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "func @{}(", self.name)?;
-        for (i, p) in self.params.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            write!(f, "%{i}: {p}")?;
-        }
-        f.write_str(") -> (")?;
-        for (i, o) in self.outputs.iter().enumerate() {
-            if i > 0 {
-                f.write_str(", ")?;
-            }
-            match self.value_type(*o) {
-                Some(ty) => write!(f, "{ty}")?,
-                None => f.write_str("?")?,
-            }
-        }
-        f.write_str(") {\n")?;
-        for (i, ins) in self.body.iter().enumerate() {
-            writeln!(f, "  {} = {}", self.instr_value(i), ins)?;
-        }
-        f.write_str("  return")?;
-        for (i, o) in self.outputs.iter().enumerate() {
-            f.write_str(if i == 0 { " " } else { ", " })?;
-            write!(f, "{o}")?;
-        }
-        f.write_str("\n}\n")
+        write_func(f, self, 0)?;
+        f.write_str("\n")
     }
 }
 
 impl fmt::Display for Instr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut parts: Vec<String> = self.args.iter().map(|a| a.to_string()).collect();
-        match &self.op {
-            Op::Constant(lit) => parts.push(literal_text(lit)),
-            Op::Iota { dim, .. } => parts.push(format!("dim={dim}")),
-            Op::BroadcastInDim { dims, .. } => parts.push(format!("dims={}", list(dims))),
-            Op::Transpose { perm } => parts.push(format!("perm={}", list(perm))),
-            Op::Reduce { axes, .. } => parts.push(format!("axes={}", list(axes))),
-            Op::DotGeneral(d) => {
-                if !d.lhs_batch.is_empty() {
-                    parts.push(format!(
-                        "batch={}x{}",
-                        list(&d.lhs_batch),
-                        list(&d.rhs_batch)
-                    ));
-                }
-                parts.push(format!(
-                    "contract={}x{}",
-                    list(&d.lhs_contract),
-                    list(&d.rhs_contract)
-                ));
-            }
-            Op::Slice {
-                start,
-                limit,
-                strides,
-            } => {
-                parts.push(format!("start={}", list(start)));
-                parts.push(format!("limit={}", list(limit)));
-                if strides.iter().any(|&s| s != 1) {
-                    parts.push(format!("strides={}", list(strides)));
-                }
-            }
-            Op::Pad {
-                low,
-                high,
-                interior,
-            } => {
-                parts.push(format!("low={}", list(low)));
-                parts.push(format!("high={}", list(high)));
-                if interior.iter().any(|&s| s != 0) {
-                    parts.push(format!("interior={}", list(interior)));
-                }
-            }
-            Op::Concatenate { axis } => parts.push(format!("axis={axis}")),
-            Op::Gather(g) => gather_attrs(g, &mut parts),
-            Op::Scatter(s) => scatter_attrs(s, &mut parts),
-            Op::CustomVjp(c) => {
-                for (role, nested) in [("primal", &c.primal), ("fwd", &c.fwd), ("bwd", &c.bwd)] {
-                    let text = nested.to_string();
-                    parts.push(format!(
-                        "{role}={}",
-                        text.trim_end().replace('\n', "\n    ")
-                    ));
-                }
-            }
-            Op::Unary(_)
-            | Op::Binary(_)
-            | Op::Compare(_)
-            | Op::Select
-            | Op::Clamp
-            | Op::Convert { .. }
-            | Op::Reshape { .. }
-            | Op::DynamicSlice { .. }
-            | Op::DynamicUpdateSlice
-            | Op::StopGradient => {}
+        write_instr(f, self, 0)
+    }
+}
+
+/// `func` up to its closing `}`, every line after the first indented by `indent` spaces.
+/// Nested functions are written in place, so the text is written once, in time linear in
+/// its length.
+fn write_func(f: &mut fmt::Formatter<'_>, func: &Func, indent: usize) -> fmt::Result {
+    write!(f, "func @{}(", func.name)?;
+    for (i, p) in func.params.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
         }
-        write!(f, "{} {} : {}", self.op.name(), parts.join(", "), self.ty)
+        write!(f, "%{i}: {p}")?;
+    }
+    f.write_str(") -> (")?;
+    for (i, o) in func.outputs.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        match func.value_type(*o) {
+            Some(ty) => write!(f, "{ty}")?,
+            None => f.write_str("?")?,
+        }
+    }
+    f.write_str(") {\n")?;
+    for (i, ins) in func.body.iter().enumerate() {
+        write!(f, "{:indent$}  {} = ", "", func.instr_value(i))?;
+        write_instr(f, ins, indent)?;
+        f.write_str("\n")?;
+    }
+    write!(f, "{:indent$}  ", "")?;
+    write_return(f, func)?;
+    write!(f, "\n{:indent$}}}", "")
+}
+
+/// `return` and `func`'s outputs.
+pub(crate) fn write_return(w: &mut impl fmt::Write, func: &Func) -> fmt::Result {
+    w.write_str("return")?;
+    for (i, o) in func.outputs.iter().enumerate() {
+        w.write_str(if i == 0 { " " } else { ", " })?;
+        write!(w, "{o}")?;
+    }
+    Ok(())
+}
+
+/// Writes the comma-separated operands and attributes of one instruction.
+struct Items<'a, 'b> {
+    f: &'a mut fmt::Formatter<'b>,
+    first: bool,
+}
+
+impl<'b> Items<'_, 'b> {
+    /// Starts the next item: the separator, then what the caller writes.
+    fn next(&mut self) -> Result<&mut fmt::Formatter<'b>, fmt::Error> {
+        if !self.first {
+            self.f.write_str(", ")?;
+        }
+        self.first = false;
+        Ok(&mut *self.f)
+    }
+
+    fn item(&mut self, args: fmt::Arguments<'_>) -> fmt::Result {
+        self.next()?.write_fmt(args)
+    }
+
+    /// `key=[..]`, left out when `dims` is empty: the parser's default is the same.
+    fn dims(&mut self, key: &str, dims: &[usize]) -> fmt::Result {
+        if dims.is_empty() {
+            return Ok(());
+        }
+        self.item(format_args!("{key}={}", List(dims)))
+    }
+
+    /// `key=1` when `on`; the parser reads an absent flag as 0.
+    fn flag(&mut self, key: &str, on: bool) -> fmt::Result {
+        if !on {
+            return Ok(());
+        }
+        self.item(format_args!("{key}=1"))
     }
 }
 
-/// Dimension lists that may be empty are left out when they are; the defaults the parser
-/// fills in are the same.
-fn dims_attr(parts: &mut Vec<String>, key: &str, dims: &[usize]) {
-    if !dims.is_empty() {
-        parts.push(format!("{key}={}", list(dims)));
+/// One instruction after its `%v = `, nested functions indented by `indent + 4`.
+fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::Result {
+    write!(f, "{} ", ins.op.name())?;
+    let mut items = Items { f, first: true };
+    for a in &ins.args {
+        items.item(format_args!("{a}"))?;
     }
+    match &ins.op {
+        Op::Constant(lit) => items.item(format_args!("{}", literal_text(lit)))?,
+        Op::Iota { dim, .. } => items.item(format_args!("dim={dim}"))?,
+        Op::BroadcastInDim { dims, .. } => items.item(format_args!("dims={}", List(dims)))?,
+        Op::Transpose { perm } => items.item(format_args!("perm={}", List(perm)))?,
+        Op::Reduce { axes, .. } => items.item(format_args!("axes={}", List(axes)))?,
+        Op::DotGeneral(d) => {
+            if !d.lhs_batch.is_empty() {
+                items.item(format_args!(
+                    "batch={}x{}",
+                    List(&d.lhs_batch),
+                    List(&d.rhs_batch)
+                ))?;
+            }
+            items.item(format_args!(
+                "contract={}x{}",
+                List(&d.lhs_contract),
+                List(&d.rhs_contract)
+            ))?;
+        }
+        Op::Slice {
+            start,
+            limit,
+            strides,
+        } => {
+            items.item(format_args!("start={}", List(start)))?;
+            items.item(format_args!("limit={}", List(limit)))?;
+            if strides.iter().any(|&s| s != 1) {
+                items.item(format_args!("strides={}", List(strides)))?;
+            }
+        }
+        Op::Pad {
+            low,
+            high,
+            interior,
+        } => {
+            items.item(format_args!("low={}", List(low)))?;
+            items.item(format_args!("high={}", List(high)))?;
+            if interior.iter().any(|&s| s != 0) {
+                items.item(format_args!("interior={}", List(interior)))?;
+            }
+        }
+        Op::Concatenate { axis } => items.item(format_args!("axis={axis}"))?,
+        Op::Gather(g) => gather_attrs(g, &mut items)?,
+        Op::Scatter(s) => scatter_attrs(s, &mut items)?,
+        Op::CustomVjp(c) => {
+            for (role, nested) in [("primal", &c.primal), ("fwd", &c.fwd), ("bwd", &c.bwd)] {
+                let f = items.next()?;
+                write!(f, "{role}=")?;
+                write_func(f, nested, indent + 4)?;
+            }
+        }
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Compare(_)
+        | Op::Select
+        | Op::Clamp
+        | Op::Convert { .. }
+        | Op::Reshape { .. }
+        | Op::DynamicSlice { .. }
+        | Op::DynamicUpdateSlice
+        | Op::StopGradient => {}
+    }
+    write!(items.f, " : {}", ins.ty)
 }
 
-fn flag_attr(parts: &mut Vec<String>, key: &str, on: bool) {
-    if on {
-        parts.push(format!("{key}=1"));
-    }
-}
-
-fn gather_attrs(g: &Gather, parts: &mut Vec<String>) {
-    dims_attr(parts, "offset_dims", &g.offset_dims);
-    dims_attr(parts, "collapsed_slice_dims", &g.collapsed_slice_dims);
-    dims_attr(parts, "operand_batching_dims", &g.operand_batching_dims);
-    dims_attr(
-        parts,
+fn gather_attrs(g: &Gather, items: &mut Items<'_, '_>) -> fmt::Result {
+    items.dims("offset_dims", &g.offset_dims)?;
+    items.dims("collapsed_slice_dims", &g.collapsed_slice_dims)?;
+    items.dims("operand_batching_dims", &g.operand_batching_dims)?;
+    items.dims(
         "start_indices_batching_dims",
         &g.start_indices_batching_dims,
-    );
-    parts.push(format!("start_index_map={}", list(&g.start_index_map)));
-    parts.push(format!("index_vector_dim={}", g.index_vector_dim));
-    parts.push(format!("slice_sizes={}", list(&g.slice_sizes)));
-    flag_attr(parts, "indices_are_sorted", g.indices_are_sorted);
+    )?;
+    items.item(format_args!("start_index_map={}", List(&g.start_index_map)))?;
+    items.item(format_args!("index_vector_dim={}", g.index_vector_dim))?;
+    items.item(format_args!("slice_sizes={}", List(&g.slice_sizes)))?;
+    items.flag("indices_are_sorted", g.indices_are_sorted)
 }
 
-fn scatter_attrs(s: &Scatter, parts: &mut Vec<String>) {
-    dims_attr(parts, "update_window_dims", &s.update_window_dims);
-    dims_attr(parts, "inserted_window_dims", &s.inserted_window_dims);
-    dims_attr(parts, "input_batching_dims", &s.input_batching_dims);
-    dims_attr(
-        parts,
+fn scatter_attrs(s: &Scatter, items: &mut Items<'_, '_>) -> fmt::Result {
+    items.dims("update_window_dims", &s.update_window_dims)?;
+    items.dims("inserted_window_dims", &s.inserted_window_dims)?;
+    items.dims("input_batching_dims", &s.input_batching_dims)?;
+    items.dims(
         "scatter_indices_batching_dims",
         &s.scatter_indices_batching_dims,
-    );
-    parts.push(format!(
+    )?;
+    items.item(format_args!(
         "scatter_dims_to_operand_dims={}",
-        list(&s.scatter_dims_to_operand_dims)
-    ));
-    parts.push(format!("index_vector_dim={}", s.index_vector_dim));
-    flag_attr(parts, "indices_are_sorted", s.indices_are_sorted);
-    flag_attr(parts, "unique_indices", s.unique_indices);
+        List(&s.scatter_dims_to_operand_dims)
+    ))?;
+    items.item(format_args!("index_vector_dim={}", s.index_vector_dim))?;
+    items.flag("indices_are_sorted", s.indices_are_sorted)?;
+    items.flag("unique_indices", s.unique_indices)
 }
 
-fn list<T: fmt::Display>(items: &[T]) -> String {
-    let mut s = String::from("[");
-    for (i, x) in items.iter().enumerate() {
-        if i > 0 {
-            s.push(',');
+/// A bracketed, comma-separated list: `[1,2]`.
+struct List<'a, T>(&'a [T]);
+
+impl<T: fmt::Display> fmt::Display for List<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, x) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{x}")?;
         }
-        let _ = write!(s, "{x}");
+        f.write_str("]")
     }
-    s.push(']');
-    s
 }
 
 fn literal_text(lit: &Literal) -> String {

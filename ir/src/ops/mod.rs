@@ -1,4 +1,6 @@
 //! Shape and dtype rules: one function computes every op's result type, split by op family.
+//! Attributes may hold any value the text format can write, so arithmetic on them is checked
+//! and a result that would not fit is an error naming the op.
 
 mod call;
 mod contract;
@@ -75,13 +77,26 @@ fn invalid(op: &'static str, message: impl Into<String>) -> TypeError {
     }
 }
 
+/// An axis as an error reports it (axes past `i64::MAX` show as `i64::MAX`).
+fn axis_number(axis: usize) -> i64 {
+    i64::try_from(axis).unwrap_or(i64::MAX)
+}
+
+/// The element count of `ty`, which must be within [`crate::MAX_BYTES`] (so it cannot overflow).
+fn numel(op: &'static str, ty: &TensorType) -> Result<usize, TypeError> {
+    match ty.checked_bytes() {
+        Some(_) => Ok(ty.numel()),
+        None => Err(TypeError::Size { op, ty: ty.clone() }),
+    }
+}
+
 /// Checks that `axes` are distinct and below `rank`.
 fn check_axes(op: &'static str, axes: &[usize], ty: &TensorType) -> Result<(), TypeError> {
     for (i, &a) in axes.iter().enumerate() {
         if a >= ty.rank() {
             return Err(TypeError::Axis {
                 op,
-                axis: a as i64,
+                axis: axis_number(a),
                 ty: ty.clone(),
             });
         }

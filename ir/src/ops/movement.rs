@@ -1,6 +1,8 @@
-//! Data movement: broadcast_in_dim, reshape, transpose, slice, pad, concatenate.
+//! Data movement: broadcast_in_dim, reshape, transpose, slice, pad, concatenate. Sizes are
+//! computed with checked (or 128-bit) arithmetic: attributes come from text and may be
+//! anything up to `i64::MAX`.
 
-use super::{arity, check_axes, invalid};
+use super::{arity, axis_number, check_axes, invalid, numel};
 use crate::{Shape, TensorType, TypeError};
 
 pub(super) fn broadcast_in_dim(
@@ -31,16 +33,14 @@ pub(super) fn broadcast_in_dim(
 }
 
 pub(super) fn reshape(shape: &Shape, args: &[&TensorType]) -> Result<TensorType, TypeError> {
-    let [x] = arity::<1>("reshape", args)?;
+    const OP: &str = "reshape";
+    let [x] = arity::<1>(OP, args)?;
     let out = x.with_shape(shape.clone());
-    if out.numel() != x.numel() {
+    let (from, to) = (numel(OP, x)?, numel(OP, &out)?);
+    if from != to {
         return Err(invalid(
-            "reshape",
-            format!(
-                "cannot reshape {x} ({} elements) to {out} ({} elements)",
-                x.numel(),
-                out.numel()
-            ),
+            OP,
+            format!("cannot reshape {x} ({from} elements) to {out} ({to} elements)"),
         ));
     }
     Ok(out)
@@ -108,17 +108,38 @@ pub(super) fn pad(
     }
     let mut dims = Vec::with_capacity(r);
     for i in 0..r {
-        let d = x.dims()[i] as i64;
-        let n = low[i] + high[i] + d + (d - 1).max(0) * interior[i] as i64;
-        if n < 0 {
-            return Err(invalid(
-                "pad",
-                format!("dimension {i} of {x} would have negative size {n}"),
-            ));
-        }
-        dims.push(n as usize);
+        let size = match pad_size(x.dims()[i], low[i], high[i], interior[i]) {
+            Some(n) if n < 0 => {
+                return Err(invalid(
+                    "pad",
+                    format!("dimension {i} of {x} would have negative size {n}"),
+                ))
+            }
+            n => n.and_then(|n| usize::try_from(n).ok()).ok_or_else(|| {
+                invalid(
+                    "pad",
+                    format!(
+                        "dimension {i} of {x} with low {}, high {} and interior {} overflows",
+                        low[i], high[i], interior[i]
+                    ),
+                )
+            })?,
+        };
+        dims.push(size);
     }
     Ok(x.with_shape(dims))
+}
+
+/// `low + high + d + (d - 1) * interior`, unless 128 bits overflow (they cannot for 64-bit
+/// sizes, but the sum is checked rather than assumed).
+fn pad_size(d: usize, low: i64, high: i64, interior: usize) -> Option<i128> {
+    let d = i128::try_from(d).ok()?;
+    (d - 1)
+        .max(0)
+        .checked_mul(i128::try_from(interior).ok()?)?
+        .checked_add(d)?
+        .checked_add(i128::from(low))?
+        .checked_add(i128::from(high))
 }
 
 pub(super) fn concatenate(axis: usize, args: &[&TensorType]) -> Result<TensorType, TypeError> {
@@ -133,7 +154,7 @@ pub(super) fn concatenate(axis: usize, args: &[&TensorType]) -> Result<TensorTyp
     if axis >= first.rank() {
         return Err(TypeError::Axis {
             op: OP,
-            axis: axis as i64,
+            axis: axis_number(axis),
             ty: (*first).clone(),
         });
     }
@@ -149,7 +170,9 @@ pub(super) fn concatenate(axis: usize, args: &[&TensorType]) -> Result<TensorTyp
                 rhs: (*other).clone(),
             });
         }
-        dims[axis] += other.dims()[axis];
+        dims[axis] = dims[axis]
+            .checked_add(other.dims()[axis])
+            .ok_or_else(|| invalid(OP, format!("the sizes along axis {axis} overflow")))?;
     }
     Ok(first.with_shape(dims))
 }

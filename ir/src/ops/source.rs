@@ -1,6 +1,6 @@
 //! Ops without operands: `constant` and `iota`.
 
-use super::{arity, invalid};
+use super::{arity, axis_number, invalid, numel};
 use crate::{DType, Literal, Shape, TensorType, TypeError};
 
 pub(super) fn constant(lit: &Literal, args: &[&TensorType]) -> Result<TensorType, TypeError> {
@@ -12,7 +12,7 @@ pub(super) fn constant(lit: &Literal, args: &[&TensorType]) -> Result<TensorType
         ));
     }
     let n = lit.data.len();
-    if n != 1 && n != lit.ty.numel() {
+    if n != 1 && n != numel("constant", &lit.ty)? {
         return Err(invalid(
             "constant",
             format!("{n} values for a constant of type {}", lit.ty),
@@ -39,7 +39,7 @@ pub(super) fn iota(
     if dim >= shape.rank() {
         return Err(TypeError::Axis {
             op: "iota",
-            axis: dim as i64,
+            axis: axis_number(dim),
             ty,
         });
     }

@@ -1,6 +1,9 @@
 //! The function grammar: `func @name(params) -> (types) { instructions return values }`.
 //! Value names resolve to [`ValueId`]s here, and each instruction's declared type is
 //! checked against the type its op and operands give.
+//!
+//! A `custom_vjp` attribute holds a whole function, so reading one recurses; nesting is
+//! limited to [`MAX_DEPTH`] levels so that no input can overflow the stack.
 
 use super::attrs::Attrs;
 use super::cursor::{PResult, Parser};
@@ -12,17 +15,39 @@ use std::collections::HashMap;
 /// The value names defined so far, each with its value.
 type Names = HashMap<String, ValueId>;
 
-/// One function, from `func` to its closing `}`.
+/// How deeply functions may nest, the top-level one included.
+pub(super) const MAX_DEPTH: usize = 64;
+
+/// One function, from `func` to its closing `}`, at most [`MAX_DEPTH`] levels deep.
 pub(super) fn parse_one(p: &mut Parser) -> PResult<Func> {
+    if p.depth >= MAX_DEPTH {
+        return Err(p.error(format!("functions nest more than {MAX_DEPTH} levels deep")));
+    }
+    p.depth += 1;
+    let func = function(p);
+    p.depth -= 1;
+    func
+}
+
+/// The value numbered `n`, if the numbering reaches it.
+fn value_id(p: &Parser, n: usize, at: usize) -> PResult<ValueId> {
+    u32::try_from(n)
+        .map(ValueId)
+        .map_err(|_| p.error_at(at, format!("more than {} values", u32::MAX)))
+}
+
+fn function(p: &mut Parser) -> PResult<Func> {
     p.keyword("func")?;
+    let at = p.pos;
     let name = match p.next() {
         Tok::Global(g) => g,
-        t => return Err(p.error_at(p.pos - 1, format!("expected '@name', found {t}"))),
+        t => return Err(p.error_at(at, format!("expected '@name', found {t}"))),
     };
     let mut names = Names::new();
     let params = params(p, &mut names)?;
+    let at = p.pos;
     if p.next() != Tok::Arrow {
-        return Err(p.error_at(p.pos - 1, "expected '->'"));
+        return Err(p.error_at(at, "expected '->'"));
     }
     let result_types = result_types(p)?;
     p.expect('{')?;
@@ -37,9 +62,9 @@ pub(super) fn parse_one(p: &mut Parser) -> PResult<Func> {
         match p.next() {
             Tok::Word(w) if w == "return" => break,
             Tok::Value(v) => {
+                let id = value_id(p, func.num_values(), at)?;
                 let instr = instruction(p, &func, &names)?;
                 func.body.push(instr);
-                let id = func.instr_value(func.body.len() - 1);
                 if names.insert(v.clone(), id).is_some() {
                     return Err(p.error_at(at, format!("%{v} is defined twice")));
                 }
@@ -67,15 +92,9 @@ fn params(p: &mut Parser, names: &mut Names) -> PResult<Vec<TensorType>> {
         let at = p.pos;
         let v = p.value_name()?;
         p.expect(':')?;
-        let ty = p.tensor_type()?;
-        if ty.rank() > crate::MAX_RANK {
-            return Err(p.error_at(
-                at,
-                format!("parameter type {ty} exceeds rank {}", crate::MAX_RANK),
-            ));
-        }
+        let ty = p.bounded_type("parameter type", at)?;
         if names
-            .insert(v.clone(), ValueId(params.len() as u32))
+            .insert(v.clone(), value_id(p, params.len(), at)?)
             .is_some()
         {
             return Err(p.error_at(at, format!("%{v} is defined twice")));
@@ -96,7 +115,8 @@ fn result_types(p: &mut Parser) -> PResult<Vec<TensorType>> {
         return Ok(result_types);
     }
     loop {
-        result_types.push(p.tensor_type()?);
+        let at = p.pos;
+        result_types.push(p.bounded_type("result type", at)?);
         if p.eat(')') {
             return Ok(result_types);
         }
