@@ -436,6 +436,17 @@ fn main() -> Result<()> {
             compile_phases(&name, move |x: Tensor| tanh_chain(x, steps), &x)?;
         }
     }
+    for n in [1000, 10000] {
+        let name = format!("compile_wide_{n}");
+        if args.want(&name) {
+            // An SGD-like update of n separate parameters: wide rather than deep.
+            let ps: Vec<Tensor> = (0..n).map(|k| normal(&[64], 20 + k as u64)).collect();
+            let update = |ps: Vec<Tensor>| -> Vec<Tensor> {
+                ps.iter().map(|p| p - (p * 0.01).tanh() * 0.1).collect()
+            };
+            compile_phases(&name, update, &ps)?;
+        }
+    }
     if args.want("compile_rnn_grad_1000") {
         // The gradient of a 1,000-step Elman RNN unrolled by Rust's loop, each step a slice
         // of one input tensor (issue target: under 0.5 s); no JAX counterpart.
