@@ -200,6 +200,15 @@ fn tanh_chain(x: Tensor, steps: usize) -> Tensor {
     y
 }
 
+/// w11's chain with a constant of its own in every step, so that no two kernels are alike.
+fn varied_chain(x: Tensor, steps: usize) -> Tensor {
+    let mut y = x;
+    for k in 0..steps {
+        y = (y * (1.0001 + k as f64 * 1e-6) + 0.5).tanh();
+    }
+    y
+}
+
 /// Traces, simplifies and compiles `f` for the CPU once, and prints the total (what JAX's
 /// `lower(...).compile()` is compared with) with each phase's share and the time per traced
 /// instruction, the figure that must stay flat as programs grow.
@@ -429,11 +438,25 @@ fn main() -> Result<()> {
             compile_phases(&name, grad(f), &x)?;
         }
     }
-    for steps in [1000, 10000, 100000] {
+    // About 1k, 10k and 100k traced instructions: every step alike (kernels share code), and
+    // each step with its own constants (no two kernels alike).
+    for steps in [200, 2000, 20000] {
+        let x = normal(&[1024], 11);
         let name = format!("compile_chain_{steps}");
         if args.want(&name) {
-            let x = normal(&[1024], 11);
             compile_phases(&name, move |x: Tensor| tanh_chain(x, steps), &x)?;
+        }
+        let name = format!("compile_varied_chain_{steps}");
+        if args.want(&name) {
+            compile_phases(&name, move |x: Tensor| varied_chain(x, steps), &x)?;
+        }
+    }
+    for steps in [100, 1000, 10000] {
+        let name = format!("compile_varied_grad_chain_{steps}");
+        if args.want(&name) {
+            let x = normal(&[1024], 11);
+            let f = move |x: Tensor| varied_chain(x, steps).sum(..);
+            compile_phases(&name, grad(f), &x)?;
         }
     }
     for n in [1000, 10000] {
