@@ -228,3 +228,41 @@ fn shape_rules_refuse_overflow_without_the_parser() {
     let e = infer_type(&Op::Concatenate { axis: 0 }, &[&wide, &wide]).unwrap_err();
     assert!(e.to_string().starts_with("concatenate: "), "{e}");
 }
+
+/// Built in memory rather than parsed, `custom_vjp` calls still nest at most 63 deep: the shape
+/// rule refuses the next level, so passes that follow calls have a bounded depth.
+#[test]
+fn calls_built_in_memory_nest_a_bounded_depth() {
+    use ferrax_ir::{CustomVjp, DType, Func, FuncBuilder, Op, TensorType};
+    let ty = TensorType::new(DType::F32, [2]);
+    let identity = |name: &str| {
+        let mut b = FuncBuilder::new(name);
+        let x = b.param(ty.clone());
+        b.finish(vec![x])
+    };
+    let bwd = {
+        let mut b = FuncBuilder::new("bwd");
+        let g = b.param(ty.clone());
+        b.finish(vec![g])
+    };
+    let mut inner: Func = identity("leaf");
+    let mut refused_at = None;
+    for depth in 1..=70 {
+        let call = Op::CustomVjp(Box::new(CustomVjp {
+            primal: inner.clone(),
+            fwd: identity("fwd"),
+            bwd: bwd.clone(),
+        }));
+        let mut b = FuncBuilder::new(format!("level{depth}"));
+        let x = b.param(ty.clone());
+        match b.push(call, &[x]) {
+            Ok(y) => inner = b.finish(vec![y]),
+            Err(e) => {
+                assert!(e.to_string().contains("nest"), "{e}");
+                refused_at = Some(depth);
+                break;
+            }
+        }
+    }
+    assert_eq!(refused_at, Some(64));
+}
