@@ -20,7 +20,7 @@ fn nesting(c: &CustomVjp) -> usize {
         for ins in &func.body {
             if let Op::CustomVjp(inner) = &ins.op {
                 deepest = deepest.max(depth + 1);
-                if depth + 1 <= MAX_CALL_NESTING {
+                if depth < MAX_CALL_NESTING {
                     stack.extend([
                         (&inner.primal, depth + 1),
                         (&inner.fwd, depth + 1),
