@@ -96,12 +96,13 @@ pub fn simplify_with(func: &Func, limits: &Limits) -> Result<(Func, Report), Sim
         instructions_before: func.body.len(),
         ..Report::default()
     };
+    let stages = rules::stages();
     let simplified = if func.body.len() <= limits.region {
-        let (simplified, stops) = simplify_region(func, limits, &mut report)?;
+        let (simplified, stops) = simplify_region(func, &stages, limits, &mut report)?;
         report.stages = stops;
         simplified
     } else {
-        simplify_regions(func, limits, &mut report)?
+        simplify_regions(func, &stages, limits, &mut report)?
     };
     verify(&simplified)?;
     report.instructions_after = simplified.body.len();
@@ -111,6 +112,7 @@ pub fn simplify_with(func: &Func, limits: &Limits) -> Result<(Func, Report), Sim
 /// `func` simplified region by region, the regions' programs joined in order.
 fn simplify_regions(
     func: &Func,
+    stages: &[(&str, Vec<rules::Rule>)],
     limits: &Limits,
     report: &mut Report,
 ) -> Result<Func, SimplifyError> {
@@ -123,7 +125,7 @@ fn simplify_regions(
     }
     let mut stops: BTreeMap<(usize, String), usize> = BTreeMap::new();
     for region in regions::regions(func, limits.region) {
-        let (simplified, region_stops) = simplify_region(&region.func, limits, report)?;
+        let (simplified, region_stops) = simplify_region(&region.func, stages, limits, report)?;
         for (k, (_, stop)) in region_stops.into_iter().enumerate() {
             *stops.entry((k, stop)).or_default() += 1;
         }
@@ -146,7 +148,7 @@ fn simplify_regions(
             values.insert(*v, local[o.index()]);
         }
     }
-    let names: Vec<&str> = rules::stages().iter().map(|(name, _)| *name).collect();
+    let names: Vec<&str> = stages.iter().map(|(name, _)| *name).collect();
     report.stages = stops
         .into_iter()
         .map(|((k, stop), n)| {
@@ -165,18 +167,19 @@ fn simplify_regions(
 /// `func` through every stage of rewriting in one e-graph, and why each stage stopped.
 fn simplify_region(
     func: &Func,
+    stages: &[(&str, Vec<rules::Rule>)],
     limits: &Limits,
     report: &mut Report,
 ) -> Result<(Func, Vec<(String, String)>), SimplifyError> {
     let (mut egraph, roots) = to_egraph(func);
     let mut stops = Vec::new();
-    for (stage, rules) in rules::stages() {
+    for (stage, rules) in stages {
         let runner = Runner::default()
             .with_egraph(egraph)
             .with_node_limit(limits.nodes)
             .with_iter_limit(limits.iterations)
             .with_time_limit(limits.time)
-            .run(&rules);
+            .run(rules);
         let stop = runner
             .stop_reason
             .as_ref()
