@@ -232,10 +232,11 @@ fn split_point(func: &Func, reads: &LastReads, start: usize) -> usize {
 /// The steps of `func`, in program order, for kernels of `target`.
 pub fn partition(func: &Func, target: &Target) -> Vec<Step> {
     let reads = LastReads::of(func);
+    let reductions = next_row_reductions(func, target);
     let mut steps = Vec::new();
     let mut i = 0;
     while i < func.body.len() {
-        if let Some(step) = row_group(func, i, target) {
+        if let Some(step) = row_group(func, i, target, &reductions) {
             if let Step::Rows { end, .. } = step {
                 i = end;
             }
@@ -431,7 +432,9 @@ pub fn column_reduction(func: &Func, i: usize, target: &Target) -> bool {
 }
 
 /// `(rows, cols)` of a reduction a row kernel computes: one over the trailing axes (at least
-/// two elements per row) in rows the target takes, where it computes it.
+/// two elements per row) in rows the target takes, where it computes it. There must be a row:
+/// over none, a row value and an element value both have no elements, so roles would be
+/// ambiguous (and there is nothing to compute).
 fn row_reduction(func: &Func, i: usize, target: &Target) -> Option<(usize, usize)> {
     let ins = &func.body[i];
     let Op::Reduce { op, axes } = &ins.op else {
@@ -448,7 +451,8 @@ fn row_reduction(func: &Func, i: usize, target: &Target) -> Option<(usize, usize
         && target.computes(KernelOp::RowReduce(*op), ins.ty.dtype)
         && !axes.is_empty()
         && trailing
-        && cols >= 2;
+        && cols >= 2
+        && ins.ty.numel() > 0;
     ok.then(|| (ins.ty.numel(), cols))
 }
 
@@ -498,21 +502,35 @@ fn row_role(
     ok.then_some(role)
 }
 
+/// For each instruction, the first row reduction at or after it that a run of fusible
+/// instructions and reshapes reaches, with its rows and columns: one backward pass, so that
+/// looking for a row group from every instruction costs the program's length once.
+fn next_row_reductions(func: &Func, target: &Target) -> Vec<Option<(usize, (usize, usize))>> {
+    let n = func.body.len();
+    let mut next = vec![None; n + 1];
+    for j in (0..n).rev() {
+        next[j] = match row_reduction(func, j, target) {
+            Some(shape) => Some((j, shape)),
+            None if fusible(func, j, target) || matches!(func.body[j].op, Op::Reshape { .. }) => {
+                next[j + 1]
+            }
+            None => None,
+        };
+    }
+    next
+}
+
 /// The row kernel that starts at instruction `start`: its end, `(rows, cols)` and the role of
 /// each of its instructions. It needs a row reduction, reached from `start` through fusible
-/// instructions, and takes every following instruction that fits.
-fn row_group(func: &Func, start: usize, target: &Target) -> Option<Step> {
-    let mut j = start;
-    let shape = loop {
-        let ins = func.body.get(j)?;
-        if let Some(shape) = row_reduction(func, j, target) {
-            break shape;
-        }
-        if !(fusible(func, j, target) || matches!(ins.op, Op::Reshape { .. })) {
-            return None;
-        }
-        j += 1;
-    };
+/// instructions, (`reductions`), and takes every following instruction
+/// that fits.
+fn row_group(
+    func: &Func,
+    start: usize,
+    target: &Target,
+    reductions: &[Option<(usize, (usize, usize))>],
+) -> Option<Step> {
+    let (j, shape) = (*reductions.get(start)?)?;
     let mut roles = (start..j)
         .map(|k| row_role(func, k, target, shape, start))
         .collect::<Option<Vec<_>>>()?;
