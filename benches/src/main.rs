@@ -451,6 +451,10 @@ fn main() -> Result<()> {
             compile_phases(&name, move |x: Tensor| varied_chain(x, steps), &x)?;
         }
     }
+    if args.want("compile_chain_100000") {
+        let x = normal(&[1024], 11);
+        compile_phases("compile_chain_100000", |x: Tensor| tanh_chain(x, 100000), &x)?;
+    }
     for steps in [100, 1000, 10000] {
         let name = format!("compile_varied_grad_chain_{steps}");
         if args.want(&name) {
