@@ -1,9 +1,10 @@
 //! The main job: trains a 64-128-10 MLP on the 8x8 handwritten digits with `jit` of a
-//! `value_and_grad` step (SGD with momentum), then reports test accuracy, compile time and
-//! steps per second.
+//! `value_and_grad` step (SGD with momentum, from `ferrax::optim`), then reports test accuracy,
+//! compile time and steps per second.
 //!
 //! `cargo run --release --example train_mlp [-- EPOCHS]`
 
+use ferrax::optim::{self, GradientTransformation};
 use ferrax::{jit, nn, value_and_grad, DType, Device, Tensor, Tree};
 use std::time::Instant;
 
@@ -112,31 +113,19 @@ fn loss((p, x, y): (Mlp, Tensor, Tensor)) -> Tensor {
     -(nn::log_softmax(&forward(&p, &x), -1) * y).sum(-1).mean(..)
 }
 
-/// Momentum SGD on one parameter: returns the new parameter and velocity.
-fn sgd(p: &Tensor, v: &Tensor, g: &Tensor) -> (Tensor, Tensor) {
-    let v = v * MOMENTUM + g;
-    (p - &v * LEARNING_RATE, v)
+/// Momentum SGD (optax's `sgd(lr, momentum)`): `v = g + momentum * v; p -= lr * v`.
+fn optimizer() -> optim::Sgd {
+    optim::sgd_momentum(LEARNING_RATE, MOMENTUM, false)
 }
 
-fn sgd_layer(p: &Layer, v: &Layer, g: &Layer) -> (Layer, Layer) {
-    let (w, vw) = sgd(&p.w, &v.w, &g.w);
-    let (b, vb) = sgd(&p.b, &v.b, &g.b);
-    (Layer { w, b }, Layer { w: vw, b: vb })
-}
+/// The optimizer's state: the velocities, shaped like the parameters, and a step count.
+type OptState = <optim::Sgd as GradientTransformation<Mlp>>::State;
 
-/// One training step: the loss, and the updated parameters and velocities.
-fn step((p, v, x, y): (Mlp, Mlp, Tensor, Tensor)) -> (Tensor, Mlp, Mlp) {
+/// One training step: the loss, and the updated parameters and optimizer state.
+fn step((p, s, x, y): (Mlp, OptState, Tensor, Tensor)) -> (Tensor, Mlp, OptState) {
     let (value, (g, _, _)) = value_and_grad(loss)((p.clone(), x, y));
-    let (hidden, v_hidden) = sgd_layer(&p.hidden, &v.hidden, &g.hidden);
-    let (out, v_out) = sgd_layer(&p.out, &v.out, &g.out);
-    (
-        value,
-        Mlp { hidden, out },
-        Mlp {
-            hidden: v_hidden,
-            out: v_out,
-        },
-    )
+    let (updates, s) = optimizer().update(&g, &s, &p);
+    (value, optim::apply_updates(&p, &updates), s)
 }
 
 pub struct Report {
@@ -148,13 +137,12 @@ pub struct Report {
 
 /// Every leaf of `tree` copied to `device`.
 fn to_device<T: Tree>(tree: T, device: &Device) -> ferrax::Result<T> {
-    let mut leaves = Vec::new();
-    let def = tree.flatten(&mut leaves);
+    let (leaves, def) = ferrax::tree_flatten(&tree);
     let moved = leaves
         .iter()
         .map(|t| t.to_device(device))
         .collect::<ferrax::Result<Vec<_>>>()?;
-    T::unflatten(&def, &mut moved.into_iter())
+    ferrax::tree_unflatten(&def, moved)
 }
 
 /// Trains for `epochs` over 80% of the digits and evaluates on the other 20%; parameters live
@@ -169,20 +157,13 @@ pub fn train(epochs: usize, verbose: bool, device: &Device) -> ferrax::Result<Re
         hidden: layer(&mut rng, PIXELS, HIDDEN),
         out: layer(&mut rng, HIDDEN, CLASSES),
     };
-    let zeros = |l: &Layer| Layer {
-        w: Tensor::zeros(DType::F32, l.w.shape().to_vec()),
-        b: Tensor::zeros(DType::F32, l.b.shape().to_vec()),
-    };
-    let velocity = Mlp {
-        hidden: zeros(&params.hidden),
-        out: zeros(&params.out),
-    };
+    let state = optimizer().init(&params);
 
-    let (mut params, mut velocity) = (to_device(params, device)?, to_device(velocity, device)?);
+    let (mut params, mut state) = (to_device(params, device)?, to_device(state, device)?);
     let step = jit(step).named("train_step");
     let (x0, y0) = data.batch(&train_rows[..BATCH]);
     let start = Instant::now();
-    step.lower(&(params.clone(), velocity.clone(), x0, y0))?;
+    step.lower(&(params.clone(), state.clone(), x0, y0))?;
     let compile_seconds = start.elapsed().as_secs_f64();
 
     let mut rows = train_rows.to_vec();
@@ -194,8 +175,8 @@ pub fn train(epochs: usize, verbose: bool, device: &Device) -> ferrax::Result<Re
         let mut total = 0.0;
         for b in 0..batches {
             let (x, y) = data.batch(&rows[b * BATCH..(b + 1) * BATCH]);
-            let (value, p, v) = step.call((params, velocity, x, y))?;
-            (params, velocity) = (p, v);
+            let (value, p, s) = step.call((params, state, x, y))?;
+            (params, state) = (p, s);
             total += value.to_vec::<f32>()?[0];
             steps += 1;
         }

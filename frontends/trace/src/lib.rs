@@ -1,5 +1,6 @@
 //! ferrax's tracing frontend: the [`Tensor`] users program against, pytrees ([`Tree`]),
-//! [`trace`] (`jax.make_jaxpr`), [`jit`], and the autodiff transforms ([`grad`], [`jvp`], ...).
+//! [`trace`] (`jax.make_jaxpr`), [`jit`], the autodiff transforms ([`grad`], [`jvp`], ...), tree
+//! utilities ([`tree_map`], ...) and optimizers ([`optim`]).
 
 mod device;
 mod dump;
@@ -8,11 +9,13 @@ mod jit;
 pub mod nn;
 mod operators;
 mod ops;
+pub mod optim;
 mod tensor;
 mod trace;
 mod trace_ctx;
 mod transforms;
 mod tree;
+mod tree_util;
 
 pub use device::Device;
 pub use error::{Error, Result};
@@ -24,3 +27,7 @@ pub use transforms::{
     grad, grad_with_aux, hessian, jvp, value_and_grad, value_and_grad_with_aux, vjp, Pullback,
 };
 pub use tree::{Static, StaticValue, Tree, TreeDef};
+pub use tree_util::{
+    global_norm, tree_flatten, tree_leaves, tree_map, tree_map2, tree_map_n, tree_structure,
+    tree_sum, tree_unflatten, zeros_like,
+};

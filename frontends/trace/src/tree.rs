@@ -3,6 +3,7 @@
 
 use crate::{Error, Result, Tensor};
 use std::any::{type_name, Any};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -15,6 +16,9 @@ pub enum TreeDef {
     None,
     /// A struct, tuple, array or vector with these children, in order.
     Node(Vec<TreeDef>),
+    /// A map with string keys (`BTreeMap<String, _>`, JAX's dict): its keys, in order, are part
+    /// of the structure.
+    Dict(Vec<(String, TreeDef)>),
     /// A [`Static`] value.
     Static(StaticValue),
 }
@@ -88,6 +92,7 @@ impl TreeDef {
             TreeDef::Leaf => 1,
             TreeDef::None | TreeDef::Static(_) => 0,
             TreeDef::Node(c) => c.iter().map(TreeDef::num_leaves).sum(),
+            TreeDef::Dict(c) => c.iter().map(|(_, d)| d.num_leaves()).sum(),
         }
     }
 }
@@ -108,12 +113,25 @@ impl fmt::Display for TreeDef {
                 }
                 f.write_str(")")
             }
+            TreeDef::Dict(c) => {
+                f.write_str("{")?;
+                for (i, (k, d)) in c.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{k:?}: {d}")?;
+                }
+                f.write_str("}")
+            }
         }
     }
 }
 
-/// A value made of tensors: a `Tensor`, tuples, arrays, `Vec`s, `Option`s, and user structs
-/// with `#[derive(Tree)]`.
+/// A value made of tensors: a `Tensor`, tuples, arrays, `Vec`s, `Option`s, `Box`es,
+/// `BTreeMap<String, _>`s, and user structs with `#[derive(Tree)]`.
+///
+/// A value must rebuild from its own flattening (`unflatten(&x.flatten(..), ..)` succeeds):
+/// the tree utilities ([`crate::tree_map`], ...) rely on it.
 pub trait Tree: Sized {
     /// Appends the leaves in a fixed order and returns the structure.
     fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef;
@@ -257,5 +275,29 @@ impl<T: Tree> Tree for Box<T> {
 
     fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
         T::unflatten(def, leaves).map(Box::new)
+    }
+}
+
+/// Flattened in key order, as JAX flattens a dict.
+impl<T: Tree> Tree for BTreeMap<String, T> {
+    fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef {
+        TreeDef::Dict(
+            self.iter()
+                .map(|(k, v)| (k.clone(), v.flatten(leaves)))
+                .collect(),
+        )
+    }
+
+    fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        match def {
+            TreeDef::Dict(c) => c
+                .iter()
+                .map(|(k, d)| Ok((k.clone(), T::unflatten(d, leaves)?)))
+                .collect(),
+            other => Err(Error::Tree {
+                expected: "a map".into(),
+                found: other.to_string(),
+            }),
+        }
     }
 }

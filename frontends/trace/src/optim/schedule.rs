@@ -1,0 +1,242 @@
+//! Learning rates: a constant or a [`Schedule`] of the step count (optax's schedules, same
+//! formulas), and [`ScaleByLearningRate`], the last transformation of most optimizers, which
+//! multiplies updates by `-lr`. A schedule is a function of the `i32` count tensor, so inside
+//! `jit` its value is computed in the program from the count carried in the state.
+
+use super::{increment, leaves_of, or_failed, zero_count, GradientTransformation};
+use crate::tree_util::tree_unflatten;
+use crate::{Error, Result, Tensor, Tree, TreeDef};
+use ferrax_ir::DType;
+use std::f64::consts::PI;
+use std::fmt;
+use std::sync::Arc;
+
+/// A function of the step count (an `i32` scalar tensor) giving an `f32` scalar: a learning
+/// rate that changes over training (optax's `Schedule`).
+#[derive(Clone)]
+pub struct Schedule(Arc<dyn Fn(&Tensor) -> Tensor + Send + Sync>);
+
+impl fmt::Debug for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Schedule(..)")
+    }
+}
+
+impl Schedule {
+    /// A schedule computed by `f` from the `i32` step count; `f` must return an `f32` scalar.
+    pub fn new(f: impl Fn(&Tensor) -> Tensor + Send + Sync + 'static) -> Schedule {
+        Schedule(Arc::new(f))
+    }
+
+    /// The value at the step count `count` (an `i32` scalar, traced or not).
+    #[track_caller]
+    pub fn value(&self, count: &Tensor) -> Tensor {
+        (self.0)(count)
+    }
+
+    /// The value at step `step`, computed now.
+    pub fn at(&self, step: i32) -> Result<f32> {
+        let v = self.value(&Tensor::scalar(step)).astype(DType::F32);
+        Ok(v.to_vec::<f32>()?.first().copied().unwrap_or(f32::NAN))
+    }
+}
+
+/// The count as `f32` (exact below 2^24 steps): the schedules' arithmetic, as optax's int32
+/// count divided by Python numbers is.
+fn steps(count: &Tensor) -> Tensor {
+    count.astype(DType::F32)
+}
+
+/// `value` at every step (`optax.constant_schedule`).
+pub fn constant_schedule(value: f64) -> Schedule {
+    Schedule::new(move |_| Tensor::full(DType::F32, Vec::<usize>::new(), value))
+}
+
+/// From `init_value` to `end_value` linearly over `transition_steps` steps starting at step
+/// `transition_begin`, constant before and after (`optax.linear_schedule`); a linear warm-up
+/// from 0 is `linear_schedule(0.0, peak, warmup_steps, 0)`. `transition_steps == 0` gives
+/// `init_value` throughout.
+pub fn linear_schedule(
+    init_value: f64,
+    end_value: f64,
+    transition_steps: u32,
+    transition_begin: u32,
+) -> Schedule {
+    if transition_steps == 0 {
+        return constant_schedule(init_value);
+    }
+    let (n, begin) = (f64::from(transition_steps), f64::from(transition_begin));
+    Schedule::new(move |count| {
+        let count = (steps(count) - begin).clip(0.0, n);
+        let frac = -(count / n) + 1.0;
+        frac * (init_value - end_value) + end_value
+    })
+}
+
+/// `init_value * ((1 - alpha) * (0.5 * (1 + cos(pi * min(t, decay_steps) / decay_steps)))
+/// ^ exponent + alpha)` (`optax.cosine_decay_schedule`): from `init_value` down to
+/// `alpha * init_value` at `decay_steps`, then constant. `decay_steps == 0` gives `init_value`.
+pub fn cosine_decay_schedule(
+    init_value: f64,
+    decay_steps: u32,
+    alpha: f64,
+    exponent: f64,
+) -> Schedule {
+    if decay_steps == 0 {
+        return constant_schedule(init_value);
+    }
+    let n = f64::from(decay_steps);
+    Schedule::new(move |count| {
+        let count = steps(count).minimum(n);
+        let cosine = ((count * PI / n).cos() + 1.0) * 0.5;
+        let decayed = cosine.pow(exponent) * (1.0 - alpha) + alpha;
+        decayed * init_value
+    })
+}
+
+/// `schedules[0]` until `boundaries[0]`, then `schedules[1]` counted from that boundary, and
+/// so on (`optax.join_schedules`); there is one boundary fewer than schedules.
+pub fn join_schedules(schedules: Vec<Schedule>, boundaries: Vec<u32>) -> Schedule {
+    Schedule::new(move |count| {
+        let Some((first, rest)) = schedules.split_first() else {
+            return Tensor::zeros(DType::F32, Vec::<usize>::new());
+        };
+        let mut out = first.value(count);
+        for (&b, s) in boundaries.iter().zip(rest) {
+            let boundary = f64::from(b);
+            let later = s.value(&(count - boundary));
+            out = count.less(boundary).select(&out, &later);
+        }
+        out
+    })
+}
+
+/// A linear warm-up from `init_value` to `peak_value` over `warmup_steps`, then a cosine
+/// decay to `end_value` at step `decay_steps` (counted from 0, warm-up included)
+/// (`optax.warmup_cosine_decay_schedule`).
+pub fn warmup_cosine_decay_schedule(
+    init_value: f64,
+    peak_value: f64,
+    warmup_steps: u32,
+    decay_steps: u32,
+    end_value: f64,
+    exponent: f64,
+) -> Schedule {
+    let alpha = if peak_value == 0.0 {
+        0.0
+    } else {
+        end_value / peak_value
+    };
+    join_schedules(
+        vec![
+            linear_schedule(init_value, peak_value, warmup_steps, 0),
+            cosine_decay_schedule(
+                peak_value,
+                decay_steps.saturating_sub(warmup_steps),
+                alpha,
+                exponent,
+            ),
+        ],
+        vec![warmup_steps],
+    )
+}
+
+/// A learning rate: a number, or a [`Schedule`] of the step count. Optimizers take
+/// `impl Into<LearningRate>`, so `adam(1e-3, ..)` and `adam(cosine_decay_schedule(..), ..)`
+/// both work.
+#[derive(Clone, Debug)]
+pub enum LearningRate {
+    Constant(f64),
+    Schedule(Schedule),
+}
+
+impl From<f64> for LearningRate {
+    fn from(v: f64) -> LearningRate {
+        LearningRate::Constant(v)
+    }
+}
+
+impl From<Schedule> for LearningRate {
+    fn from(s: Schedule) -> LearningRate {
+        LearningRate::Schedule(s)
+    }
+}
+
+/// The state of a transformation that counts steps: how many updates it has made.
+#[derive(Clone, Debug)]
+pub struct CountState {
+    /// An `i32` scalar.
+    pub count: Tensor,
+}
+
+impl Tree for CountState {
+    fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef {
+        TreeDef::Node(vec![self.count.flatten(leaves)])
+    }
+
+    fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        let c = def.children(1)?;
+        Ok(CountState {
+            count: Tensor::unflatten(&c[0], leaves)?,
+        })
+    }
+}
+
+/// Multiplies updates by `-lr` (`optax.scale_by_learning_rate`): gradients become descent
+/// steps. Its state is a step count for a schedule, `None` for a constant rate.
+#[derive(Clone, Debug)]
+pub struct ScaleByLearningRate {
+    lr: LearningRate,
+}
+
+/// Updates times `-learning_rate` (a number or a [`Schedule`]).
+pub fn scale_by_learning_rate(learning_rate: impl Into<LearningRate>) -> ScaleByLearningRate {
+    ScaleByLearningRate {
+        lr: learning_rate.into(),
+    }
+}
+
+/// A step count only for a schedule: a constant rate keeps no state (as in optax).
+impl<P: Tree> GradientTransformation<P> for ScaleByLearningRate {
+    type State = Option<CountState>;
+
+    fn init(&self, _: &P) -> Option<CountState> {
+        match self.lr {
+            LearningRate::Constant(_) => None,
+            LearningRate::Schedule(_) => Some(CountState {
+                count: zero_count(),
+            }),
+        }
+    }
+
+    fn update(&self, updates: &P, state: &Option<CountState>, _: &P) -> (P, Option<CountState>) {
+        let result = leaves_of(updates, []).and_then(|(def, g, [])| {
+            let (scaled, next) = match (&self.lr, state) {
+                (LearningRate::Constant(lr), None) => (g.iter().map(|g| g * -lr).collect(), None),
+                (LearningRate::Schedule(s), Some(CountState { count })) => {
+                    let step = -s.value(count);
+                    let scaled = g.iter().map(|g| g * step.astype(g.dtype())).collect();
+                    let count = increment(count);
+                    (scaled, Some(CountState { count }))
+                }
+                (_, state) => {
+                    return Err(Error::Tree {
+                        expected: match self.lr {
+                            LearningRate::Constant(_) => "no state for a constant learning rate",
+                            LearningRate::Schedule(_) => "a step count for a schedule",
+                        }
+                        .into(),
+                        found: if state.is_some() {
+                            "a step count"
+                        } else {
+                            "None"
+                        }
+                        .into(),
+                    })
+                }
+            };
+            Ok((tree_unflatten(&def, scaled)?, next))
+        });
+        or_failed(result, updates, state)
+    }
+}

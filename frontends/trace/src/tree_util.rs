@@ -1,0 +1,143 @@
+//! Functions over whole trees (`jax.tree` / `jax.tree_util`): mapping leaves of one or several
+//! trees of one structure, flattening, zeros of a tree's shape, sums and norms. Optimizers and
+//! training steps are written with them instead of by hand per parameter.
+//!
+//! Functions over several trees compare their structures first and return
+//! [`Error::Tree`] naming both when they differ; functions over one tree cannot fail.
+
+use crate::tensor::Inner;
+use crate::{Error, Result, Tensor, Tree, TreeDef};
+use ferrax_ir::DType;
+use std::sync::Arc;
+
+/// The leaves of `tree` and its structure (`jax.tree.flatten`).
+pub fn tree_flatten<T: Tree>(tree: &T) -> (Vec<Tensor>, TreeDef) {
+    let mut leaves = Vec::new();
+    let def = tree.flatten(&mut leaves);
+    (leaves, def)
+}
+
+/// Rebuilds a tree of structure `def` from exactly `def`'s number of leaves
+/// (`jax.tree.unflatten`).
+pub fn tree_unflatten<T: Tree>(def: &TreeDef, leaves: Vec<Tensor>) -> Result<T> {
+    let want = def.num_leaves();
+    if leaves.len() != want {
+        return Err(Error::Tree {
+            expected: format!("{want} leaves for {def}"),
+            found: format!("{} leaves", leaves.len()),
+        });
+    }
+    T::unflatten(def, &mut leaves.into_iter())
+}
+
+/// The leaves of `tree`, in flattening order (`jax.tree.leaves`).
+pub fn tree_leaves<T: Tree>(tree: &T) -> Vec<Tensor> {
+    tree.leaves()
+}
+
+/// The structure of `tree` (`jax.tree.structure`).
+pub fn tree_structure<T: Tree>(tree: &T) -> TreeDef {
+    tree_flatten(tree).1
+}
+
+/// Rebuilds `def` from its own flattening's leaves: cannot fail for a lawful [`Tree`].
+fn rebuild<T: Tree>(def: &TreeDef, leaves: Vec<Tensor>) -> T {
+    tree_unflatten(def, leaves)
+        .unwrap_or_else(|e| unreachable!("a Tree does not rebuild from its own flattening: {e}"))
+}
+
+/// `tree` with `f` applied to every leaf (`jax.tree.map` over one tree).
+pub fn tree_map<T: Tree>(tree: &T, mut f: impl FnMut(&Tensor) -> Tensor) -> T {
+    let (leaves, def) = tree_flatten(tree);
+    rebuild(&def, leaves.iter().map(&mut f).collect())
+}
+
+/// The leaves of `tree`, which must have structure `def` (`what` names it in the error).
+pub(crate) fn leaves_matching<T: Tree>(def: &TreeDef, tree: &T, what: &str) -> Result<Vec<Tensor>> {
+    let (leaves, d) = tree_flatten(tree);
+    if d != *def {
+        return Err(Error::Tree {
+            expected: format!("{what} to have the structure {def}"),
+            found: d.to_string(),
+        });
+    }
+    Ok(leaves)
+}
+
+/// `f` applied to the leaves of `a` and `b` pairwise, in `a`'s structure (`jax.tree.map(f, a,
+/// b)`); `a` and `b` may be different types of one structure (`TreeDef`).
+pub fn tree_map2<A: Tree, B: Tree>(
+    a: &A,
+    b: &B,
+    mut f: impl FnMut(&Tensor, &Tensor) -> Tensor,
+) -> Result<A> {
+    let (la, def) = tree_flatten(a);
+    let lb = leaves_matching(&def, b, "the second tree")?;
+    tree_unflatten(&def, la.iter().zip(&lb).map(|(x, y)| f(x, y)).collect())
+}
+
+/// `f` applied to the leaves at each position of all `trees` (at least one), in their shared
+/// structure (`jax.tree.map(f, *trees)`).
+pub fn tree_map_n<T: Tree>(trees: &[&T], mut f: impl FnMut(&[Tensor]) -> Tensor) -> Result<T> {
+    let Some((first, rest)) = trees.split_first() else {
+        return Err(Error::Tree {
+            expected: "at least one tree".into(),
+            found: "none".into(),
+        });
+    };
+    let (l0, def) = tree_flatten(*first);
+    let others = rest
+        .iter()
+        .enumerate()
+        .map(|(i, t)| leaves_matching(&def, *t, &format!("tree {}", i + 1)))
+        .collect::<Result<Vec<_>>>()?;
+    let out = (0..l0.len())
+        .map(|k| {
+            let column: Vec<Tensor> = std::iter::once(l0[k].clone())
+                .chain(others.iter().map(|l| l[k].clone()))
+                .collect();
+            f(&column)
+        })
+        .collect();
+    tree_unflatten(&def, out)
+}
+
+/// Zeros of the shape and dtype of every leaf (`jax.tree.map(jnp.zeros_like, tree)`).
+pub fn zeros_like<T: Tree>(tree: &T) -> T {
+    tree_map(tree, |x| Tensor::zeros(x.dtype(), x.shape().to_vec()))
+}
+
+/// The sum of every element of every leaf, as a scalar of the first leaf's dtype (f32 for a
+/// tree without leaves). Leaves of other dtypes are converted to it.
+pub fn tree_sum<T: Tree>(tree: &T) -> Tensor {
+    sum_of(tree.leaves(), |x| x.sum(..))
+}
+
+/// `sqrt(sum of squares of every element)`: the L2 norm of all leaves together
+/// (`optax.global_norm`), a scalar of the first leaf's dtype.
+pub fn global_norm<T: Tree>(tree: &T) -> Tensor {
+    sum_of(tree.leaves(), |x| x.square().sum(..)).sqrt()
+}
+
+/// `f` of each leaf, summed in leaf order.
+fn sum_of(leaves: Vec<Tensor>, f: impl Fn(&Tensor) -> Tensor) -> Tensor {
+    let dtype = leaves.first().map_or(DType::F32, Tensor::dtype);
+    leaves
+        .iter()
+        .map(|x| f(x).astype(dtype))
+        .reduce(|a, b| a + b)
+        .unwrap_or_else(|| Tensor::zeros(dtype, Vec::<usize>::new()))
+}
+
+/// A tree like `tree` whose every leaf fails with `error`: how functions that return trees
+/// rather than `Result`s (so that they can run inside `jit`) report structure errors, which
+/// then surface from `jit`, `trace` or `Tensor::to_array` like any failed operation.
+pub(crate) fn failed_like<T: Tree>(tree: &T, error: Error) -> T {
+    let error = Arc::new(error);
+    tree_map(tree, |l| {
+        Tensor(Inner::Failed {
+            error: error.clone(),
+            ty: l.ty().clone(),
+        })
+    })
+}
