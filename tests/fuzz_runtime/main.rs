@@ -22,6 +22,7 @@
 //! `tests/fuzz_runtime_regressions.rs`.
 #![allow(clippy::unwrap_used)]
 
+#[path = "../common/mod.rs"]
 mod common;
 
 use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
