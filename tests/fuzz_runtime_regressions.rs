@@ -1,4 +1,4 @@
-//! Programs `tests/fuzz_runtime.rs` found the backends mishandling (issue #26): each must now
+//! Programs `tests/fuzz_runtime/` found the backends mishandling (issue #26): each must now
 //! compile for the CPU and the emulated GPU and compute the interpreter's results.
 #![allow(clippy::unwrap_used)]
 
