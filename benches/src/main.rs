@@ -453,7 +453,11 @@ fn main() -> Result<()> {
     }
     if args.want("compile_chain_100000") {
         let x = normal(&[1024], 11);
-        compile_phases("compile_chain_100000", |x: Tensor| tanh_chain(x, 100000), &x)?;
+        compile_phases(
+            "compile_chain_100000",
+            |x: Tensor| tanh_chain(x, 100000),
+            &x,
+        )?;
     }
     for steps in [100, 1000, 10000] {
         let name = format!("compile_varied_grad_chain_{steps}");
