@@ -1,7 +1,8 @@
 //! ferrax's tracing frontend: the [`Tensor`] users program against, pytrees ([`Tree`]),
 //! [`trace`] (`jax.make_jaxpr`), [`jit`], the autodiff transforms ([`grad`], [`jvp`], ...), tree
-//! utilities ([`tree_map`], ...) and optimizers ([`optim`]).
+//! utilities ([`tree_map`], ...), optimizers ([`optim`]) and [`checkpoint`]s.
 
+pub mod checkpoint;
 mod device;
 mod dump;
 mod error;

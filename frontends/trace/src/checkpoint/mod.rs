@@ -1,0 +1,253 @@
+//! Checkpoints: any [`Tree`] of parameters or optimizer state saved to and loaded from the files
+//! the rest of the ecosystem reads, so that training can stop and resume, and weights move
+//! between ferrax, NumPy, JAX and PyTorch.
+//!
+//! - **safetensors** ([`save_safetensors`], [`load_safetensors`]): the model ecosystem's format,
+//!   a JSON header and raw little-endian data, read and written through the `safetensors` crate.
+//! - **`.npz`** ([`save_npz`], [`load_npz`]): NumPy's zip of `.npy` files (`numpy.savez`),
+//!   written stored (uncompressed) by hand; `numpy.savez_compressed` files are an `Err`.
+//! - **`.npy`** ([`save_npy`], [`load_npy`]): one array.
+//!
+//! Tensors are named by their leaf's path in the tree, as JAX's
+//! `keystr(path, simple=True, separator=".")` names them: a `BTreeMap` key is its key, an
+//! element of a `Vec`, tuple, array, `Option` or derived struct its position (`TreeDef` does not
+//! record field names, so `AdamState { count, mu, nu }` is `0`, `1.…`, `2.…`); a tree that is a
+//! single tensor is named `0`. So `{"layers": [{"b": .., "w": ..}]}` saves `layers.0.b` and
+//! `layers.0.w`, which Python reads as `flatten_dict(params, sep=".")` names.
+//!
+//! Loading takes a template tree (flax's `restore(target)`): its structure, names, dtypes and
+//! shapes say what the file must hold, and any difference (a missing or extra tensor, another
+//! dtype or shape, a truncated or malformed file) is a [`CheckpointError`] naming the tensor;
+//! nothing read from a file can panic or allocate more than the file holds. Templates may be
+//! data-less ([`Tensor::spec`]).
+//!
+//! Every dtype ferrax has is supported. NumPy has no bfloat16: `.npy` stores bf16 as `<V2`,
+//! which is what NumPy itself writes for an `ml_dtypes.bfloat16` array (read it in Python with
+//! `.view(ml_dtypes.bfloat16)`), and a `V2` array reads back as bf16.
+
+mod data;
+mod npy;
+mod npz;
+mod safetensors;
+
+pub use self::safetensors::{
+    load_safetensors, read_safetensors, safetensors_from_bytes, safetensors_to_bytes,
+    save_safetensors,
+};
+pub use npy::{load_npy, npy_from_bytes, npy_to_bytes, save_npy};
+pub use npz::{load_npz, npz_from_bytes, npz_to_bytes, read_npz, save_npz};
+
+use crate::{tree_flatten, tree_unflatten, Tensor, Tree, TreeDef};
+use ferrax_ir::DType;
+use ferrax_runtime::Array;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Why a checkpoint could not be saved or loaded. Errors about one tensor name it by its path.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file ends before the data its header promises.
+    #[error("truncated {format} file: {what}")]
+    Truncated { format: &'static str, what: String },
+    /// A header (or zip directory) that does not parse or is inconsistent.
+    #[error("bad {format} header: {message}")]
+    Header {
+        format: &'static str,
+        message: String,
+    },
+    #[error("tensor `{name}` is in the template but not in the file")]
+    Missing { name: String },
+    #[error("tensor `{name}` is in the file but not in the template")]
+    Extra { name: String },
+    #[error("tensor `{name}`: expected dtype {expected}, the file has {found}")]
+    DType {
+        name: String,
+        expected: DType,
+        found: String,
+    },
+    #[error("tensor `{name}`: expected shape {expected:?}, the file has {found:?}")]
+    Shape {
+        name: String,
+        expected: Vec<usize>,
+        found: Vec<usize>,
+    },
+    /// Data that is present but invalid (a checksum, a bool byte) or a feature not supported.
+    #[error("tensor `{name}`: {message}")]
+    Data { name: String, message: String },
+    #[error("two leaves of the tree have the path `{name}`")]
+    Duplicate { name: String },
+    /// A leaf to save without data (a tracer, a spec or a failed operation).
+    #[error("leaf `{name}` has no data to save: {source}")]
+    Leaf {
+        name: String,
+        #[source]
+        source: crate::Error,
+    },
+    #[error("tensor `{name}` needs {bytes} bytes, more than can be allocated")]
+    TooLarge { name: String, bytes: u64 },
+    #[error(transparent)]
+    Tree(#[from] crate::Error),
+}
+
+pub type Result<T, E = CheckpointError> = std::result::Result<T, E>;
+
+/// The path of every leaf of `tree`, in flattening order, as checkpoints name them.
+pub fn tree_paths<T: Tree>(tree: &T) -> Vec<String> {
+    def_paths(&tree_flatten(tree).1)
+}
+
+fn def_paths(def: &TreeDef) -> Vec<String> {
+    fn walk(def: &TreeDef, prefix: &mut Vec<String>, out: &mut Vec<String>) {
+        match def {
+            TreeDef::Leaf if prefix.is_empty() => out.push("0".into()),
+            TreeDef::Leaf => out.push(prefix.join(".")),
+            TreeDef::None | TreeDef::Static(_) => {}
+            TreeDef::Node(c) => c.iter().enumerate().for_each(|(i, d)| {
+                prefix.push(i.to_string());
+                walk(d, prefix, out);
+                prefix.pop();
+            }),
+            TreeDef::Dict(c) => c.iter().for_each(|(k, d)| {
+                prefix.push(k.clone());
+                walk(d, prefix, out);
+                prefix.pop();
+            }),
+        }
+    }
+    let mut out = Vec::new();
+    walk(def, &mut Vec::new(), &mut out);
+    out
+}
+
+/// The first path that occurs twice (keys containing `.` can collide with nested ones).
+fn check_unique(names: &[String]) -> Result<()> {
+    let mut seen = BTreeSet::new();
+    match names.iter().find(|n| !seen.insert(n.as_str())) {
+        Some(name) => Err(CheckpointError::Duplicate { name: name.clone() }),
+        None => Ok(()),
+    }
+}
+
+/// The leaves of `tree` with data, named by path.
+fn named_arrays<T: Tree>(tree: &T) -> Result<Vec<(String, Array)>> {
+    let (leaves, def) = tree_flatten(tree);
+    let names = def_paths(&def);
+    check_unique(&names)?;
+    names
+        .into_iter()
+        .zip(leaves)
+        .map(|(name, leaf)| match leaf.into_array() {
+            Ok(a) => Ok((name, a)),
+            Err(source) => Err(CheckpointError::Leaf { name, source }),
+        })
+        .collect()
+}
+
+/// One tensor as a file holds it: little-endian, row-major bytes (converted where the file
+/// stores otherwise).
+struct Stored<'a> {
+    dtype: DType,
+    shape: Vec<usize>,
+    data: Cow<'a, [u8]>,
+}
+
+/// A tensor as read, before checking against a template: its dtype may be one ferrax lacks.
+type Found<'a> = std::result::Result<Stored<'a>, String>;
+
+/// Builds a tree like `template` from the tensors of a file, checking names, dtypes and
+/// shapes before decoding any data.
+fn assemble<T: Tree>(template: &T, mut found: BTreeMap<String, Found<'_>>) -> Result<T> {
+    let (leaves, def) = tree_flatten(template);
+    let names = def_paths(&def);
+    check_unique(&names)?;
+    let mut checked = Vec::with_capacity(names.len());
+    for (name, leaf) in names.iter().zip(&leaves) {
+        let Some(stored) = found.remove(name) else {
+            return Err(CheckpointError::Missing { name: name.clone() });
+        };
+        let dtype_error = |found: String| CheckpointError::DType {
+            name: name.clone(),
+            expected: leaf.dtype(),
+            found,
+        };
+        let stored = stored.map_err(dtype_error)?;
+        if stored.dtype != leaf.dtype() {
+            return Err(dtype_error(stored.dtype.to_string()));
+        }
+        if stored.shape != leaf.shape() {
+            return Err(CheckpointError::Shape {
+                name: name.clone(),
+                expected: leaf.shape().to_vec(),
+                found: stored.shape,
+            });
+        }
+        checked.push((name, stored));
+    }
+    if let Some(name) = found.into_keys().next() {
+        return Err(CheckpointError::Extra { name });
+    }
+    let tensors = checked
+        .into_iter()
+        .map(|(name, s)| data::decode(name, s.dtype, &s.shape, &s.data).map(Tensor::new))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(tree_unflatten(&def, tensors)?)
+}
+
+/// Every tensor of a file, as a map from name to tensor (a tree itself); a dtype ferrax lacks
+/// is an error naming the tensor.
+fn assemble_all(found: BTreeMap<String, Found<'_>>) -> Result<BTreeMap<String, Tensor>> {
+    found
+        .into_iter()
+        .map(|(name, stored)| match stored {
+            Ok(s) => {
+                let array = data::decode(&name, s.dtype, &s.shape, &s.data)?;
+                Ok((name, Tensor::new(array)))
+            }
+            Err(found) => Err(CheckpointError::Data {
+                message: format!("dtype {found} has no ferrax dtype"),
+                name,
+            }),
+        })
+        .collect()
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
+    move |source| CheckpointError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The whole file, allocated fallibly.
+fn read_file(path: &Path) -> Result<Vec<u8>> {
+    let mut file = std::fs::File::open(path).map_err(io_error(path))?;
+    let len = file.metadata().map_err(io_error(path))?.len();
+    let mut buf = Vec::new();
+    usize::try_from(len)
+        .ok()
+        .and_then(|n| buf.try_reserve_exact(n).ok())
+        .ok_or_else(|| CheckpointError::TooLarge {
+            name: path.display().to_string(),
+            bytes: len,
+        })?;
+    file.read_to_end(&mut buf).map_err(io_error(path))?;
+    Ok(buf)
+}
+
+/// Writes `bytes` to a sibling file and renames it over `path`, so that a crash mid-write
+/// leaves any previous checkpoint whole.
+fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    std::fs::write(&partial, bytes).map_err(io_error(&partial))?;
+    std::fs::rename(&partial, path).map_err(io_error(path))
+}
