@@ -1,4 +1,38 @@
-//! Neural-network helpers (`jax.nn`), written with tensor methods so they trace to plain IR.
+//! Neural-network layers and helpers (`jax.nn`, with the layers flax and optax provide), as
+//! plain functions over [`Tensor`]s and parameter [`Tree`](crate::Tree)s in the style of JAX's
+//! functional libraries: no module objects, no hidden state. A model's parameters are a tree
+//! (of [`Linear`]s, [`Attention`]s, `BTreeMap`s, derived structs) that `jit`, `grad` and
+//! [`optim`](crate::optim) take as they are, and a layer is a function of its inputs and its
+//! parameters. Everything is written with tensor methods, so it traces to plain IR that the
+//! compiler fuses (a layer norm or a softmax becomes one row kernel), and its derivatives are
+//! autodiff's. Initializers ([`initializers`]) draw parameters eagerly on the host.
+//!
+//! ```
+//! use ferrax_ir::DType;
+//! use ferrax_trace::{nn, Tensor};
+//! use ferrax_trace::nn::initializers;
+//! let layer = nn::Linear {
+//!     w: initializers::glorot_uniform().init(0, [4, 3], DType::F32),
+//!     b: Some(initializers::zeros().init(0, [3], DType::F32)),
+//! };
+//! let x = Tensor::ones(DType::F32, [2, 4]);
+//! let y = nn::gelu(&nn::layer_norm(&nn::linear(&x, &layer), &Tensor::scalar(1.0f32),
+//!                                  &Tensor::scalar(0.0f32), 1e-5), true);
+//! assert_eq!(y.shape(), [2, 3]);
+//! ```
+
+mod activation;
+mod attention;
+pub mod initializers;
+mod linear;
+mod loss;
+mod norm;
+
+pub use activation::{erf, erfc, gelu, silu};
+pub use attention::{causal_self_attention, Attention};
+pub use linear::{linear, Linear};
+pub use loss::{accuracy, softmax_cross_entropy_with_integer_labels};
+pub use norm::{layer_norm, rms_norm};
 
 use crate::ops::Axes;
 use crate::Tensor;

@@ -1,0 +1,96 @@
+//! Causal multi-head self-attention as GPT-2 (and `../shared/bench/workloads.md`'s GPT)
+//! defines it: one fused `qkv` projection with a bias, heads of `D / H`, scores scaled by
+//! `1 / sqrt(D / H)` and masked with `-inf` above the diagonal, a softmax, and an output
+//! projection with a bias. Written with tensor methods, so the masks and reshapes trace to
+//! plain IR and the softmax fuses into one row kernel.
+
+use super::linear::{linear, Linear};
+use super::softmax;
+use crate::{Result, Tensor, Tree, TreeDef};
+use ferrax_ir::{DType, TensorType};
+use std::panic::Location;
+
+/// The parameters of [`causal_self_attention`]: `qkv` maps `D` to `3D` (queries, keys and
+/// values side by side, in that order), `proj` maps `D` to `D`.
+#[derive(Clone, Debug)]
+pub struct Attention {
+    pub qkv: Linear,
+    pub proj: Linear,
+}
+
+impl Tree for Attention {
+    fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef {
+        TreeDef::Node(vec![self.qkv.flatten(leaves), self.proj.flatten(leaves)])
+    }
+
+    fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        let c = def.children(2)?;
+        Ok(Attention {
+            qkv: Linear::unflatten(&c[0], leaves)?,
+            proj: Linear::unflatten(&c[1], leaves)?,
+        })
+    }
+}
+
+/// Causal self-attention over `x` of shape `[B, T, D]` (or `[T, D]`) with `heads` heads:
+/// position `i` attends to positions `0..=i`. The result has `x`'s shape.
+#[track_caller]
+pub fn causal_self_attention(x: &Tensor, params: &Attention, heads: usize) -> Tensor {
+    let location = Location::caller();
+    if x.ndim() == 2 {
+        return attend(&x.expand_dims(0), params, heads, location).squeeze(0);
+    }
+    attend(x, params, heads, location)
+}
+
+fn attend(
+    x: &Tensor,
+    params: &Attention,
+    heads: usize,
+    location: &'static Location<'static>,
+) -> Tensor {
+    let fail = |message: String| {
+        Tensor::failed(
+            location,
+            format!("causal_self_attention: {message}"),
+            TensorType::new(x.dtype(), x.shape().to_vec()),
+        )
+    };
+    if x.error().is_some() {
+        return x.clone();
+    }
+    let &[b, t, d] = x.shape() else {
+        return fail(format!("x {} must be [batch, time, features]", x.ty()));
+    };
+    if heads == 0 || d % heads != 0 {
+        return fail(format!("{d} features do not split into {heads} heads"));
+    }
+    let head = d / heads;
+    let qkv = linear(x, &params.qkv);
+    if qkv.error().is_none() && qkv.shape() != [b, t, 3 * d] {
+        return fail(format!(
+            "the qkv projection gives {}, not [{b}, {t}, {}]",
+            qkv.ty(),
+            3 * d
+        ));
+    }
+    // [B, T, 3D] -> three [B, H, T, D/H].
+    let split = |i: usize| {
+        qkv.slice(&[0, 0, i * d], &[b, t, (i + 1) * d])
+            .reshape([b, t, heads, head])
+            .transpose([0, 2, 1, 3])
+    };
+    let (q, k, v) = (split(0), split(1), split(2));
+    let scores = q.matmul(&k.transpose([0, 1, 3, 2])) / (head as f64).sqrt();
+    let (row, col) = (
+        Tensor::iota(DType::I32, [t, t], 0),
+        Tensor::iota(DType::I32, [t, t], 1),
+    );
+    let causal = row.greater_equal(col);
+    let weights = softmax(&causal.select(&scores, f64::NEG_INFINITY), -1);
+    let y = weights
+        .matmul(&v)
+        .transpose([0, 2, 1, 3])
+        .reshape([b, t, d]);
+    linear(&y, &params.proj)
+}

@@ -1,0 +1,63 @@
+//! Classification losses and metrics against integer labels, as optax computes them: labels
+//! are indices, so no one-hot matrix of the vocabulary's size is built.
+
+use crate::tensor::Tensor;
+use ferrax_ir::{DType, TensorType};
+use std::panic::Location;
+
+/// The per-example cross-entropy `logsumexp(logits) - logits[label]` over the last axis
+/// (`optax.softmax_cross_entropy_with_integer_labels`): `logits` `[.., classes]`, `labels`
+/// integer `[..]`; the result has the labels' shape. The maximum is subtracted first and held
+/// constant under differentiation, so large logits neither overflow nor change the gradient.
+#[track_caller]
+pub fn softmax_cross_entropy_with_integer_labels(logits: &Tensor, labels: &Tensor) -> Tensor {
+    let op = "softmax_cross_entropy_with_integer_labels";
+    let ty = TensorType::new(logits.dtype(), labels.shape().to_vec());
+    if let Some(failed) = check_labels(op, logits, labels, ty) {
+        return failed;
+    }
+    let shifted = logits - logits.max_keepdims(-1).stop_gradient();
+    let label_logits = shifted
+        .take_along_axis(&labels.expand_dims(-1), -1)
+        .squeeze(-1);
+    let log_normalizers = shifted.exp().sum(-1).log();
+    log_normalizers - label_logits
+}
+
+/// The fraction of rows whose largest logit is at the label's index, as an f32 scalar (the
+/// first maximum on ties, as `jnp.argmax`).
+#[track_caller]
+pub fn accuracy(logits: &Tensor, labels: &Tensor) -> Tensor {
+    if let Some(failed) = check_labels("accuracy", logits, labels, TensorType::scalar(DType::F32)) {
+        return failed;
+    }
+    let predicted = logits.argmax(-1);
+    predicted
+        .equal(labels.astype(predicted.dtype()))
+        .astype(DType::F32)
+        .mean(..)
+}
+
+/// A failed tensor of type `ty` unless `labels` is an integer tensor of `logits`' shape
+/// without its last axis (or an operand has failed already: operations pass that on).
+#[track_caller]
+fn check_labels(op: &str, logits: &Tensor, labels: &Tensor, ty: TensorType) -> Option<Tensor> {
+    if logits.error().is_some() || labels.error().is_some() {
+        return None;
+    }
+    let shape = logits.shape();
+    let message = if logits.ndim() == 0 {
+        format!("{op}: logits {} need a class axis", logits.ty())
+    } else if !labels.dtype().is_int() {
+        format!("{op}: labels {} must be integers", labels.ty())
+    } else if labels.shape() != &shape[..shape.len() - 1] {
+        format!(
+            "{op}: labels {} must have the shape of logits {} without its last axis",
+            labels.ty(),
+            logits.ty()
+        )
+    } else {
+        return None;
+    };
+    Some(Tensor::failed(Location::caller(), message, ty))
+}
