@@ -20,6 +20,10 @@ use ferrax::{grad, jit, nn, DType, Error, Func, Result, Tensor, Tree};
 use std::sync::Arc;
 use std::time::Instant;
 
+// The w9 GPT, shared with examples/train_gpt.rs and tests/gpt.rs (not all of it used here).
+#[allow(dead_code)]
+mod gpt;
+
 struct Args {
     only: Vec<String>,
     reps: usize,
@@ -595,6 +599,24 @@ fn main() -> Result<()> {
                 Some(2.0 * gathered + table_bytes),
                 None,
             );
+        }
+    }
+    if args.want("w9_compile_gpt_step") || args.want("w9_gpt_step") {
+        use ferrax::optim::GradientTransformation;
+        let (c, opt) = (gpt::Config::W9, gpt::optimizer(3e-4));
+        let params = gpt::init(&c, 0);
+        let state = opt.init(&params);
+        let idx = uniform_indices(&[c.batch, c.time], c.vocab, 12);
+        let tgt = uniform_indices(&[c.batch, c.time], c.vocab, 13);
+        let xs = (params, state, idx, tgt);
+        if args.want("w9_compile_gpt_step") {
+            let step = gpt::train_step(c, opt.clone());
+            compile_phases("w9_compile_gpt_step", step, &xs)?;
+        }
+        if args.want("w9_gpt_step") {
+            let f = jit(gpt::train_step(c, opt));
+            let t = timed(reps, || f.call(xs.clone()).map(drop))?;
+            emit("w9_gpt_step", t, None, Some(c.flops()));
         }
     }
     Ok(())
