@@ -161,6 +161,10 @@ pub fn train_step(
 
 /// A deterministic synthetic corpus: a sentence's bytes (below `vocab`) repeated. Its
 /// structure (a few dozen distinct bytes in a fixed order) is learnable in a few dozen steps.
+#[allow(
+    dead_code,
+    reason = "the example and the test train on it; the benchmark times uniform tokens, as JAX's does"
+)]
 pub fn corpus(vocab: usize, len: usize) -> Vec<i32> {
     let text = b"the quick brown fox jumps over the lazy dog, then naps in the sun. ";
     text.iter()
@@ -172,6 +176,7 @@ pub fn corpus(vocab: usize, len: usize) -> Vec<i32> {
 
 /// Batch `step` of `corpus`: `c.batch` windows of `c.time + 1` tokens at offsets that move
 /// with the step and row; token ids and the targets one position later.
+#[allow(dead_code, reason = "as for `corpus`")]
 pub fn batch(c: &Config, corpus: &[i32], step: usize) -> (Tensor, Tensor) {
     let span = corpus.len().saturating_sub(c.time + 1).max(1);
     let (mut idx, mut tgt) = (Vec::new(), Vec::new());
