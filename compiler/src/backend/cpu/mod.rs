@@ -9,7 +9,7 @@ mod launch;
 mod matmul;
 pub mod support;
 
-use crate::backend::gemm::{plan_gemm, Gemm};
+use crate::backend::gemm::{plan_gemm, plan_permuted_gemm, Gemm};
 use crate::backend::liveness::{liveness, Liveness, MemoryReport, StepValues};
 use crate::fuse::{listing, partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
@@ -41,7 +41,9 @@ pub enum BackendError {
 
 enum ExecStep {
     Kernel(usize),
-    Gemm(usize, Gemm),
+    /// A matrix product on `gemm`, its operands first permuted into batched-matrix layout
+    /// where the `Permutes` say so (batch dimensions that do not lead, as in attention).
+    Gemm(usize, Gemm, Option<Box<Permutes>>),
     /// A gather or scatter, by `indexing` where it takes the dtype, else the interpreter.
     Gather(usize, Gather),
     Scatter(usize, Scatter),
@@ -64,6 +66,9 @@ pub struct CpuExecutable {
     pool: Mutex<HashMap<(DType, usize), Vec<Elements>>>,
 }
 
+/// The permutations of a product's operands (lhs, rhs) that its GEMM reads.
+type Permutes = (Vec<usize>, Vec<usize>);
+
 /// The live value `v` of a run.
 fn live(values: &[Option<Array>], v: ValueId) -> Result<Array, RuntimeError> {
     values[v.index()]
@@ -75,7 +80,7 @@ fn live(values: &[Option<Array>], v: ValueId) -> Result<Array, RuntimeError> {
 fn step_values(func: &Func, kernels: &[Kernel], step: &ExecStep) -> StepValues {
     match *step {
         ExecStep::Op(i)
-        | ExecStep::Gemm(i, _)
+        | ExecStep::Gemm(i, ..)
         | ExecStep::Gather(i, _)
         | ExecStep::Scatter(i, _) => StepValues {
             reads: func.body[i].args.clone(),
@@ -117,9 +122,15 @@ impl CpuExecutable {
                 Step::Op { index } => {
                     let step = match &func.body[index].op {
                         Op::DotGeneral(dims) => {
-                            match plan_gemm(func, index, dims, &[DType::F32, DType::F64]) {
-                                Some(g) => ExecStep::Gemm(index, g),
-                                None => ExecStep::Op(index),
+                            let dtypes = [DType::F32, DType::F64];
+                            match plan_gemm(func, index, dims, &dtypes) {
+                                Some(g) => ExecStep::Gemm(index, g, None),
+                                None => match plan_permuted_gemm(func, index, dims, &dtypes) {
+                                    Some((l, r, g)) => {
+                                        ExecStep::Gemm(index, g, Some(Box::new((l, r))))
+                                    }
+                                    None => ExecStep::Op(index),
+                                },
                             }
                         }
                         Op::Gather(g) => ExecStep::Gather(index, (**g).clone()),
@@ -381,10 +392,15 @@ impl CpuExecutable {
                     let out = self.scatter(i, sc, &mut values, &self.frees[s])?;
                     values[func.instr_value(i).index()] = Some(out);
                 }
-                ExecStep::Gemm(i, g) => {
+                ExecStep::Gemm(i, g, ref permutes) => {
                     let ins = &func.body[i];
                     let (lhs, rhs) = (live(&values, ins.args[0])?, live(&values, ins.args[1])?);
-                    let out = match (lhs.elements(), rhs.elements()) {
+                    let permuted = match permutes.as_deref() {
+                        Some((l, r)) => Some((permute(&lhs, l)?, permute(&rhs, r)?)),
+                        None => None,
+                    };
+                    let (a, b) = permuted.as_ref().map_or((&lhs, &rhs), |(a, b)| (a, b));
+                    let out = match (a.elements(), b.elements()) {
                         (Elements::F32(a), Elements::F32(b)) => self.gemm(&g, a, b),
                         (Elements::F64(a), Elements::F64(b)) => self.gemm(&g, a, b),
                         _ => None,
@@ -454,4 +470,14 @@ impl CpuExecutable {
         }
         func.outputs.iter().map(|&o| live(&values, o)).collect()
     }
+}
+
+/// `x` with its dimensions reordered to `perm`.
+fn permute(x: &Array, perm: &[usize]) -> Result<Array, RuntimeError> {
+    eval_op(
+        &Op::Transpose {
+            perm: perm.to_vec(),
+        },
+        &[x],
+    )
 }
