@@ -5,7 +5,7 @@
 //!
 //! The model is `benches/src/gpt.rs`, the same code the `w9_gpt_step` benchmark times.
 //!
-//! `cargo run --release --example train_gpt [-- STEPS]` (40 steps by default)
+//! `cargo run --release --example train_gpt [-- STEPS]` (60 steps by default)
 
 // The benchmark's model; this example uses most, not all, of it.
 #[allow(dead_code)]
@@ -16,6 +16,26 @@ use ferrax::{checkpoint, jit, Tensor};
 use gpt::{Config, StepArgs};
 use std::time::Instant;
 
+/// The bigram baseline: the cross-entropy of predicting each token from the one before it
+/// with the corpus's own bigram frequencies, what a model without context reaches at best.
+fn bigram_baseline(corpus: &[i32], vocab: usize) -> f64 {
+    let mut pairs = vec![0usize; vocab * vocab];
+    let mut firsts = vec![0usize; vocab];
+    for w in corpus.windows(2) {
+        let (a, b) = (w[0] as usize % vocab, w[1] as usize % vocab);
+        pairs[a * vocab + b] += 1;
+        firsts[a] += 1;
+    }
+    let total = corpus.len().saturating_sub(1).max(1) as f64;
+    pairs
+        .iter()
+        .enumerate()
+        .filter(|&(_, &n)| n > 0)
+        .map(|(k, &n)| -(n as f64) * (n as f64 / firsts[k / vocab] as f64).ln())
+        .sum::<f64>()
+        / total
+}
+
 fn scalar(t: &Tensor) -> ferrax::Result<f32> {
     Ok(t.to_vec::<f32>()?.first().copied().unwrap_or(f32::NAN))
 }
@@ -24,7 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let steps: usize = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .unwrap_or(40);
+        .unwrap_or(60);
     let c = Config::W9;
     let corpus = gpt::corpus(c.vocab, 1 << 16);
     let opt = gpt::optimizer(3e-4);
@@ -83,6 +103,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rate * c.flops() / 1e9,
         c.vocab,
         (c.vocab as f64).ln()
+    );
+
+    println!(
+        "bigram baseline {:.4}: the model is {} it",
+        bigram_baseline(&corpus, c.vocab),
+        if f64::from(last) < bigram_baseline(&corpus, c.vocab) {
+            "below"
+        } else {
+            "not yet below"
+        }
     );
 
     let path = std::env::temp_dir().join("ferrax_train_gpt.safetensors");
