@@ -31,7 +31,7 @@ pub(crate) use flat::FLAT_STEP;
 pub use vector::vectorizable;
 
 use crate::kernel::halves;
-use crate::kernel::{math, Kernel};
+use crate::kernel::{math, Access, Kernel, Role};
 use consts::ConstPool;
 use cranelift_codegen::ir::{types, AbiParam};
 use cranelift_codegen::isa::TargetIsa;
@@ -239,12 +239,7 @@ pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
 /// A hash key for what `kernel`'s code depends on: everything but its name and the program
 /// values its buffers hold. Equal kernels have equal keys; [`same_code`] decides.
 fn code_key(kernel: &Kernel) -> String {
-    let buffers: Vec<_> = kernel
-        .sig
-        .buffers
-        .iter()
-        .map(|b| (b.role, b.dtype, b.access))
-        .collect();
+    let buffers: Vec<_> = buffer_layout(kernel).collect();
     format!(
         "{} {buffers:?} {:?} {:?}",
         kernel.len, kernel.body, kernel.rows
@@ -253,12 +248,14 @@ fn code_key(kernel: &Kernel) -> String {
 
 /// Whether `a` and `b` compile to the same code (constants compared bit for bit).
 fn same_code(a: &Kernel, b: &Kernel) -> bool {
-    let buffers = |k: &Kernel| -> Vec<_> {
-        k.sig
-            .buffers
-            .iter()
-            .map(|b| (b.role, b.dtype, b.access))
-            .collect()
-    };
-    a.len == b.len && a.body == b.body && a.rows == b.rows && buffers(a) == buffers(b)
+    a.len == b.len && a.body == b.body && a.rows == b.rows && buffer_layout(a).eq(buffer_layout(b))
+}
+
+/// What the code of `kernel` knows of each buffer: its role, dtype and access, not its value.
+fn buffer_layout(kernel: &Kernel) -> impl Iterator<Item = (Role, DType, Access)> + '_ {
+    kernel
+        .sig
+        .buffers
+        .iter()
+        .map(|b| (b.role, b.dtype, b.access))
 }

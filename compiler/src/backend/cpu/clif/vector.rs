@@ -74,7 +74,8 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
                     }
                     Access::Each | Access::Scalar => true,
                 },
-                _ => false,
+                // Kernels with 64-bit or byte buffers run as scalar code.
+                (DType::F64 | DType::I64 | DType::U8, _) => false,
             });
     let wide = wide_values(kernel);
     buffers_ok
