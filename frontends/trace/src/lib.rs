@@ -21,7 +21,7 @@ mod tree_util;
 pub use device::Device;
 pub use error::{Error, Result};
 pub use jit::{jit, Compiled, Jit, Lowered, Signature};
-pub use ops::{custom_vjp, custom_vjp_named, At, Axes, IndexMode, Operand, ShapeArg};
+pub use ops::{custom_vjp, custom_vjp_named, At, Axes, DotPrecision, IndexMode, Operand, ShapeArg};
 pub use tensor::Tensor;
 pub use trace::trace;
 pub use transforms::{

@@ -1,6 +1,7 @@
 //! The CPU executable: a fused program whose kernels are compiled with Cranelift, whose matrix
 //! products run on the `gemm` crate's packed SIMD kernels (f32 accumulates in f32, as XLA
-//! does), and whose other ops run on the reference interpreter's op evaluator (until reductions
+//! does; f16 and bf16 products are widened to f32 ones before fusion, `widen`), and whose
+//! other ops run on the reference interpreter's op evaluator (until reductions
 //! and data movement get kernels of their own). Large kernels and products use every core.
 
 pub mod clif;
@@ -8,6 +9,7 @@ mod indexing;
 mod launch;
 mod matmul;
 pub mod support;
+mod widen;
 
 use crate::backend::gemm::{plan_gemm, plan_permuted_gemm, Gemm};
 use crate::backend::liveness::{liveness, Liveness, MemoryReport, StepValues};
@@ -111,7 +113,7 @@ fn step_values(func: &Func, kernels: &[Kernel], step: &ExecStep) -> StepValues {
 impl CpuExecutable {
     pub fn compile(func: &Func) -> Result<CpuExecutable, BackendError> {
         verify(func)?;
-        let func = &schedule(func, &support::TARGET);
+        let func = &schedule(&widen::widen_half_products(func), &support::TARGET);
         let mut steps = Vec::new();
         let mut kernels = Vec::new();
         let partition = partition(func, &support::TARGET);

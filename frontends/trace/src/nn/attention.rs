@@ -2,11 +2,12 @@
 //! defines it: one fused `qkv` projection with a bias, heads of `D / H`, scores scaled by
 //! `1 / sqrt(D / H)` and masked with `-inf` above the diagonal, a softmax, and an output
 //! projection with a bias. Written with tensor methods, so the masks and reshapes trace to
-//! plain IR and the softmax fuses into one row kernel.
+//! plain IR and the softmax fuses into one row kernel. [`causal_self_attention_with`] computes
+//! its four products at a [`DotPrecision`] (mixed precision), the softmax in `x`'s dtype.
 
-use super::linear::{linear, Linear};
+use super::linear::{dense, Linear};
 use super::softmax;
-use crate::{Result, Tensor, Tree, TreeDef};
+use crate::{DotPrecision, Result, Tensor, Tree, TreeDef};
 use ferrax_ir::{DType, TensorType};
 use std::panic::Location;
 
@@ -36,17 +37,40 @@ impl Tree for Attention {
 /// position `i` attends to positions `0..=i`. The result has `x`'s shape.
 #[track_caller]
 pub fn causal_self_attention(x: &Tensor, params: &Attention, heads: usize) -> Tensor {
-    let location = Location::caller();
+    attention(x, params, heads, None, Location::caller())
+}
+
+/// [`causal_self_attention`] with its products (the projections, the scores and the mixing)
+/// at `precision`, each converted back to `x`'s dtype: the scaling, mask and softmax stay in
+/// `x`'s dtype, as in JAX's mixed-precision GPTs.
+#[track_caller]
+pub fn causal_self_attention_with(
+    x: &Tensor,
+    params: &Attention,
+    heads: usize,
+    precision: DotPrecision,
+) -> Tensor {
+    attention(x, params, heads, Some(precision), Location::caller())
+}
+
+fn attention(
+    x: &Tensor,
+    params: &Attention,
+    heads: usize,
+    precision: Option<DotPrecision>,
+    location: &'static Location<'static>,
+) -> Tensor {
     if x.ndim() == 2 {
-        return attend(&x.expand_dims(0), params, heads, location).squeeze(0);
+        return attend(&x.expand_dims(0), params, heads, precision, location).squeeze(0);
     }
-    attend(x, params, heads, location)
+    attend(x, params, heads, precision, location)
 }
 
 fn attend(
     x: &Tensor,
     params: &Attention,
     heads: usize,
+    precision: Option<DotPrecision>,
     location: &'static Location<'static>,
 ) -> Tensor {
     let fail = |message: String| {
@@ -66,7 +90,11 @@ fn attend(
         return fail(format!("{d} features do not split into {heads} heads"));
     }
     let head = d / heads;
-    let qkv = linear(x, &params.qkv);
+    let matmul = |a: &Tensor, b: &Tensor| match precision {
+        Some(p) => a.matmul_with(b, p).astype(x.dtype()),
+        None => a.matmul(b),
+    };
+    let qkv = dense(x, &params.qkv, precision);
     if qkv.error().is_none() && qkv.shape() != [b, t, 3 * d] {
         return fail(format!(
             "the qkv projection gives {}, not [{b}, {t}, {}]",
@@ -81,16 +109,15 @@ fn attend(
             .transpose([0, 2, 1, 3])
     };
     let (q, k, v) = (split(0), split(1), split(2));
-    let scores = q.matmul(&k.transpose([0, 1, 3, 2])) / (head as f64).sqrt();
+    let scores = matmul(&q, &k.transpose([0, 1, 3, 2])) / (head as f64).sqrt();
     let (row, col) = (
         Tensor::iota(DType::I32, [t, t], 0),
         Tensor::iota(DType::I32, [t, t], 1),
     );
     let causal = row.greater_equal(col);
     let weights = softmax(&causal.select(&scores, f64::NEG_INFINITY), -1);
-    let y = weights
-        .matmul(&v)
+    let y = matmul(&weights, &v)
         .transpose([0, 2, 1, 3])
         .reshape([b, t, d]);
-    linear(&y, &params.proj)
+    dense(&y, &params.proj, precision)
 }

@@ -29,8 +29,8 @@ mod loss;
 mod norm;
 
 pub use activation::{erf, erfc, gelu, silu};
-pub use attention::{causal_self_attention, Attention};
-pub use linear::{linear, Linear};
+pub use attention::{causal_self_attention, causal_self_attention_with, Attention};
+pub use linear::{linear, linear_with, Linear};
 pub use loss::{accuracy, softmax_cross_entropy_with_integer_labels};
 pub use norm::{layer_norm, rms_norm};
 

@@ -1,11 +1,52 @@
 //! Contraction: `dot_general` as the IR has it, and `matmul` with `jnp.matmul`'s rules
-//! (vector operands, broadcast batch dimensions) built on it.
+//! (vector operands, broadcast batch dimensions) built on it. Mixed precision (JAX's
+//! `preferred_element_type`) is a [`DotPrecision`]: the operands are rounded to its compute
+//! dtype and the product is summed and returned in its result dtype. Where the result dtype is
+//! wider, the product is traced as an f32 (or wider) product of the rounded operands widened
+//! back: exact, since a product of two halves fits f32's significand, so autodiff needs no
+//! rule of its own (a convert's cotangent is converted back, as in JAX).
 
 use super::broadcast_shapes;
 use crate::tensor::apply;
 use crate::Tensor;
-use ferrax_ir::{DotDims, Op};
+use ferrax_ir::{DType, DotDims, Op};
 use std::panic::Location;
+
+/// How a matrix product computes: operands rounded to `compute`, products summed and
+/// returned in `result`. `{compute: BF16, result: F32}` is `jnp.matmul(a.astype(bfloat16),
+/// b.astype(bfloat16), preferred_element_type=float32)`; `{BF16, BF16}` is JAX's default bf16
+/// product (on the CPU summed in f32 and rounded once to bf16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DotPrecision {
+    pub compute: DType,
+    pub result: DType,
+}
+
+impl DotPrecision {
+    /// Operands rounded to `compute`, the product in `result`, which must be `compute` or a
+    /// type holding every product of two `compute` values exactly (see [`Tensor::dot_general_with`]).
+    pub const fn new(compute: DType, result: DType) -> DotPrecision {
+        DotPrecision { compute, result }
+    }
+
+    /// bf16 operands, f32 accumulation and result: the usual mixed-precision policy.
+    pub const BF16_F32: DotPrecision = DotPrecision::new(DType::BF16, DType::F32);
+    /// f16 operands, f32 accumulation and result.
+    pub const F16_F32: DotPrecision = DotPrecision::new(DType::F16, DType::F32);
+}
+
+/// Whether every product of two `from` values is exact in `to`, so that widening the operands
+/// first equals summing the exact products in `to` (`preferred_element_type`).
+fn widens_products(from: DType, to: DType) -> bool {
+    match from {
+        // 11 and 8 significand bits: products have at most 22, f32 holds 24.
+        DType::F16 | DType::BF16 => matches!(to, DType::F32 | DType::F64),
+        DType::F32 => to == DType::F64,
+        DType::U8 => matches!(to, DType::I32 | DType::I64),
+        DType::I32 => to == DType::I64,
+        DType::F64 | DType::I64 | DType::Bool => false,
+    }
+}
 
 impl Tensor {
     /// A general contraction (`lax.dot_general`).
@@ -14,10 +55,67 @@ impl Tensor {
         apply(Op::DotGeneral(dims), &[self, other])
     }
 
+    /// A general contraction at `precision` (`lax.dot_general` of the operands cast to
+    /// `precision.compute`, with `preferred_element_type=precision.result`). A result type
+    /// that cannot hold the products exactly (narrower, or an integer for floats) is an error
+    /// naming both types.
+    #[track_caller]
+    pub fn dot_general_with(
+        &self,
+        other: &Tensor,
+        dims: DotDims,
+        precision: DotPrecision,
+    ) -> Tensor {
+        let DotPrecision { compute, result } = precision;
+        let (a, b) = (self.astype(compute), other.astype(compute));
+        if result == compute {
+            return a.dot_general(&b, dims);
+        }
+        if !widens_products(compute, result) {
+            let location = Location::caller();
+            let message = format!(
+                "dot_general_with: a product of {} operands cannot be summed in {}",
+                compute.name(),
+                result.name()
+            );
+            // The shape is the product's, so that the error flows on with a sensible type.
+            let ty = a.dot_general(&b, dims).ty().with_dtype(result);
+            return Tensor::failed(location, message, ty);
+        }
+        a.astype(result).dot_general(&b.astype(result), dims)
+    }
+
     /// Matrix product with `jnp.matmul` semantics: 1-D operands are vectors, leading
     /// dimensions are batch dimensions and broadcast.
     #[track_caller]
     pub fn matmul(&self, other: &Tensor) -> Tensor {
+        self.matmul_at(other, None)
+    }
+
+    /// [`matmul`](Tensor::matmul) at `precision` (see [`Tensor::dot_general_with`]).
+    #[track_caller]
+    pub fn matmul_with(&self, other: &Tensor, precision: DotPrecision) -> Tensor {
+        self.matmul_at(other, Some(precision))
+    }
+
+    /// [`matmul`](Tensor::matmul) with the operands rounded to `compute` and the products
+    /// summed and returned in `self`'s dtype: `matmul_in(&w, DType::BF16)` on f32 master
+    /// weights is a bf16 product accumulated in f32, with an f32 result.
+    #[track_caller]
+    pub fn matmul_in(&self, other: &Tensor, compute: DType) -> Tensor {
+        self.matmul_at(other, Some(DotPrecision::new(compute, self.dtype())))
+    }
+
+    #[track_caller]
+    fn dot_at(&self, other: &Tensor, dims: DotDims, precision: Option<DotPrecision>) -> Tensor {
+        match precision {
+            Some(p) => self.dot_general_with(other, dims, p),
+            None => self.dot_general(other, dims),
+        }
+    }
+
+    #[track_caller]
+    fn matmul_at(&self, other: &Tensor, precision: Option<DotPrecision>) -> Tensor {
         let (ra, rb) = (self.ndim(), other.ndim());
         let location = Location::caller();
         let mismatch = || {
@@ -45,7 +143,7 @@ impl Tensor {
                 rhs_contract: vec![0],
                 ..DotDims::default()
             };
-            return self.dot_general(other, dims);
+            return self.dot_at(other, dims, precision);
         }
         let (a, b) = (
             if ra == 1 {
@@ -76,7 +174,7 @@ impl Tensor {
             lhs_contract: vec![nb + 1],
             rhs_contract: vec![nb],
         };
-        let out = a.dot_general(&b, dims);
+        let out = a.dot_at(&b, dims, precision);
         match (ra, rb) {
             (1, _) => out.squeeze([-2]),
             (_, 1) => out.squeeze([-1]),

@@ -16,6 +16,7 @@ mod reduce;
 mod source;
 
 pub use call::{custom_vjp, custom_vjp_named};
+pub use contract::DotPrecision;
 pub use indexing::{At, IndexMode};
 
 use crate::Tensor;

@@ -1,0 +1,145 @@
+//! Half-precision matrix products on f32 `gemm`. `gemm` multiplies f32 and f64 (its f16
+//! kernels convert every packed tile and have no bf16 form), and the interpreter's loop is an
+//! order of magnitude slower, so before fusion each f16 or bf16 `dot_general` is rewritten as
+//! `convert(dot_general(convert(a), convert(b)))`: the operands widened to f32, an f32 product,
+//! the result rounded once to the half type (to nearest even, NaN kept: the kernels' half
+//! conversions are the `half` crate's, bit for bit).
+//!
+//! This is exact up to the accumulation: a product of two f16 (11-bit significand) or bf16
+//! (8-bit) values fits f32's 24 bits, so the f32 product sums the exact products in f32, as
+//! XLA's CPU backend does. The interpreter sums them in f64 and rounds once, so the two agree
+//! to within one unit in the last place of the half type, plus f32's accumulation error
+//! relative to the sum of the products' magnitudes.
+//!
+//! Rewriting the program, rather than converting inside the GEMM step, lets fusion put the
+//! conversions into the kernels that already produce the operands and read the result: in a
+//! mixed-precision model, an activation's rounding to bf16 and its widening back join the
+//! layer norm's row kernel, and the result's rounding joins the epilogue that adds the bias.
+//! A half product then costs the f32 product and a few instructions per element, with no
+//! passes of its own over memory. A value feeding several half products is widened once.
+
+use ferrax_ir::{DType, Func, Instr, Op, ValueId};
+use std::collections::HashMap;
+
+/// The f32 type a half product computes in, or `None` for a dtype `gemm` takes as it is
+/// (f32, f64) or that the interpreter keeps (integers).
+fn widened(dtype: DType) -> Option<DType> {
+    match dtype {
+        DType::F16 | DType::BF16 => Some(DType::F32),
+        DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U8 | DType::Bool => None,
+    }
+}
+
+/// `func` with its half-precision `dot_general`s computed in f32 (see the module doc); `func`
+/// itself where it has none.
+pub(super) fn widen_half_products(func: &Func) -> Func {
+    let is_half_product =
+        |ins: &Instr| matches!(ins.op, Op::DotGeneral(_)) && widened(ins.ty.dtype).is_some();
+    if !func.body.iter().any(is_half_product) {
+        return func.clone();
+    }
+    let n = func.params.len();
+    let mut body: Vec<Instr> = Vec::with_capacity(func.body.len());
+    // Old value -> new value; parameters keep their numbers.
+    let mut renumber: Vec<ValueId> = (0..n).map(|p| ValueId(p as u32)).collect();
+    // New value -> its f32 widening, made once however many products read it.
+    let mut wide: HashMap<ValueId, ValueId> = HashMap::new();
+    let value = |body: &Vec<Instr>| ValueId((n + body.len()) as u32);
+    for ins in &func.body {
+        let args: Vec<ValueId> = ins.args.iter().map(|a| renumber[a.index()]).collect();
+        let (Op::DotGeneral(dims), Some(to)) = (&ins.op, widened(ins.ty.dtype)) else {
+            renumber.push(value(&body));
+            body.push(Instr {
+                op: ins.op.clone(),
+                args,
+                ty: ins.ty.clone(),
+            });
+            continue;
+        };
+        let mut operands = Vec::with_capacity(2);
+        for a in args {
+            let w = match wide.get(&a) {
+                Some(&w) => w,
+                None => {
+                    let ty = match a.index().checked_sub(n) {
+                        Some(i) => body[i].ty.with_dtype(to),
+                        None => func.params[a.index()].with_dtype(to),
+                    };
+                    let w = value(&body);
+                    body.push(Instr {
+                        op: Op::Convert { to },
+                        args: vec![a],
+                        ty,
+                    });
+                    wide.insert(a, w);
+                    w
+                }
+            };
+            operands.push(w);
+        }
+        let product = value(&body);
+        body.push(Instr {
+            op: Op::DotGeneral(dims.clone()),
+            args: operands,
+            ty: ins.ty.with_dtype(to),
+        });
+        renumber.push(value(&body));
+        body.push(Instr {
+            op: Op::Convert { to: ins.ty.dtype },
+            args: vec![product],
+            ty: ins.ty.clone(),
+        });
+    }
+    Func {
+        name: func.name.clone(),
+        params: func.params.clone(),
+        outputs: func.outputs.iter().map(|o| renumber[o.index()]).collect(),
+        body,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrax_ir::{parse_func, verify};
+
+    /// A bf16 product becomes an f32 one between conversions; an operand read twice is
+    /// widened once, and the program still verifies.
+    #[test]
+    fn half_products_compute_in_f32() {
+        let text = "func @main(%0: bf16[2,3], %1: bf16[3,3]) -> (bf16[2,3], bf16[2,3]) {
+  %2 = dot_general %0, %1, contract=[1]x[0] : bf16[2,3]
+  %3 = dot_general %2, %1, contract=[1]x[0] : bf16[2,3]
+  return %2, %3
+}";
+        let func = parse_func(text).unwrap_or_else(|e| panic!("{e}"));
+        let wide = widen_half_products(&func);
+        verify(&wide).unwrap_or_else(|e| panic!("{e}"));
+        let ops: Vec<String> = wide
+            .body
+            .iter()
+            .map(|i| format!("{}:{}", i.op.name(), i.ty.dtype.name()))
+            .collect();
+        let expected = [
+            "convert:f32",
+            "convert:f32",
+            "dot_general:f32",
+            "convert:bf16",
+            "convert:f32",
+            "dot_general:f32",
+            "convert:bf16",
+        ];
+        assert_eq!(ops, expected);
+        assert_eq!(wide.outputs, [ValueId(5), ValueId(8)]);
+    }
+
+    #[test]
+    fn programs_without_half_products_are_unchanged() {
+        let text = "func @main(%0: f32[2,3], %1: f32[3,3]) -> (f32[2,3]) {
+  %2 = dot_general %0, %1, contract=[1]x[0] : f32[2,3]
+  return %2
+}";
+        let func = parse_func(text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(widen_half_products(&func), func);
+    }
+}

@@ -1,0 +1,291 @@
+//! Mixed precision: f16 and bf16 `dot_general`s on the CPU backend run on `gemm` (widened to
+//! f32, `compiler/src/backend/cpu/widen.rs`) and agree with the interpreter, which sums in f64
+//! and rounds once: within one unit in the half type's last place plus f32's accumulation
+//! error. The `preferred_element_type` API (`DotPrecision`, `matmul_in`, `linear_with`)
+//! against products computed here from the rounded operands, values and gradients.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::inputs;
+use ferrax::compiler::backend::CpuExecutable;
+use ferrax::ir::{parse_func, DotDims};
+use ferrax::nn::{self, Linear};
+use ferrax::runtime::interpret;
+use ferrax::{grad, jit, trace, Array, DType, DotPrecision, Tensor};
+
+/// `got` within one ulp of `dtype` (relative: 2^-7 for bf16, 2^-10 for f16) plus `k` terms'
+/// f32 accumulation error of `want`, element by element.
+fn assert_half_close(got: &Array, want: &Array, dtype: &str, k: usize, what: &str) {
+    assert_eq!(got.shape(), want.shape(), "{what}: shape");
+    assert_eq!(got.dtype(), want.dtype(), "{what}: dtype");
+    let ulp = if dtype == "bf16" {
+        2f64.powi(-7)
+    } else {
+        2f64.powi(-10)
+    };
+    // Inputs are in [-2, 2]: each product at most 4 in magnitude.
+    let accumulation = k as f64 * 4.0 * 2f64.powi(-23);
+    for (i, (a, b)) in got.to_f64_vec().iter().zip(want.to_f64_vec()).enumerate() {
+        let tol = ulp * a.abs().max(b.abs()) + accumulation;
+        assert!((a - b).abs() <= tol, "{what}: element {i} is {a}, want {b}");
+    }
+}
+
+/// Compiles `text` in each half type, checks that its products all run on gemm, and compares
+/// it with the interpreter on two seeds.
+fn check_on_gemm(text: &str, k: usize, what: &str) {
+    for dtype in ["bf16", "f16"] {
+        let func = parse_func(&text.replace("f32", dtype)).unwrap();
+        let exe = CpuExecutable::compile(&func).unwrap();
+        let fused = exe.fused();
+        assert!(fused.contains("// gemm"), "{what} {dtype}: {fused}");
+        assert!(!fused.contains("interpreter"), "{what} {dtype}: {fused}");
+        for seed in 1..3 {
+            let args = inputs(&func, seed);
+            let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+            for (g, w) in got.iter().zip(&want) {
+                assert_half_close(g, w, dtype, k, &format!("{what} {dtype} seed {seed}"));
+            }
+        }
+    }
+}
+
+#[test]
+fn plain_and_batched_half_products_run_on_gemm() {
+    check_on_gemm(
+        "func @main(%0: f32[37,70], %1: f32[70,45]) -> (f32[37,45]) {
+  %2 = dot_general %0, %1, contract=[1]x[0] : f32[37,45]
+  return %2
+}",
+        70,
+        "plain",
+    );
+    check_on_gemm(
+        "func @main(%0: f32[3,17,64], %1: f32[3,64,9]) -> (f32[3,17,9]) {
+  %2 = dot_general %0, %1, batch=[0]x[0], contract=[2]x[1] : f32[3,17,9]
+  return %2
+}",
+        64,
+        "batched",
+    );
+}
+
+/// Operands stored contracting dimension first (lhs) or last (rhs), the layouts of the
+/// backward pass's products, at sizes that take `gemm`'s transposed copies.
+#[test]
+fn transposed_half_products_run_on_gemm() {
+    check_on_gemm(
+        "func @main(%0: f32[70,40], %1: f32[70,30]) -> (f32[40,30]) {
+  %2 = dot_general %0, %1, contract=[0]x[0] : f32[40,30]
+  return %2
+}",
+        70,
+        "lhs transposed",
+    );
+    for (m, n, k) in [(128, 256, 256), (70, 500, 150)] {
+        check_on_gemm(
+            &format!(
+                "func @main(%0: f32[{m},{k}], %1: f32[{n},{k}]) -> (f32[{m},{n}]) {{
+  %2 = dot_general %0, %1, contract=[1]x[1] : f32[{m},{n}]
+  return %2
+}}"
+            ),
+            k,
+            &format!("rhs transposed {m}x{n}x{k}"),
+        );
+    }
+}
+
+/// Attention's scores and mixing, whose batch dimensions do not lead (operands permuted into
+/// batched-matrix layout).
+#[test]
+fn attention_half_products_run_on_gemm() {
+    check_on_gemm(
+        "func @attention(%q: f32[2,5,3,8], %k: f32[2,5,3,8], %v: f32[2,5,3,8]) -> (f32[2,3,5,8]) {
+  %s = dot_general %q, %k, batch=[0,2]x[0,2], contract=[3]x[3] : f32[2,3,5,5]
+  %o = dot_general %s, %v, batch=[0,1]x[0,2], contract=[3]x[1] : f32[2,3,5,8]
+  return %o
+}",
+        8,
+        "attention",
+    );
+}
+
+/// Products with no contracting elements are zeros, those with no rows empty: neither reaches
+/// `gemm`, and both are what the interpreter gives.
+#[test]
+fn zero_size_half_products() {
+    for (lhs, rhs, out) in [("4,0", "0,3", "4,3"), ("0,5", "5,3", "0,3")] {
+        for dtype in ["bf16", "f16"] {
+            let text = format!(
+                "func @main(%0: {dtype}[{lhs}], %1: {dtype}[{rhs}]) -> ({dtype}[{out}]) {{
+  %2 = dot_general %0, %1, contract=[1]x[0] : {dtype}[{out}]
+  return %2
+}}"
+            );
+            let func = parse_func(&text).unwrap();
+            let args = inputs(&func, 1);
+            let got = CpuExecutable::compile(&func).unwrap().run(&args).unwrap();
+            let want = interpret(&func, &args).unwrap();
+            assert_eq!(
+                got[0].to_f64_vec(),
+                want[0].to_f64_vec(),
+                "{dtype} {lhs}x{rhs}"
+            );
+        }
+    }
+}
+
+fn round_bf16(x: f32) -> f64 {
+    half::bf16::from_f32(x).to_f64()
+}
+
+/// Row-major `[m, k]` times `[k, n]` in f64.
+fn product(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for p in 0..k {
+            for j in 0..n {
+                c[i * n + j] += a[i * k + p] * b[p * n + j];
+            }
+        }
+    }
+    c
+}
+
+fn assert_all_close(got: &[f32], want: &[f64], rtol: f64, what: &str) {
+    let scale = want.iter().fold(0f64, |m, x| m.max(x.abs()));
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let ok = (f64::from(g) - w).abs() <= rtol * (w.abs() + scale);
+        assert!(ok, "{what}: element {i} is {g}, want {w}");
+    }
+}
+
+fn data(n: usize, seed: u32) -> Vec<f32> {
+    (0..n)
+        .map(|i| {
+            ((i as u32).wrapping_mul(2654435761).wrapping_add(seed) % 1000) as f32 / 250.0 - 2.0
+        })
+        .collect()
+}
+
+/// `x.matmul_in(&w, BF16)` is the f32 product of the operands rounded to bf16 (exact products,
+/// f32 sums), and its gradient with respect to `x` is the cotangent's product with the rounded
+/// `w`, rounded to bf16 (a convert's cotangent is converted back, as in JAX).
+#[test]
+fn matmul_in_bf16_is_the_f32_product_of_rounded_operands() {
+    let (m, k, n) = (6, 40, 5);
+    let (xs, ws) = (data(m * k, 1), data(k * n, 2));
+    let (x, w) = (
+        Tensor::from_vec([m, k], xs.clone()),
+        Tensor::from_vec([k, n], ws.clone()),
+    );
+    let rounded = |v: &[f32]| v.iter().map(|&x| round_bf16(x)).collect::<Vec<f64>>();
+    let want = product(&rounded(&xs), &rounded(&ws), m, k, n);
+    let y = jit(|(x, w): (Tensor, Tensor)| x.matmul_in(&w, DType::BF16))
+        .call((x.clone(), w.clone()))
+        .unwrap();
+    assert_eq!(y.dtype(), DType::F32);
+    assert_all_close(&y.to_vec::<f32>().unwrap(), &want, 1e-6, "value");
+
+    // d/dx sum(y * c) = c · round(w)ᵀ (the f32 cotangent as it is), rounded to bf16.
+    let cs = data(m * n, 3);
+    let c = Tensor::from_vec([m, n], cs.clone());
+    let g = jit(|(x, w, c): (Tensor, Tensor, Tensor)| {
+        grad(|x: Tensor| (x.matmul_in(&w, DType::BF16) * &c).sum(..))(x)
+    })
+    .call((x, w, c))
+    .unwrap();
+    let mut wt = vec![0.0; n * k];
+    for (p, row) in rounded(&ws).chunks(n).enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            wt[j * k + p] = v;
+        }
+    }
+    let cs: Vec<f64> = cs.iter().map(|&v| f64::from(v)).collect();
+    let want: Vec<f64> = product(&cs, &wt, m, n, k)
+        .iter()
+        .map(|&v| round_bf16(v as f32))
+        .collect();
+    assert_all_close(
+        &g.to_vec::<f32>().unwrap(),
+        &want,
+        2f64.powi(-8),
+        "gradient",
+    );
+}
+
+/// A bf16-compute, f32-result product traces to an f32 `dot_general` of widened operands, and
+/// a result type that cannot hold the products is an error naming both types.
+#[test]
+fn dot_precision_traces_and_checks_its_types() {
+    let specs = (
+        Tensor::spec(DType::F32, [2, 3]),
+        Tensor::spec(DType::F32, [3, 4]),
+    );
+    let dims = DotDims {
+        lhs_contract: vec![1],
+        rhs_contract: vec![0],
+        ..DotDims::default()
+    };
+    let mixed =
+        |(a, b): (Tensor, Tensor)| a.dot_general_with(&b, dims.clone(), DotPrecision::BF16_F32);
+    let text = trace(mixed, &specs).unwrap().to_string();
+    assert!(
+        text.contains("convert") && text.contains(": f32[2,4]"),
+        "{text}"
+    );
+    assert!(!text.contains(": bf16[2,4]"), "{text}");
+
+    let narrowing = DotPrecision::new(DType::F32, DType::BF16);
+    let err = trace(
+        |(a, b): (Tensor, Tensor)| a.matmul_with(&b, narrowing),
+        &specs,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("f32") && err.contains("bf16"), "{err}");
+}
+
+/// `linear_with` at bf16 compute and f32 result: the f32 product of the rounded operands plus
+/// the f32 bias; its weight gradient flows back to the f32 master weights.
+#[test]
+fn linear_with_bf16_compute() {
+    let (m, k, n) = (4, 24, 3);
+    let (xs, ws) = (data(m * k, 4), data(k * n, 5));
+    let bias = vec![0.5f32, -0.25, 1.0];
+    let layer = Linear {
+        w: Tensor::from_vec([k, n], ws.clone()),
+        b: Some(Tensor::from_vec([n], bias.clone())),
+    };
+    let x = Tensor::from_vec([m, k], xs.clone());
+    let y = jit(|(x, p): (Tensor, Linear)| nn::linear_with(&x, &p, DotPrecision::BF16_F32))
+        .call((x.clone(), layer.clone()))
+        .unwrap();
+    let rounded = |v: &[f32]| v.iter().map(|&x| round_bf16(x)).collect::<Vec<f64>>();
+    let want: Vec<f64> = product(&rounded(&xs), &rounded(&ws), m, k, n)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v + f64::from(bias[i % n]))
+        .collect();
+    assert_all_close(&y.to_vec::<f32>().unwrap(), &want, 1e-6, "value");
+    let g = jit(|(x, p): (Tensor, Linear)| {
+        grad(|p: Linear| nn::linear_with(&x, &p, DotPrecision::BF16_F32).sum(..))(p)
+    })
+    .call((x, layer))
+    .unwrap();
+    assert_eq!(g.w.dtype(), DType::F32);
+    // d/dw sum(x·w) = column sums of round(x), rounded to bf16, for every output column.
+    let column: Vec<f64> = (0..k)
+        .map(|p| round_bf16((0..m).map(|i| round_bf16(xs[i * k + p])).sum::<f64>() as f32))
+        .collect();
+    let want: Vec<f64> = (0..k * n).map(|i| column[i / n]).collect();
+    assert_all_close(
+        &g.w.to_vec::<f32>().unwrap(),
+        &want,
+        2f64.powi(-8),
+        "weight gradient",
+    );
+}
