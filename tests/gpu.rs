@@ -28,7 +28,7 @@ use ferrax::MatmulPrecision;
 /// Fast math, true f32 products.
 const FAST: GpuOptions = GpuOptions {
     math: MathMode::Fast,
-    matmul: MatmulPrecision::Highest,
+    ..GpuOptions::HIGHEST
 };
 use ferrax::compiler::simplify::simplify;
 use ferrax::ir::DotDims;

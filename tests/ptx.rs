@@ -1794,10 +1794,13 @@ fn conformance_programs_run_in_the_emulator() {
     assert!(whole >= 140, "only {whole} launches of whole programs");
 }
 
-/// Row scatters run on the emulated GPU as the rank and apply entries: every combiner the GPU
-/// computes, on f32, f64, i32 and i64 rows, with i32 and i64 indices that repeat, count from
-/// the end and fall outside the rows (dropped), give the interpreter's results bit for bit,
-/// including the order of float additions and the last of repeated `set`s.
+/// Row scatters run on the emulated GPU: floats sorted by row (the rank, bounds and apply
+/// entries), integer sums, minima and maxima by atomics (the copy and combine entries). Every
+/// combiner the GPU computes, on f32, f64, i32 and i64 rows, with i32 and i64 indices that
+/// repeat, count from the end and fall outside the rows (dropped), gives the interpreter's
+/// results bit for bit, including the order of float additions and the last of repeated
+/// `set`s. Float sums by atomics, when asked for, are within rounding of it. The last cases
+/// have more updates than a tile of the rank entry, and more than a grid covers at once.
 #[test]
 fn row_scatters_run_on_the_emulated_gpu_as_the_interpreter() {
     use ferrax::ir::{FuncBuilder, Op, Scatter, ScatterCombine};
@@ -1812,37 +1815,53 @@ fn row_scatters_run_on_the_emulated_gpu_as_the_interpreter() {
         indices_are_sorted: false,
         unique_indices: false,
     };
+    let (sorted, atomic) = ("_apply", "_combine");
+    let small = ([6, 5], [3, 4]);
+    let many = ([40, 3], [3, 250]);
     let cases = [
-        (DType::F32, ScatterCombine::Add),
-        (DType::F32, ScatterCombine::Replace),
-        (DType::F32, ScatterCombine::Mul),
-        (DType::F64, ScatterCombine::Add),
-        (DType::I32, ScatterCombine::Max),
-        (DType::I64, ScatterCombine::Min),
+        (DType::F32, ScatterCombine::Add, false, sorted, small),
+        (DType::F32, ScatterCombine::Replace, false, sorted, small),
+        (DType::F32, ScatterCombine::Mul, true, sorted, small),
+        (DType::F64, ScatterCombine::Add, false, sorted, small),
+        (DType::I32, ScatterCombine::Max, false, atomic, small),
+        (DType::I64, ScatterCombine::Min, false, atomic, small),
+        (DType::I32, ScatterCombine::Add, false, atomic, small),
+        (DType::I64, ScatterCombine::Add, false, atomic, small),
+        (DType::F32, ScatterCombine::Add, true, atomic, small),
+        (DType::F64, ScatterCombine::Add, true, atomic, small),
+        (DType::F32, ScatterCombine::Add, false, sorted, many),
+        (DType::I64, ScatterCombine::Add, false, atomic, many),
     ];
-    for (k, (dtype, combine)) in cases.into_iter().enumerate() {
+    for (k, (dtype, combine, atomic_floats, entry, ([rows, n], [b0, b1]))) in
+        cases.into_iter().enumerate()
+    {
         let index = if k % 2 == 0 { DType::I32 } else { DType::I64 };
         let mut b = FuncBuilder::new("scatter");
-        let x = b.param(TensorType::new(dtype, [6, 5]));
-        let i = b.param(TensorType::new(index, [3, 4]));
-        let u = b.param(TensorType::new(dtype, [3, 4, 5]));
+        let x = b.param(TensorType::new(dtype, [rows, n]));
+        let i = b.param(TensorType::new(index, [b0, b1]));
+        let u = b.param(TensorType::new(dtype, [b0, b1, n]));
         let y = b
             .push(Op::Scatter(Box::new(scatter(combine))), &[x, i, u])
             .unwrap();
         let func = b.finish(vec![y]);
-        let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+        let options = GpuOptions {
+            atomic_float_scatter: atomic_floats,
+            ..GpuOptions::HIGHEST
+        };
+        let plan = GpuPlan::with_options(&func, PtxTarget::Sm80, options).unwrap();
         assert!(
             plan.host_ops().is_empty(),
             "{dtype} {combine:?}: {:?}",
             plan.host_ops()
         );
-        let rows: Vec<i64> = vec![2, 5, 2, -1, 9, 0, 2, -7, 3, 2, 5, 6];
+        let pattern: [i64; 12] = [2, 5, 2, -1, 9, 0, 2, -7, 3, 2, 5, 6];
+        let rows_of = (0..b0 * b1).map(|j| pattern[j % 12] * (1 + (j / 12) as i64) % 50);
         let indices = match index {
-            DType::I32 => Elements::I32(rows.iter().map(|&r| r as i32).collect()),
-            _ => Elements::I64(rows),
+            DType::I32 => Elements::I32(rows_of.map(|r| r as i32).collect()),
+            _ => Elements::I64(rows_of.collect()),
         };
-        let numbers = |n: usize, seed: usize| -> Elements {
-            let v = (0..n).map(move |j| ((j * 37 + seed * 11) % 23) as f64 / 3.0 - 3.5);
+        let numbers = |count: usize, seed: usize| -> Elements {
+            let v = (0..count).map(move |j| ((j * 37 + seed * 11) % 23) as f64 / 3.0 - 3.5);
             match dtype {
                 DType::F32 => Elements::F32(v.map(|x| x as f32).collect()),
                 DType::F64 => Elements::F64(v.collect()),
@@ -1851,19 +1870,83 @@ fn row_scatters_run_on_the_emulated_gpu_as_the_interpreter() {
             }
         };
         let args = vec![
-            Array::new([6, 5], numbers(30, 1)).unwrap(),
-            Array::new([3, 4], indices).unwrap(),
-            Array::new([3, 4, 5], numbers(60, 2)).unwrap(),
+            Array::new([rows, n], numbers(rows * n, 1)).unwrap(),
+            Array::new([b0, b1], indices).unwrap(),
+            Array::new([b0, b1, n], numbers(b0 * b1 * n, 2)).unwrap(),
+        ];
+        let emulator = Emulator::default();
+        let program = GpuProgram::compile(&func, &emulator, options).unwrap();
+        let got = program.run(&args).unwrap();
+        let want = ferrax::runtime::interpret(&func, &args).unwrap();
+        let case = format!("{dtype} {combine:?} by {index}, {b0}x{b1} updates");
+        if dtype.is_float() && entry == atomic {
+            // Each sum of at most a few dozen terms of magnitude below 4, in another order.
+            let (g, w) = (got[0].to_f64_vec(), want[0].to_f64_vec());
+            for (g, w) in g.iter().zip(&w) {
+                assert!((g - w).abs() <= 1e-4, "{case}: {g} against {w}");
+            }
+        } else {
+            assert_eq!(got, want, "{case}");
+        }
+        assert!(
+            emulator.launched().iter().any(|l| l.ends_with(entry)),
+            "{case}: {:?}",
+            emulator.launched()
+        );
+    }
+}
+
+/// A scatter into a splat constant (the zeros an embedding's gradient starts from) reads one
+/// element of it for all, on both paths: sorted for f32 sums, atomic for i32 ones, as the
+/// interpreter computes them, with repeated and out-of-range rows.
+#[test]
+fn row_scatters_into_a_splat_read_one_element_of_it() {
+    use ferrax::ir::{FuncBuilder, Literal, Op, Scalar, Scatter, ScatterCombine};
+    for (value, entry) in [(Scalar::F32(1.5), "_apply"), (Scalar::I32(-2), "_combine")] {
+        let dtype = value.dtype();
+        let mut b = FuncBuilder::new("splat");
+        let i = b.param(TensorType::new(DType::I32, [5]));
+        let u = b.param(TensorType::new(dtype, [5, 4]));
+        let x = b
+            .push(Op::Constant(Literal::splat(value, [7, 4])), &[])
+            .unwrap();
+        let scatter = Scatter {
+            combine: ScatterCombine::Add,
+            update_window_dims: vec![1],
+            inserted_window_dims: vec![0],
+            input_batching_dims: vec![],
+            scatter_indices_batching_dims: vec![],
+            scatter_dims_to_operand_dims: vec![0],
+            index_vector_dim: 1,
+            indices_are_sorted: false,
+            unique_indices: false,
+        };
+        let y = b.push(Op::Scatter(Box::new(scatter)), &[x, i, u]).unwrap();
+        let func = b.finish(vec![y]);
+        let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+        assert!(
+            matches!(&plan.scatters[..], [ferrax::compiler::backend::ptx::Scatters::Rows(k)] if k.splat_operand),
+            "{dtype}"
+        );
+        let updates = match dtype {
+            DType::F32 => Elements::F32((0..20).map(|j| j as f32 * 0.25 - 2.0).collect()),
+            _ => Elements::I32((0..20).map(|j| j * 3 - 30).collect()),
+        };
+        let args = vec![
+            Array::new([5], Elements::I32(vec![3, 0, 3, 9, -1])).unwrap(),
+            Array::new([5, 4], updates).unwrap(),
         ];
         let emulator = Emulator::default();
         let program = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
         let got = program.run(&args).unwrap();
-        let want = ferrax::runtime::interpret(&func, &args).unwrap();
-        assert_eq!(got, want, "{dtype} {combine:?} by {index}");
+        assert_eq!(
+            got,
+            ferrax::runtime::interpret(&func, &args).unwrap(),
+            "{dtype}"
+        );
         assert!(
-            emulator.launched().iter().any(|l| l.ends_with("_apply")),
-            "{:?}",
-            emulator.launched()
+            emulator.launched().iter().any(|l| l.ends_with(entry)),
+            "{dtype}"
         );
     }
 }

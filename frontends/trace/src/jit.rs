@@ -309,6 +309,16 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         self
     }
 
+    /// Lets float scatter-adds on the GPU (an embedding's gradient) combine by atomics, as
+    /// JAX's do: faster, but their summation order, and so the result's rounding, varies from
+    /// run to run. By default they are sorted by destination and summed in update order,
+    /// deterministic and equal to the CPU's. Integer scatter-adds, minima and maxima use
+    /// atomics either way (their result does not depend on the order).
+    pub fn atomic_float_scatter(mut self) -> Self {
+        self.options.atomic_float_scatter = true;
+        self
+    }
+
     /// How f32 matrix products on the GPU multiply (`jax.default_matmul_precision`): TF32
     /// tensor cores by default, as JAX on such GPUs, or [`MatmulPrecision::Highest`] for true
     /// f32 (results then within rounding of the CPU's). CPU products are true f32 either way.

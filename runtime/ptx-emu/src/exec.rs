@@ -60,6 +60,7 @@ impl Block<'_> {
             }
             "ld" => self.load(&x, memory),
             "st" => self.store(&x, memory),
+            "red" => self.reduce_into(&x, memory),
             "add" | "sub" | "mul" | "div" | "neg" | "abs" | "sqrt"
                 if matches!(x.ty, "f32" | "f64") =>
             {
@@ -156,6 +157,38 @@ impl Block<'_> {
                 memory.slice(at, w, line).copy_from_slice(&bits[..w]);
             }
         }
+    }
+
+    /// `red.global.{add,min,max}`: combines a register into global memory. Threads run one
+    /// at a time here, so each is atomic; their order is the emulator's, as the hardware's is
+    /// its own.
+    fn reduce_into(&mut self, x: &Exec, memory: &mut Memory) {
+        let (t, line, ty) = (x.t, x.line, x.ty);
+        assert!(x.op.len() == 4 && x.op[1] == "global", "red: {line}");
+        let (_, a) = self.address(t, &x.args[0], line);
+        let w = width(ty);
+        check_aligned(a, w, line);
+        let v = self.operand(x, 1);
+        let mut b = [0u8; 8];
+        b[..w].copy_from_slice(memory.slice(a, w, line));
+        let old = u64::from_le_bytes(b);
+        let m = mask(ty);
+        let r = match (x.op[2], ty) {
+            ("add", "f32" | "f64") => float_binary(ty, old, v, |x, y| x + y, |x, y| x + y),
+            ("add", "s32" | "u32" | "u64") => old.wrapping_add(v) & m,
+            ("min" | "max", "s32" | "s64") => {
+                let keep_old = (signed(old, ty) <= signed(v, ty)) == (x.op[2] == "min");
+                if keep_old {
+                    old
+                } else {
+                    v & m
+                }
+            }
+            (op, _) => panic!("red {op} on {ty}: {line}"),
+        };
+        memory
+            .slice(a, w, line)
+            .copy_from_slice(&r.to_le_bytes()[..w]);
     }
 
     /// Floating-point arithmetic on `f32` and `f64`.

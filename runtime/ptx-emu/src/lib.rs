@@ -8,8 +8,8 @@
 //! It implements what the renderer uses, with PTX's semantics: IEEE arithmetic rounded to
 //! nearest (`.rn`; fma fused), ordered and unordered compares, conversions with their rounding
 //! modes (float to integer saturating, NaN to 0), `copysign`, predicated instructions, 128-bit
-//! vector loads and stores, shared memory and butterfly shuffles. Fast math's approximate
-//! instructions are computed correctly rounded.
+//! vector loads and stores, reductions into global memory (`red`), shared memory and butterfly
+//! shuffles. Fast math's approximate instructions are computed correctly rounded.
 //!
 //! Kernels run one launch at a time ([`Module::parse`], [`Module::entry`], [`launch`] over a
 //! [`Memory`]), or whole programs run on an [`Emulator`], a

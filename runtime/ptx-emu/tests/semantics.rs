@@ -139,3 +139,45 @@ fn f64_to_f16_conversions_round_once() {
         assert_eq!(got.to_bits(), want.to_bits(), "{x}");
     }
 }
+
+/// Every thread of two blocks adds its index, and takes the minimum and maximum of it, into the
+/// same words with `red`: each reduction lands, whatever the threads' order.
+#[test]
+fn reductions_into_global_memory_combine_every_thread() {
+    let body = "\
+	.reg .b32 %r<4>;
+	.reg .b64 %rd<5>;
+	.reg .f32 %f<2>;
+	mov.u32 %r1, %tid.x;
+	mov.u32 %r2, %ctaid.x;
+	mad.lo.s32 %r3, %r2, 32, %r1;
+	ld.param.u64 %rd1, [red_param_0];
+	cvta.to.global.u64 %rd1, %rd1;
+	red.global.add.s32 [%rd1], %r3;
+	red.global.min.s32 [%rd1+4], %r3;
+	red.global.max.s32 [%rd1+8], %r3;
+	cvt.rn.f32.u32 %f1, %r3;
+	red.global.add.f32 [%rd1+12], %f1;
+	cvt.u64.u32 %rd2, %r3;
+	red.global.add.u64 [%rd1+16], %rd2;
+	ret;";
+    let module = module("red", 1, body);
+    let mut memory = Memory::default();
+    let start: Vec<u8> = [5i32, 7, -3, 0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .chain(10u64.to_le_bytes())
+        .collect();
+    let out = memory.alloc(&start);
+    launch(module.entry("red").unwrap(), 2, 32, &[out], &mut memory).unwrap();
+    let got = memory.read(out, 24).unwrap();
+    let word = |k: usize| i32::from_le_bytes(got[4 * k..4 * k + 4].try_into().unwrap());
+    assert_eq!(word(0), 5 + (0..64).sum::<i32>());
+    assert_eq!(word(1), 0);
+    assert_eq!(word(2), 63);
+    assert_eq!(f32::from_le_bytes(got[12..16].try_into().unwrap()), 2016.0);
+    assert_eq!(
+        u64::from_le_bytes(got[16..24].try_into().unwrap()),
+        10 + 2016
+    );
+}

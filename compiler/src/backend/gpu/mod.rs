@@ -85,19 +85,24 @@ enum GpuStep {
 }
 
 /// How a program's GPU code computes: transcendentals, square roots and quotients in kernels
-/// ([`MathMode`]), and f32 matrix products on cuBLAS ([`MatmulPrecision`]). The default is
-/// JAX's on a GPU: accurate kernels, TF32 products.
+/// ([`MathMode`]), f32 matrix products on cuBLAS ([`MatmulPrecision`]), and float scatter-adds
+/// (`atomic_float_scatter`: by atomics, in an order that varies from run to run, as JAX's;
+/// otherwise sorted, deterministic and the interpreter's bit for bit). The default is JAX's on
+/// a GPU, except that scatters stay deterministic: accurate kernels, TF32 products.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct GpuOptions {
     pub math: MathMode,
     pub matmul: MatmulPrecision,
+    pub atomic_float_scatter: bool,
 }
 
 impl GpuOptions {
-    /// Accurate kernels and true f32 products: results within rounding of the CPU's.
+    /// Accurate kernels, true f32 products, deterministic scatters: results within rounding of
+    /// the CPU's.
     pub const HIGHEST: GpuOptions = GpuOptions {
         math: MathMode::Accurate,
         matmul: MatmulPrecision::Highest,
+        atomic_float_scatter: false,
     };
 }
 

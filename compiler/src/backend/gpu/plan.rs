@@ -45,13 +45,32 @@ pub struct GpuPlan {
 }
 
 impl GpuPlan {
-    /// The plan of `func` for `target`, its transcendentals computed as `mode` says.
+    /// The plan of `func` for `target`, its transcendentals computed as `mode` says, its
+    /// scatters deterministic.
     pub fn new(func: &Func, target: PtxTarget, mode: MathMode) -> Result<GpuPlan, GpuError> {
+        let options = GpuOptions {
+            math: mode,
+            ..GpuOptions::HIGHEST
+        };
+        GpuPlan::with_options(func, target, options)
+    }
+
+    /// The plan of `func` for `target`, computing as `options` say (products' precision is the
+    /// executor's choice, not the plan's).
+    pub fn with_options(
+        func: &Func,
+        target: PtxTarget,
+        options: GpuOptions,
+    ) -> Result<GpuPlan, GpuError> {
+        let mode = options.math;
         verify(func)?;
         let kernels_target = crate::backend::ptx::support::target(mode);
         let func = &schedule(&split_reductions(func)?, &kernels_target);
         let mut steps = Vec::new();
-        let mut p = Parts::default();
+        let mut p = Parts {
+            atomic_float_scatter: options.atomic_float_scatter,
+            ..Parts::default()
+        };
         // A reduction alone keeps its reduction kernel, which strides its row with any
         // number of threads.
         let lone = |step| match step {
@@ -88,6 +107,7 @@ impl GpuPlan {
             int_gemms,
             scatters,
             gathers,
+            atomic_float_scatter: _,
         } = p;
         let (steps, launches, reduce_launches) = group_launches(func, steps, &kernels, &reductions);
         let ptx = render_legal_launches(
@@ -177,6 +197,14 @@ impl GpuPlan {
     }
 }
 
+/// Whether `v` is a constant of one value repeated.
+fn splat_constant(func: &Func, v: ValueId) -> bool {
+    let defining = v.index().checked_sub(func.params.len());
+    defining
+        .and_then(|i| func.body.get(i))
+        .is_some_and(|d| matches!(&d.op, Op::Constant(l) if l.is_splat()))
+}
+
 /// What a plan's steps launch, gathered as the steps are planned.
 #[derive(Default)]
 struct Parts {
@@ -188,6 +216,8 @@ struct Parts {
     int_gemms: Vec<IntGemmKernel>,
     scatters: Vec<Scatters>,
     gathers: Vec<GatherKernel>,
+    /// Float scatter-adds may combine by atomics ([`GpuOptions::atomic_float_scatter`]).
+    atomic_float_scatter: bool,
 }
 
 impl Parts {
@@ -261,11 +291,14 @@ impl Parts {
                 // Whole rows ranked by row where it can (any number of elements a row), else
                 // the update elements ranked one by one.
                 let planned = types.and_then(|t| match t.as_slice() {
-                    [x, i, u] => ScatterKernels::plan(name.clone(), s, (x, i, u))
-                        .map(Scatters::Rows)
-                        .or_else(|| {
-                            ElementScatter::plan(name, s, (x, i, u)).map(Scatters::Elements)
-                        }),
+                    [x, i, u] => {
+                        ScatterKernels::plan(name.clone(), s, (x, i, u), self.atomic_float_scatter)
+                            .map(|k| k.with_splat_operand(splat_constant(func, ins.args[0])))
+                            .map(Scatters::Rows)
+                            .or_else(|| {
+                                ElementScatter::plan(name, s, (x, i, u)).map(Scatters::Elements)
+                            })
+                    }
                     _ => None,
                 });
                 match planned {

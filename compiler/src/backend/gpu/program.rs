@@ -2,6 +2,7 @@
 //! steps queued on one stream, each value let go of after its last use.
 
 use crate::backend::liveness::MemoryReport;
+use crate::backend::ptx::scatter::{RowScatterMode, RANK_BLOCK};
 use crate::backend::ptx::{PtxTarget, Scatters};
 use crate::kernel::{Kernel, Role};
 use ferrax_ir::{Func, TensorType, ValueId};
@@ -15,7 +16,7 @@ impl<M: GpuMachine> GpuProgram<M> {
     {
         let (major, minor) = machine.compute_capability();
         let target = PtxTarget::for_compute_capability(major, minor);
-        let plan = GpuPlan::new(func, target, options.math)?;
+        let plan = GpuPlan::with_options(func, target, options)?;
         let mut names: Vec<&str> = plan.launches.iter().map(|l| l.name.as_str()).collect();
         names.extend(plan.reduce_launches.iter().map(|r| r.name.as_str()));
         names.extend(plan.copies.iter().map(|c| c.name.as_str()));
@@ -264,41 +265,70 @@ impl<M: GpuMachine> GpuProgram<M> {
         let out = machine.alloc(&ins.ty)?;
         let entries = &self.scatter_functions[k];
         let a = |x: &M::Array| M::address(x);
-        // Scratch for the places (held until the launches are queued), then each launch: its
-        // element count and parameters.
-        // Rows: the order and the sorted rows; elements: their targets and places too.
-        let (count, len, buffers) = match &self.plan.scatters[k] {
-            Scatters::Rows(r) => (r.updates, r.len(), 2),
-            Scatters::Elements(s) => (s.updates, s.operand_len, 4),
-        };
-        let held = (0..buffers)
-            .map(|_| scratch(count))
-            .collect::<Result<Vec<_>, _>>()?;
-        let launches: Vec<(usize, Vec<u64>)> = match &self.plan.scatters[k] {
-            Scatters::Rows(_) => vec![
-                (count, vec![a(&indices), a(&held[0]), a(&held[1])]),
+        // Scratch (held until the launches are queued), then each launch: its block size,
+        // the elements it covers and its parameters.
+        let held: Vec<M::Array>;
+        let launches: Vec<(u32, usize, Vec<u64>)> = match &self.plan.scatters[k] {
+            Scatters::Rows(r) if r.mode == RowScatterMode::Atomic => vec![
+                (BLOCK, r.len(), vec![a(&operand), a(&out)]),
                 (
-                    len,
-                    vec![a(&operand), a(&updates), a(&held[0]), a(&held[1]), a(&out)],
+                    BLOCK,
+                    r.updates * r.n,
+                    vec![a(&indices), a(&updates), a(&out)],
                 ),
             ],
-            Scatters::Elements(_) => vec![
-                (count, vec![a(&indices), a(&held[0]), a(&held[1])]),
-                (
-                    count,
-                    vec![a(&held[0]), a(&held[1]), a(&held[2]), a(&held[3])],
-                ),
-                (
-                    len,
-                    vec![a(&operand), a(&updates), a(&held[2]), a(&held[3]), a(&out)],
-                ),
-            ],
+            Scatters::Rows(r) => {
+                // The order, the sorted rows, and each row's bounds among them.
+                held = vec![
+                    scratch(r.updates)?,
+                    scratch(r.updates)?,
+                    scratch(r.rows + 1)?,
+                ];
+                vec![
+                    (
+                        RANK_BLOCK,
+                        r.updates,
+                        vec![a(&indices), a(&held[0]), a(&held[1])],
+                    ),
+                    (BLOCK, r.rows + 1, vec![a(&held[1]), a(&held[2])]),
+                    (
+                        BLOCK,
+                        r.len(),
+                        vec![a(&operand), a(&updates), a(&held[0]), a(&held[2]), a(&out)],
+                    ),
+                ]
+            }
+            Scatters::Elements(s) => {
+                // The update elements' targets and places, the order and the sorted targets.
+                let (count, len) = (s.updates, s.operand_len);
+                held = (0..4)
+                    .map(|_| scratch(count))
+                    .collect::<Result<Vec<_>, _>>()?;
+                vec![
+                    (BLOCK, count, vec![a(&indices), a(&held[0]), a(&held[1])]),
+                    (
+                        BLOCK,
+                        count,
+                        vec![a(&held[0]), a(&held[1]), a(&held[2]), a(&held[3])],
+                    ),
+                    (
+                        BLOCK,
+                        len,
+                        vec![a(&operand), a(&updates), a(&held[2]), a(&held[3]), a(&out)],
+                    ),
+                ]
+            }
         };
-        for (entry, (len, params)) in entries.iter().zip(&launches) {
+        for (entry, (block, len, params)) in entries.iter().zip(&launches) {
             // SAFETY: the keys and rank entries read the indices and write one place per
-            // update into scratch of that many; the apply entry reads the operand and writes
-            // the result at its elements, and reads the updates at the places written.
-            unsafe { machine.launch_blocks(entry, machine.grid_for(*len, BLOCK), BLOCK, params)? };
+            // update into scratch of that many, the bounds entry one per row and one more;
+            // the apply and copy entries read the operand and write the result at its
+            // elements, the apply entry reading the updates at the places written; the combine
+            // entry reads each update element and its index, and reduces into the result at
+            // rows inside it.
+            unsafe {
+                machine.launch_blocks(entry, machine.grid_for(*len, *block), *block, params)?
+            };
         }
         Ok(out)
     }

@@ -8,7 +8,7 @@
 
 use super::emit::{Class, Emitter};
 use super::loops::grid_stride_entry;
-use super::scatter::{emit_apply, emit_count_before, emit_place, exact_here};
+use super::scatter::{emit_apply, emit_count_before, emit_place, exact_here, sorted_run};
 use ferrax_ir::{DType, IndexMap, Scatter, ScatterCombine, Shape, TensorType};
 use std::fmt::Write;
 
@@ -233,7 +233,15 @@ fn render_apply(k: &ElementScatter) -> String {
             e.line(format!("mul.wide.u32 {offset}, {u}, {size}"));
             offset
         };
-        emit_apply(e, (k.dtype, k.combine), k.updates, a, (i, i), element);
+        let (lo, hi) = sorted_run(e, k.updates, &a[3], i);
+        emit_apply(
+            e,
+            (k.dtype, k.combine),
+            a,
+            (false, &a[0]),
+            (i, (&lo, &hi)),
+            element,
+        );
     })
 }
 

@@ -151,7 +151,7 @@ pub(super) fn grid_stride_entry(
 
 /// Registers holding the global addresses of the buffers passed as `params`, loaded before the
 /// loops.
-fn global_addresses(e: &mut Emitter, params: &[String]) -> Vec<String> {
+pub(super) fn global_addresses(e: &mut Emitter, params: &[String]) -> Vec<String> {
     params
         .iter()
         .map(|param| {

@@ -55,7 +55,7 @@ impl Scatters {
     /// The entries' names, in the order a run launches them.
     pub fn entry_names(&self) -> Vec<String> {
         match self {
-            Scatters::Rows(k) => vec![k.rank_name(), k.apply_name()],
+            Scatters::Rows(k) => k.entry_names(),
             Scatters::Elements(k) => k.entry_names().to_vec(),
         }
     }
