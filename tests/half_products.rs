@@ -289,3 +289,52 @@ fn linear_with_bf16_compute() {
         "weight gradient",
     );
 }
+
+/// Attention at bf16 compute (JAX's `mm` with `cdt=bfloat16`): every product, its gradients'
+/// included, runs on gemm, and the result tracks the f32 layer to bf16's precision.
+#[test]
+fn bf16_attention_runs_on_gemm_and_tracks_f32() {
+    let (b, t, d) = (2, 8, 16);
+    let dense = |rows: usize, cols: usize, seed: u32| Linear {
+        w: Tensor::from_vec(
+            [rows, cols],
+            data(rows * cols, seed).iter().map(|v| v * 0.1).collect(),
+        ),
+        b: Some(Tensor::from_vec([cols], data(cols, seed + 1))),
+    };
+    let params = nn::Attention {
+        qkv: dense(d, 3 * d, 6),
+        proj: dense(d, d, 8),
+    };
+    let x = Tensor::from_vec([b, t, d], data(b * t * d, 10));
+    let bf16 = DotPrecision::new(DType::BF16, DType::BF16);
+    let loss = move |(x, p): (Tensor, nn::Attention)| {
+        grad(|x: Tensor| {
+            nn::causal_self_attention_with(&x, &p, 2, bf16)
+                .square()
+                .sum(..)
+        })(x)
+    };
+    let lowered = jit(loss).lower(&(x.clone(), params.clone())).unwrap();
+    let fused = lowered.fused().unwrap_or_default();
+    let mut step = "";
+    for line in fused.lines() {
+        if line.trim_start().starts_with("//") {
+            step = line;
+        }
+        let on_host = step.contains("interpreter") && line.contains("dot_general");
+        assert!(!on_host, "a product on the interpreter: {fused}");
+    }
+    assert!(fused.contains("// gemm"), "{fused}");
+
+    let attend = |precision: Option<DotPrecision>| {
+        let f = move |(x, p): (Tensor, nn::Attention)| match precision {
+            Some(q) => nn::causal_self_attention_with(&x, &p, 2, q),
+            None => nn::causal_self_attention(&x, &p, 2),
+        };
+        let y = jit(f).call((x.clone(), params.clone())).unwrap();
+        y.to_vec::<f32>().unwrap()
+    };
+    let exact: Vec<f64> = attend(None).iter().map(|&v| f64::from(v)).collect();
+    assert_all_close(&attend(Some(bf16)), &exact, 2e-2, "bf16 against f32");
+}

@@ -16,8 +16,13 @@
 //! mixed-precision model, an activation's rounding to bf16 and its widening back join the
 //! layer norm's row kernel, and the result's rounding joins the epilogue that adds the bias.
 //! A half product then costs the f32 product and a few instructions per element, with no
-//! passes of its own over memory. A value feeding several half products is widened once.
+//! passes of its own over memory. A value feeding several half products is widened once, and
+//! an operand that only moves elements (transposes, reshapes, slices, broadcasts: attention's
+//! heads split from its bf16 projection) is widened at its source, the movement replayed in
+//! f32: a conversion there joins the kernel that makes the source, where one after the
+//! interpreter's transpose would be a pass of its own. The half chain it replaces is dropped.
 
+use crate::dce::eliminate_dead_code;
 use ferrax_ir::{DType, Func, Instr, Op, ValueId};
 use std::collections::HashMap;
 
@@ -28,6 +33,14 @@ fn widened(dtype: DType) -> Option<DType> {
         DType::F16 | DType::BF16 => Some(DType::F32),
         DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U8 | DType::Bool => None,
     }
+}
+
+/// Whether `op` only moves its one operand's elements, so that it commutes with a conversion.
+fn moves(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Transpose { .. } | Op::Reshape { .. } | Op::Slice { .. } | Op::BroadcastInDim { .. }
+    )
 }
 
 /// `func` with its half-precision `dot_general`s computed in f32 (see the module doc); `func`
@@ -42,40 +55,59 @@ pub(super) fn widen_half_products(func: &Func) -> Func {
     let mut body: Vec<Instr> = Vec::with_capacity(func.body.len());
     // Old value -> new value; parameters keep their numbers.
     let mut renumber: Vec<ValueId> = (0..n).map(|p| ValueId(p as u32)).collect();
-    // New value -> its f32 widening, made once however many products read it.
+    // Old value -> its f32 widening (new), made once however many products read it.
     let mut wide: HashMap<ValueId, ValueId> = HashMap::new();
     let value = |body: &Vec<Instr>| ValueId((n + body.len()) as u32);
     for ins in &func.body {
-        let args: Vec<ValueId> = ins.args.iter().map(|a| renumber[a.index()]).collect();
         let (Op::DotGeneral(dims), Some(to)) = (&ins.op, widened(ins.ty.dtype)) else {
             renumber.push(value(&body));
             body.push(Instr {
                 op: ins.op.clone(),
-                args,
+                args: ins.args.iter().map(|a| renumber[a.index()]).collect(),
                 ty: ins.ty.clone(),
             });
             continue;
         };
         let mut operands = Vec::with_capacity(2);
-        for a in args {
-            let w = match wide.get(&a) {
-                Some(&w) => w,
-                None => {
-                    let ty = match a.index().checked_sub(n) {
-                        Some(i) => body[i].ty.with_dtype(to),
-                        None => func.params[a.index()].with_dtype(to),
-                    };
-                    let w = value(&body);
-                    body.push(Instr {
-                        op: Op::Convert { to },
-                        args: vec![a],
-                        ty,
-                    });
-                    wide.insert(a, w);
-                    w
+        for &a in &ins.args {
+            // The operand's chain of movements back to its source, outermost first.
+            let mut chain = vec![a];
+            while let Some(i) = chain[chain.len() - 1].index().checked_sub(n) {
+                let def = &func.body[i];
+                if wide.contains_key(&chain[chain.len() - 1]) || !moves(&def.op) {
+                    break;
                 }
-            };
-            operands.push(w);
+                chain.push(def.args[0]);
+            }
+            // Widen the source, then replay the movements in f32, innermost first.
+            let mut w = None;
+            for &old in chain.iter().rev() {
+                if let Some(&known) = wide.get(&old) {
+                    w = Some(known);
+                    continue;
+                }
+                let made = value(&body);
+                body.push(match (w, old.index().checked_sub(n)) {
+                    (Some(inner), Some(i)) => Instr {
+                        op: func.body[i].op.clone(),
+                        args: vec![inner],
+                        ty: func.body[i].ty.with_dtype(to),
+                    },
+                    (None, Some(i)) => Instr {
+                        op: Op::Convert { to },
+                        args: vec![renumber[old.index()]],
+                        ty: func.body[i].ty.with_dtype(to),
+                    },
+                    (_, None) => Instr {
+                        op: Op::Convert { to },
+                        args: vec![old],
+                        ty: func.params[old.index()].with_dtype(to),
+                    },
+                });
+                wide.insert(old, made);
+                w = Some(made);
+            }
+            operands.extend(w);
         }
         let product = value(&body);
         body.push(Instr {
@@ -90,12 +122,12 @@ pub(super) fn widen_half_products(func: &Func) -> Func {
             ty: ins.ty.clone(),
         });
     }
-    Func {
+    eliminate_dead_code(&Func {
         name: func.name.clone(),
         params: func.params.clone(),
         outputs: func.outputs.iter().map(|o| renumber[o.index()]).collect(),
         body,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -131,6 +163,33 @@ mod tests {
         ];
         assert_eq!(ops, expected);
         assert_eq!(wide.outputs, [ValueId(5), ValueId(8)]);
+    }
+
+    /// An operand that only moves elements is widened at its source and moved in f32; the
+    /// half transpose it replaces is gone.
+    #[test]
+    fn movements_are_replayed_in_f32() {
+        let text = "func @main(%0: f16[3,2], %1: f16[3,4]) -> (f16[2,4]) {
+  %2 = transpose %0, perm=[1,0] : f16[2,3]
+  %3 = dot_general %2, %1, contract=[1]x[0] : f16[2,4]
+  return %3
+}";
+        let func = parse_func(text).unwrap_or_else(|e| panic!("{e}"));
+        let wide = widen_half_products(&func);
+        verify(&wide).unwrap_or_else(|e| panic!("{e}"));
+        let ops: Vec<String> = wide
+            .body
+            .iter()
+            .map(|i| format!("{}:{}", i.op.name(), i.ty.dtype.name()))
+            .collect();
+        let expected = [
+            "convert:f32",
+            "transpose:f32",
+            "convert:f32",
+            "dot_general:f32",
+            "convert:f16",
+        ];
+        assert_eq!(ops, expected);
     }
 
     #[test]

@@ -102,6 +102,12 @@ fn attend(
             3 * d
         ));
     }
+    // Under a precision, rounded once before the heads are split: the values of rounding each
+    // of q, k and v, with the movements then on the half type and off the products' operands.
+    let qkv = match precision {
+        Some(p) => qkv.astype(p.compute),
+        None => qkv,
+    };
     // [B, T, 3D] -> three [B, H, T, D/H].
     let split = |i: usize| {
         qkv.slice(&[0, 0, i * d], &[b, t, (i + 1) * d])
