@@ -11,7 +11,7 @@
 
 use ferrax::nn::{self, initializers, Attention, Linear};
 use ferrax::optim::{self, AdamW, GradientTransformation, Mask};
-use ferrax::{value_and_grad, DType, Tensor, Tree};
+use ferrax::{value_and_grad, DType, DotPrecision, Tensor, Tree};
 
 /// The model and batch sizes (`gpt_config` in `jax_reference.py`).
 #[derive(Clone, Copy, Debug)]
@@ -153,6 +153,43 @@ pub fn train_step(
 ) -> impl Fn(StepArgs) -> (Tensor, Gpt, OptState) + Send + Sync {
     move |(p, s, idx, tgt): StepArgs| {
         let f = |(p, idx, tgt): (Gpt, Tensor, Tensor)| loss(&p, &idx, &tgt, c.heads);
+        let (l, (g, _, _)) = value_and_grad(f)((p.clone(), idx, tgt));
+        let (updates, s) = opt.update(&g, &s, &p);
+        (l, optim::apply_updates(&p, &updates), s)
+    }
+}
+
+/// [`logits`] with every matrix product at `precision`, its result converted back to f32:
+/// `DotPrecision::new(DType::BF16, DType::BF16)` is `gpt_loss(..., cdt=jnp.bfloat16)`'s
+/// `mm` (operands rounded to bf16, each product summed in f32 and rounded to bf16, then
+/// widened); LayerNorm statistics, softmax and the loss stay in f32.
+pub fn logits_with(p: &Gpt, idx: &Tensor, heads: usize, precision: DotPrecision) -> Tensor {
+    let time = idx.shape().get(1).copied().unwrap_or(0);
+    let positions = p.wpe.slice(&[0, 0], &[time, p.wpe.shape()[1]]);
+    let mut x = nn::embedding(&p.wte, idx) + positions;
+    for b in &p.blocks {
+        let a = nn::layer_norm(&x, &b.ln1.0, &b.ln1.1, 1e-5);
+        x = &x + nn::causal_self_attention_with(&a, &b.attn, heads, precision);
+        let a = nn::layer_norm(&x, &b.ln2.0, &b.ln2.1, 1e-5);
+        let h = nn::linear_with(&a, &b.fc, precision);
+        x = &x + nn::linear_with(&nn::gelu(&h, true), &b.proj, precision);
+    }
+    let a = nn::layer_norm(&x, &p.lnf.0, &p.lnf.1, 1e-5);
+    nn::linear_with(&a, &p.head, precision)
+}
+
+/// [`train_step`] with the model's matrix products at `precision` ([`logits_with`]); the
+/// parameters, gradients and optimizer stay f32.
+pub fn train_step_with(
+    c: Config,
+    opt: AdamW,
+    precision: DotPrecision,
+) -> impl Fn(StepArgs) -> (Tensor, Gpt, OptState) + Send + Sync {
+    move |(p, s, idx, tgt): StepArgs| {
+        let f = |(p, idx, tgt): (Gpt, Tensor, Tensor)| {
+            let logits = logits_with(&p, &idx, c.heads, precision);
+            nn::softmax_cross_entropy_with_integer_labels(&logits, &tgt).mean(..)
+        };
         let (l, (g, _, _)) = value_and_grad(f)((p.clone(), idx, tgt));
         let (updates, s) = opt.update(&g, &s, &p);
         (l, optim::apply_updates(&p, &updates), s)

@@ -16,7 +16,7 @@
 use ferrax::compiler::backend::gpu::{GpuExecutable, GpuOptions};
 use ferrax::compiler::backend::ptx::MathMode;
 use ferrax::runtime::{CudaDevice, DeviceArray};
-use ferrax::{grad, jit, nn, DType, Error, Func, Result, Tensor, Tree};
+use ferrax::{grad, jit, nn, DType, DotPrecision, Error, Func, Result, Tensor, Tree};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -491,7 +491,10 @@ fn main() -> Result<()> {
             );
         }
     }
-    if args.want("w9_compile_gpt_step") || args.want("w9_gpt_step") {
+    if args.want("w9_compile_gpt_step")
+        || args.want("w9_gpt_step")
+        || args.want("w9_gpt_step_bf16")
+    {
         use ferrax::optim::GradientTransformation;
         let (c, opt) = (gpt::Config::W9, gpt::optimizer(3e-4));
         let params = gpt::init(&c, 0);
@@ -504,9 +507,16 @@ fn main() -> Result<()> {
             compile::compile_phases("w9_compile_gpt_step", step, &xs)?;
         }
         if args.want("w9_gpt_step") {
-            let f = jit(gpt::train_step(c, opt));
+            let f = jit(gpt::train_step(c, opt.clone()));
             let t = timed(reps, || f.call(xs.clone()).map(drop))?;
             emit("w9_gpt_step", t, None, Some(c.flops()));
+        }
+        if args.want("w9_gpt_step_bf16") {
+            // jax_reference.py's gpt_loss with cdt=bfloat16: bf16 products, f32 elsewhere.
+            let bf16 = DotPrecision::new(DType::BF16, DType::BF16);
+            let f = jit(gpt::train_step_with(c, opt, bf16));
+            let t = timed(reps, || f.call(xs.clone()).map(drop))?;
+            emit("w9_gpt_step_bf16", t, None, Some(c.flops()));
         }
     }
     Ok(())
