@@ -78,14 +78,13 @@ pub(super) fn launch_rows(entry: KernelFn, kernel: &Kernel, args: &[*mut u8], ro
 }
 
 /// The parts a flat launch over `len` elements runs in: one when small, else
-/// [`PARTS_PER_THREAD`] per thread of rayon's pool, each starting at a multiple of a vector
-/// loop's step (the flat code relies on it).
-fn parts(len: usize) -> Vec<(usize, usize)> {
+/// [`PARTS_PER_THREAD`] per thread of rayon's pool, each starting at a multiple of `step`,
+/// the vector loop's step or its chunk (the flat code relies on it).
+fn parts(len: usize, step: usize) -> Vec<(usize, usize)> {
     let threads = threads();
     if len < PARALLEL_THRESHOLD || threads < 2 {
         return vec![(0, len)];
     }
-    let step = super::clif::FLAT_STEP;
     let parts = PARTS_PER_THREAD * threads;
     let chunk = len.div_ceil(parts).div_ceil(step) * step;
     (0..parts)
@@ -111,7 +110,8 @@ pub(super) fn launch(entry: KernelFn, kernel: &Kernel, args: &[*mut u8]) -> Vec<
     }
     let shared = Launch { args };
     let shared = &shared;
-    let parts = parts(kernel.len);
+    let step = super::clif::chunk_len(kernel).unwrap_or(super::clif::FLAT_STEP);
+    let parts = parts(kernel.len, step);
     if let [(start, end)] = parts[..] {
         // SAFETY: `args` points at live buffers of at least `len` elements of the kernel's types.
         unsafe { entry(shared.args.as_ptr(), start as i64, end as i64) };
@@ -150,7 +150,8 @@ pub(super) fn launch_partial(
     args: &[*mut u8],
     partial: &[(usize, ReduceOp, DType, usize)],
 ) -> Vec<Elements> {
-    let mut runs: Vec<PartialRun> = parts(len)
+    // Kernels with column reductions never run by chunks (`chunk_len`).
+    let mut runs: Vec<PartialRun> = parts(len, super::clif::FLAT_STEP)
         .into_iter()
         .map(|range| {
             let mut partials: Vec<Elements> = partial

@@ -16,6 +16,9 @@ use cranelift_frontend::FunctionBuilder;
 use ferrax_ir::{DType, Scalar, UnaryOp};
 use std::collections::HashMap;
 
+mod chunked;
+pub(crate) use chunked::chunk_len;
+
 /// Vectors a flat kernel's loop computes per step, their instructions interleaved so that each
 /// vector's dependency chains overlap the others' and both FMA pipes stay busy; eight spill
 /// the 16 vector registers in transcendental bodies. A power of two: the loop's bound is the
@@ -91,6 +94,16 @@ pub(super) fn build_flat(
         } else {
             FLAT_COPIES
         };
+        let base = pool.address(b, ptr);
+        // Whole chunks first where the kernel gathers rows; the loop below takes the rest.
+        let start = match chunked::chunk_len(kernel) {
+            Some(chunk) => {
+                let mut consts = Consts::new(pool, base);
+                let parts = (&mem, funcs);
+                chunked::build_chunks(b, kernel, (start, end), (chunk, copies), parts, &mut consts)?
+            }
+            None => start,
+        };
         let step = LANES * copies as i64;
         let vector = b.create_block();
         let count = b.ins().isub(end, start);
@@ -98,7 +111,6 @@ pub(super) fn build_flat(
         let vend = b.ins().iadd(start, whole);
         let any = b.ins().icmp(IntCC::SignedLessThan, start, vend);
         let first = divisors.at(b, start);
-        let base = pool.address(b, ptr);
         b.ins()
             .brif(any, vector, &first.args(), tail, &[start.into()]);
         b.switch_to_block(vector);
@@ -159,10 +171,22 @@ struct Memory<'a> {
 /// division runs per element.
 struct Divisors(Vec<usize>);
 
-/// Element `i` of a flat loop, with its row and column for each of the kernel's [`Divisors`].
+/// Element `i` of a flat loop, with its row and column for each of the kernel's [`Divisors`],
+/// and where a chunked loop knows them, the buffers' addresses ([`Direct`]).
 struct Position {
     i: Value,
     rows_cols: Vec<(Value, Value)>,
+    direct: Option<Direct>,
+}
+
+/// Buffer addresses a chunked loop advances (`None` for buffers read as scalars), and the
+/// position's element offset from them: a buffer read a row at a time (`Access::Outer`) is at
+/// its pointer, every other buffer `offset` elements on. Only [`Body::address`] reads a
+/// position, and it reads these first: the element and rows of a position that has them are
+/// its chunk's first.
+struct Direct {
+    pointers: Vec<Option<Value>>,
+    offset: i64,
 }
 
 impl Position {
@@ -202,7 +226,11 @@ impl Divisors {
                 )
             })
             .collect();
-        Position { i, rows_cols }
+        Position {
+            i,
+            rows_cols,
+            direct: None,
+        }
     }
 
     /// A position as the parameters of loop block `block`.
@@ -218,7 +246,11 @@ impl Divisors {
                 )
             })
             .collect();
-        Position { i, rows_cols }
+        Position {
+            i,
+            rows_cols,
+            direct: None,
+        }
     }
 
     /// The position `k` elements on, in the same row for every divisor (the caller knows that
@@ -230,7 +262,11 @@ impl Divisors {
             .iter()
             .map(|&(row, col)| (row, b.ins().iadd_imm_s(col, k)))
             .collect();
-        Position { i, rows_cols }
+        Position {
+            i,
+            rows_cols,
+            direct: None,
+        }
     }
 
     /// The position `k` elements on, `k` at most every divisor.
@@ -251,7 +287,11 @@ impl Divisors {
                 (b.ins().iadd(row, carry), col)
             })
             .collect();
-        Position { i, rows_cols }
+        Position {
+            i,
+            rows_cols,
+            direct: None,
+        }
     }
 
     /// The element index of buffer access `access` at `p` (`None` for a row length that is
@@ -281,17 +321,7 @@ fn emit_body(
         kernel: kernel.name.clone(),
         what,
     };
-    let mut body = Body {
-        kernel,
-        mem,
-        funcs,
-        unsupported: &unsupported,
-        vector: consts.is_some(),
-        values: Vec::with_capacity(kernel.body.len()),
-        deferred: Vec::with_capacity(kernel.body.len()),
-        loaded: HashMap::new(),
-        gathered: Default::default(),
-    };
+    let mut body = Body::new(kernel, (mem, funcs), &unsupported, consts.is_some());
     for (k, ins) in kernel.body.iter().enumerate() {
         let ty = value_type(ins.dtype, body.vector)
             .ok_or_else(|| unsupported(format!("dtype {}", ins.dtype)))?;
@@ -341,7 +371,26 @@ struct Body<'a> {
     gathered: std::cell::RefCell<HashMap<(usize, Value), Value>>,
 }
 
-impl Body<'_> {
+impl<'a> Body<'a> {
+    fn new(
+        kernel: &'a Kernel,
+        (mem, funcs): (&'a Memory<'a>, &'a HostFuncs),
+        unsupported: &'a dyn Fn(String) -> CodegenError,
+        vector: bool,
+    ) -> Body<'a> {
+        Body {
+            kernel,
+            mem,
+            funcs,
+            unsupported,
+            vector,
+            values: Vec::with_capacity(kernel.body.len()),
+            deferred: Vec::with_capacity(kernel.body.len()),
+            loaded: HashMap::new(),
+            gathered: Default::default(),
+        }
+    }
+
     /// Copy `c` (at `p`) of instruction `k`, of type `ty`: neither a constant nor a
     /// [`KOp::Beyond`] of a vector kernel.
     fn copy(
@@ -448,6 +497,16 @@ impl Body<'_> {
     ) -> Result<Value, CodegenError> {
         let buffer_of = &self.kernel.sig.buffers[buffer];
         let size = buffer_of.dtype.size_bytes();
+        if let Some(d) = &p.direct {
+            if let Some(pointer) = d.pointers[buffer] {
+                return Ok(match buffer_of.access {
+                    Access::Outer(_) => pointer,
+                    Access::Each | Access::Scalar | Access::Inner(_) | Access::Gather { .. } => {
+                        b.ins().iadd_imm_s(pointer, d.offset * size as i64)
+                    }
+                });
+            }
+        }
         let index = self
             .mem
             .divisors

@@ -27,7 +27,7 @@ mod reduce;
 mod rows;
 mod vector;
 
-pub(crate) use flat::FLAT_STEP;
+pub(crate) use flat::{chunk_len, FLAT_STEP};
 pub use vector::vectorizable;
 
 use crate::kernel::halves;
