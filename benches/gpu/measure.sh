@@ -19,14 +19,14 @@ if command -v ncu >/dev/null; then
     timeout 90 ncu --clock-control none --csv --page raw \
         --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
         .gpu/ferrax-bench --device cuda --reps 1 \
-        --only w1_gelu,w2_softmax,w3_layernorm,w4_matmul,w5_mlp_step,w7_rowsum,w8_sin_chain,w14_embedding_gather,w14_embedding_scatter_add \
+        --only w1_gelu,w2_softmax,w3_layernorm,w4_matmul,w5_mlp_step,w7_rowsum,w8_sin_chain,w14_embedding_gather,w14_embedding_scatter_add,w14_embedding_scatter_add_atomic \
         >"$out/ncu.csv" 2>/dev/null
     echo "ncu kernel times: $out/ncu.csv (exit $?)"
 fi
 timeout 60 python3 .gpu/copy_bandwidth.py
 # The workloads ferrax runs on the GPU today: JAX's GPT and CNN rows alone outrun the lease.
 only=w1_gelu,w2_softmax,w3_layernorm,w4_matmul,w5_mlp_step,w6_compile_mlp_step,w6_compile_softmax
-only=$only,w7_rowsum,w8_sin_chain,w14_embedding_gather,w14_embedding_scatter_add
+only=$only,w7_rowsum,w8_sin_chain,w14_embedding_gather,w14_embedding_scatter_add,w14_embedding_scatter_add_atomic
 PYTHONUNBUFFERED=1 timeout $((560 - SECONDS)) python3 .gpu/compare.py --rounds 2 \
     "./.gpu/ferrax-bench --device cuda --reps 10 --only $only" \
     "python3 .gpu/jax_reference.py --reps 10 --only $only" \

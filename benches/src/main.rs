@@ -341,7 +341,9 @@ fn main_gpu(args: &Args) -> Result<()> {
         let x = normal(&[1 << 22], 7);
         gpu_case(gpu, reps, "w8_sin_chain", sin_chain, x, bytes(1 << 22, 8.0))?;
     }
-    if args.want("w14_embedding_gather") || args.want("w14_embedding_scatter_add") {
+    let atomic = "w14_embedding_scatter_add_atomic";
+    let scatters = [args.want("w14_embedding_scatter_add"), args.want(atomic)];
+    if args.want("w14_embedding_gather") || scatters.contains(&true) {
         let (vocab, width) = (50304, 768);
         let idx = uniform_indices(&[8, 1024], vocab, 8);
         let gathered = 8 * 1024 * width;
@@ -358,13 +360,24 @@ fn main_gpu(args: &Args) -> Result<()> {
                 moved,
             )?;
         }
-        if args.want("w14_embedding_scatter_add") {
-            let g = normal(&[8, 1024, width], 11);
-            let f = move |(g, i): (Tensor, Tensor)| {
-                Tensor::zeros(DType::F32, [vocab, width]).at(&i).add(&g)
+        let g = normal(&[8, 1024, width], 11);
+        let f = move |(g, i): (Tensor, Tensor)| {
+            Tensor::zeros(DType::F32, [vocab, width]).at(&i).add(&g)
+        };
+        let moved = bytes(2 * gathered + vocab * width, 4.0);
+        if scatters[0] {
+            let inputs = (g.clone(), idx.clone());
+            gpu_case(gpu, reps, "w14_embedding_scatter_add", f, inputs, moved)?;
+        }
+        if scatters[1] {
+            // The sums by atomics, in a varying order, as JAX's (`atomic_float_scatter`).
+            let options = GpuOptions {
+                atomic_float_scatter: true,
+                ..gpu.options
             };
-            let moved = bytes(2 * gathered + vocab * width, 4.0);
-            gpu_case(gpu, reps, "w14_embedding_scatter_add", f, (g, idx), moved)?;
+            let (dev, imp) = (gpu.dev.clone(), gpu.imp);
+            let gpu = &Gpu { dev, options, imp };
+            gpu_case(gpu, reps, atomic, f, (g, idx), moved)?;
         }
     }
     Ok(())
@@ -491,9 +504,7 @@ fn main() -> Result<()> {
             );
         }
     }
-    if args.want("w9_compile_gpt_step")
-        || args.want("w9_gpt_step")
-        || args.want("w9_gpt_step_bf16")
+    if args.want("w9_compile_gpt_step") || args.want("w9_gpt_step") || args.want("w9_gpt_step_bf16")
     {
         use ferrax::optim::GradientTransformation;
         let (c, opt) = (gpt::Config::W9, gpt::optimizer(3e-4));
