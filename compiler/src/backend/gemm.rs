@@ -6,7 +6,7 @@
 use ferrax_ir::{DType, DotDims, Func};
 
 /// A `dot_general` as one strided-batched GEMM on row-major operands.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Gemm {
     pub batch: usize,
     pub m: usize,

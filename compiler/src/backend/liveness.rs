@@ -7,7 +7,7 @@ use ferrax_ir::{Func, ValueId};
 
 /// The memory plan's figures, in bytes: every value is released after its last use, so the
 /// peak is the largest set of values alive at once (inputs included while still needed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct MemoryReport {
     pub inputs: usize,
     pub outputs: usize,

@@ -10,5 +10,7 @@ pub mod gpu;
 pub mod liveness;
 pub mod ptx;
 
-pub use cpu::{BackendError, CpuExecutable};
+pub use cpu::{
+    inspect_artifact, ArtifactError, ArtifactInfo, BackendError, CpuExecutable, CpuTarget,
+};
 pub use liveness::MemoryReport;

@@ -19,7 +19,7 @@ use ferrax_ir::{BinaryOp, CompareOp, DType, Func, Op, ReduceOp, Scalar, UnaryOp,
 use math::Emit;
 use std::collections::HashMap;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Role {
     Input,
     Output,
@@ -33,7 +33,7 @@ pub enum Role {
 }
 
 /// Which element of a buffer iteration `i` reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Access {
     /// Element `i`.
     Each,
@@ -50,7 +50,7 @@ pub enum Access {
 }
 
 /// One buffer of a kernel.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Buffer {
     pub role: Role,
     pub dtype: DType,
@@ -60,7 +60,7 @@ pub struct Buffer {
 }
 
 /// A kernel's buffers, in parameter order.
-#[derive(Clone, Debug, PartialEq, Default)]
+#[derive(Clone, Debug, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct KernelSig {
     pub buffers: Vec<Buffer>,
 }
@@ -77,7 +77,7 @@ impl KernelSig {
     }
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum KOp {
     Load(usize),
     Const(Scalar),
@@ -136,14 +136,14 @@ impl KOp {
 }
 
 /// One instruction; its result (if any) is the next kernel value.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct KInstr {
     pub op: KOp,
     pub args: Vec<usize>,
     pub dtype: DType,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Kernel {
     pub name: String,
     /// Elements the kernel runs over (`rows * cols` for a row kernel).
@@ -186,7 +186,7 @@ impl Kernel {
 }
 
 /// Where a row kernel's instruction runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum Stage {
     /// Once per row, after the reductions of the passes before `pass` (before its loop).
     Row(usize),
@@ -197,7 +197,7 @@ pub enum Stage {
 /// A row kernel's shape: `rows` rows of `cols` elements, `passes` loops over each row, and the
 /// stage of every body instruction. Buffers index element `i = row * cols + col` as in a flat
 /// kernel; row stages run at `i = row * cols`, so a per-row buffer is read `[i / cols]`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Rows {
     pub rows: usize,
     pub cols: usize,

@@ -4,6 +4,7 @@
 //! other ops run on the reference interpreter's op evaluator (until reductions
 //! and data movement get kernels of their own). Large kernels and products use every core.
 
+mod artifact;
 pub mod clif;
 mod indexing;
 mod launch;
@@ -24,6 +25,8 @@ use matmul::{matmul, nt_layout, NtLayout, Unit};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+pub use artifact::{inspect_artifact, ArtifactError, ArtifactInfo, CpuTarget, FORMAT_VERSION};
+
 /// Elements per kernel launch below which splitting across threads does not pay.
 const PARALLEL_THRESHOLD: usize = 1 << 16;
 
@@ -41,6 +44,7 @@ pub enum BackendError {
     Lowering { start: usize, end: usize },
 }
 
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 enum ExecStep {
     Kernel(usize),
     /// A matrix product on `gemm`, its operands first permuted into batched-matrix layout

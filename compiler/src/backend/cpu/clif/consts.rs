@@ -33,6 +33,11 @@ impl ConstPool {
         b.ins().symbol_value(ptr, self.table)
     }
 
+    /// The table's bytes.
+    pub(super) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// The table's contents, for the module's data object.
     pub(super) fn into_data(self) -> DataDescription {
         let mut table = DataDescription::new();

@@ -4,6 +4,7 @@
 //! calls them through, and the code of the calls.
 
 use super::consts::Consts;
+use super::image::Recorder;
 use super::isel::lanes;
 use super::{err, CodegenError, LANES};
 use crate::kernel::math;
@@ -60,13 +61,34 @@ pub(super) struct HostFuncs {
     beyond: FuncRef,
 }
 
+/// The names kernels call the host functions by.
+const HOST_NAMES: [&str; 4] = [
+    "ferrax_wide_unary",
+    "ferrax_pow_f64",
+    "ferrax_rem_f32",
+    "ferrax_rem_f64",
+];
+
+/// The address of host function `name`, as kernels link it.
+pub(super) fn host_symbol(name: &str) -> Option<usize> {
+    let address = match name {
+        "ferrax_wide_unary" => wide_unary as *const u8,
+        "ferrax_pow_f64" => pow_f64 as *const u8,
+        "ferrax_rem_f32" => rem_f32 as *const u8,
+        "ferrax_rem_f64" => rem_f64 as *const u8,
+        _ => return None,
+    };
+    Some(address as usize)
+}
+
 impl HostIds {
     /// Links the host functions' symbols into the JIT.
     pub(super) fn link(jb: &mut JITBuilder) {
-        jb.symbol("ferrax_wide_unary", wide_unary as *const u8);
-        jb.symbol("ferrax_pow_f64", pow_f64 as *const u8);
-        jb.symbol("ferrax_rem_f32", rem_f32 as *const u8);
-        jb.symbol("ferrax_rem_f64", rem_f64 as *const u8);
+        for name in HOST_NAMES {
+            if let Some(address) = host_symbol(name) {
+                jb.symbol(name, address as *const u8);
+            }
+        }
     }
 
     /// Declares the linked host functions in `module` and defines the wrapper of
@@ -74,20 +96,23 @@ impl HostIds {
     pub(super) fn declare(
         module: &mut JITModule,
         ctx: &mut cranelift_codegen::Context,
+        recorder: &mut Recorder,
     ) -> Result<HostIds, CodegenError> {
         let mut import = |name: &str, params: &[Type], ret: Type| {
             let mut sig = module.make_signature();
             sig.params.extend(params.iter().map(|&t| AbiParam::new(t)));
             sig.returns.push(AbiParam::new(ret));
-            module
+            let id = module
                 .declare_function(name, Linkage::Import, &sig)
-                .map_err(err)
+                .map_err(err)?;
+            recorder.import(id.as_u32(), name);
+            Ok::<FuncId, CodegenError>(id)
         };
-        let wide_unary = import("ferrax_wide_unary", &[types::I32, types::F64], types::F64)?;
-        let pow_f64 = import("ferrax_pow_f64", &[types::F64, types::F64], types::F64)?;
-        let rem_f32 = import("ferrax_rem_f32", &[types::F32, types::F32], types::F32)?;
-        let rem_f64 = import("ferrax_rem_f64", &[types::F64, types::F64], types::F64)?;
-        let beyond = define_host_beyond(module, wide_unary, ctx)?;
+        let wide_unary = import(HOST_NAMES[0], &[types::I32, types::F64], types::F64)?;
+        let pow_f64 = import(HOST_NAMES[1], &[types::F64, types::F64], types::F64)?;
+        let rem_f32 = import(HOST_NAMES[2], &[types::F32, types::F32], types::F32)?;
+        let rem_f64 = import(HOST_NAMES[3], &[types::F64, types::F64], types::F64)?;
+        let beyond = define_host_beyond(module, wide_unary, ctx, recorder)?;
         Ok(HostIds {
             wide_unary,
             pow_f64,
@@ -126,6 +151,7 @@ fn define_host_beyond(
     module: &mut JITModule,
     wide: FuncId,
     ctx: &mut cranelift_codegen::Context,
+    recorder: &mut Recorder,
 ) -> Result<FuncId, CodegenError> {
     let ptr = module.target_config().pointer_type();
     let mut sig = module.make_signature();
@@ -166,6 +192,7 @@ fn define_host_beyond(
     b.seal_all_blocks();
     b.finalize(module.target_config());
     module.define_function(id, ctx).map_err(err)?;
+    recorder.function(id.as_u32(), ctx)?;
     module.clear_context(ctx);
     Ok(id)
 }

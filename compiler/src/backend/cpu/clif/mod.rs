@@ -21,6 +21,7 @@
 mod consts;
 mod flat;
 mod host;
+mod image;
 mod isel;
 mod memory;
 mod reduce;
@@ -28,6 +29,7 @@ mod rows;
 mod vector;
 
 pub(crate) use flat::{chunk_len, FLAT_STEP};
+pub use image::{CodeImage, LoadError, LoadedCode};
 pub use vector::vectorizable;
 
 use crate::kernel::halves;
@@ -58,15 +60,33 @@ fn err(e: impl std::fmt::Display) -> CodegenError {
     CodegenError::Cranelift(e.to_string())
 }
 
-/// Kernels compiled into one module, which must outlive every call of their entries; its code
-/// is freed when this is dropped.
+/// Kernels compiled into one module (or loaded from an image of one), which must outlive every
+/// call of their entries; its code is freed when this is dropped.
 pub struct Compiled {
     /// Behind a mutex only to be `Sync` (the module is `Send` but not `Sync`); never locked
-    /// but to free it. `None` once freed.
+    /// but to free it. `None` once freed, or for code loaded from an image.
     module: Option<Mutex<JITModule>>,
+    /// Code loaded from an image, held for its mapping (unmapped when dropped).
+    _loaded: Option<LoadedCode>,
     pub entries: Vec<KernelFn>,
-    /// The Cranelift IR of each kernel, for dumps and snapshots.
+    /// The Cranelift IR of each kernel, for dumps and snapshots (empty for loaded code).
     pub clif: Vec<String>,
+    /// The code as data, for artifacts.
+    pub image: CodeImage,
+}
+
+impl Compiled {
+    /// `image`'s code, mapped and linked, with no code generation.
+    pub fn load(image: CodeImage) -> Result<Compiled, LoadError> {
+        let loaded = LoadedCode::load(&image)?;
+        Ok(Compiled {
+            module: None,
+            entries: loaded.entries.clone(),
+            _loaded: Some(loaded),
+            clif: vec![String::new(); image.entries.len()],
+            image,
+        })
+    }
 }
 
 impl Drop for Compiled {
@@ -91,6 +111,7 @@ struct Jit {
     module: JITModule,
     host: HostIds,
     ctx: cranelift_codegen::Context,
+    recorder: image::Recorder,
 }
 
 impl Jit {
@@ -114,8 +135,14 @@ impl Jit {
         HostIds::link(&mut jb);
         let mut module = JITModule::new(jb);
         let mut ctx = module.make_context();
-        let host = HostIds::declare(&mut module, &mut ctx)?;
-        Ok(Jit { module, host, ctx })
+        let mut recorder = image::Recorder::default();
+        let host = HostIds::declare(&mut module, &mut ctx, &mut recorder)?;
+        Ok(Jit {
+            module,
+            host,
+            ctx,
+            recorder,
+        })
     }
 
     /// Defines `kernel`'s function, and returns it with its Cranelift IR.
@@ -124,7 +151,12 @@ impl Jit {
         kernel: &Kernel,
         fctx: &mut FunctionBuilderContext,
     ) -> Result<(FuncId, String), CodegenError> {
-        let Jit { module, host, ctx } = self;
+        let Jit {
+            module,
+            host,
+            ctx,
+            recorder,
+        } = self;
         let ptr = module.target_config().pointer_type();
         let id = module
             .declare_function(&kernel.name, Linkage::Local, &{
@@ -154,7 +186,11 @@ impl Jit {
             r
         };
         let text = ctx.func.display().to_string();
-        let result = built.and_then(|()| module.define_function(id, ctx).map_err(err));
+        // The table first: the function's relocations name it.
+        recorder.table(data.as_u32(), pool.bytes());
+        let result = built
+            .and_then(|()| module.define_function(id, ctx).map_err(err))
+            .and_then(|()| recorder.function(id.as_u32(), ctx));
         module.clear_context(ctx);
         module.define_data(data, &pool.into_data()).map_err(err)?;
         result.map(|()| (id, text))
@@ -220,6 +256,9 @@ pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
         ids.push(id);
         clif.push(text);
     }
+    for id in &ids {
+        jit.recorder.entry(id.as_u32())?;
+    }
     jit.module.finalize_definitions().map_err(err)?;
     let entries = ids
         .into_iter()
@@ -231,8 +270,10 @@ pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
         .collect();
     Ok(Compiled {
         module: Some(Mutex::new(jit.module)),
+        _loaded: None,
         entries,
         clif,
+        image: jit.recorder.image,
     })
 }
 

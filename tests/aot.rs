@@ -1,0 +1,167 @@
+//! Ahead-of-time artifacts of CPU executables: every program of the test corpus, the gradient
+//! programs and the benchmark workloads, written to an artifact and loaded back with no code
+//! generation, computes the compiled executable's results bit for bit; and no damaged,
+//! foreign or future artifact is loaded, each refused with an error saying why.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::fusion::float_bits;
+use ferrax::compiler::backend::{inspect_artifact, ArtifactError, CpuExecutable};
+use ferrax::compiler::simplify::simplify;
+use ferrax::{Array, DType, Tensor};
+
+fn compiled(func: &ferrax::Func) -> CpuExecutable {
+    let (simple, _) = simplify(func).unwrap();
+    CpuExecutable::compile(&simple).unwrap()
+}
+
+#[test]
+fn artifacts_compute_what_their_executables_compute() {
+    let mut programs = common::corpus();
+    programs.extend(common::gradient_programs());
+    programs.extend(common::benchmark_programs());
+    let mut kernels = 0;
+    for (name, func) in programs {
+        let exe = compiled(&func);
+        let bytes = exe.to_artifact().unwrap();
+        let loaded = CpuExecutable::from_artifact(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(loaded.fused(), exe.fused(), "{name}");
+        assert_eq!(loaded.memory(), exe.memory(), "{name}");
+        let args = common::inputs(&func, 7);
+        let want = exe.run(&args).unwrap();
+        let got = loaded.run(&args).unwrap();
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            if g.dtype().is_float() {
+                assert_eq!(float_bits(g), float_bits(w), "{name} output {k}");
+            } else {
+                assert_eq!(g, w, "{name} output {k}");
+            }
+        }
+        kernels += loaded.kernels().count();
+        // The same artifact again from the loaded executable: nothing was lost on the way.
+        assert_eq!(loaded.to_artifact().unwrap(), bytes, "{name}");
+    }
+    assert!(kernels >= 50, "only {kernels} kernels");
+}
+
+/// A program with a kernel that calls the host (f64 transcendentals) and one with vector
+/// constants, inspected and loaded.
+fn sample() -> (CpuExecutable, Vec<Array>) {
+    let f = |(x, y): (Tensor, Tensor)| ((x.sin() * 2.5 + 1.0).exp(), (y.cos() * 0.5).tanh());
+    let specs = (
+        Tensor::spec(DType::F32, [300]),
+        Tensor::spec(DType::F64, [40]),
+    );
+    let func = ferrax::trace(f, &specs).unwrap();
+    let args = common::inputs(&func, 3);
+    (compiled(&func), args)
+}
+
+#[test]
+fn inspect_reads_the_signature_target_and_plan() {
+    let (exe, _) = sample();
+    let info = inspect_artifact(&exe.to_artifact().unwrap()).unwrap();
+    assert_eq!(info.inputs.len(), 2);
+    assert_eq!(info.outputs.len(), 2);
+    assert_eq!(info.target.arch, std::env::consts::ARCH);
+    assert!(info.kernels >= 2 && info.code_bytes > 0, "{info:?}");
+    assert_eq!(info.fused, exe.fused());
+}
+
+/// Every byte flipped in turn (over a sample of positions spread through the file), and every
+/// truncation: each is an error, never a crash and never code run.
+#[test]
+fn damaged_artifacts_are_refused() {
+    let (exe, _) = sample();
+    let bytes = exe.to_artifact().unwrap();
+    let step = (bytes.len() / 400).max(1);
+    for at in (0..bytes.len()).step_by(step) {
+        let mut damaged = bytes.clone();
+        damaged[at] ^= 0x5A;
+        let e = CpuExecutable::from_artifact(&damaged).err();
+        assert!(
+            matches!(
+                e,
+                Some(
+                    ArtifactError::NotAnArtifact
+                        | ArtifactError::Version { .. }
+                        | ArtifactError::Corrupted
+                )
+            ),
+            "byte {at}: {e:?}"
+        );
+    }
+    for len in (0..bytes.len()).step_by(step) {
+        assert!(
+            CpuExecutable::from_artifact(&bytes[..len]).is_err(),
+            "{len} bytes"
+        );
+    }
+}
+
+/// Re-sealed with a correct hash: the checks after the hash still refuse a file from a future
+/// version, for another machine, or with a plan that does not fit its program.
+#[test]
+fn foreign_and_future_artifacts_are_refused() {
+    let (exe, args) = sample();
+    let bytes = exe.to_artifact().unwrap();
+    let mut future = bytes.clone();
+    future[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let e = CpuExecutable::from_artifact(&future).err().unwrap();
+    assert!(e.to_string().contains("version 2"), "{e}");
+
+    let edit = |from: &str, to: &str| -> Vec<u8> {
+        let (plan, code) = sections(&bytes);
+        let plan = String::from_utf8(plan.to_vec()).unwrap();
+        assert!(plan.contains(from), "{from}");
+        reseal(plan.replacen(from, to, 1).as_bytes(), code)
+    };
+    let other_arch = edit(
+        &format!("\"arch\":\"{}\"", std::env::consts::ARCH),
+        "\"arch\":\"riscv64\"",
+    );
+    let e = CpuExecutable::from_artifact(&other_arch).err().unwrap();
+    assert!(e.to_string().contains("riscv64"), "{e}");
+    let unknown_feature = edit("\"features\":[", "\"features\":[\"quantum\",");
+    let e = CpuExecutable::from_artifact(&unknown_feature)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("lacks quantum"), "{e}");
+    let bad_step = edit("\"steps\":[", "\"steps\":[{\"Kernel\":999},");
+    let e = CpuExecutable::from_artifact(&bad_step).err().unwrap();
+    assert!(matches!(e, ArtifactError::Malformed(_)), "{e}");
+    let unknown_host = edit("ferrax_pow_f64", "ferrax_pow_f65");
+    let e = CpuExecutable::from_artifact(&unknown_host).err().unwrap();
+    assert!(e.to_string().contains("ferrax_pow_f65"), "{e}");
+
+    // Calls are checked against the signature.
+    let loaded = CpuExecutable::from_artifact(&bytes).unwrap();
+    assert!(loaded.run(&args[..1]).is_err());
+    assert!(loaded.run(&[args[1].clone(), args[0].clone()]).is_err());
+}
+
+/// The plan and code sections of an artifact (after magic, version and hash).
+fn sections(bytes: &[u8]) -> (&[u8], &[u8]) {
+    let body = &bytes[44..];
+    let len = |b: &[u8]| u64::from_le_bytes(b[..8].try_into().unwrap()) as usize;
+    let plan_len = len(body);
+    let plan = &body[8..8 + plan_len];
+    let rest = &body[8 + plan_len..];
+    (plan, &rest[8..8 + len(rest)])
+}
+
+/// An artifact of these sections with a correct hash.
+fn reseal(plan: &[u8], code: &[u8]) -> Vec<u8> {
+    use sha2::Digest;
+    let mut body = Vec::new();
+    for s in [plan, code] {
+        body.extend_from_slice(&(s.len() as u64).to_le_bytes());
+        body.extend_from_slice(s);
+    }
+    let mut out = b"FERRAXA\0".to_vec();
+    out.extend_from_slice(&1u32.to_le_bytes());
+    out.extend_from_slice(&sha2::Sha256::digest(&body));
+    out.extend_from_slice(&body);
+    out
+}
