@@ -1,4 +1,4 @@
-//! `ferrax::checkpoint`: safetensors, `.npz` and `.npy` round trips of nested trees (derived
+//! `ferrax::checkpoint`: safetensors, `.npz` (stored and deflated) and `.npy` round trips of nested trees (derived
 //! structs, `Vec`, `BTreeMap`, `Option`, arrays, an Adam state), the files Python wrote
 //! (`tests/data/checkpoint/make.py`, which also checks that Python reads the committed
 //! ferrax-written files), every error, and a light fuzz: truncated or bit-flipped files are
@@ -178,12 +178,85 @@ fn python_written_files_load() {
     let all = checkpoint::read_safetensors(data("python.safetensors")).unwrap();
     assert_eq!(all["layers.1.b"].dtype(), DType::BF16);
 
-    let err = checkpoint::read_npz(data("python_compressed.npz")).unwrap_err();
+    // numpy.savez_compressed: the same arrays, and deflate streams of several blocks.
+    let compressed = checkpoint::read_npz(data("python_compressed.npz")).unwrap();
+    let names = checkpoint::tree_paths(&interop());
+    let got: Vec<Array> = names
+        .iter()
+        .map(|n| compressed[n].to_array().unwrap())
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(compressed["hashed"].to_vec::<f32>().unwrap(), hashed());
+    assert_eq!(compressed["zeros"].to_vec::<f32>().unwrap(), [0.0; 10000]);
+    assert_eq!(compressed.len(), names.len() + 2);
+}
+
+/// `make.py`'s `compressible()["hashed"]`: 4096 scattered values, exact in f32.
+fn hashed() -> Vec<f32> {
+    (0..4096u64)
+        .map(|k| ((k * 2_654_435_761) % 65536) as f32 / 256.0)
+        .collect()
+}
+
+/// `ferrax::checkpoint`'s deflated `.npz` (`numpy.savez_compressed`) round trips, shrinks what
+/// repeats, and a corrupt stream, a wrong CRC or an impossible size is an `Err` naming the
+/// member.
+#[test]
+fn compressed_npz_round_trips_and_bad_members_are_errors() {
+    let mut all = ab();
+    all.insert("hashed".into(), t(&[64, 64], hashed()));
+    all.insert("zeros".into(), Tensor::zeros(DType::F32, [10000]));
+    let packed = checkpoint::npz_compressed_to_bytes(&all).unwrap();
+    let stored = checkpoint::npz_to_bytes(&all).unwrap();
     assert!(
-        matches!(&err, CheckpointError::Data { name, message }
-            if name == "w" && message.contains("savez_compressed")),
-        "{err}"
+        packed.len() * 3 < stored.len(),
+        "{} vs {}",
+        packed.len(),
+        stored.len()
     );
+    let back = checkpoint::npz_from_bytes(&packed, &all).unwrap();
+    assert_eq!(arrays(&back), arrays(&all));
+    let specs = tree_map(&interop(), |x| Tensor::spec(x.dtype(), x.shape().to_vec()));
+    let bytes = checkpoint::npz_compressed_to_bytes(&interop()).unwrap();
+    let back = checkpoint::npz_from_bytes(&bytes, &specs).unwrap();
+    assert_eq!(arrays(&back), arrays(&interop()));
+    let path = std::env::temp_dir().join(format!("ferrax-deflated-{}.npz", std::process::id()));
+    checkpoint::save_npz_compressed(&path, &all).unwrap();
+    assert_eq!(
+        arrays(&checkpoint::load_npz(&path, &all).unwrap()),
+        arrays(&all)
+    );
+    std::fs::remove_file(&path).unwrap();
+
+    // Member `b` of `ab()`: its local header is the second, its data after `b.npy`.
+    let bytes = checkpoint::npz_compressed_to_bytes(&ab()).unwrap();
+    let find = |sig: &[u8], nth: usize| {
+        let hits = bytes.windows(4).enumerate().filter(|(_, w)| *w == sig);
+        hits.map(|(i, _)| i).nth(nth).unwrap()
+    };
+    let member_error = |bytes: &[u8], member: &str, what: &str| {
+        let e = checkpoint::npz_from_bytes(bytes, &ab()).unwrap_err();
+        assert!(
+            matches!(&e, CheckpointError::Data { name, message }
+                if name == member && message.contains(what)),
+            "{e}"
+        );
+    };
+    let mut corrupt = bytes.clone();
+    corrupt[find(b"PK\x03\x04", 1) + 30 + 5] |= 0b110; // block type 3, which is reserved
+    member_error(&corrupt, "b", "deflate stream is corrupt");
+    // The CRC in `a`'s directory entry.
+    let mut crc = bytes.clone();
+    crc[find(b"PK\x01\x02", 0) + 16] ^= 1;
+    member_error(&crc, "a", "CRC-32");
+    // An uncompressed size no deflate stream of that length reaches, and one it misses.
+    let mut huge = bytes.clone();
+    let size_at = find(b"PK\x01\x02", 1) + 24;
+    huge[size_at..size_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    member_error(&huge, "b", "cannot inflate");
+    let mut longer = bytes.clone();
+    longer[size_at] = longer[size_at].wrapping_add(1);
+    member_error(&longer, "b", "inflates to");
 }
 
 /// The committed ferrax-written files (which `make.py` checks Python reads) are what ferrax
@@ -195,6 +268,9 @@ fn committed_ferrax_files_are_current() {
     assert_eq!(st, checkpoint::safetensors_to_bytes(&all).unwrap());
     let npz = std::fs::read(data("ferrax.npz")).unwrap();
     assert_eq!(npz, checkpoint::npz_to_bytes(&all).unwrap());
+    // Deflate's bytes may change with miniz_oxide's version; the values may not.
+    let deflated = checkpoint::load_npz(data("ferrax_compressed.npz"), &all).unwrap();
+    assert_eq!(arrays(&deflated), arrays(&all));
     let npy = std::fs::read(data("ferrax_bf16.npy")).unwrap();
     assert_eq!(npy, checkpoint::npy_to_bytes(&bf16_row()).unwrap());
 }
@@ -209,6 +285,7 @@ fn bf16_row() -> Tensor {
 fn write_ferrax_files() {
     checkpoint::save_safetensors(data("ferrax.safetensors"), &interop()).unwrap();
     checkpoint::save_npz(data("ferrax.npz"), &interop()).unwrap();
+    checkpoint::save_npz_compressed(data("ferrax_compressed.npz"), &interop()).unwrap();
     checkpoint::save_npy(data("ferrax_bf16.npy"), &bf16_row()).unwrap();
 }
 
@@ -359,7 +436,7 @@ type Loads = dyn Fn(&[u8]) -> bool;
 #[test]
 fn fuzzed_files_never_panic() {
     let all = interop();
-    let files: [(&str, Vec<u8>, Box<Loads>); 3] = [
+    let files: [(&str, Vec<u8>, Box<Loads>); 4] = [
         (
             "safetensors",
             checkpoint::safetensors_to_bytes(&all).unwrap(),
@@ -368,6 +445,11 @@ fn fuzzed_files_never_panic() {
         (
             "npz",
             checkpoint::npz_to_bytes(&all).unwrap(),
+            Box::new(|b| checkpoint::npz_from_bytes(b, &interop()).is_ok()),
+        ),
+        (
+            "deflated npz",
+            checkpoint::npz_compressed_to_bytes(&all).unwrap(),
             Box::new(|b| checkpoint::npz_from_bytes(b, &interop()).is_ok()),
         ),
         (

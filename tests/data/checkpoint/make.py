@@ -4,9 +4,10 @@ Writes, with Python's own libraries, the files ferrax must read:
   python.safetensors        (safetensors.numpy.save_file; bf16 through ml_dtypes)
   python.npz                (numpy.savez)
   python_layouts.npz        (numpy.savez of a Fortran-ordered, a big-endian and a 0-d array)
-  python_compressed.npz     (numpy.savez_compressed: ferrax must refuse it with an Err)
+  python_compressed.npz     (numpy.savez_compressed of the same arrays, plus 16 KiB of hashed
+                            values and 40 KB of zeros, so deflate streams of several blocks)
 and checks that Python reads the files ferrax wrote (ferrax.safetensors, ferrax.npz,
-ferrax_bf16.npy, made by `cargo test --test checkpoint -- --ignored write_ferrax_files`),
+ferrax_compressed.npz, ferrax_bf16.npy, made by `cargo test --test checkpoint -- --ignored write_ferrax_files`),
 printing one line per check. Needs numpy, ml_dtypes and safetensors:
 
     pip install --target /tmp/pysite safetensors numpy ml_dtypes
@@ -39,6 +40,15 @@ def expected():
     }
 
 
+def compressible():
+    """Arrays whose deflate streams span blocks; tests/checkpoint.rs computes the same."""
+    k = np.arange(4096, dtype=np.int64)
+    return {
+        "hashed": ((k * 2654435761) % 65536).astype(np.float32) / 256,
+        "zeros": np.zeros(10000, dtype=np.float32),
+    }
+
+
 def write():
     arrays = expected()
     save_file(arrays, os.path.join(HERE, "python.safetensors"))
@@ -51,7 +61,7 @@ def write():
     }
     assert layouts["fortran"].flags.f_contiguous and not layouts["fortran"].flags.c_contiguous
     np.savez(os.path.join(HERE, "python_layouts.npz"), **layouts)
-    np.savez_compressed(os.path.join(HERE, "python_compressed.npz"), w=w)
+    np.savez_compressed(os.path.join(HERE, "python_compressed.npz"), **arrays, **compressible())
     print("wrote python.safetensors, python.npz, python_layouts.npz, python_compressed.npz")
 
 
@@ -89,15 +99,16 @@ def check_ferrax():
             same(name, np.asarray(v), want[name])
         print(f"ferrax.safetensors: safetensors.flax.load_file (JAX arrays) reads all {len(loaded)}, values equal")
 
-    with np.load(os.path.join(HERE, "ferrax.npz")) as z:
-        assert sorted(z.files) == sorted(want), z.files
-        for name in z.files:
-            got = z[name]
-            if want[name].dtype == BF16:
-                assert got.dtype == np.dtype("V2"), got.dtype
-                got = got.view(BF16)
-            same(name, got, want[name])
-        print(f"ferrax.npz: numpy.load reads all {len(z.files)} arrays, values equal (bf16 as V2)")
+    for file in ["ferrax.npz", "ferrax_compressed.npz"]:
+        with np.load(os.path.join(HERE, file)) as z:
+            assert sorted(z.files) == sorted(want), z.files
+            for name in z.files:
+                got = z[name]
+                if want[name].dtype == BF16:
+                    assert got.dtype == np.dtype("V2"), got.dtype
+                    got = got.view(BF16)
+                same(name, got, want[name])
+            print(f"{file}: numpy.load reads all {len(z.files)} arrays, values equal (bf16 as V2)")
 
     got = np.load(os.path.join(HERE, "ferrax_bf16.npy")).view(BF16)
     same("ferrax_bf16.npy", got, np.array([[1.0, -3.5, 0.0078125]], dtype=BF16))

@@ -5,7 +5,8 @@
 //! - **safetensors** ([`save_safetensors`], [`load_safetensors`]): the model ecosystem's format,
 //!   a JSON header and raw little-endian data, read and written through the `safetensors` crate.
 //! - **`.npz`** ([`save_npz`], [`load_npz`]): NumPy's zip of `.npy` files (`numpy.savez`),
-//!   written stored (uncompressed) by hand; `numpy.savez_compressed` files are an `Err`.
+//!   written stored by hand, or deflated ([`save_npz_compressed`], `numpy.savez_compressed`);
+//!   both kinds read.
 //! - **`.npy`** ([`save_npy`], [`load_npy`]): one array.
 //!
 //! Tensors are named by their leaf's path in the tree, as JAX's
@@ -18,8 +19,8 @@
 //! Loading takes a template tree (flax's `restore(target)`): its structure, names, dtypes and
 //! shapes say what the file must hold, and any difference (a missing or extra tensor, another
 //! dtype or shape, a truncated or malformed file) is a [`CheckpointError`] naming the tensor;
-//! nothing read from a file can panic or allocate more than the file holds. Templates may be
-//! data-less ([`Tensor::spec`]).
+//! nothing read from a file can panic or allocate more than the file holds (a deflated `.npz`
+//! member: more than deflate can expand it to). Templates may be data-less ([`Tensor::spec`]).
 //!
 //! Every dtype ferrax has is supported. NumPy has no bfloat16: `.npy` stores bf16 as `<V2`,
 //! which is what NumPy itself writes for an `ml_dtypes.bfloat16` array (read it in Python with
@@ -35,7 +36,10 @@ pub use self::safetensors::{
     save_safetensors,
 };
 pub use npy::{load_npy, npy_from_bytes, npy_to_bytes, save_npy};
-pub use npz::{load_npz, npz_from_bytes, npz_to_bytes, read_npz, save_npz};
+pub use npz::{
+    load_npz, npz_compressed_to_bytes, npz_from_bytes, npz_to_bytes, read_npz, save_npz,
+    save_npz_compressed,
+};
 
 use crate::{tree_flatten, tree_unflatten, Tensor, Tree, TreeDef};
 use ferrax_ir::DType;

@@ -1,13 +1,20 @@
 //! NumPy's `.npz` (`numpy.savez`): a zip archive with one `NAME.npy` member per array. The zip
-//! is written stored (uncompressed) by hand, which takes less code than a zip crate's build
-//! does; reading handles stored members with their zip64 fields, as `numpy.savez` writes them,
-//! and checks each member's CRC. Deflated members (`numpy.savez_compressed`) are an `Err`.
+//! is written by hand, which takes less code than a zip crate's build does: stored
+//! (uncompressed, as `numpy.savez`) or deflated (`numpy.savez_compressed`, through
+//! `miniz_oxide`). Reading takes stored and deflated members with their zip64 fields, as NumPy
+//! writes them, and checks each member's CRC. A deflated member is inflated into a buffer of
+//! the size the directory declares, allocated fallibly and only if deflate can reach that size
+//! from the member's compressed bytes (at most 1032 to 1), so a hostile size cannot exhaust
+//! memory.
 
+use super::Stored;
 use super::{
     assemble, assemble_all, data, named_arrays, npy, read_file, write_file, CheckpointError, Found,
     Result,
 };
 use crate::{Tensor, Tree};
+use miniz_oxide::inflate::{decompress_slice_iter_to_slice, TINFLStatus};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -17,11 +24,23 @@ const CENTRAL: u32 = 0x0201_4b50;
 const END: u32 = 0x0605_4b50;
 /// 1980-01-01, the earliest date a zip can hold (a fixed date keeps files reproducible).
 const DOS_DATE: u16 = 0x21;
+const STORED: u16 = 0;
+const DEFLATED: u16 = 8;
+/// The most bytes one deflated byte can expand to (a 258-byte match in 2 bits, 1032 to 1).
+const MAX_DEFLATE_RATIO: u64 = 1032;
+/// zlib's default level, which `numpy.savez_compressed` uses.
+const DEFLATE_LEVEL: u8 = 6;
 
 /// Saves every leaf of `tree` to an `.npz` file at `path` (`numpy.savez(path, **named)`), each
 /// named by its path in the tree (replacing the file whole).
 pub fn save_npz<T: Tree>(path: impl AsRef<Path>, tree: &T) -> Result<()> {
     write_file(path.as_ref(), &npz_to_bytes(tree)?)
+}
+
+/// [`save_npz`] with every member deflated (`numpy.savez_compressed`): smaller where values
+/// repeat (zeros, integers), slower to write and read.
+pub fn save_npz_compressed<T: Tree>(path: impl AsRef<Path>, tree: &T) -> Result<()> {
+    write_file(path.as_ref(), &npz_compressed_to_bytes(tree)?)
 }
 
 /// Loads a tree shaped like `template` from the `.npz` file at `path`: the file must hold
@@ -37,6 +56,16 @@ pub fn read_npz(path: impl AsRef<Path>) -> Result<BTreeMap<String, Tensor>> {
 
 /// The `.npz` file [`save_npz`] writes, in memory.
 pub fn npz_to_bytes<T: Tree>(tree: &T) -> Result<Vec<u8>> {
+    archive(tree, STORED)
+}
+
+/// The `.npz` file [`save_npz_compressed`] writes, in memory.
+pub fn npz_compressed_to_bytes<T: Tree>(tree: &T) -> Result<Vec<u8>> {
+    archive(tree, DEFLATED)
+}
+
+/// A zip of every leaf's `.npy` file, its members stored or deflated (`method`).
+fn archive<T: Tree>(tree: &T, method: u16) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     let mut central = Vec::new();
     let arrays = named_arrays(tree)?;
@@ -49,18 +78,22 @@ pub fn npz_to_bytes<T: Tree>(tree: &T) -> Result<Vec<u8>> {
             message: format!("{what} exceeds 4 GiB, which needs zip64 (save as safetensors)"),
         };
         let size = u32::try_from(member.len()).map_err(|_| too_large("the array"))?;
+        let crc = crc32(&member);
+        if method == DEFLATED {
+            member = miniz_oxide::deflate::compress_to_vec(&member, DEFLATE_LEVEL);
+        }
+        let packed = u32::try_from(member.len()).map_err(|_| too_large("the array"))?;
         let offset = u32::try_from(out.len()).map_err(|_| too_large("the archive"))?;
         let name_len = u16::try_from(file_name.len()).map_err(|_| CheckpointError::Data {
             name: name.clone(),
             message: "the name is longer than a zip allows".into(),
         })?;
-        let crc = crc32(&member);
-        // Version needed 2.0, no flags, stored, time 0, then crc and sizes.
+        // Version needed 2.0, no flags, the method, time 0, then crc and sizes.
         let common = |b: &mut Vec<u8>| {
-            for v in [20u16, 0, 0, 0, DOS_DATE] {
+            for v in [20u16, 0, method, 0, DOS_DATE] {
                 b.extend(v.to_le_bytes());
             }
-            for v in [crc, size, size] {
+            for v in [crc, packed, size] {
                 b.extend(v.to_le_bytes());
             }
             b.extend(name_len.to_le_bytes());
@@ -216,17 +249,17 @@ fn parse(bytes: &[u8]) -> Result<BTreeMap<String, Found<'_>>> {
             return Err(member_error("the member is encrypted"));
         }
         match method {
-            0 => {}
-            8 => {
-                return Err(member_error(
-                    "the member is deflated (numpy.savez_compressed), which is not supported: \
-                     save with numpy.savez",
-                ))
+            STORED if packed != size => {
+                return Err(member_error("a stored member whose sizes differ"))
             }
+            STORED => {}
+            DEFLATED if size / MAX_DEFLATE_RATIO > packed => {
+                return Err(member_error(&format!(
+                    "{packed} deflated bytes cannot inflate to the {size} the directory declares"
+                )))
+            }
+            DEFLATED => {}
             m => return Err(member_error(&format!("unknown zip compression method {m}"))),
-        }
-        if packed != size {
-            return Err(member_error("a stored member whose sizes differ"));
         }
         if r.u32(local, "local header")? != LOCAL {
             return Err(bad(format!("no local header for `{name}` at byte {local}")));
@@ -234,19 +267,94 @@ fn parse(bytes: &[u8]) -> Result<BTreeMap<String, Found<'_>>> {
         let skip = u64::from(r.u16(local.saturating_add(26), "name length")?)
             + u64::from(r.u16(local.saturating_add(28), "extra length")?);
         let start = local.saturating_add(30 + skip);
-        let member = r.bytes(start, size, &format!("member `{file_name}`"))?;
-        if crc32(member) != crc {
+        let raw = r.bytes(start, packed, &format!("member `{file_name}`"))?;
+        let member = match method {
+            DEFLATED => Cow::Owned(inflate(&name, raw, size)?),
+            _ => Cow::Borrowed(raw),
+        };
+        if crc32(&member) != crc {
             return Err(member_error("the member's CRC-32 does not match its data"));
         }
         if !file_name.ends_with(".npy") {
             return Err(CheckpointError::Extra { name: file_name });
         }
-        let found = npy::parse(&name, member)?;
+        let found = match member {
+            Cow::Borrowed(member) => npy::parse(&name, member)?,
+            Cow::Owned(member) => parse_owned(&name, member)?,
+        };
         if out.insert(name.clone(), found).is_some() {
             return Err(bad(format!("two members named `{file_name}`")));
         }
     }
     Ok(out)
+}
+
+/// The `size` bytes that the raw deflate stream `packed` inflates to, or an error naming the
+/// member (`name`) when the stream is corrupt or inflates to another size.
+fn inflate(name: &str, packed: &[u8], size: u64) -> Result<Vec<u8>> {
+    let error = |message: String| CheckpointError::Data {
+        name: name.into(),
+        message,
+    };
+    let mut out = Vec::new();
+    usize::try_from(size)
+        .ok()
+        .and_then(|n| out.try_reserve_exact(n).ok().map(|()| n))
+        .map(|n| out.resize(n, 0))
+        .ok_or_else(|| CheckpointError::TooLarge {
+            name: name.into(),
+            bytes: size,
+        })?;
+    match decompress_slice_iter_to_slice(&mut out, std::iter::once(packed), false, true) {
+        Ok(n) if n == out.len() => Ok(out),
+        Ok(n) => Err(error(format!(
+            "the member inflates to {n} bytes, the directory declares {size}"
+        ))),
+        Err(TINFLStatus::HasMoreOutput) => Err(error(format!(
+            "the member inflates to more than the {size} bytes the directory declares"
+        ))),
+        Err(TINFLStatus::FailedCannotMakeProgress) => {
+            Err(error("the member's deflate stream is cut off".into()))
+        }
+        Err(status) => Err(error(format!(
+            "the member's deflate stream is corrupt ({status:?})"
+        ))),
+    }
+}
+
+/// The array of an inflated `.npy` member, owning its data: the bytes `npy::parse` borrows
+/// are cut out of the member in place rather than copied.
+fn parse_owned(name: &str, mut member: Vec<u8>) -> Result<Found<'static>> {
+    let (dtype, shape, start, len) = match npy::parse(name, &member)? {
+        Err(descr) => return Ok(Err(descr)),
+        Ok(Stored {
+            dtype,
+            shape,
+            data: Cow::Owned(data),
+        }) => {
+            return Ok(Ok(Stored {
+                dtype,
+                shape,
+                data: Cow::Owned(data),
+            }))
+        }
+        Ok(Stored {
+            dtype,
+            shape,
+            data: Cow::Borrowed(data),
+        }) => {
+            // A subslice of `member`, so the difference of addresses is its offset.
+            let start = data.as_ptr().addr() - member.as_ptr().addr();
+            (dtype, shape, start, data.len())
+        }
+    };
+    member.truncate(start + len);
+    member.drain(..start);
+    Ok(Ok(Stored {
+        dtype,
+        shape,
+        data: Cow::Owned(member),
+    }))
 }
 
 /// CRC-32 (IEEE, reflected), as zip uses.
