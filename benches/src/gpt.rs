@@ -10,7 +10,7 @@
 //! step number in as `t`; here it is the optimizer state's `count`, the same bias correction.
 
 use ferrax::nn::{self, initializers, Attention, Linear};
-use ferrax::optim::{self, AdamW, GradientTransformation, Mask};
+use ferrax::optim::{self, AdamW, GradientTransformation, LearningRate, Mask};
 use ferrax::{value_and_grad, DType, DotPrecision, Tensor, Tree};
 
 /// The model and batch sizes (`gpt_config` in `jax_reference.py`).
@@ -127,9 +127,9 @@ pub fn loss(p: &Gpt, idx: &Tensor, tgt: &Tensor, heads: usize) -> Tensor {
     nn::softmax_cross_entropy_with_integer_labels(&logits(p, idx, heads), tgt).mean(..)
 }
 
-/// `adamw_step`'s AdamW at learning rate `lr` (w9 uses 3e-4): betas 0.9 and 0.95, eps 1e-8,
-/// weight decay 0.1 on the leaves of two or more dimensions.
-pub fn optimizer(lr: f64) -> AdamW {
+/// `adamw_step`'s AdamW at learning rate `lr` (w9 uses 3e-4; `train_gpt` a schedule): betas
+/// 0.9 and 0.95, eps 1e-8, weight decay 0.1 on the leaves of two or more dimensions.
+pub fn optimizer(lr: impl Into<LearningRate>) -> AdamW {
     optim::adamw(
         lr,
         0.9,
