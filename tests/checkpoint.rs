@@ -428,6 +428,37 @@ fn unsavable_trees_are_errors() {
     );
 }
 
+/// Checkpoint errors convert into `ferrax::Error`, so `?` mixes loading with tracing and
+/// running in one function; a wrapped tree error comes back as it was.
+#[test]
+fn checkpoint_errors_convert_into_ferrax_errors() {
+    fn doubled(path: &Path) -> ferrax::Result<Vec<f32>> {
+        let x = checkpoint::load_npy(path)?;
+        let y = ferrax::jit(|x: Tensor| x * 2.0).call(x)?;
+        y.to_vec::<f32>()
+    }
+    let path = std::env::temp_dir().join(format!("ferrax-doubled-{}.npy", std::process::id()));
+    checkpoint::save_npy(&path, &t(&[2], vec![1f32, -3.0])).unwrap();
+    assert_eq!(doubled(&path).unwrap(), [2.0, -6.0]);
+    std::fs::remove_file(&path).unwrap();
+    let e = doubled(&path).unwrap_err();
+    assert!(
+        matches!(&e, ferrax::Error::Checkpoint(c) if matches!(**c, CheckpointError::Io { .. })),
+        "{e}"
+    );
+    assert!(e.to_string().contains("ferrax-doubled"), "{e}");
+    assert_eq!(e.clone(), e);
+
+    let tree = ferrax::Error::Tree {
+        expected: "(*, *)".into(),
+        found: "*".into(),
+    };
+    assert_eq!(
+        ferrax::Error::from(CheckpointError::Tree(tree.clone())),
+        tree
+    );
+}
+
 /// Whether bytes load.
 type Loads = dyn Fn(&[u8]) -> bool;
 

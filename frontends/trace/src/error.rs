@@ -1,7 +1,9 @@
+use crate::checkpoint::CheckpointError;
 use ferrax_compiler::pipeline::PipelineError;
 use ferrax_ir::{ParseError, VerifyError};
 use ferrax_runtime::RuntimeError;
 use std::panic::Location;
+use std::sync::Arc;
 
 /// Errors from tracing and running user functions. Mistakes made inside a user's closure carry
 /// the source location of the offending call in the user's own code.
@@ -26,6 +28,20 @@ pub enum Error {
     Backend(String),
     #[error("device: {0}")]
     Device(String),
+    /// A checkpoint that could not be saved or loaded, so that `?` on [`crate::checkpoint`]'s
+    /// functions works in functions returning [`Result`]. Shared, as errors are cloned.
+    #[error(transparent)]
+    Checkpoint(Arc<CheckpointError>),
+}
+
+impl From<CheckpointError> for Error {
+    /// A checkpoint error, or the tree error it wraps as it was.
+    fn from(e: CheckpointError) -> Error {
+        match e {
+            CheckpointError::Tree(e) => e,
+            e => Error::Checkpoint(Arc::new(e)),
+        }
+    }
 }
 
 impl From<PipelineError> for Error {

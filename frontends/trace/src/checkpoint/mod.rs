@@ -101,6 +101,14 @@ pub enum CheckpointError {
     Tree(#[from] crate::Error),
 }
 
+/// Errors are equal when their messages are (an I/O error has no other equality), which lets
+/// [`crate::Error`], which holds them, compare errors as it does.
+impl PartialEq for CheckpointError {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
 pub type Result<T, E = CheckpointError> = std::result::Result<T, E>;
 
 /// The path of every leaf of `tree`, in flattening order, as checkpoints name them.
