@@ -165,3 +165,67 @@ fn reseal(plan: &[u8], code: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&body);
     out
 }
+
+/// `jit`'s calling convention from an artifact: an MLP training step (parameters as a derived
+/// tree in and out) exported, loaded and called gives `jit`'s results bit for bit; inputs of
+/// another structure or type are an error naming both, as `jit`'s compiled functions do.
+#[test]
+fn exported_training_steps_run_as_jit_runs_them() {
+    use common::{mlp_loss, Layer, Mlp};
+    use ferrax::{jit, tree_map2, Artifact};
+    let step = |(p, x, y): (Mlp, Tensor, Tensor)| {
+        let g = ferrax::grad(|p: Mlp| mlp_loss(&p, &x, &y))(p.clone());
+        let loss = mlp_loss(&p, &x, &y);
+        (tree_map2(&p, &g, |w, g| w - &(g * 0.1)).unwrap(), loss)
+    };
+    let layer = |n: usize, m: usize, seed: usize| Layer {
+        w: Tensor::from_vec(
+            [n, m],
+            (0..n * m)
+                .map(|k| ((k * 37 + seed) % 19) as f32 / 19.0 - 0.5)
+                .collect::<Vec<f32>>(),
+        ),
+        b: Tensor::zeros(DType::F32, [m]),
+    };
+    let params = Mlp {
+        layers: vec![layer(12, 16, 1), layer(16, 4, 2)],
+    };
+    let x = Tensor::from_vec(
+        [8, 12],
+        (0..96)
+            .map(|k| (k % 7) as f32 * 0.3 - 1.0)
+            .collect::<Vec<f32>>(),
+    );
+    let y = Tensor::from_vec(
+        [8, 4],
+        (0..32).map(|k| f32::from(k % 4 == 1)).collect::<Vec<f32>>(),
+    );
+    let args = (params, x, y);
+    let f = jit(step);
+    let bytes = f.lower(&args).unwrap().export().unwrap();
+    let loaded: Artifact<(Mlp, Tensor, Tensor), (Mlp, Tensor)> = Artifact::load(&bytes).unwrap();
+    let (want_p, want_loss) = f.call(args.clone()).unwrap();
+    let (got_p, got_loss) = loaded.call(args.clone()).unwrap();
+    let bits = |t: &Tensor| {
+        t.to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bits(&got_loss), bits(&want_loss));
+    for (g, w) in ferrax::tree_leaves(&got_p)
+        .iter()
+        .zip(ferrax::tree_leaves(&want_p).iter())
+    {
+        assert_eq!(bits(g), bits(w));
+    }
+    let wrong = (
+        args.0.clone(),
+        Tensor::zeros(DType::F32, [9, 12]),
+        args.2.clone(),
+    );
+    let e = loaded.call(wrong).err().unwrap();
+    assert!(e.to_string().contains("f32[9,12]"), "{e}");
+    assert!(loaded.info().kernels > 0);
+}

@@ -32,6 +32,8 @@ pub enum Error {
     /// functions works in functions returning [`Result`]. Shared, as errors are cloned.
     #[error(transparent)]
     Checkpoint(Arc<CheckpointError>),
+    #[error("artifact: {0}")]
+    Artifact(String),
 }
 
 impl From<CheckpointError> for Error {

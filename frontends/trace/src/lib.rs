@@ -2,6 +2,7 @@
 //! [`trace`] (`jax.make_jaxpr`), [`jit`], the autodiff transforms ([`grad`], [`jvp`], ...), tree
 //! utilities ([`tree_map`], ...), optimizers ([`optim`]) and [`checkpoint`]s.
 
+mod aot;
 pub mod checkpoint;
 mod device;
 mod dump;
@@ -18,6 +19,7 @@ mod transforms;
 mod tree;
 mod tree_util;
 
+pub use aot::Artifact;
 pub use device::Device;
 pub use error::{Error, Result};
 pub use jit::{jit, Compiled, Jit, Lowered, Signature};

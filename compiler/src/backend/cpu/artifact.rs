@@ -156,6 +156,8 @@ struct Plan {
     /// the code section, in that order.
     image: CodeImage,
     lengths: Vec<usize>,
+    /// The caller's own data (the frontend stores its trees' structures here).
+    metadata: String,
 }
 
 /// What an artifact holds, read without loading its code (for `inspect`).
@@ -171,11 +173,19 @@ pub struct ArtifactInfo {
     pub memory: MemoryReport,
     /// The fused program, each step headed by what runs it.
     pub fused: String,
+    /// What [`CpuExecutable::to_artifact_with`] was given.
+    pub metadata: String,
 }
 
 impl CpuExecutable {
     /// This executable as an artifact for this machine's CPU.
     pub fn to_artifact(&self) -> Result<Vec<u8>, ArtifactError> {
+        self.to_artifact_with("")
+    }
+
+    /// This executable as an artifact, with the caller's `metadata` (returned by
+    /// [`inspect_artifact`]).
+    pub fn to_artifact_with(&self, metadata: &str) -> Result<Vec<u8>, ArtifactError> {
         let mut image = self.code.image.clone();
         let mut code = Vec::new();
         let mut lengths = Vec::new();
@@ -201,6 +211,7 @@ impl CpuExecutable {
             memory: self.memory,
             image,
             lengths,
+            metadata: metadata.to_string(),
         };
         let plan =
             serde_json::to_vec(&plan).map_err(|e| ArtifactError::Malformed(e.to_string()))?;
@@ -260,6 +271,7 @@ pub fn inspect_artifact(bytes: &[u8]) -> Result<ArtifactInfo, ArtifactError> {
         code_bytes: code.len(),
         memory: plan.memory,
         fused: plan.fused,
+        metadata: plan.metadata,
     })
 }
 
