@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 use ferrax::checkpoint::{self, CheckpointError};
+use ferrax::nn::{Attention, Linear};
 use ferrax::optim::{self, GradientTransformation};
 use ferrax::{tree_leaves, tree_map, zeros_like, Array, DType, Static, Tensor, Tree};
 use half::{bf16, f16};
@@ -88,17 +89,112 @@ fn model() -> Model {
     }
 }
 
+/// Model names as ferrax wrote them before struct fields had names: positions throughout.
+const POSITIONAL: [&str; 8] = [
+    "0.0.0", "0.0.1.0", "0.1.0", "1.pos", "1.tok", "2.0", "2.1", "3",
+];
+
 #[test]
 fn paths_are_jax_key_paths() {
     assert_eq!(
         checkpoint::tree_paths(&model()),
-        ["0.0.0", "0.0.1.0", "0.1.0", "1.pos", "1.tok", "2.0", "2.1", "3"]
+        [
+            "layers.0.w",
+            "layers.0.b",
+            "layers.1.w",
+            "embed.pos",
+            "embed.tok",
+            "scale.0",
+            "scale.1",
+            "head"
+        ]
     );
     assert_eq!(
         checkpoint::tree_paths(&interop())[..3],
         ["layers.0.b", "layers.0.w", "layers.1.b"]
     );
     assert_eq!(checkpoint::tree_paths(&Tensor::scalar(1f32)), ["0"]);
+
+    // The crate's layers and optimizer states inside derived structs, a tuple struct and a
+    // raw identifier.
+    #[derive(Tree, Clone)]
+    struct Pair(Tensor, Tensor);
+    #[derive(Tree, Clone)]
+    struct Block {
+        ln: Pair,
+        attn: Attention,
+        r#type: Tensor,
+    }
+    #[derive(Tree, Clone)]
+    struct Gpt {
+        wte: Tensor,
+        layers: Vec<Block>,
+    }
+    let v = |n: usize| t(&[n], vec![0f32; n]);
+    let linear = |n: usize| Linear {
+        w: v(n),
+        b: Some(v(n)),
+    };
+    let gpt = Gpt {
+        wte: v(2),
+        layers: vec![Block {
+            ln: Pair(v(1), v(1)),
+            attn: Attention {
+                qkv: linear(3),
+                proj: linear(4),
+            },
+            r#type: v(1),
+        }],
+    };
+    let layer = [
+        "layers.0.ln.0",
+        "layers.0.ln.1",
+        "layers.0.attn.qkv.w",
+        "layers.0.attn.qkv.b",
+        "layers.0.attn.proj.w",
+        "layers.0.attn.proj.b",
+        "layers.0.type",
+    ];
+    let params: Vec<String> = ["wte"]
+        .iter()
+        .chain(&layer)
+        .map(|p| p.to_string())
+        .collect();
+    assert_eq!(checkpoint::tree_paths(&gpt), params);
+    let opt = optim::adam(1e-3, 0.9, 0.999, 1e-8);
+    let paths = checkpoint::tree_paths(&(gpt.clone(), opt.init(&gpt)));
+    let n = params.len();
+    assert_eq!(paths.len(), 3 * n + 1, "{paths:?}");
+    assert!(paths[..n]
+        .iter()
+        .zip(&params)
+        .all(|(p, q)| *p == format!("0.{q}")));
+    assert_eq!(paths[n], "1.0.count");
+    assert_eq!(paths[n + 1], "1.0.mu.wte");
+    assert_eq!(paths[2 * n + 1], "1.0.nu.wte");
+    assert_eq!(paths[3 * n], "1.0.nu.layers.0.type");
+
+    // Files named by position, as before, load into the named template.
+    let old: BTreeMap<String, Tensor> = POSITIONAL
+        .iter()
+        .map(|n| n.to_string())
+        .zip(tree_leaves(&model()))
+        .collect();
+    let bytes = checkpoint::safetensors_to_bytes(&old).unwrap();
+    let loaded = checkpoint::safetensors_from_bytes(&bytes, &model()).unwrap();
+    assert_eq!(arrays(&loaded), arrays(&model()));
+    let bytes = checkpoint::npz_to_bytes(&old).unwrap();
+    let loaded = checkpoint::npz_from_bytes(&bytes, &model()).unwrap();
+    assert_eq!(arrays(&loaded), arrays(&model()));
+    // A file with only some of them is named by the template's paths in the error.
+    let mut partial = old.clone();
+    partial.remove("3");
+    let bytes = checkpoint::safetensors_to_bytes(&partial).unwrap();
+    let e = checkpoint::safetensors_from_bytes(&bytes, &model()).err();
+    assert!(
+        matches!(&e, Some(CheckpointError::Missing { name }) if name == "layers.0.w"),
+        "{e:?}"
+    );
 }
 
 #[test]

@@ -145,6 +145,49 @@ pub trait Tree: Sized {
         self.flatten(&mut out);
         out
     }
+
+    /// Appends the key path of every leaf, in [`Tree::flatten`]'s order, each below `prefix`
+    /// (JAX's `tree_flatten_with_path`; checkpoints name tensors by them): a derived struct's
+    /// children are keyed by field name, a map's by key, a sequence's or tuple's by position,
+    /// and `Option` and `Box` add no key. `TreeDef` holds no names, so the default keys every
+    /// child by its position in the structure (an `Option`'s value as `0`).
+    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        positional_key_paths(&self.flatten(&mut Vec::new()), prefix, out);
+    }
+}
+
+/// The key path of every leaf of `def`, children keyed by position (or dict key).
+pub(crate) fn positional_key_paths(
+    def: &TreeDef,
+    prefix: &mut Vec<String>,
+    out: &mut Vec<Vec<String>>,
+) {
+    match def {
+        TreeDef::Leaf => out.push(prefix.clone()),
+        TreeDef::None | TreeDef::Static(_) => {}
+        TreeDef::Node(c) => c.iter().enumerate().for_each(|(i, d)| {
+            prefix.push(i.to_string());
+            positional_key_paths(d, prefix, out);
+            prefix.pop();
+        }),
+        TreeDef::Dict(c) => c.iter().for_each(|(k, d)| {
+            prefix.push(k.clone());
+            positional_key_paths(d, prefix, out);
+            prefix.pop();
+        }),
+    }
+}
+
+/// [`Tree::key_paths`] of `child`, keyed `key` below `prefix`.
+pub(crate) fn child_key_paths<T: Tree>(
+    key: impl ToString,
+    child: &T,
+    prefix: &mut Vec<String>,
+    out: &mut Vec<Vec<String>>,
+) {
+    prefix.push(key.to_string());
+    child.key_paths(prefix, out);
+    prefix.pop();
 }
 
 impl Tree for Tensor {
@@ -164,6 +207,10 @@ impl Tree for Tensor {
                 found: other.to_string(),
             }),
         }
+    }
+
+    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        out.push(prefix.clone());
     }
 }
 
@@ -205,6 +252,10 @@ macro_rules! impl_tuple {
                 let c = def.children($n)?;
                 Ok(($($t::unflatten(&c[$i], leaves)?,)+))
             }
+
+            fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+                $(child_key_paths($i, &self.$i, prefix, out);)+
+            }
         }
     };
 }
@@ -232,6 +283,12 @@ impl<T: Tree> Tree for Vec<T> {
             }),
         }
     }
+
+    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        for (i, x) in self.iter().enumerate() {
+            child_key_paths(i, x, prefix, out);
+        }
+    }
 }
 
 impl<T: Tree, const N: usize> Tree for [T; N] {
@@ -250,6 +307,12 @@ impl<T: Tree, const N: usize> Tree for [T; N] {
             found: "a different count".into(),
         })
     }
+
+    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        for (i, x) in self.iter().enumerate() {
+            child_key_paths(i, x, prefix, out);
+        }
+    }
 }
 
 impl<T: Tree> Tree for Option<T> {
@@ -266,6 +329,12 @@ impl<T: Tree> Tree for Option<T> {
             d => Ok(Some(T::unflatten(&d.children(1)?[0], leaves)?)),
         }
     }
+
+    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        if let Some(x) = self {
+            x.key_paths(prefix, out);
+        }
+    }
 }
 
 impl<T: Tree> Tree for Box<T> {
@@ -275,6 +344,10 @@ impl<T: Tree> Tree for Box<T> {
 
     fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
         T::unflatten(def, leaves).map(Box::new)
+    }
+
+    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        (**self).key_paths(prefix, out);
     }
 }
 
@@ -298,6 +371,12 @@ impl<T: Tree> Tree for BTreeMap<String, T> {
                 expected: "a map".into(),
                 found: other.to_string(),
             }),
+        }
+    }
+
+    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        for (k, v) in self {
+            child_key_paths(k, v, prefix, out);
         }
     }
 }

@@ -1,13 +1,16 @@
 //! `#[derive(Tree)]`: makes a struct of tensors (a model's parameters, say) a pytree, so it
 //! can be passed to and returned from `trace`, `jit` and the autodiff transforms.
 //!
-//! Fields are flattened in declaration order. Generated code names the trait through
+//! Fields are flattened in declaration order, and key leaves' paths by their names (by
+//! position in a tuple struct), so a checkpoint of `Block { attn: Attention { qkv, .. }, .. }`
+//! names `attn.qkv.w`. Generated code names the trait through
 //! `::ferrax`; inside crates that use `ferrax-trace` directly, write
 //! `#[tree(crate = "ferrax_trace")]`.
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
 use quote::{format_ident, quote};
+use syn::ext::IdentExt;
 use syn::{parse_macro_input, parse_quote, Data, DeriveInput, Fields, Path};
 
 #[proc_macro_derive(Tree, attributes(tree))]
@@ -46,6 +49,14 @@ fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
     };
     let fields = data.fields.clone();
     let n = fields.len();
+    let keys: Vec<String> = match &fields {
+        Fields::Named(named) => named
+            .named
+            .iter()
+            .filter_map(|f| f.ident.as_ref().map(|id| id.unraw().to_string()))
+            .collect(),
+        _ => (0..n).map(|i| i.to_string()).collect(),
+    };
     let (members, construct): (Vec<TokenStream2>, TokenStream2) = match &fields {
         Fields::Named(named) => {
             let idents: Vec<_> = named.named.iter().filter_map(|f| f.ident.clone()).collect();
@@ -93,6 +104,18 @@ fn expand(mut input: DeriveInput) -> syn::Result<TokenStream2> {
             ) -> #krate::Result<Self> {
                 #bind_children
                 ::std::result::Result::Ok(#construct)
+            }
+
+            fn key_paths(
+                &self,
+                prefix: &mut ::std::vec::Vec<::std::string::String>,
+                out: &mut ::std::vec::Vec<::std::vec::Vec<::std::string::String>>,
+            ) {
+                #(
+                    prefix.push(::std::string::String::from(#keys));
+                    #krate::Tree::key_paths(&self.#members, prefix, out);
+                    prefix.pop();
+                )*
             }
         }
     })

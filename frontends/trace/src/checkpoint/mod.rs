@@ -9,12 +9,15 @@
 //!   both kinds read.
 //! - **`.npy`** ([`save_npy`], [`load_npy`]): one array.
 //!
-//! Tensors are named by their leaf's path in the tree, as JAX's
-//! `keystr(path, simple=True, separator=".")` names them: a `BTreeMap` key is its key, an
-//! element of a `Vec`, tuple, array, `Option` or derived struct its position (`TreeDef` does not
-//! record field names, so `AdamState { count, mu, nu }` is `0`, `1.…`, `2.…`); a tree that is a
-//! single tensor is named `0`. So `{"layers": [{"b": .., "w": ..}]}` saves `layers.0.b` and
-//! `layers.0.w`, which Python reads as `flatten_dict(params, sep=".")` names.
+//! Tensors are named by their leaf's key path ([`Tree::key_paths`]) joined with `.`, as JAX's
+//! `keystr(path, simple=True, separator=".")` names them: a struct field (derived, or one of
+//! this crate's: `Linear`, `AdamState`, ...) is its name, a `BTreeMap` key its key, an element
+//! of a `Vec`, tuple or array its position, and `Option` and `Box` add nothing; a tree that is
+//! a single tensor is named `0`. So `{"layers": [{"b": .., "w": ..}]}` saves `layers.0.b` and
+//! `layers.0.w`, which Python reads as `flatten_dict(params, sep=".")` names, and a derived
+//! `Gpt { blocks: Vec<Block { attn: Attention, .. }>, .. }` saves `blocks.0.attn.qkv.w`. Files
+//! named by position, as ferrax wrote them before struct fields had names (`0.0.0`), still
+//! load: a file holding exactly the template's positional names loads by them.
 //!
 //! Loading takes a template tree (flax's `restore(target)`): its structure, names, dtypes and
 //! shapes say what the file must hold, and any difference (a missing or extra tensor, another
@@ -41,7 +44,8 @@ pub use npz::{
     save_npz_compressed,
 };
 
-use crate::{tree_flatten, tree_unflatten, Tensor, Tree, TreeDef};
+use crate::tree::positional_key_paths;
+use crate::{tree_flatten, tree_leaves, tree_unflatten, Tensor, Tree, TreeDef};
 use ferrax_ir::DType;
 use ferrax_runtime::Array;
 use std::borrow::Cow;
@@ -113,30 +117,39 @@ pub type Result<T, E = CheckpointError> = std::result::Result<T, E>;
 
 /// The path of every leaf of `tree`, in flattening order, as checkpoints name them.
 pub fn tree_paths<T: Tree>(tree: &T) -> Vec<String> {
-    def_paths(&tree_flatten(tree).1)
+    let mut paths = Vec::new();
+    tree.key_paths(&mut Vec::new(), &mut paths);
+    paths.into_iter().map(join).collect()
 }
 
-fn def_paths(def: &TreeDef) -> Vec<String> {
-    fn walk(def: &TreeDef, prefix: &mut Vec<String>, out: &mut Vec<String>) {
-        match def {
-            TreeDef::Leaf if prefix.is_empty() => out.push("0".into()),
-            TreeDef::Leaf => out.push(prefix.join(".")),
-            TreeDef::None | TreeDef::Static(_) => {}
-            TreeDef::Node(c) => c.iter().enumerate().for_each(|(i, d)| {
-                prefix.push(i.to_string());
-                walk(d, prefix, out);
-                prefix.pop();
-            }),
-            TreeDef::Dict(c) => c.iter().for_each(|(k, d)| {
-                prefix.push(k.clone());
-                walk(d, prefix, out);
-                prefix.pop();
-            }),
-        }
+/// A key path as a name: its keys joined with `.`, the root `0`.
+fn join(path: Vec<String>) -> String {
+    if path.is_empty() {
+        "0".into()
+    } else {
+        path.join(".")
     }
-    let mut out = Vec::new();
-    walk(def, &mut Vec::new(), &mut out);
-    out
+}
+
+/// The names of `tree`'s leaves, one a leaf (a `Tree` impl whose key paths disagree with its
+/// flattening is an error, not a misnamed checkpoint).
+fn leaf_names<T: Tree>(tree: &T, leaves: usize) -> Result<Vec<String>> {
+    let names = tree_paths(tree);
+    if names.len() != leaves {
+        return Err(CheckpointError::Tree(crate::Error::Tree {
+            expected: format!("a key path for each of {leaves} leaves"),
+            found: format!("{} key paths", names.len()),
+        }));
+    }
+    Ok(names)
+}
+
+/// Names as checkpoints had them before derived structs' fields were named: every child of a
+/// node keyed by its position (an `Option`'s value as `0`).
+fn positional_names(def: &TreeDef) -> Vec<String> {
+    let mut paths = Vec::new();
+    positional_key_paths(def, &mut Vec::new(), &mut paths);
+    paths.into_iter().map(join).collect()
 }
 
 /// The first path that occurs twice (keys containing `.` can collide with nested ones).
@@ -150,8 +163,8 @@ fn check_unique(names: &[String]) -> Result<()> {
 
 /// The leaves of `tree` with data, named by path.
 fn named_arrays<T: Tree>(tree: &T) -> Result<Vec<(String, Array)>> {
-    let (leaves, def) = tree_flatten(tree);
-    let names = def_paths(&def);
+    let leaves = tree_leaves(tree);
+    let names = leaf_names(tree, leaves.len())?;
     check_unique(&names)?;
     names
         .into_iter()
@@ -175,10 +188,17 @@ struct Stored<'a> {
 type Found<'a> = std::result::Result<Stored<'a>, String>;
 
 /// Builds a tree like `template` from the tensors of a file, checking names, dtypes and
-/// shapes before decoding any data.
+/// shapes before decoding any data. A file that holds exactly the template's positional names
+/// (one written before derived structs' fields had names) loads by those.
 fn assemble<T: Tree>(template: &T, mut found: BTreeMap<String, Found<'_>>) -> Result<T> {
     let (leaves, def) = tree_flatten(template);
-    let names = def_paths(&def);
+    let mut names = leaf_names(template, leaves.len())?;
+    if names.iter().any(|n| !found.contains_key(n)) {
+        let old = positional_names(&def);
+        if old.len() == found.len() && old.iter().all(|n| found.contains_key(n)) {
+            names = old;
+        }
+    }
     check_unique(&names)?;
     let mut checked = Vec::with_capacity(names.len());
     for (name, leaf) in names.iter().zip(&leaves) {

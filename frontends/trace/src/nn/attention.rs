@@ -7,6 +7,7 @@
 
 use super::linear::{dense, Linear};
 use super::softmax;
+use crate::tree::child_key_paths;
 use crate::{DotPrecision, Result, Tensor, Tree, TreeDef};
 use ferrax_ir::{DType, TensorType};
 use std::panic::Location;
@@ -30,6 +31,11 @@ impl Tree for Attention {
             qkv: Linear::unflatten(&c[0], leaves)?,
             proj: Linear::unflatten(&c[1], leaves)?,
         })
+    }
+
+    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        child_key_paths("qkv", &self.qkv, prefix, out);
+        child_key_paths("proj", &self.proj, prefix, out);
     }
 }
 

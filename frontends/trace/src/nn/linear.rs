@@ -3,6 +3,7 @@
 //! optimizers take as they are. [`linear_with`] is the mixed-precision form: f32 master
 //! weights, the product at a [`DotPrecision`], the result back in the input's dtype.
 
+use crate::tree::child_key_paths;
 use crate::{DotPrecision, Result, Tensor, Tree, TreeDef};
 
 /// A dense layer's parameters: `w` is `[in, out]` (JAX's and flax's layout, so `x @ w`), `b`
@@ -24,6 +25,11 @@ impl Tree for Linear {
             w: Tensor::unflatten(&c[0], leaves)?,
             b: Option::unflatten(&c[1], leaves)?,
         })
+    }
+
+    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        child_key_paths("w", &self.w, prefix, out);
+        child_key_paths("b", &self.b, prefix, out);
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::{increment, leaves_of, or_failed, scale_by_learning_rate, zero_count, Chain};
 use super::{GradientTransformation, LearningRate, ScaleByLearningRate};
+use crate::tree::child_key_paths;
 use crate::tree_util::{tree_unflatten, zeros_like};
 use crate::{Error, Result, Tensor, Tree, TreeDef};
 use ferrax_ir::DType;
@@ -47,6 +48,12 @@ impl<P: Tree> Tree for AdamState<P> {
             mu: P::unflatten(&c[1], leaves)?,
             nu: P::unflatten(&c[2], leaves)?,
         })
+    }
+
+    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        child_key_paths("count", &self.count, prefix, out);
+        child_key_paths("mu", &self.mu, prefix, out);
+        child_key_paths("nu", &self.nu, prefix, out);
     }
 }
 

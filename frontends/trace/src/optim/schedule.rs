@@ -4,6 +4,7 @@
 //! `jit` its value is computed in the program from the count carried in the state.
 
 use super::{increment, leaves_of, or_failed, zero_count, GradientTransformation};
+use crate::tree::child_key_paths;
 use crate::tree_util::tree_unflatten;
 use crate::{Error, Result, Tensor, Tree, TreeDef};
 use ferrax_ir::DType;
@@ -179,6 +180,10 @@ impl Tree for CountState {
         Ok(CountState {
             count: Tensor::unflatten(&c[0], leaves)?,
         })
+    }
+
+    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        child_key_paths("count", &self.count, prefix, out);
     }
 }
 

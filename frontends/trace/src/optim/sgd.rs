@@ -3,6 +3,7 @@
 
 use super::{leaves_of, or_failed, scale_by_learning_rate, Chain, GradientTransformation};
 use super::{LearningRate, ScaleByLearningRate};
+use crate::tree::child_key_paths;
 use crate::tree_util::{tree_unflatten, zeros_like};
 use crate::{Result, Tensor, Tree, TreeDef};
 
@@ -30,6 +31,10 @@ impl<P: Tree> Tree for TraceState<P> {
         Ok(TraceState {
             trace: P::unflatten(&c[0], leaves)?,
         })
+    }
+
+    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        child_key_paths("trace", &self.trace, prefix, out);
     }
 }
 
