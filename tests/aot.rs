@@ -6,6 +6,7 @@
 
 mod common;
 
+use ciborium::Value;
 use common::fusion::float_bits;
 use ferrax::compiler::backend::{inspect_artifact, ArtifactError, CpuExecutable};
 use ferrax::compiler::simplify::simplify;
@@ -45,10 +46,17 @@ fn artifacts_compute_what_their_executables_compute() {
     assert!(kernels >= 50, "only {kernels} kernels");
 }
 
-/// A program with a kernel that calls the host (f64 transcendentals) and one with vector
-/// constants, inspected and loaded.
+/// A program with a kernel that calls the host (f64 transcendentals), one with vector
+/// constants, and infinite and NaN constants (which the plan must carry exactly).
 fn sample() -> (CpuExecutable, Vec<Array>) {
-    let f = |(x, y): (Tensor, Tensor)| ((x.sin() * 2.5 + 1.0).exp(), (y.cos() * 0.5).tanh());
+    let f = |(x, y): (Tensor, Tensor)| {
+        let masked = x.greater(&Tensor::scalar(0.0f32)).select(
+            (x.sin() * 2.5 + 1.0).exp(),
+            Tensor::full(DType::F32, [300], f64::NEG_INFINITY),
+        );
+        let nan = Tensor::full(DType::F64, [40], f64::NAN);
+        (masked, (y.cos() * 0.5).tanh().maximum(&nan))
+    };
     let specs = (
         Tensor::spec(DType::F32, [300]),
         Tensor::spec(DType::F64, [40]),
@@ -60,8 +68,15 @@ fn sample() -> (CpuExecutable, Vec<Array>) {
 
 #[test]
 fn inspect_reads_the_signature_target_and_plan() {
-    let (exe, _) = sample();
-    let info = inspect_artifact(&exe.to_artifact().unwrap()).unwrap();
+    let (exe, args) = sample();
+    let bytes = exe.to_artifact().unwrap();
+    let loaded = CpuExecutable::from_artifact(&bytes).unwrap();
+    let (got, want) = (loaded.run(&args).unwrap(), exe.run(&args).unwrap());
+    assert_eq!(float_bits(&got[0]), float_bits(&want[0]));
+    assert_eq!(float_bits(&got[1]), float_bits(&want[1]));
+    assert!(got[0].to_f64_vec().contains(&f64::NEG_INFINITY));
+    assert!(got[1].to_f64_vec().iter().all(|v| v.is_nan()));
+    let info = inspect_artifact(&bytes).unwrap();
     assert_eq!(info.inputs.len(), 2);
     assert_eq!(info.outputs.len(), 2);
     assert_eq!(info.target.arch, std::env::consts::ARCH);
@@ -111,27 +126,46 @@ fn foreign_and_future_artifacts_are_refused() {
     let e = CpuExecutable::from_artifact(&future).err().unwrap();
     assert!(e.to_string().contains("version 2"), "{e}");
 
-    let edit = |from: &str, to: &str| -> Vec<u8> {
+    // The plan decoded, one field changed, encoded and sealed again.
+    let edit = |change: &dyn Fn(&mut Value)| -> Vec<u8> {
         let (plan, code) = sections(&bytes);
-        let plan = String::from_utf8(plan.to_vec()).unwrap();
-        assert!(plan.contains(from), "{from}");
-        reseal(plan.replacen(from, to, 1).as_bytes(), code)
+        let mut plan: Value = ciborium::from_reader(plan).unwrap();
+        change(&mut plan);
+        let mut encoded = Vec::new();
+        ciborium::into_writer(&plan, &mut encoded).unwrap();
+        reseal(&encoded, code)
     };
-    let other_arch = edit(
-        &format!("\"arch\":\"{}\"", std::env::consts::ARCH),
-        "\"arch\":\"riscv64\"",
-    );
+    let other_arch = edit(&|p| *field(field(p, "target"), "arch") = Value::Text("riscv64".into()));
     let e = CpuExecutable::from_artifact(&other_arch).err().unwrap();
     assert!(e.to_string().contains("riscv64"), "{e}");
-    let unknown_feature = edit("\"features\":[", "\"features\":[\"quantum\",");
+    let unknown_feature = edit(&|p| {
+        let Value::Array(features) = field(field(p, "target"), "features") else {
+            panic!("features")
+        };
+        features.push(Value::Text("quantum".into()));
+    });
     let e = CpuExecutable::from_artifact(&unknown_feature)
         .err()
         .unwrap();
     assert!(e.to_string().contains("lacks quantum"), "{e}");
-    let bad_step = edit("\"steps\":[", "\"steps\":[{\"Kernel\":999},");
+    let bad_step = edit(&|p| {
+        let Value::Array(steps) = field(p, "steps") else {
+            panic!("steps")
+        };
+        let kernel = Value::Map(vec![(
+            Value::Text("Kernel".into()),
+            Value::Integer(999.into()),
+        )]);
+        steps.insert(0, kernel);
+    });
     let e = CpuExecutable::from_artifact(&bad_step).err().unwrap();
     assert!(matches!(e, ArtifactError::Malformed(_)), "{e}");
-    let unknown_host = edit("ferrax_pow_f64", "ferrax_pow_f65");
+    let unknown_host = edit(&|p| {
+        let Value::Array(hosts) = field(field(p, "image"), "hosts") else {
+            panic!("hosts")
+        };
+        hosts[1] = Value::Text("ferrax_pow_f65".into());
+    });
     let e = CpuExecutable::from_artifact(&unknown_host).err().unwrap();
     assert!(e.to_string().contains("ferrax_pow_f65"), "{e}");
 
@@ -139,6 +173,18 @@ fn foreign_and_future_artifacts_are_refused() {
     let loaded = CpuExecutable::from_artifact(&bytes).unwrap();
     assert!(loaded.run(&args[..1]).is_err());
     assert!(loaded.run(&[args[1].clone(), args[0].clone()]).is_err());
+}
+
+/// The value of map `v`'s entry `key`.
+fn field<'a>(v: &'a mut Value, key: &str) -> &'a mut Value {
+    let Value::Map(entries) = v else {
+        panic!("not a map: {key}")
+    };
+    let at = entries
+        .iter()
+        .position(|(k, _)| k.as_text() == Some(key))
+        .unwrap_or_else(|| panic!("no {key}"));
+    &mut entries[at].1
 }
 
 /// The plan and code sections of an artifact (after magic, version and hash).

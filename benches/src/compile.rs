@@ -122,3 +122,19 @@ pub fn compile_phases<I: Tree, O: Tree>(name: &str, f: impl Fn(I) -> O, x: &I) -
     );
     Ok(())
 }
+
+/// What a shipped program does instead of compiling: `f` exported once, its artifact's size
+/// printed to stderr, and the time to load it (check, map, link; no code generation) as row
+/// `name`.
+pub fn artifact_load<I: Tree + Clone, O: Tree>(
+    name: &str,
+    f: impl Fn(I) -> O + Send + Sync,
+    args: &I,
+    reps: usize,
+) -> Result<()> {
+    let bytes = ferrax::jit(f).lower(args)?.export()?;
+    eprintln!("{name}: artifact of {} bytes", bytes.len());
+    let t = crate::timed(reps, || ferrax::Artifact::<I, O>::load(&bytes).map(drop))?;
+    crate::emit(name, t, None, None);
+    Ok(())
+}

@@ -65,6 +65,24 @@ impl Args {
     }
 }
 
+/// The yardstick of w14's gather: copying as many f32s as it writes (the rows it reads and the
+/// result it writes move the same bytes) from one buffer to another, each core copying its
+/// share, into a destination that stays allocated (as ferrax's recycled buffers do).
+fn copy_reference(reps: usize, len: usize) -> Result<(f64, f64)> {
+    let source: Vec<f32> = (0..len).map(|k| k as f32).collect();
+    let mut target = vec![0f32; len];
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let share = len.div_ceil(threads).max(1);
+    timed(reps, || {
+        std::thread::scope(|s| {
+            for (to, from) in target.chunks_mut(share).zip(source.chunks(share)) {
+                s.spawn(move || to.copy_from_slice(from));
+            }
+        });
+        Ok(())
+    })
+}
+
 /// Median and minimum seconds of `reps` calls after one warm-up call.
 fn timed(reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<(f64, f64)> {
     f()?;
@@ -457,6 +475,10 @@ fn main() -> Result<()> {
         let flops = 6.0 * 256.0 * (784.0 * 1024.0 + 1024.0 * 1024.0 + 1024.0 * 10.0);
         emit("w5_mlp_step", t, None, Some(flops));
     }
+    if args.want("w5_artifact_load") {
+        let mlp = (ps.clone(), xb.clone(), yb.clone());
+        compile::artifact_load("w5_artifact_load", mlp_step, &mlp, reps)?;
+    }
     if args.want("w7_rowsum") {
         let r = normal(&[4096, 4096], 6);
         let f = jit(|r: Tensor| r.sum(-1));
@@ -474,6 +496,15 @@ fn main() -> Result<()> {
             "w8_sin_chain",
             timed(reps, || f.call(x.clone()).map(drop))?,
             Some(8.0 * (1 << 22) as f64),
+            None,
+        );
+    }
+    if args.want("w14_copy_reference") {
+        let t = copy_reference(reps, 8 * 1024 * 768)?;
+        emit(
+            "w14_copy_reference",
+            t,
+            Some(2.0 * (8 * 1024 * 768 * 4) as f64),
             None,
         );
     }
@@ -504,8 +535,13 @@ fn main() -> Result<()> {
             );
         }
     }
-    if args.want("w9_compile_gpt_step") || args.want("w9_gpt_step") || args.want("w9_gpt_step_bf16")
-    {
+    let gpt_rows = [
+        "w9_compile_gpt_step",
+        "w9_gpt_step",
+        "w9_gpt_step_bf16",
+        "w9_artifact_load",
+    ];
+    if gpt_rows.iter().any(|r| args.want(r)) {
         use ferrax::optim::GradientTransformation;
         let (c, opt) = (gpt::Config::W9, gpt::optimizer(3e-4));
         let params = gpt::init(&c, 0);
@@ -516,6 +552,10 @@ fn main() -> Result<()> {
         if args.want("w9_compile_gpt_step") {
             let step = gpt::train_step(c, opt.clone());
             compile::compile_phases("w9_compile_gpt_step", step, &xs)?;
+        }
+        if args.want("w9_artifact_load") {
+            let step = gpt::train_step(c, opt.clone());
+            compile::artifact_load("w9_artifact_load", step, &xs, reps)?;
         }
         if args.want("w9_gpt_step") {
             let f = jit(gpt::train_step(c, opt.clone()));

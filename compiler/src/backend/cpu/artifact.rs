@@ -4,8 +4,9 @@
 //!
 //! The container is small and binary, so machine code is stored as it is: a magic number, the
 //! format version, the SHA-256 of the rest, then two length-prefixed sections, the plan as
-//! JSON (serde: readable by `inspect`, and every plan type already derives it) and the code
-//! and constant tables as raw bytes. Loading checks, in order, the magic, the version, the
+//! CBOR (serde, which every plan type derives; a standard, self-describing binary encoding that
+//! carries every float exactly, the infinities and NaNs of constants included, where JSON
+//! cannot) and the code and constant tables as raw bytes. Loading checks, in order, the magic, the version, the
 //! hash, that the plan is well formed, and that this CPU has every instruction-set feature the
 //! code was compiled for; only then is code mapped and made executable.
 //!
@@ -213,8 +214,10 @@ impl CpuExecutable {
             lengths,
             metadata: metadata.to_string(),
         };
-        let plan =
-            serde_json::to_vec(&plan).map_err(|e| ArtifactError::Malformed(e.to_string()))?;
+        let mut encoded = Vec::new();
+        ciborium::into_writer(&plan, &mut encoded)
+            .map_err(|e| ArtifactError::Malformed(e.to_string()))?;
+        let plan = encoded;
         let mut body = Vec::with_capacity(16 + plan.len() + code.len());
         for section in [&plan, &code] {
             body.extend_from_slice(&(section.len() as u64).to_le_bytes());
@@ -295,7 +298,7 @@ fn read(bytes: &[u8]) -> Result<(Plan, &[u8]), ArtifactError> {
     if !rest.is_empty() {
         return Err(ArtifactError::Malformed("bytes after its code".into()));
     }
-    let plan: Plan = serde_json::from_slice(plan)
+    let plan: Plan = ciborium::from_reader(plan)
         .map_err(|e| ArtifactError::Malformed(format!("its plan: {e}")))?;
     Ok((plan, code))
 }
