@@ -140,22 +140,20 @@ impl<I: Tree, O: Tree> Lowered<I, O> {
             program: self.program.clone(),
             key: self.key.clone(),
             _types: PhantomData,
+        }
+    }
+
     /// The CPU program as an ahead-of-time artifact ([`Artifact`](crate::Artifact) loads it
     /// in any process, with no compiler work); an error for programs on another backend, or
     /// whose inputs or outputs hold static values.
     pub fn export(&self) -> Result<Vec<u8>> {
         match &self.program.executable {
-            Some(Executable::Cpu(exe)) => crate::aot::export(
-                exe,
-                &self.key.structure,
-                &self.program.traced.out_def,
-            ),
+            Some(Executable::Cpu(exe)) => {
+                crate::aot::export(exe, &self.key.structure, &self.program.traced.out_def)
+            }
             _ => Err(Error::Artifact(
                 "only CPU programs export as artifacts".to_string(),
             )),
-        }
-    }
-
         }
     }
 }
