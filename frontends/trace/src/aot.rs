@@ -117,7 +117,7 @@ pub(crate) fn export(exe: &CpuExecutable, inputs: &TreeDef, outputs: &TreeDef) -
         inputs: structure(inputs)?,
         outputs: structure(outputs)?,
     };
-    let metadata = serde_json::to_string(&trees).map_err(artifact_error)?;
+    let metadata = serde_json::to_vec(&trees).map_err(artifact_error)?;
     exe.to_artifact_with(&metadata).map_err(artifact_error)
 }
 
@@ -135,7 +135,7 @@ impl<I: Tree, O: Tree> Artifact<I, O> {
     /// The function artifact `bytes` holds, after every check loading makes.
     pub fn load(bytes: &[u8]) -> Result<Artifact<I, O>> {
         let info = inspect_artifact(bytes).map_err(artifact_error)?;
-        let trees: Trees = serde_json::from_str(&info.metadata)
+        let trees: Trees = serde_json::from_slice(&info.metadata)
             .map_err(|e| artifact_error(format!("its tree structures: {e}")))?;
         let exe = CpuExecutable::from_artifact(bytes).map_err(artifact_error)?;
         Ok(Artifact {

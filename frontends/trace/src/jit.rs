@@ -11,6 +11,7 @@
 //! [`Lowered`]/[`Compiled`] or cache entry holding it is dropped.
 
 use crate::device::Device;
+use crate::persistent::CacheDir;
 use crate::tensor::Inner;
 use crate::trace::{trace_named, Traced};
 use crate::{Error, Result, Tensor, Tree, TreeDef};
@@ -46,6 +47,8 @@ struct Program {
     executable: Option<Executable>,
     /// How its GPU code computes.
     options: GpuOptions,
+    /// Loaded from the persistent cache rather than compiled.
+    from_persistent_cache: bool,
 }
 
 /// Runs `program` on `leaves` (whose device the program was compiled for). Leaves given by
@@ -141,6 +144,11 @@ impl<I: Tree, O: Tree> Lowered<I, O> {
             key: self.key.clone(),
             _types: PhantomData,
         }
+    }
+
+    /// Whether the program was loaded from the persistent compile cache, not compiled.
+    pub fn from_persistent_cache(&self) -> bool {
+        self.program.from_persistent_cache
     }
 
     /// The CPU program as an ahead-of-time artifact ([`Artifact`](crate::Artifact) loads it
@@ -252,6 +260,7 @@ pub struct Jit<F, I, O> {
     traces: AtomicUsize,
     last_miss: Mutex<Option<String>>,
     options: GpuOptions,
+    persistent: CacheDir,
     _types: PhantomData<fn(I) -> O>,
 }
 
@@ -303,6 +312,7 @@ pub fn jit<I: Tree, O: Tree, F: Fn(I) -> O + Send + Sync>(f: F) -> Jit<F, I, O> 
         traces: AtomicUsize::new(0),
         last_miss: Mutex::new(None),
         options: GpuOptions::default(),
+        persistent: CacheDir::Default,
         _types: PhantomData,
     }
 }
@@ -311,6 +321,19 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
     /// Names the traced function (the `@name` in printed IR).
     pub fn named(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
+        self
+    }
+
+    /// Keeps this function's compiled CPU programs in `dir` across processes, in place of the
+    /// persistent cache's default directory (see the crate docs on the persistent cache).
+    pub fn cache_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.persistent = CacheDir::At(dir.into());
+        self
+    }
+
+    /// Compiles this function's programs in every process: no persistent cache.
+    pub fn no_persistent_cache(mut self) -> Self {
+        self.persistent = CacheDir::Off;
         self
     }
 
@@ -491,8 +514,13 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
         let raw = traced.func.clone();
         let mut simplify_report = String::new();
         let mut executable = None;
+        let mut from_persistent_cache = false;
         if traced.captures.is_empty() {
-            let compiled = pipeline::compile(&traced.func, &backend_for(device, self.options))?;
+            let backend = backend_for(device, self.options);
+            let options = format!("{:?}", self.options);
+            let (compiled, hit) =
+                crate::persistent::compile(&traced.func, &backend, &self.persistent, &options)?;
+            from_persistent_cache = hit;
             simplify_report = compiled.simplify_report;
             traced.func = compiled.simplified;
             crate::dump::compiled(
@@ -509,6 +537,7 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
             simplify_report,
             executable,
             options: self.options,
+            from_persistent_cache,
         });
         self.traces.fetch_add(1, Ordering::Relaxed);
         if !program.traced.captures.is_empty() {

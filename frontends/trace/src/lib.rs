@@ -10,6 +10,7 @@ mod error;
 mod jit;
 pub mod nn;
 mod operators;
+mod persistent;
 mod ops;
 pub mod optim;
 mod tensor;

@@ -158,7 +158,7 @@ struct Plan {
     image: CodeImage,
     lengths: Vec<usize>,
     /// The caller's own data (the frontend stores its trees' structures here).
-    metadata: String,
+    metadata: Vec<u8>,
 }
 
 /// What an artifact holds, read without loading its code (for `inspect`).
@@ -175,18 +175,18 @@ pub struct ArtifactInfo {
     /// The fused program, each step headed by what runs it.
     pub fused: String,
     /// What [`CpuExecutable::to_artifact_with`] was given.
-    pub metadata: String,
+    pub metadata: Vec<u8>,
 }
 
 impl CpuExecutable {
     /// This executable as an artifact for this machine's CPU.
     pub fn to_artifact(&self) -> Result<Vec<u8>, ArtifactError> {
-        self.to_artifact_with("")
+        self.to_artifact_with(&[])
     }
 
     /// This executable as an artifact, with the caller's `metadata` (returned by
     /// [`inspect_artifact`]).
-    pub fn to_artifact_with(&self, metadata: &str) -> Result<Vec<u8>, ArtifactError> {
+    pub fn to_artifact_with(&self, metadata: &[u8]) -> Result<Vec<u8>, ArtifactError> {
         let mut image = self.code.image.clone();
         let mut code = Vec::new();
         let mut lengths = Vec::new();
@@ -212,7 +212,7 @@ impl CpuExecutable {
             memory: self.memory,
             image,
             lengths,
-            metadata: metadata.to_string(),
+            metadata: metadata.to_vec(),
         };
         let mut encoded = Vec::new();
         ciborium::into_writer(&plan, &mut encoded)
@@ -258,6 +258,27 @@ impl CpuExecutable {
             memory: plan.memory,
             pool: Mutex::new(HashMap::new()),
         })
+    }
+}
+
+impl CpuExecutable {
+    /// The program as compiled (scheduled for fusion).
+    pub fn program(&self) -> &Func {
+        &self.func
+    }
+
+    /// The Cranelift IR of each kernel, where it is known (empty for code loaded from an
+    /// artifact, which holds machine code only).
+    pub fn clif(&self) -> &[String] {
+        &self.code.clif
+    }
+
+    /// Gives loaded kernels the Cranelift IR they were compiled from (kept beside their
+    /// artifact, as the persistent cache does), for dumps; ignored unless one per kernel.
+    pub fn set_clif(&mut self, clif: Vec<String>) {
+        if clif.len() == self.kernels.len() {
+            self.code.clif = clif;
+        }
     }
 }
 
