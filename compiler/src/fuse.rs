@@ -41,7 +41,7 @@ pub enum Step {
 /// Whether instruction `i` can be computed element by element inside a kernel of `target`:
 /// what its support table does not leave to the host, splat constants, and broadcasts a kernel
 /// reads in place.
-fn fusible(func: &Func, i: usize, target: &Target) -> bool {
+pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
     let ins = &func.body[i];
     let d = ins.ty.dtype;
     let operand = || ins.args.first().and_then(|&a| func.value_type(a));

@@ -135,6 +135,14 @@ impl Executable {
         }
     }
 
+    /// The values live when the memory plan peaks, largest first (CPU programs).
+    pub fn live_at_peak(&self) -> Option<String> {
+        match self {
+            Executable::Cpu(exe) => Some(exe.live_at_peak()),
+            Executable::Interpreter(_) | Executable::Gpu(_) => None,
+        }
+    }
+
     /// The PTX module a GPU program loaded.
     pub fn ptx(&self) -> Option<&str> {
         match self {

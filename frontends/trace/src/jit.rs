@@ -124,6 +124,12 @@ impl<I: Tree, O: Tree> Lowered<I, O> {
         self.program.executable.as_ref()?.memory()
     }
 
+    /// The values live when the memory plan peaks, largest first, each with its bytes and the
+    /// instruction that makes it (CPU programs): what to shorten to lower the peak.
+    pub fn live_at_peak(&self) -> Option<String> {
+        self.program.executable.as_ref()?.live_at_peak()
+    }
+
     /// The PTX module of the program (for the GPU it was compiled for, or else for sm_80;
     /// rendering needs no GPU).
     pub fn ptx(&self) -> Result<String> {

@@ -9,15 +9,18 @@ pub mod clif;
 mod indexing;
 mod launch;
 mod matmul;
+mod remat;
 pub mod support;
 mod widen;
 
 use crate::backend::gemm::{plan_gemm, plan_permuted_gemm, Gemm};
-use crate::backend::liveness::{liveness, Liveness, MemoryReport, StepValues};
+use crate::backend::liveness::{
+    liveness, memory, peak_listing, Liveness, MemoryReport, StepValues,
+};
 use crate::fuse::{listing, partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::LastReads;
-use crate::kernel::{lower, Kernel, Role};
+use crate::kernel::{lower, Access, Kernel, Role};
 use ferrax_ir::{verify, DType, Elements, Func, Gather, Op, Scalar, Scatter, TensorType, ValueId};
 use ferrax_runtime::{check_args, eval_op, recycle, Array, RuntimeError};
 use launch::{data_ptr, data_ptr_mut, launch, launch_rows};
@@ -118,6 +121,7 @@ impl CpuExecutable {
     pub fn compile(func: &Func) -> Result<CpuExecutable, BackendError> {
         verify(func)?;
         let func = &schedule(&widen::widen_half_products(func), &support::TARGET);
+        let func = &remat::rematerialize(func, &support::TARGET);
         let mut steps = Vec::new();
         let mut kernels = Vec::new();
         let partition = partition(func, &support::TARGET);
@@ -191,7 +195,9 @@ impl CpuExecutable {
             .iter()
             .map(|step| step_values(func, &kernels, step))
             .collect();
-        let Liveness { frees, memory } = liveness(func, &values);
+        let Liveness { frees, .. } = liveness(func, &values);
+        let reused = reused(func, &steps, &kernels, &frees);
+        let memory = memory(func, &values, &frees, &reused);
         Ok(CpuExecutable {
             func: func.clone(),
             fused: listing(func, &partition, &names),
@@ -213,6 +219,17 @@ impl CpuExecutable {
     /// The memory plan's figures (peak bytes of live values, against keeping them all).
     pub fn memory(&self) -> MemoryReport {
         self.memory
+    }
+
+    /// The values live when the memory plan peaks, largest first ([`peak_listing`]).
+    pub fn live_at_peak(&self) -> String {
+        let steps: Vec<StepValues> = self
+            .steps
+            .iter()
+            .map(|step| step_values(&self.func, &self.kernels, step))
+            .collect();
+        let reused = reused(&self.func, &self.steps, &self.kernels, &self.frees);
+        peak_listing(&self.func, &steps, (&self.frees, &reused), &self.memory)
     }
 
     /// Bytes held for reuse by later steps and runs.
@@ -420,30 +437,43 @@ impl CpuExecutable {
                 }
                 ExecStep::Kernel(k) => {
                     let kernel = &self.kernels[k];
-                    let inputs = kernel
-                        .sig
-                        .buffers
-                        .iter()
-                        .filter(|b| b.role == Role::Input)
-                        .map(|b| live(&values, b.value))
-                        .collect::<Result<Vec<_>, _>>()?;
+                    // Outputs first: one written over a dying input takes its buffer, which
+                    // the kernel then reads through the output's pointer.
+                    let mut taken = HashMap::new();
+                    let over = in_place(func, kernel, &self.frees[s]);
                     let mut outputs: Vec<Elements> = kernel
                         .sig
                         .buffers
                         .iter()
                         .filter(|b| b.role == Role::Output)
-                        .map(|b| {
+                        .zip(&over)
+                        .enumerate()
+                        .map(|(n, (b, over))| {
+                            if let Some(e) = over.and_then(|v| take_unique(&mut values, v)) {
+                                taken.insert(over, n);
+                                return Ok(e);
+                            }
                             let len = func.value_type(b.value).map_or(0, |t| t.numel());
                             self.buffer(b.dtype, len)
                         })
                         .collect::<Result<_, _>>()?;
+                    let inputs = kernel
+                        .sig
+                        .buffers
+                        .iter()
+                        .filter(|b| b.role == Role::Input && !taken.contains_key(&Some(b.value)))
+                        .map(|b| live(&values, b.value))
+                        .collect::<Result<Vec<_>, _>>()?;
                     let out_ptrs: Vec<*mut u8> = outputs.iter_mut().map(data_ptr_mut).collect();
                     let (mut next_in, mut next_out) = (0, 0);
                     let packed = kernel.sig.pack(|_, b| match b.role {
-                        Role::Input => {
-                            next_in += 1;
-                            data_ptr(inputs[next_in - 1].elements())
-                        }
+                        Role::Input => match taken.get(&Some(b.value)) {
+                            Some(&n) => out_ptrs[n],
+                            None => {
+                                next_in += 1;
+                                data_ptr(inputs[next_in - 1].elements())
+                            }
+                        },
                         Role::Output => {
                             next_out += 1;
                             out_ptrs[next_out - 1]
@@ -475,6 +505,94 @@ impl CpuExecutable {
             }
         }
         func.outputs.iter().map(|&o| live(&values, o)).collect()
+    }
+}
+
+/// Per step, the inputs whose buffers its kernel's results are written over ([`in_place`]).
+fn reused(
+    func: &Func,
+    steps: &[ExecStep],
+    kernels: &[Kernel],
+    frees: &[Vec<ValueId>],
+) -> Vec<Vec<ValueId>> {
+    steps
+        .iter()
+        .zip(frees)
+        .map(|(step, frees)| match *step {
+            ExecStep::Kernel(k) => in_place(func, &kernels[k], frees)
+                .into_iter()
+                .flatten()
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// Per output buffer of flat `kernel` (in order), an input it may be written over: one that
+/// step's `frees` let go of, of the same dtype and length, that the kernel loads once and
+/// element by element (a flat kernel loads every element before it stores any at that
+/// index). Each output takes, where it can, the nearest input it is computed from, a program
+/// input first, so that a donated parameter's update lands in the parameter's own buffer.
+fn in_place(func: &Func, kernel: &Kernel, frees: &[ValueId]) -> Vec<Option<ValueId>> {
+    let buffers = &kernel.sig.buffers;
+    if kernel.rows.is_some() {
+        return vec![None; buffers.iter().filter(|b| b.role == Role::Output).count()];
+    }
+    let numel = |v: ValueId| func.value_type(v).map(TensorType::numel);
+    let mut free: Vec<ValueId> = buffers
+        .iter()
+        .filter(|b| {
+            b.role == Role::Input
+                && b.access == Access::Each
+                && frees.contains(&b.value)
+                && buffers.iter().filter(|c| c.value == b.value).count() == 1
+        })
+        .map(|b| b.value)
+        .collect();
+    let params = func.params.len();
+    buffers
+        .iter()
+        .filter(|b| b.role == Role::Output)
+        .map(|out| {
+            let fits = |v: &ValueId| {
+                func.value_type(*v).map(|t| t.dtype) == Some(out.dtype)
+                    && numel(*v) == numel(out.value)
+            };
+            // The output's operands breadth first, a few levels deep.
+            let mut near = vec![out.value];
+            let mut level = 0;
+            for _ in 0..4 {
+                let next: Vec<ValueId> = near[level..]
+                    .iter()
+                    .filter_map(|v| v.index().checked_sub(params))
+                    .flat_map(|i| func.body[i].args.iter().copied())
+                    .collect();
+                level = near.len();
+                near.extend(next);
+            }
+            let input = |v: &ValueId| v.index() < params;
+            let pick = near
+                .iter()
+                .filter(|v| input(v))
+                .chain(&near)
+                .chain(free.iter().filter(|v| input(v)))
+                .chain(&free)
+                .copied()
+                .find(|v| free.contains(v) && fits(v))?;
+            free.retain(|&v| v != pick);
+            Some(pick)
+        })
+        .collect()
+}
+
+/// The buffer of value `v`, taken out of the run where nothing else holds it.
+fn take_unique(values: &mut [Option<Array>], v: ValueId) -> Option<Elements> {
+    match values[v.index()].take()?.into_elements() {
+        Ok(e) => Some(e),
+        Err(a) => {
+            values[v.index()] = Some(a);
+            None
+        }
     }
 }
 

@@ -1,0 +1,296 @@
+//! Rematerialization: elementwise values that one kernel stores only for a much later kernel
+//! (a training step's forward values kept for its backward pass, such as GELU's
+//! intermediates) are computed again inside that later kernel from values it holds anyway,
+//! so they no longer stay in memory in between. XLA's fusion does the same by duplicating
+//! elementwise producers into their consumers' fusions; without it, the w9 GPT step kept six
+//! [B, T, 4D] values of each layer's GELU alive from the forward to the backward pass.
+//!
+//! A value is recomputed for a use only when everything the copy reads is live there already
+//! (a parameter, a splat constant, or a value the original program still needs then), so no
+//! value lives longer than it did and the peak never grows. The copies compute exactly what
+//! the original did: products that a kernel would contract into an fma with their sum where
+//! the original stored them are kept apart by a conversion to their own dtype (free in code),
+//! so results stay bit for bit the same.
+
+use crate::fuse::{fusible, partition, Step};
+use crate::target::Target;
+use ferrax_ir::{BinaryOp, DType, Func, Instr, Op, ValueId};
+use std::collections::HashMap;
+
+/// The most instructions one value's copy may take: bounds the extra work and compile time.
+const MAX_COPY: usize = 24;
+
+/// Values smaller than this are not worth recomputing.
+const MIN_BYTES: usize = 64 << 10;
+
+/// What the analysis of the original program knows of each instruction.
+struct Plan<'a> {
+    func: &'a Func,
+    /// The step of the fused program that computes each instruction, if one does.
+    step: Vec<Option<usize>>,
+    /// Whether each step is a kernel (flat or row), into which copies fuse.
+    kernel: Vec<bool>,
+    /// Whether each step is a flat (elementwise) kernel.
+    flat: Vec<bool>,
+    /// Per value, the last instruction that reads it (`usize::MAX` for results).
+    last_use: Vec<usize>,
+    /// Per value, the last instruction that needs it stored whatever is recomputed: a
+    /// reader outside kernels (`usize::MAX` for results).
+    pinned: Vec<usize>,
+    /// Instructions that may be copied.
+    copyable: Vec<bool>,
+    /// Float products whose only reader is a sum in their own flat kernel: contracted
+    /// there into an fma, and copied without a barrier so that the copy contracts alike.
+    contracted: Vec<bool>,
+}
+
+impl Plan<'_> {
+    fn new<'a>(func: &'a Func, target: &Target) -> Plan<'a> {
+        let (n, params) = (func.body.len(), func.params.len());
+        let steps = partition(func, target);
+        let mut step = vec![None; n];
+        let mut flat = Vec::with_capacity(steps.len());
+        let mut kernel = Vec::with_capacity(steps.len());
+        for (s, st) in steps.iter().enumerate() {
+            let (range, is_flat) = match *st {
+                Step::Kernel { start, end } => (start..end, true),
+                Step::Rows { start, end, .. } => (start..end, false),
+                Step::Op { index } => (index..index + 1, false),
+            };
+            step[range].fill(Some(s));
+            flat.push(is_flat);
+            kernel.push(!matches!(st, Step::Op { .. }));
+        }
+        let in_flat = |j: usize| step[j].is_some_and(|s| flat[s]);
+        let in_kernel = |j: usize| step[j].is_some_and(|s| kernel[s]);
+        let mut last_use = vec![0; func.num_values()];
+        let mut pinned = vec![0; func.num_values()];
+        let mut readers = vec![Vec::new(); func.num_values()];
+        for (j, ins) in func.body.iter().enumerate() {
+            for a in &ins.args {
+                last_use[a.index()] = j;
+                readers[a.index()].push(j);
+                let defined_in = a.index().checked_sub(params).and_then(|i| step[i]);
+                if !in_kernel(j) && defined_in != step[j] {
+                    pinned[a.index()] = j;
+                }
+            }
+        }
+        for o in &func.outputs {
+            last_use[o.index()] = usize::MAX;
+            pinned[o.index()] = usize::MAX;
+        }
+        let copyable = (0..n)
+            .map(|i| {
+                let op = &func.body[i].op;
+                let elementwise = matches!(
+                    op,
+                    Op::Unary(_)
+                        | Op::Binary(_)
+                        | Op::Compare(_)
+                        | Op::Select
+                        | Op::Clamp
+                        | Op::Convert { .. }
+                        | Op::BroadcastInDim { .. }
+                );
+                elementwise && fusible(func, i, target)
+            })
+            .collect();
+        let contracted = (0..n)
+            .map(|i| {
+                let ins = &func.body[i];
+                let float = matches!(ins.ty.dtype, DType::F32 | DType::F64);
+                let r = &readers[params + i];
+                ins.op == Op::Binary(BinaryOp::Mul)
+                    && float
+                    && r.len() == 1
+                    && func.body[r[0]].op == Op::Binary(BinaryOp::Add)
+                    && step[r[0]] == step[i]
+                    && in_flat(i)
+                    && last_use[params + i] != usize::MAX
+            })
+            .collect();
+        Plan {
+            func,
+            step,
+            kernel,
+            flat,
+            last_use,
+            pinned,
+            copyable,
+            contracted,
+        }
+    }
+
+    /// The instruction that defines `v`, if it is not a parameter.
+    fn instr(&self, v: ValueId) -> Option<usize> {
+        v.index().checked_sub(self.func.params.len())
+    }
+
+    /// Whether reading `v` at instruction `j` of step `s` keeps nothing alive longer: `v` is
+    /// a splat constant, computed in `s`, or read at or after `j` in the original program.
+    fn free_at(&self, v: ValueId, j: usize, s: usize) -> bool {
+        match self.instr(v) {
+            Some(i) if self.step[i] == Some(s) => true,
+            Some(i) if matches!(&self.func.body[i].op, Op::Constant(l) if l.is_splat()) => true,
+            _ => self.last_use[v.index()] >= j,
+        }
+    }
+
+    /// How a copy made for instruction `j` of step `s` reads operand `a` of `copied`:
+    /// `Some(false)` as it is (it is stored for later anyway, or it is free there and cannot
+    /// be copied), `Some(true)` by a copy of its own (so that it need not be kept), `None`
+    /// not at all. Copies count into `size`.
+    fn read(
+        &self,
+        a: ValueId,
+        copied: usize,
+        j: usize,
+        s: usize,
+        size: &mut usize,
+    ) -> Option<bool> {
+        let kept =
+            self.instr(a).is_none_or(|i| self.step[i] == Some(s)) || self.pinned[a.index()] >= j;
+        let broadcast = matches!(self.func.body[copied].op, Op::BroadcastInDim { .. });
+        if kept || broadcast {
+            return self.free_at(a, j, s).then_some(false);
+        }
+        if self.can_copy(a, j, s, size) {
+            Some(true)
+        } else {
+            self.free_at(a, j, s).then_some(false)
+        }
+    }
+
+    /// Whether `v` can be copied into step `s` for instruction `j` within the size budget.
+    fn can_copy(&self, v: ValueId, j: usize, s: usize, size: &mut usize) -> bool {
+        // A row kernel may run a product and its sum in different stages, uncontracted.
+        let Some(i) = self
+            .instr(v)
+            .filter(|&i| self.copyable[i] && (self.flat[s] || !self.contracted[i]))
+        else {
+            return false;
+        };
+        *size += 1;
+        *size <= MAX_COPY
+            && self.func.body[i]
+                .args
+                .iter()
+                .all(|&a| self.read(a, i, j, s, size).is_some())
+    }
+}
+
+/// Builds the new body: instructions of the original in order, copies before their readers.
+struct Rewrite<'a> {
+    plan: Plan<'a>,
+    body: Vec<Instr>,
+    /// The new value of each original value.
+    map: Vec<ValueId>,
+    /// Copies made for a step: (original value, step) to the copy's value.
+    copies: HashMap<(ValueId, usize), ValueId>,
+}
+
+impl Rewrite<'_> {
+    fn push(&mut self, ins: Instr) -> ValueId {
+        self.body.push(ins);
+        ValueId((self.plan.func.params.len() + self.body.len() - 1) as u32)
+    }
+
+    /// The value to read for `v` at instruction `j` of step `s`, copying it there if that
+    /// lets it die earlier.
+    fn operand(&mut self, v: ValueId, j: usize, s: usize) -> ValueId {
+        let p = &self.plan;
+        // Copies fuse into `j`'s kernel where they count its elements (`j` is elementwise).
+        let numel = p.func.body[j].ty.numel();
+        let worth = p.instr(v).is_some_and(|i| {
+            let ty = &p.func.body[i].ty;
+            p.step[i] != Some(s)
+                && p.pinned[v.index()] < j
+                && ty.numel() == numel
+                && ty.numel() * ty.dtype.size_bytes() >= MIN_BYTES
+                && !matches!(
+                    p.func.body[j].op,
+                    Op::BroadcastInDim { .. } | Op::Reduce { .. }
+                )
+        });
+        if worth && p.can_copy(v, j, s, &mut 0) {
+            self.copy(v, j, s)
+        } else {
+            self.map[v.index()]
+        }
+    }
+
+    /// Copies `v` (which [`Plan::can_copy`] accepted) into step `s` for instruction `j`.
+    fn copy(&mut self, v: ValueId, j: usize, s: usize) -> ValueId {
+        if let Some(&c) = self.copies.get(&(v, s)) {
+            return c;
+        }
+        let p = &self.plan;
+        let Some(i) = p.instr(v) else {
+            return self.map[v.index()];
+        };
+        let mut args = p.func.body[i].args.clone();
+        for a in &mut args {
+            *a = match self.plan.read(*a, i, j, s, &mut 0) {
+                Some(true) => self.copy(*a, j, s),
+                _ => self.map[a.index()],
+            };
+        }
+        let p = &self.plan;
+        let ins = &p.func.body[i];
+        let (op, ty, barrier) = (ins.op.clone(), ins.ty.clone(), !p.contracted[i]);
+        let is_product =
+            op == Op::Binary(BinaryOp::Mul) && matches!(ty.dtype, DType::F32 | DType::F64);
+        let mut c = self.push(Instr {
+            op,
+            args,
+            ty: ty.clone(),
+        });
+        if is_product && barrier {
+            let to = ty.dtype;
+            c = self.push(Instr {
+                op: Op::Convert { to },
+                args: vec![c],
+                ty,
+            });
+        }
+        self.copies.insert((v, s), c);
+        c
+    }
+}
+
+/// `func` (scheduled for fusion) with elementwise values recomputed in the kernels that
+/// read them long after they are made, where that shortens their lives (see the module).
+pub fn rematerialize(func: &Func, target: &Target) -> Func {
+    let plan = Plan::new(func, target);
+    let params = func.params.len();
+    let mut r = Rewrite {
+        map: (0..params).map(|p| ValueId(p as u32)).collect(),
+        body: Vec::with_capacity(func.body.len()),
+        copies: HashMap::new(),
+        plan,
+    };
+    for (j, ins) in func.body.iter().enumerate() {
+        let s = r.plan.step[j].filter(|&s| r.plan.kernel[s]);
+        let args = ins
+            .args
+            .iter()
+            .map(|&a| match s {
+                Some(s) => r.operand(a, j, s),
+                None => r.map[a.index()],
+            })
+            .collect();
+        let v = r.push(Instr {
+            op: ins.op.clone(),
+            args,
+            ty: ins.ty.clone(),
+        });
+        r.map.push(v);
+    }
+    Func {
+        name: func.name.clone(),
+        params: func.params.clone(),
+        outputs: func.outputs.iter().map(|o| r.map[o.index()]).collect(),
+        body: r.body,
+    }
+}

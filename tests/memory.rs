@@ -1,0 +1,92 @@
+//! The CPU memory plan of a training step: the w9 GPT's step (`benches/src/gpt.rs`) peaks
+//! within what its backward pass must keep, and parameters and optimizer state given by value
+//! are updated in place.
+
+// The benchmark's model; the test uses its step.
+#[allow(dead_code)]
+#[path = "../benches/src/gpt.rs"]
+mod gpt;
+
+use ferrax::optim::GradientTransformation;
+use ferrax::{jit, Tensor, Tree};
+use gpt::Config;
+
+const F32: usize = 4;
+
+/// Bytes of every leaf of `tree`.
+fn bytes<T: Tree>(tree: &T) -> usize {
+    let mut leaves = Vec::new();
+    tree.flatten(&mut leaves);
+    leaves.iter().map(|l| l.numel() * F32).sum()
+}
+
+/// The address of every f32 leaf's buffer, with its shape.
+fn addresses<T: Tree>(tree: &T) -> Vec<(usize, Vec<usize>)> {
+    let mut leaves = Vec::new();
+    tree.flatten(&mut leaves);
+    leaves
+        .iter()
+        .filter_map(|l| {
+            let a = l.to_array().expect("data");
+            Some((
+                a.as_slice::<f32>().ok()?.as_ptr() as usize,
+                l.shape().to_vec(),
+            ))
+        })
+        .collect()
+}
+
+/// The w9 step's plan peaks below its inputs, one gradient per parameter and what the
+/// backward pass keeps of each layer: the MLP's hidden values before and after GELU, a dozen
+/// width-D values, four attention matrices per head; and the logits three times. Keeping
+/// every elementwise intermediate of the forward pass (GELU's six per layer) took more.
+#[test]
+fn the_w9_step_peaks_within_what_its_backward_pass_keeps() {
+    let (c, opt) = (Config::W9, gpt::optimizer(3e-4));
+    let params = gpt::init(&c, 0);
+    let state = opt.init(&params);
+    let tokens = Tensor::spec(ferrax::DType::I32, [c.batch, c.time]);
+    let args = (params, state, tokens.clone(), tokens);
+    let step = jit(gpt::train_step(c, opt));
+    let memory = step
+        .lower(&args)
+        .expect("compiled")
+        .memory()
+        .expect("a plan");
+    let (bt, d) = (c.batch * c.time, c.width);
+    let per_layer = bt * (2 * 4 * d + 12 * d) + 4 * c.batch * c.heads * c.time * c.time;
+    let bound = bytes(&args) + bytes(&args.0) + (c.layers * per_layer + 3 * bt * c.vocab) * F32;
+    assert_eq!(memory.inputs, bytes(&args));
+    assert!(memory.peak <= bound, "{memory:?}: over {bound} B");
+}
+
+/// Given by value, an optimizer's parameters and moments are written over their own buffers
+/// (the update kernels read each element before they write it), step after step; held by
+/// the caller, they are left as they were.
+#[test]
+fn donated_parameters_and_moments_are_updated_in_place() {
+    let step = jit(|(p, m, g): (Vec<Tensor>, Vec<Tensor>, Vec<Tensor>)| {
+        let m: Vec<Tensor> = m.iter().zip(&g).map(|(m, g)| m * 0.9 + g * 0.1).collect();
+        let p: Vec<Tensor> = p.iter().zip(&m).map(|(p, m)| p - m * 0.01).collect();
+        (p, m)
+    });
+    let leaves = |x: f32| -> Vec<Tensor> {
+        [[64, 32], [64, 32], [32, 96], [96, 1]]
+            .iter()
+            .map(|&s| Tensor::from_vec(s, vec![x; s[0] * s[1]]))
+            .collect()
+    };
+    let (mut p, mut m, g) = (leaves(1.0), leaves(0.0), leaves(2.0));
+    for _ in 0..3 {
+        let before = [addresses(&p), addresses(&m)].concat();
+        (p, m) = step.call((p, m, g.clone())).expect("a step");
+        assert_eq!([addresses(&p), addresses(&m)].concat(), before);
+    }
+    let held = p.clone();
+    let (q, _) = step.call((p.clone(), m, g)).expect("a step");
+    assert_ne!(addresses(&q), addresses(&held));
+    assert_eq!(
+        held[0].to_vec::<f32>().expect("data"),
+        p[0].to_vec::<f32>().expect("data")
+    );
+}
