@@ -10,7 +10,7 @@
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use crate::tree::{Tree, TreeDef};
-use ferrax_compiler::backend::{inspect_artifact, ArtifactInfo, CpuExecutable};
+use ferrax_compiler::backend::{ArtifactInfo, CpuExecutable};
 use ferrax_ir::TensorType;
 use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
@@ -134,10 +134,9 @@ pub struct Artifact<I, O> {
 impl<I: Tree, O: Tree> Artifact<I, O> {
     /// The function artifact `bytes` holds, after every check loading makes.
     pub fn load(bytes: &[u8]) -> Result<Artifact<I, O>> {
-        let info = inspect_artifact(bytes).map_err(artifact_error)?;
+        let (exe, info) = CpuExecutable::from_artifact_with_info(bytes).map_err(artifact_error)?;
         let trees: Trees = serde_json::from_slice(&info.metadata)
             .map_err(|e| artifact_error(format!("its tree structures: {e}")))?;
-        let exe = CpuExecutable::from_artifact(bytes).map_err(artifact_error)?;
         Ok(Artifact {
             exe,
             inputs: tree_def(trees.inputs),

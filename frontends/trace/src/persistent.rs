@@ -150,10 +150,10 @@ fn entry(exe: &CpuExecutable, compiled: &Compiled) -> Result<Vec<u8>> {
 
 /// The compiled program an entry holds.
 fn load(bytes: &[u8]) -> std::result::Result<Compiled, String> {
-    let info = ferrax_compiler::backend::inspect_artifact(bytes).map_err(|e| e.to_string())?;
+    let (mut exe, info) =
+        CpuExecutable::from_artifact_with_info(bytes).map_err(|e| e.to_string())?;
     let views: Views =
         ciborium::from_reader(info.metadata.as_slice()).map_err(|e| format!("its views: {e}"))?;
-    let mut exe = CpuExecutable::from_artifact(bytes).map_err(|e| e.to_string())?;
     exe.set_clif(views.clif);
     Ok(Compiled {
         simplified: views.simplified,

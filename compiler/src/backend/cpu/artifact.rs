@@ -234,6 +234,14 @@ impl CpuExecutable {
     /// The executable an artifact holds, its code loaded with no compilation, after every
     /// check (see the module docs).
     pub fn from_artifact(bytes: &[u8]) -> Result<CpuExecutable, ArtifactError> {
+        Ok(CpuExecutable::from_artifact_with_info(bytes)?.0)
+    }
+
+    /// [`CpuExecutable::from_artifact`], with what [`inspect_artifact`] tells of it (read
+    /// once).
+    pub fn from_artifact_with_info(
+        bytes: &[u8],
+    ) -> Result<(CpuExecutable, ArtifactInfo), ArtifactError> {
         let (plan, code) = read(bytes)?;
         if let Some(missing) = plan.target.missing_here() {
             return Err(ArtifactError::Target {
@@ -247,8 +255,9 @@ impl CpuExecutable {
         }
         let image = image_with_code(plan.image.clone(), &plan.lengths, code)?;
         check_plan(&plan, &image)?;
+        let info = info(&plan, code.len());
         let code = Compiled::load(image)?;
-        Ok(CpuExecutable {
+        let exe = CpuExecutable {
             func: plan.func,
             fused: plan.fused,
             steps: plan.steps,
@@ -257,7 +266,8 @@ impl CpuExecutable {
             frees: plan.frees,
             memory: plan.memory,
             pool: Mutex::new(HashMap::new()),
-        })
+        };
+        Ok((exe, info))
     }
 }
 
@@ -285,18 +295,22 @@ impl CpuExecutable {
 /// What artifact `bytes` holds, checked as loading checks it but for the target.
 pub fn inspect_artifact(bytes: &[u8]) -> Result<ArtifactInfo, ArtifactError> {
     let (plan, code) = read(bytes)?;
-    Ok(ArtifactInfo {
+    Ok(info(&plan, code.len()))
+}
+
+fn info(plan: &Plan, code_bytes: usize) -> ArtifactInfo {
+    ArtifactInfo {
         format: FORMAT_VERSION,
-        compiler: plan.compiler,
-        target: plan.target,
-        inputs: plan.inputs,
-        outputs: plan.outputs,
+        compiler: plan.compiler.clone(),
+        target: plan.target.clone(),
+        inputs: plan.inputs.clone(),
+        outputs: plan.outputs.clone(),
         kernels: plan.kernels.len(),
-        code_bytes: code.len(),
+        code_bytes,
         memory: plan.memory,
-        fused: plan.fused,
-        metadata: plan.metadata,
-    })
+        fused: plan.fused.clone(),
+        metadata: plan.metadata.clone(),
+    }
 }
 
 /// The plan and code sections of `bytes`, after the magic, version and hash checks.
