@@ -50,7 +50,7 @@ fn artifacts_compute_what_their_executables_compute() {
 /// constants, and infinite and NaN constants (which the plan must carry exactly).
 fn sample() -> (CpuExecutable, Vec<Array>) {
     let f = |(x, y): (Tensor, Tensor)| {
-        let masked = x.greater(&Tensor::scalar(0.0f32)).select(
+        let masked = x.greater(Tensor::scalar(0.0f32)).select(
             (x.sin() * 2.5 + 1.0).exp(),
             Tensor::full(DType::F32, [300], f64::NEG_INFINITY),
         );

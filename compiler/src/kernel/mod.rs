@@ -186,7 +186,9 @@ impl Kernel {
 }
 
 /// Where a row kernel's instruction runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum Stage {
     /// Once per row, after the reductions of the passes before `pass` (before its loop).
     Row(usize),

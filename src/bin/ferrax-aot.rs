@@ -1,0 +1,162 @@
+//! `ferrax-aot`: ahead-of-time artifacts from the command line. A program exported from JAX
+//! (`jax.export`, then its StableHLO text) or written in ferrax's IR text is compiled once
+//! here, and its artifact runs from Rust (`ferrax::compiler::backend::CpuExecutable`) or from
+//! this tool, with neither Python nor XLA.
+//!
+//! ```text
+//! ferrax-aot compile PROGRAM.mlir|PROGRAM.fx [--target cpu] -o STEP.fxa
+//! ferrax-aot inspect STEP.fxa
+//! ferrax-aot run STEP.fxa [INPUT.npy ...] [-o OUTPUT_DIR]
+//! ```
+//!
+//! `run` reads one `.npy` per input, checks them against the signature, and writes
+//! `output_K.npy` per output into the output directory (default: the current one).
+
+use ferrax::compiler::backend::{inspect_artifact, CpuExecutable};
+use ferrax::compiler::simplify::simplify;
+use ferrax::{checkpoint, Array, Tensor};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+type Failure = Box<dyn std::error::Error>;
+
+const USAGE: &str = "usage:
+  ferrax-aot compile PROGRAM.mlir|PROGRAM.fx [--target cpu] -o STEP.fxa
+  ferrax-aot inspect STEP.fxa
+  ferrax-aot run STEP.fxa [INPUT.npy ...] [-o OUTPUT_DIR]";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match command(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ferrax-aot: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A command line: its positional arguments, and each flag's name and value.
+struct Parsed<'a> {
+    positional: Vec<&'a str>,
+    flags: Vec<(&'static str, &'a str)>,
+}
+
+/// The positional arguments and the value of each `--flag VALUE` (`-o` is `--output`).
+fn parse(args: &[String]) -> Result<Parsed<'_>, Failure> {
+    let (mut positional, mut flags) = (Vec::new(), Vec::new());
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        let flag = match a.as_str() {
+            "-o" | "--output" => "output",
+            "--target" => "target",
+            other if other.starts_with('-') => return Err(format!("unknown option {other}").into()),
+            other => {
+                positional.push(other);
+                continue;
+            }
+        };
+        let value = rest.next().ok_or_else(|| format!("{a} needs a value"))?;
+        flags.push((flag, value.as_str()));
+    }
+    Ok(Parsed { positional, flags })
+}
+
+fn flag<'a>(flags: &[(&'static str, &'a str)], name: &str) -> Option<&'a str> {
+    flags.iter().rev().find(|f| f.0 == name).map(|f| f.1)
+}
+
+fn command(args: &[String]) -> Result<(), Failure> {
+    let Parsed { positional, flags } = parse(args)?;
+    match positional.as_slice() {
+        ["compile", program] => {
+            let out = flag(&flags, "output").ok_or("compile needs -o STEP.fxa")?;
+            compile(
+                Path::new(program),
+                flag(&flags, "target").unwrap_or("cpu"),
+                Path::new(out),
+            )
+        }
+        ["inspect", artifact] => inspect(Path::new(artifact)),
+        ["run", artifact, inputs @ ..] => {
+            let dir = PathBuf::from(flag(&flags, "output").unwrap_or("."));
+            run(Path::new(artifact), inputs, &dir)
+        }
+        _ => Err(USAGE.into()),
+    }
+}
+
+fn compile(program: &Path, target: &str, out: &Path) -> Result<(), Failure> {
+    if target != "cpu" {
+        return Err(format!(
+            "target {target}: this build writes CPU artifacts only (GPU artifacts are to come)"
+        )
+        .into());
+    }
+    let text =
+        std::fs::read_to_string(program).map_err(|e| format!("{}: {e}", program.display()))?;
+    let func = if text.trim_start().starts_with("func @") {
+        ferrax::ir::parse_func(&text)?
+    } else {
+        ferrax::stablehlo::load(&text)?
+    };
+    let (simple, _) = simplify(&func)?;
+    let exe = CpuExecutable::compile(&simple)?;
+    let bytes = exe.to_artifact()?;
+    std::fs::write(out, &bytes).map_err(|e| format!("{}: {e}", out.display()))?;
+    println!(
+        "{}: {} bytes, {} kernels",
+        out.display(),
+        bytes.len(),
+        exe.kernels().count()
+    );
+    Ok(())
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, Failure> {
+    Ok(std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?)
+}
+
+fn inspect(path: &Path) -> Result<(), Failure> {
+    let info = inspect_artifact(&read(path)?)?;
+    let types = |t: &[ferrax::TensorType]| {
+        t.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    println!("format {} (ferrax {})", info.format, info.compiler);
+    println!(
+        "target {} with {}",
+        info.target.arch,
+        info.target.features.join(", ")
+    );
+    println!("inputs ({})", types(&info.inputs));
+    println!("outputs ({})", types(&info.outputs));
+    println!(
+        "{} kernels, {} bytes of code and tables",
+        info.kernels, info.code_bytes
+    );
+    let m = info.memory;
+    println!(
+        "memory plan: peak {} bytes of live values (inputs {}, outputs {})",
+        m.peak, m.inputs, m.outputs
+    );
+    println!("{}", info.fused);
+    Ok(())
+}
+
+fn run(path: &Path, inputs: &[&str], dir: &Path) -> Result<(), Failure> {
+    let exe = CpuExecutable::from_artifact(&read(path)?)?;
+    let args = inputs
+        .iter()
+        .map(|p| Ok(checkpoint::load_npy(p)?.to_array()?))
+        .collect::<Result<Vec<Array>, Failure>>()?;
+    let outputs = exe.run(&args)?;
+    for (k, out) in outputs.into_iter().enumerate() {
+        let file = dir.join(format!("output_{k}.npy"));
+        checkpoint::save_npy(&file, &Tensor::new(out))?;
+        println!("{}", file.display());
+    }
+    Ok(())
+}

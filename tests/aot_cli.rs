@@ -1,0 +1,106 @@
+//! `ferrax-aot`: a StableHLO program (as JAX exports it) compiled to an artifact, inspected and
+//! run on `.npy` inputs, computing what the compiled program computes; bad requests fail with
+//! a message and a nonzero status.
+#![allow(clippy::unwrap_used)]
+
+use ferrax::{checkpoint, Tensor};
+use std::process::Command;
+
+const PROGRAM: &str = r#"func.func public @main(%arg0: tensor<2x3xf32>, %arg1: tensor<3xf32>) -> tensor<3x2xf32> {
+  %0 = stablehlo.broadcast_in_dim %arg1, dims = [1] : (tensor<3xf32>) -> tensor<2x3xf32>
+  %1 = stablehlo.add %arg0, %0 : tensor<2x3xf32>
+  %2 = stablehlo.tanh %1 : tensor<2x3xf32>
+  %3 = "stablehlo.transpose"(%2) {permutation = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  return %3 : tensor<3x2xf32>
+}
+"#;
+
+fn tool(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ferrax-aot"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn compile_inspect_and_run_a_stablehlo_program() {
+    let dir = std::env::temp_dir().join(format!("ferrax-aot-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    std::fs::write(path("step.mlir"), PROGRAM).unwrap();
+    let out = tool(&[
+        "compile",
+        &path("step.mlir"),
+        "--target",
+        "cpu",
+        "-o",
+        &path("step.fxa"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let out = tool(&["inspect", &path("step.fxa")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.contains("inputs (f32[2,3], f32[3])"), "{text}");
+    assert!(text.contains("outputs (f32[3,2])"), "{text}");
+
+    let x = Tensor::from_vec([2, 3], vec![0.5f32, -1.0, 2.0, 0.0, 1.5, -0.25]);
+    let b = Tensor::from_vec([3], vec![0.25f32, 0.5, -1.0]);
+    checkpoint::save_npy(path("x.npy"), &x).unwrap();
+    checkpoint::save_npy(path("b.npy"), &b).unwrap();
+    let out = tool(&[
+        "run",
+        &path("step.fxa"),
+        &path("x.npy"),
+        &path("b.npy"),
+        "-o",
+        &path(""),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = checkpoint::load_npy(path("output_0.npy")).unwrap();
+    let want = (x + b).tanh().transpose([1, 0]);
+    assert_eq!(got.shape(), &[3, 2]);
+    // The kernel's tanh against the interpreter's: within the CPU's 3 ULP.
+    for (g, w) in got
+        .to_vec::<f32>()
+        .unwrap()
+        .iter()
+        .zip(want.to_vec::<f32>().unwrap())
+    {
+        assert!(
+            (g.to_bits() as i64 - w.to_bits() as i64).abs() <= 3,
+            "{g} against {w}"
+        );
+    }
+
+    // Inputs that do not fit, a target without artifacts, a damaged file, a bad command line.
+    for args in [
+        vec!["run", &path("step.fxa"), &path("b.npy"), &path("x.npy")],
+        vec![
+            "compile",
+            &path("step.mlir"),
+            "--target",
+            "sm_90",
+            "-o",
+            &path("gpu.fxa"),
+        ],
+        vec!["inspect", &path("step.mlir")],
+        vec!["frobnicate"],
+    ] {
+        let out = tool(&args);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).starts_with("ferrax-aot: "),
+            "{args:?}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
