@@ -1,4 +1,4 @@
-//! The main job, shortened: a few epochs of `examples/train_mlp.rs` must already classify the
+//! The MLP example, shortened: a few epochs of `examples/train_mlp.rs` must already classify the
 //! held-out digits well (the full run reaches about 97%).
 
 #[allow(dead_code)]
