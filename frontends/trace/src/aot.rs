@@ -1,6 +1,6 @@
-//! Ahead-of-time artifacts of jitted functions: [`Lowered::export`](crate::Lowered::export)
-//! writes a CPU program's executable, with its input and output tree structures, to bytes;
-//! [`Artifact::load`] reads them back and runs them with `jit`'s calling convention (the same
+//! Ahead-of-time artifacts of jitted functions: `Lowered::export` writes a CPU program's
+//! executable, with its input and output tree structures, to bytes; [`Artifact::load`] reads
+//! them back and runs them with `jit`'s calling convention (the same
 //! `Tree`s in and out) without tracing, simplifying or generating code. Results are the
 //! compiled program's, bit for bit, on a machine with the CPU features it was compiled for.
 //!

@@ -1,8 +1,8 @@
-use crate::checkpoint::CheckpointError;
 use ferrax_compiler::pipeline::PipelineError;
-use ferrax_ir::{ParseError, VerifyError};
+use ferrax_ir::{DType, ParseError, VerifyError};
 use ferrax_runtime::RuntimeError;
 use std::panic::Location;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Errors from tracing and running user functions. Mistakes made inside a user's closure carry
@@ -28,12 +28,72 @@ pub enum Error {
     Backend(String),
     #[error("device: {0}")]
     Device(String),
-    /// A checkpoint that could not be saved or loaded, so that `?` on [`crate::checkpoint`]'s
+    /// A checkpoint that could not be saved or loaded, so that `?` on the checkpoint module's
     /// functions works in functions returning [`Result`]. Shared, as errors are cloned.
     #[error(transparent)]
     Checkpoint(Arc<CheckpointError>),
     #[error("artifact: {0}")]
     Artifact(String),
+}
+
+/// Why a checkpoint could not be saved or loaded. Errors about one tensor name it by its path.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file ends before the data its header promises.
+    #[error("truncated {format} file: {what}")]
+    Truncated { format: &'static str, what: String },
+    /// A header (or zip directory) that does not parse or is inconsistent.
+    #[error("bad {format} header: {message}")]
+    Header {
+        format: &'static str,
+        message: String,
+    },
+    #[error("tensor `{name}` is in the template but not in the file")]
+    Missing { name: String },
+    #[error("tensor `{name}` is in the file but not in the template")]
+    Extra { name: String },
+    #[error("tensor `{name}`: expected dtype {expected}, the file has {found}")]
+    DType {
+        name: String,
+        expected: DType,
+        found: String,
+    },
+    #[error("tensor `{name}`: expected shape {expected:?}, the file has {found:?}")]
+    Shape {
+        name: String,
+        expected: Vec<usize>,
+        found: Vec<usize>,
+    },
+    /// Data that is present but invalid (a checksum, a bool byte) or a feature not supported.
+    #[error("tensor `{name}`: {message}")]
+    Data { name: String, message: String },
+    #[error("two leaves of the tree have the path `{name}`")]
+    Duplicate { name: String },
+    /// A leaf to save without data (a tracer, a spec or a failed operation).
+    #[error("leaf `{name}` has no data to save: {source}")]
+    Leaf {
+        name: String,
+        #[source]
+        source: Error,
+    },
+    #[error("tensor `{name}` needs {bytes} bytes, more than can be allocated")]
+    TooLarge { name: String, bytes: u64 },
+    #[error(transparent)]
+    Tree(#[from] Error),
+}
+
+/// Errors are equal when their messages are (an I/O error has no other equality), which lets
+/// [`Error`], which holds them, compare errors as it does.
+impl PartialEq for CheckpointError {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
 }
 
 impl From<CheckpointError> for Error {

@@ -3,9 +3,8 @@
 //! runs without simplifying or generating code.
 //!
 //! Where: `$FERRAX_CACHE_DIR`, else `$XDG_CACHE_HOME/ferrax`, else `$HOME/.cache/ferrax`;
-//! [`Jit::cache_dir`](crate::Jit::cache_dir) overrides it for one function, and
-//! `FERRAX_CACHE_DIR=off` (or [`Jit::no_persistent_cache`](crate::Jit::no_persistent_cache))
-//! turns it off. An entry is keyed by the SHA-256 of the traced program's text (its
+//! `Jit::cache_dir` overrides it for one function, and `FERRAX_CACHE_DIR=off` (or
+//! `Jit::no_persistent_cache`) turns it off. An entry is keyed by the SHA-256 of the traced program's text (its
 //! instructions and input types), the compiler's version, the artifact format, the CPU's
 //! features and the options; it holds the artifact, and beside it what `Lowered` shows (the
 //! simplified program, the simplifier's report, the kernels' Cranelift IR), so a hit looks
