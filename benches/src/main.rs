@@ -402,6 +402,9 @@ fn main_gpu(args: &Args) -> Result<()> {
 }
 
 fn main() -> Result<()> {
+    // Compile rows time compilation, not loads from the persistent cache an earlier run filled
+    // (set before any thread starts).
+    std::env::set_var("FERRAX_CACHE_DIR", "off");
     let args = Args::parse();
     if args.cuda {
         return main_gpu(&args);

@@ -8,8 +8,8 @@
 //! carries every float exactly, the infinities and NaNs of constants included, where JSON
 //! cannot) and the code and constant tables as raw bytes. Loading checks, in order, the magic,
 //! the version, the hash, that the plan is well formed, and that this CPU has every
-//! instruction-set feature the
-//! code was compiled for; only then is code mapped and made executable.
+//! instruction-set feature the code was compiled for; only then is code mapped and made
+//! executable.
 //!
 //! An artifact is code: load only artifacts you built or trust. The hash detects corruption,
 //! not a forger, who can recompute it.
