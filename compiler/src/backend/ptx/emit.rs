@@ -112,6 +112,11 @@ impl Emitter {
         format!("{prefix}{n}")
     }
 
+    /// `N` new registers of class `c`.
+    pub(super) fn regs<const N: usize>(&mut self, c: Class) -> [String; N] {
+        std::array::from_fn(|_| self.reg(c))
+    }
+
     /// An instruction of the body.
     pub(super) fn line(&mut self, s: String) {
         self.body.push('\t');

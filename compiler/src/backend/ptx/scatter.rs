@@ -213,37 +213,13 @@ fn render_rank(k: &ScatterKernels) -> String {
         tid,
         nctaid,
     } = Thread::new(&mut e);
-    let (base, stride, keys, slot) = (
-        e.reg(Class::R),
-        e.reg(Class::R),
-        e.reg(Class::R),
-        e.reg(Class::R),
-    );
+    let [base, stride, keys, slot] = e.regs(Class::R);
     e.pre_line(format!("mul.lo.s32 {base}, {ctaid}, {ntid}"));
     e.pre_line(format!("mul.lo.s32 {stride}, {nctaid}, {ntid}"));
     e.pre_line(format!("mov.u32 {keys}, {name}_keys"));
     e.pre_line(format!("mad.lo.s32 {slot}, {tid}, 4, {keys}"));
-    let (b, mine, rank, t0, j, key, n, s, other, place) = (
-        e.reg(Class::R),
-        e.reg(Class::R),
-        e.reg(Class::R),
-        e.reg(Class::R),
-        e.reg(Class::R),
-        e.reg(Class::R),
-        e.reg(Class::R),
-        e.reg(Class::R),
-        e.reg(Class::R),
-        e.reg(Class::R),
-    );
-    let (finished, live, load, end, before, same, earlier) = (
-        e.reg(Class::P),
-        e.reg(Class::P),
-        e.reg(Class::P),
-        e.reg(Class::P),
-        e.reg(Class::P),
-        e.reg(Class::P),
-        e.reg(Class::P),
-    );
+    let [b, mine, rank, t0, j, key, n, s, other, place] = e.regs(Class::R);
+    let [finished, live, load, end, before, same, earlier] = e.regs(Class::P);
     let (tiles, tiles_done, loaded, compare, compared, keyed, placed) = (
         e.label("tile"),
         e.label("tiles_done"),
