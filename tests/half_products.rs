@@ -112,6 +112,29 @@ fn attention_half_products_run_on_gemm() {
     );
 }
 
+/// A half product feeding another, and one that is the program's result: each product's
+/// step rounds its own result (to bf16 and back to f32 for the next product, to bf16 for the
+/// output), so no kernel is left to do it, with the same values as the interpreter.
+#[test]
+fn products_round_their_own_results() {
+    let text = "func @attention(%q: bf16[2,5,3,8], %k: bf16[2,5,3,8], %v: bf16[2,5,3,8]) -> (bf16[2,3,5,8]) {
+  %s = dot_general %q, %k, batch=[0,2]x[0,2], contract=[3]x[3] : bf16[2,3,5,5]
+  %o = dot_general %s, %v, batch=[0,1]x[0,2], contract=[3]x[1] : bf16[2,3,5,8]
+  return %o
+}";
+    let func = parse_func(text).unwrap();
+    let exe = CpuExecutable::compile(&func).unwrap();
+    let fused = exe.fused();
+    assert_eq!(
+        fused.matches("// gemm's rounding to bf16").count(),
+        2,
+        "{fused}"
+    );
+    let args = inputs(&func, 5);
+    let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+    assert_half_close(&got[0], &want[0], "bf16", 8, "rounded by gemm");
+}
+
 /// Products with no contracting elements are zeros, those with no rows empty: neither reaches
 /// `gemm`, and both are what the interpreter gives.
 #[test]

@@ -404,6 +404,7 @@ fn check_plan(plan: &Plan, image: &CodeImage) -> Result<(), ArtifactError> {
     for step in &plan.steps {
         let fits = match step {
             ExecStep::Kernel(k) => *k < plan.kernels.len(),
+            ExecStep::Gemm(i, _, _, Some(r)) => *i < func.body.len() && r.output.index() < values,
             ExecStep::Gemm(i, ..)
             | ExecStep::Gather(i, _)
             | ExecStep::Scatter(i, _)

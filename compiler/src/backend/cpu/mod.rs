@@ -10,6 +10,7 @@ mod indexing;
 mod launch;
 mod matmul;
 mod remat;
+mod rounding;
 pub mod support;
 mod widen;
 
@@ -25,6 +26,7 @@ use ferrax_ir::{verify, DType, Elements, Func, Gather, Op, Scalar, Scatter, Tens
 use ferrax_runtime::{check_args, eval_op, recycle, Array, RuntimeError};
 use launch::{data_ptr, data_ptr_mut, launch, launch_rows};
 use matmul::{matmul, nt_layout, NtLayout, Unit};
+use rounding::{plan_rounding, Rounding};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -51,8 +53,10 @@ pub enum BackendError {
 enum ExecStep {
     Kernel(usize),
     /// A matrix product on `gemm`, its operands first permuted into batched-matrix layout
-    /// where the `Permutes` say so (batch dimensions that do not lead, as in attention).
-    Gemm(usize, Gemm, Option<Box<Permutes>>),
+    /// where the `Permutes` say so (batch dimensions that do not lead, as in attention), its
+    /// result rounded to a half type and widened back where the `Rounding` says so (the
+    /// rounding's output is then the value it defines).
+    Gemm(usize, Gemm, Option<Box<Permutes>>, Option<Rounding>),
     /// A gather or scatter, by `indexing` where it takes the dtype, else the interpreter.
     Gather(usize, Gather),
     Scatter(usize, Scatter),
@@ -89,11 +93,15 @@ fn live(values: &[Option<Array>], v: ValueId) -> Result<Array, RuntimeError> {
 fn step_values(func: &Func, kernels: &[Kernel], step: &ExecStep) -> StepValues {
     match *step {
         ExecStep::Op(i)
-        | ExecStep::Gemm(i, ..)
         | ExecStep::Gather(i, _)
-        | ExecStep::Scatter(i, _) => StepValues {
+        | ExecStep::Scatter(i, _)
+        | ExecStep::Gemm(i, _, _, None) => StepValues {
             reads: func.body[i].args.clone(),
             writes: vec![func.instr_value(i)],
+        },
+        ExecStep::Gemm(i, _, _, Some(r)) => StepValues {
+            reads: func.body[i].args.clone(),
+            writes: vec![r.output],
         },
         ExecStep::Kernel(k) => {
             let of = |made: bool| {
@@ -126,6 +134,7 @@ impl CpuExecutable {
         let mut kernels = Vec::new();
         let partition = partition(func, &support::TARGET);
         let reads = LastReads::of(func);
+        let uses = rounding::uses(func);
         let mut names = Vec::with_capacity(partition.len());
         for step in &partition {
             match *step {
@@ -134,10 +143,10 @@ impl CpuExecutable {
                         Op::DotGeneral(dims) => {
                             let dtypes = [DType::F32, DType::F64];
                             match plan_gemm(func, index, dims, &dtypes) {
-                                Some(g) => ExecStep::Gemm(index, g, None),
+                                Some(g) => ExecStep::Gemm(index, g, None, None),
                                 None => match plan_permuted_gemm(func, index, dims, &dtypes) {
                                     Some((l, r, g)) => {
-                                        ExecStep::Gemm(index, g, Some(Box::new((l, r))))
+                                        ExecStep::Gemm(index, g, Some(Box::new((l, r))), None)
                                     }
                                     None => ExecStep::Op(index),
                                 },
@@ -156,6 +165,14 @@ impl CpuExecutable {
                     steps.push(step);
                 }
                 Step::Kernel { start, end } => {
+                    // A product's rounding, with nothing else, is done by the product's step.
+                    if let Some(ExecStep::Gemm(dot, _, _, rounded @ None)) = steps.last_mut() {
+                        if let Some(r) = plan_rounding(func, &uses, *dot, (start, end)) {
+                            *rounded = Some(r);
+                            names.push(format!("gemm's rounding to {}", r.dtype));
+                            continue;
+                        }
+                    }
                     let name = format!("{}_k{}", func.name, kernels.len());
                     names.push(format!("kernel @{name}"));
                     let kernel = lower(func, &reads, (start, end), name)
@@ -415,7 +432,7 @@ impl CpuExecutable {
                     let out = self.scatter(i, sc, &mut values, &self.frees[s])?;
                     values[func.instr_value(i).index()] = Some(out);
                 }
-                ExecStep::Gemm(i, g, ref permutes) => {
+                ExecStep::Gemm(i, g, ref permutes, rounded) => {
                     let ins = &func.body[i];
                     let (lhs, rhs) = (live(&values, ins.args[0])?, live(&values, ins.args[1])?);
                     let permuted = match permutes.as_deref() {
@@ -428,12 +445,18 @@ impl CpuExecutable {
                         (Elements::F64(a), Elements::F64(b)) => self.gemm(&g, a, b),
                         _ => None,
                     };
-                    let out = match out {
+                    let mut out = match out {
                         Some(out) => out,
                         None => eval_op(&ins.op, &[&lhs, &rhs])?.elements().clone(),
                     };
-                    values[func.instr_value(i).index()] =
-                        Some(Array::new(ins.ty.shape.clone(), out)?);
+                    let defined = match rounded {
+                        Some(r) => {
+                            out = rounding::round(out, r);
+                            r.output
+                        }
+                        None => func.instr_value(i),
+                    };
+                    values[defined.index()] = Some(Array::new(ins.ty.shape.clone(), out)?);
                 }
                 ExecStep::Kernel(k) => {
                     let kernel = &self.kernels[k];

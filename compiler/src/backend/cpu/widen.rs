@@ -43,6 +43,32 @@ fn moves(op: &Op) -> bool {
     )
 }
 
+/// Where `v` rounds to a half type an f32 value whose elements are already of that type (an
+/// f32 widening of a half value, moved), that f32 value: rounding it again changes nothing
+/// (a NaN stays a NaN), so a product's operand is the value itself, with no pass to round it.
+fn already_half(func: &Func, v: ValueId) -> Option<ValueId> {
+    let n = func.params.len();
+    let def = |v: ValueId| v.index().checked_sub(n).and_then(|i| func.body.get(i));
+    let rounding = def(v)?;
+    let Op::Convert { to: half } = rounding.op else {
+        return None;
+    };
+    widened(half)?;
+    let wide = *rounding.args.first()?;
+    let mut at = wide;
+    loop {
+        let d = def(at)?;
+        match d.op {
+            Op::Convert { to: DType::F32 } => {
+                let from = func.value_type(*d.args.first()?)?;
+                return (from.dtype == half && d.ty.dtype == DType::F32).then_some(wide);
+            }
+            ref op if moves(op) => at = *d.args.first()?,
+            _ => return None,
+        }
+    }
+}
+
 /// `func` with its half-precision `dot_general`s computed in f32 (see the module doc); `func`
 /// itself where it has none.
 pub(super) fn widen_half_products(func: &Func) -> Func {
@@ -78,6 +104,13 @@ pub(super) fn widen_half_products(func: &Func) -> Func {
                     break;
                 }
                 chain.push(def.args[0]);
+            }
+            // A source that rounds an f32 value already of the half type's values (a half
+            // product's result, widened and moved) widens to that value itself.
+            if let Some(&source) = chain.last() {
+                if let Some(exact) = already_half(func, source) {
+                    wide.entry(source).or_insert(renumber[exact.index()]);
+                }
             }
             // Widen the source, then replay the movements in f32, innermost first.
             let mut w = None;
