@@ -165,8 +165,19 @@ impl CpuExecutable {
                     steps.push(step);
                 }
                 Step::Kernel { start, end } => {
-                    // A product's rounding, with nothing else, is done by the product's step.
-                    if let Some(ExecStep::Gemm(dot, _, _, rounded @ None)) = steps.last_mut() {
+                    // A product's rounding, with nothing else, is done by the product's step
+                    // (which is the only reader of the product, so nothing between them reads
+                    // it).
+                    let product = func.body[start].args.first().map(|v| v.index());
+                    let dot = product.and_then(|v| v.checked_sub(func.params.len()));
+                    let at = dot.and_then(|d| {
+                        steps
+                            .iter()
+                            .rposition(|s| matches!(s, ExecStep::Gemm(i, ..) if *i == d))
+                    });
+                    if let Some(ExecStep::Gemm(dot, _, _, rounded @ None)) =
+                        at.and_then(|at| steps.get_mut(at))
+                    {
                         if let Some(r) = plan_rounding(func, &uses, *dot, (start, end)) {
                             *rounded = Some(r);
                             names.push(format!("gemm's rounding to {}", r.dtype));
