@@ -1,0 +1,97 @@
+//! Writing a kernel's results over its inputs: a flat kernel whose output has the dtype and
+//! length of an input it reads for the last time, once and element by element, writes the
+//! output into that input's buffer (a donated parameter's update lands in the parameter's own
+//! buffer), so a step needs no fresh memory for it.
+
+use super::ExecStep;
+use crate::kernel::{Access, Kernel, Role};
+use ferrax_ir::{Elements, Func, TensorType, ValueId};
+use ferrax_runtime::Array;
+
+/// Per step, the inputs whose buffers its kernel's results are written over ([`in_place`]).
+pub(super) fn reused(
+    func: &Func,
+    steps: &[ExecStep],
+    kernels: &[Kernel],
+    frees: &[Vec<ValueId>],
+) -> Vec<Vec<ValueId>> {
+    steps
+        .iter()
+        .zip(frees)
+        .map(|(step, frees)| match *step {
+            ExecStep::Kernel(k) => in_place(func, &kernels[k], frees)
+                .into_iter()
+                .flatten()
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// Per output buffer of flat `kernel` (in order), an input it may be written over: one that
+/// step's `frees` let go of, of the same dtype and length, that the kernel loads once and
+/// element by element (a flat kernel loads every element before it stores any at that
+/// index). Each output takes, where it can, the nearest input it is computed from, a program
+/// input first, so that a donated parameter's update lands in the parameter's own buffer.
+pub(super) fn in_place(func: &Func, kernel: &Kernel, frees: &[ValueId]) -> Vec<Option<ValueId>> {
+    let buffers = &kernel.sig.buffers;
+    if kernel.rows.is_some() {
+        return vec![None; buffers.iter().filter(|b| b.role == Role::Output).count()];
+    }
+    let numel = |v: ValueId| func.value_type(v).map(TensorType::numel);
+    let mut free: Vec<ValueId> = buffers
+        .iter()
+        .filter(|b| {
+            b.role == Role::Input
+                && b.access == Access::Each
+                && frees.contains(&b.value)
+                && buffers.iter().filter(|c| c.value == b.value).count() == 1
+        })
+        .map(|b| b.value)
+        .collect();
+    let params = func.params.len();
+    buffers
+        .iter()
+        .filter(|b| b.role == Role::Output)
+        .map(|out| {
+            let fits = |v: &ValueId| {
+                func.value_type(*v).map(|t| t.dtype) == Some(out.dtype)
+                    && numel(*v) == numel(out.value)
+            };
+            // The output's operands breadth first, a few levels deep.
+            let mut near = vec![out.value];
+            let mut level = 0;
+            for _ in 0..4 {
+                let next: Vec<ValueId> = near[level..]
+                    .iter()
+                    .filter_map(|v| v.index().checked_sub(params))
+                    .flat_map(|i| func.body[i].args.iter().copied())
+                    .collect();
+                level = near.len();
+                near.extend(next);
+            }
+            let input = |v: &ValueId| v.index() < params;
+            let pick = near
+                .iter()
+                .filter(|v| input(v))
+                .chain(&near)
+                .chain(free.iter().filter(|v| input(v)))
+                .chain(&free)
+                .copied()
+                .find(|v| free.contains(v) && fits(v))?;
+            free.retain(|&v| v != pick);
+            Some(pick)
+        })
+        .collect()
+}
+
+/// The buffer of value `v`, taken out of the run where nothing else holds it.
+pub(super) fn take_unique(values: &mut [Option<Array>], v: ValueId) -> Option<Elements> {
+    match values[v.index()].take()?.into_elements() {
+        Ok(e) => Some(e),
+        Err(a) => {
+            values[v.index()] = Some(a);
+            None
+        }
+    }
+}
