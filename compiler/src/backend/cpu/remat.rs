@@ -83,16 +83,7 @@ impl Plan<'_> {
         let copyable = (0..n)
             .map(|i| {
                 let op = &func.body[i].op;
-                let elementwise = matches!(
-                    op,
-                    Op::Unary(_)
-                        | Op::Binary(_)
-                        | Op::Compare(_)
-                        | Op::Select
-                        | Op::Clamp
-                        | Op::Convert { .. }
-                        | Op::BroadcastInDim { .. }
-                );
+                let elementwise = op.is_elementwise() || matches!(op, Op::BroadcastInDim { .. });
                 elementwise && fusible(func, i, target)
             })
             .collect();

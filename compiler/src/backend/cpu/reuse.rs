@@ -23,7 +23,9 @@ pub(super) fn reused(
                 .into_iter()
                 .flatten()
                 .collect(),
-            _ => Vec::new(),
+            ExecStep::Op(_) | ExecStep::Gemm(..) | ExecStep::Gather(..) | ExecStep::Scatter(..) => {
+                Vec::new()
+            }
         })
         .collect()
 }

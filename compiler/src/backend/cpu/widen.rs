@@ -168,6 +168,14 @@ mod tests {
     use super::*;
     use ferrax_ir::{parse_func, verify};
 
+    /// Each instruction as `op:dtype`.
+    fn ops(func: &Func) -> Vec<String> {
+        func.body
+            .iter()
+            .map(|i| format!("{}:{}", i.op.name(), i.ty.dtype.name()))
+            .collect()
+    }
+
     /// A bf16 product becomes an f32 one between conversions; an operand read twice is
     /// widened once, and the program still verifies.
     #[test]
@@ -180,11 +188,7 @@ mod tests {
         let func = parse_func(text).unwrap_or_else(|e| panic!("{e}"));
         let wide = widen_half_products(&func);
         verify(&wide).unwrap_or_else(|e| panic!("{e}"));
-        let ops: Vec<String> = wide
-            .body
-            .iter()
-            .map(|i| format!("{}:{}", i.op.name(), i.ty.dtype.name()))
-            .collect();
+        let ops = ops(&wide);
         let expected = [
             "convert:f32",
             "convert:f32",
@@ -210,11 +214,7 @@ mod tests {
         let func = parse_func(text).unwrap_or_else(|e| panic!("{e}"));
         let wide = widen_half_products(&func);
         verify(&wide).unwrap_or_else(|e| panic!("{e}"));
-        let ops: Vec<String> = wide
-            .body
-            .iter()
-            .map(|i| format!("{}:{}", i.op.name(), i.ty.dtype.name()))
-            .collect();
+        let ops = ops(&wide);
         let expected = [
             "convert:f32",
             "transpose:f32",

@@ -11,6 +11,7 @@ use cranelift_codegen::binemit::Reloc;
 use cranelift_codegen::ir::{ExternalName, UserExternalName};
 use cranelift_codegen::{Context, FinalizedRelocTarget};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 
 /// Alignment of each function and table in a loaded image (at least what any of them asks).
 const ALIGN: usize = 64;
@@ -64,9 +65,9 @@ pub struct CodeImage {
 #[derive(Default)]
 pub(super) struct Recorder {
     pub(super) image: CodeImage,
-    functions: Vec<(u32, u32)>,
-    tables: Vec<(u32, u32)>,
-    imports: Vec<(u32, u32)>,
+    functions: HashMap<u32, u32>,
+    tables: HashMap<u32, u32>,
+    imports: HashMap<u32, u32>,
 }
 
 impl Recorder {
@@ -74,7 +75,7 @@ impl Recorder {
     pub(super) fn import(&mut self, id: u32, name: &str) {
         let at = self.image.hosts.len() as u32;
         self.image.hosts.push(name.to_string());
-        self.imports.push((id, at));
+        self.imports.insert(id, at);
     }
 
     /// Records module function `id`, just defined from `ctx`.
@@ -120,7 +121,7 @@ impl Recorder {
             bytes: code.code_buffer().to_vec(),
             relocations,
         });
-        self.functions.push((id, at));
+        self.functions.insert(id, at);
         Ok(())
     }
 
@@ -128,12 +129,12 @@ impl Recorder {
     pub(super) fn table(&mut self, id: u32, bytes: &[u8]) {
         let at = self.image.tables.len() as u32;
         self.image.tables.push(bytes.to_vec());
-        self.tables.push((id, at));
+        self.tables.insert(id, at);
     }
 
     /// The image symbol of module function (`namespace` 0) or data object (1) `index`.
     fn symbol(&self, namespace: u32, index: u32) -> Result<Symbol, CodegenError> {
-        let find = |list: &[(u32, u32)]| list.iter().find(|&&(id, _)| id == index).map(|p| p.1);
+        let find = |map: &HashMap<u32, u32>| map.get(&index).copied();
         let found = match namespace {
             0 => find(&self.functions)
                 .map(Symbol::Function)

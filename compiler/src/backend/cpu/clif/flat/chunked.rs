@@ -87,7 +87,9 @@ pub(super) fn build_chunks(
         .enumerate()
         .map(|(k, buffer)| match (buffer.access, mem.scalars[k]) {
             (Access::Scalar, _) | (_, Some(_)) => Ok(None),
-            _ => body.address(b, &p, k).map(Some),
+            (Access::Each | Access::Outer(_) | Access::Inner(_) | Access::Gather { .. }, None) => {
+                body.address(b, &p, k).map(Some)
+            }
         })
         .collect::<Result<Vec<_>, _>>()?;
     let zero = b.ins().iconst(types::I64, 0);
