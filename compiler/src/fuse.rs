@@ -79,7 +79,9 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::Scatter(_)
         | Op::DynamicSlice { .. }
         | Op::DynamicUpdateSlice
-        | Op::CustomVjp(_) => false,
+        | Op::CustomVjp(_)
+        | Op::While(_)
+        | Op::Cond(_) => false,
     }
 }
 
@@ -396,7 +398,9 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::DynamicSlice { .. }
         | Op::DynamicUpdateSlice
         | Op::StopGradient
-        | Op::CustomVjp(_) => false,
+        | Op::CustomVjp(_)
+        | Op::While(_)
+        | Op::Cond(_) => false,
     }
 }
 

@@ -4,6 +4,7 @@
 //! op, grouped by family under `ops/`), the [`verify`]er checks that they do, and the text
 //! format ([`print_func`] / [`parse_func`]) round-trips exactly.
 
+mod control;
 mod dtype;
 mod error;
 mod func;
@@ -16,6 +17,7 @@ mod print;
 mod shape;
 mod verify;
 
+pub use control::{Cond, While};
 pub use dtype::DType;
 pub use error::TypeError;
 pub use func::{Func, FuncBuilder, Instr, ValueId};

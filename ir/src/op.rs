@@ -2,7 +2,7 @@
 //! program maps onto this set one to one; every pass matches on `Op` exhaustively, so adding
 //! an op is a compile error everywhere it still needs handling.
 
-use crate::{DType, Func, Gather, Literal, Scalar, Scatter, Shape};
+use crate::{Cond, DType, Func, Gather, Literal, Scalar, Scatter, Shape, While};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -298,6 +298,10 @@ pub enum Op {
     StopGradient,
     /// A function with a user-defined reverse-mode derivative (`jax.custom_vjp`).
     CustomVjp(Box<CustomVjp>),
+    /// A loop over carried values (see [`While`]).
+    While(Box<While>),
+    /// One of several branch functions, picked by an index (see [`Cond`]).
+    Cond(Box<Cond>),
 }
 
 /// The three programs of a `custom_vjp` call. `primal` maps the operands to the one result;
@@ -336,6 +340,8 @@ impl Op {
             Op::DynamicUpdateSlice => "dynamic_update_slice",
             Op::StopGradient => "stop_gradient",
             Op::CustomVjp(_) => "custom_vjp",
+            Op::While(_) => "while",
+            Op::Cond(_) => "cond",
         }
     }
 

@@ -167,6 +167,26 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
                 write_func(f, nested, indent + 4)?;
             }
         }
+        Op::While(w) => {
+            items.item(format_args!("result={}", w.result))?;
+            for (role, nested) in [("cond", &w.cond), ("body", &w.body)] {
+                let f = items.next()?;
+                write!(f, "{role}=")?;
+                write_func(f, nested, indent + 4)?;
+            }
+        }
+        Op::Cond(c) => {
+            items.item(format_args!("result={}", c.result))?;
+            let f = items.next()?;
+            f.write_str("branches=[")?;
+            for (k, branch) in c.branches.iter().enumerate() {
+                if k > 0 {
+                    f.write_str(", ")?;
+                }
+                write_func(f, branch, indent + 4)?;
+            }
+            f.write_str("]")?;
+        }
         Op::Unary(_)
         | Op::Binary(_)
         | Op::Compare(_)

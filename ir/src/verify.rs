@@ -1,12 +1,12 @@
 //! The verifier: checks SSA dominance and that every stored type is the one the shape rules
 //! give. Passes run it on their output in debug and test builds.
 //!
-//! It recurses into `custom_vjp`'s nested functions. Text is written only for an error, and
+//! It recurses into the functions ops hold (`custom_vjp`, `while`, `cond`). Text is written only for an error, and
 //! then only the few lines around the offending value, so that an error deep in a nest costs
 //! time in proportion to the depth, not to the size of every enclosing function.
 
 use crate::print::write_return;
-use crate::{infer_type, Func, Op, ValueId, MAX_BYTES, MAX_RANK};
+use crate::{infer_type, Func, ValueId, MAX_BYTES, MAX_RANK};
 use std::fmt::{self, Write};
 
 /// A verification failure, with the function printed around the offending value.
@@ -53,10 +53,8 @@ pub fn verify(func: &Func) -> Result<(), VerifyError> {
         }
         // Nested functions first: an error inside one is reported there, not as the
         // signature mismatch it causes.
-        if let Op::CustomVjp(c) = &ins.op {
-            for (role, nested) in [("primal", &c.primal), ("fwd", &c.fwd), ("bwd", &c.bwd)] {
-                verify(nested).map_err(|e| fail(v, format!("in its {role} function: {e}")))?;
-            }
+        for (role, nested) in ins.op.regions() {
+            verify(nested).map_err(|e| fail(v, format!("in its {role} function: {e}")))?;
         }
         let inferred = infer_type(&ins.op, &types).map_err(|e| fail(v, e.to_string()))?;
         if inferred != ins.ty {

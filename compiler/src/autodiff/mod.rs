@@ -24,6 +24,8 @@ pub enum AutodiffError {
     Undefined(ValueId),
     #[error(transparent)]
     Verify(#[from] VerifyError),
+    #[error("not supported: {0}")]
+    Unsupported(String),
 }
 
 /// Forward mode. The result takes `func`'s parameters followed by one tangent per parameter

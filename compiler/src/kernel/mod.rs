@@ -353,7 +353,9 @@ pub fn lower(
                     | Op::DynamicSlice { .. }
                     | Op::DynamicUpdateSlice
                     | Op::StopGradient
-                    | Op::CustomVjp(_) => return None,
+                    | Op::CustomVjp(_)
+                    | Op::While(_)
+                    | Op::Cond(_) => return None,
                 };
                 l.emit(kop, args, dtype)
             }

@@ -372,7 +372,9 @@ impl RowLowering<'_> {
             | Op::DynamicSlice { .. }
             | Op::DynamicUpdateSlice
             | Op::StopGradient
-            | Op::CustomVjp(_) => return None,
+            | Op::CustomVjp(_)
+            | Op::While(_)
+            | Op::Cond(_) => return None,
         };
         let k = self.emit(kop, args, dtype, stage);
         self.define(v, k, stage);

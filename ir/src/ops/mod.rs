@@ -4,9 +4,11 @@
 
 mod call;
 mod contract;
+mod control;
 mod elementwise;
 mod indexing;
 mod movement;
+mod nest;
 mod reduce;
 mod source;
 
@@ -14,6 +16,9 @@ use crate::{Op, TensorType, TypeError, MAX_RANK};
 
 /// The result type of `op` applied to operands of types `args`, or why it is ill-typed.
 pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    if !op.regions().is_empty() {
+        nest::check(op)?;
+    }
     let ty = match op {
         Op::Constant(lit) => source::constant(lit, args)?,
         Op::Iota { dtype, shape, dim } => source::iota(*dtype, shape, *dim, args)?,
@@ -45,6 +50,8 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::Reduce { op: r, axes } => reduce::reduce(*r, axes, args)?,
         Op::DotGeneral(dims) => contract::dot_general(dims, args)?,
         Op::CustomVjp(c) => call::custom_vjp(c, args)?,
+        Op::While(w) => control::while_loop(w, args)?,
+        Op::Cond(c) => control::cond(c, args)?,
     };
     if ty.rank() > MAX_RANK {
         return Err(TypeError::Rank {

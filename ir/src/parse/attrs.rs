@@ -8,12 +8,13 @@ use super::lex::Tok;
 use crate::Func;
 use std::collections::HashMap;
 
-/// An attribute value: `3`, `[1,2]`, `[1]x[0]` or a nested `func`.
+/// An attribute value: `3`, `[1,2]`, `[1]x[0]`, a nested `func` or a list of them.
 pub(super) enum AttrValue {
     Int(i64),
     List(Vec<i64>),
     Pair(Vec<i64>, Vec<i64>),
     Func(Box<Func>),
+    Funcs(Vec<Func>),
 }
 
 impl Parser {
@@ -25,6 +26,15 @@ impl Parser {
         }
         if *self.peek() != Tok::Punct('[') {
             return Ok(AttrValue::Int(self.int()?));
+        }
+        if *self.peek_second() == Tok::Word("func".into()) {
+            self.next();
+            let mut funcs = vec![parse_one(self)?];
+            while self.eat(',') {
+                funcs.push(parse_one(self)?);
+            }
+            self.expect(']')?;
+            return Ok(AttrValue::Funcs(funcs));
         }
         let first = self.int_list()?;
         if *self.peek() == Tok::Word("x".into()) {
@@ -137,6 +147,17 @@ impl Attrs {
         match self.take(p, key)? {
             (AttrValue::Func(f), _) => Ok(*f),
             (_, at) => Err(p.error_at(at, format!("attribute '{key}' expects a function"))),
+        }
+    }
+
+    /// A list of functions; `[]` is none.
+    pub(super) fn funcs(&mut self, p: &Parser, key: &str) -> PResult<Vec<Func>> {
+        match self.take(p, key)? {
+            (AttrValue::Funcs(f), _) => Ok(f),
+            (AttrValue::List(v), _) if v.is_empty() => Ok(Vec::new()),
+            (_, at) => {
+                Err(p.error_at(at, format!("attribute '{key}' expects a list of functions")))
+            }
         }
     }
 

@@ -31,6 +31,11 @@ impl Parser {
         &self.toks[self.pos].0
     }
 
+    /// The token after the next one (the last, `Eof`, at the end).
+    pub(super) fn peek_second(&self) -> &Tok {
+        &self.toks[(self.pos + 1).min(self.toks.len() - 1)].0
+    }
+
     pub(super) fn error_at(&self, pos: usize, message: impl Into<String>) -> ParseError {
         let (_, line, col) = self.toks[pos.min(self.toks.len() - 1)];
         ParseError {

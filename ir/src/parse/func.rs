@@ -2,8 +2,9 @@
 //! Value names resolve to [`ValueId`]s here, and each instruction's declared type is
 //! checked against the type its op and operands give.
 //!
-//! A `custom_vjp` attribute holds a whole function, so reading one recurses; nesting is
-//! limited to [`MAX_DEPTH`] levels so that no input can overflow the stack.
+//! An attribute may hold whole functions (`custom_vjp`, `while`, `cond`), so reading one
+//! recurses; nesting is limited to [`MAX_DEPTH`] levels so that no input can overflow the
+//! stack.
 
 use super::attrs::Attrs;
 use super::cursor::{PResult, Parser};

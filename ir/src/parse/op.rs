@@ -5,8 +5,8 @@
 use super::attrs::Attrs;
 use super::cursor::{PResult, Parser};
 use crate::{
-    bf16_from_f64, f16_from_f64, BinaryOp, CompareOp, CustomVjp, DType, DotDims, Elements, Gather,
-    Literal, Op, ReduceOp, Scalar, Scatter, ScatterCombine, TensorType, UnaryOp,
+    bf16_from_f64, f16_from_f64, BinaryOp, CompareOp, Cond, CustomVjp, DType, DotDims, Elements,
+    Gather, Literal, Op, ReduceOp, Scalar, Scatter, ScatterCombine, TensorType, UnaryOp, While,
 };
 use half::{bf16, f16};
 
@@ -103,6 +103,15 @@ pub(super) fn build_op(
                 primal: attrs.func(p, "primal")?,
                 fwd: attrs.func(p, "fwd")?,
                 bwd: attrs.func(p, "bwd")?,
+            })),
+            "while" => Op::While(Box::new(While {
+                result: attrs.int(p, "result")?,
+                cond: attrs.func(p, "cond")?,
+                body: attrs.func(p, "body")?,
+            })),
+            "cond" => Op::Cond(Box::new(Cond {
+                result: attrs.int(p, "result")?,
+                branches: attrs.funcs(p, "branches")?,
             })),
             _ => return Err(p.error_at(at, format!("unknown op '{name}'"))),
         }

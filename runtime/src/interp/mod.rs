@@ -5,6 +5,7 @@
 //! over the element type (see `num`). Files mirror `ir/src/ops/`.
 
 mod contract;
+mod control;
 mod elementwise;
 mod indexing;
 
@@ -41,6 +42,20 @@ pub fn check_args(func: &Func, args: &[Array]) -> Result<(), RuntimeError> {
 pub fn interpret(func: &Func, args: &[Array]) -> Result<Vec<Array>, RuntimeError> {
     verify(func)?;
     check_args(func, args)?;
+    run(func, args.to_vec())
+}
+
+/// Every result of the call `op` (a `while` or `cond`, whose functions are taken as verified)
+/// on `args`; for other ops, `op`'s one result.
+pub fn eval_call(op: &Op, args: &[&Array]) -> Result<Vec<Array>, RuntimeError> {
+    let types: Vec<&TensorType> = args.iter().map(|a| a.ty()).collect();
+    infer_type(op, &types)?;
+    control::call(op, args)
+}
+
+/// Evaluates the verified `func` on `args` of its parameter types.
+fn run(func: &Func, args: Vec<Array>) -> Result<Vec<Array>, RuntimeError> {
+    check_args(func, &args)?;
     // A value is released after the instruction that uses it last, or right away if nothing
     // uses it, unless it is an output. That bounds memory by the live values.
     let n = func.num_values();
@@ -54,7 +69,8 @@ pub fn interpret(func: &Func, args: &[Array]) -> Result<Vec<Array>, RuntimeError
     for o in &func.outputs {
         keep[o.index()] = true;
     }
-    let mut values: Vec<Option<Array>> = args.iter().cloned().map(Some).collect();
+    let mut values: Vec<Option<Array>> = args.into_iter().map(Some).collect();
+    let mut calls = Calls::default();
     for (i, ins) in func.body.iter().enumerate() {
         let operands = ins
             .args
@@ -65,7 +81,10 @@ pub fn interpret(func: &Func, args: &[Array]) -> Result<Vec<Array>, RuntimeError
                     .ok_or(RuntimeError::Freed { value: a.0 })
             })
             .collect::<Result<Vec<&Array>, RuntimeError>>()?;
-        let out = eval_typed(&ins.op, &operands, &ins.ty)?;
+        let out = match ins.op.call_result() {
+            Some(_) => calls.result(func, i, &operands)?,
+            None => eval_typed(&ins.op, &operands, &ins.ty)?,
+        };
         let v = func.instr_value(i).index();
         values.push((keep[v] || last_use[v].is_some()).then_some(out));
         for a in &ins.args {
@@ -82,6 +101,50 @@ pub fn interpret(func: &Func, args: &[Array]) -> Result<Vec<Array>, RuntimeError
                 .ok_or(RuntimeError::Freed { value: o.0 })
         })
         .collect()
+}
+
+/// The results of control-flow calls that instructions still to run will yield: one call of
+/// several results is written as one instruction per result, and runs once.
+#[derive(Default)]
+struct Calls {
+    /// The instruction that ran the call, its results, and how many instructions yield them.
+    pending: Vec<(usize, Vec<Array>, usize)>,
+}
+
+impl Calls {
+    /// The value of instruction `i` of `func`, a control-flow op on `operands`.
+    fn result(
+        &mut self,
+        func: &Func,
+        i: usize,
+        operands: &[&Array],
+    ) -> Result<Array, RuntimeError> {
+        let ins = &func.body[i];
+        let (k, _) = ins.op.call_result().unwrap_or((0, 1));
+        let same = |j: usize| {
+            let other = &func.body[j];
+            other.args == ins.args && other.op.same_call(&ins.op)
+        };
+        let at = match self.pending.iter().position(|(j, _, _)| same(*j)) {
+            Some(at) => at,
+            None => {
+                let results = control::call(&ins.op, operands)?;
+                let users = (i..func.body.len()).filter(|&j| same(j)).count();
+                self.pending.push((i, results, users));
+                self.pending.len() - 1
+            }
+        };
+        let (_, results, users) = &mut self.pending[at];
+        let out = results.get(k).cloned().ok_or(RuntimeError::ArgCount {
+            expected: k + 1,
+            got: results.len(),
+        })?;
+        *users -= 1;
+        if *users == 0 {
+            self.pending.swap_remove(at);
+        }
+        Ok(out)
+    }
 }
 
 /// Evaluates one op on concrete operands (eager mode), checking their types first.
@@ -121,6 +184,18 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
                 expected: 1,
                 got: 0,
             });
+        }
+        Op::While(_) | Op::Cond(_) => {
+            let (k, _) = op.call_result().unwrap_or((0, 1));
+            let mut out = control::call(op, args)?;
+            return if k < out.len() {
+                Ok(out.swap_remove(k))
+            } else {
+                Err(RuntimeError::ArgCount {
+                    expected: k + 1,
+                    got: out.len(),
+                })
+            };
         }
         Op::StopGradient => return Ok(args[0].clone()),
         Op::Convert { to } if *to == args[0].dtype() => return Ok(args[0].clone()),

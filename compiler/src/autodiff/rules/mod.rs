@@ -4,6 +4,7 @@
 
 mod call;
 mod contract;
+mod control;
 mod elementwise;
 mod indexing;
 mod movement;
@@ -38,6 +39,8 @@ pub(super) fn jvp(
         Op::Reduce { op: r, axes } => reduce::jvp(e, *r, axes, x[0], t[0], y),
         Op::DotGeneral(dims) => contract::jvp(e, dims, x, t),
         Op::CustomVjp(c) => call::jvp(e, c, x, t),
+        Op::While(w) => control::while_jvp(e, w, x, t),
+        Op::Cond(c) => control::cond_jvp(e, c, x, t),
     }
 }
 
@@ -70,6 +73,8 @@ pub(super) fn vjp(
         Op::Reduce { op: r, axes } => Ok(vec![reduce::vjp(e, *r, axes, x[0], y, g)?]),
         Op::DotGeneral(dims) => contract::vjp(e, dims, x, g),
         Op::CustomVjp(c) => call::vjp(e, c, x, g),
+        Op::While(_) => control::while_vjp(),
+        Op::Cond(c) => control::cond_vjp(e, c, x, g),
     }
 }
 

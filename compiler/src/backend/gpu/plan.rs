@@ -276,7 +276,8 @@ impl Parts {
             }
             Op::Reduce { op, axes } => self.reduce_step(func, index, *op, axes),
             // Elementwise work the support table leaves to the host (fusion put the rest into
-            // kernels), and custom_vjp calls, which simplification inlines.
+            // kernels), custom_vjp calls, which simplification inlines, and control flow,
+            // which runs on the host's interpreter for now.
             Op::Unary(_)
             | Op::Binary(_)
             | Op::Compare(_)
@@ -284,7 +285,9 @@ impl Parts {
             | Op::Clamp
             | Op::Convert { .. }
             | Op::StopGradient
-            | Op::CustomVjp(_) => host,
+            | Op::CustomVjp(_)
+            | Op::While(_)
+            | Op::Cond(_) => host,
             Op::Scatter(s) if ins.ty.numel() > 0 => {
                 let name = format!("{}_s{}", func.name, self.scatters.len());
                 let types: Option<Vec<_>> = ins.args.iter().map(|&a| func.value_type(a)).collect();

@@ -1,0 +1,195 @@
+//! Derivatives through `while` and `cond` against central finite differences on the
+//! interpreter (f64): forward mode for both, reverse mode for `cond` at every branch and at
+//! indices out of range; reverse mode through `while` is an error saying why.
+#![allow(clippy::unwrap_used)]
+
+use ferrax_compiler::autodiff::{jvp, vjp};
+use ferrax_ir::{parse_func, Func};
+use ferrax_runtime::{interpret, Array};
+
+/// A loop of `%n` steps of `x <- sin(x) * w + x`, `w <- w * 1.5`; returns `x` and `w`.
+const LOOP: &str = "
+func @f(%n: i32[], %x: f64[2], %w: f64[2]) -> (f64[2], f64[2]) {
+  %y = while %n, %x, %w, result=1, cond=func @c(%i: i32[], %x: f64[2], %w: f64[2]) -> (bool[]) {
+      %z = constant 0 : i32[]
+      %p = gt %i, %z : bool[]
+      return %p
+    }, body=func @b(%i: i32[], %x: f64[2], %w: f64[2]) -> (i32[], f64[2], f64[2]) {
+      %one = constant 1 : i32[]
+      %j = sub %i, %one : i32[]
+      %s = sin %x : f64[2]
+      %m = mul %s, %w : f64[2]
+      %x2 = add %m, %x : f64[2]
+      %k = constant 1.5 : f64[2]
+      %w2 = mul %w, %k : f64[2]
+      return %j, %x2, %w2
+    } : f64[2]
+  %v = while %n, %x, %w, result=2, cond=func @c(%i: i32[], %x: f64[2], %w: f64[2]) -> (bool[]) {
+      %z = constant 0 : i32[]
+      %p = gt %i, %z : bool[]
+      return %p
+    }, body=func @b(%i: i32[], %x: f64[2], %w: f64[2]) -> (i32[], f64[2], f64[2]) {
+      %one = constant 1 : i32[]
+      %j = sub %i, %one : i32[]
+      %s = sin %x : f64[2]
+      %m = mul %s, %w : f64[2]
+      %x2 = add %m, %x : f64[2]
+      %k = constant 1.5 : f64[2]
+      %w2 = mul %w, %k : f64[2]
+      return %j, %x2, %w2
+    } : f64[2]
+  return %y, %v
+}";
+
+/// Three branches of two results each, picked by `%k`.
+const SWITCH: &str = "
+func @g(%k: i32[], %x: f64[2], %w: f64[]) -> (f64[2], f64[]) {
+  %a = cond %k, %x, %w, result=0, branches=[func @b0(%x: f64[2], %w: f64[]) -> (f64[2], f64[]) {
+      %s = sin %x : f64[2]
+      %wb = broadcast_in_dim %w, dims=[] : f64[2]
+      %y = mul %s, %wb : f64[2]
+      %t = reduce_sum %y, axes=[0] : f64[]
+      return %y, %t
+    }, func @b1(%x: f64[2], %w: f64[]) -> (f64[2], f64[]) {
+      %y = mul %x, %x : f64[2]
+      %t = mul %w, %w : f64[]
+      return %y, %t
+    }, func @b2(%x: f64[2], %w: f64[]) -> (f64[2], f64[]) {
+      %y = exp %x : f64[2]
+      return %y, %w
+    }] : f64[2]
+  %b = cond %k, %x, %w, result=1, branches=[func @b0(%x: f64[2], %w: f64[]) -> (f64[2], f64[]) {
+      %s = sin %x : f64[2]
+      %wb = broadcast_in_dim %w, dims=[] : f64[2]
+      %y = mul %s, %wb : f64[2]
+      %t = reduce_sum %y, axes=[0] : f64[]
+      return %y, %t
+    }, func @b1(%x: f64[2], %w: f64[]) -> (f64[2], f64[]) {
+      %y = mul %x, %x : f64[2]
+      %t = mul %w, %w : f64[]
+      return %y, %t
+    }, func @b2(%x: f64[2], %w: f64[]) -> (f64[2], f64[]) {
+      %y = exp %x : f64[2]
+      return %y, %w
+    }] : f64[]
+  %c = mul %b, %b : f64[]
+  return %a, %c
+}";
+
+fn arr(shape: &[usize], v: &[f64]) -> Array {
+    Array::from_vec(shape.to_vec(), v.to_vec()).unwrap()
+}
+
+fn floats(a: &Array) -> Vec<f64> {
+    a.to_vec::<f64>().unwrap()
+}
+
+/// `f`'s outputs, flattened, at `args` with the float ones moved by `h` along `dirs`.
+fn moved(f: &Func, args: &[Array], dirs: &[Option<Vec<f64>>], h: f64) -> Vec<f64> {
+    let args: Vec<Array> = args
+        .iter()
+        .zip(dirs)
+        .map(|(a, d)| match d {
+            Some(d) => {
+                let v: Vec<f64> = floats(a).iter().zip(d).map(|(x, d)| x + h * d).collect();
+                arr(a.ty().dims(), &v)
+            }
+            None => a.clone(),
+        })
+        .collect();
+    interpret(f, &args)
+        .unwrap()
+        .iter()
+        .flat_map(floats)
+        .collect()
+}
+
+fn close(got: &[f64], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (g, w) in got.iter().zip(want) {
+        assert!(
+            (g - w).abs() <= 1e-7 * w.abs().max(1.0),
+            "{what}: {got:?} vs {want:?}"
+        );
+    }
+}
+
+/// Forward mode at `args` along `dirs` (integer operands: `None`) against differences.
+fn check_jvp(f: &Func, args: &[Array], dirs: &[Option<Vec<f64>>]) {
+    let program = jvp(f).unwrap();
+    let mut all = args.to_vec();
+    for (a, d) in args.iter().zip(dirs) {
+        all.push(match d {
+            Some(d) => arr(a.ty().dims(), d),
+            None => a.clone(),
+        });
+    }
+    let out = interpret(&program, &all).unwrap();
+    let tangent: Vec<f64> = out[f.outputs.len()..].iter().flat_map(floats).collect();
+    let h = 1e-6;
+    let plus = moved(f, args, dirs, h);
+    let minus = moved(f, args, dirs, -h);
+    let fd: Vec<f64> = plus
+        .iter()
+        .zip(&minus)
+        .map(|(p, m)| (p - m) / (2.0 * h))
+        .collect();
+    close(&tangent, &fd, &format!("jvp of @{}", f.name));
+}
+
+#[test]
+fn forward_mode_through_a_loop() {
+    let f = parse_func(LOOP).unwrap();
+    for n in [0, 1, 4] {
+        let args = [
+            Array::scalar(n),
+            arr(&[2], &[0.3, -1.2]),
+            arr(&[2], &[0.7, 0.2]),
+        ];
+        check_jvp(
+            &f,
+            &args,
+            &[None, Some(vec![1.0, 0.5]), Some(vec![-0.25, 2.0])],
+        );
+    }
+}
+
+#[test]
+fn reverse_mode_through_a_loop_is_refused() {
+    let e = vjp(&parse_func(LOOP).unwrap()).unwrap_err().to_string();
+    assert!(e.contains("`while` loop") && e.contains("fori_loop"), "{e}");
+}
+
+#[test]
+fn both_modes_through_every_branch() {
+    let f = parse_func(SWITCH).unwrap();
+    let program = vjp(&f).unwrap();
+    let (x, w) = ([0.4, -0.9], [1.3]);
+    let (ct_a, ct_c) = ([0.5, -1.5], [2.0]);
+    for k in [-1, 0, 1, 2, 7] {
+        let args = [Array::scalar(k), arr(&[2], &x), arr(&[], &w)];
+        check_jvp(&f, &args, &[None, Some(vec![1.0, -2.0]), Some(vec![0.5])]);
+        // Reverse mode: each operand's cotangent against differences of <ct, f>.
+        let mut all = args.to_vec();
+        all.extend([arr(&[2], &ct_a), arr(&[], &ct_c)]);
+        let out = interpret(&program, &all).unwrap();
+        let weights: Vec<f64> = ct_a.iter().chain(&ct_c).copied().collect();
+        let h = 1e-6;
+        for (j, n) in [(1, 2), (2, 1)] {
+            let got = floats(&out[2 + j]);
+            let mut want = Vec::new();
+            for i in 0..n {
+                let mut dirs = vec![None, Some(vec![0.0; 2]), Some(vec![0.0])];
+                if let Some(d) = dirs[j].as_mut() {
+                    d[i] = 1.0;
+                }
+                let dot = |v: Vec<f64>| v.iter().zip(&weights).map(|(a, b)| a * b).sum::<f64>();
+                want.push(
+                    (dot(moved(&f, &args, &dirs, h)) - dot(moved(&f, &args, &dirs, -h)))
+                        / (2.0 * h),
+                );
+            }
+            close(&got, &want, &format!("vjp of operand {j} at index {k}"));
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Control flow: `while` and `cond` hold their regions as nested [`Func`]s, as StableHLO and
+//! JAX's jaxprs do. An instruction has one result, so a call with several results is written
+//! as one instruction per result it yields (`result=k`); instructions that differ only in
+//! `result` and read the same operands are one call, which executors run once.
+
+use crate::{Func, Op};
+use serde::{Deserialize, Serialize};
+
+/// `while`: the operands are the initial carried values; while `cond` (carried values to
+/// `bool[]`) holds, `body` maps the carried values to their next ones. The instruction's value
+/// is carried value `result` once `cond` fails.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct While {
+    pub cond: Func,
+    pub body: Func,
+    pub result: usize,
+}
+
+/// `cond` (JAX's `cond`/`switch`, StableHLO's `case` and `if`): operand 0, an `i32[]` index
+/// or a `bool[]` predicate (false 0, true 1), picks the branch applied to the other operands;
+/// an index out of range picks the last branch (StableHLO's `case`). Every branch takes the
+/// same operands and returns the same types; the instruction's value is output `result`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Cond {
+    pub branches: Vec<Func>,
+    pub result: usize,
+}
+
+impl Op {
+    /// The functions this op holds, each with its role as errors name it.
+    pub fn regions(&self) -> Vec<(String, &Func)> {
+        match self {
+            Op::CustomVjp(c) => vec![
+                ("primal".into(), &c.primal),
+                ("fwd".into(), &c.fwd),
+                ("bwd".into(), &c.bwd),
+            ],
+            Op::While(w) => vec![("cond".into(), &w.cond), ("body".into(), &w.body)],
+            Op::Cond(c) => c
+                .branches
+                .iter()
+                .enumerate()
+                .map(|(k, b)| (format!("branch {k}"), b))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// This op with each of its functions replaced by `f` of it (the op itself where it
+    /// holds none).
+    pub fn map_regions<E>(&self, mut f: impl FnMut(&Func) -> Result<Func, E>) -> Result<Op, E> {
+        Ok(match self {
+            Op::CustomVjp(c) => Op::CustomVjp(Box::new(crate::CustomVjp {
+                primal: f(&c.primal)?,
+                fwd: f(&c.fwd)?,
+                bwd: f(&c.bwd)?,
+            })),
+            Op::While(w) => Op::While(Box::new(While {
+                cond: f(&w.cond)?,
+                body: f(&w.body)?,
+                result: w.result,
+            })),
+            Op::Cond(c) => Op::Cond(Box::new(Cond {
+                branches: c.branches.iter().map(&mut f).collect::<Result<_, E>>()?,
+                result: c.result,
+            })),
+            op => op.clone(),
+        })
+    }
+
+    /// For a control-flow op: which of its call's results it yields, and how many the call
+    /// has.
+    pub fn call_result(&self) -> Option<(usize, usize)> {
+        match self {
+            Op::While(w) => Some((w.result, w.body.outputs.len())),
+            Op::Cond(c) => Some((c.result, c.branches.first()?.outputs.len())),
+            _ => None,
+        }
+    }
+
+    /// The same call yielding result `k` instead (the op itself where it is no call).
+    pub fn with_result(&self, k: usize) -> Op {
+        match self {
+            Op::While(w) => Op::While(Box::new(While {
+                cond: w.cond.clone(),
+                body: w.body.clone(),
+                result: k,
+            })),
+            Op::Cond(c) => Op::Cond(Box::new(Cond {
+                branches: c.branches.clone(),
+                result: k,
+            })),
+            op => op.clone(),
+        }
+    }
+
+    /// Whether `self` and `other` are one control-flow call, perhaps yielding different
+    /// results (given the same operands, they run once).
+    pub fn same_call(&self, other: &Op) -> bool {
+        match (self, other) {
+            (Op::While(a), Op::While(b)) => a.cond == b.cond && a.body == b.body,
+            (Op::Cond(a), Op::Cond(b)) => a.branches == b.branches,
+            _ => false,
+        }
+    }
+}
