@@ -29,6 +29,9 @@ pub(crate) struct Operation {
     /// Tokens that are neither operands nor attributes (`LE`, `dense<...>`, `[1:2]`, ...).
     pub words: Vec<Tok>,
     pub regions: Vec<Region>,
+    /// Names the pretty `while` binds to its carried values (`%iterArg = %0`), which its
+    /// `cond` and `do` regions read.
+    pub bound: Vec<String>,
     /// Types after `:`: operand types and result types of a function type, or a plain list.
     pub operand_types: Vec<TensorType>,
     pub result_types: Vec<TensorType>,
@@ -383,6 +386,7 @@ impl P {
             attrs: Vec::new(),
             words: Vec::new(),
             regions: Vec::new(),
+            bound: Vec::new(),
             operand_types: Vec::new(),
             result_types: Vec::new(),
         };
@@ -417,9 +421,10 @@ impl P {
                     op.attrs.push((key, value));
                 }
                 // `%iterArg = %0` (the pretty while): a name bound, not an operand.
-                Tok::Value(_) if *self.peek_at(1) == Tok::Punct('=') => {
+                Tok::Value(name) if *self.peek_at(1) == Tok::Punct('=') => {
                     self.next();
                     self.next();
+                    op.bound.push(name);
                 }
                 Tok::Value(v) => {
                     self.next();

@@ -3,10 +3,12 @@
 //!
 //! Here: the walk over an entry's operations and the calls it inlines. One op's mapping is in
 //! `ops` (with StableHLO's op names in `names` and attribute reading in `attrs`), reductions
-//! in `reduce`, gathers, scatters and dynamic slices in `indexing`, checks in `check`.
+//! in `reduce`, gathers, scatters and dynamic slices in `indexing`, `while`, `case` and `if`
+//! in `control`, checks in `check`.
 
 mod attrs;
 mod check;
+mod control;
 mod indexing;
 mod names;
 mod ops;
@@ -166,6 +168,12 @@ impl<'a> Importer<'a> {
                         inner.insert(name.clone(), *v);
                     }
                     let results = self.body(&f.body, &mut inner, depth + 1)?;
+                    for (name, v) in op.results.iter().zip(results) {
+                        env.insert(name.clone(), v);
+                    }
+                }
+                "while" | "case" | "if" => {
+                    let results = self.control(short, op, &args, env, depth)?;
                     for (name, v) in op.results.iter().zip(results) {
                         env.insert(name.clone(), v);
                     }
