@@ -122,9 +122,10 @@ fn foreign_and_future_artifacts_are_refused() {
     let (exe, args) = sample();
     let bytes = exe.to_artifact().unwrap();
     let mut future = bytes.clone();
-    future[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let next = ferrax::compiler::backend::cpu::FORMAT_VERSION + 1;
+    future[8..12].copy_from_slice(&next.to_le_bytes());
     let e = CpuExecutable::from_artifact(&future).err().unwrap();
-    assert!(e.to_string().contains("version 2"), "{e}");
+    assert!(e.to_string().contains(&format!("version {next}")), "{e}");
 
     // The plan decoded, one field changed, encoded and sealed again.
     let edit = |change: &dyn Fn(&mut Value)| -> Vec<u8> {
@@ -206,7 +207,7 @@ fn reseal(plan: &[u8], code: &[u8]) -> Vec<u8> {
         body.extend_from_slice(s);
     }
     let mut out = b"FERRAXA\0".to_vec();
-    out.extend_from_slice(&1u32.to_le_bytes());
+    out.extend_from_slice(&ferrax::compiler::backend::cpu::FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&sha2::Sha256::digest(&body));
     out.extend_from_slice(&body);
     out

@@ -18,7 +18,7 @@ use crate::target::{KernelOp, Target};
 use ferrax_ir::{DType, Func, Instr, Op, TensorType, ValueId};
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::Direction;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 /// One step of a fused program.
 #[derive(Clone, Debug, PartialEq)]
@@ -300,11 +300,21 @@ pub fn listing(func: &Func, steps: &[Step], names: &[String]) -> String {
             }
         }
     }
+    // The line each instruction starts on: one holding functions (a loop's body) takes several.
+    let mut starts = HashMap::new();
+    let mut line = 1;
+    for (i, ins) in func.body.iter().enumerate() {
+        starts.insert(line, i);
+        line += match ins.op.regions().is_empty() {
+            true => 1,
+            false => ins.to_string().lines().count(),
+        };
+    }
     let text = func.to_string();
     let mut out = String::with_capacity(text.len() * 2);
     let mut last = None;
     for (k, line) in text.lines().enumerate() {
-        if let Some(&Some(head)) = k.checked_sub(1).and_then(|i| heads.get(i)) {
+        if let Some(&Some(head)) = starts.get(&k).and_then(|&i| heads.get(i)) {
             if last != Some(head) {
                 out.push_str(&format!("  // {head}\n"));
                 last = Some(head);

@@ -9,11 +9,13 @@
 //! guards against a runaway rule set, so results do not depend on the machine's load.
 //!
 //! It runs after differentiation: `custom_vjp` calls are replaced by their primal programs and
-//! `stop_gradient` is dropped, since only values matter from here on.
+//! `stop_gradient` is dropped, since only values matter from here on. The functions of control
+//! flow are simplified on their own first ([`nested`]).
 
 mod cost;
 mod extract;
 mod lang;
+mod nested;
 mod regions;
 mod rules;
 
@@ -96,6 +98,7 @@ pub fn simplify_with(func: &Func, limits: &Limits) -> Result<(Func, Report), Sim
         instructions_before: func.body.len(),
         ..Report::default()
     };
+    let func = &nested::simplify_regions(func, limits, &mut report)?;
     let stages = rules::stages();
     let simplified = if func.body.len() <= limits.region {
         let (simplified, stops) = simplify_region(func, &stages, limits, &mut report)?;

@@ -28,7 +28,7 @@ const MAGIC: &[u8; 8] = b"FERRAXA\0";
 
 /// The format this build writes and reads: the container, the plan's types and the kernels'
 /// calling convention.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
@@ -409,6 +409,7 @@ fn check_plan(plan: &Plan, image: &CodeImage) -> Result<(), ArtifactError> {
             | ExecStep::Gather(i, _)
             | ExecStep::Scatter(i, _)
             | ExecStep::Op(i) => *i < func.body.len(),
+            ExecStep::Call(members) => members.iter().all(|i| *i < func.body.len()),
         };
         if !fits {
             return malformed("a step names an instruction or kernel it lacks");

@@ -6,6 +6,7 @@
 
 mod artifact;
 pub mod clif;
+mod control;
 mod indexing;
 mod launch;
 mod matmul;
@@ -63,6 +64,8 @@ enum ExecStep {
     Gather(usize, Gather),
     Scatter(usize, Scatter),
     Op(usize),
+    /// A control-flow call on the interpreter, run once for all its instructions (`control`).
+    Call(Vec<usize>),
 }
 
 /// A program compiled for the CPU.
@@ -105,6 +108,12 @@ fn step_values(func: &Func, kernels: &[Kernel], step: &ExecStep) -> StepValues {
             reads: func.body[i].args.clone(),
             writes: vec![r.output],
         },
+        ExecStep::Call(ref members) => StepValues {
+            reads: members
+                .first()
+                .map_or_else(Vec::new, |&i| func.body[i].args.clone()),
+            writes: members.iter().map(|&j| func.instr_value(j)).collect(),
+        },
         ExecStep::Kernel(k) => {
             let of = |made: bool| {
                 kernels[k]
@@ -138,6 +147,7 @@ impl CpuExecutable {
         let reads = LastReads::of(func);
         let uses = rounding::uses(func);
         let mut names = Vec::with_capacity(partition.len());
+        let mut calls = control::Calls::new();
         for step in &partition {
             match *step {
                 Step::Op { index } => {
@@ -156,6 +166,14 @@ impl CpuExecutable {
                         }
                         Op::Gather(g) => ExecStep::Gather(index, (**g).clone()),
                         Op::Scatter(sc) => ExecStep::Scatter(index, (**sc).clone()),
+                        op if op.call_result().is_some() => match calls.step(func, index) {
+                            Ok(members) => ExecStep::Call(members),
+                            Err(first) => {
+                                let by = func.instr_value(first);
+                                names.push(format!("interpreter: the call of {by}"));
+                                continue;
+                            }
+                        },
                         _ => ExecStep::Op(index),
                     };
                     let runner = match step {
@@ -437,6 +455,7 @@ impl CpuExecutable {
                     };
                     values[func.instr_value(i).index()] = Some(out);
                 }
+                ExecStep::Call(ref members) => control::run_call(func, members, &mut values)?,
                 ExecStep::Gather(i, ref g) => {
                     let out = self.gather(i, g, &values)?;
                     values[func.instr_value(i).index()] = Some(out);

@@ -23,9 +23,11 @@ pub(super) fn reused(
                 .into_iter()
                 .flatten()
                 .collect(),
-            ExecStep::Op(_) | ExecStep::Gemm(..) | ExecStep::Gather(..) | ExecStep::Scatter(..) => {
-                Vec::new()
-            }
+            ExecStep::Op(_)
+            | ExecStep::Gemm(..)
+            | ExecStep::Gather(..)
+            | ExecStep::Scatter(..)
+            | ExecStep::Call(_) => Vec::new(),
         })
         .collect()
 }

@@ -1,0 +1,109 @@
+//! Control flow through the pipeline: each region is simplified on its own, the CPU executor
+//! runs a call once for all its result instructions as a host step between kernels, and the
+//! results are the interpreter's, bit for bit.
+#![allow(clippy::unwrap_used)]
+
+use ferrax_compiler::pipeline::{compile, Backend};
+use ferrax_ir::{parse_func, print_func};
+use ferrax_runtime::{interpret, Array};
+
+/// Kernels before and after a loop (whose body has work to simplify) and a `cond`.
+const PROGRAM: &str = "
+func @f(%n: i32[], %x: f32[64], %k: i32[]) -> (f32[64], i32[], f32[64]) {
+  %two = constant 2.0 : f32[64]
+  %a = mul %x, %two : f32[64]
+  %b = tanh %a : f32[64]
+  %y = while %n, %b, result=1, cond=func @c(%i: i32[], %x: f32[64]) -> (bool[]) {
+      %z = constant 0 : i32[]
+      %p = gt %i, %z : bool[]
+      return %p
+    }, body=func @b(%i: i32[], %x: f32[64]) -> (i32[], f32[64]) {
+      %one = constant 1 : i32[]
+      %j = sub %i, %one : i32[]
+      %fone = constant 1.0 : f32[64]
+      %x1 = mul %x, %fone : f32[64]
+      %h = constant 0.75 : f32[64]
+      %y = mul %x1, %h : f32[64]
+      %s = sin %y : f32[64]
+      %y2 = add %y, %s : f32[64]
+      return %j, %y2
+    } : f32[64]
+  %m = while %n, %b, result=0, cond=func @c(%i: i32[], %x: f32[64]) -> (bool[]) {
+      %z = constant 0 : i32[]
+      %p = gt %i, %z : bool[]
+      return %p
+    }, body=func @b(%i: i32[], %x: f32[64]) -> (i32[], f32[64]) {
+      %one = constant 1 : i32[]
+      %j = sub %i, %one : i32[]
+      %fone = constant 1.0 : f32[64]
+      %x1 = mul %x, %fone : f32[64]
+      %h = constant 0.75 : f32[64]
+      %y = mul %x1, %h : f32[64]
+      %s = sin %y : f32[64]
+      %y2 = add %y, %s : f32[64]
+      return %j, %y2
+    } : i32[]
+  %e = exp %y : f32[64]
+  %r = add %e, %x : f32[64]
+  %c = cond %k, %r, %x, result=0, branches=[func @b0(%r: f32[64], %x: f32[64]) -> (f32[64]) {
+      %s = sub %r, %x : f32[64]
+      return %s
+    }, func @b1(%r: f32[64], %x: f32[64]) -> (f32[64]) {
+      %n = neg %r : f32[64]
+      return %n
+    }] : f32[64]
+  return %r, %m, %c
+}";
+
+#[test]
+fn loops_run_on_the_cpu_with_the_interpreters_bits() {
+    let f = parse_func(PROGRAM).unwrap();
+    let compiled = compile(&f, &Backend::Cpu).unwrap();
+    // The body's `mul %x, 1.0` is simplified away inside the loop.
+    let simplified = print_func(&compiled.simplified);
+    assert!(!simplified.contains("constant 1.0"), "{simplified}");
+    insta::assert_snapshot!("fused", compiled.executable.fused().unwrap());
+    let x: Vec<f32> = (0..64).map(|i| (i as f32 - 30.0) / 17.0).collect();
+    for (n, k) in [(0, 0), (3, 1), (7, 5), (-1, -2)] {
+        let args = vec![
+            Array::scalar(n),
+            Array::from_vec([64], x.clone()).unwrap(),
+            Array::scalar(k),
+        ];
+        let want = interpret(&f, &args).unwrap();
+        let got = compiled.executable.run(args).unwrap();
+        // Kernels and the interpreter compute tanh and exp alike to 3 ULP; the loop itself
+        // runs on the interpreter.
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.ty(), w.ty());
+            if let (Ok(g), Ok(w)) = (g.to_vec::<f32>(), w.to_vec::<f32>()) {
+                for (a, b) in g.iter().zip(&w) {
+                    assert!(
+                        (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                        "n={n} k={k}: {a} vs {b}"
+                    );
+                }
+            } else {
+                assert_eq!(g, w);
+            }
+        }
+    }
+}
+
+/// An artifact carries a loop as it carries everything else: exported, loaded and run, it
+/// gives the compiled program's results.
+#[test]
+fn artifacts_carry_loops() {
+    use ferrax_compiler::backend::CpuExecutable;
+    let f = parse_func(PROGRAM).unwrap();
+    let (simplified, _) = ferrax_compiler::simplify::simplify(&f).unwrap();
+    let exe = CpuExecutable::compile(&simplified).unwrap();
+    let loaded = CpuExecutable::from_artifact(&exe.to_artifact().unwrap()).unwrap();
+    let args = vec![
+        Array::scalar(5i32),
+        Array::from_vec([64], vec![0.25f32; 64]).unwrap(),
+        Array::scalar(1i32),
+    ];
+    assert_eq!(loaded.fused(), exe.fused());
+    assert_eq!(loaded.run(&args).unwrap(), exe.run(&args).unwrap());
+}
