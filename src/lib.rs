@@ -10,8 +10,8 @@ pub use ferrax_stablehlo as stablehlo;
 pub use ferrax_trace::Tree;
 pub use ferrax_trace::{
     checkpoint, custom_vjp, custom_vjp_named, global_norm, grad, grad_with_aux, hessian, jit, jvp,
-    nn, optim, trace, tree_flatten, tree_leaves, tree_map, tree_map2, tree_map_n, tree_structure,
-    tree_sum, tree_unflatten, value_and_grad, value_and_grad_with_aux, vjp, zeros_like, Artifact,
-    At, Axes, Compiled, Device, DotPrecision, Error, IndexMode, Jit, Lowered, Operand, Pullback,
-    Result, Signature, Static, Tensor, TreeDef,
+    lax, nn, optim, trace, tree_flatten, tree_leaves, tree_map, tree_map2, tree_map_n,
+    tree_structure, tree_sum, tree_unflatten, value_and_grad, value_and_grad_with_aux, vjp,
+    zeros_like, Artifact, At, Axes, Compiled, Device, DotPrecision, Error, IndexMode, Jit, Lowered,
+    Operand, Pullback, Result, Signature, Static, Tensor, TreeDef,
 };

@@ -8,6 +8,7 @@ mod device;
 mod dump;
 mod error;
 mod jit;
+pub mod lax;
 pub mod nn;
 mod operators;
 mod ops;

@@ -39,6 +39,16 @@ pub(crate) fn trace_named<I: Tree, O: Tree>(
     f: impl FnOnce(I) -> O,
     inputs: &I,
 ) -> Result<Traced> {
+    trace_with_outputs(name, f, inputs)?.1
+}
+
+/// [`trace_named`], also giving the structure and leaf types of `f`'s result, which exist
+/// where `f` ran, even if an operation in it failed.
+pub(crate) fn trace_with_outputs<I: Tree, O: Tree>(
+    name: &str,
+    f: impl FnOnce(I) -> O,
+    inputs: &I,
+) -> Result<(Outputs, Result<Traced>)> {
     let mut leaves = Vec::new();
     let in_def = inputs.flatten(&mut leaves);
     if let Some(e) = leaves.iter().find_map(|l| l.error()) {
@@ -56,16 +66,29 @@ pub(crate) fn trace_named<I: Tree, O: Tree>(
     let mut out_leaves = Vec::new();
     let out_def = out.flatten(&mut out_leaves);
     drop(out);
-    let (func, captures) = ctx.finish(name, &out_leaves)?;
-    // Values the outputs do not depend on (e.g. the primal result inside `grad`) are dropped.
-    let func = eliminate_dead_code(&func);
-    verify(&func)?;
-    Ok(Traced {
-        func,
-        out_def,
-        captures: captures
-            .into_iter()
-            .map(|t| Tensor(Inner::Traced(t)))
-            .collect(),
-    })
+    let outputs = Outputs {
+        def: out_def.clone(),
+        types: out_leaves.iter().map(|l| l.ty().clone()).collect(),
+    };
+    let traced = ctx.finish(name, &out_leaves).and_then(|(func, captures)| {
+        // Values the outputs do not depend on (e.g. the primal result inside `grad`) are
+        // dropped.
+        let func = eliminate_dead_code(&func);
+        verify(&func)?;
+        Ok(Traced {
+            func,
+            out_def,
+            captures: captures
+                .into_iter()
+                .map(|t| Tensor(Inner::Traced(t)))
+                .collect(),
+        })
+    });
+    Ok((outputs, traced))
+}
+
+/// The structure and leaf types of a traced function's result.
+pub(crate) struct Outputs {
+    pub def: TreeDef,
+    pub types: Vec<ferrax_ir::TensorType>,
 }

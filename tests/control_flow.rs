@@ -1,0 +1,204 @@
+//! `lax::cond`, `lax::switch`, `lax::while_loop` and `lax::fori_loop`: results eagerly, traced
+//! and under `jit` on the CPU; closures over enclosing tracers; loops compiled once whatever
+//! the trip count; derivatives against finite differences; mistakes as errors at the line that
+//! makes them (marked `// @name`).
+#![allow(clippy::unwrap_used)]
+
+use ferrax::{grad, jit, jvp, lax, trace, DType, Error, Tensor};
+
+fn f32s(shape: &[usize]) -> Tensor {
+    Tensor::spec(DType::F32, shape.to_vec())
+}
+
+fn v32(t: &Tensor) -> Vec<f32> {
+    t.to_vec::<f32>().unwrap()
+}
+
+/// `x` halved until its sum is below `limit`, with the number of halvings.
+fn halve_until(x: &Tensor, limit: &Tensor) -> (Tensor, Tensor) {
+    lax::while_loop(
+        |(x, _): (Tensor, Tensor)| x.sum(..).greater(limit),
+        |(x, n): (Tensor, Tensor)| (x * 0.5, n + 1),
+        (x.clone(), Tensor::scalar(0i32)),
+    )
+}
+
+#[test]
+fn a_data_dependent_loop_eagerly_traced_and_jitted() {
+    let x = Tensor::from_vec([3], vec![4.0f32, 8.0, 4.0]);
+    let limit = Tensor::scalar(1.0f32);
+    let (y, n) = halve_until(&x, &limit);
+    assert_eq!(v32(&y), vec![0.25, 0.5, 0.25]);
+    assert_eq!(n.to_vec::<i32>().unwrap(), vec![4]);
+    // Traced: one `while` per carried value, closing over `limit`, which becomes an operand.
+    let f = trace(
+        |(x, limit): (Tensor, Tensor)| halve_until(&x, &limit),
+        &(f32s(&[3]), f32s(&[])),
+    )
+    .unwrap();
+    let whiles: Vec<_> = f.body.iter().filter(|i| i.op.name() == "while").collect();
+    assert_eq!(whiles.len(), 2);
+    assert_eq!(whiles[0].args.len(), 3, "{f}");
+    let jitted = jit(|(x, limit): (Tensor, Tensor)| halve_until(&x, &limit));
+    let (y, n) = jitted.call((x, Tensor::scalar(3.0f32))).unwrap();
+    assert_eq!(v32(&y), vec![0.5, 1.0, 0.5]);
+    assert_eq!(n.to_vec::<i32>().unwrap(), vec![3]);
+}
+
+#[test]
+fn fori_loop_compiles_once_whatever_the_trip_count() {
+    let f = jit(|(x, n): (Tensor, Tensor)| {
+        lax::fori_loop(
+            0,
+            &n,
+            |i, acc: Tensor| &acc + i.astype(DType::F32) * &acc,
+            x,
+        )
+    });
+    let x = Tensor::scalar(1.0f32);
+    for (n, want) in [(0, 1.0f32), (1, 1.0), (4, 24.0), (6, 720.0)] {
+        let y = f.call((x.clone(), Tensor::scalar(n))).unwrap();
+        assert_eq!(v32(&y), vec![want], "n = {n}");
+    }
+    assert_eq!(f.trace_count(), 1);
+    // Bounds as Rust numbers, a tuple carry.
+    let (a, b) = lax::fori_loop(
+        2,
+        5,
+        |i, (a, b): (Tensor, Tensor)| (&a + &i, &b * 2.0),
+        (Tensor::scalar(0i32), Tensor::scalar(1.0f32)),
+    );
+    assert_eq!(a.to_vec::<i32>().unwrap(), vec![9]);
+    assert_eq!(v32(&b), vec![8.0]);
+}
+
+#[test]
+fn cond_and_switch_pick_one_branch() {
+    let f = jit(|(p, k, x): (Tensor, Tensor, Tensor)| {
+        let c = lax::cond(&p, |x: Tensor| x.exp(), |x: Tensor| -x, x.clone());
+        let s = lax::switch(
+            &k,
+            [
+                &|(x, c): (Tensor, Tensor)| &x + &c,
+                &|(x, c): (Tensor, Tensor)| &x * &c,
+                &|(x, _c): (Tensor, Tensor)| x.square(),
+            ],
+            (x, c.clone()),
+        );
+        (c, s)
+    });
+    let x = Tensor::from_vec([2], vec![0.0f32, 2.0]);
+    let run = |p: bool, k: i32| {
+        let (c, s) = f
+            .call((Tensor::scalar(p), Tensor::scalar(k), x.clone()))
+            .unwrap();
+        (v32(&c), v32(&s))
+    };
+    assert_eq!(run(false, 0), (vec![-0.0, -2.0], vec![0.0, 0.0]));
+    assert_eq!(run(true, 1).0, vec![1.0, 2.0f32.exp()]);
+    assert_eq!(run(false, 1).1, vec![-0.0, -4.0]);
+    // Out of range indices clamp, as in JAX: below 0 is branch 0, above is the last.
+    assert_eq!(run(false, -5).1, vec![0.0, 0.0]);
+    assert_eq!(run(false, 9).1, vec![0.0, 4.0]);
+}
+
+#[test]
+fn derivatives_through_control_flow() {
+    // Reverse mode through cond, against the branch's own derivative.
+    let g = grad(|(p, x): (Tensor, Tensor)| {
+        lax::cond(
+            &p,
+            |x: Tensor| x.sin().sum(..),
+            |x: Tensor| (&x * &x).sum(..),
+            x,
+        )
+    });
+    let x = Tensor::from_vec([2], vec![0.5f32, -1.0]);
+    let (_, gx) = g((Tensor::scalar(true), x.clone()));
+    let want: Vec<f32> = [0.5f32, -1.0].iter().map(|v| v.cos()).collect();
+    assert_eq!(v32(&gx), want);
+    let (_, gx) = g((Tensor::scalar(false), x.clone()));
+    assert_eq!(v32(&gx), vec![1.0, -2.0]);
+    // Forward mode through a loop against central differences (f64).
+    let f = |x: Tensor| lax::fori_loop(0, 5, |_, y: Tensor| (&y * 0.9).sin() + &y * 0.1, x);
+    let x0 = 0.7f64;
+    let (_, t) = jvp(f, &Tensor::scalar(x0), &Tensor::scalar(1.0f64)).unwrap();
+    let at = |x: f64| f(Tensor::scalar(x)).to_vec::<f64>().unwrap()[0];
+    let h = 1e-6;
+    let fd = (at(x0 + h) - at(x0 - h)) / (2.0 * h);
+    let t = t.to_vec::<f64>().unwrap()[0];
+    assert!((t - fd).abs() < 1e-8, "{t} vs {fd}");
+}
+
+/// The line in this file that carries `// @marker`.
+fn marked_line(marker: &str) -> u32 {
+    let src = include_str!("control_flow.rs");
+    let tag = format!("// @{marker}");
+    let idx = src
+        .lines()
+        .position(|l| l.trim_end().ends_with(&tag))
+        .unwrap_or_else(|| panic!("no line marked {tag}"));
+    idx as u32 + 1
+}
+
+/// The message of a trace error, which must be at the line marked `marker`.
+fn at_marker<T: std::fmt::Debug>(marker: &str, result: Result<T, Error>) -> String {
+    match result {
+        Err(Error::Trace { location, message }) => {
+            assert!(location.file().ends_with("control_flow.rs"), "{location}");
+            assert_eq!(location.line(), marked_line(marker), "{marker}: {message}");
+            format!("{marker}: {message}")
+        }
+        other => panic!("{marker}: expected a trace error, got {other:?}"),
+    }
+}
+
+fn branch_types(x: Tensor) -> Tensor {
+    let p = x.sum(..).greater(0.0);
+    lax::cond(&p, |x: Tensor| x.sum(..), |x: Tensor| x, x) // @branch-types
+}
+
+fn branch_structure(x: Tensor) -> Vec<Tensor> {
+    let k = Tensor::scalar(1i32);
+    let one: &dyn Fn(Tensor) -> Vec<Tensor> = &|x| vec![x];
+    let two: &dyn Fn(Tensor) -> Vec<Tensor> = &|x| vec![x.clone(), x];
+    lax::switch(&k, [one, two], x) // @branch-structure
+}
+
+fn predicate(x: Tensor) -> Tensor {
+    lax::cond(&x, |x: Tensor| x, |x: Tensor| -x, x.clone()) // @predicate
+}
+
+fn carry_type(x: Tensor) -> Tensor {
+    let more = |x: Tensor| x.sum(..).greater(1.0);
+    lax::while_loop(more, |x: Tensor| x.sum(..), x) // @carry-type
+}
+
+fn cond_type(x: Tensor) -> Tensor {
+    lax::while_loop(|x: Tensor| x.sum(..), |x: Tensor| x * 0.5, x) // @cond-type
+}
+
+fn inside_body(x: Tensor) -> Tensor {
+    let other = Tensor::zeros(DType::F32, [2]);
+    lax::fori_loop(0, 3, |_, x: Tensor| &x + &other, x) // @inside-body
+}
+
+fn reverse_while(x: Tensor) -> Tensor {
+    let loss = |x: Tensor| lax::fori_loop(0, 3, |_, y: Tensor| &y * &y, x).sum(..);
+    grad(loss)(x) // @reverse-while
+}
+
+#[test]
+fn mistakes_name_both_structures_and_the_line() {
+    let x = f32s(&[3]);
+    let errors = [
+        at_marker("branch-types", trace(branch_types, &x)),
+        at_marker("branch-structure", trace(branch_structure, &x)),
+        at_marker("predicate", trace(predicate, &x)),
+        at_marker("carry-type", trace(carry_type, &x)),
+        at_marker("cond-type", trace(cond_type, &x)),
+        at_marker("inside-body", trace(inside_body, &x)),
+        at_marker("reverse-while", trace(reverse_while, &x)),
+    ];
+    insta::assert_snapshot!(errors.join("\n"));
+}
