@@ -81,7 +81,8 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::DynamicUpdateSlice
         | Op::CustomVjp(_)
         | Op::While(_)
-        | Op::Cond(_) => false,
+        | Op::Cond(_)
+        | Op::Scan(_) => false,
     }
 }
 
@@ -410,7 +411,8 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::StopGradient
         | Op::CustomVjp(_)
         | Op::While(_)
-        | Op::Cond(_) => false,
+        | Op::Cond(_)
+        | Op::Scan(_) => false,
     }
 }
 

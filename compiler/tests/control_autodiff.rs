@@ -80,11 +80,15 @@ fn arr(shape: &[usize], v: &[f64]) -> Array {
     Array::from_vec(shape.to_vec(), v.to_vec()).unwrap()
 }
 
+/// `a`'s values, none for an integer array (which has no derivative).
 fn floats(a: &Array) -> Vec<f64> {
-    a.to_vec::<f64>().unwrap()
+    match a.dtype().is_float() {
+        true => a.to_vec::<f64>().unwrap(),
+        false => Vec::new(),
+    }
 }
 
-/// `f`'s outputs, flattened, at `args` with the float ones moved by `h` along `dirs`.
+/// `f`'s float outputs, flattened, at `args` with the float ones moved by `h` along `dirs`.
 fn moved(f: &Func, args: &[Array], dirs: &[Option<Vec<f64>>], h: f64) -> Vec<f64> {
     let args: Vec<Array> = args
         .iter()
@@ -190,6 +194,94 @@ fn both_modes_through_every_branch() {
                 );
             }
             close(&got, &want, &format!("vjp of operand {j} at index {k}"));
+        }
+    }
+}
+
+/// An RNN step scanned over 4 slices, the weights a constant of every step, a counter
+/// carried beside the state; `REVERSE` is replaced to scan the other way.
+const RNN: &str = "
+func @rnn(%w: f64[2,2], %h: f64[2], %xs: f64[4,2]) -> (f64[2], f64[4,2], i32[]) {
+  %n = constant 0 : i32[]
+  %last = scan %w, %h, %n, %xs, consts=1, carry=2, length=4, REVERSE result=0, body=func @step(%w: f64[2,2], %h: f64[2], %i: i32[], %x: f64[2]) -> (f64[2], i32[], f64[2]) {
+      %m = dot_general %w, %h, contract=[1]x[0] : f64[2]
+      %a = add %m, %x : f64[2]
+      %t = tanh %a : f64[2]
+      %s = sin %t : f64[2]
+      %one = constant 1 : i32[]
+      %j = add %i, %one : i32[]
+      return %t, %j, %s
+    } : f64[2]
+  %ys = scan %w, %h, %n, %xs, consts=1, carry=2, length=4, REVERSE result=2, body=func @step(%w: f64[2,2], %h: f64[2], %i: i32[], %x: f64[2]) -> (f64[2], i32[], f64[2]) {
+      %m = dot_general %w, %h, contract=[1]x[0] : f64[2]
+      %a = add %m, %x : f64[2]
+      %t = tanh %a : f64[2]
+      %s = sin %t : f64[2]
+      %one = constant 1 : i32[]
+      %j = add %i, %one : i32[]
+      return %t, %j, %s
+    } : f64[4,2]
+  %count = scan %w, %h, %n, %xs, consts=1, carry=2, length=4, REVERSE result=1, body=func @step(%w: f64[2,2], %h: f64[2], %i: i32[], %x: f64[2]) -> (f64[2], i32[], f64[2]) {
+      %m = dot_general %w, %h, contract=[1]x[0] : f64[2]
+      %a = add %m, %x : f64[2]
+      %t = tanh %a : f64[2]
+      %s = sin %t : f64[2]
+      %one = constant 1 : i32[]
+      %j = add %i, %one : i32[]
+      return %t, %j, %s
+    } : i32[]
+  return %last, %ys, %count
+}";
+
+#[test]
+fn both_modes_through_a_scan_each_way() {
+    for reverse in ["", "reverse=1,"] {
+        let f = parse_func(&RNN.replace("REVERSE", reverse)).unwrap();
+        let w = [0.9, -0.4, 0.3, 1.1];
+        let h = [0.2, -0.5];
+        let xs = [0.1, 0.7, -0.3, 0.2, 0.5, -0.8, 0.0, 0.4];
+        let args = [arr(&[2, 2], &w), arr(&[2], &h), arr(&[4, 2], &xs)];
+        let dirs = [
+            Some(vec![0.3, -1.0, 0.5, 0.25]),
+            Some(vec![1.0, 0.5]),
+            Some((0..8).map(|i| (i as f64 - 3.5) / 4.0).collect()),
+        ];
+        check_jvp(&f, &args, &dirs);
+        // Reverse mode against differences of <ct, f> along each coordinate.
+        let program = vjp(&f).unwrap();
+        let ct_last = [0.5, -2.0];
+        let ct_ys: Vec<f64> = (0..8).map(|i| 0.25 * i as f64 - 1.0).collect();
+        let mut all = args.to_vec();
+        all.extend([
+            arr(&[2], &ct_last),
+            arr(&[4, 2], &ct_ys),
+            Array::scalar(0i32),
+        ]);
+        let out = interpret(&program, &all).unwrap();
+        let weights: Vec<f64> = ct_last.iter().chain(&ct_ys).copied().collect();
+        let dot = |v: Vec<f64>| {
+            v[..10]
+                .iter()
+                .zip(&weights)
+                .map(|(a, b)| a * b)
+                .sum::<f64>()
+        };
+        let h = 1e-6;
+        for (j, size) in [(0, 4), (1, 2), (2, 8)] {
+            let got = floats(&out[3 + j]);
+            let want: Vec<f64> = (0..size)
+                .map(|i| {
+                    let mut dirs: Vec<Option<Vec<f64>>> =
+                        [4, 2, 8].iter().map(|&n| Some(vec![0.0; n])).collect();
+                    if let Some(d) = dirs[j].as_mut() {
+                        d[i] = 1.0;
+                    }
+                    let plus = dot(moved(&f, &args, &dirs, h));
+                    let minus = dot(moved(&f, &args, &dirs, -h));
+                    (plus - minus) / (2.0 * h)
+                })
+                .collect();
+            close(&got, &want, &format!("vjp of operand {j} ({reverse})"));
         }
     }
 }

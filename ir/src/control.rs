@@ -1,4 +1,4 @@
-//! Control flow: `while` and `cond` hold their regions as nested [`Func`]s, as StableHLO and
+//! Control flow: `while`, `cond` and `scan` hold their regions as nested [`Func`]s, as StableHLO and
 //! JAX's jaxprs do. An instruction has one result, so a call with several results is written
 //! as one instruction per result it yields (`result=k`); instructions that differ only in
 //! `result` and read the same operands are one call, which executors run once.
@@ -26,6 +26,22 @@ pub struct Cond {
     pub result: usize,
 }
 
+/// `scan` (JAX's `lax.scan`): the operands are `consts` values every step reads, `carry`
+/// initial carried values, then arrays whose leading dimension is `length`; step `t`
+/// (counting down from `length - 1` when `reverse`) applies `body` to the constants, the
+/// carried values and slice `t` of each array, giving the next carried values and one slice
+/// of each stacked output. The call's results are the final carried values, then the outputs
+/// stacked along a new leading dimension of `length`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Scan {
+    pub body: Func,
+    pub consts: usize,
+    pub carry: usize,
+    pub length: usize,
+    pub reverse: bool,
+    pub result: usize,
+}
+
 impl Op {
     /// The functions this op holds, each with its role as errors name it.
     pub fn regions(&self) -> Vec<(String, &Func)> {
@@ -36,6 +52,7 @@ impl Op {
                 ("bwd".into(), &c.bwd),
             ],
             Op::While(w) => vec![("cond".into(), &w.cond), ("body".into(), &w.body)],
+            Op::Scan(s) => vec![("body".into(), &s.body)],
             Op::Cond(c) => c
                 .branches
                 .iter()
@@ -64,6 +81,10 @@ impl Op {
                 branches: c.branches.iter().map(&mut f).collect::<Result<_, E>>()?,
                 result: c.result,
             })),
+            Op::Scan(s) => Op::Scan(Box::new(Scan {
+                body: f(&s.body)?,
+                ..(**s).clone()
+            })),
             op => op.clone(),
         })
     }
@@ -74,6 +95,7 @@ impl Op {
         match self {
             Op::While(w) => Some((w.result, w.body.outputs.len())),
             Op::Cond(c) => Some((c.result, c.branches.first()?.outputs.len())),
+            Op::Scan(s) => Some((s.result, s.body.outputs.len())),
             _ => None,
         }
     }
@@ -90,6 +112,10 @@ impl Op {
                 branches: c.branches.clone(),
                 result: k,
             })),
+            Op::Scan(s) => Op::Scan(Box::new(Scan {
+                result: k,
+                ..(**s).clone()
+            })),
             op => op.clone(),
         }
     }
@@ -100,6 +126,11 @@ impl Op {
         match (self, other) {
             (Op::While(a), Op::While(b)) => a.cond == b.cond && a.body == b.body,
             (Op::Cond(a), Op::Cond(b)) => a.branches == b.branches,
+            (Op::Scan(a), Op::Scan(b)) => {
+                a.body == b.body
+                    && (a.consts, a.carry, a.length, a.reverse)
+                        == (b.consts, b.carry, b.length, b.reverse)
+            }
             _ => false,
         }
     }

@@ -17,7 +17,7 @@ mod print;
 mod shape;
 mod verify;
 
-pub use control::{Cond, While};
+pub use control::{Cond, Scan, While};
 pub use dtype::DType;
 pub use error::TypeError;
 pub use func::{Func, FuncBuilder, Instr, ValueId};

@@ -2,7 +2,7 @@
 //! program maps onto this set one to one; every pass matches on `Op` exhaustively, so adding
 //! an op is a compile error everywhere it still needs handling.
 
-use crate::{Cond, DType, Func, Gather, Literal, Scalar, Scatter, Shape, While};
+use crate::{Cond, DType, Func, Gather, Literal, Scalar, Scan, Scatter, Shape, While};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -302,6 +302,8 @@ pub enum Op {
     While(Box<While>),
     /// One of several branch functions, picked by an index (see [`Cond`]).
     Cond(Box<Cond>),
+    /// A loop over slices of arrays, stacking per-step outputs (see [`Scan`]).
+    Scan(Box<Scan>),
 }
 
 /// The three programs of a `custom_vjp` call. `primal` maps the operands to the one result;
@@ -342,6 +344,7 @@ impl Op {
             Op::CustomVjp(_) => "custom_vjp",
             Op::While(_) => "while",
             Op::Cond(_) => "cond",
+            Op::Scan(_) => "scan",
         }
     }
 

@@ -175,6 +175,18 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
                 write_func(f, nested, indent + 4)?;
             }
         }
+        Op::Scan(s) => {
+            if s.consts > 0 {
+                items.item(format_args!("consts={}", s.consts))?;
+            }
+            items.item(format_args!("carry={}", s.carry))?;
+            items.item(format_args!("length={}", s.length))?;
+            items.flag("reverse", s.reverse)?;
+            items.item(format_args!("result={}", s.result))?;
+            let f = items.next()?;
+            f.write_str("body=")?;
+            write_func(f, &s.body, indent + 4)?;
+        }
         Op::Cond(c) => {
             items.item(format_args!("result={}", c.result))?;
             let f = items.next()?;

@@ -65,6 +65,23 @@ func @pick(%k: i32[], %p: bool[], %x: f32[2]) -> (f32[2], f32[]) {
   return %a, %b
 }";
 
+const SCAN: &str = "
+func @rnn(%h: f32[3], %xs: f32[5,3], %w: f32[3,3]) -> (f32[3], f32[5,3]) {
+  %last = scan %w, %h, %xs, consts=1, carry=1, length=5, reverse=1, result=0, body=func @step(%w: f32[3,3], %h: f32[3], %x: f32[3]) -> (f32[3], f32[3]) {
+      %m = dot_general %w, %h, contract=[1]x[0] : f32[3]
+      %a = add %m, %x : f32[3]
+      %t = tanh %a : f32[3]
+      return %t, %t
+    } : f32[3]
+  %all = scan %w, %h, %xs, consts=1, carry=1, length=5, reverse=1, result=1, body=func @step(%w: f32[3,3], %h: f32[3], %x: f32[3]) -> (f32[3], f32[3]) {
+      %m = dot_general %w, %h, contract=[1]x[0] : f32[3]
+      %a = add %m, %x : f32[3]
+      %t = tanh %a : f32[3]
+      return %t, %t
+    } : f32[5,3]
+  return %last, %all
+}";
+
 #[test]
 fn while_and_cond_round_trip() {
     let f = round_trip(LOOP);
@@ -72,6 +89,8 @@ fn while_and_cond_round_trip() {
     insta::assert_snapshot!("while", print_func(&f));
     let f = round_trip(SWITCH);
     insta::assert_snapshot!("cond", print_func(&f));
+    let f = round_trip(SCAN);
+    insta::assert_snapshot!("scan", print_func(&f));
 }
 
 fn parse_err(src: &str) -> String {
@@ -102,6 +121,9 @@ fn shape_rules_name_the_value_or_branch_at_fault() {
         ("bool picks among 3", SWITCH.replacen("cond %k", "cond %p", 1)),
         ("index of another type", SWITCH.replacen("cond %k, %x", "cond %x, %x", 1)),
         ("no branches", "func @f(%k: i32[]) -> (f32[]) {\n  %a = cond %k, result=0, branches=[] : f32[]\n  return %a\n}".to_string()),
+        ("scanned operand without the length", SCAN.replacen("%xs: f32[5,3]", "%xs: f32[4,3]", 1)),
+        ("scan body takes a whole operand", "func @f(%xs: f32[5,3]) -> (f32[5,5,3]) {\n  %y = scan %xs, carry=0, length=5, result=0, body=func @b(%x: f32[5,3]) -> (f32[5,3]) {\n      return %x\n    } : f32[5,5,3]\n  return %y\n}".to_string()),
+        ("scan carry past the operands", SCAN.replacen("carry=1", "carry=4", 1)),
         ("branches not functions", "func @f(%k: i32[]) -> (f32[]) {\n  %a = cond %k, result=0, branches=[1] : f32[]\n  return %a\n}".to_string()),
     ];
     let table: Vec<String> = cases

@@ -132,3 +132,44 @@ func @if(%p: bool[], %x: f32[]) -> (f32[]) {
         assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![want]);
     }
 }
+
+/// A running sum and its partial sums, forwards and in reverse, with a carried counter.
+const CUMSUM: &str = "
+func @cumsum(%x: f32[4,2], %z: f32[2]) -> (f32[2], f32[4,2], f32[4,2], i32[]) {
+  %n = constant 0 : i32[]
+  %s = scan %z, %x, carry=1, length=4, result=0, body=func @b(%c: f32[2], %r: f32[2]) -> (f32[2], f32[2]) {
+      %a = add %c, %r : f32[2]
+      return %a, %a
+    } : f32[2]
+  %p = scan %z, %x, carry=1, length=4, result=1, body=func @b(%c: f32[2], %r: f32[2]) -> (f32[2], f32[2]) {
+      %a = add %c, %r : f32[2]
+      return %a, %a
+    } : f32[4,2]
+  %q = scan %z, %x, carry=1, length=4, reverse=1, result=1, body=func @b(%c: f32[2], %r: f32[2]) -> (f32[2], f32[2]) {
+      %a = add %c, %r : f32[2]
+      return %a, %a
+    } : f32[4,2]
+  %k = scan %n, carry=1, length=4, result=0, body=func @k(%i: i32[]) -> (i32[]) {
+      %one = constant 1 : i32[]
+      %j = add %i, %one : i32[]
+      return %j
+    } : i32[]
+  return %s, %p, %q, %k
+}";
+
+#[test]
+fn scan_runs_forwards_and_in_reverse() {
+    let x = Array::from_vec([4, 2], vec![1.0f32, 10.0, 2.0, 20.0, 3.0, 30.0, 4.0, 40.0]).unwrap();
+    let z = Array::from_vec([2], vec![0.5f32, 0.0]).unwrap();
+    let out = run(CUMSUM, &[x, z]);
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![10.5, 100.0]);
+    assert_eq!(
+        out[1].to_vec::<f32>().unwrap(),
+        vec![1.5, 10.0, 3.5, 30.0, 6.5, 60.0, 10.5, 100.0]
+    );
+    assert_eq!(
+        out[2].to_vec::<f32>().unwrap(),
+        vec![10.5, 100.0, 9.5, 90.0, 7.5, 70.0, 4.5, 40.0]
+    );
+    assert_eq!(out[3].to_vec::<i32>().unwrap(), vec![4]);
+}

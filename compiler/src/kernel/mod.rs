@@ -355,7 +355,8 @@ pub fn lower(
                     | Op::StopGradient
                     | Op::CustomVjp(_)
                     | Op::While(_)
-                    | Op::Cond(_) => return None,
+                    | Op::Cond(_)
+                    | Op::Scan(_) => return None,
                 };
                 l.emit(kop, args, dtype)
             }

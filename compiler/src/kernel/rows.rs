@@ -374,7 +374,8 @@ impl RowLowering<'_> {
             | Op::StopGradient
             | Op::CustomVjp(_)
             | Op::While(_)
-            | Op::Cond(_) => return None,
+            | Op::Cond(_)
+            | Op::Scan(_) => return None,
         };
         let k = self.emit(kop, args, dtype, stage);
         self.define(v, k, stage);

@@ -1,9 +1,9 @@
-//! `while` and `cond`: their functions' signatures against the operands and each other.
+//! `while`, `cond` and `scan`: their functions' signatures against the operands and each other.
 //! Errors name the carried value or the branch at fault.
 
 use super::invalid;
 use super::nest::show;
-use crate::{Cond, DType, Func, TensorType, TypeError, While};
+use crate::{Cond, DType, Func, Scan, Shape, TensorType, TypeError, While};
 
 /// The first position where `got` differs from `want`, described for an error.
 fn first_difference(got: &[TensorType], want: &[TensorType], what: &str) -> Option<String> {
@@ -133,4 +133,72 @@ pub(super) fn cond(c: &Cond, args: &[&TensorType]) -> Result<TensorType, TypeErr
             ),
         )
     })
+}
+
+pub(super) fn scan(s: &Scan, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    const OP: &str = "scan";
+    let leading = s.consts.checked_add(s.carry).filter(|&n| n <= args.len());
+    let Some((fixed, xs)) = leading.and_then(|n| args.split_at_checked(n)) else {
+        return Err(invalid(
+            OP,
+            format!(
+                "consts={} and carry={} but there are {} operands",
+                s.consts,
+                s.carry,
+                args.len()
+            ),
+        ));
+    };
+    let mut params: Vec<TensorType> = fixed.iter().map(|&t| t.clone()).collect();
+    for (k, x) in xs.iter().enumerate() {
+        match x.dims().split_first() {
+            Some((&n, rest)) if n == s.length => {
+                params.push(TensorType::new(x.dtype, rest.to_vec()));
+            }
+            _ => {
+                return Err(invalid(
+                    OP,
+                    format!(
+                        "scanned operand {k} is {x}, which has no leading dimension of length={}",
+                        s.length
+                    ),
+                ))
+            }
+        }
+    }
+    if let Some(d) = first_difference(&s.body.params, &params, "parameter") {
+        return Err(invalid(
+            OP,
+            format!(
+                "body must take the constants, the carried values, then one slice of each \
+                 scanned operand: its {d}"
+            ),
+        ));
+    }
+    let out = outputs(OP, "body", &s.body)?;
+    let carried_out = out.get(..s.carry).unwrap_or_default();
+    let carried = &params[s.consts..s.consts + s.carry];
+    if let Some(d) = first_difference(carried_out, carried, "result") {
+        return Err(invalid(
+            OP,
+            format!("body must return the carried values' types first: its {d}"),
+        ));
+    }
+    let stacked = |t: &TensorType| {
+        let mut dims = vec![s.length];
+        dims.extend_from_slice(t.dims());
+        TensorType::new(t.dtype, Shape::new(dims))
+    };
+    match out.get(s.result) {
+        Some(t) if s.result < s.carry => Ok(t.clone()),
+        Some(t) => Ok(stacked(t)),
+        None => Err(invalid(
+            OP,
+            format!(
+                "result={} but the body returns {} values",
+                s.result,
+                out.len()
+            ),
+        )),
+    }
 }

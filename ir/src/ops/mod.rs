@@ -52,6 +52,7 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::CustomVjp(c) => call::custom_vjp(c, args)?,
         Op::While(w) => control::while_loop(w, args)?,
         Op::Cond(c) => control::cond(c, args)?,
+        Op::Scan(s) => control::scan(s, args)?,
     };
     if ty.rank() > MAX_RANK {
         return Err(TypeError::Rank {

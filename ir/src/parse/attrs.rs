@@ -92,6 +92,14 @@ impl Attrs {
         }
     }
 
+    /// An integer that may be left out for `default`.
+    pub(super) fn int_or(&mut self, p: &Parser, key: &str, default: usize) -> PResult<usize> {
+        match self.map.contains_key(key) {
+            true => self.int(p, key),
+            false => Ok(default),
+        }
+    }
+
     /// A flag written `key=1`, absent when false.
     pub(super) fn flag(&mut self, p: &Parser, key: &str) -> PResult<bool> {
         match self.map.remove(key) {

@@ -6,7 +6,8 @@ use super::attrs::Attrs;
 use super::cursor::{PResult, Parser};
 use crate::{
     bf16_from_f64, f16_from_f64, BinaryOp, CompareOp, Cond, CustomVjp, DType, DotDims, Elements,
-    Gather, Literal, Op, ReduceOp, Scalar, Scatter, ScatterCombine, TensorType, UnaryOp, While,
+    Gather, Literal, Op, ReduceOp, Scalar, Scan, Scatter, ScatterCombine, TensorType, UnaryOp,
+    While,
 };
 use half::{bf16, f16};
 
@@ -107,6 +108,14 @@ pub(super) fn build_op(
             "while" => Op::While(Box::new(While {
                 result: attrs.int(p, "result")?,
                 cond: attrs.func(p, "cond")?,
+                body: attrs.func(p, "body")?,
+            })),
+            "scan" => Op::Scan(Box::new(Scan {
+                consts: attrs.int_or(p, "consts", 0)?,
+                carry: attrs.int(p, "carry")?,
+                length: attrs.int(p, "length")?,
+                reverse: attrs.flag(p, "reverse")?,
+                result: attrs.int(p, "result")?,
                 body: attrs.func(p, "body")?,
             })),
             "cond" => Op::Cond(Box::new(Cond {

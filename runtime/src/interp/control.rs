@@ -1,10 +1,10 @@
-//! `while` and `cond`: their functions run on the interpreter, one call giving all its
+//! `while`, `cond` and `scan`: their functions run on the interpreter, one call giving all its
 //! results. A loop's iterations run one after another in a Rust loop, so the stack does not
 //! grow with the trip count; functions nest a bounded depth (the shape rules' limit).
 
 use super::run;
 use crate::{Array, RuntimeError};
-use ferrax_ir::{Cond, Op, Scalar, While};
+use ferrax_ir::{Cond, Op, Scalar, Scan, Shape, While};
 
 /// Every result of the call `op` (a `while` or `cond`) on `args`; for other ops, `op`'s one
 /// result. The functions are taken as verified (the enclosing function's verification
@@ -14,6 +14,7 @@ pub(super) fn call(op: &Op, args: &[&Array]) -> Result<Vec<Array>, RuntimeError>
     match op {
         Op::While(w) => while_loop(w, owned),
         Op::Cond(c) => cond(c, owned),
+        Op::Scan(s) => scan(s, owned),
         op => Ok(vec![super::eval_op(op, args)?]),
     }
 }
@@ -47,4 +48,80 @@ fn cond(c: &Cond, mut args: Vec<Array>) -> Result<Vec<Array>, RuntimeError> {
         got: 0,
     })?;
     run(branch, args)
+}
+
+/// Slice `t` of `x` along its leading dimension, without that dimension.
+fn row(x: &Array, t: usize) -> Result<Array, RuntimeError> {
+    let dims = x.dims();
+    let mut start = vec![0; dims.len()];
+    let mut limit = dims.to_vec();
+    if let (Some(s), Some(l)) = (start.first_mut(), limit.first_mut()) {
+        (*s, *l) = (t, t + 1);
+    }
+    let strides = vec![1; dims.len()];
+    let slice = super::eval_op(
+        &Op::Slice {
+            start,
+            limit,
+            strides,
+        },
+        &[x],
+    )?;
+    let shape = Shape::new(dims.get(1..).unwrap_or_default().to_vec());
+    super::eval_op(&Op::Reshape { shape }, &[&slice])
+}
+
+/// `rows` (one per step, in step order) stacked along a new leading dimension in index
+/// order, as `ty`'s slices (a scan of no steps stacks none).
+fn stack(rows: &[Array], ty: &ferrax_ir::TensorType, length: usize) -> Result<Array, RuntimeError> {
+    let mut dims = vec![length];
+    dims.extend_from_slice(ty.dims());
+    if rows.is_empty() {
+        return Ok(Array::zeros(ty.dtype, dims));
+    }
+    let mut one = vec![1];
+    one.extend_from_slice(ty.dims());
+    let lifted = rows
+        .iter()
+        .map(|r| {
+            super::eval_op(
+                &Op::Reshape {
+                    shape: Shape::new(one.clone()),
+                },
+                &[r],
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let refs: Vec<&Array> = lifted.iter().collect();
+    super::eval_op(&Op::Concatenate { axis: 0 }, &refs)
+}
+
+fn scan(s: &Scan, args: Vec<Array>) -> Result<Vec<Array>, RuntimeError> {
+    let (consts, rest) = args.split_at(s.consts.min(args.len()));
+    let (carried, xs) = rest.split_at(s.carry.min(rest.len()));
+    let mut carried = carried.to_vec();
+    let outputs = s.body.output_types();
+    let per_step = outputs.get(s.carry..).unwrap_or_default();
+    let mut ys: Vec<Vec<Array>> = vec![Vec::with_capacity(s.length); per_step.len()];
+    for step in 0..s.length {
+        let t = if s.reverse { s.length - 1 - step } else { step };
+        let mut inputs = consts.to_vec();
+        inputs.extend(carried);
+        for x in xs {
+            inputs.push(row(x, t)?);
+        }
+        let mut out = run(&s.body, inputs)?;
+        let y = out.split_off(s.carry.min(out.len()));
+        carried = out;
+        for (stacked, y) in ys.iter_mut().zip(y) {
+            stacked.push(y);
+        }
+    }
+    for (rows, ty) in ys.iter_mut().zip(per_step) {
+        if s.reverse {
+            rows.reverse();
+        }
+        carried.push(stack(rows, ty, s.length)?);
+    }
+    Ok(carried)
 }

@@ -10,7 +10,7 @@ use crate::autodiff::{jvp as jvp_program, vjp as vjp_program, AutodiffError};
 use ferrax_ir::{Cond, Func, FuncBuilder, Op, TensorType, ValueId, While};
 
 /// Emits `func`'s instructions into `b` on `args` and returns its outputs.
-fn inline(b: &mut FuncBuilder, func: &Func, args: &[ValueId]) -> R<Vec<ValueId>> {
+pub(super) fn inline(b: &mut FuncBuilder, func: &Func, args: &[ValueId]) -> R<Vec<ValueId>> {
     let mut values: Vec<ValueId> = args.to_vec();
     for ins in &func.body {
         let operands: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();

@@ -9,6 +9,7 @@ mod elementwise;
 mod indexing;
 mod movement;
 mod reduce;
+mod scan;
 
 use super::emit::{Emitter, R};
 use ferrax_ir::{Op, ValueId};
@@ -41,6 +42,7 @@ pub(super) fn jvp(
         Op::CustomVjp(c) => call::jvp(e, c, x, t),
         Op::While(w) => control::while_jvp(e, w, x, t),
         Op::Cond(c) => control::cond_jvp(e, c, x, t),
+        Op::Scan(s) => scan::jvp(e, s, x, t),
     }
 }
 
@@ -75,6 +77,7 @@ pub(super) fn vjp(
         Op::CustomVjp(c) => call::vjp(e, c, x, g),
         Op::While(_) => control::while_vjp(),
         Op::Cond(c) => control::cond_vjp(e, c, x, g),
+        Op::Scan(s) => scan::vjp(e, s, x, g),
     }
 }
 

@@ -287,7 +287,8 @@ impl Parts {
             | Op::StopGradient
             | Op::CustomVjp(_)
             | Op::While(_)
-            | Op::Cond(_) => host,
+            | Op::Cond(_)
+            | Op::Scan(_) => host,
             Op::Scatter(s) if ins.ty.numel() > 0 => {
                 let name = format!("{}_s{}", func.name, self.scatters.len());
                 let types: Option<Vec<_>> = ins.args.iter().map(|&a| func.value_type(a)).collect();
