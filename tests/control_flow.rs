@@ -130,6 +130,71 @@ fn derivatives_through_control_flow() {
     assert!((t - fd).abs() < 1e-8, "{t} vs {fd}");
 }
 
+/// An RNN over the rows of `xs`: the final state and every state.
+fn rnn(w: &Tensor, h: Tensor, xs: Tensor) -> (Tensor, Tensor) {
+    lax::scan(
+        |h: Tensor, x: Tensor| {
+            let next = (w.matmul(&h) + x).tanh();
+            (next.clone(), next)
+        },
+        h,
+        xs,
+    )
+}
+
+#[test]
+fn scan_matches_a_rust_loop_and_differentiates() {
+    let w = Tensor::from_vec([2, 2], vec![0.9f64, -0.4, 0.3, 1.1]);
+    let h = Tensor::from_vec([2], vec![0.2f64, -0.5]);
+    let xs = Tensor::from_vec(
+        [5, 2],
+        (0..10).map(|i| (i as f64 - 4.5) / 5.0).collect::<Vec<_>>(),
+    );
+    let (last, all) = rnn(&w, h.clone(), xs.clone());
+    let mut want = h.clone();
+    let mut rows = Vec::new();
+    for t in 0..5 {
+        let x = xs.slice(&[t, 0], &[t + 1, 2]).reshape([2]);
+        want = (w.matmul(&want) + x).tanh();
+        rows.extend(want.to_vec::<f64>().unwrap());
+    }
+    assert_eq!(last.to_vec::<f64>().unwrap(), want.to_vec::<f64>().unwrap());
+    assert_eq!(all.to_vec::<f64>().unwrap(), rows);
+    // The same under jit, once whatever the length.
+    let f = jit(|(w, h, xs): (Tensor, Tensor, Tensor)| rnn(&w, h, xs));
+    let (l2, a2) = f.call((w.clone(), h.clone(), xs.clone())).unwrap();
+    assert_eq!(l2.to_vec::<f64>().unwrap(), want.to_vec::<f64>().unwrap());
+    assert_eq!(a2.to_vec::<f64>().unwrap(), rows);
+    // Reverse mode under jit, against central differences.
+    let loss = |(w, h, xs): (Tensor, Tensor, Tensor)| {
+        let (last, all) = rnn(&w, h, xs);
+        last.sum(..) + (&all * &all).sum(..)
+    };
+    let g = jit(grad(loss))
+        .call((w.clone(), h.clone(), xs.clone()))
+        .unwrap();
+    let at = |w: Tensor| loss((w, h.clone(), xs.clone())).to_vec::<f64>().unwrap()[0];
+    let base = w.to_vec::<f64>().unwrap();
+    let gw = g.0.to_vec::<f64>().unwrap();
+    for i in 0..4 {
+        let moved = |d: f64| {
+            let mut v = base.clone();
+            v[i] += d;
+            at(Tensor::from_vec([2, 2], v))
+        };
+        let fd = (moved(1e-6) - moved(-1e-6)) / 2e-6;
+        assert!(
+            (gw[i] - fd).abs() < 1e-7 * fd.abs().max(1.0),
+            "{i}: {} vs {fd}",
+            gw[i]
+        );
+    }
+    // fori_loop with Rust-number bounds is a scan, so it differentiates in reverse mode.
+    let cube = grad(|x: Tensor| lax::fori_loop(0, 3, |_, y: Tensor| &y * &x, x.clone()).sum(..));
+    let gx = cube(Tensor::from_vec([2], vec![2.0f64, -1.0]));
+    assert_eq!(gx.to_vec::<f64>().unwrap(), vec![32.0, -4.0]);
+}
+
 /// The line in this file that carries `// @marker`.
 fn marked_line(marker: &str) -> u32 {
     let src = include_str!("control_flow.rs");
@@ -184,8 +249,23 @@ fn inside_body(x: Tensor) -> Tensor {
 }
 
 fn reverse_while(x: Tensor) -> Tensor {
-    let loss = |x: Tensor| lax::fori_loop(0, 3, |_, y: Tensor| &y * &y, x).sum(..);
+    let more = |y: Tensor| y.sum(..).less(10.0);
+    let loss = move |x: Tensor| lax::while_loop(more, |y: Tensor| &y * 2.0, x).sum(..);
     grad(loss)(x) // @reverse-while
+}
+
+fn scan_lengths(x: Tensor) -> Tensor {
+    let xs = (
+        Tensor::zeros(DType::F32, [4]),
+        Tensor::zeros(DType::F32, [5]),
+    );
+    let f = |c: Tensor, (a, b): (Tensor, Tensor)| (&c + &a + &b, ());
+    lax::scan(f, x, xs).0 // @scan-lengths
+}
+
+fn scan_carry(x: Tensor) -> Tensor {
+    let xs = Tensor::zeros(DType::F32, [4, 3]);
+    lax::scan(|c: Tensor, x: Tensor| ((&c + &x).sum(..), ()), x, xs).0 // @scan-carry
 }
 
 #[test]
@@ -199,6 +279,8 @@ fn mistakes_name_both_structures_and_the_line() {
         at_marker("cond-type", trace(cond_type, &x)),
         at_marker("inside-body", trace(inside_body, &x)),
         at_marker("reverse-while", trace(reverse_while, &x)),
+        at_marker("scan-lengths", trace(scan_lengths, &x)),
+        at_marker("scan-carry", trace(scan_carry, &x)),
     ];
     insta::assert_snapshot!(errors.join("\n"));
 }

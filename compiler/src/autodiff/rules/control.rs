@@ -141,8 +141,8 @@ pub(super) fn cond_vjp(
 pub(super) fn while_vjp() -> R<Vec<Option<ValueId>>> {
     Err(AutodiffError::Unsupported(
         "reverse-mode differentiation of a `while` loop: its trip count is only known at run \
-         time, so there is no fixed set of per-step values to store; use `fori_loop` with a \
-         static trip count or `scan` (JAX refuses it too)"
+         time, so there is no fixed set of per-step values to store; use `lax::scan`, or \
+         `lax::fori_loop` with Rust numbers as bounds (JAX refuses it too)"
             .into(),
     ))
 }

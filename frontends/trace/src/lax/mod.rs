@@ -1,12 +1,15 @@
-//! Structured control flow (`jax.lax`): [`cond`], [`switch`], [`while_loop`] and
-//! [`fori_loop`]. Each traces the user's closures into the functions of one `while` or `cond`
-//! instruction, so a loop is compiled once whatever its trip count, and a branch on a traced
+//! Structured control flow (`jax.lax`): [`cond`], [`switch`], [`while_loop`], [`fori_loop`]
+//! and [`scan`]. Each traces the user's closures into the functions of one `while`, `cond` or
+//! `scan` instruction, so a loop is compiled once whatever its trip count, and a branch on a traced
 //! value is possible. Closures may read tracers of an enclosing trace: they become operands
 //! (a loop carries them unchanged). Mistakes (branches returning different structures or
 //! types, a body changing a carried type, a predicate that is not a `bool[]`) are errors at
 //! the caller's line, surfacing from `trace`/`jit` as other tracing errors do.
 
 mod region;
+mod scan;
+
+pub use scan::{scan, scan_with, ScanOptions};
 
 use crate::{Operand, Tensor, Tree};
 use ferrax_ir::{Cond, DType, Op, TensorType, While};
@@ -237,9 +240,10 @@ fn while_loop_at<T: Tree>(
 }
 
 /// `jax.lax.fori_loop`: `body_fn(i, carry)` for `i` from `lower` up to `upper` (exclusive),
-/// integer scalars or Rust integers, as an `i32[]` counter. Runs as a `while` loop, so it is
-/// compiled once whatever the trip count; reverse-mode differentiation through it is not yet
-/// supported (JAX lowers static bounds to `scan`).
+/// integer scalars or Rust integers, as an `i32[]` counter; compiled once whatever the trip
+/// count. With both bounds Rust numbers it is a [`scan`] of that many steps and
+/// differentiates in both modes, as in JAX; with a traced bound it is a `while` loop, which
+/// reverse mode refuses.
 #[track_caller]
 pub fn fori_loop<'a, 'b, T: Tree>(
     lower: impl Into<Operand<'a>>,
@@ -248,12 +252,27 @@ pub fn fori_loop<'a, 'b, T: Tree>(
     init: T,
 ) -> T {
     let location = Location::caller();
+    let (lower, upper) = (lower.into(), upper.into());
+    if let (Operand::Number(lo), Operand::Number(hi)) = (&lower, &upper) {
+        let (lo, hi) = (*lo as i32, *hi as i32);
+        let length = usize::try_from(i64::from(hi) - i64::from(lo)).unwrap_or(0);
+        let options = ScanOptions {
+            length: Some(length),
+            reverse: false,
+        };
+        let step = |(i, carry): (Tensor, T), (): ()| {
+            let next = body_fn(i.clone(), carry);
+            ((i + 1, next), ())
+        };
+        let ((_, out), ()) = scan::scan_at(location, step, (Tensor::scalar(lo), init), (), options);
+        return out;
+    }
     let bound = |b: Operand<'_>| match b {
         Operand::Number(v) => Tensor::scalar(v as i32),
         Operand::Borrowed(t) => t.astype(DType::I32),
         Operand::Owned(t) => t.astype(DType::I32),
     };
-    let (lo, hi) = (bound(lower.into()), bound(upper.into()));
+    let (lo, hi) = (bound(lower), bound(upper));
     for b in [&lo, &hi] {
         if b.ndim() != 0 {
             let mut leaves = Vec::new();
