@@ -258,6 +258,8 @@ impl CpuExecutable {
         check_plan(&plan, &image)?;
         let info = info(&plan, code.len());
         let code = Compiled::load(image)?;
+        let calls = super::control::compile_steps(&plan.func, &plan.steps)
+            .map_err(|e| ArtifactError::Malformed(format!("its regions do not compile: {e}")))?;
         let exe = CpuExecutable {
             func: plan.func,
             fused: plan.fused,
@@ -267,6 +269,7 @@ impl CpuExecutable {
             frees: plan.frees,
             memory: plan.memory,
             pool: Mutex::new(HashMap::new()),
+            calls,
         };
         Ok((exe, info))
     }

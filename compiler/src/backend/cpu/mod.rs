@@ -82,6 +82,8 @@ pub struct CpuExecutable {
     memory: MemoryReport,
     /// Buffers of dead values, by dtype and length, for later steps and later runs.
     pool: Mutex<HashMap<(DType, usize), Vec<Elements>>>,
+    /// The compiled regions of each control-flow step, by its first instruction (`control`).
+    calls: HashMap<usize, control::Compiled>,
 }
 
 /// The permutations of a product's operands (lhs, rhs) that its GEMM reads.
@@ -239,6 +241,7 @@ impl CpuExecutable {
             }));
         }
         let code = clif::compile(&kernels)?;
+        let compiled_calls = control::compile_steps(func, &steps)?;
         let values: Vec<StepValues> = steps
             .iter()
             .map(|step| step_values(func, &kernels, step))
@@ -255,6 +258,7 @@ impl CpuExecutable {
             frees,
             memory,
             pool: Mutex::new(HashMap::new()),
+            calls: compiled_calls,
         })
     }
 
@@ -455,7 +459,10 @@ impl CpuExecutable {
                     };
                     values[func.instr_value(i).index()] = Some(out);
                 }
-                ExecStep::Call(ref members) => control::run_call(func, members, &mut values)?,
+                ExecStep::Call(ref members) => {
+                    let compiled = members.first().and_then(|i| self.calls.get(i));
+                    control::run_call(func, members, compiled, &mut values)?
+                }
                 ExecStep::Gather(i, ref g) => {
                     let out = self.gather(i, g, &values)?;
                     values[func.instr_value(i).index()] = Some(out);
