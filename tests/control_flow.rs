@@ -284,3 +284,44 @@ fn mistakes_name_both_structures_and_the_line() {
     ];
     insta::assert_snapshot!(errors.join("\n"));
 }
+
+/// On the (emulated) GPU, control flow runs on the host between device steps, with the
+/// interpreter's results.
+#[test]
+fn control_flow_runs_on_the_emulated_gpu() {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    let f = |(w, h, xs, k): (Tensor, Tensor, Tensor, Tensor)| {
+        let (last, all) = rnn(&w, (h * 2.0).exp(), xs);
+        let picked = lax::switch(&k, [&|a: Tensor| a.sin(), &|a: Tensor| -a], last);
+        let halved = lax::while_loop(|a: Tensor| a.sum(..).greater(1.0), |a: Tensor| a * 0.5, all);
+        (picked, halved.exp())
+    };
+    let specs = (
+        Tensor::spec(DType::F32, [2, 2]),
+        Tensor::spec(DType::F32, [2]),
+        Tensor::spec(DType::F32, [5, 2]),
+        Tensor::spec(DType::I32, []),
+    );
+    let func = ferrax::compiler::simplify::simplify(&trace(f, &specs).unwrap())
+        .unwrap()
+        .0;
+    let emulator = ferrax_ptx_emu::Emulator::default();
+    let gpu = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
+    let w = ferrax::Array::from_vec([2, 2], vec![0.9f32, -0.4, 0.3, 1.1]).unwrap();
+    let h = ferrax::Array::from_vec([2], vec![0.2f32, -0.5]).unwrap();
+    let xs = ferrax::Array::from_vec([5, 2], (0..10).map(|i| i as f32 / 7.0).collect()).unwrap();
+    for k in [0, 1, 3] {
+        let args = [w.clone(), h.clone(), xs.clone(), ferrax::Array::scalar(k)];
+        let want = ferrax::runtime::interpret(&func, &args).unwrap();
+        let got = gpu.run(&args).unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            let (g, w) = (g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
+            for (a, b) in g.iter().zip(&w) {
+                assert!(
+                    (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                    "k={k}: {g:?} vs {w:?}"
+                );
+            }
+        }
+    }
+}
