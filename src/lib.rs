@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+pub use ferrax_aot_runtime as aot_runtime;
 pub use ferrax_compiler as compiler;
 pub use ferrax_derive::Tree;
 pub use ferrax_ir as ir;
@@ -12,6 +13,6 @@ pub use ferrax_trace::{
     checkpoint, custom_vjp, custom_vjp_named, global_norm, grad, grad_with_aux, hessian, jit, jvp,
     lax, nn, optim, trace, tree_flatten, tree_leaves, tree_map, tree_map2, tree_map_n,
     tree_structure, tree_sum, tree_unflatten, value_and_grad, value_and_grad_with_aux, vjp,
-    zeros_like, Artifact, At, Axes, Compiled, Device, DotPrecision, Error, IndexMode, Jit, Lowered,
-    Operand, Pullback, Result, Signature, Static, Tensor, TreeDef,
+    zeros_like, Artifact, At, Axes, Batch, Compiled, Device, DotPrecision, Error, IndexMode, Jit,
+    Lowered, Operand, Pullback, Result, Signature, Static, Tensor, TreeDef,
 };

@@ -8,9 +8,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-const CRATES: [&str; 6] = [
+const CRATES: [&str; 7] = [
     "ir/src",
     "runtime/src",
+    "runtime/aot/src",
     "compiler/src",
     "frontends/trace/src",
     "frontends/stablehlo/src",
@@ -191,4 +192,33 @@ fn the_reader_sees_a_cycle() {
     assert_eq!(cycle(&deps).unwrap(), ["a", "b", "a"]);
     deps.insert("b".to_string(), BTreeSet::new());
     assert!(cycle(&deps).is_none());
+}
+
+/// The artifact runtime needs no compiler: neither Cranelift, egg, petgraph nor the IR's text
+/// parser is in its dependency tree (`cargo tree`, from the lock file), so a program that only
+/// runs artifacts ships without them.
+#[test]
+fn the_artifact_runtime_needs_no_compiler() {
+    let tree = std::process::Command::new(env!("CARGO"))
+        .args(["tree", "--offline", "--locked", "-p", "ferrax-aot-runtime"])
+        .args(["-e", "normal,features", "--prefix", "none"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        tree.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tree.stderr)
+    );
+    let tree = String::from_utf8(tree.stdout).unwrap();
+    assert!(tree.contains("ferrax-ir"), "{tree}");
+    for compiler in [
+        "cranelift",
+        "egg v",
+        "petgraph",
+        "ferrax-compiler",
+        "ferrax-ir feature \"text\"",
+    ] {
+        assert!(!tree.contains(compiler), "{compiler} in:\n{tree}");
+    }
 }

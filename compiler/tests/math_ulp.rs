@@ -71,8 +71,9 @@ fn run_f32_kernel(k: &Kernel, inputs: &[&[f32]]) -> Vec<f32> {
         .map(|v| v.as_ptr().cast::<u8>().cast_mut())
         .collect();
     ptrs.push(out.as_mut_ptr().cast());
+    let entry = code.code.entry(0).expect("one kernel");
     // SAFETY: every buffer holds `len` f32 elements.
-    unsafe { code.entries[0](ptrs.as_ptr(), 0, len as i64) };
+    unsafe { entry(ptrs.as_ptr(), 0, len as i64) };
     out
 }
 
@@ -86,8 +87,9 @@ fn run_f64(op: KOp, inputs: &[&[f64]]) -> Vec<f64> {
         .map(|v| v.as_ptr().cast::<u8>().cast_mut())
         .collect();
     ptrs.push(out.as_mut_ptr().cast());
+    let entry = code.code.entry(0).expect("one kernel");
     // SAFETY: every buffer holds `len` f64 elements.
-    unsafe { code.entries[0](ptrs.as_ptr(), 0, len as i64) };
+    unsafe { entry(ptrs.as_ptr(), 0, len as i64) };
     out
 }
 

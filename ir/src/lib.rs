@@ -12,6 +12,7 @@ mod indexing;
 mod literal;
 mod op;
 mod ops;
+#[cfg(feature = "text")]
 mod parse;
 mod print;
 mod shape;
@@ -25,6 +26,7 @@ pub use indexing::{Gather, IndexMap, Scatter, ScatterCombine, StartReader};
 pub use literal::{bf16_from_f64, f16_from_f64, ulp_distance, Element, Elements, Literal, Scalar};
 pub use op::{BinaryOp, CompareOp, CustomVjp, DotDims, Op, ReduceOp, UnaryOp};
 pub use ops::infer_type;
+#[cfg(feature = "text")]
 pub use parse::{parse_func, ParseError};
 pub use print::{print_func, scalar_text};
 pub use shape::{Shape, TensorType, MAX_BYTES, MAX_RANK};

@@ -135,7 +135,8 @@ fn inspect(path: &Path) -> Result<(), Failure> {
     println!("outputs ({})", types(&info.outputs));
     println!(
         "{} kernels, {} bytes of code and tables",
-        info.kernels, info.code_bytes
+        info.kernels.len(),
+        info.code_bytes
     );
     let m = info.memory;
     println!(

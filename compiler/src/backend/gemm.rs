@@ -3,20 +3,8 @@
 //! matrices, possibly transposed, and a GEMM library (cuBLAS on the GPU, `gemm` on the CPU)
 //! computes the product in place of the interpreter's loop.
 
+pub use ferrax_aot_runtime::Gemm;
 use ferrax_ir::{DType, DotDims, Func};
-
-/// A `dot_general` as one strided-batched GEMM on row-major operands.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Gemm {
-    pub batch: usize,
-    pub m: usize,
-    pub n: usize,
-    pub k: usize,
-    /// The lhs is stored `[K, M]` (contracting dimensions first) rather than `[M, K]`.
-    pub lhs_k_first: bool,
-    /// The rhs is stored `[N, K]` rather than `[K, N]`.
-    pub rhs_k_last: bool,
-}
 
 /// Whether dimensions `dims` are exactly `start..start + dims.len()`.
 fn consecutive(dims: &[usize], start: usize) -> bool {

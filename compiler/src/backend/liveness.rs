@@ -3,34 +3,13 @@
 //! not everything it computes. The CPU executor returns such buffers to its pool; the GPU
 //! executor to the allocator's cache, which the stream orders after every use.
 
+pub use ferrax_aot_runtime::{MemoryReport, StepValues};
 use ferrax_ir::{Func, ValueId};
-
-/// The memory plan's figures, in bytes: every value is released after its last use, so the
-/// peak is the largest set of values alive at once (inputs included while still needed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct MemoryReport {
-    pub inputs: usize,
-    pub outputs: usize,
-    /// Peak of live values over the run, inputs included and let go of after their last use
-    /// (where given by value, so donated).
-    pub peak: usize,
-    /// What keeping every value to the end (no plan) would take.
-    pub unplanned: usize,
-    /// The first step at which the peak is reached ([`peak_listing`] shows what is live there).
-    pub peak_step: usize,
-}
 
 /// The bytes of value `v` of `func`.
 fn bytes(func: &Func, v: ValueId) -> usize {
     func.value_type(v)
         .map_or(0, |t| t.numel().saturating_mul(t.dtype.size_bytes()))
-}
-
-/// What one step of a plan reads and what it defines.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StepValues {
-    pub reads: Vec<ValueId>,
-    pub writes: Vec<ValueId>,
 }
 
 /// A plan's releases and its memory figures.

@@ -15,67 +15,10 @@ pub mod rows;
 
 use crate::target::{KernelOp, Target};
 pub use access::{broadcast_access, kernel_outputs, row_gather, splat_constant, LastReads};
+pub use ferrax_aot_runtime::kernel::{Access, Buffer, KernelLaunch, KernelSig, Role};
 use ferrax_ir::{BinaryOp, CompareOp, DType, Func, Op, ReduceOp, Scalar, UnaryOp, ValueId};
 use math::Emit;
 use std::collections::HashMap;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Role {
-    Input,
-    Output,
-    /// One row of working memory per thread (a row kernel's value kept from one pass to a
-    /// later one); the launch provides it.
-    Scratch,
-    /// A column reduction's partial results, `Access::Inner(cols)`: the launch gives each part
-    /// of the element range its own, set to the reduction's identity, and combines them in
-    /// part order into the value.
-    Partial(ReduceOp),
-}
-
-/// Which element of a buffer iteration `i` reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub enum Access {
-    /// Element `i`.
-    Each,
-    /// Element 0, for every `i` (a scalar broadcast).
-    Scalar,
-    /// Element `i / n` (a broadcast over trailing dimensions).
-    Outer(usize),
-    /// Element `i % n` (a broadcast over leading dimensions).
-    Inner(usize),
-    /// Element `clamp(r, 0, rows - 1) * n + i % n`, where `r` is element `i / n` of integer
-    /// buffer `index` (read with `Outer(n)`): rows of `n` elements picked by indices (a row
-    /// gather, such as an embedding lookup).
-    Gather { index: usize, n: usize, rows: usize },
-}
-
-/// One buffer of a kernel.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Buffer {
-    pub role: Role,
-    pub dtype: DType,
-    pub access: Access,
-    /// The program value the buffer holds.
-    pub value: ValueId,
-}
-
-/// A kernel's buffers, in parameter order.
-#[derive(Clone, Debug, PartialEq, Default, serde::Serialize, serde::Deserialize)]
-pub struct KernelSig {
-    pub buffers: Vec<Buffer>,
-}
-
-impl KernelSig {
-    /// The argument block for a launch: one pointer per buffer, in parameter order, taken from
-    /// `pointer_of(buffer index, buffer)`. The compiled kernel reads its parameters from it.
-    pub fn pack(&self, mut pointer_of: impl FnMut(usize, &Buffer) -> *mut u8) -> Vec<*mut u8> {
-        self.buffers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| pointer_of(i, b))
-            .collect()
-    }
-}
 
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum KOp {
@@ -155,6 +98,17 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// The kernel as its launches see it, a flat one cut into parts at multiples of `step`.
+    pub fn launch(&self, step: usize) -> KernelLaunch {
+        KernelLaunch {
+            name: self.name.clone(),
+            len: self.len,
+            sig: self.sig.clone(),
+            rows: self.rows.as_ref().map(|r| (r.rows, r.cols)),
+            step,
+        }
+    }
+
     /// The support-table entry instruction `ins` of the kernel asks about, with the type it
     /// computes on (a compare's, conversion's or reduction's operand type).
     pub fn support_entry(&self, ins: &KInstr) -> Option<(KernelOp, DType)> {

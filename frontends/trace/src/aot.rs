@@ -10,33 +10,17 @@
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use crate::tree::{Tree, TreeDef};
-use ferrax_compiler::backend::{ArtifactInfo, CpuExecutable};
+use ferrax_aot_runtime::{ArtifactInfo, Signature, Structure};
+use ferrax_compiler::backend::CpuExecutable;
 use ferrax_ir::TensorType;
-use serde::{Deserialize, Serialize};
 use std::marker::PhantomData;
-
-/// A tree structure as an artifact stores it: a [`TreeDef`] without static values (which are
-/// Rust values of any type, baked into the program when it was traced).
-#[derive(Serialize, Deserialize)]
-enum Structure {
-    Leaf,
-    None,
-    Node(Vec<Structure>),
-    Dict(Vec<(String, Structure)>),
-}
-
-/// What an artifact stores beside its executable: its trees' structures.
-#[derive(Serialize, Deserialize)]
-struct Trees {
-    inputs: Structure,
-    outputs: Structure,
-}
 
 fn artifact_error(e: impl std::fmt::Display) -> Error {
     Error::Artifact(e.to_string())
 }
 
-/// `def` as stored, or an error for a static value (iteratively: trees can be deep).
+/// `def` as an artifact stores it, or an error for a static value (Rust values of any type,
+/// baked into the program when it was traced), iteratively: trees can be deep.
 fn structure(def: &TreeDef) -> Result<Structure> {
     enum Work<'a> {
         Visit(&'a TreeDef),
@@ -113,36 +97,34 @@ fn tree_def(s: Structure) -> TreeDef {
 
 /// The artifact of `exe`, whose inputs and outputs have these structures.
 pub(crate) fn export(exe: &CpuExecutable, inputs: &TreeDef, outputs: &TreeDef) -> Result<Vec<u8>> {
-    let trees = Trees {
+    let signature = Signature {
         inputs: structure(inputs)?,
         outputs: structure(outputs)?,
     };
-    let metadata = serde_json::to_vec(&trees).map_err(artifact_error)?;
+    let metadata = signature.encode().map_err(artifact_error)?;
     exe.to_artifact_with(&metadata).map_err(artifact_error)
 }
 
 /// A function loaded from an artifact: called as the jitted function it was exported from.
+/// (`ferrax_aot_runtime::Artifact` runs the same artifacts without the compiler, on leaves.)
 pub struct Artifact<I, O> {
-    exe: CpuExecutable,
+    loaded: ferrax_aot_runtime::Artifact,
     inputs: TreeDef,
     types: Vec<TensorType>,
     outputs: TreeDef,
-    info: ArtifactInfo,
     _types: PhantomData<fn(I) -> O>,
 }
 
 impl<I: Tree, O: Tree> Artifact<I, O> {
     /// The function artifact `bytes` holds, after every check loading makes.
     pub fn load(bytes: &[u8]) -> Result<Artifact<I, O>> {
-        let (exe, info) = CpuExecutable::from_artifact_with_info(bytes).map_err(artifact_error)?;
-        let trees: Trees = serde_json::from_slice(&info.metadata)
-            .map_err(|e| artifact_error(format!("its tree structures: {e}")))?;
+        let loaded = ferrax_aot_runtime::Artifact::load(bytes).map_err(artifact_error)?;
+        let signature = loaded.signature().clone();
         Ok(Artifact {
-            exe,
-            inputs: tree_def(trees.inputs),
-            types: info.inputs.clone(),
-            outputs: tree_def(trees.outputs),
-            info,
+            inputs: tree_def(signature.inputs),
+            types: loaded.info().inputs.clone(),
+            outputs: tree_def(signature.outputs),
+            loaded,
             _types: PhantomData,
         })
     }
@@ -171,12 +153,67 @@ impl<I: Tree, O: Tree> Artifact<I, O> {
             .into_iter()
             .map(Tensor::into_array)
             .collect::<Result<Vec<_>>>()?;
-        let outputs = self.exe.run_donated(arrays)?;
+        let outputs = self.loaded.executable().run_donated(arrays)?;
         O::unflatten(&self.outputs, &mut outputs.into_iter().map(Tensor::new))
     }
 
     /// What the artifact holds: signature, target, kernels, memory plan and fused program.
     pub fn info(&self) -> &ArtifactInfo {
-        &self.info
+        self.loaded.info()
+    }
+}
+
+/// One entry of a [`Batch`]: traces, compiles and exports its function.
+type Export = Box<dyn FnOnce() -> Result<Vec<u8>> + Send>;
+
+/// Functions compiled ahead of time together (a training step, its evaluation, ...): each
+/// entry a name and a closure that traces, compiles and exports one function, usually
+/// `jit(f).lower(&specs)?.export()` (with its specs made inside the closure, as tracing is
+/// per thread). [`Batch::compile`] runs the entries in parallel over the cores.
+#[derive(Default)]
+pub struct Batch {
+    entries: Vec<(String, Export)>,
+}
+
+impl Batch {
+    pub fn new() -> Batch {
+        Batch::default()
+    }
+
+    /// Adds entry `name`, exported by `export`.
+    pub fn add(
+        mut self,
+        name: impl Into<String>,
+        export: impl FnOnce() -> Result<Vec<u8>> + Send + 'static,
+    ) -> Batch {
+        self.entries.push((name.into(), Box::new(export)));
+        self
+    }
+
+    /// Each entry's name and artifact, in the order added, compiled in parallel; the first
+    /// entry that fails is an error naming it.
+    pub fn compile(self) -> Result<Vec<(String, Vec<u8>)>> {
+        use rayon::prelude::*;
+        self.entries
+            .into_par_iter()
+            .map(|(name, export)| match export() {
+                Ok(bytes) => Ok((name, bytes)),
+                Err(e) => Err(artifact_error(format!("entry {name}: {e}"))),
+            })
+            .collect()
+    }
+
+    /// [`Batch::compile`], each artifact written to `dir` as `NAME.fxa`; returns the paths.
+    pub fn write_to(self, dir: impl AsRef<std::path::Path>) -> Result<Vec<std::path::PathBuf>> {
+        let dir = dir.as_ref();
+        self.compile()?
+            .into_iter()
+            .map(|(name, bytes)| {
+                let path = dir.join(format!("{name}.fxa"));
+                std::fs::write(&path, bytes)
+                    .map_err(|e| artifact_error(format!("{}: {e}", path.display())))?;
+                Ok(path)
+            })
+            .collect()
     }
 }

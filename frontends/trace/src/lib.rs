@@ -21,7 +21,7 @@ mod transforms;
 mod tree;
 mod tree_util;
 
-pub use aot::Artifact;
+pub use aot::{Artifact, Batch};
 pub use device::Device;
 pub use error::{Error, Result};
 pub use jit::{jit, Compiled, Jit, Lowered, Signature};

@@ -1,7 +1,8 @@
 //! Kernels' calls to the host: what generated code cannot compute itself, or must compute as
 //! the interpreter does (f64 transcendentals, pow, rem, and f32 sin and cos of large
-//! arguments). The extern "C" functions the JIT links, the preserve-all wrapper vector code
-//! calls them through, and the code of the calls.
+//! arguments). The functions themselves are the runtime's (`ferrax_aot_runtime::host`); here,
+//! their declarations in the JIT, the preserve-all wrapper vector code calls them through, and
+//! the code of the calls.
 
 use super::consts::Consts;
 use super::image::Recorder;
@@ -17,29 +18,8 @@ use cranelift_codegen::isa::CallConv;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
+use ferrax_aot_runtime::host::{host_symbol, HOST_NAMES};
 use ferrax_ir::{Scalar, UnaryOp};
-
-extern "C" fn wide_unary(code: i32, x: f64) -> f64 {
-    let op = usize::try_from(code)
-        .ok()
-        .and_then(|c| UnaryOp::ALL.get(c).copied());
-    match op.and_then(ferrax_runtime::wide_unary) {
-        Some(f) => f(x),
-        None => f64::NAN,
-    }
-}
-
-extern "C" fn pow_f64(a: f64, b: f64) -> f64 {
-    a.powf(b)
-}
-
-extern "C" fn rem_f32(a: f32, b: f32) -> f32 {
-    a % b
-}
-
-extern "C" fn rem_f64(a: f64, b: f64) -> f64 {
-    a % b
-}
 
 /// The host functions declared in a JIT module.
 pub(super) struct HostIds {
@@ -59,26 +39,6 @@ pub(super) struct HostFuncs {
     rem_f64: FuncRef,
     /// `(buffer)`: [`define_host_beyond`]'s function.
     beyond: FuncRef,
-}
-
-/// The names kernels call the host functions by.
-const HOST_NAMES: [&str; 4] = [
-    "ferrax_wide_unary",
-    "ferrax_pow_f64",
-    "ferrax_rem_f32",
-    "ferrax_rem_f64",
-];
-
-/// The address of host function `name`, as kernels link it.
-pub(super) fn host_symbol(name: &str) -> Option<usize> {
-    let address = match name {
-        "ferrax_wide_unary" => wide_unary as *const u8,
-        "ferrax_pow_f64" => pow_f64 as *const u8,
-        "ferrax_rem_f32" => rem_f32 as *const u8,
-        "ferrax_rem_f64" => rem_f64 as *const u8,
-        _ => return None,
-    };
-    Some(address as usize)
 }
 
 impl HostIds {

@@ -29,7 +29,6 @@ mod rows;
 mod vector;
 
 pub(crate) use flat::{chunk_len, FLAT_STEP};
-pub use image::{CodeImage, LoadError, LoadedCode};
 pub use vector::vectorizable;
 
 use crate::kernel::halves;
@@ -40,13 +39,12 @@ use cranelift_codegen::isa::TargetIsa;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
+use ferrax_aot_runtime::kernel::KernelFn;
+use ferrax_aot_runtime::Code;
 use ferrax_ir::DType;
 use host::HostIds;
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
-
-/// A compiled kernel's entry point.
-pub type KernelFn = unsafe extern "C" fn(*const *mut u8, i64, i64);
 
 #[derive(Debug, thiserror::Error)]
 pub enum CodegenError {
@@ -60,44 +58,26 @@ fn err(e: impl std::fmt::Display) -> CodegenError {
     CodegenError::Cranelift(e.to_string())
 }
 
-/// Kernels compiled into one module (or loaded from an image of one), which must outlive every
-/// call of their entries; its code is freed when this is dropped.
+/// Kernels compiled into one module: their code, and the Cranelift IR of each.
 pub struct Compiled {
-    /// Behind a mutex only to be `Sync` (the module is `Send` but not `Sync`); never locked
-    /// but to free it. `None` once freed, or for code loaded from an image.
-    module: Option<Mutex<JITModule>>,
-    /// Code loaded from an image, held for its mapping (unmapped when dropped).
-    _loaded: Option<LoadedCode>,
-    pub entries: Vec<KernelFn>,
-    /// The Cranelift IR of each kernel, for dumps and snapshots (empty for loaded code).
+    pub code: Code,
+    /// The Cranelift IR of each kernel, for dumps and snapshots.
     pub clif: Vec<String>,
-    /// The code as data, for artifacts.
-    pub image: CodeImage,
 }
 
-impl Compiled {
-    /// `image`'s code, mapped and linked, with no code generation.
-    pub fn load(image: CodeImage) -> Result<Compiled, LoadError> {
-        let loaded = LoadedCode::load(&image)?;
-        Ok(Compiled {
-            module: None,
-            entries: loaded.entries.clone(),
-            _loaded: Some(loaded),
-            clif: vec![String::new(); image.entries.len()],
-            image,
-        })
-    }
-}
+/// The JIT module kernels' code lives in, freed when dropped (the [`Code`] made of it owns it).
+/// Behind a mutex only to be `Sync` (the module is `Send` but not `Sync`); never locked.
+struct JitCode(Option<Mutex<JITModule>>);
 
-impl Drop for Compiled {
+impl Drop for JitCode {
     fn drop(&mut self) {
-        if let Some(module) = self.module.take() {
+        if let Some(module) = self.0.take() {
             let module = module.into_inner().unwrap_or_else(PoisonError::into_inner);
             // SAFETY: the entries point into this module's code and are called only through
-            // the executable that owns this `Compiled` (or, in tests, while it is in scope);
-            // every launch joins its threads before the run returns, so no entry is running
-            // or called after this drop. (Cranelift's default memory provider would otherwise
-            // leak the code for the life of the process.)
+            // the executable whose `Code` owns this; every launch joins its threads before the
+            // run returns, so no entry is running or called after this drop. (Cranelift's
+            // default memory provider would otherwise leak the code for the life of the
+            // process.)
             unsafe { module.free_memory() };
         }
     }
@@ -268,13 +248,11 @@ pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
             unsafe { std::mem::transmute::<*const u8, KernelFn>(code) }
         })
         .collect();
-    Ok(Compiled {
-        module: Some(Mutex::new(jit.module)),
-        _loaded: None,
-        entries,
-        clif,
-        image: jit.recorder.image,
-    })
+    let owner = Box::new(JitCode(Some(Mutex::new(jit.module))));
+    // SAFETY: each entry was compiled from its kernel with `KernelFn`'s signature, into the
+    // module `owner` holds, and the recorder recorded that code.
+    let code = unsafe { Code::new(entries, jit.recorder.image, owner) };
+    Ok(Compiled { code, clif })
 }
 
 /// A hash key for what `kernel`'s code depends on: everything but its name and the program

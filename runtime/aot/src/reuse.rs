@@ -3,16 +3,16 @@
 //! output into that input's buffer (a donated parameter's update lands in the parameter's own
 //! buffer), so a step needs no fresh memory for it.
 
-use super::ExecStep;
-use crate::kernel::{Access, Kernel, Role};
+use crate::kernel::{Access, KernelLaunch, Role};
+use crate::plan::ExecStep;
 use ferrax_ir::{Elements, Func, TensorType, ValueId};
 use ferrax_runtime::Array;
 
 /// Per step, the inputs whose buffers its kernel's results are written over ([`in_place`]).
-pub(super) fn reused(
+pub fn reused(
     func: &Func,
     steps: &[ExecStep],
-    kernels: &[Kernel],
+    kernels: &[KernelLaunch],
     frees: &[Vec<ValueId>],
 ) -> Vec<Vec<ValueId>> {
     steps
@@ -37,7 +37,11 @@ pub(super) fn reused(
 /// element by element (a flat kernel loads every element before it stores any at that
 /// index). Each output takes, where it can, the nearest input it is computed from, a program
 /// input first, so that a donated parameter's update lands in the parameter's own buffer.
-pub(super) fn in_place(func: &Func, kernel: &Kernel, frees: &[ValueId]) -> Vec<Option<ValueId>> {
+pub(crate) fn in_place(
+    func: &Func,
+    kernel: &KernelLaunch,
+    frees: &[ValueId],
+) -> Vec<Option<ValueId>> {
     let buffers = &kernel.sig.buffers;
     if kernel.rows.is_some() {
         return vec![None; buffers.iter().filter(|b| b.role == Role::Output).count()];
@@ -90,7 +94,7 @@ pub(super) fn in_place(func: &Func, kernel: &Kernel, frees: &[ValueId]) -> Vec<O
 }
 
 /// The buffer of value `v`, taken out of the run where nothing else holds it.
-pub(super) fn take_unique(values: &mut [Option<Array>], v: ValueId) -> Option<Elements> {
+pub(crate) fn take_unique(values: &mut [Option<Array>], v: ValueId) -> Option<Elements> {
     match values[v.index()].take()?.into_elements() {
         Ok(e) => Some(e),
         Err(a) => {

@@ -136,7 +136,7 @@ fn window_starts(
 
 /// `gather(operand, indices)` into `out` (of the result's length), or `None` where the
 /// interpreter should run it.
-pub(super) fn gather(
+pub(crate) fn gather(
     g: &Gather,
     operand: &Array,
     indices: &Array,
@@ -263,7 +263,7 @@ float_extrema!(max_f64, min_f64, f64);
 
 /// `scatter(operand, indices, updates)` applied to `operand`'s elements in place, or `None`
 /// (the elements untouched) where the interpreter should run it.
-pub(super) fn scatter(
+pub(crate) fn scatter(
     s: &Scatter,
     operand: &mut Elements,
     operand_dims: &[usize],

@@ -2,9 +2,8 @@
 //! that rayon's threads take as they free up; column reductions get partial buffers per part,
 //! combined in part order.
 
-use super::clif::KernelFn;
-use super::{threads, PARALLEL_THRESHOLD};
-use crate::kernel::{Access, Kernel, Role};
+use crate::kernel::{Access, KernelFn, KernelLaunch, Role};
+use crate::{threads, PARALLEL_THRESHOLD};
 use ferrax_ir::{with_elements, DType, Elements, ReduceOp, Scalar};
 use rayon::prelude::*;
 
@@ -15,8 +14,8 @@ use rayon::prelude::*;
 const PARTS_PER_THREAD: usize = 4;
 
 /// Raw buffer pointers shared by the threads of one launch.
-pub(super) struct Launch<'a> {
-    pub(super) args: &'a [*mut u8],
+pub(crate) struct Launch<'a> {
+    pub(crate) args: &'a [*mut u8],
 }
 
 // SAFETY: the buffers outlive the launch (they are owned by the caller's stack frame), inputs
@@ -31,18 +30,18 @@ impl Launch<'_> {
 }
 
 /// An input buffer's data, which kernels only read.
-pub(super) fn data_ptr(e: &Elements) -> *mut u8 {
+pub(crate) fn data_ptr(e: &Elements) -> *mut u8 {
     with_elements!(e, v => v.as_ptr().cast::<u8>().cast_mut())
 }
 
 /// An output buffer's data, which kernels write.
-pub(super) fn data_ptr_mut(e: &mut Elements) -> *mut u8 {
+pub(crate) fn data_ptr_mut(e: &mut Elements) -> *mut u8 {
     with_elements!(e, v => v.as_mut_ptr().cast::<u8>())
 }
 
 /// Runs row kernel `entry` over `rows` rows, split across the cores when large; each part
 /// gets its own scratch rows.
-pub(super) fn launch_rows(entry: KernelFn, kernel: &Kernel, args: &[*mut u8], rows: usize) {
+pub(crate) fn launch_rows(entry: KernelFn, kernel: &KernelLaunch, args: &[*mut u8], rows: usize) {
     let shared = Launch { args };
     let shared = &shared;
     let run = |start: usize, end: usize| {
@@ -51,7 +50,7 @@ pub(super) fn launch_rows(entry: KernelFn, kernel: &Kernel, args: &[*mut u8], ro
         let mut own = shared.pointers();
         for (b, arg) in kernel.sig.buffers.iter().zip(own.iter_mut()) {
             if b.role == Role::Scratch {
-                let cols = kernel.rows.as_ref().map_or(0, |r| r.cols);
+                let cols = kernel.rows.map_or(0, |(_, cols)| cols);
                 let mut row = vec![0u64; (cols * b.dtype.size_bytes()).div_ceil(8)];
                 *arg = row.as_mut_ptr().cast::<u8>();
                 scratch.push(row);
@@ -94,7 +93,7 @@ fn parts(len: usize, step: usize) -> Vec<(usize, usize)> {
 
 /// Runs flat kernel `entry` over its elements, in their [`parts`], and returns the values of
 /// its column reductions (see [`launch_partial`]).
-pub(super) fn launch(entry: KernelFn, kernel: &Kernel, args: &[*mut u8]) -> Vec<Elements> {
+pub(crate) fn launch(entry: KernelFn, kernel: &KernelLaunch, args: &[*mut u8]) -> Vec<Elements> {
     let partial: Vec<(usize, ReduceOp, DType, usize)> = kernel
         .sig
         .buffers
@@ -106,12 +105,11 @@ pub(super) fn launch(entry: KernelFn, kernel: &Kernel, args: &[*mut u8]) -> Vec<
         })
         .collect();
     if !partial.is_empty() {
-        return launch_partial(entry, kernel.len, args, &partial);
+        return launch_partial(entry, (kernel.len, kernel.step), args, &partial);
     }
     let shared = Launch { args };
     let shared = &shared;
-    let step = super::clif::chunk_len(kernel).unwrap_or(super::clif::FLAT_STEP);
-    let parts = parts(kernel.len, step);
+    let parts = parts(kernel.len, kernel.step);
     if let [(start, end)] = parts[..] {
         // SAFETY: `args` points at live buffers of at least `len` elements of the kernel's types.
         unsafe { entry(shared.args.as_ptr(), start as i64, end as i64) };
@@ -140,18 +138,18 @@ struct PartialRun {
 // written in the part's own range) and at the part's own partial buffers.
 unsafe impl Send for PartialRun {}
 
-/// Runs flat kernel `entry` over its [`parts`] of `len` elements, each accumulating its
+/// Runs flat kernel `entry` over its [`parts`] of `len` elements (starting at multiples of
+/// `step`), each accumulating its
 /// column reductions (`partial`: buffer index, op, dtype, columns) into partial buffers of its
 /// own (set to the reduction's identity), and returns each reduction's value: the parts'
 /// partials combined in part order.
-pub(super) fn launch_partial(
+pub(crate) fn launch_partial(
     entry: KernelFn,
-    len: usize,
+    (len, step): (usize, usize),
     args: &[*mut u8],
     partial: &[(usize, ReduceOp, DType, usize)],
 ) -> Vec<Elements> {
-    // Kernels with column reductions never run by chunks (`chunk_len`).
-    let mut runs: Vec<PartialRun> = parts(len, super::clif::FLAT_STEP)
+    let mut runs: Vec<PartialRun> = parts(len, step)
         .into_iter()
         .map(|range| {
             let mut partials: Vec<Elements> = partial

@@ -1,16 +1,30 @@
 //! Matrix products on the `gemm` crate: batched, with the operand layouts `gemm` runs fast
-//! (a product of two operands stored contracting dimension last is transposed first).
+//! (a product of two operands stored contracting dimension last is transposed first). The
+//! compiler decides which `dot_general`s are such products ([`Gemm`]).
 
-use super::{threads, PARALLEL_THRESHOLD};
-use crate::backend::gemm::Gemm;
+use crate::{threads, PARALLEL_THRESHOLD};
 use ferrax_ir::{DType, Elements};
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// A `dot_general` as one strided-batched GEMM on row-major operands.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Gemm {
+    pub batch: usize,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    /// The lhs is stored `[K, M]` (contracting dimensions first) rather than `[M, K]`.
+    pub lhs_k_first: bool,
+    /// The rhs is stored `[N, K]` rather than `[K, N]`.
+    pub rhs_k_last: bool,
+}
 
 /// Products below this many multiply-adds run on one thread.
 const GEMM_PARALLEL_THRESHOLD: usize = 1 << 18;
 
 /// The float types `gemm` multiplies, with their one (the product's scale), and their buffers.
-pub(super) trait Unit: Copy + Default + Send + Sync + 'static {
+pub(crate) trait Unit: Copy + Default + Send + Sync + 'static {
     const ONE: Self;
     const DTYPE: DType;
     fn vec_of(e: Elements) -> Option<Vec<Self>>;
@@ -44,7 +58,7 @@ impl_unit!(f64, F64);
 /// one operand is transposed first: the rhs, or where that copies more, the lhs and the result
 /// (which `gemm` then computes column-major, its fast form).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum NtLayout {
+pub(crate) enum NtLayout {
     Direct,
     TransposeRhs,
     TransposeLhsAndResult,
@@ -53,7 +67,7 @@ pub(super) enum NtLayout {
 /// Products with fewer multiply-adds run as they are: the copies would cost more than they save.
 const NT_TRANSPOSE_THRESHOLD: usize = 1 << 22;
 
-pub(super) fn nt_layout(g: &Gemm) -> NtLayout {
+pub(crate) fn nt_layout(g: &Gemm) -> NtLayout {
     let (m, n, k) = (g.m, g.n, g.k);
     if !g.rhs_k_last || g.lhs_k_first || m * n * k < NT_TRANSPOSE_THRESHOLD {
         NtLayout::Direct
@@ -97,7 +111,7 @@ fn transpose<T: Unit>(x: &[T], rows: usize, cols: usize, out: &mut [T]) {
 
 /// `c` (batch·m·n elements, overwritten) = the row-major product `g` describes, batch by batch,
 /// laid out as `layout` says, with `scratch` for its copies.
-pub(super) fn matmul<T: Unit>(
+pub(crate) fn matmul<T: Unit>(
     g: &Gemm,
     layout: NtLayout,
     a: &[T],

@@ -1,0 +1,238 @@
+//! Ahead-of-time artifacts of CPU executables: everything a run needs (the scheduled program,
+//! the executor's steps, the kernels' signatures and machine code, the memory plan) in one
+//! file that loads without compiling anything.
+//!
+//! The container is small and binary, so machine code is stored as it is: a magic number, the
+//! format version, the SHA-256 of the rest, then two length-prefixed sections, the plan as
+//! CBOR (serde, which every plan type derives; a standard, self-describing binary encoding that
+//! carries every float exactly, the infinities and NaNs of constants included, where JSON
+//! cannot) and the code and constant tables as raw bytes. Loading checks, in order, the magic,
+//! the version, the hash, that the plan is well formed, and that this CPU has every
+//! instruction-set feature the code was compiled for; only then is code mapped and made
+//! executable.
+//!
+//! An artifact is code: load only artifacts you built or trust. The hash detects corruption,
+//! not a forger, who can recompute it.
+
+use crate::check::check_plan;
+use crate::code::Code;
+use crate::error::ArtifactError;
+use crate::executable::Executable;
+use crate::image::CodeImage;
+use crate::memory::MemoryReport;
+use crate::plan::RunPlan;
+use crate::target::CpuTarget;
+use crate::FORMAT_VERSION;
+use ferrax_ir::TensorType;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+const MAGIC: &[u8; 8] = b"FERRAXA\0";
+
+/// The plan section: what a run does, and where the code section's bytes belong.
+#[derive(Serialize, Deserialize)]
+struct Plan {
+    compiler: String,
+    target: CpuTarget,
+    inputs: Vec<TensorType>,
+    outputs: Vec<TensorType>,
+    run: RunPlan,
+    /// The image without its bytes, and the length of each function's and table's bytes in
+    /// the code section, in that order.
+    image: CodeImage,
+    lengths: Vec<usize>,
+    /// The caller's own data (the frontend stores its trees' structures here).
+    metadata: Vec<u8>,
+    /// The compiler's own data (its kernels' bodies, for dumps), opaque here.
+    notes: Vec<u8>,
+}
+
+/// What an artifact holds, read without loading its code (for `inspect`).
+#[derive(Clone, Debug)]
+pub struct ArtifactInfo {
+    pub format: u32,
+    pub compiler: String,
+    pub target: CpuTarget,
+    pub inputs: Vec<TensorType>,
+    pub outputs: Vec<TensorType>,
+    /// The kernels' names, in launch order of first use.
+    pub kernels: Vec<String>,
+    pub code_bytes: usize,
+    pub memory: MemoryReport,
+    /// The fused program, each step headed by what runs it.
+    pub fused: String,
+    /// What [`Executable::to_artifact`] was given as the caller's metadata.
+    pub metadata: Vec<u8>,
+    /// What it was given as the compiler's notes.
+    pub notes: Vec<u8>,
+}
+
+impl Executable {
+    /// This executable as an artifact for this machine's CPU, with the caller's `metadata`
+    /// and the compiler's `notes` (both returned by [`inspect_artifact`]).
+    pub fn to_artifact(&self, metadata: &[u8], notes: &[u8]) -> Result<Vec<u8>, ArtifactError> {
+        let mut image = self.code().image().clone();
+        let mut code = Vec::new();
+        let mut lengths = Vec::new();
+        for bytes in image
+            .functions
+            .iter_mut()
+            .map(|f| &mut f.bytes)
+            .chain(image.tables.iter_mut())
+        {
+            lengths.push(bytes.len());
+            code.append(bytes);
+        }
+        let run = self.plan().clone();
+        let plan = Plan {
+            compiler: env!("CARGO_PKG_VERSION").to_string(),
+            target: CpuTarget::host(),
+            inputs: run.func.params.clone(),
+            outputs: run.func.output_types(),
+            run,
+            image,
+            lengths,
+            metadata: metadata.to_vec(),
+            notes: notes.to_vec(),
+        };
+        let mut encoded = Vec::new();
+        ciborium::into_writer(&plan, &mut encoded)
+            .map_err(|e| ArtifactError::Malformed(e.to_string()))?;
+        let plan = encoded;
+        let mut body = Vec::with_capacity(16 + plan.len() + code.len());
+        for section in [&plan, &code] {
+            body.extend_from_slice(&(section.len() as u64).to_le_bytes());
+            body.extend_from_slice(section);
+        }
+        let mut out = Vec::with_capacity(44 + body.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out.extend_from_slice(&Sha256::digest(&body));
+        out.extend_from_slice(&body);
+        Ok(out)
+    }
+
+    /// The executable an artifact holds, its code loaded with no compilation, after every
+    /// check (see the module docs), with what [`inspect_artifact`] tells of it (read once).
+    pub fn from_artifact(bytes: &[u8]) -> Result<(Executable, ArtifactInfo), ArtifactError> {
+        let (plan, code) = read(bytes)?;
+        if let Some(missing) = plan.target.missing_here() {
+            return Err(ArtifactError::Target {
+                wanted: format!(
+                    "{} with {}",
+                    plan.target.arch,
+                    plan.target.features.join(", ")
+                ),
+                missing,
+            });
+        }
+        let image = image_with_code(plan.image.clone(), &plan.lengths, code)?;
+        if plan.inputs != plan.run.func.params || plan.outputs != plan.run.func.output_types() {
+            return Err(ArtifactError::Malformed(
+                "its signature is not its program's".into(),
+            ));
+        }
+        check_plan(&plan.run, image.entries.len())?;
+        let info = info(&plan, code.len());
+        let code = Code::load(image)?;
+        Ok((Executable::checked(plan.run, code), info))
+    }
+}
+
+/// What artifact `bytes` holds, checked as loading checks it but for the target.
+pub fn inspect_artifact(bytes: &[u8]) -> Result<ArtifactInfo, ArtifactError> {
+    let (plan, code) = read(bytes)?;
+    Ok(info(&plan, code.len()))
+}
+
+fn info(plan: &Plan, code_bytes: usize) -> ArtifactInfo {
+    ArtifactInfo {
+        format: FORMAT_VERSION,
+        compiler: plan.compiler.clone(),
+        target: plan.target.clone(),
+        inputs: plan.inputs.clone(),
+        outputs: plan.outputs.clone(),
+        kernels: plan.run.kernels.iter().map(|k| k.name.clone()).collect(),
+        code_bytes,
+        memory: plan.run.memory,
+        fused: plan.run.fused.clone(),
+        metadata: plan.metadata.clone(),
+        notes: plan.notes.clone(),
+    }
+}
+
+/// The plan and code sections of `bytes`, after the magic, version and hash checks.
+fn read(bytes: &[u8]) -> Result<(Plan, &[u8]), ArtifactError> {
+    if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
+        return Err(ArtifactError::NotAnArtifact);
+    }
+    let rest = &bytes[MAGIC.len()..];
+    let (version, rest) = take(rest, 4, "in its version")?;
+    let found = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
+    if found != FORMAT_VERSION {
+        return Err(ArtifactError::Version { found });
+    }
+    let (hash, body) = take(rest, 32, "in its hash")?;
+    if Sha256::digest(body).as_slice() != hash {
+        return Err(ArtifactError::Corrupted);
+    }
+    let (plan, rest) = section(body, "in its plan")?;
+    let (code, rest) = section(rest, "in its code")?;
+    if !rest.is_empty() {
+        return Err(ArtifactError::Malformed("bytes after its code".into()));
+    }
+    let plan: Plan = ciborium::from_reader(plan)
+        .map_err(|e| ArtifactError::Malformed(format!("its plan: {e}")))?;
+    Ok((plan, code))
+}
+
+fn take<'a>(
+    bytes: &'a [u8],
+    n: usize,
+    what: &'static str,
+) -> Result<(&'a [u8], &'a [u8]), ArtifactError> {
+    (bytes.len() >= n)
+        .then(|| bytes.split_at(n))
+        .ok_or(ArtifactError::Truncated(what))
+}
+
+/// A section: its length (8 bytes, little-endian), then its bytes.
+fn section<'a>(bytes: &'a [u8], what: &'static str) -> Result<(&'a [u8], &'a [u8]), ArtifactError> {
+    let (len, rest) = take(bytes, 8, what)?;
+    let mut word = [0u8; 8];
+    word.copy_from_slice(len);
+    let len =
+        usize::try_from(u64::from_le_bytes(word)).map_err(|_| ArtifactError::Truncated(what))?;
+    take(rest, len, what)
+}
+
+/// `image` with its functions' and tables' bytes, cut from `code` by `lengths`.
+fn image_with_code(
+    mut image: CodeImage,
+    lengths: &[usize],
+    mut code: &[u8],
+) -> Result<CodeImage, ArtifactError> {
+    let slots = image.functions.len() + image.tables.len();
+    if lengths.len() != slots {
+        return Err(ArtifactError::Malformed(
+            "its code lengths do not match its functions".into(),
+        ));
+    }
+    for (bytes, &len) in image
+        .functions
+        .iter_mut()
+        .map(|f| &mut f.bytes)
+        .chain(image.tables.iter_mut())
+        .zip(lengths)
+    {
+        let (these, rest) = take(code, len, "in its code")?;
+        *bytes = these.to_vec();
+        code = rest;
+    }
+    if !code.is_empty() {
+        return Err(ArtifactError::Malformed(
+            "code bytes no function holds".into(),
+        ));
+    }
+    Ok(image)
+}

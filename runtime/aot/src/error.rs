@@ -1,0 +1,27 @@
+//! Why an executable could not be made or loaded.
+
+use crate::image::LoadError;
+use crate::FORMAT_VERSION;
+use ferrax_runtime::RuntimeError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArtifactError {
+    #[error("not a ferrax artifact (its first bytes are not the magic number)")]
+    NotAnArtifact,
+    #[error("artifact format version {found}; this build reads version {FORMAT_VERSION}")]
+    Version { found: u32 },
+    #[error("the artifact is truncated: {0}")]
+    Truncated(&'static str),
+    #[error("the artifact is corrupted: its content does not match its SHA-256")]
+    Corrupted,
+    #[error("the artifact is malformed: {0}")]
+    Malformed(String),
+    #[error("the artifact was compiled for {wanted}; this machine lacks {missing}")]
+    Target { wanted: String, missing: String },
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("the inputs do not match the artifact's: {0}")]
+    Inputs(String),
+    #[error(transparent)]
+    Run(#[from] RuntimeError),
+}
