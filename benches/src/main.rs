@@ -24,6 +24,7 @@ use std::time::Instant;
 #[allow(dead_code)]
 mod compile;
 mod gpt;
+mod rnn;
 
 struct Args {
     only: Vec<String>,
@@ -430,6 +431,7 @@ fn main() -> Result<()> {
         emit("simplify_mlp_step", t, None, None);
     }
     compile::rows(&args)?;
+    rnn::rows(&args)?;
     if args.want("w6_compile_softmax") {
         let start = Instant::now();
         jit(|x: Tensor| nn::softmax(&x, -1)).lower(&a)?;
