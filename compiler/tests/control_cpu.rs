@@ -107,3 +107,40 @@ fn artifacts_carry_loops() {
     assert_eq!(loaded.fused(), exe.fused());
     assert_eq!(loaded.run(&args).unwrap(), exe.run(&args).unwrap());
 }
+
+/// A `cond` on a constant index is the branch it picks (out of range: the last); its two
+/// result instructions inline the branch once.
+#[test]
+fn a_cond_on_a_constant_is_its_branch() {
+    let f = parse_func(
+        "func @f(%x: f32[3]) -> (f32[3], f32[]) {
+  %k = constant 7 : i32[]
+  %a = cond %k, %x, result=0, branches=[func @b0(%x: f32[3]) -> (f32[3], f32[]) {
+      %s = reduce_sum %x, axes=[0] : f32[]
+      return %x, %s
+    }, func @b1(%x: f32[3]) -> (f32[3], f32[]) {
+      %e = exp %x : f32[3]
+      %s = reduce_sum %e, axes=[0] : f32[]
+      return %e, %s
+    }] : f32[3]
+  %b = cond %k, %x, result=1, branches=[func @b0(%x: f32[3]) -> (f32[3], f32[]) {
+      %s = reduce_sum %x, axes=[0] : f32[]
+      return %x, %s
+    }, func @b1(%x: f32[3]) -> (f32[3], f32[]) {
+      %e = exp %x : f32[3]
+      %s = reduce_sum %e, axes=[0] : f32[]
+      return %e, %s
+    }] : f32[]
+  return %a, %b
+}",
+    )
+    .unwrap();
+    let (simplified, _) = ferrax_compiler::simplify::simplify(&f).unwrap();
+    insta::assert_snapshot!(print_func(&simplified), @r"
+    func @f(%0: f32[3]) -> (f32[3], f32[]) {
+      %1 = exp %0 : f32[3]
+      %2 = reduce_sum %1, axes=[0] : f32[]
+      return %1, %2
+    }
+    ");
+}

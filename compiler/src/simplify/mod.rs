@@ -98,6 +98,7 @@ pub fn simplify_with(func: &Func, limits: &Limits) -> Result<(Func, Report), Sim
         instructions_before: func.body.len(),
         ..Report::default()
     };
+    let func = &nested::fold_constant_conds(func);
     let func = &nested::simplify_regions(func, limits, &mut report)?;
     let stages = rules::stages();
     let simplified = if func.body.len() <= limits.region {

@@ -1,10 +1,71 @@
 //! The functions that control flow holds (a loop's condition and body, a `cond`'s branches)
 //! are simplified on their own, each in its own e-graph, before the program around them: the
 //! e-graph sees a call as one opaque op. The instructions of one call (the same op but for
-//! `result`) get the same simplified functions, so they remain one call.
+//! `result`) get the same simplified functions, so they remain one call. A `cond` on a
+//! constant index is first replaced by the branch it picks (each of its result instructions
+//! inlines the branch; the e-graph then merges the copies).
 
 use super::{simplify_with, Limits, Report, SimplifyError};
-use ferrax_ir::{Func, Instr, Op};
+use ferrax_ir::{Func, FuncBuilder, Instr, Op, Scalar, ValueId};
+
+/// The branch a `cond` instruction reading `index` picks, if `index` is a constant.
+fn constant_branch(func: &Func, index: ValueId, branches: usize) -> Option<usize> {
+    let defined = index.index().checked_sub(func.params.len())?;
+    let Op::Constant(lit) = &func.body.get(defined)?.op else {
+        return None;
+    };
+    let last = branches.checked_sub(1)?;
+    match lit.data.get(0) {
+        Scalar::Bool(p) => Some(usize::from(p).min(last)),
+        Scalar::I32(i) => Some(usize::try_from(i).map_or(last, |i| i.min(last))),
+        _ => None,
+    }
+}
+
+/// `func` with every `cond` on a constant index replaced by the picked branch's instructions.
+pub(super) fn fold_constant_conds(func: &Func) -> Func {
+    let picks: Vec<Option<usize>> = func
+        .body
+        .iter()
+        .map(|ins| match (&ins.op, ins.args.first()) {
+            (Op::Cond(c), Some(&index)) => constant_branch(func, index, c.branches.len()),
+            _ => None,
+        })
+        .collect();
+    if picks.iter().all(Option::is_none) {
+        return func.clone();
+    }
+    let mut b = FuncBuilder::new(func.name.clone());
+    let mut values: Vec<ValueId> = func.params.iter().map(|p| b.param(p.clone())).collect();
+    for (ins, pick) in func.body.iter().zip(picks) {
+        let args: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
+        let value = match (&ins.op, pick) {
+            (Op::Cond(c), Some(k)) => c
+                .branches
+                .get(k)
+                .and_then(|branch| inline(&mut b, branch, &args[1..], c.result)),
+            _ => b.push(ins.op.clone(), &args).ok(),
+        };
+        match value {
+            Some(v) => values.push(v),
+            None => return func.clone(),
+        }
+    }
+    b.finish(func.outputs.iter().map(|o| values[o.index()]).collect())
+}
+
+/// Emits `callee` on `args` and returns its output `k`.
+fn inline(b: &mut FuncBuilder, callee: &Func, args: &[ValueId], k: usize) -> Option<ValueId> {
+    let mut values = args.to_vec();
+    for ins in &callee.body {
+        let operands: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
+        values.push(b.push(ins.op.clone(), &operands).ok()?);
+    }
+    callee
+        .outputs
+        .get(k)
+        .and_then(|o| values.get(o.index()).copied())
+}
 
 /// `func` with the functions of each control-flow op simplified; the rules that fired in
 /// them are counted in `report`.
