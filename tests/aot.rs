@@ -150,7 +150,7 @@ fn foreign_and_future_artifacts_are_refused() {
         .unwrap();
     assert!(e.to_string().contains("lacks quantum"), "{e}");
     let bad_step = edit(&|p| {
-        let Value::Array(steps) = field(field(p, "run"), "steps") else {
+        let Value::Array(steps) = field(field(top(p), "run"), "steps") else {
             panic!("steps")
         };
         let kernel = Value::Map(vec![(
@@ -162,7 +162,7 @@ fn foreign_and_future_artifacts_are_refused() {
     let e = CpuExecutable::from_artifact(&bad_step).err().unwrap();
     assert!(matches!(e, ArtifactError::Malformed(_)), "{e}");
     let unknown_host = edit(&|p| {
-        let Value::Array(hosts) = field(field(p, "image"), "hosts") else {
+        let Value::Array(hosts) = field(field(top(p), "image"), "hosts") else {
             panic!("hosts")
         };
         hosts[1] = Value::Text("ferrax_pow_f65".into());
@@ -174,6 +174,14 @@ fn foreign_and_future_artifacts_are_refused() {
     let loaded = CpuExecutable::from_artifact(&bytes).unwrap();
     assert!(loaded.run(&args[..1]).is_err());
     assert!(loaded.run(&[args[1].clone(), args[0].clone()]).is_err());
+}
+
+/// The plan's first executable (the program's own).
+fn top(plan: &mut Value) -> &mut Value {
+    let Value::Array(parts) = field(plan, "executables") else {
+        panic!("no executables")
+    };
+    &mut parts[0]
 }
 
 /// The value of map `v`'s entry `key`.
@@ -341,7 +349,7 @@ fn mutated_plans_are_refused_or_run_safely() {
     let (plan, code) = sections(&bytes);
     let plan: Value = ciborium::from_reader(plan).unwrap();
     let mut run = plan.clone();
-    let run = field(&mut run, "run").clone();
+    let run = field(top(&mut run), "run").clone();
     let mut paths = Vec::new();
     integer_paths(&run, &mut Vec::new(), &mut paths);
     let stride = paths.len().div_ceil(300).max(1);
@@ -356,7 +364,7 @@ fn mutated_plans_are_refused_or_run_safely() {
                 continue;
             };
             let mut mutated = plan.clone();
-            *at_path(field(&mut mutated, "run"), path) = Value::Integer(m);
+            *at_path(field(top(&mut mutated), "run"), path) = Value::Integer(m);
             let mut encoded = Vec::new();
             ciborium::into_writer(&mutated, &mut encoded).unwrap();
             match Executable::from_artifact(&reseal(&encoded, code)) {
@@ -369,4 +377,52 @@ fn mutated_plans_are_refused_or_run_safely() {
         }
     }
     assert!(refused > 100 && ran > 0, "refused {refused}, ran {ran}");
+}
+
+/// Loops in an artifact: their regions' code travels with the program's, so the loaded
+/// function (through `ferrax::Artifact` or the runtime alone) gives `jit`'s results bit for
+/// bit; the executable the runtime loads runs its calls on compiled regions.
+#[test]
+fn artifacts_carry_loops() {
+    use ferrax::{jit, lax, Artifact};
+    let step = |(x, w): (Tensor, Tensor)| {
+        let y = lax::fori_loop(0, 6, |_, y: Tensor| (y.matmul(&w) * 0.5).tanh() + &y, x);
+        let (last, ys) = lax::scan(
+            |c: Tensor, r: Tensor| (&c + &r, (&c * &r).exp()),
+            y.sum(0),
+            y.clone(),
+        );
+        (last, ys)
+    };
+    let x = Tensor::from_vec(
+        [4, 8],
+        (0..32).map(|k| (k % 5) as f32 * 0.1).collect::<Vec<f32>>(),
+    );
+    let w = Tensor::from_vec(
+        [8, 8],
+        (0..64)
+            .map(|k| ((k * 7) % 11) as f32 * 0.02 - 0.1)
+            .collect::<Vec<f32>>(),
+    );
+    let f = jit(step);
+    let bytes = f.lower(&(x.clone(), w.clone())).unwrap().export().unwrap();
+    let (want_last, want_ys) = f.call((x.clone(), w.clone())).unwrap();
+    let compiled: Artifact<(Tensor, Tensor), (Tensor, Tensor)> = Artifact::load(&bytes).unwrap();
+    let (last, ys) = compiled.call((x.clone(), w.clone())).unwrap();
+    let bits = |t: &Tensor| {
+        t.to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(bits(&last), bits(&want_last));
+    assert_eq!(bits(&ys), bits(&want_ys));
+
+    let alone = ferrax::aot_runtime::Artifact::load(&bytes).unwrap();
+    assert_eq!(alone.executable().calls().len(), 2);
+    let arrays = [x, w].map(|t| t.into_array().unwrap()).to_vec();
+    let outputs = alone.call(arrays).unwrap();
+    assert_eq!(bits(&Tensor::new(outputs[0].clone())), bits(&want_last));
+    assert_eq!(bits(&Tensor::new(outputs[1].clone())), bits(&want_ys));
 }

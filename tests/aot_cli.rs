@@ -104,3 +104,50 @@ fn compile_inspect_and_run_a_stablehlo_program() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Several programs compile in one command, in parallel, each to its own artifact in the
+/// output directory, named by its file's stem.
+#[test]
+fn several_programs_compile_into_a_directory() {
+    let dir = std::env::temp_dir().join(format!("ferrax-aot-batch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    std::fs::write(path("first.mlir"), PROGRAM).unwrap();
+    let second = "func @main(%0: f32[4]) -> (f32[4]) {\n  %1 = exp %0 : f32[4]\n  return %1\n}\n";
+    std::fs::write(path("second.fx"), second).unwrap();
+    let out = tool(&[
+        "compile",
+        &path("first.mlir"),
+        &path("second.fx"),
+        "-o",
+        &path("out"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (name, inputs) in [
+        ("first", "inputs (f32[2,3], f32[3])"),
+        ("second", "inputs (f32[4])"),
+    ] {
+        let out = tool(&["inspect", &path(&format!("out/{name}.fxa"))]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains(inputs),
+            "{name}: {text}"
+        );
+    }
+    // One program that does not parse fails the command, naming its file.
+    std::fs::write(path("broken.fx"), "func @main(").unwrap();
+    let out = tool(&[
+        "compile",
+        &path("first.mlir"),
+        &path("broken.fx"),
+        "-o",
+        &path("out"),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("broken.fx"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -5,11 +5,13 @@
 //!
 //! ```text
 //! ferrax-aot compile PROGRAM.mlir|PROGRAM.fx [--target cpu] -o STEP.fxa
+//! ferrax-aot compile PROGRAM... [--target cpu] -o DIRECTORY
 //! ferrax-aot inspect STEP.fxa
 //! ferrax-aot run STEP.fxa [INPUT.npy ...] [-o OUTPUT_DIR]
 //! ```
 //!
-//! `run` reads one `.npy` per input, checks them against the signature, and writes
+//! Several programs compile in parallel, each to `DIRECTORY/NAME.fxa` (`NAME` its file's
+//! stem). `run` reads one `.npy` per input, checks them against the signature, and writes
 //! `output_K.npy` per output into the output directory (default: the current one).
 
 use ferrax::compiler::backend::{inspect_artifact, CpuExecutable};
@@ -22,6 +24,7 @@ type Failure = Box<dyn std::error::Error>;
 
 const USAGE: &str = "usage:
   ferrax-aot compile PROGRAM.mlir|PROGRAM.fx [--target cpu] -o STEP.fxa
+  ferrax-aot compile PROGRAM... [--target cpu] -o DIRECTORY
   ferrax-aot inspect STEP.fxa
   ferrax-aot run STEP.fxa [INPUT.npy ...] [-o OUTPUT_DIR]";
 
@@ -69,13 +72,16 @@ fn flag<'a>(flags: &[(&'static str, &'a str)], name: &str) -> Option<&'a str> {
 fn command(args: &[String]) -> Result<(), Failure> {
     let Parsed { positional, flags } = parse(args)?;
     match positional.as_slice() {
-        ["compile", program] => {
-            let out = flag(&flags, "output").ok_or("compile needs -o STEP.fxa")?;
-            compile(
-                Path::new(program),
-                flag(&flags, "target").unwrap_or("cpu"),
-                Path::new(out),
-            )
+        ["compile", programs @ ..] if !programs.is_empty() => {
+            let out = flag(&flags, "output").ok_or("compile needs -o STEP.fxa (or DIRECTORY)")?;
+            let target = flag(&flags, "target").unwrap_or("cpu");
+            if target != "cpu" {
+                return Err(format!(
+                    "target {target}: this build writes CPU artifacts only (GPU artifacts are to come)"
+                )
+                .into());
+            }
+            compile(programs, Path::new(out))
         }
         ["inspect", artifact] => inspect(Path::new(artifact)),
         ["run", artifact, inputs @ ..] => {
@@ -86,13 +92,9 @@ fn command(args: &[String]) -> Result<(), Failure> {
     }
 }
 
-fn compile(program: &Path, target: &str, out: &Path) -> Result<(), Failure> {
-    if target != "cpu" {
-        return Err(format!(
-            "target {target}: this build writes CPU artifacts only (GPU artifacts are to come)"
-        )
-        .into());
-    }
+/// The artifact of the program in file `program` (StableHLO text, or ferrax IR text), and how
+/// many kernels it has.
+fn compile_file(program: &Path) -> Result<(Vec<u8>, usize), Failure> {
     let text =
         std::fs::read_to_string(program).map_err(|e| format!("{}: {e}", program.display()))?;
     let func = if text.trim_start().starts_with("func @") {
@@ -102,14 +104,51 @@ fn compile(program: &Path, target: &str, out: &Path) -> Result<(), Failure> {
     };
     let (simple, _) = simplify(&func)?;
     let exe = CpuExecutable::compile(&simple)?;
-    let bytes = exe.to_artifact()?;
-    std::fs::write(out, &bytes).map_err(|e| format!("{}: {e}", out.display()))?;
-    println!(
-        "{}: {} bytes, {} kernels",
-        out.display(),
-        bytes.len(),
-        exe.kernels().count()
-    );
+    Ok((exe.to_artifact()?, exe.kernels().count()))
+}
+
+/// Compiles one program to the file `out`, or several, in parallel, into the directory `out`.
+fn compile(programs: &[&str], out: &Path) -> Result<(), Failure> {
+    let written: Vec<(PathBuf, Vec<u8>, usize)> = match programs {
+        [one] => {
+            let (bytes, kernels) = compile_file(Path::new(one))?;
+            vec![(out.to_path_buf(), bytes, kernels)]
+        }
+        many => {
+            std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+            let mut batch = ferrax::Batch::new();
+            for (k, program) in many.iter().enumerate() {
+                let program = PathBuf::from(program);
+                let stem = program.file_stem().map_or_else(
+                    || format!("program_{k}"),
+                    |s| s.to_string_lossy().into_owned(),
+                );
+                batch = batch.add(stem, move || {
+                    let failed =
+                        |e: Failure| ferrax::Error::Artifact(format!("{}: {e}", program.display()));
+                    compile_file(&program)
+                        .map(|(bytes, _)| bytes)
+                        .map_err(failed)
+                });
+            }
+            batch
+                .compile()?
+                .into_iter()
+                .map(|(name, bytes)| {
+                    let kernels = inspect_artifact(&bytes).map_or(0, |i| i.kernels.len());
+                    (out.join(format!("{name}.fxa")), bytes, kernels)
+                })
+                .collect()
+        }
+    };
+    for (path, bytes, kernels) in written {
+        std::fs::write(&path, &bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+        println!(
+            "{}: {} bytes, {kernels} kernels",
+            path.display(),
+            bytes.len()
+        );
+    }
     Ok(())
 }
 

@@ -16,6 +16,7 @@
 
 use crate::check::check_plan;
 use crate::code::Code;
+use crate::control::CompiledCall;
 use crate::error::ArtifactError;
 use crate::executable::Executable;
 use crate::image::CodeImage;
@@ -36,15 +37,26 @@ struct Plan {
     target: CpuTarget,
     inputs: Vec<TensorType>,
     outputs: Vec<TensorType>,
-    run: RunPlan,
-    /// The image without its bytes, and the length of each function's and table's bytes in
-    /// the code section, in that order.
-    image: CodeImage,
-    lengths: Vec<usize>,
+    /// The executable, then the executables of its control-flow regions, each after the one
+    /// whose call runs it (so they load last to first without recursion).
+    executables: Vec<Part>,
     /// The caller's own data (the frontend stores its trees' structures here).
     metadata: Vec<u8>,
     /// The compiler's own data (its kernels' bodies, for dumps), opaque here.
     notes: Vec<u8>,
+}
+
+/// One executable of an artifact.
+#[derive(Serialize, Deserialize)]
+struct Part {
+    run: RunPlan,
+    /// The image without its bytes, and the length of each function's and table's bytes in
+    /// the code section (the parts' bytes follow one another in part order).
+    image: CodeImage,
+    lengths: Vec<usize>,
+    /// Each control-flow call with compiled regions: its first instruction, and the parts of
+    /// its regions in the call's order (`CompiledCall::regions`).
+    calls: Vec<(usize, Vec<usize>)>,
 }
 
 /// What an artifact holds, read without loading its code (for `inspect`).
@@ -71,27 +83,46 @@ impl Executable {
     /// This executable as an artifact for this machine's CPU, with the caller's `metadata`
     /// and the compiler's `notes` (both returned by [`inspect_artifact`]).
     pub fn to_artifact(&self, metadata: &[u8], notes: &[u8]) -> Result<Vec<u8>, ArtifactError> {
-        let mut image = self.code().image().clone();
         let mut code = Vec::new();
-        let mut lengths = Vec::new();
-        for bytes in image
-            .functions
-            .iter_mut()
-            .map(|f| &mut f.bytes)
-            .chain(image.tables.iter_mut())
-        {
-            lengths.push(bytes.len());
-            code.append(bytes);
+        let mut executables = Vec::new();
+        let mut queue: Vec<&Executable> = vec![self];
+        while let Some(&exe) = queue.get(executables.len()) {
+            let mut image = exe.code().image().clone();
+            let mut lengths = Vec::new();
+            for bytes in image
+                .functions
+                .iter_mut()
+                .map(|f| &mut f.bytes)
+                .chain(image.tables.iter_mut())
+            {
+                lengths.push(bytes.len());
+                code.append(bytes);
+            }
+            let mut firsts: Vec<usize> = exe.calls().keys().copied().collect();
+            firsts.sort_unstable();
+            let calls = firsts
+                .into_iter()
+                .map(|first| {
+                    let regions = exe.calls()[&first].regions();
+                    let parts = (queue.len()..queue.len() + regions.len()).collect();
+                    queue.extend(regions);
+                    (first, parts)
+                })
+                .collect();
+            executables.push(Part {
+                run: exe.plan().clone(),
+                image,
+                lengths,
+                calls,
+            });
         }
-        let run = self.plan().clone();
+        let func = &self.plan().func;
         let plan = Plan {
             compiler: env!("CARGO_PKG_VERSION").to_string(),
             target: CpuTarget::host(),
-            inputs: run.func.params.clone(),
-            outputs: run.func.output_types(),
-            run,
-            image,
-            lengths,
+            inputs: func.params.clone(),
+            outputs: func.output_types(),
+            executables,
             metadata: metadata.to_vec(),
             notes: notes.to_vec(),
         };
@@ -115,6 +146,7 @@ impl Executable {
     /// The executable an artifact holds, its code loaded with no compilation, after every
     /// check (see the module docs), with what [`inspect_artifact`] tells of it (read once).
     pub fn from_artifact(bytes: &[u8]) -> Result<(Executable, ArtifactInfo), ArtifactError> {
+        let malformed = |what: &str| ArtifactError::Malformed(what.to_string());
         let (plan, code) = read(bytes)?;
         if let Some(missing) = plan.target.missing_here() {
             return Err(ArtifactError::Target {
@@ -126,39 +158,94 @@ impl Executable {
                 missing,
             });
         }
-        let image = image_with_code(plan.image.clone(), &plan.lengths, code)?;
-        if plan.inputs != plan.run.func.params || plan.outputs != plan.run.func.output_types() {
-            return Err(ArtifactError::Malformed(
-                "its signature is not its program's".into(),
-            ));
+        let info = info(&plan, code.len())?;
+        let top = &plan.executables[0].run.func;
+        if plan.inputs != top.params || plan.outputs != top.output_types() {
+            return Err(malformed("its signature is not its program's"));
         }
-        check_plan(&plan.run, image.entries.len())?;
-        let info = info(&plan, code.len());
-        let code = Code::load(image)?;
-        Ok((Executable::checked(plan.run, code), info))
+        // Every part checked, and its code cut out, before any code is mapped.
+        let mut rest = code;
+        let mut images = Vec::with_capacity(plan.executables.len());
+        let mut used = vec![false; plan.executables.len()];
+        for (k, part) in plan.executables.iter().enumerate() {
+            let image = image_with_code(part.image.clone(), &part.lengths, &mut rest)?;
+            check_plan(&part.run, image.entries.len())?;
+            for (first, regions) in &part.calls {
+                let op = part.run.func.body.get(*first).map(|ins| &ins.op);
+                let funcs = op.map(|op| op.regions()).unwrap_or_default();
+                if op.and_then(|op| op.call_result()).is_none() || funcs.len() != regions.len() {
+                    return Err(malformed("a call's regions do not match its instruction"));
+                }
+                for (&r, (_, region)) in regions.iter().zip(funcs) {
+                    let fits = plan.executables.get(r).is_some_and(|p| {
+                        p.run.func.params == region.params
+                            && p.run.func.output_types() == region.output_types()
+                    });
+                    if r <= k || !fits || std::mem::replace(&mut used[r], true) {
+                        return Err(malformed("a region's executable does not match it"));
+                    }
+                }
+            }
+            images.push(image);
+        }
+        if !rest.is_empty() {
+            return Err(malformed("code bytes no function holds"));
+        }
+        if used.iter().skip(1).any(|u| !u) {
+            return Err(malformed("an executable no call runs"));
+        }
+        // Regions first, so that each call finds its regions' executables built.
+        let mut built: Vec<Option<Executable>> = Vec::new();
+        built.resize_with(plan.executables.len(), || None);
+        for (k, (part, image)) in plan.executables.into_iter().zip(images).enumerate().rev() {
+            let mut calls = std::collections::HashMap::new();
+            for (first, regions) in part.calls {
+                let regions = regions
+                    .iter()
+                    .map(|&r| built.get_mut(r).and_then(Option::take))
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| malformed("a region's executable is missing"))?;
+                let op = &part.run.func.body[first].op;
+                let call = CompiledCall::of(op, regions)
+                    .ok_or_else(|| malformed("a call's regions do not match its instruction"))?;
+                calls.insert(first, call);
+            }
+            let exe = Executable::checked(part.run, Code::load(image)?).with_calls(calls);
+            built[k] = Some(exe);
+        }
+        let exe = built
+            .into_iter()
+            .next()
+            .flatten()
+            .ok_or_else(|| malformed("it holds no executable"))?;
+        Ok((exe, info))
     }
 }
 
 /// What artifact `bytes` holds, checked as loading checks it but for the target.
 pub fn inspect_artifact(bytes: &[u8]) -> Result<ArtifactInfo, ArtifactError> {
     let (plan, code) = read(bytes)?;
-    Ok(info(&plan, code.len()))
+    info(&plan, code.len())
 }
 
-fn info(plan: &Plan, code_bytes: usize) -> ArtifactInfo {
-    ArtifactInfo {
+fn info(plan: &Plan, code_bytes: usize) -> Result<ArtifactInfo, ArtifactError> {
+    let top = plan
+        .executables
+        .first()
+        .ok_or_else(|| ArtifactError::Malformed("it holds no executable".into()))?;
+    Ok(ArtifactInfo {
         format: FORMAT_VERSION,
         compiler: plan.compiler.clone(),
         target: plan.target.clone(),
         inputs: plan.inputs.clone(),
         outputs: plan.outputs.clone(),
-        kernels: plan.run.kernels.iter().map(|k| k.name.clone()).collect(),
+        kernels: top.run.kernels.iter().map(|k| k.name.clone()).collect(),
         code_bytes,
-        memory: plan.run.memory,
-        fused: plan.run.fused.clone(),
+        memory: top.run.memory,
+        fused: top.run.fused.clone(),
         metadata: plan.metadata.clone(),
         notes: plan.notes.clone(),
-    }
+    })
 }
 
 /// The plan and code sections of `bytes`, after the magic, version and hash checks.
@@ -206,11 +293,11 @@ fn section<'a>(bytes: &'a [u8], what: &'static str) -> Result<(&'a [u8], &'a [u8
     take(rest, len, what)
 }
 
-/// `image` with its functions' and tables' bytes, cut from `code` by `lengths`.
+/// `image` with its functions' and tables' bytes, cut from the front of `code` by `lengths`.
 fn image_with_code(
     mut image: CodeImage,
     lengths: &[usize],
-    mut code: &[u8],
+    code: &mut &[u8],
 ) -> Result<CodeImage, ArtifactError> {
     let slots = image.functions.len() + image.tables.len();
     if lengths.len() != slots {
@@ -227,12 +314,7 @@ fn image_with_code(
     {
         let (these, rest) = take(code, len, "in its code")?;
         *bytes = these.to_vec();
-        code = rest;
-    }
-    if !code.is_empty() {
-        return Err(ArtifactError::Malformed(
-            "code bytes no function holds".into(),
-        ));
+        *code = rest;
     }
     Ok(image)
 }

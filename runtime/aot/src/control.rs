@@ -2,22 +2,28 @@
 //! (one per result) run once and each gets its result. The compiler compiles each region
 //! into an executable of its own ([`CompiledCall`]), which the step runs per iteration without
 //! planning again: carried values are given to it by value, so their buffers are reused in
-//! place where nothing else holds them. A call without compiled regions (from an artifact,
-//! which does not carry regions' code yet) runs on the interpreter.
+//! place where nothing else holds them. Artifacts carry the regions' executables with the
+//! program's. A call without compiled regions runs on the interpreter.
 
-use crate::executable::Executable;
-use ferrax_ir::{with_elements, Func, Shape, TensorType};
+use ferrax_ir::{with_elements, Func, Op, Shape, TensorType};
 use ferrax_runtime::{eval_call, Array, RuntimeError};
 
-/// A call's regions, each compiled into an executable of its own.
-pub enum CompiledCall {
+/// A region compiled: an executable run on its operands (given by value, so their buffers may
+/// be reused).
+pub trait Region {
+    fn run_donated(&self, args: Vec<Array>) -> Result<Vec<Array>, RuntimeError>;
+    fn output_types(&self) -> Vec<TensorType>;
+}
+
+/// A call's regions, each compiled into an executable of its own (`R`).
+pub enum CompiledCall<R> {
     While {
-        cond: Box<Executable>,
-        body: Box<Executable>,
+        cond: Box<R>,
+        body: Box<R>,
     },
-    Cond(Vec<Executable>),
+    Cond(Vec<R>),
     Scan {
-        body: Box<Executable>,
+        body: Box<R>,
         consts: usize,
         carry: usize,
         length: usize,
@@ -25,12 +31,51 @@ pub enum CompiledCall {
     },
 }
 
+impl<R> CompiledCall<R> {
+    /// The call `op` with `regions`, its regions compiled in order (a loop's condition and
+    /// body, a cond's branches, a scan's body); `None` for another op or another count.
+    pub fn of(op: &Op, regions: Vec<R>) -> Option<CompiledCall<R>> {
+        let mut regions = regions.into_iter();
+        let call = match op {
+            Op::While(_) => CompiledCall::While {
+                cond: Box::new(regions.next()?),
+                body: Box::new(regions.next()?),
+            },
+            Op::Cond(c) => {
+                let branches: Vec<R> = regions.by_ref().take(c.branches.len()).collect();
+                if branches.len() != c.branches.len() {
+                    return None;
+                }
+                CompiledCall::Cond(branches)
+            }
+            Op::Scan(s) => CompiledCall::Scan {
+                body: Box::new(regions.next()?),
+                consts: s.consts,
+                carry: s.carry,
+                length: s.length,
+                reverse: s.reverse,
+            },
+            _ => return None,
+        };
+        regions.next().is_none().then_some(call)
+    }
+
+    /// The compiled regions, in the order [`CompiledCall::of`] takes them.
+    pub fn regions(&self) -> Vec<&R> {
+        match self {
+            CompiledCall::While { cond, body } => vec![cond, body],
+            CompiledCall::Cond(branches) => branches.iter().collect(),
+            CompiledCall::Scan { body, .. } => vec![body],
+        }
+    }
+}
+
 /// Runs the call whose instructions are `members` (the first one's op and operands), on its
 /// compiled regions where there are some, and stores each instruction's result in `values`.
-pub(crate) fn run_call(
+pub(crate) fn run_call<R: Region>(
     func: &Func,
     members: &[usize],
-    compiled: Option<&CompiledCall>,
+    compiled: Option<&CompiledCall<R>>,
     values: &mut [Option<Array>],
 ) -> Result<(), RuntimeError> {
     let Some(&first) = members.first() else {
@@ -61,10 +106,13 @@ pub(crate) fn run_call(
     Ok(())
 }
 
-fn run_compiled(c: &CompiledCall, mut args: Vec<Array>) -> Result<Vec<Array>, RuntimeError> {
+fn run_compiled<R: Region>(
+    c: &CompiledCall<R>,
+    mut args: Vec<Array>,
+) -> Result<Vec<Array>, RuntimeError> {
     match c {
         CompiledCall::While { cond, body } => loop {
-            let holds = cond.run(&args)?;
+            let holds = cond.run_donated(args.clone())?;
             if holds.first().map(|p| p.elements().get(0)) != Some(ferrax_ir::Scalar::Bool(true)) {
                 return Ok(args);
             }
@@ -98,7 +146,7 @@ fn run_compiled(c: &CompiledCall, mut args: Vec<Array>) -> Result<Vec<Array>, Ru
             carry,
             length,
             reverse,
-        } => scan(body, args, (*consts, *carry), *length, *reverse),
+        } => scan(&**body, args, (*consts, *carry), *length, *reverse),
     }
 }
 
@@ -128,7 +176,7 @@ fn stack(rows: Vec<Array>, ty: &TensorType) -> Result<Array, RuntimeError> {
 }
 
 fn scan(
-    body: &Executable,
+    body: &dyn Region,
     args: Vec<Array>,
     (consts, carry): (usize, usize),
     length: usize,
@@ -138,7 +186,7 @@ fn scan(
     let xs = rest.split_off((consts + carry).min(rest.len()));
     let mut carried = rest.split_off(consts.min(rest.len()));
     let consts = rest;
-    let outputs = body.program().output_types();
+    let outputs = body.output_types();
     let per_step = outputs.get(carry..).unwrap_or_default();
     let mut ys: Vec<Vec<Array>> = vec![Vec::with_capacity(length); per_step.len()];
     for step in 0..length {

@@ -5,7 +5,7 @@
 //! loader from a file. Either way nothing here generates code.
 
 use crate::code::Code;
-use crate::control::{self, CompiledCall};
+use crate::control::{self, CompiledCall, Region};
 use crate::error::ArtifactError;
 use crate::gemm::{matmul, nt_layout, Gemm, NtLayout, Unit};
 use crate::indexing;
@@ -28,7 +28,7 @@ pub struct Executable {
     pool: Mutex<HashMap<(DType, usize), Vec<Elements>>>,
     /// The compiled regions of control-flow steps, by the call's first instruction (a call
     /// without runs on the interpreter).
-    calls: HashMap<usize, CompiledCall>,
+    calls: HashMap<usize, CompiledCall<Executable>>,
 }
 
 /// The live value `v` of a run.
@@ -58,7 +58,7 @@ impl Executable {
 
     /// This executable with the compiled regions of its control-flow steps, by each call's
     /// first instruction.
-    pub fn with_calls(mut self, calls: HashMap<usize, CompiledCall>) -> Executable {
+    pub fn with_calls(mut self, calls: HashMap<usize, CompiledCall<Executable>>) -> Executable {
         self.calls = calls;
         self
     }
@@ -69,6 +69,11 @@ impl Executable {
 
     pub fn code(&self) -> &Code {
         &self.code
+    }
+
+    /// The compiled regions of its control-flow steps, by each call's first instruction.
+    pub fn calls(&self) -> &HashMap<usize, CompiledCall<Executable>> {
+        &self.calls
     }
 
     /// The program as compiled (scheduled for fusion).
@@ -374,4 +379,14 @@ fn permute(x: &Array, perm: &[usize]) -> Result<Array, RuntimeError> {
         },
         &[x],
     )
+}
+
+impl Region for Executable {
+    fn run_donated(&self, args: Vec<Array>) -> Result<Vec<Array>, RuntimeError> {
+        Executable::run_donated(self, args)
+    }
+
+    fn output_types(&self) -> Vec<TensorType> {
+        self.plan.func.output_types()
+    }
 }

@@ -37,7 +37,7 @@ mod target;
 
 pub use artifact::{inspect_artifact, ArtifactInfo};
 pub use code::Code;
-pub use control::CompiledCall;
+pub use control::{CompiledCall, Region};
 pub use error::ArtifactError;
 pub use executable::Executable;
 /// The array type runs take and return, and its element and tensor types.

@@ -2,12 +2,11 @@
 //! one instruction per result; the instructions of one call (the same op but for `result`,
 //! the same operands) become one step at the first of them, which runs the call once and
 //! defines all their values (the runtime's `ExecStep::Call`). Each region is compiled once,
-//! with the program, into an executable of its own, which the step runs per iteration. The
-//! regions' code is not in artifacts yet: loading one with the compiler compiles its regions
-//! again; the runtime alone runs them on the interpreter.
+//! with the program, into an executable of its own, which the step runs per iteration (and
+//! which artifacts carry beside the program's).
 
 use super::{BackendError, CpuExecutable};
-use ferrax_aot_runtime::{CompiledCall, ExecStep};
+use ferrax_aot_runtime::{CompiledCall, ExecStep, Executable};
 use ferrax_ir::{Func, Op};
 use std::collections::HashMap;
 
@@ -43,34 +42,23 @@ impl Calls {
 }
 
 /// The regions of the control-flow op `op` compiled, `None` for any other op.
-fn compile(op: &Op) -> Result<Option<CompiledCall>, BackendError> {
-    Ok(Some(match op {
-        Op::While(w) => CompiledCall::While {
-            cond: Box::new(CpuExecutable::compile(&w.cond)?.exe),
-            body: Box::new(CpuExecutable::compile(&w.body)?.exe),
-        },
-        Op::Cond(c) => CompiledCall::Cond(
-            c.branches
-                .iter()
-                .map(|b| Ok(CpuExecutable::compile(b)?.exe))
-                .collect::<Result<_, BackendError>>()?,
-        ),
-        Op::Scan(s) => CompiledCall::Scan {
-            body: Box::new(CpuExecutable::compile(&s.body)?.exe),
-            consts: s.consts,
-            carry: s.carry,
-            length: s.length,
-            reverse: s.reverse,
-        },
-        _ => return Ok(None),
-    }))
+fn compile(op: &Op) -> Result<Option<CompiledCall<Executable>>, BackendError> {
+    if op.call_result().is_none() {
+        return Ok(None);
+    }
+    let regions = op
+        .regions()
+        .into_iter()
+        .map(|(_, region)| Ok(CpuExecutable::compile(region)?.exe))
+        .collect::<Result<Vec<_>, BackendError>>()?;
+    Ok(CompiledCall::of(op, regions))
 }
 
 /// The compiled regions of every call among `steps`, by the call's first instruction.
 pub(super) fn compile_steps(
     func: &Func,
     steps: &[ExecStep],
-) -> Result<HashMap<usize, CompiledCall>, BackendError> {
+) -> Result<HashMap<usize, CompiledCall<Executable>>, BackendError> {
     let mut compiled = HashMap::new();
     for step in steps {
         if let ExecStep::Call(members) = step {

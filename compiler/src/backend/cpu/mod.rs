@@ -285,10 +285,8 @@ impl CpuExecutable {
                 "its kernels do not match its plan".into(),
             ));
         }
-        let calls = control::compile_steps(exe.program(), &exe.plan().steps)
-            .map_err(|e| ArtifactError::Malformed(format!("its regions do not compile: {e}")))?;
         let exe = CpuExecutable {
-            exe: exe.with_calls(calls),
+            exe,
             kernels,
             clif: Vec::new(),
         };
