@@ -144,3 +144,51 @@ fn a_cond_on_a_constant_is_its_branch() {
     }
     ");
 }
+
+/// A scan output nobody reads is dropped from the body (and so not computed), the other
+/// instructions' results renumbered; values are unchanged.
+#[test]
+fn unread_scan_outputs_are_not_computed() {
+    let f = parse_func(
+        "func @f(%h: f32[3], %xs: f32[4,3]) -> (f32[4,3], f32[3]) {
+  %ys = scan %h, %xs, carry=1, length=4, result=2, body=func @b(%h: f32[3], %x: f32[3]) -> (f32[3], f32[3], f32[3]) {
+      %a = add %h, %x : f32[3]
+      %e = exp %a : f32[3]
+      %t = tanh %a : f32[3]
+      return %t, %e, %a
+    } : f32[4,3]
+  %last = scan %h, %xs, carry=1, length=4, result=0, body=func @b(%h: f32[3], %x: f32[3]) -> (f32[3], f32[3], f32[3]) {
+      %a = add %h, %x : f32[3]
+      %e = exp %a : f32[3]
+      %t = tanh %a : f32[3]
+      return %t, %e, %a
+    } : f32[3]
+  return %ys, %last
+}",
+    )
+    .unwrap();
+    let (simplified, _) = ferrax_compiler::simplify::simplify(&f).unwrap();
+    insta::assert_snapshot!(print_func(&simplified), @r"
+    func @f(%0: f32[3], %1: f32[4,3]) -> (f32[4,3], f32[3]) {
+      %2 = scan %0, %1, carry=1, length=4, result=1, body=func @b(%0: f32[3], %1: f32[3]) -> (f32[3], f32[3]) {
+          %2 = add %0, %1 : f32[3]
+          %3 = tanh %2 : f32[3]
+          return %3, %2
+        } : f32[4,3]
+      %3 = scan %0, %1, carry=1, length=4, result=0, body=func @b(%0: f32[3], %1: f32[3]) -> (f32[3], f32[3]) {
+          %2 = add %0, %1 : f32[3]
+          %3 = tanh %2 : f32[3]
+          return %3, %2
+        } : f32[3]
+      return %2, %3
+    }
+    ");
+    let args = vec![
+        Array::from_vec([3], vec![0.5f32, -1.0, 2.0]).unwrap(),
+        Array::from_vec([4, 3], (0..12).map(|i| i as f32 / 10.0).collect()).unwrap(),
+    ];
+    assert_eq!(
+        interpret(&simplified, &args).unwrap(),
+        interpret(&f, &args).unwrap()
+    );
+}

@@ -99,6 +99,7 @@ pub fn simplify_with(func: &Func, limits: &Limits) -> Result<(Func, Report), Sim
         ..Report::default()
     };
     let func = &nested::fold_constant_conds(func);
+    let func = &nested::prune_scan_outputs(func);
     let func = &nested::simplify_regions(func, limits, &mut report)?;
     let stages = rules::stages();
     let simplified = if func.body.len() <= limits.region {

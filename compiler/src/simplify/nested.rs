@@ -3,10 +3,13 @@
 //! e-graph sees a call as one opaque op. The instructions of one call (the same op but for
 //! `result`) get the same simplified functions, so they remain one call. A `cond` on a
 //! constant index is first replaced by the branch it picks (each of its result instructions
-//! inlines the branch; the e-graph then merges the copies).
+//! inlines the branch; the e-graph then merges the copies), and a scan's stacked outputs that
+//! no instruction yields are dropped from its body (reverse mode's per-step cotangents of
+//! inputs nobody differentiates, say), so the body no longer computes them.
 
 use super::{simplify_with, Limits, Report, SimplifyError};
-use ferrax_ir::{Func, FuncBuilder, Instr, Op, Scalar, ValueId};
+use ferrax_ir::{Func, FuncBuilder, Instr, Op, Scalar, Scan, ValueId};
+use std::collections::BTreeSet;
 
 /// The branch a `cond` instruction reading `index` picks, if `index` is a constant.
 fn constant_branch(func: &Func, index: ValueId, branches: usize) -> Option<usize> {
@@ -109,4 +112,63 @@ pub(super) fn simplify_regions(
         body,
         ..func.clone()
     })
+}
+
+/// `func` with each scan's stacked outputs that none of its call's instructions yields
+/// dropped from its body, and the instructions' `result`s renumbered.
+pub(super) fn prune_scan_outputs(func: &Func) -> Func {
+    // Per instruction of a scan: the first instruction of its call.
+    let mut first: Vec<Option<usize>> = vec![None; func.body.len()];
+    for (i, ins) in func.body.iter().enumerate() {
+        if !matches!(ins.op, Op::Scan(_)) || first[i].is_some() {
+            continue;
+        }
+        for (j, other) in func.body.iter().enumerate().skip(i) {
+            if other.args == ins.args && other.op.same_call(&ins.op) {
+                first[j] = Some(i);
+            }
+        }
+    }
+    let mut body = func.body.clone();
+    for (i, ins) in func.body.iter().enumerate() {
+        let Op::Scan(s) = &ins.op else { continue };
+        if first[i] != Some(i) {
+            continue;
+        }
+        let members: Vec<usize> = (i..func.body.len())
+            .filter(|&j| first[j] == Some(i))
+            .collect();
+        let used: BTreeSet<usize> = members
+            .iter()
+            .filter_map(|&j| func.body[j].op.call_result().map(|(k, _)| k))
+            .collect();
+        let kept: Vec<usize> = (s.carry..s.body.outputs.len())
+            .filter(|k| used.contains(k))
+            .collect();
+        if s.carry + kept.len() == s.body.outputs.len() {
+            continue;
+        }
+        let mut pruned = s.body.clone();
+        pruned.outputs = s.body.outputs[..s.carry]
+            .iter()
+            .chain(kept.iter().map(|&k| &s.body.outputs[k]))
+            .copied()
+            .collect();
+        let renumber = |k: usize| match k < s.carry {
+            true => k,
+            false => s.carry + kept.iter().position(|&kk| kk == k).unwrap_or(0),
+        };
+        for &j in &members {
+            let k = func.body[j].op.call_result().map_or(0, |(k, _)| k);
+            body[j].op = Op::Scan(Box::new(Scan {
+                body: pruned.clone(),
+                result: renumber(k),
+                ..(**s).clone()
+            }));
+        }
+    }
+    Func {
+        body,
+        ..func.clone()
+    }
 }
