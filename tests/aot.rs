@@ -196,24 +196,20 @@ fn field<'a>(v: &'a mut Value, key: &str) -> &'a mut Value {
     &mut entries[at].1
 }
 
-/// The plan and code sections of an artifact (after magic, version and hash).
+/// The plan section of an artifact (after magic, version and hash), and the sections after it
+/// (code and notes) as they are.
 fn sections(bytes: &[u8]) -> (&[u8], &[u8]) {
     let body = &bytes[44..];
-    let len = |b: &[u8]| u64::from_le_bytes(b[..8].try_into().unwrap()) as usize;
-    let plan_len = len(body);
-    let plan = &body[8..8 + plan_len];
-    let rest = &body[8 + plan_len..];
-    (plan, &rest[8..8 + len(rest)])
+    let plan_len = u64::from_le_bytes(body[..8].try_into().unwrap()) as usize;
+    (&body[8..8 + plan_len], &body[8 + plan_len..])
 }
 
-/// An artifact of these sections with a correct hash.
-fn reseal(plan: &[u8], code: &[u8]) -> Vec<u8> {
+/// An artifact of this plan and these later sections, with a correct hash.
+fn reseal(plan: &[u8], rest: &[u8]) -> Vec<u8> {
     use sha2::Digest;
-    let mut body = Vec::new();
-    for s in [plan, code] {
-        body.extend_from_slice(&(s.len() as u64).to_le_bytes());
-        body.extend_from_slice(s);
-    }
+    let mut body = (plan.len() as u64).to_le_bytes().to_vec();
+    body.extend_from_slice(plan);
+    body.extend_from_slice(rest);
     let mut out = b"FERRAXA\0".to_vec();
     out.extend_from_slice(&ferrax::aot_runtime::FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&sha2::Sha256::digest(&body));

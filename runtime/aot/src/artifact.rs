@@ -3,10 +3,11 @@
 //! file that loads without compiling anything.
 //!
 //! The container is small and binary, so machine code is stored as it is: a magic number, the
-//! format version, the SHA-256 of the rest, then two length-prefixed sections, the plan as
+//! format version, the SHA-256 of the rest, then three length-prefixed sections: the plan as
 //! CBOR (serde, which every plan type derives; a standard, self-describing binary encoding that
 //! carries every float exactly, the infinities and NaNs of constants included, where JSON
-//! cannot) and the code and constant tables as raw bytes. Loading checks, in order, the magic,
+//! cannot), the code and constant tables as raw bytes, and the compiler's notes as it wrote
+//! them. Loading checks, in order, the magic,
 //! the version, the hash, that the plan is well formed, and that this CPU has every
 //! instruction-set feature the code was compiled for; only then is code mapped and made
 //! executable.
@@ -42,8 +43,6 @@ struct Plan {
     executables: Vec<Part>,
     /// The caller's own data (the frontend stores its trees' structures here).
     metadata: Vec<u8>,
-    /// The compiler's own data (its kernels' bodies, for dumps), opaque here.
-    notes: Vec<u8>,
 }
 
 /// One executable of an artifact.
@@ -124,14 +123,13 @@ impl Executable {
             outputs: func.output_types(),
             executables,
             metadata: metadata.to_vec(),
-            notes: notes.to_vec(),
         };
         let mut encoded = Vec::new();
         ciborium::into_writer(&plan, &mut encoded)
             .map_err(|e| ArtifactError::Malformed(e.to_string()))?;
         let plan = encoded;
-        let mut body = Vec::with_capacity(16 + plan.len() + code.len());
-        for section in [&plan, &code] {
+        let mut body = Vec::with_capacity(24 + plan.len() + code.len() + notes.len());
+        for section in [&plan, &code, notes] {
             body.extend_from_slice(&(section.len() as u64).to_le_bytes());
             body.extend_from_slice(section);
         }
@@ -147,7 +145,7 @@ impl Executable {
     /// check (see the module docs), with what [`inspect_artifact`] tells of it (read once).
     pub fn from_artifact(bytes: &[u8]) -> Result<(Executable, ArtifactInfo), ArtifactError> {
         let malformed = |what: &str| ArtifactError::Malformed(what.to_string());
-        let (plan, code) = read(bytes)?;
+        let Sections { plan, code, notes } = read(bytes)?;
         if let Some(missing) = plan.target.missing_here() {
             return Err(ArtifactError::Target {
                 wanted: format!(
@@ -158,7 +156,7 @@ impl Executable {
                 missing,
             });
         }
-        let info = info(&plan, code.len())?;
+        let info = info(&plan, code.len(), notes)?;
         let top = &plan.executables[0].run.func;
         if plan.inputs != top.params || plan.outputs != top.output_types() {
             return Err(malformed("its signature is not its program's"));
@@ -224,11 +222,11 @@ impl Executable {
 
 /// What artifact `bytes` holds, checked as loading checks it but for the target.
 pub fn inspect_artifact(bytes: &[u8]) -> Result<ArtifactInfo, ArtifactError> {
-    let (plan, code) = read(bytes)?;
-    info(&plan, code.len())
+    let Sections { plan, code, notes } = read(bytes)?;
+    info(&plan, code.len(), notes)
 }
 
-fn info(plan: &Plan, code_bytes: usize) -> Result<ArtifactInfo, ArtifactError> {
+fn info(plan: &Plan, code_bytes: usize, notes: &[u8]) -> Result<ArtifactInfo, ArtifactError> {
     let top = plan
         .executables
         .first()
@@ -244,12 +242,19 @@ fn info(plan: &Plan, code_bytes: usize) -> Result<ArtifactInfo, ArtifactError> {
         memory: top.run.memory,
         fused: top.run.fused.clone(),
         metadata: plan.metadata.clone(),
-        notes: plan.notes.clone(),
+        notes: notes.to_vec(),
     })
 }
 
-/// The plan and code sections of `bytes`, after the magic, version and hash checks.
-fn read(bytes: &[u8]) -> Result<(Plan, &[u8]), ArtifactError> {
+/// What an artifact's sections hold.
+struct Sections<'a> {
+    plan: Plan,
+    code: &'a [u8],
+    notes: &'a [u8],
+}
+
+/// The sections of `bytes`, after the magic, version and hash checks.
+fn read(bytes: &[u8]) -> Result<Sections<'_>, ArtifactError> {
     if bytes.len() < MAGIC.len() || &bytes[..MAGIC.len()] != MAGIC {
         return Err(ArtifactError::NotAnArtifact);
     }
@@ -265,12 +270,13 @@ fn read(bytes: &[u8]) -> Result<(Plan, &[u8]), ArtifactError> {
     }
     let (plan, rest) = section(body, "in its plan")?;
     let (code, rest) = section(rest, "in its code")?;
+    let (notes, rest) = section(rest, "in its notes")?;
     if !rest.is_empty() {
-        return Err(ArtifactError::Malformed("bytes after its code".into()));
+        return Err(ArtifactError::Malformed("bytes after its notes".into()));
     }
     let plan: Plan = ciborium::from_reader(plan)
         .map_err(|e| ArtifactError::Malformed(format!("its plan: {e}")))?;
-    Ok((plan, code))
+    Ok(Sections { plan, code, notes })
 }
 
 fn take<'a>(
