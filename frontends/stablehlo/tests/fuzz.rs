@@ -95,6 +95,33 @@ func.func private @pair(%a: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   %7 = stablehlo.concatenate %2, %4, dim = 0 : (tensor<2x2xi32>, tensor<2x2xi32>) -> tensor<4x2xi32>
   return %2 : tensor<2x2xi32>
 }"#,
+    r#"func.func public @main(%x: tensor<3xf32>, %k: tensor<i32>, %p: tensor<i1>) -> (tensor<3xf32>, tensor<3xf32>) {
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %0:2 = stablehlo.while(%iterArg = %c, %iterArg_0 = %x) : tensor<i32>, tensor<3xf32>
+   cond {
+    %c_1 = stablehlo.constant dense<4> : tensor<i32>
+    %1 = stablehlo.compare  LT, %iterArg, %c_1,  SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %1 : tensor<i1>
+  } do {
+    %1 = stablehlo.multiply %iterArg_0, %x : tensor<3xf32>
+    %c_1 = stablehlo.constant dense<1> : tensor<i32>
+    %2 = stablehlo.add %iterArg, %c_1 : tensor<i32>
+    stablehlo.return %2, %1 : tensor<i32>, tensor<3xf32>
+  }
+  %r:2 = "stablehlo.case"(%k) ({
+    %n = stablehlo.negate %x : tensor<3xf32>
+    stablehlo.return %n, %0#1 : tensor<3xf32>, tensor<3xf32>
+  }, {
+    stablehlo.return %x, %x : tensor<3xf32>, tensor<3xf32>
+  }) : (tensor<i32>) -> (tensor<3xf32>, tensor<3xf32>)
+  %f = "stablehlo.if"(%p) ({
+    stablehlo.return %r#0 : tensor<3xf32>
+  }, {
+    %e = stablehlo.exponential %r#1 : tensor<3xf32>
+    stablehlo.return %e : tensor<3xf32>
+  }) : (tensor<i1>) -> tensor<3xf32>
+  return %f, %r#1 : tensor<3xf32>, tensor<3xf32>
+}"#,
     r#"module @jit {
   func.func public @main() -> (tensor<3xf32> {jax.result_info = ""}) {
     %0 = call @inputs() : () -> tensor<3xf32>
