@@ -135,3 +135,21 @@ impl Op {
         }
     }
 }
+
+impl Func {
+    /// The instructions from `i` on that are one call with instruction `i` (the same
+    /// control-flow op but for `result`, the same operands), `i` first; empty where `i` is no
+    /// control-flow instruction.
+    pub fn call_instructions(&self, i: usize) -> Vec<usize> {
+        let Some(ins) = self
+            .body
+            .get(i)
+            .filter(|ins| ins.op.call_result().is_some())
+        else {
+            return Vec::new();
+        };
+        (i..self.body.len())
+            .filter(|&j| self.body[j].args == ins.args && self.body[j].op.same_call(&ins.op))
+            .collect()
+    }
+}

@@ -80,8 +80,10 @@ enum GpuStep {
     View(usize),
     /// A constant (or an iota), copied to the device once, when the program is loaded.
     Constant(usize),
-    /// Instructions run one by one on the host.
-    Host(std::ops::Range<usize>),
+    /// Instructions run one by one on the host: one instruction, or the instructions of one
+    /// control-flow call (one per result), which run the call once (none: a call an earlier
+    /// step runs).
+    Host(Vec<usize>),
 }
 
 /// How a program's GPU code computes: transcendentals, square roots and quotients in kernels

@@ -108,6 +108,7 @@ impl GpuPlan {
             scatters,
             gathers,
             atomic_float_scatter: _,
+            called: _,
         } = p;
         let (steps, launches, reduce_launches) = group_launches(func, steps, &kernels, &reductions);
         let ptx = render_legal_launches(
@@ -218,13 +219,15 @@ struct Parts {
     gathers: Vec<GatherKernel>,
     /// Float scatter-adds may combine by atomics ([`GpuOptions::atomic_float_scatter`]).
     atomic_float_scatter: bool,
+    /// Control-flow instructions whose call an earlier host step runs.
+    called: std::collections::HashSet<usize>,
 }
 
 impl Parts {
     /// The step of instruction `index`, which fusion left out of every kernel.
     fn op_step(&mut self, func: &Func, index: usize) -> GpuStep {
         let ins = &func.body[index];
-        let host = GpuStep::Host(index..index + 1);
+        let host = GpuStep::Host(vec![index]);
         match &ins.op {
             Op::DotGeneral(dims) => {
                 plan_product(func, index, dims, &mut self.copies, &mut self.int_gemms)
@@ -276,8 +279,7 @@ impl Parts {
             }
             Op::Reduce { op, axes } => self.reduce_step(func, index, *op, axes),
             // Elementwise work the support table leaves to the host (fusion put the rest into
-            // kernels), custom_vjp calls, which simplification inlines, and control flow,
-            // which runs on the host's interpreter for now.
+            // kernels), and custom_vjp calls, which simplification inlines.
             Op::Unary(_)
             | Op::Binary(_)
             | Op::Compare(_)
@@ -285,10 +287,17 @@ impl Parts {
             | Op::Clamp
             | Op::Convert { .. }
             | Op::StopGradient
-            | Op::CustomVjp(_)
-            | Op::While(_)
-            | Op::Cond(_)
-            | Op::Scan(_) => host,
+            | Op::CustomVjp(_) => host,
+            // Control flow runs on the host's interpreter for now, each call once: its
+            // instructions (one per result, the same operands) are one step.
+            Op::While(_) | Op::Cond(_) | Op::Scan(_) if self.called.contains(&index) => {
+                GpuStep::Host(Vec::new())
+            }
+            Op::While(_) | Op::Cond(_) | Op::Scan(_) => {
+                let members = func.call_instructions(index);
+                self.called.extend(members.iter().copied());
+                GpuStep::Host(members)
+            }
             Op::Scatter(s) if ins.ty.numel() > 0 => {
                 let name = format!("{}_s{}", func.name, self.scatters.len());
                 let types: Option<Vec<_>> = ins.args.iter().map(|&a| func.value_type(a)).collect();
@@ -364,7 +373,7 @@ impl Parts {
                 }
                 GpuStep::Copies(index, launches)
             }
-            None => GpuStep::Host(index..index + 1),
+            None => GpuStep::Host(vec![index]),
         }
     }
 
@@ -392,7 +401,7 @@ impl Parts {
                     instrs: vec![index],
                 }
             }
-            (None, _) => GpuStep::Host(index..index + 1),
+            (None, _) => GpuStep::Host(vec![index]),
         }
     }
 }
@@ -408,7 +417,7 @@ fn plan_product(
     copies: &mut Vec<CopyKernel>,
     int_gemms: &mut Vec<IntGemmKernel>,
 ) -> GpuStep {
-    let host = GpuStep::Host(index..index + 1);
+    let host = GpuStep::Host(vec![index]);
     let (gemm, perms) = match plan_gemm(func, index, dims, &DType::ALL) {
         Some(gemm) => (gemm, None),
         None => match plan_permuted_gemm(func, index, dims, &DType::ALL) {
@@ -511,12 +520,12 @@ pub(super) fn step_values<'k>(
             reads: Vec::new(),
             writes: vec![func.instr_value(*i)],
         },
-        GpuStep::Host(range) => StepValues {
-            reads: range
-                .clone()
-                .flat_map(|i| func.body[i].args.clone())
+        GpuStep::Host(instrs) => StepValues {
+            reads: instrs
+                .iter()
+                .flat_map(|&i| func.body[i].args.clone())
                 .collect(),
-            writes: range.clone().map(|i| func.instr_value(i)).collect(),
+            writes: instrs.iter().map(|&i| func.instr_value(i)).collect(),
         },
     }
 }
@@ -582,7 +591,7 @@ fn host_ops<'f>(steps: &[GpuStep], func: &'f Func) -> Vec<&'f str> {
     steps
         .iter()
         .flat_map(|s| match s {
-            GpuStep::Host(r) => r.clone().map(|i| func.body[i].op.name()).collect(),
+            GpuStep::Host(instrs) => instrs.iter().map(|&i| func.body[i].op.name()).collect(),
             _ => Vec::new(),
         })
         .collect()

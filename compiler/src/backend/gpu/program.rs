@@ -6,7 +6,7 @@ use crate::backend::ptx::scatter::{RowScatterMode, RANK_BLOCK};
 use crate::backend::ptx::{PtxTarget, Scatters};
 use crate::kernel::{Kernel, Role};
 use ferrax_ir::{Func, TensorType, ValueId};
-use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
+use ferrax_runtime::{check_args, eval_call, eval_op, Array, RuntimeError};
 
 use super::*;
 impl<M: GpuMachine> GpuProgram<M> {
@@ -241,7 +241,7 @@ impl<M: GpuMachine> GpuProgram<M> {
                 }
                 defined(*index, out)
             }
-            GpuStep::Host(range) => self.host(range.clone(), values),
+            GpuStep::Host(instrs) => self.host(instrs, values),
         }
     }
 
@@ -489,17 +489,23 @@ impl<M: GpuMachine> GpuProgram<M> {
         Ok(out)
     }
 
-    /// Instructions `range` on the host: operands copied back, evaluated by the reference
-    /// interpreter, results copied up again.
+    /// Instructions `instrs` on the host: operands copied back, evaluated by the reference
+    /// interpreter, results copied up again. The instructions of a control-flow call (one per
+    /// result) run the call once.
     fn host(
         &self,
-        range: std::ops::Range<usize>,
+        instrs: &[usize],
         values: &[Option<M::Array>],
     ) -> Result<Vec<(ValueId, M::Array)>, GpuError> {
         let (func, machine) = (&self.plan.func, &self.machine);
         let mut local: std::collections::HashMap<ValueId, Array> = Default::default();
-        for i in range.clone() {
+        let mut call: Option<Vec<Array>> = None;
+        for &i in instrs {
             let ins = &func.body[i];
+            if let (Some((k, _)), Some(results)) = (ins.op.call_result(), &call) {
+                local.insert(func.instr_value(i), call_result(results, k)?);
+                continue;
+            }
             let operands = ins
                 .args
                 .iter()
@@ -509,14 +515,32 @@ impl<M: GpuMachine> GpuProgram<M> {
                 })
                 .collect::<Result<Vec<_>, GpuError>>()?;
             let refs: Vec<&Array> = operands.iter().collect();
-            local.insert(func.instr_value(i), eval_op(&ins.op, &refs)?);
+            let out = match ins.op.call_result() {
+                Some((k, _)) => {
+                    let results = eval_call(&ins.op, &refs)?;
+                    let out = call_result(&results, k)?;
+                    call = Some(results);
+                    out
+                }
+                None => eval_op(&ins.op, &refs)?,
+            };
+            local.insert(func.instr_value(i), out);
         }
-        range
-            .map(|i| func.instr_value(i))
+        instrs
+            .iter()
+            .map(|&i| func.instr_value(i))
             .filter_map(|v| local.remove(&v).map(|a| (v, a)))
             .map(|(v, a)| Ok((v, machine.upload(&a)?)))
             .collect()
     }
+}
+
+/// Result `k` of a call's `results`.
+fn call_result(results: &[Array], k: usize) -> Result<Array, RuntimeError> {
+    results.get(k).cloned().ok_or(RuntimeError::ArgCount {
+        expected: k + 1,
+        got: results.len(),
+    })
 }
 
 /// The live value `v` of a run.
