@@ -192,3 +192,53 @@ fn unread_scan_outputs_are_not_computed() {
         interpret(&f, &args).unwrap()
     );
 }
+
+/// Work on a scan's constants alone leaves the loop: `exp(w) * 2` is computed once and comes
+/// in as a constant; the broadcast of `b` stays (a kernel reads it in place).
+#[test]
+fn invariant_work_leaves_the_scan() {
+    let f = parse_func(
+        "func @f(%w: f32[3], %b: f32[], %h: f32[3], %xs: f32[4,3]) -> (f32[3]) {
+  %last = scan %w, %b, %h, %xs, consts=2, carry=1, length=4, result=0, body=func @s(%w: f32[3], %b: f32[], %h: f32[3], %x: f32[3]) -> (f32[3]) {
+      %e = exp %w : f32[3]
+      %two = constant 2.0 : f32[3]
+      %d = mul %e, %two : f32[3]
+      %bb = broadcast_in_dim %b, dims=[] : f32[3]
+      %m = mul %h, %d : f32[3]
+      %a = add %m, %x : f32[3]
+      %t = add %a, %bb : f32[3]
+      %y = tanh %t : f32[3]
+      return %y
+    } : f32[3]
+  return %last
+}",
+    )
+    .unwrap();
+    let (simplified, _) = ferrax_compiler::simplify::simplify(&f).unwrap();
+    insta::assert_snapshot!(print_func(&simplified), @r"
+    func @f(%0: f32[3], %1: f32[], %2: f32[3], %3: f32[4,3]) -> (f32[3]) {
+      %4 = exp %0 : f32[3]
+      %5 = constant 2.0 : f32[3]
+      %6 = mul %4, %5 : f32[3]
+      %7 = scan %0, %1, %6, %2, %3, consts=3, carry=1, length=4, result=0, body=func @s(%0: f32[3], %1: f32[], %2: f32[3], %3: f32[3], %4: f32[3]) -> (f32[3]) {
+          %5 = mul %3, %2 : f32[3]
+          %6 = add %5, %4 : f32[3]
+          %7 = broadcast_in_dim %1, dims=[] : f32[3]
+          %8 = add %6, %7 : f32[3]
+          %9 = tanh %8 : f32[3]
+          return %9
+        } : f32[3]
+      return %7
+    }
+    ");
+    let args = vec![
+        Array::from_vec([3], vec![0.5f32, -1.0, 0.25]).unwrap(),
+        Array::scalar(0.125f32),
+        Array::from_vec([3], vec![0.1f32, 0.2, -0.3]).unwrap(),
+        Array::from_vec([4, 3], (0..12).map(|i| i as f32 / 10.0).collect()).unwrap(),
+    ];
+    assert_eq!(
+        interpret(&simplified, &args).unwrap(),
+        interpret(&f, &args).unwrap()
+    );
+}
