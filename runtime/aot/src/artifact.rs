@@ -3,11 +3,11 @@
 //! file that loads without compiling anything.
 //!
 //! The container is small and binary, so machine code is stored as it is: a magic number, the
-//! format version, the SHA-256 of the rest, then three length-prefixed sections: the plan as
+//! format version, the SHA-256 of the rest, then four length-prefixed sections: the plan as
 //! CBOR (serde, which every plan type derives; a standard, self-describing binary encoding that
 //! carries every float exactly, the infinities and NaNs of constants included, where JSON
-//! cannot), the code and constant tables as raw bytes, and the compiler's notes as it wrote
-//! them. Loading checks, in order, the magic,
+//! cannot), the code and constant tables as raw bytes, and the compiler's notes and the
+//! caller's metadata as they wrote them. Loading checks, in order, the magic,
 //! the version, the hash, that the plan is well formed, and that this CPU has every
 //! instruction-set feature the code was compiled for; only then is code mapped and made
 //! executable.
@@ -41,8 +41,6 @@ struct Plan {
     /// The executable, then the executables of its control-flow regions, each after the one
     /// whose call runs it (so they load last to first without recursion).
     executables: Vec<Part>,
-    /// The caller's own data (the frontend stores its trees' structures here).
-    metadata: Vec<u8>,
 }
 
 /// One executable of an artifact.
@@ -122,14 +120,14 @@ impl Executable {
             inputs: func.params.clone(),
             outputs: func.output_types(),
             executables,
-            metadata: metadata.to_vec(),
         };
         let mut encoded = Vec::new();
         ciborium::into_writer(&plan, &mut encoded)
             .map_err(|e| ArtifactError::Malformed(e.to_string()))?;
         let plan = encoded;
-        let mut body = Vec::with_capacity(24 + plan.len() + code.len() + notes.len());
-        for section in [&plan, &code, notes] {
+        let mut body =
+            Vec::with_capacity(32 + plan.len() + code.len() + notes.len() + metadata.len());
+        for section in [&plan, &code, notes, metadata] {
             body.extend_from_slice(&(section.len() as u64).to_le_bytes());
             body.extend_from_slice(section);
         }
@@ -145,7 +143,12 @@ impl Executable {
     /// check (see the module docs), with what [`inspect_artifact`] tells of it (read once).
     pub fn from_artifact(bytes: &[u8]) -> Result<(Executable, ArtifactInfo), ArtifactError> {
         let malformed = |what: &str| ArtifactError::Malformed(what.to_string());
-        let Sections { plan, code, notes } = read(bytes)?;
+        let Sections {
+            plan,
+            code,
+            notes,
+            metadata,
+        } = read(bytes)?;
         if let Some(missing) = plan.target.missing_here() {
             return Err(ArtifactError::Target {
                 wanted: format!(
@@ -156,7 +159,7 @@ impl Executable {
                 missing,
             });
         }
-        let info = info(&plan, code.len(), notes)?;
+        let info = info(&plan, code.len(), (notes, metadata))?;
         let top = &plan.executables[0].run.func;
         if plan.inputs != top.params || plan.outputs != top.output_types() {
             return Err(malformed("its signature is not its program's"));
@@ -222,11 +225,15 @@ impl Executable {
 
 /// What artifact `bytes` holds, checked as loading checks it but for the target.
 pub fn inspect_artifact(bytes: &[u8]) -> Result<ArtifactInfo, ArtifactError> {
-    let Sections { plan, code, notes } = read(bytes)?;
-    info(&plan, code.len(), notes)
+    let s = read(bytes)?;
+    info(&s.plan, s.code.len(), (s.notes, s.metadata))
 }
 
-fn info(plan: &Plan, code_bytes: usize, notes: &[u8]) -> Result<ArtifactInfo, ArtifactError> {
+fn info(
+    plan: &Plan,
+    code_bytes: usize,
+    (notes, metadata): (&[u8], &[u8]),
+) -> Result<ArtifactInfo, ArtifactError> {
     let top = plan
         .executables
         .first()
@@ -241,7 +248,7 @@ fn info(plan: &Plan, code_bytes: usize, notes: &[u8]) -> Result<ArtifactInfo, Ar
         code_bytes,
         memory: top.run.memory,
         fused: top.run.fused.clone(),
-        metadata: plan.metadata.clone(),
+        metadata: metadata.to_vec(),
         notes: notes.to_vec(),
     })
 }
@@ -251,6 +258,7 @@ struct Sections<'a> {
     plan: Plan,
     code: &'a [u8],
     notes: &'a [u8],
+    metadata: &'a [u8],
 }
 
 /// The sections of `bytes`, after the magic, version and hash checks.
@@ -271,12 +279,18 @@ fn read(bytes: &[u8]) -> Result<Sections<'_>, ArtifactError> {
     let (plan, rest) = section(body, "in its plan")?;
     let (code, rest) = section(rest, "in its code")?;
     let (notes, rest) = section(rest, "in its notes")?;
+    let (metadata, rest) = section(rest, "in its metadata")?;
     if !rest.is_empty() {
-        return Err(ArtifactError::Malformed("bytes after its notes".into()));
+        return Err(ArtifactError::Malformed("bytes after its metadata".into()));
     }
     let plan: Plan = ciborium::from_reader(plan)
         .map_err(|e| ArtifactError::Malformed(format!("its plan: {e}")))?;
-    Ok(Sections { plan, code, notes })
+    Ok(Sections {
+        plan,
+        code,
+        notes,
+        metadata,
+    })
 }
 
 fn take<'a>(
