@@ -59,7 +59,27 @@ impl Op {
                 .enumerate()
                 .map(|(k, b)| (format!("branch {k}"), b))
                 .collect(),
-            _ => Vec::new(),
+            Op::Constant(_)
+            | Op::Iota { .. }
+            | Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare(_)
+            | Op::Select
+            | Op::Clamp
+            | Op::Convert { .. }
+            | Op::BroadcastInDim { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Reduce { .. }
+            | Op::DotGeneral(_)
+            | Op::Slice { .. }
+            | Op::Pad { .. }
+            | Op::Concatenate { .. }
+            | Op::Gather(_)
+            | Op::Scatter(_)
+            | Op::DynamicSlice { .. }
+            | Op::DynamicUpdateSlice
+            | Op::StopGradient => Vec::new(),
         }
     }
 
@@ -96,7 +116,28 @@ impl Op {
             Op::While(w) => Some((w.result, w.body.outputs.len())),
             Op::Cond(c) => Some((c.result, c.branches.first()?.outputs.len())),
             Op::Scan(s) => Some((s.result, s.body.outputs.len())),
-            _ => None,
+            Op::CustomVjp(_)
+            | Op::Constant(_)
+            | Op::Iota { .. }
+            | Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare(_)
+            | Op::Select
+            | Op::Clamp
+            | Op::Convert { .. }
+            | Op::BroadcastInDim { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Reduce { .. }
+            | Op::DotGeneral(_)
+            | Op::Slice { .. }
+            | Op::Pad { .. }
+            | Op::Concatenate { .. }
+            | Op::Gather(_)
+            | Op::Scatter(_)
+            | Op::DynamicSlice { .. }
+            | Op::DynamicUpdateSlice
+            | Op::StopGradient => None,
         }
     }
 

@@ -5,6 +5,7 @@
 //! place where nothing else holds them. Artifacts carry the regions' executables with the
 //! program's. A call without compiled regions runs on the interpreter.
 
+use crate::memory::live;
 use ferrax_ir::{with_elements, Func, Op, Shape, TensorType};
 use ferrax_runtime::{eval_call, Array, RuntimeError};
 
@@ -55,7 +56,28 @@ impl<R> CompiledCall<R> {
                 length: s.length,
                 reverse: s.reverse,
             },
-            _ => return None,
+            Op::CustomVjp(_)
+            | Op::Constant(_)
+            | Op::Iota { .. }
+            | Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare(_)
+            | Op::Select
+            | Op::Clamp
+            | Op::Convert { .. }
+            | Op::BroadcastInDim { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Reduce { .. }
+            | Op::DotGeneral(_)
+            | Op::Slice { .. }
+            | Op::Pad { .. }
+            | Op::Concatenate { .. }
+            | Op::Gather(_)
+            | Op::Scatter(_)
+            | Op::DynamicSlice { .. }
+            | Op::DynamicUpdateSlice
+            | Op::StopGradient => return None,
         };
         regions.next().is_none().then_some(call)
     }
@@ -85,11 +107,7 @@ pub(crate) fn run_call<R: Region>(
     let operands = ins
         .args
         .iter()
-        .map(|&a| {
-            values[a.index()]
-                .clone()
-                .ok_or(RuntimeError::Freed { value: a.0 })
-        })
+        .map(|&a| live(values, a))
         .collect::<Result<Vec<_>, _>>()?;
     let results = match compiled {
         Some(c) => run_compiled(c, operands)?,

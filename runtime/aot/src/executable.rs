@@ -11,7 +11,7 @@ use crate::gemm::{matmul, nt_layout, Gemm, NtLayout, Unit};
 use crate::indexing;
 use crate::kernel::Role;
 use crate::launch::{data_ptr, data_ptr_mut, launch, launch_rows};
-use crate::memory::MemoryReport;
+use crate::memory::{live, MemoryReport};
 use crate::plan::{ExecStep, RunPlan};
 use crate::reuse::{in_place, take_unique};
 use crate::rounding;
@@ -29,13 +29,6 @@ pub struct Executable {
     /// The compiled regions of control-flow steps, by the call's first instruction (a call
     /// without runs on the interpreter).
     calls: HashMap<usize, CompiledCall<Executable>>,
-}
-
-/// The live value `v` of a run.
-fn live(values: &[Option<Array>], v: ValueId) -> Result<Array, RuntimeError> {
-    values[v.index()]
-        .clone()
-        .ok_or(RuntimeError::Freed { value: v.0 })
 }
 
 impl Executable {

@@ -3,6 +3,7 @@
 //! its last use.
 
 use ferrax_ir::ValueId;
+use ferrax_runtime::{Array, RuntimeError};
 use serde::{Deserialize, Serialize};
 
 /// The memory plan's figures, in bytes: every value is released after its last use, so the
@@ -25,4 +26,11 @@ pub struct MemoryReport {
 pub struct StepValues {
     pub reads: Vec<ValueId>,
     pub writes: Vec<ValueId>,
+}
+
+/// The live value `v` of a run, an error where the plan let go of it already.
+pub(crate) fn live(values: &[Option<Array>], v: ValueId) -> Result<Array, RuntimeError> {
+    values[v.index()]
+        .clone()
+        .ok_or(RuntimeError::Freed { value: v.0 })
 }
