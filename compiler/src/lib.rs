@@ -1,8 +1,10 @@
-//! ferrax's compiler: IR→IR transformations (autodiff, equality-saturation simplification,
-//! dead-code elimination), fusion into kernels, the kernel IR, and the CPU backend (Cranelift).
+//! ferrax's compiler: IR→IR transformations (autodiff, batching, equality-saturation
+//! simplification, dead-code elimination), fusion into kernels, the kernel IR, and the CPU
+//! backend (Cranelift).
 
 pub mod autodiff;
 pub mod backend;
+pub mod batching;
 pub mod dce;
 pub mod fuse;
 pub mod kernel;

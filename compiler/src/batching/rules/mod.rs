@@ -1,0 +1,98 @@
+//! Batching rules, dispatched exhaustively over `Op` so that a new op without a rule does not
+//! compile. A rule sees at least one batched operand (instructions on unbatched operands
+//! only are copied as they are) and returns the batched result with its batch dimension.
+
+mod call;
+mod contract;
+mod control;
+mod elementwise;
+mod indexing;
+mod movement;
+mod reduce;
+mod scan;
+
+use super::builder::{BVal, Batcher};
+use super::{BatchError, R};
+use ferrax_ir::{Op, TensorType};
+
+/// The batched result of the single-result op `op` on `args`; `ty` is its per-example type.
+pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -> R<BVal> {
+    match op {
+        Op::Constant(_) | Op::Iota { .. } => {
+            let v = bt.push(op.clone(), &[])?;
+            Ok(BVal { v, bdim: None })
+        }
+        Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Compare(_)
+        | Op::Select
+        | Op::Clamp
+        | Op::Convert { .. }
+        | Op::BitcastConvert { .. }
+        | Op::StopGradient => elementwise::batch(bt, op, args, ty.rank()),
+        Op::BroadcastInDim { shape, dims } => movement::broadcast(bt, shape, dims, args[0]),
+        Op::Reshape { shape } => movement::reshape(bt, shape, args[0]),
+        Op::Transpose { perm } => movement::transpose(bt, perm, args[0]),
+        Op::Slice {
+            start,
+            limit,
+            strides,
+        } => movement::slice(bt, (start, limit, strides), args[0]),
+        Op::Pad {
+            low,
+            high,
+            interior,
+        } => movement::pad(bt, (low, high, interior), args),
+        Op::Concatenate { axis } => movement::concatenate(bt, *axis, args),
+        Op::Reduce { op: r, axes } => reduce::batch(bt, *r, axes, args[0]),
+        Op::DotGeneral(dims) => contract::batch(bt, dims, args[0], args[1]),
+        Op::Gather(g) => indexing::gather(bt, g, args[0], args[1]),
+        Op::Scatter(s) => indexing::scatter(bt, s, args),
+        Op::DynamicSlice { sizes } => indexing::dynamic_slice(bt, sizes, args),
+        Op::DynamicUpdateSlice => indexing::dynamic_update_slice(bt, args),
+        Op::CustomVjp(c) => call::custom_vjp(bt, c, args),
+        Op::While(_) | Op::Cond(_) | Op::Scan(_) => {
+            let k = op.call_result().map_or(0, |(k, _)| k);
+            let results = call(bt, op, args)?;
+            results
+                .get(k)
+                .copied()
+                .ok_or_else(|| BatchError::Axes(format!("{}: no result {k}", op.name())))
+        }
+    }
+}
+
+/// All results of the control-flow call `op` on `args`, batched.
+pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
+    match op {
+        Op::While(w) => control::while_loop(bt, w, args),
+        Op::Cond(c) => control::cond(bt, c, args),
+        Op::Scan(s) => scan::batch(bt, s, args),
+        Op::Constant(_)
+        | Op::Iota { .. }
+        | Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Compare(_)
+        | Op::Select
+        | Op::Clamp
+        | Op::Convert { .. }
+        | Op::BitcastConvert { .. }
+        | Op::BroadcastInDim { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Reduce { .. }
+        | Op::DotGeneral(_)
+        | Op::Slice { .. }
+        | Op::Pad { .. }
+        | Op::Concatenate { .. }
+        | Op::Gather(_)
+        | Op::Scatter(_)
+        | Op::DynamicSlice { .. }
+        | Op::DynamicUpdateSlice
+        | Op::StopGradient
+        | Op::CustomVjp(_) => Err(BatchError::Axes(format!(
+            "{} is not a control-flow call",
+            op.name()
+        ))),
+    }
+}
