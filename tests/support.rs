@@ -52,6 +52,24 @@ fn values(dtype: DType, shift: usize) -> Array {
             v[(shift + 3) % LEN] = i64::MAX;
             Elements::I64(v)
         }
+        // Shift amounts either side of the width, and the values whose order differs signed.
+        DType::U32 => {
+            let words = [
+                0,
+                1,
+                31,
+                32,
+                33,
+                7,
+                0x8000_0000,
+                u32::MAX,
+                100,
+                0x7fff_ffff,
+                2,
+                9,
+            ];
+            Elements::U32((0..LEN).map(|i| words[pick(i) % words.len()]).collect())
+        }
         DType::U8 => Elements::U8((0..LEN).map(|i| (pick(i) * 37 % 256) as u8).collect()),
         DType::Bool => Elements::Bool((0..LEN).map(|i| pick(i) % 3 == 0).collect()),
     };
@@ -70,6 +88,7 @@ fn program(op: KernelOp, dtype: DType) -> Option<(Func, Vec<Array>)> {
         KernelOp::Select => (Op::Select, vec![DType::Bool, dtype, dtype]),
         KernelOp::Clamp => (Op::Clamp, vec![dtype, dtype, dtype]),
         KernelOp::Convert(to) => (Op::Convert { to }, vec![dtype]),
+        KernelOp::Bitcast(to) => (Op::BitcastConvert { to }, vec![dtype]),
         // Elements picked by i32 indices, out-of-range ones (the extremes) clamped.
         KernelOp::RowGather => (
             Op::Gather(Box::new(ferrax::ir::Gather {
@@ -271,6 +290,7 @@ fn ramp(dtype: DType, shape: [usize; 2]) -> Array {
         DType::BF16 => Elements::BF16(v.iter().map(|&x| half::bf16::from_f64(x as f64)).collect()),
         DType::I32 => Elements::I32(v.iter().map(|&x| x as i32).collect()),
         DType::I64 => Elements::I64(v),
+        DType::U32 => Elements::U32(v.iter().map(|&x| x as u32).collect()),
         DType::U8 => Elements::U8(v.iter().map(|&x| (x + 5) as u8).collect()),
         DType::Bool => Elements::Bool(v.iter().map(|&x| x % 3 == 0).collect()),
     };

@@ -53,6 +53,9 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         Op::Select => computes(KernelOp::Select, d) && computes(KernelOp::Hold, DType::Bool),
         Op::Clamp => computes(KernelOp::Clamp, d),
         Op::Convert { to } => operand().is_some_and(|t| computes(KernelOp::Convert(*to), t.dtype)),
+        Op::BitcastConvert { to } => {
+            operand().is_some_and(|t| computes(KernelOp::Bitcast(*to), t.dtype))
+        }
         Op::StopGradient => computes(KernelOp::Hold, d),
         Op::Constant(lit) => lit.is_splat() && computes(KernelOp::Hold, d),
         // Broadcasts that are a scalar, a row or a column pattern are read in place.
@@ -398,6 +401,7 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::Select
         | Op::Clamp
         | Op::Convert { .. }
+        | Op::BitcastConvert { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
         | Op::Reduce { .. }

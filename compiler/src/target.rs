@@ -38,6 +38,8 @@ pub enum KernelOp {
     Clamp,
     /// From the element type asked about to this one.
     Convert(DType),
+    /// The bits of the element type asked about read as this one (same width).
+    Bitcast(DType),
     /// A reduction over the trailing axes inside a row kernel.
     RowReduce(ReduceOp),
     /// A reduction over leading axes accumulated inside a flat kernel (bias gradients).
@@ -60,6 +62,7 @@ impl KernelOp {
         ops.extend(BinaryOp::ALL.map(KernelOp::Binary));
         ops.extend(CompareOp::ALL.map(KernelOp::Compare));
         ops.extend(DType::ALL.map(KernelOp::Convert));
+        ops.extend(DType::ALL.map(KernelOp::Bitcast));
         ops.extend(ReduceOp::ALL.map(KernelOp::RowReduce));
         ops.extend(ReduceOp::ALL.map(KernelOp::ColumnReduce));
         ops

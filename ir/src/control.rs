@@ -67,6 +67,7 @@ impl Op {
             | Op::Select
             | Op::Clamp
             | Op::Convert { .. }
+            | Op::BitcastConvert { .. }
             | Op::BroadcastInDim { .. }
             | Op::Reshape { .. }
             | Op::Transpose { .. }
@@ -125,6 +126,7 @@ impl Op {
             | Op::Select
             | Op::Clamp
             | Op::Convert { .. }
+            | Op::BitcastConvert { .. }
             | Op::BroadcastInDim { .. }
             | Op::Reshape { .. }
             | Op::Transpose { .. }

@@ -12,18 +12,22 @@ pub enum DType {
     BF16,
     I32,
     I64,
+    /// Unsigned 32-bit integers (JAX's PRNG keys and bits): arithmetic wraps, division,
+    /// comparisons and shifts are unsigned.
+    U32,
     U8,
     Bool,
 }
 
 impl DType {
-    pub const ALL: [DType; 8] = [
+    pub const ALL: [DType; 9] = [
         DType::F32,
         DType::F64,
         DType::F16,
         DType::BF16,
         DType::I32,
         DType::I64,
+        DType::U32,
         DType::U8,
         DType::Bool,
     ];
@@ -33,7 +37,7 @@ impl DType {
     }
 
     pub fn is_int(self) -> bool {
-        matches!(self, DType::I32 | DType::I64 | DType::U8)
+        matches!(self, DType::I32 | DType::I64 | DType::U32 | DType::U8)
     }
 
     pub fn is_signed_int(self) -> bool {
@@ -52,7 +56,7 @@ impl DType {
     pub fn size_bytes(self) -> usize {
         match self {
             DType::F64 | DType::I64 => 8,
-            DType::F32 | DType::I32 => 4,
+            DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F16 | DType::BF16 => 2,
             DType::U8 | DType::Bool => 1,
         }
@@ -66,6 +70,7 @@ impl DType {
             DType::BF16 => "bf16",
             DType::I32 => "i32",
             DType::I64 => "i64",
+            DType::U32 => "u32",
             DType::U8 => "u8",
             DType::Bool => "bool",
         }

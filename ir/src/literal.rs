@@ -14,6 +14,7 @@ pub enum Elements {
     BF16(Vec<bf16>),
     I32(Vec<i32>),
     I64(Vec<i64>),
+    U32(Vec<u32>),
     U8(Vec<u8>),
     Bool(Vec<bool>),
 }
@@ -29,6 +30,7 @@ macro_rules! with_elements {
             $crate::Elements::BF16($v) => $body,
             $crate::Elements::I32($v) => $body,
             $crate::Elements::I64($v) => $body,
+            $crate::Elements::U32($v) => $body,
             $crate::Elements::U8($v) => $body,
             $crate::Elements::Bool($v) => $body,
         }
@@ -46,6 +48,7 @@ macro_rules! map_elements {
             $crate::Elements::BF16($v) => $crate::Elements::BF16($body),
             $crate::Elements::I32($v) => $crate::Elements::I32($body),
             $crate::Elements::I64($v) => $crate::Elements::I64($body),
+            $crate::Elements::U32($v) => $crate::Elements::U32($body),
             $crate::Elements::U8($v) => $crate::Elements::U8($body),
             $crate::Elements::Bool($v) => $crate::Elements::Bool($body),
         }
@@ -61,6 +64,7 @@ impl Elements {
             Elements::BF16(_) => DType::BF16,
             Elements::I32(_) => DType::I32,
             Elements::I64(_) => DType::I64,
+            Elements::U32(_) => DType::U32,
             Elements::U8(_) => DType::U8,
             Elements::Bool(_) => DType::Bool,
         }
@@ -83,6 +87,7 @@ impl Elements {
             Scalar::BF16(x) => Elements::BF16(vec![x; n]),
             Scalar::I32(x) => Elements::I32(vec![x; n]),
             Scalar::I64(x) => Elements::I64(vec![x; n]),
+            Scalar::U32(x) => Elements::U32(vec![x; n]),
             Scalar::U8(x) => Elements::U8(vec![x; n]),
             Scalar::Bool(x) => Elements::Bool(vec![x; n]),
         }
@@ -104,6 +109,7 @@ impl Elements {
             Scalar::BF16(x) => Elements::BF16(filled(x, n)?),
             Scalar::I32(x) => Elements::I32(filled(x, n)?),
             Scalar::I64(x) => Elements::I64(filled(x, n)?),
+            Scalar::U32(x) => Elements::U32(filled(x, n)?),
             Scalar::U8(x) => Elements::U8(filled(x, n)?),
             Scalar::Bool(x) => Elements::Bool(filled(x, n)?),
         })
@@ -118,6 +124,7 @@ impl Elements {
             (Elements::BF16(v), Scalar::BF16(x)) => v.fill(x),
             (Elements::I32(v), Scalar::I32(x)) => v.fill(x),
             (Elements::I64(v), Scalar::I64(x)) => v.fill(x),
+            (Elements::U32(v), Scalar::U32(x)) => v.fill(x),
             (Elements::U8(v), Scalar::U8(x)) => v.fill(x),
             (Elements::Bool(v), Scalar::Bool(x)) => v.fill(x),
             _ => return false,
@@ -138,6 +145,7 @@ impl Elements {
             Elements::BF16(v) => Scalar::BF16(v[i]),
             Elements::I32(v) => Scalar::I32(v[i]),
             Elements::I64(v) => Scalar::I64(v[i]),
+            Elements::U32(v) => Scalar::U32(v[i]),
             Elements::U8(v) => Scalar::U8(v[i]),
             Elements::Bool(v) => Scalar::Bool(v[i]),
         }
@@ -154,6 +162,7 @@ impl Elements {
                 (Elements::BF16(v), Scalar::BF16(x)) => v.push(x),
                 (Elements::I32(v), Scalar::I32(x)) => v.push(x),
                 (Elements::I64(v), Scalar::I64(x)) => v.push(x),
+                (Elements::U32(v), Scalar::U32(x)) => v.push(x),
                 (Elements::U8(v), Scalar::U8(x)) => v.push(x),
                 (Elements::Bool(v), Scalar::Bool(x)) => v.push(x),
                 _ => return None,
@@ -200,6 +209,7 @@ pub enum Scalar {
     BF16(bf16),
     I32(i32),
     I64(i64),
+    U32(u32),
     U8(u8),
     Bool(bool),
 }
@@ -213,6 +223,7 @@ impl Scalar {
             Scalar::BF16(_) => DType::BF16,
             Scalar::I32(_) => DType::I32,
             Scalar::I64(_) => DType::I64,
+            Scalar::U32(_) => DType::U32,
             Scalar::U8(_) => DType::U8,
             Scalar::Bool(_) => DType::Bool,
         }
@@ -232,6 +243,7 @@ impl Scalar {
             DType::BF16 => Scalar::BF16(bf16_from_f64(value)),
             DType::I32 => Scalar::I32(value as i32),
             DType::I64 => Scalar::I64(value as i64),
+            DType::U32 => Scalar::U32(value as u32),
             DType::U8 => Scalar::U8(value as u8),
             DType::Bool => Scalar::Bool(value != 0.0),
         }
@@ -245,6 +257,7 @@ impl Scalar {
             Scalar::BF16(x) => x.to_f64(),
             Scalar::I32(x) => x as f64,
             Scalar::I64(x) => x as f64,
+            Scalar::U32(x) => x as f64,
             Scalar::U8(x) => x as f64,
             Scalar::Bool(x) => x as u8 as f64,
         }
@@ -258,6 +271,7 @@ impl Scalar {
             Scalar::BF16(x) => x.to_bits() as u64,
             Scalar::I32(x) => x as u32 as u64,
             Scalar::I64(x) => x as u64,
+            Scalar::U32(x) => x as u64,
             Scalar::U8(x) => x as u64,
             Scalar::Bool(x) => x as u64,
         }
@@ -338,6 +352,7 @@ impl_element!(f16, F16);
 impl_element!(bf16, BF16);
 impl_element!(i32, I32);
 impl_element!(i64, I64);
+impl_element!(u32, U32);
 impl_element!(u8, U8);
 impl_element!(bool, Bool);
 

@@ -91,10 +91,18 @@ pub enum BinaryOp {
     And,
     Or,
     Xor,
+    /// Integers only. `x << y`; an amount of the bit width or more (as unsigned) gives 0.
+    ShiftLeft,
+    /// Integers only. `x >> y` filling with zeros; an amount of the bit width or more (as
+    /// unsigned) gives 0.
+    ShiftRightLogical,
+    /// Integers only. `x >> y` filling with the sign bit; an amount of the bit width or more
+    /// (as unsigned) fills the whole value with it.
+    ShiftRightArithmetic,
 }
 
 impl BinaryOp {
-    pub const ALL: [BinaryOp; 11] = [
+    pub const ALL: [BinaryOp; 14] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -106,6 +114,9 @@ impl BinaryOp {
         BinaryOp::And,
         BinaryOp::Or,
         BinaryOp::Xor,
+        BinaryOp::ShiftLeft,
+        BinaryOp::ShiftRightLogical,
+        BinaryOp::ShiftRightArithmetic,
     ];
 
     pub fn name(self) -> &'static str {
@@ -121,7 +132,18 @@ impl BinaryOp {
             BinaryOp::And => "and",
             BinaryOp::Or => "or",
             BinaryOp::Xor => "xor",
+            BinaryOp::ShiftLeft => "shift_left",
+            BinaryOp::ShiftRightLogical => "shift_right_logical",
+            BinaryOp::ShiftRightArithmetic => "shift_right_arithmetic",
         }
+    }
+
+    /// Shifts: integers only (lax semantics, amounts read as unsigned).
+    pub fn is_shift(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic
+        )
     }
 
     /// Bitwise/logical ops: integers and bools only.
@@ -191,9 +213,9 @@ impl ReduceOp {
         let float = |v: f64| Scalar::from_f64(dtype, v);
         match (self, dtype) {
             (ReduceOp::Sum, DType::F32 | DType::F64 | DType::F16 | DType::BF16) => float(-0.0),
-            (ReduceOp::Sum, DType::I32 | DType::I64 | DType::U8) => float(0.0),
+            (ReduceOp::Sum, DType::I32 | DType::I64 | DType::U32 | DType::U8) => float(0.0),
             (ReduceOp::Prod, DType::F32 | DType::F64 | DType::F16 | DType::BF16) => float(1.0),
-            (ReduceOp::Prod, DType::I32 | DType::I64 | DType::U8) => float(1.0),
+            (ReduceOp::Prod, DType::I32 | DType::I64 | DType::U32 | DType::U8) => float(1.0),
             (ReduceOp::Max, DType::F32 | DType::F64 | DType::F16 | DType::BF16) => {
                 float(f64::NEG_INFINITY)
             }
@@ -204,6 +226,8 @@ impl ReduceOp {
             (ReduceOp::Min, DType::I32) => Scalar::I32(i32::MAX),
             (ReduceOp::Max, DType::I64) => Scalar::I64(i64::MIN),
             (ReduceOp::Min, DType::I64) => Scalar::I64(i64::MAX),
+            (ReduceOp::Max, DType::U32) => Scalar::U32(u32::MIN),
+            (ReduceOp::Min, DType::U32) => Scalar::U32(u32::MAX),
             (ReduceOp::Max, DType::U8) => Scalar::U8(u8::MIN),
             (ReduceOp::Min, DType::U8) => Scalar::U8(u8::MAX),
             // Sums and maxima of bools are `any`, products and minima `all`.
@@ -247,6 +271,11 @@ pub enum Op {
     Clamp,
     /// Element type conversion (floats to integers truncate toward zero and saturate).
     Convert {
+        to: DType,
+    },
+    /// Reinterprets each element's bits as `to`, a dtype of the same width
+    /// (`lax.bitcast_convert_type` between equal widths).
+    BitcastConvert {
         to: DType,
     },
     /// Operand dimension `i` becomes result dimension `dims[i]` (size 1 or equal).
@@ -328,6 +357,7 @@ impl Op {
             Op::Select => "select",
             Op::Clamp => "clamp",
             Op::Convert { .. } => "convert",
+            Op::BitcastConvert { .. } => "bitcast_convert",
             Op::BroadcastInDim { .. } => "broadcast_in_dim",
             Op::Reshape { .. } => "reshape",
             Op::Transpose { .. } => "transpose",
@@ -358,6 +388,7 @@ impl Op {
                 | Op::Select
                 | Op::Clamp
                 | Op::Convert { .. }
+                | Op::BitcastConvert { .. }
                 | Op::StopGradient
         )
     }

@@ -205,6 +205,7 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
         | Op::Select
         | Op::Clamp
         | Op::Convert { .. }
+        | Op::BitcastConvert { .. }
         | Op::Reshape { .. }
         | Op::DynamicSlice { .. }
         | Op::DynamicUpdateSlice
@@ -297,6 +298,7 @@ pub fn scalar_text(s: Scalar) -> String {
         Scalar::BF16(x) => format!("{:?}", x.to_f32()),
         Scalar::I32(x) => x.to_string(),
         Scalar::I64(x) => x.to_string(),
+        Scalar::U32(x) => x.to_string(),
         Scalar::U8(x) => x.to_string(),
         Scalar::Bool(x) => x.to_string(),
     }

@@ -472,6 +472,7 @@ pub fn assert_close(got: &Array, want: &Array, rtol: f64, what: &str) {
             Elements::F64(v) => v.clone(),
             Elements::I32(v) => v.iter().map(|&x| f64::from(x)).collect(),
             Elements::I64(v) => v.iter().map(|&x| x as f64).collect(),
+            Elements::U32(v) => v.iter().map(|&x| f64::from(x)).collect(),
             Elements::U8(v) => v.iter().map(|&x| f64::from(x)).collect(),
             Elements::Bool(v) => v.iter().map(|&x| f64::from(u8::from(x))).collect(),
             Elements::F16(v) => v.iter().map(|x| x.to_f64()).collect(),

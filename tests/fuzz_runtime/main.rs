@@ -135,6 +135,7 @@ pub fn inputs(func: &Func, seed: u64) -> Vec<Array> {
                 }
                 DType::I32 => Elements::I32((0..n).map(|_| (float() * 1.5 + 1.5) as i32).collect()),
                 DType::I64 => Elements::I64((0..n).map(|_| (float() * 1.5 + 1.5) as i64).collect()),
+                DType::U32 => Elements::U32((0..n).map(|_| (float() + 2.0) as u32).collect()),
                 DType::U8 => Elements::U8((0..n).map(|_| (float() + 2.0) as u8).collect()),
                 DType::Bool => Elements::Bool((0..n).map(|i| i % 2 == 0).collect()),
             };
@@ -182,7 +183,7 @@ fn rtol(dtype: DType) -> f64 {
         DType::F32 | DType::F64 => 1e-3,
         DType::F16 => 1e-2,
         DType::BF16 => 5e-2,
-        DType::I32 | DType::I64 | DType::U8 | DType::Bool => 0.0,
+        DType::I32 | DType::I64 | DType::U32 | DType::U8 | DType::Bool => 0.0,
     }
 }
 

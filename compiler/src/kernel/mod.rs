@@ -9,6 +9,7 @@
 
 mod access;
 pub mod halves;
+mod integers;
 pub mod math;
 mod print;
 pub mod rows;
@@ -117,6 +118,7 @@ impl Kernel {
         let dtype = match op {
             KernelOp::Compare(_)
             | KernelOp::Convert(_)
+            | KernelOp::Bitcast(_)
             | KernelOp::RowReduce(_)
             | KernelOp::ColumnReduce(_) => operand.unwrap_or(ins.dtype),
             KernelOp::Hold
@@ -291,6 +293,7 @@ pub fn lower(
                     Op::Select => KOp::Select,
                     Op::Clamp => KOp::Clamp,
                     Op::Convert { to } => KOp::Convert(*to),
+                    Op::BitcastConvert { .. } => KOp::Bitcast,
                     // Fusion puts no other op into a kernel's arithmetic.
                     Op::Constant(_)
                     | Op::Iota { .. }
@@ -339,13 +342,13 @@ pub fn lower(
         let buffer = l.sig.buffers.len() - 1;
         l.emit(KOp::Store(buffer), vec![k], dtype);
     }
-    Some(contract(compares_as_logic(Kernel {
+    Some(contract(compares_as_logic(integers::lower(Kernel {
         name,
         len,
         sig: l.sig,
         body: l.body,
         rows: None,
-    })))
+    }))))
 }
 
 /// `kernel` with each instruction replaced by what `f` emits for it (given its index and its

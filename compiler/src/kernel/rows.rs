@@ -249,18 +249,20 @@ pub fn lower_rows(
         })
         .max()
         .unwrap_or(0);
-    Some(super::contract(super::compares_as_logic(Kernel {
-        name,
-        len: rows * cols,
-        sig: l.sig,
-        body: l.body,
-        rows: Some(Rows {
-            rows,
-            cols,
-            passes,
-            stages: l.stages,
+    Some(super::contract(super::compares_as_logic(
+        super::integers::lower(Kernel {
+            name,
+            len: rows * cols,
+            sig: l.sig,
+            body: l.body,
+            rows: Some(Rows {
+                rows,
+                cols,
+                passes,
+                stages: l.stages,
+            }),
         }),
-    })))
+    )))
 }
 
 impl RowLowering<'_> {
@@ -356,6 +358,7 @@ impl RowLowering<'_> {
             Op::Select => KOp::Select,
             Op::Clamp => KOp::Clamp,
             Op::Convert { to } => KOp::Convert(*to),
+            Op::BitcastConvert { .. } => KOp::Bitcast,
             // Fusion puts no other op into a kernel's arithmetic.
             Op::Constant(_)
             | Op::Iota { .. }

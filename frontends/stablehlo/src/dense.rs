@@ -13,6 +13,7 @@ fn from_bits(dtype: DType, bits: u64) -> Scalar {
         DType::BF16 => Scalar::BF16(bf16::from_bits(bits as u16)),
         DType::I32 => Scalar::I32(bits as u32 as i32),
         DType::I64 => Scalar::I64(bits as i64),
+        DType::U32 => Scalar::U32(bits as u32),
         DType::U8 => Scalar::U8(bits as u8),
         DType::Bool => Scalar::Bool(bits != 0),
     }

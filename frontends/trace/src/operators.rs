@@ -1,10 +1,22 @@
-//! Rust operators on tensors: `+ - * / %` between owned or borrowed tensors and Rust numbers
-//! on either side, unary `-`, and `!` (logical/bitwise not). Numbers are `f64` or `i32` only:
-//! with more number types, unsuffixed literals like `x + 1.0` would not infer.
+//! Rust operators on tensors: `+ - * / %`, the bitwise `& | ^` and the shifts `<< >>` between
+//! owned or borrowed tensors and Rust numbers on either side, unary `-`, and `!`
+//! (logical/bitwise not). Numbers are `f64` or `i32` only: with more number types, unsuffixed
+//! literals like `x + 1.0` would not infer. `>>` is logical on unsigned integers and arithmetic
+//! on signed ones, as in `jax.numpy`.
 
 use crate::Tensor;
 use ferrax_ir::BinaryOp;
-use std::ops::{Add, Div, Mul, Neg, Not, Rem, Sub};
+use std::ops::{Add, BitAnd, BitOr, BitXor, Div, Mul, Neg, Not, Rem, Shl, Shr, Sub};
+
+/// `op` as it applies to the tensor `t`: `>>` (written as the arithmetic shift) shifts in
+/// zeros on unsigned integers.
+fn on(op: BinaryOp, t: &Tensor) -> BinaryOp {
+    let unsigned = t.dtype().is_int() && !t.dtype().is_signed_int();
+    match op {
+        BinaryOp::ShiftRightArithmetic if unsigned => BinaryOp::ShiftRightLogical,
+        other => other,
+    }
+}
 
 macro_rules! binary_operator {
     ($trait:ident, $method:ident, $op:ident) => {
@@ -12,7 +24,7 @@ macro_rules! binary_operator {
             type Output = Tensor;
             #[track_caller]
             fn $method(self, rhs: &Tensor) -> Tensor {
-                self.binary(BinaryOp::$op, rhs)
+                self.binary(on(BinaryOp::$op, self), rhs)
             }
         }
 
@@ -20,7 +32,7 @@ macro_rules! binary_operator {
             type Output = Tensor;
             #[track_caller]
             fn $method(self, rhs: Tensor) -> Tensor {
-                self.binary(BinaryOp::$op, &rhs)
+                self.binary(on(BinaryOp::$op, self), &rhs)
             }
         }
 
@@ -28,7 +40,7 @@ macro_rules! binary_operator {
             type Output = Tensor;
             #[track_caller]
             fn $method(self, rhs: &Tensor) -> Tensor {
-                self.binary(BinaryOp::$op, rhs)
+                self.binary(on(BinaryOp::$op, &self), rhs)
             }
         }
 
@@ -36,7 +48,7 @@ macro_rules! binary_operator {
             type Output = Tensor;
             #[track_caller]
             fn $method(self, rhs: Tensor) -> Tensor {
-                self.binary(BinaryOp::$op, &rhs)
+                self.binary(on(BinaryOp::$op, &self), &rhs)
             }
         }
 
@@ -47,7 +59,7 @@ macro_rules! binary_operator {
             type Output = Tensor;
             #[track_caller]
             fn $method(self, rhs: $num) -> Tensor {
-                self.binary_number(BinaryOp::$op, rhs as f64, false)
+                self.binary_number(on(BinaryOp::$op, self), rhs as f64, false)
             }
         }
 
@@ -55,7 +67,7 @@ macro_rules! binary_operator {
             type Output = Tensor;
             #[track_caller]
             fn $method(self, rhs: $num) -> Tensor {
-                self.binary_number(BinaryOp::$op, rhs as f64, false)
+                self.binary_number(on(BinaryOp::$op, &self), rhs as f64, false)
             }
         }
 
@@ -63,7 +75,7 @@ macro_rules! binary_operator {
             type Output = Tensor;
             #[track_caller]
             fn $method(self, rhs: &Tensor) -> Tensor {
-                rhs.binary_number(BinaryOp::$op, self as f64, true)
+                rhs.binary_number(on(BinaryOp::$op, rhs), self as f64, true)
             }
         }
 
@@ -71,7 +83,7 @@ macro_rules! binary_operator {
             type Output = Tensor;
             #[track_caller]
             fn $method(self, rhs: Tensor) -> Tensor {
-                rhs.binary_number(BinaryOp::$op, self as f64, true)
+                rhs.binary_number(on(BinaryOp::$op, &rhs), self as f64, true)
             }
         }
     )*};
@@ -82,6 +94,11 @@ binary_operator!(Sub, sub, Sub);
 binary_operator!(Mul, mul, Mul);
 binary_operator!(Div, div, Div);
 binary_operator!(Rem, rem, Rem);
+binary_operator!(BitAnd, bitand, And);
+binary_operator!(BitOr, bitor, Or);
+binary_operator!(BitXor, bitxor, Xor);
+binary_operator!(Shl, shl, ShiftLeft);
+binary_operator!(Shr, shr, ShiftRightArithmetic);
 
 impl Neg for &Tensor {
     type Output = Tensor;

@@ -65,7 +65,9 @@ pub(super) fn binary(b: BinaryOp, args: &[&TensorType]) -> Result<TensorType, Ty
     let [x, y] = arity::<2>(b.name(), args)?;
     same_type(b.name(), x, y)?;
     let d = x.dtype;
-    if b.is_logical() {
+    if b.is_shift() {
+        require(b.name(), d, d.is_int(), "an integer type")?;
+    } else if b.is_logical() {
         require(b.name(), d, d.is_int() || d.is_bool(), "an integer or bool")?;
     } else {
         require(b.name(), d, d.is_numeric(), "a numeric type")?;
@@ -110,6 +112,28 @@ pub(super) fn clamp(args: &[&TensorType]) -> Result<TensorType, TypeError> {
 
 pub(super) fn convert(to: DType, args: &[&TensorType]) -> Result<TensorType, TypeError> {
     let [x] = arity::<1>("convert", args)?;
+    Ok(x.with_dtype(to))
+}
+
+pub(super) fn bitcast_convert(to: DType, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let [x] = arity::<1>("bitcast_convert", args)?;
+    let from = x.dtype;
+    if from.is_bool() || to.is_bool() {
+        return Err(TypeError::Invalid {
+            op: "bitcast_convert",
+            message: format!("{from} to {to}: bools have no bit layout to reinterpret"),
+        });
+    }
+    if from.size_bytes() != to.size_bytes() {
+        return Err(TypeError::Invalid {
+            op: "bitcast_convert",
+            message: format!(
+                "{from} ({} bits) to {to} ({} bits): the widths differ",
+                8 * from.size_bytes(),
+                8 * to.size_bytes()
+            ),
+        });
+    }
     Ok(x.with_dtype(to))
 }
 

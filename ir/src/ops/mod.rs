@@ -28,6 +28,7 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::Select => elementwise::select(args)?,
         Op::Clamp => elementwise::clamp(args)?,
         Op::Convert { to } => elementwise::convert(*to, args)?,
+        Op::BitcastConvert { to } => elementwise::bitcast_convert(*to, args)?,
         Op::StopGradient => elementwise::identity(op.name(), args)?,
         Op::BroadcastInDim { shape, dims } => movement::broadcast_in_dim(shape, dims, args)?,
         Op::Reshape { shape } => movement::reshape(shape, args)?,

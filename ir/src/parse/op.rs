@@ -55,6 +55,7 @@ pub(super) fn build_op(
             "select" => Op::Select,
             "clamp" => Op::Clamp,
             "convert" => Op::Convert { to: ty.dtype },
+            "bitcast_convert" => Op::BitcastConvert { to: ty.dtype },
             "broadcast_in_dim" => Op::BroadcastInDim {
                 shape: ty.shape.clone(),
                 dims: attrs.list(p, "dims", None)?,
@@ -202,6 +203,7 @@ fn parse_scalar(dtype: DType, w: &str) -> Option<Scalar> {
         DType::BF16 => Scalar::BF16(bf16_from_f64(w.parse().ok()?)),
         DType::I32 => Scalar::I32(w.parse().ok()?),
         DType::I64 => Scalar::I64(w.parse().ok()?),
+        DType::U32 => Scalar::U32(w.parse().ok()?),
         DType::U8 => Scalar::U8(w.parse().ok()?),
         DType::Bool => Scalar::Bool(w.parse().ok()?),
     })

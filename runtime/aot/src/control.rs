@@ -65,6 +65,7 @@ impl<R> CompiledCall<R> {
             | Op::Select
             | Op::Clamp
             | Op::Convert { .. }
+            | Op::BitcastConvert { .. }
             | Op::BroadcastInDim { .. }
             | Op::Reshape { .. }
             | Op::Transpose { .. }

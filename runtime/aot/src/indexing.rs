@@ -18,6 +18,7 @@ fn index_values(indices: &Array) -> Option<Vec<i64>> {
     Some(match indices.elements() {
         Elements::I32(v) => v.iter().map(|&i| i64::from(i)).collect(),
         Elements::I64(v) => v.clone(),
+        Elements::U32(v) => v.iter().map(|&i| i64::from(i)).collect(),
         Elements::U8(v) => v.iter().map(|&i| i64::from(i)).collect(),
         Elements::F32(_)
         | Elements::F64(_)
@@ -28,11 +29,11 @@ fn index_values(indices: &Array) -> Option<Vec<i64>> {
 }
 
 /// Whether this module moves and combines `dtype` values as the interpreter does: Rust's
-/// operators on f32, f64, i32 and i64 (halves, u8 and bools take the interpreter).
+/// operators on f32, f64, i32 and i64 (halves, u32, u8 and bools take the interpreter).
 fn fast(dtype: DType) -> bool {
     match dtype {
         DType::F32 | DType::F64 | DType::I32 | DType::I64 => true,
-        DType::F16 | DType::BF16 | DType::U8 | DType::Bool => false,
+        DType::F16 | DType::BF16 | DType::U32 | DType::U8 | DType::Bool => false,
     }
 }
 

@@ -73,9 +73,16 @@ pub(crate) fn round(out: Elements, r: Rounding) -> Elements {
             })
         }
         // Never planned (`plan_rounding`): other types round to themselves.
-        (DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U8 | DType::Bool, _) => {
-            Elements::F32(values)
-        }
+        (
+            DType::F32
+            | DType::F64
+            | DType::I32
+            | DType::I64
+            | DType::U32
+            | DType::U8
+            | DType::Bool,
+            _,
+        ) => Elements::F32(values),
     }
 }
 

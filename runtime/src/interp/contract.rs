@@ -100,6 +100,7 @@ pub(super) fn dot_general(x: &Array, y: &Array, d: &DotDims) -> Result<Elements,
         Elements::BF16(a) => Elements::BF16(dot_float(a, x, y.as_slice()?, y, &l)),
         Elements::I32(a) => Elements::I32(dot_int(a, x, y.as_slice()?, y, &l)),
         Elements::I64(a) => Elements::I64(dot_int(a, x, y.as_slice()?, y, &l)),
+        Elements::U32(a) => Elements::U32(dot_int(a, x, y.as_slice()?, y, &l)),
         Elements::U8(a) => Elements::U8(dot_int(a, x, y.as_slice()?, y, &l)),
         Elements::Bool(_) => return Err(undefined("dot_general", DType::Bool)),
     })

@@ -109,6 +109,7 @@ pub(super) fn unary(u: UnaryOp, x: &Array) -> Result<Elements, RuntimeError> {
         Elements::BF16(v) => Elements::BF16(unary_float(u, v)?),
         Elements::I32(v) => Elements::I32(unary_int(u, v)?),
         Elements::I64(v) => Elements::I64(unary_int(u, v)?),
+        Elements::U32(v) => Elements::U32(unary_int(u, v)?),
         Elements::U8(v) => Elements::U8(unary_int(u, v)?),
         Elements::Bool(v) if u == UnaryOp::Not => Elements::Bool(map(v, |b| !b)),
         Elements::Bool(_) => return Err(undefined(u.name(), DType::Bool)),
@@ -125,7 +126,12 @@ fn binary_float<T: Float>(op: BinaryOp, a: &[T], b: &[T]) -> Result<Vec<T>, Runt
         BinaryOp::Max => zip_arith(a, b, fmax),
         BinaryOp::Min => zip_arith(a, b, fmin),
         BinaryOp::Pow => zip_wide(a, b, f64::powf),
-        BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => return Err(undefined(op.name(), T::DTYPE)),
+        BinaryOp::And
+        | BinaryOp::Or
+        | BinaryOp::Xor
+        | BinaryOp::ShiftLeft
+        | BinaryOp::ShiftRightLogical
+        | BinaryOp::ShiftRightArithmetic => return Err(undefined(op.name(), T::DTYPE)),
     })
 }
 
@@ -142,6 +148,9 @@ fn binary_int<T: Int>(op: BinaryOp, a: &[T], b: &[T]) -> Vec<T> {
         BinaryOp::And => zip(a, b, |x, y| x & y),
         BinaryOp::Or => zip(a, b, |x, y| x | y),
         BinaryOp::Xor => zip(a, b, |x, y| x ^ y),
+        BinaryOp::ShiftLeft => zip(a, b, T::shift_left),
+        BinaryOp::ShiftRightLogical => zip(a, b, T::shift_right_logical),
+        BinaryOp::ShiftRightArithmetic => zip(a, b, T::shift_right_arithmetic),
     }
 }
 
@@ -162,6 +171,7 @@ pub(super) fn binary(op: BinaryOp, a: &Array, b: &Array) -> Result<Elements, Run
         Elements::BF16(x) => Elements::BF16(binary_float(op, x, b.as_slice()?)?),
         Elements::I32(x) => Elements::I32(binary_int(op, x, b.as_slice()?)),
         Elements::I64(x) => Elements::I64(binary_int(op, x, b.as_slice()?)),
+        Elements::U32(x) => Elements::U32(binary_int(op, x, b.as_slice()?)),
         Elements::U8(x) => Elements::U8(binary_int(op, x, b.as_slice()?)),
         Elements::Bool(x) => Elements::Bool(binary_bool(op, x, b.as_slice()?)?),
     })
@@ -192,6 +202,7 @@ pub(super) fn compare(c: CompareOp, a: &Array, b: &Array) -> Result<Elements, Ru
         Elements::BF16(x) => compare_by(c, x, b.as_slice()?, bf16::to_f32),
         Elements::I32(x) => compare_by(c, x, b.as_slice()?, |v| v),
         Elements::I64(x) => compare_by(c, x, b.as_slice()?, |v| v),
+        Elements::U32(x) => compare_by(c, x, b.as_slice()?, |v| v),
         Elements::U8(x) => compare_by(c, x, b.as_slice()?, |v| v),
         Elements::Bool(x) => compare_by(c, x, b.as_slice()?, |v| v),
     }))
@@ -241,6 +252,7 @@ pub(super) fn clamp(lo: &Array, x: &Array, hi: &Array) -> Result<Elements, Runti
         Elements::BF16(v) => Elements::BF16(clamp_float(lo.as_slice()?, v, hi.as_slice()?)),
         Elements::I32(v) => Elements::I32(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
         Elements::I64(v) => Elements::I64(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
+        Elements::U32(v) => Elements::U32(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
         Elements::U8(v) => Elements::U8(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
         Elements::Bool(_) => return Err(undefined("clamp", DType::Bool)),
     })
@@ -254,6 +266,7 @@ trait Cast: Element {
     fn cast_bf16(self) -> bf16;
     fn cast_i32(self) -> i32;
     fn cast_i64(self) -> i64;
+    fn cast_u32(self) -> u32;
     fn cast_u8(self) -> u8;
     fn cast_bool(self) -> bool;
 }
@@ -280,6 +293,9 @@ macro_rules! cast_float {
             }
             fn cast_i64(self) -> i64 {
                 Float::to_f64(self) as i64
+            }
+            fn cast_u32(self) -> u32 {
+                Float::to_f64(self) as u32
             }
             fn cast_u8(self) -> u8 {
                 Float::to_f64(self) as u8
@@ -334,6 +350,9 @@ macro_rules! cast_int {
             fn cast_i64(self) -> i64 {
                 self as i64
             }
+            fn cast_u32(self) -> u32 {
+                self as u32
+            }
             fn cast_u8(self) -> u8 {
                 self as u8
             }
@@ -346,6 +365,7 @@ macro_rules! cast_int {
 
 cast_int!(i32);
 cast_int!(i64);
+cast_int!(u32);
 cast_int!(u8);
 
 /// Bools are 0 or 1.
@@ -368,6 +388,9 @@ impl Cast for bool {
     fn cast_i64(self) -> i64 {
         self as i64
     }
+    fn cast_u32(self) -> u32 {
+        self as u32
+    }
     fn cast_u8(self) -> u8 {
         self as u8
     }
@@ -384,6 +407,7 @@ fn cast_all<T: Cast>(v: &[T], to: DType) -> Elements {
         DType::BF16 => Elements::BF16(map(v, T::cast_bf16)),
         DType::I32 => Elements::I32(map(v, T::cast_i32)),
         DType::I64 => Elements::I64(map(v, T::cast_i64)),
+        DType::U32 => Elements::U32(map(v, T::cast_u32)),
         DType::U8 => Elements::U8(map(v, T::cast_u8)),
         DType::Bool => Elements::Bool(map(v, T::cast_bool)),
     }

@@ -4,6 +4,7 @@
 //! rounded to the dtype. Each op dispatches on its dtype once and then runs a loop generic
 //! over the element type (see `num`). Files mirror `ir/src/ops/`.
 
+mod bits;
 mod contract;
 mod control;
 mod elementwise;
@@ -206,6 +207,7 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
         Op::Select => elementwise::select(args[0], args[1], args[2])?,
         Op::Clamp => elementwise::clamp(args[0], args[1], args[2])?,
         Op::Convert { to } => elementwise::convert(args[0].elements(), *to),
+        Op::BitcastConvert { to } => bits::bitcast_convert(args[0].elements(), *to)?,
         Op::Reshape { .. } => args[0].elements().clone(),
         Op::BroadcastInDim { dims, .. } => movement::broadcast_in_dim(args[0], ty, dims),
         Op::Transpose { perm } => movement::transpose(args[0], perm),

@@ -163,6 +163,12 @@ pub(super) trait Int:
     fn neg(self) -> Self;
     fn abs(self) -> Self;
     fn sign(self) -> Self;
+    /// `self << b`, 0 where `b` read as unsigned is the bit width or more (lax's rule).
+    fn shift_left(self, b: Self) -> Self;
+    /// `self >> b` filling with zeros, 0 where `b` is the bit width or more.
+    fn shift_right_logical(self, b: Self) -> Self;
+    /// `self >> b` filling with the sign bit, all sign bits where `b` is the width or more.
+    fn shift_right_arithmetic(self, b: Self) -> Self;
 }
 
 /// `base ** exp` for `exp >= 0` by repeated squaring, wrapping.
@@ -213,10 +219,34 @@ macro_rules! impl_int_common {
     };
 }
 
+/// The shifts of `$t`, whose unsigned and signed counterparts of the same width are `$u` and
+/// `$s`: the amount is read as `$u`, so a negative one is huge.
+macro_rules! impl_shifts {
+    ($t:ty, $u:ty, $s:ty) => {
+        fn shift_left(self, b: Self) -> Self {
+            match u32::try_from(b as $u) {
+                Ok(n) if n < <$t>::BITS => self << n,
+                _ => 0,
+            }
+        }
+        fn shift_right_logical(self, b: Self) -> Self {
+            match u32::try_from(b as $u) {
+                Ok(n) if n < <$t>::BITS => ((self as $u) >> n) as $t,
+                _ => 0,
+            }
+        }
+        fn shift_right_arithmetic(self, b: Self) -> Self {
+            let n = u32::try_from(b as $u).map_or(<$t>::BITS - 1, |n| n.min(<$t>::BITS - 1));
+            ((self as $s) >> n) as $t
+        }
+    };
+}
+
 macro_rules! impl_signed {
-    ($t:ty) => {
+    ($t:ty, $u:ty) => {
         impl Int for $t {
             impl_int_common!($t);
+            impl_shifts!($t, $u, $t);
             /// A negative exponent gives 0, except for bases 1 and -1.
             fn pow(self, b: Self) -> Self {
                 if b >= 0 {
@@ -239,18 +269,26 @@ macro_rules! impl_signed {
     };
 }
 
-impl_signed!(i32);
-impl_signed!(i64);
+impl_signed!(i32, u32);
+impl_signed!(i64, u64);
 
-impl Int for u8 {
-    impl_int_common!(u8);
-    fn pow(self, b: u8) -> u8 {
-        pow_unsigned(self, b as u64)
-    }
-    fn abs(self) -> u8 {
-        self
-    }
-    fn sign(self) -> u8 {
-        (self != 0) as u8
-    }
+macro_rules! impl_unsigned {
+    ($t:ty, $s:ty) => {
+        impl Int for $t {
+            impl_int_common!($t);
+            impl_shifts!($t, $t, $s);
+            fn pow(self, b: Self) -> Self {
+                pow_unsigned(self, b as u64)
+            }
+            fn abs(self) -> Self {
+                self
+            }
+            fn sign(self) -> Self {
+                (self != 0) as $t
+            }
+        }
+    };
 }
+
+impl_unsigned!(u8, i8);
+impl_unsigned!(u32, i32);

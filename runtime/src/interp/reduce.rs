@@ -251,6 +251,7 @@ pub(super) fn reduce(op: ReduceOp, x: &Array, axes: &[usize]) -> Result<Elements
         Elements::BF16(v) => Elements::BF16(run!(v, reduce_float)),
         Elements::I32(v) => Elements::I32(run!(v, reduce_int)),
         Elements::I64(v) => Elements::I64(run!(v, reduce_int)),
+        Elements::U32(v) => Elements::U32(run!(v, reduce_int)),
         Elements::U8(v) => Elements::U8(run!(v, reduce_int)),
         Elements::Bool(v) => Elements::Bool(run!(v, reduce_bool)?),
     })

@@ -153,7 +153,13 @@ fn binary_factors(
             Factor::Of(balanced(e, a, y, b)?),
             Factor::Of(balanced(e, b, y, a)?),
         ),
-        BinaryOp::And | BinaryOp::Or | BinaryOp::Xor => (Factor::Zero, Factor::Zero),
+        // Bitwise operations on integers: piecewise constant, so nothing flows through.
+        BinaryOp::And
+        | BinaryOp::Or
+        | BinaryOp::Xor
+        | BinaryOp::ShiftLeft
+        | BinaryOp::ShiftRightLogical
+        | BinaryOp::ShiftRightArithmetic => (Factor::Zero, Factor::Zero),
     })
 }
 

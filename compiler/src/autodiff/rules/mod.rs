@@ -22,7 +22,12 @@ pub(super) fn jvp(
     y: ValueId,
 ) -> R<Option<ValueId>> {
     match op {
-        Op::Constant(_) | Op::Iota { .. } | Op::Compare(_) | Op::StopGradient => Ok(None),
+        // Bit reinterpretation is not differentiable (as in JAX): its tangent is zero.
+        Op::Constant(_)
+        | Op::Iota { .. }
+        | Op::Compare(_)
+        | Op::BitcastConvert { .. }
+        | Op::StopGradient => Ok(None),
         Op::Unary(u) => elementwise::unary_jvp(e, *u, x[0], t[0], y),
         Op::Binary(b) => elementwise::binary_jvp(e, *b, x, t, y),
         Op::Select => elementwise::select_jvp(e, x, t),
@@ -56,7 +61,7 @@ pub(super) fn vjp(
     match op {
         Op::Constant(_) | Op::Iota { .. } => Ok(Vec::new()),
         Op::Compare(_) => Ok(vec![None, None]),
-        Op::StopGradient => Ok(vec![None]),
+        Op::StopGradient | Op::BitcastConvert { .. } => Ok(vec![None]),
         Op::Unary(u) => Ok(vec![elementwise::unary_vjp(e, *u, x[0], y, g)?]),
         Op::Binary(b) => elementwise::binary_vjp(e, *b, x, y, g),
         Op::Select => elementwise::select_vjp(e, x, g),

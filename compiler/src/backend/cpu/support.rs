@@ -20,13 +20,22 @@ pub const TARGET: Target = Target {
 /// the interpreter's own functions (so f64 results are the interpreter's bits). i64 and u8
 /// values stay on the host, as do the integer operations whose edge cases the interpreter
 /// defines and Cranelift would trap on (`x / 0`, `MIN / -1`) or lacks (powers, abs, sign).
+/// u32 values are i32 lanes: its unsigned compares, maxima, minima and clamps are expanded
+/// into signed ones on biased values (`kernel::integers`), its shifts by constant amounts
+/// into the kernel IR's constant shifts; bit casts between 32-bit types are moves.
 pub fn support(op: KernelOp, dtype: DType) -> Support {
     use Support::{Expand, Host, Native};
     let half = matches!(dtype, DType::F16 | DType::BF16);
     let kept = |s: Support| if half { Expand } else { s };
     match dtype {
         DType::I64 | DType::U8 => return Host,
-        DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I32 | DType::Bool => {}
+        DType::F32
+        | DType::F64
+        | DType::F16
+        | DType::BF16
+        | DType::I32
+        | DType::U32
+        | DType::Bool => {}
     }
     match op {
         KernelOp::Hold | KernelOp::Select => Native,
@@ -34,16 +43,18 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
         KernelOp::RowGather => match dtype {
             DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I32 => Native,
             // (i64 and u8 returned above.)
-            DType::I64 | DType::U8 | DType::Bool => Host,
+            DType::I64 | DType::U32 | DType::U8 | DType::Bool => Host,
         },
         KernelOp::Clamp => match dtype {
             DType::Bool => Host,
+            DType::U32 => Expand,
             _ => kept(Native),
         },
         KernelOp::Unary(u) => unary(u, dtype).map_or(Host, kept),
         KernelOp::Binary(b) => binary(b, dtype).map_or(Host, kept),
         KernelOp::Compare(c) => compare(c, dtype),
         KernelOp::Convert(to) => convert(dtype, to),
+        KernelOp::Bitcast(to) => bitcast(dtype, to),
         // Products stay with the interpreter, which accumulates them in f64 and so cannot
         // overflow early.
         KernelOp::RowReduce(r) => match (r, dtype.is_float()) {
@@ -61,9 +72,12 @@ fn unary(u: UnaryOp, dtype: DType) -> Option<Support> {
     let float = dtype.is_float();
     let s = match u {
         UnaryOp::Not => {
-            return (dtype == DType::Bool || dtype == DType::I32).then_some(Support::Native)
+            return matches!(dtype, DType::Bool | DType::I32 | DType::U32)
+                .then_some(Support::Native)
         }
-        UnaryOp::Neg => return (float || dtype == DType::I32).then_some(Support::Native),
+        UnaryOp::Neg => {
+            return (float || matches!(dtype, DType::I32 | DType::U32)).then_some(Support::Native)
+        }
         UnaryOp::Abs
         | UnaryOp::Sign
         | UnaryOp::Floor
@@ -89,15 +103,24 @@ fn unary(u: UnaryOp, dtype: DType) -> Option<Support> {
 
 fn binary(b: BinaryOp, dtype: DType) -> Option<Support> {
     match (b, dtype) {
-        (BinaryOp::And | BinaryOp::Or | BinaryOp::Xor, DType::Bool | DType::I32) => {
+        (BinaryOp::And | BinaryOp::Or | BinaryOp::Xor, DType::Bool | DType::I32 | DType::U32) => {
             Some(Support::Native)
         }
         (BinaryOp::And | BinaryOp::Or | BinaryOp::Xor, _) => None,
+        // Amounts of the width or more are selected to lax's results (`clif::isel`).
+        (
+            BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic,
+            DType::I32 | DType::U32,
+        ) => Some(Support::Native),
+        (BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic, _) => {
+            None
+        }
         (_, DType::Bool) => None,
+        (BinaryOp::Max | BinaryOp::Min, DType::U32) => Some(Support::Expand),
         (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Max | BinaryOp::Min, _) => {
             Some(Support::Native)
         }
-        (BinaryOp::Div | BinaryOp::Rem | BinaryOp::Pow, DType::I32) => None,
+        (BinaryOp::Div | BinaryOp::Rem | BinaryOp::Pow, DType::I32 | DType::U32) => None,
         // Remainders call the host's `fmod`; f32 powers expand into f64 log and exp.
         (BinaryOp::Div | BinaryOp::Rem, _) => Some(Support::Native),
         (BinaryOp::Pow, DType::F64) => Some(Support::Native),
@@ -109,8 +132,19 @@ fn binary(b: BinaryOp, dtype: DType) -> Option<Support> {
 fn compare(_: CompareOp, dtype: DType) -> Support {
     match dtype {
         DType::F32 | DType::F64 | DType::I32 => Support::Native,
-        DType::Bool | DType::F16 | DType::BF16 => Support::Expand,
+        DType::Bool | DType::F16 | DType::BF16 | DType::U32 => Support::Expand,
         DType::I64 | DType::U8 => Support::Host,
+    }
+}
+
+/// Between the 32-bit types, whose kernel values are all 32-bit lanes (halves are widened to
+/// f32 in kernels, so their bits are not at hand).
+fn bitcast(from: DType, to: DType) -> Support {
+    let word = |d: DType| matches!(d, DType::F32 | DType::I32 | DType::U32);
+    if word(from) && word(to) {
+        Support::Native
+    } else {
+        Support::Host
     }
 }
 
@@ -128,7 +162,8 @@ fn convert(from: DType, to: DType) -> Support {
             }
         }
         (DType::I32, DType::I32 | DType::F32 | DType::F64)
-        | (DType::F32 | DType::F64, DType::I32) => Support::Native,
+        | (DType::F32 | DType::F64, DType::I32)
+        | (DType::I32 | DType::U32, DType::I32 | DType::U32) => Support::Native,
         _ => Support::Host,
     }
 }

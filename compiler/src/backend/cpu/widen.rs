@@ -31,7 +31,13 @@ use std::collections::HashMap;
 fn widened(dtype: DType) -> Option<DType> {
     match dtype {
         DType::F16 | DType::BF16 => Some(DType::F32),
-        DType::F32 | DType::F64 | DType::I32 | DType::I64 | DType::U8 | DType::Bool => None,
+        DType::F32
+        | DType::F64
+        | DType::I32
+        | DType::I64
+        | DType::U32
+        | DType::U8
+        | DType::Bool => None,
     }
 }
 

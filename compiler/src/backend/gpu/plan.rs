@@ -286,6 +286,7 @@ impl Parts {
             | Op::Select
             | Op::Clamp
             | Op::Convert { .. }
+            | Op::BitcastConvert { .. }
             | Op::StopGradient
             | Op::CustomVjp(_) => host,
             // Control flow runs on the host's interpreter for now, each call once: its

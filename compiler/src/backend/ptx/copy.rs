@@ -216,7 +216,8 @@ impl CopyKernel {
                 let wide = match inputs.get(first + d)?.dtype {
                     DType::I32 => false,
                     DType::I64 => true,
-                    DType::U8
+                    DType::U32
+                    | DType::U8
                     | DType::F32
                     | DType::F64
                     | DType::F16

@@ -36,7 +36,7 @@ pub(super) fn reg_class(d: DType) -> Class {
     match d {
         DType::F32 => Class::F,
         DType::F64 => Class::Fd,
-        DType::I32 => Class::R,
+        DType::I32 | DType::U32 => Class::R,
         DType::I64 => Class::Rd,
         DType::Bool => Class::P,
         // u8 values are only loaded, converted and stored (`KernelTypes::conversions`).
@@ -51,6 +51,7 @@ pub(super) fn suffix(d: DType) -> (&'static str, &'static str) {
         DType::F64 => ("f64", "b64"),
         DType::I32 => ("s32", "b32"),
         DType::I64 => ("s64", "b64"),
+        DType::U32 => ("u32", "b32"),
         DType::F16 | DType::BF16 => ("b16", "b16"),
         DType::U8 => ("u8", "b16"),
         _ => ("pred", "pred"),

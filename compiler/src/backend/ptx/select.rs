@@ -210,6 +210,10 @@ fn emit_binary(e: &mut Emitter, op: BinaryOp, d: DType, a: &str, b: &str) -> Str
                 // Integer and f64 remainders are the sequences above; f32 ones and powers are
                 // expanded by legalization (the support table marks them `Expand`).
                 BinaryOp::Rem | BinaryOp::Pow => op.name().to_string(),
+                // Left to the host by the support table.
+                BinaryOp::ShiftLeft
+                | BinaryOp::ShiftRightLogical
+                | BinaryOp::ShiftRightArithmetic => op.name().to_string(),
             };
             let ty = if op.is_logical() { bits } else { t };
             e.line(format!("{name}.{ty} {r}, {a}, {b}"));

@@ -44,10 +44,11 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
     use Support::{Expand, Host, Native};
     let half = matches!(dtype, DType::F16 | DType::BF16);
     let kept = |s: Support| if half { Expand } else { s };
-    if dtype == DType::U8 {
+    if matches!(dtype, DType::U8 | DType::U32) {
         return match op {
             KernelOp::Convert(to) => convert(dtype, to),
-            KernelOp::Hold
+            KernelOp::Bitcast(_)
+            | KernelOp::Hold
             | KernelOp::RowGather
             | KernelOp::Select
             | KernelOp::Clamp
@@ -63,8 +64,8 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
         // Rows loaded by index: the index read per row, clamped, in 64-bit addresses.
         KernelOp::RowGather => match dtype {
             DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I32 | DType::I64 => Native,
-            // (u8 returned above.)
-            DType::U8 | DType::Bool => Host,
+            // (u8 and u32 returned above.)
+            DType::U32 | DType::U8 | DType::Bool => Host,
         },
         KernelOp::Select => kept(Native),
         KernelOp::Clamp => match dtype {
@@ -75,6 +76,8 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
         KernelOp::Binary(b) => binary(b, dtype).map_or(Host, kept),
         KernelOp::Compare(c) => compare(c, dtype),
         KernelOp::Convert(to) => convert(dtype, to),
+        // Program bitcasts stay on the host; expansions bit-cast their own values.
+        KernelOp::Bitcast(_) => Host,
         KernelOp::RowReduce(r) => match (r, dtype.is_float()) {
             (ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min, true) => kept(Native),
             (ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min, false) | (ReduceOp::Prod, _) => Host,
@@ -112,6 +115,9 @@ fn binary(b: BinaryOp, dtype: DType) -> Option<Support> {
         (BinaryOp::And | BinaryOp::Or | BinaryOp::Xor, _) => {
             (int || dtype == DType::Bool).then_some(Support::Native)
         }
+        (BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic, _) => {
+            None
+        }
         (_, DType::Bool) => None,
         (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Max | BinaryOp::Min, _) => {
             Some(Support::Native)
@@ -129,14 +135,17 @@ fn compare(_: CompareOp, dtype: DType) -> Support {
     match dtype {
         DType::F32 | DType::F64 | DType::I32 | DType::I64 => Support::Native,
         DType::Bool | DType::F16 | DType::BF16 => Support::Expand,
-        DType::U8 => Support::Host,
+        DType::U32 | DType::U8 => Support::Host,
     }
 }
 
 /// Between any two types but bools (`cvt`, integers to and from halves rounded once); bools
-/// to and from i32, f32 and f64 (`selp`, `setp`).
+/// to and from i32, f32 and f64 (`selp`, `setp`); u32 values stay on the host.
 fn convert(from: DType, to: DType) -> Support {
     let wide = |d: DType| matches!(d, DType::I32 | DType::F32 | DType::F64);
+    if from == DType::U32 || to == DType::U32 {
+        return Support::Host;
+    }
     match (from == DType::Bool, to == DType::Bool) {
         (false, false) => Support::Native,
         (true, false) if wide(to) => Support::Native,

@@ -72,7 +72,10 @@ pub fn expands(op: &KOp, dtype: DType) -> bool {
                 | BinaryOp::Min
                 | BinaryOp::And
                 | BinaryOp::Or
-                | BinaryOp::Xor => false,
+                | BinaryOp::Xor
+                | BinaryOp::ShiftLeft
+                | BinaryOp::ShiftRightLogical
+                | BinaryOp::ShiftRightArithmetic => false,
             },
             KOp::Load(_)
             | KOp::Const(_)

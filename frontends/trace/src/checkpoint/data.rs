@@ -19,6 +19,7 @@ pub(super) fn encode(array: &Array) -> Vec<u8> {
         Elements::BF16(v) => bytes(v, |x| x.to_bits().to_le_bytes()),
         Elements::I32(v) => bytes(v, |x| x.to_le_bytes()),
         Elements::I64(v) => bytes(v, |x| x.to_le_bytes()),
+        Elements::U32(v) => bytes(v, |x| x.to_le_bytes()),
         Elements::U8(v) => v.clone(),
         Elements::Bool(v) => bytes(v, |&x| [u8::from(x)]),
     }
@@ -83,6 +84,7 @@ pub(super) fn decode(name: &str, dtype: DType, shape: &[usize], bytes: &[u8]) ->
         })?),
         DType::I32 => Elements::I32(read(name, bytes, i32::from_le_bytes)?),
         DType::I64 => Elements::I64(read(name, bytes, i64::from_le_bytes)?),
+        DType::U32 => Elements::U32(read(name, bytes, u32::from_le_bytes)?),
         DType::U8 => {
             let mut v = vec_for(name, bytes.len())?;
             v.extend_from_slice(bytes);

@@ -54,6 +54,7 @@ fn descr(d: DType) -> &'static str {
         DType::BF16 => "<V2",
         DType::I32 => "<i4",
         DType::I64 => "<i8",
+        DType::U32 => "<u4",
         DType::U8 => "|u1",
         DType::Bool => "|b1",
     }
@@ -74,6 +75,7 @@ fn from_descr(descr: &str) -> Option<(DType, bool)> {
         "V2" => DType::BF16,
         "i4" => DType::I32,
         "i8" => DType::I64,
+        "u4" => DType::U32,
         "u1" => DType::U8,
         "b1" => DType::Bool,
         _ => return None,

@@ -82,6 +82,7 @@ fn to_dtype(d: DType) -> Dtype {
         DType::BF16 => Dtype::BF16,
         DType::I32 => Dtype::I32,
         DType::I64 => Dtype::I64,
+        DType::U32 => Dtype::U32,
         DType::U8 => Dtype::U8,
         DType::Bool => Dtype::BOOL,
     }
@@ -95,6 +96,7 @@ fn from_dtype(d: Dtype) -> Option<DType> {
         Dtype::BF16 => DType::BF16,
         Dtype::I32 => DType::I32,
         Dtype::I64 => DType::I64,
+        Dtype::U32 => DType::U32,
         Dtype::U8 => DType::U8,
         Dtype::BOOL => DType::Bool,
         _ => return None,

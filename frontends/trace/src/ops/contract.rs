@@ -42,7 +42,8 @@ fn widens_products(from: DType, to: DType) -> bool {
         // 11 and 8 significand bits: products have at most 22, f32 holds 24.
         DType::F16 | DType::BF16 => matches!(to, DType::F32 | DType::F64),
         DType::F32 => to == DType::F64,
-        DType::U8 => matches!(to, DType::I32 | DType::I64),
+        DType::U8 => matches!(to, DType::I32 | DType::I64 | DType::U32),
+        DType::U32 => to == DType::I64,
         DType::I32 => to == DType::I64,
         DType::F64 | DType::I64 | DType::Bool => false,
     }

@@ -158,6 +158,14 @@ binary_methods! {
     logical_and => And,
     logical_or => Or,
     logical_xor => Xor,
+    /// `x << y` on integers; amounts of the bit width or more give 0 (`lax.shift_left`).
+    shift_left => ShiftLeft,
+    /// `x >> y` filling with zeros; amounts of the bit width or more give 0
+    /// (`lax.shift_right_logical`).
+    shift_right_logical => ShiftRightLogical,
+    /// `x >> y` filling with the sign bit; amounts of the bit width or more give all sign bits
+    /// (`lax.shift_right_arithmetic`).
+    shift_right_arithmetic => ShiftRightArithmetic,
 }
 
 macro_rules! compare_methods {
@@ -245,6 +253,16 @@ impl Tensor {
             return self.clone();
         }
         apply(Op::Convert { to: dtype }, &[self])
+    }
+
+    /// The bits of each element read as `dtype`, of the same width
+    /// (`lax.bitcast_convert_type`): u32 to f32 and back, i64 to f64, f16 to bf16.
+    #[track_caller]
+    pub fn bitcast(&self, dtype: DType) -> Tensor {
+        if self.dtype() == dtype {
+            return self.clone();
+        }
+        apply(Op::BitcastConvert { to: dtype }, &[self])
     }
 
     /// The identity, with a zero derivative.

@@ -93,6 +93,7 @@ impl Tensor {
             DType::F32 | DType::F64 | DType::F16 | DType::BF16 => f64::NAN,
             DType::I32 => f64::from(i32::MIN),
             DType::I64 => i64::MIN as f64,
+            DType::U32 => f64::from(u32::MAX),
             DType::U8 => f64::from(u8::MAX),
             DType::Bool => 1.0,
         };

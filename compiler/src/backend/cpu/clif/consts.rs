@@ -66,6 +66,7 @@ impl Consts<'_> {
             Scalar::F32(v) => (types::F32X4, v.to_le_bytes().to_vec()),
             Scalar::F64(v) => (types::F64X2, v.to_le_bytes().to_vec()),
             Scalar::I32(v) => (types::I32X4, v.to_le_bytes().to_vec()),
+            Scalar::U32(v) => (types::I32X4, v.to_le_bytes().to_vec()),
             Scalar::I64(v) => (types::I64X2, v.to_le_bytes().to_vec()),
             Scalar::Bool(v) => (types::I32X4, (-i32::from(v)).to_le_bytes().to_vec()),
             _ => (types::I64X2, 0i64.to_le_bytes().to_vec()),

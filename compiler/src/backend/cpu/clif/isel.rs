@@ -17,7 +17,7 @@ pub(super) fn clif_type(d: DType) -> Option<Type> {
         DType::F32 => Some(types::F32),
         DType::F64 => Some(types::F64),
         DType::Bool => Some(types::I8),
-        DType::I32 => Some(types::I32),
+        DType::I32 | DType::U32 => Some(types::I32),
         DType::I64 => Some(types::I64),
         _ => None,
     }
@@ -30,7 +30,7 @@ pub(super) fn value_type(d: DType, vector: bool) -> Option<Type> {
     }
     match d {
         DType::F32 => Some(types::F32X4),
-        DType::I32 | DType::Bool => Some(types::I32X4),
+        DType::I32 | DType::U32 | DType::Bool => Some(types::I32X4),
         DType::F64 => Some(types::F64X2),
         DType::I64 => Some(types::I64X2),
         _ => None,
@@ -84,11 +84,14 @@ pub(super) fn emit_op(
                 b.ins().bxor(arg(0), one)
             }
         }
+        KOp::Binary(op) if int && op.is_shift() && !vector => shift(b, *op, arg(0), arg(1)),
         KOp::Binary(op) if int => integer_binary(b, *op, arg(0), arg(1), unsupported)?,
         KOp::Compare(c) if b.func.dfg.value_type(arg(0)).lane_type().is_int() => {
             b.ins().icmp(integer_cc(*c), arg(0), arg(1))
         }
         KOp::Fma => b.ins().fma(arg(0), arg(1), arg(2)),
+        // Between the 32-bit integer types: the same clif type.
+        KOp::Bitcast if b.func.dfg.value_type(arg(0)) == ty => arg(0),
         KOp::Bitcast if vector => b.ins().bitcast(ty, lanes(), arg(0)),
         KOp::Bitcast => b.ins().bitcast(ty, MemFlagsData::new(), arg(0)),
         KOp::ShiftLeft(n) => b.ins().ishl_imm_u(arg(0), i64::from(*n)),
@@ -150,6 +153,7 @@ fn constant(
         (Scalar::Bool(x), false) => b.ins().iconst(types::I8, i64::from(x)),
         (Scalar::Bool(x), true) => b.ins().iconst(types::I32, -i64::from(x)),
         (Scalar::I32(x), _) => b.ins().iconst(types::I32, i64::from(x)),
+        (Scalar::U32(x), _) => b.ins().iconst(types::I32, i64::from(x as i32)),
         (Scalar::I64(x), _) => b.ins().iconst(types::I64, x),
         (other, _) => return Err(unsupported(format!("constant of {}", other.dtype()))),
     };
@@ -174,6 +178,27 @@ fn integer_binary(
         BinaryOp::Xor => b.ins().bxor(x, y),
         other => return Err(unsupported(format!("integer {}", other.name()))),
     })
+}
+
+/// `x` shifted by `y` with lax's results for amounts of the width or more (read as unsigned):
+/// Cranelift's shifts take the amount modulo the width, so a compare selects 0, and the
+/// arithmetic shift's amount is clamped to fill every bit with the sign.
+fn shift(b: &mut FunctionBuilder, op: BinaryOp, x: Value, y: Value) -> Value {
+    let ty = b.func.dfg.value_type(x);
+    let width = i64::from(ty.bits());
+    if op == BinaryOp::ShiftRightArithmetic {
+        let last = b.ins().iconst(ty, width - 1);
+        let n = b.ins().umin(y, last);
+        return b.ins().sshr(x, n);
+    }
+    let shifted = if op == BinaryOp::ShiftLeft {
+        b.ins().ishl(x, y)
+    } else {
+        b.ins().ushr(x, y)
+    };
+    let zero = b.ins().iconst(ty, 0);
+    let inside = b.ins().icmp_imm_u(IntCC::UnsignedLessThan, y, width);
+    b.ins().select(inside, shifted, zero)
 }
 
 fn integer_cc(c: CompareOp) -> IntCC {

@@ -162,7 +162,9 @@ impl Jit {
                 Some(rows) => rows::build_rows(&mut b, k, rows, ptr, &funcs, simd, &mut pool),
                 None => flat::build_flat(&mut b, k, ptr, &funcs, simd, &mut pool),
             };
-            b.finalize(module.target_config());
+            if r.is_ok() {
+                b.finalize(module.target_config());
+            }
             r
         };
         let text = ctx.func.display().to_string();

@@ -67,13 +67,15 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
                 // Bools are bytes: LANES of them widen into a lane mask, and narrow back.
                 (DType::Bool, access) => access == Access::Each,
                 // f16 and bf16 buffers hold 16-bit lanes of i32 vectors.
-                (DType::F32 | DType::I32 | DType::F16 | DType::BF16, access) => match access {
-                    // A gathered row's vector lies within one row when rows are whole vectors.
-                    Access::Outer(n) | Access::Inner(n) | Access::Gather { n, .. } => {
-                        n.is_multiple_of(lanes)
+                (DType::F32 | DType::I32 | DType::U32 | DType::F16 | DType::BF16, access) => {
+                    match access {
+                        // A gathered row's vector lies within one row when rows are whole vectors.
+                        Access::Outer(n) | Access::Inner(n) | Access::Gather { n, .. } => {
+                            n.is_multiple_of(lanes)
+                        }
+                        Access::Each | Access::Scalar => true,
                     }
-                    Access::Each | Access::Scalar => true,
-                },
+                }
                 // Kernels with 64-bit or byte buffers run as scalar code.
                 (DType::F64 | DType::I64 | DType::U8, _) => false,
             });
@@ -105,36 +107,42 @@ fn wide_values(kernel: &Kernel) -> Vec<bool> {
 
 /// Whether an instruction has a vector form.
 fn vector_op(ins: &KInstr) -> bool {
-    matches!(ins.dtype, DType::F32 | DType::I32 | DType::Bool)
-        && match &ins.op {
-            KOp::Unary(u) => vector_unary(*u) && (ins.dtype != DType::Bool || *u == UnaryOp::Not),
-            KOp::Binary(op) => match op {
-                BinaryOp::Rem | BinaryOp::Pow => false,
-                BinaryOp::Add
-                | BinaryOp::Sub
-                | BinaryOp::Mul
-                | BinaryOp::Div
-                | BinaryOp::Max
-                | BinaryOp::Min
-                | BinaryOp::And
-                | BinaryOp::Or
-                | BinaryOp::Xor => true,
-            },
-            KOp::Reduce(_) => false,
-            KOp::Load(_)
-            | KOp::Const(_)
-            | KOp::Compare(_)
-            | KOp::Select
-            | KOp::Clamp
-            | KOp::Convert(_)
-            | KOp::Fma
-            | KOp::Bitcast
-            | KOp::ShiftLeft(_)
-            | KOp::ShiftRight(_)
-            | KOp::Store(_)
-            | KOp::Accumulate(_)
-            | KOp::Beyond(_) => true,
-        }
+    matches!(
+        ins.dtype,
+        DType::F32 | DType::I32 | DType::U32 | DType::Bool
+    ) && match &ins.op {
+        KOp::Unary(u) => vector_unary(*u) && (ins.dtype != DType::Bool || *u == UnaryOp::Not),
+        KOp::Binary(op) => match op {
+            BinaryOp::Rem | BinaryOp::Pow => false,
+            BinaryOp::Add
+            | BinaryOp::Sub
+            | BinaryOp::Mul
+            | BinaryOp::Div
+            | BinaryOp::Max
+            | BinaryOp::Min
+            | BinaryOp::And
+            | BinaryOp::Or
+            | BinaryOp::Xor => true,
+            // Cranelift shifts a vector by one scalar amount only.
+            BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic => {
+                false
+            }
+        },
+        KOp::Reduce(_) => false,
+        KOp::Load(_)
+        | KOp::Const(_)
+        | KOp::Compare(_)
+        | KOp::Select
+        | KOp::Clamp
+        | KOp::Convert(_)
+        | KOp::Fma
+        | KOp::Bitcast
+        | KOp::ShiftLeft(_)
+        | KOp::ShiftRight(_)
+        | KOp::Store(_)
+        | KOp::Accumulate(_)
+        | KOp::Beyond(_) => true,
+    }
 }
 
 /// Unary ops with a vector form: round half away from zero and sign have none.
