@@ -34,6 +34,7 @@ fn scalar(dtype: DType, word: &str, line: usize) -> Result<Scalar, Error> {
         }),
         DType::I32 => Scalar::I32(word.parse().map_err(|_| bad())?),
         DType::I64 => Scalar::I64(word.parse().map_err(|_| bad())?),
+        DType::U32 => Scalar::U32(word.parse().map_err(|_| bad())?),
         DType::U8 => Scalar::U8(word.parse().map_err(|_| bad())?),
         _ => Scalar::from_f64(dtype, word.parse::<f64>().map_err(|_| bad())?),
     })

@@ -27,6 +27,7 @@ pub(crate) fn element_type(name: &str) -> Option<DType> {
         "bf16" => DType::BF16,
         "i32" => DType::I32,
         "i64" => DType::I64,
+        "ui32" => DType::U32,
         "ui8" => DType::U8,
         "i1" => DType::Bool,
         _ => return None,

@@ -20,6 +20,7 @@ mod trace_ctx;
 mod transforms;
 mod tree;
 mod tree_util;
+mod vmap;
 
 pub use aot::{Artifact, Batch};
 pub use device::Device;
@@ -36,3 +37,4 @@ pub use tree_util::{
     global_norm, tree_flatten, tree_leaves, tree_map, tree_map2, tree_map_n, tree_structure,
     tree_sum, tree_unflatten, zeros_like,
 };
+pub use vmap::{jacfwd, jacrev, vmap, vmap_axes, AxisSpec, AxisTree};

@@ -118,6 +118,9 @@ pub(super) fn convert(to: DType, args: &[&TensorType]) -> Result<TensorType, Typ
 pub(super) fn bitcast_convert(to: DType, args: &[&TensorType]) -> Result<TensorType, TypeError> {
     let [x] = arity::<1>("bitcast_convert", args)?;
     let from = x.dtype;
+    if from == to {
+        return Ok(x.clone());
+    }
     if from.is_bool() || to.is_bool() {
         return Err(TypeError::Invalid {
             op: "bitcast_convert",

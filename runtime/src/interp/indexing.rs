@@ -14,6 +14,7 @@ fn index_values(indices: &Array) -> Result<Vec<i64>, RuntimeError> {
     Ok(match indices.elements() {
         Elements::I32(v) => v.iter().map(|&i| i64::from(i)).collect(),
         Elements::I64(v) => v.clone(),
+        Elements::U32(v) => v.iter().map(|&i| i64::from(i)).collect(),
         Elements::U8(v) => v.iter().map(|&i| i64::from(i)).collect(),
         other => return Err(undefined("index", other.dtype())),
     })
@@ -142,6 +143,9 @@ pub(super) fn scatter(
         }
         (Elements::I64(o), Elements::I64(u)) => {
             Elements::I64(scatter_int(s, operand, indices, updates, o, u)?)
+        }
+        (Elements::U32(o), Elements::U32(u)) => {
+            Elements::U32(scatter_int(s, operand, indices, updates, o, u)?)
         }
         (Elements::U8(o), Elements::U8(u)) => {
             Elements::U8(scatter_int(s, operand, indices, updates, o, u)?)
@@ -318,6 +322,7 @@ pub(super) fn dynamic_update_slice(
         (Elements::BF16(a), Elements::BF16(b)) => Elements::BF16(write(a, b, &w)),
         (Elements::I32(a), Elements::I32(b)) => Elements::I32(write(a, b, &w)),
         (Elements::I64(a), Elements::I64(b)) => Elements::I64(write(a, b, &w)),
+        (Elements::U32(a), Elements::U32(b)) => Elements::U32(write(a, b, &w)),
         (Elements::U8(a), Elements::U8(b)) => Elements::U8(write(a, b, &w)),
         (Elements::Bool(a), Elements::Bool(b)) => Elements::Bool(write(a, b, &w)),
         (a, _) => return Err(undefined("dynamic_update_slice", a.dtype())),

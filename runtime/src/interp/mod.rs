@@ -199,7 +199,9 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
             };
         }
         Op::StopGradient => return Ok(args[0].clone()),
-        Op::Convert { to } if *to == args[0].dtype() => return Ok(args[0].clone()),
+        Op::Convert { to } | Op::BitcastConvert { to } if *to == args[0].dtype() => {
+            return Ok(args[0].clone())
+        }
         Op::Iota { dim, .. } => source::iota(ty, *dim),
         Op::Unary(u) => elementwise::unary(*u, args[0])?,
         Op::Binary(b) => elementwise::binary(*b, args[0], args[1])?,

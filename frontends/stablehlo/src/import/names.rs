@@ -42,6 +42,9 @@ pub(super) fn binary(name: &str, dtype: DType) -> Option<BinaryOp> {
         "and" => BinaryOp::And,
         "or" => BinaryOp::Or,
         "xor" => BinaryOp::Xor,
+        "shift_left" => BinaryOp::ShiftLeft,
+        "shift_right_logical" => BinaryOp::ShiftRightLogical,
+        "shift_right_arithmetic" => BinaryOp::ShiftRightArithmetic,
         _ => return None,
     };
     if dtype != DType::Bool {

@@ -58,6 +58,9 @@ impl Importer<'_> {
             "select" => Op::Select,
             "clamp" => Op::Clamp,
             "convert" => Op::Convert { to: ty.dtype },
+            // Same-width casts; one between widths changes the shape, which the IR's
+            // `bitcast_convert` refuses (naming both types).
+            "bitcast_convert" => Op::BitcastConvert { to: ty.dtype },
             "broadcast_in_dim" => Op::BroadcastInDim {
                 shape: ty.shape.clone(),
                 dims: usizes(attr(&["dims", "broadcast_dimensions"])?, line)?,
