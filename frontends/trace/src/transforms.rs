@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 /// Replays `func` on `args`: into the innermost trace among them, or eagerly.
 #[track_caller]
-fn call_func(func: &Func, args: &[Tensor]) -> Vec<Tensor> {
+pub(crate) fn call_func(func: &Func, args: &[Tensor]) -> Vec<Tensor> {
     let location = Location::caller();
     let ctx = args
         .iter()
