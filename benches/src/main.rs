@@ -24,6 +24,7 @@ use std::time::Instant;
 #[allow(dead_code)]
 mod compile;
 mod gpt;
+mod per_example;
 mod rnn;
 
 struct Args {
@@ -432,6 +433,7 @@ fn main() -> Result<()> {
     }
     compile::rows(&args)?;
     rnn::rows(&args)?;
+    per_example::rows(&args)?;
     if args.want("w6_compile_softmax") {
         let start = Instant::now();
         jit(|x: Tensor| nn::softmax(&x, -1)).lower(&a)?;
