@@ -2,13 +2,27 @@
 //! the interpreter's values at the edges (wraparound, unsigned order and division, shift
 //! amounts either side of the width, bit patterns kept by bit casts), the text format, the
 //! errors for ill-typed uses, StableHLO import, the `Tensor` operators, and compiled CPU
-//! kernels (SIMD and scalar) against the interpreter bit for bit.
+//! kernels (SIMD and scalar) and PTX kernels (in the emulator) against the interpreter bit for
+//! bit.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
 use ferrax::compiler::backend::CpuExecutable;
 use ferrax::ir::{parse_func, Elements};
 use ferrax::runtime::interpret;
-use ferrax::{Array, DType, Tensor};
+use ferrax::{Array, DType, Func, Tensor};
+use ferrax_ptx_emu::Emulator;
+
+/// `func` on the emulated GPU, all of it in kernels, equals the interpreter bit for bit.
+fn emulated(func: &Func, inputs: &[Array]) {
+    let exe = GpuProgram::compile(func, &Emulator::default(), GpuOptions::HIGHEST).unwrap();
+    assert_eq!(exe.host_steps(), 0, "{func}");
+    let got = exe.run(inputs).unwrap();
+    let want = interpret(func, inputs).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g.elements(), w.elements(), "{func}");
+    }
+}
 
 fn u32s(v: &[u32]) -> Array {
     Array::new([v.len()], Elements::U32(v.to_vec())).unwrap()
@@ -92,6 +106,18 @@ fn shifts_follow_lax_for_every_amount() {
     assert_eq!(binary("shift_left", &x, &y), want_left);
     assert_eq!(binary("shift_right_logical", &x, &y), want_logical);
     assert_eq!(binary("shift_right_arithmetic", &x, &y), want_arith);
+    for op in [
+        "shift_left",
+        "shift_right_logical",
+        "shift_right_arithmetic",
+        "max",
+        "xor",
+    ] {
+        let text = format!(
+            "func @f(%0: u32[9], %1: u32[9]) -> (u32[9]) {{\n  %2 = {op} %0, %1 : u32[9]\n  return %2\n}}\n"
+        );
+        emulated(&parse_func(&text).unwrap(), &[u32s(&x), u32s(&y)]);
+    }
     // i32 amounts are read as unsigned: -1 is huge.
     let text = "func @f(%0: i32[4], %1: i32[4]) -> (i32[4]) {\n  %2 = shift_right_arithmetic %0, %1 : i32[4]\n  return %2\n}\n";
     let i32s = |v: Vec<i32>| Array::new([4], Elements::I32(v)).unwrap();
@@ -114,6 +140,7 @@ fn constant_shifts_compile_to_lax_results() {
                 "func @f(%0: u32[9]) -> (u32[9]) {{\n  %1 = constant {n} : u32[9]\n  %2 = {op} %0, %1 : u32[9]\n  return %2\n}}\n"
             );
             run(&text, &[u32s(&AMOUNTS)]);
+            emulated(&parse_func(&text).unwrap(), &[u32s(&AMOUNTS)]);
         }
     }
 }
@@ -277,6 +304,7 @@ fn threefry_rounds_compile_bit_exactly() {
     let got = exe.run(&inputs).unwrap();
     assert_eq!(got[0].elements(), want[0].elements());
     assert_eq!(got[1].elements(), want[1].elements());
+    emulated(&func, &inputs);
     let (a, b) = ferrax::jit(f).call(args).unwrap();
     assert_eq!(a.to_array().unwrap().elements(), want[0].elements());
     assert_eq!(b.to_array().unwrap().elements(), want[1].elements());

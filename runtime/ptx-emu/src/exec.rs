@@ -300,10 +300,13 @@ impl Block<'_> {
                     (a << n) & m
                 }
             }
+            // Amounts above the width are clamped to it: all sign bits, or 0.
             ("shr", _) => {
                 let n = self.operand(x, 2).min((8 * width(ty) - 1) as u64);
                 if ty.starts_with('s') {
                     (signed(a, ty) >> n) as u64 & m
+                } else if self.operand(x, 2) >= (8 * width(ty)) as u64 {
+                    0
                 } else {
                     (a & m) >> n
                 }

@@ -43,7 +43,7 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
         if byte && !matches!(ins.op, KOp::Load(_) | KOp::Store(_) | KOp::Convert(_)) {
             return Err(unsupported(format!("{:?} on u8", ins.op)));
         }
-        let int = matches!(ins.dtype, DType::I32 | DType::I64);
+        let int = matches!(ins.dtype, DType::I32 | DType::I64 | DType::U32);
         let ok = match &ins.op {
             KOp::Load(_) | KOp::Store(_) | KOp::Const(_) | KOp::Bitcast => true,
             KOp::Fma => !int && ins.dtype != DType::Bool,

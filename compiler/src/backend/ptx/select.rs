@@ -42,7 +42,7 @@ pub(super) fn emit_op(
             }
             r
         }
-        KOp::Clamp if matches!(d, DType::I32 | DType::I64) => {
+        KOp::Clamp if matches!(d, DType::I32 | DType::I64 | DType::U32) => {
             let (low, r) = (e.reg(class), e.reg(class));
             e.line(format!("max.{t} {low}, {}, {}", arg(1), arg(0)));
             e.line(format!("min.{t} {r}, {low}, {}", arg(2)));
@@ -76,9 +76,11 @@ pub(super) fn emit_op(
             e.line(format!("shl.{bits} {r}, {}, {n}", arg(0)));
             r
         }
+        // Sign-filling on every integer type (`kernel::integers` masks a logical shift).
         KOp::ShiftRight(n) => {
             let r = e.reg(class);
-            e.line(format!("shr.{t} {r}, {}, {n}", arg(0)));
+            let signed = if d == DType::U32 { "s32" } else { t };
+            e.line(format!("shr.{signed} {r}, {}, {n}", arg(0)));
             r
         }
         KOp::Beyond(u) => emit_beyond(e, kernel, *u, d, &arg(0), &arg(1))?,
@@ -195,7 +197,7 @@ fn emit_binary(e: &mut Emitter, op: BinaryOp, d: DType, a: &str, b: &str) -> Str
         (DType::F64, BinaryOp::Rem) => e.f64_remainder(a, b),
         _ => {
             let r = e.reg(reg_class(d));
-            let int = matches!(d, DType::I32 | DType::I64);
+            let int = matches!(d, DType::I32 | DType::I64 | DType::U32);
             let name = match op {
                 BinaryOp::Add => format!("add{}", rn(d)),
                 BinaryOp::Sub => format!("sub{}", rn(d)),
@@ -210,10 +212,18 @@ fn emit_binary(e: &mut Emitter, op: BinaryOp, d: DType, a: &str, b: &str) -> Str
                 // Integer and f64 remainders are the sequences above; f32 ones and powers are
                 // expanded by legalization (the support table marks them `Expand`).
                 BinaryOp::Rem | BinaryOp::Pow => op.name().to_string(),
-                // Left to the host by the support table.
+                // Amounts above the width are clamped to it: 0, or every bit the sign's.
                 BinaryOp::ShiftLeft
                 | BinaryOp::ShiftRightLogical
-                | BinaryOp::ShiftRightArithmetic => op.name().to_string(),
+                | BinaryOp::ShiftRightArithmetic => {
+                    let (name, ty) = match (op, d) {
+                        (BinaryOp::ShiftLeft, _) => ("shl", bits),
+                        (BinaryOp::ShiftRightLogical, _) => ("shr", "u32"),
+                        _ => ("shr", "s32"),
+                    };
+                    e.line(format!("{name}.{ty} {r}, {a}, {b}"));
+                    return r;
+                }
             };
             let ty = if op.is_logical() { bits } else { t };
             e.line(format!("{name}.{ty} {r}, {a}, {b}"));

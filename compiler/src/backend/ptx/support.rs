@@ -39,12 +39,15 @@ pub fn support_fast(op: KernelOp, dtype: DType) -> Support {
 /// f32, each operation rounded back (`kernel::halves`); transcendentals, powers and f32
 /// remainders expand into primitives (`kernel::math`); integer division, remainders, abs and
 /// sign follow the interpreter's edge cases (`x / 0 = -1`, `x % 0 = x`, wrapping `MIN / -1`,
-/// `abs(MIN) = MIN`); u8 values are only converted.
+/// `abs(MIN) = MIN`); u8 values are only converted. u32 values are 32-bit registers: their
+/// wrapping arithmetic, bitwise logic, shifts (PTX clamps amounts above the width, lax's
+/// rule), unsigned compares and bit casts are native; their division, powers and conversions
+/// stay on the host.
 pub fn support(op: KernelOp, dtype: DType) -> Support {
     use Support::{Expand, Host, Native};
     let half = matches!(dtype, DType::F16 | DType::BF16);
     let kept = |s: Support| if half { Expand } else { s };
-    if matches!(dtype, DType::U8 | DType::U32) {
+    if dtype == DType::U8 {
         return match op {
             KernelOp::Convert(to) => convert(dtype, to),
             KernelOp::Bitcast(_)
@@ -64,20 +67,28 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
         // Rows loaded by index: the index read per row, clamped, in 64-bit addresses.
         KernelOp::RowGather => match dtype {
             DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I32 | DType::I64 => Native,
-            // (u8 and u32 returned above.)
+            // (u8 returned above.)
             DType::U32 | DType::U8 | DType::Bool => Host,
         },
         KernelOp::Select => kept(Native),
         KernelOp::Clamp => match dtype {
             DType::Bool => Host,
+            DType::U32 => Native,
             _ => kept(Native),
         },
         KernelOp::Unary(u) => unary(u, dtype).map_or(Host, kept),
         KernelOp::Binary(b) => binary(b, dtype).map_or(Host, kept),
         KernelOp::Compare(c) => compare(c, dtype),
         KernelOp::Convert(to) => convert(dtype, to),
-        // Program bitcasts stay on the host; expansions bit-cast their own values.
-        KernelOp::Bitcast(_) => Host,
+        // Between 32-bit registers (halves are widened to f32 in kernels).
+        KernelOp::Bitcast(to) => {
+            let word = |d: DType| matches!(d, DType::F32 | DType::I32 | DType::U32);
+            if word(dtype) && word(to) {
+                Native
+            } else {
+                Host
+            }
+        }
         KernelOp::RowReduce(r) => match (r, dtype.is_float()) {
             (ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min, true) => kept(Native),
             (ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min, false) | (ReduceOp::Prod, _) => Host,
@@ -92,7 +103,9 @@ fn unary(u: UnaryOp, dtype: DType) -> Option<Support> {
     let float = dtype.is_float();
     let int = matches!(dtype, DType::I32 | DType::I64);
     match u {
-        UnaryOp::Not => (dtype == DType::Bool || int).then_some(Support::Native),
+        UnaryOp::Not => {
+            (dtype == DType::Bool || int || dtype == DType::U32).then_some(Support::Native)
+        }
         UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => (float || int).then_some(Support::Native),
         UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::RoundEven | UnaryOp::Sqrt => {
             float.then_some(Support::Native)
@@ -113,12 +126,17 @@ fn binary(b: BinaryOp, dtype: DType) -> Option<Support> {
     let int = matches!(dtype, DType::I32 | DType::I64);
     match (b, dtype) {
         (BinaryOp::And | BinaryOp::Or | BinaryOp::Xor, _) => {
-            (int || dtype == DType::Bool).then_some(Support::Native)
+            (int || matches!(dtype, DType::Bool | DType::U32)).then_some(Support::Native)
         }
+        (
+            BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic,
+            DType::I32 | DType::U32,
+        ) => Some(Support::Native),
         (BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic, _) => {
             None
         }
         (_, DType::Bool) => None,
+        (BinaryOp::Div | BinaryOp::Rem | BinaryOp::Pow, DType::U32) => None,
         (BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Max | BinaryOp::Min, _) => {
             Some(Support::Native)
         }
@@ -135,7 +153,8 @@ fn compare(_: CompareOp, dtype: DType) -> Support {
     match dtype {
         DType::F32 | DType::F64 | DType::I32 | DType::I64 => Support::Native,
         DType::Bool | DType::F16 | DType::BF16 => Support::Expand,
-        DType::U32 | DType::U8 => Support::Host,
+        DType::U32 => Support::Native,
+        DType::U8 => Support::Host,
     }
 }
 
