@@ -103,7 +103,7 @@ impl AxisTree {
             TreeDef::Leaf | TreeDef::None | TreeDef::Static(_) => Vec::new(),
         };
         match self {
-            AxisTree::All(a) => out.extend(std::iter::repeat(*a).take(def.num_leaves())),
+            AxisTree::All(a) => out.extend(std::iter::repeat_n(*a, def.num_leaves())),
             AxisTree::Each(specs) if specs.len() == children.len() => {
                 for (s, d) in specs.iter().zip(children) {
                     s.collect(d, out)?;

@@ -127,7 +127,7 @@ pub fn jacrev<O: Tree, F: Fn(Tensor) -> O>(f: F) -> impl Fn(&Tensor) -> Result<O
         let vjp = outputs_only(&vjp, &[n_out]);
         let n_in = 1 + traced.captures.len();
         let mut in_axes = vec![None; n_in];
-        in_axes.extend(std::iter::repeat(Some(0)).take(n_out));
+        in_axes.extend(std::iter::repeat_n(Some(0), n_out));
         let m: usize = out_types.iter().map(|t| t.numel()).sum();
         let batched =
             batching::vmap(&vjp, &in_axes, &[Some(0)], m).map_err(|e| batch_error(location, e))?;
