@@ -340,39 +340,25 @@ fn mistakes_are_errors_at_the_callers_line() {
     let x = data(&[3, 2], 0.1);
     let y = data(&[4, 2], 0.2);
     let add = |(a, b): (Tensor, Tensor)| a + b;
-    let cases: Vec<(Tensor, u32, &str)> = vec![
-        (
-            vmap_axes(add, (0, 0, 0), 0)((x.clone(), y.clone())),
-            line!(),
-            "do not match the inputs' structure",
-        ),
-        (
-            vmap(add)((x.clone(), y.clone())),
-            line!(),
-            "different batch sizes",
-        ),
-        (
-            vmap_axes(add, (2, 0), 0)((x.clone(), x.clone())),
-            line!(),
-            "out of range for input leaf 0",
-        ),
-        (
-            vmap_axes(add, None, 0)((x.clone(), x.clone())),
-            line!(),
-            "no input is batched",
-        ),
-        (
-            vmap_axes(add, 0, None)((x.clone(), x.clone())),
-            line!(),
-            "out_axes is None",
-        ),
-        (
-            vmap_axes(add, 0, 3)((x.clone(), x.clone())),
-            line!(),
-            "out_axes 3 is out of range",
-        ),
+    let (xy, xx) = (|| (x.clone(), y.clone()), || (x.clone(), x.clone()));
+    // Each call and its line on one line.
+    let cases: Vec<(Tensor, u32)> = vec![
+        (vmap_axes(add, (0, 0, 0), 0)(xy()), line!()),
+        (vmap(add)(xy()), line!()),
+        (vmap_axes(add, (2, 0), 0)(xx()), line!()),
+        (vmap_axes(add, None, 0)(xx()), line!()),
+        (vmap_axes(add, 0, None)(xx()), line!()),
+        (vmap_axes(add, 0, 3)(xx()), line!()),
     ];
-    for (got, line, message) in cases {
+    let messages = [
+        "do not match the inputs' structure",
+        "different batch sizes",
+        "out of range for input leaf 0",
+        "no input is batched",
+        "out_axes is None",
+        "out_axes 3 is out of range",
+    ];
+    for ((got, line), message) in cases.into_iter().zip(messages) {
         let err = got.to_vec::<f32>().unwrap_err();
         assert!(err.to_string().contains(message), "{err}");
         let at = err.location().unwrap();

@@ -30,11 +30,11 @@ pub use ops::{custom_vjp, custom_vjp_named, At, Axes, DotPrecision, IndexMode, O
 pub use tensor::Tensor;
 pub use trace::trace;
 pub use transforms::{
-    grad, grad_with_aux, hessian, jvp, value_and_grad, value_and_grad_with_aux, vjp, Pullback,
+    grad, grad_with_aux, jvp, value_and_grad, value_and_grad_with_aux, vjp, Pullback,
 };
 pub use tree::{Static, StaticValue, Tree, TreeDef};
 pub use tree_util::{
     global_norm, tree_flatten, tree_leaves, tree_map, tree_map2, tree_map_n, tree_structure,
     tree_sum, tree_unflatten, zeros_like,
 };
-pub use vmap::{jacfwd, jacrev, vmap, vmap_axes, AxisSpec, AxisTree};
+pub use vmap::{hessian, jacfwd, jacrev, vmap, vmap_axes, AxisSpec, AxisTree};

@@ -10,7 +10,7 @@ use crate::tensor::{apply, record, Inner};
 use crate::trace::trace_named;
 use crate::{dump, Error, Result, Tensor, Tree, TreeDef};
 use ferrax_compiler::autodiff;
-use ferrax_ir::{DType, Func};
+use ferrax_ir::Func;
 use std::panic::Location;
 use std::sync::Arc;
 
@@ -311,31 +311,4 @@ pub fn vjp<I: Tree, O: Tree>(f: impl FnOnce(I) -> O, primals: &I) -> Result<(O, 
             _types: std::marker::PhantomData,
         },
     ))
-}
-
-/// `jax.hessian` of a scalar function of one tensor: the matrix of second derivatives,
-/// shaped `x.shape + x.shape`, built from one Hessian-vector product (`jvp` of `grad`) per
-/// element of `x`. Meant for small inputs.
-#[track_caller]
-pub fn hessian<F: Fn(Tensor) -> Tensor>(f: F) -> impl Fn(&Tensor) -> Result<Tensor> {
-    let g = grad(f);
-    move |x: &Tensor| {
-        let n = x.numel();
-        let mut rows = Vec::with_capacity(n);
-        for i in 0..n {
-            let basis = Tensor::arange(DType::I32, n)
-                .equal(i as i32)
-                .astype(x.dtype())
-                .reshape(x.shape().to_vec());
-            let (_, hv) = jvp(&g, x, &basis)?;
-            rows.push(hv.reshape([1, n]));
-        }
-        let mut shape = x.shape().to_vec();
-        shape.extend_from_slice(x.shape());
-        let h = Tensor::concatenate(&rows, 0).reshape(shape);
-        match h.error() {
-            Some(e) => Err(e.clone()),
-            None => Ok(h),
-        }
-    }
 }

@@ -1,13 +1,14 @@
 //! `jax.jacfwd` and `jax.jacrev`, as JAX defines them: forward mode batched over the standard
 //! basis of the input's tangents (one `jvp` per input element, as one batched program), and
 //! reverse mode batched over the standard basis of the outputs' cotangents. Each output
-//! leaf's Jacobian is shaped `output.shape + input.shape`, as JAX's.
+//! leaf's Jacobian is shaped `output.shape + input.shape`, as JAX's. `hessian` is `jacfwd` of
+//! `grad`.
 
 use super::batch_error;
 use crate::tensor::Inner;
 use crate::trace::trace_named;
 use crate::transforms::call_func;
-use crate::{dump, Error, Result, Tensor, Tree};
+use crate::{dump, grad, Error, Result, Tensor, Tree};
 use ferrax_compiler::{autodiff, batching, dce::eliminate_dead_code};
 use ferrax_ir::{DType, Func};
 use std::panic::Location;
@@ -169,4 +170,12 @@ pub fn jacrev<O: Tree, F: Fn(Tensor) -> O>(f: F) -> impl Fn(&Tensor) -> Result<O
         first_error(&jac)?;
         O::unflatten(&traced.out_def, &mut jac.into_iter())
     }
+}
+
+/// `jax.hessian` of a scalar function of one tensor: the matrix of second derivatives, shaped
+/// `x.shape + x.shape`, as JAX defines it: the forward-mode Jacobian of the gradient (one
+/// Hessian-vector product per element of `x`, as one batched program).
+#[track_caller]
+pub fn hessian<F: Fn(Tensor) -> Tensor>(f: F) -> impl Fn(&Tensor) -> Result<Tensor> {
+    jacfwd(grad(f))
 }

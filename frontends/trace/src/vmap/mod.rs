@@ -1,5 +1,5 @@
-//! `jax.vmap`, `jax.jacfwd` and `jax.jacrev`. As the autodiff transforms do, `vmap` traces the
-//! user function on one example's argument types, batches the IR with
+//! `jax.vmap`, `jax.jacfwd`, `jax.jacrev` and `jax.hessian`. As the autodiff transforms do,
+//! `vmap` traces the user function on one example's argument types, batches the IR with
 //! `ferrax_compiler::batching`, and replays the batched program on the actual arguments:
 //! eagerly for concrete tensors, into the enclosing trace for tracers. So `jit(vmap(f))`,
 //! `vmap(grad(f))`, `grad` of a function calling `vmap`, and `vmap(vmap(f))` compose, and the
@@ -12,7 +12,7 @@ mod axes;
 mod jac;
 
 pub use axes::{AxisSpec, AxisTree};
-pub use jac::{jacfwd, jacrev};
+pub use jac::{hessian, jacfwd, jacrev};
 
 use crate::tensor::Inner;
 use crate::trace::trace_named;
