@@ -9,13 +9,16 @@
 //! func @f(%x: f32[4]) -> (f32[4]) { ... }
 //! ```
 //!
-//! Headers: `test simplify`, `test vjp`, `test jvp`, `test fuse`, `test lower-clif`,
-//! `test lower-ptx [target=sm_80|sm_90] [math=accurate|fast]`. See docs/testing.md.
+//! Headers: `test simplify`, `test vjp`, `test jvp`, `test vmap in_axes=0,none,.. [size=N]`
+//! (each parameter's batch axis or `none`, every output at 0, batch size 4 by default),
+//! `test fuse`, `test lower-clif`, `test lower-ptx [target=sm_80|sm_90] [math=accurate|fast]`.
+//! See docs/testing.md.
 
 use ferrax::compiler::autodiff::{jvp, vjp};
 use ferrax::compiler::backend::gpu::GpuPlan;
 use ferrax::compiler::backend::ptx::{MathMode, PtxTarget};
 use ferrax::compiler::backend::CpuExecutable;
+use ferrax::compiler::batching;
 use ferrax::compiler::simplify::simplify;
 use ferrax::ir::{parse_func, verify};
 use std::collections::BTreeMap;
@@ -70,6 +73,23 @@ fn run(text: &str) -> Result<String, (usize, String)> {
         "simplify" => show(simplify(&func).map(|(f, _report)| f)),
         "vjp" => show(vjp(&func)),
         "jvp" => show(jvp(&func)),
+        "vmap" => {
+            let axes = options.remove("in_axes").unwrap_or_default();
+            let in_axes = axes
+                .split(',')
+                .map(|a| match a {
+                    "none" => Ok(None),
+                    a => a.parse().map(Some),
+                })
+                .collect::<Result<Vec<Option<usize>>, _>>()
+                .map_err(|e| (1, format!("in_axes={axes}: {e}")))?;
+            let size = match options.remove("size") {
+                Some(n) => n.parse().map_err(|e| (1, format!("size={n}: {e}")))?,
+                None => 4,
+            };
+            let out_axes = vec![Some(0); func.outputs.len()];
+            show(batching::vmap(&func, &in_axes, &out_axes, size))
+        }
         "fuse" => show(CpuExecutable::compile(&func).map(|e| e.fused().to_string())),
         "lower-clif" => show(CpuExecutable::compile(&func).map(|e| {
             let clif: Vec<&str> = e.kernels().map(|(_kernel, clif)| clif).collect();

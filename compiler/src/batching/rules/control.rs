@@ -9,7 +9,7 @@
 
 use super::{BVal, BatchError, Batcher, R};
 use crate::batching::{batch_func, OutAxis};
-use ferrax_ir::{Cond, Func, FuncBuilder, Op, ReduceOp, ValueId, While};
+use ferrax_ir::{Cond, DType, Func, FuncBuilder, Op, ReduceOp, ValueId, While};
 
 /// The batch axes of region parameters: 0 where batched.
 fn axes(batched: &[bool]) -> Vec<Option<usize>> {
@@ -85,14 +85,21 @@ pub(super) fn cond(bt: &mut Batcher, c: &Cond, args: &[BVal]) -> R<Vec<BVal>> {
     }
     // Every branch on the whole batch, then each example's branch picked.
     let all = vec![OutAxis::At(0); n_out];
+    let is_bool = bt.ty(index.v)?.dtype == DType::Bool;
     let mut picked: Option<Vec<ValueId>> = None;
     for (k, branch) in c.branches.iter().enumerate().rev() {
         let f = batch_func(branch, &in_axes, bt.size, &all)?.0;
         let out = bt.inline(&f, &values)?;
         picked = Some(match picked {
             None => out,
+            // A bool predicate picks branch 1 when true (there are two branches).
+            Some(rest) if is_bool => out
+                .iter()
+                .zip(&rest)
+                .map(|(&o, &r)| bt.select(index.v, r, o))
+                .collect::<R<_>>()?,
+            // An index out of range picks the last branch.
             Some(rest) => {
-                // A bool predicate picks branch 1 when true; an index out of range the last.
                 let is_k = bt.lane_equals(index.v, k)?;
                 out.iter()
                     .zip(&rest)
@@ -169,7 +176,11 @@ fn lanes_until_done(size: usize, cond: &Func, body: &Func) -> R<(Func, Func)> {
     let stepped = s.inline(body, &params)?;
     let mut kept = Vec::with_capacity(params.len());
     for (&new, &old) in stepped.iter().zip(&params) {
-        kept.push(s.select(pred, new, old)?);
+        kept.push(if new == old {
+            old
+        } else {
+            s.select(pred, new, old)?
+        });
     }
     Ok((new_cond, s.b.finish(kept)))
 }

@@ -110,7 +110,11 @@ fn index_vectors(bt: &mut Batcher, starts: &[BVal]) -> R<BVal> {
         let shape = Shape::new(vec![bt.size, 1]);
         columns.push(bt.push(Op::Reshape { shape }, &[v])?);
     }
-    Ok(BVal::at(bt.push(Op::Concatenate { axis: 1 }, &columns)?, 0))
+    let v = match columns.as_slice() {
+        [one] => *one,
+        _ => bt.push(Op::Concatenate { axis: 1 }, &columns)?,
+    };
+    Ok(BVal::at(v, 0))
 }
 
 /// A zero start of the starts' dtype, for the batch dimension.
