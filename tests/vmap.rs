@@ -6,8 +6,8 @@
 #![allow(clippy::unwrap_used)]
 
 use ferrax::{
-    custom_vjp, grad, hessian, jacfwd, jacrev, jit, jvp, nn, trace, vjp, vmap, vmap_axes, DType,
-    Tensor,
+    custom_vjp, grad, hessian, jacfwd, jacrev, jit, jvp, lax, nn, trace, vjp, vmap, vmap_axes,
+    DType, Tensor,
 };
 use serde_json::Value;
 
@@ -376,4 +376,31 @@ fn mistakes_are_errors_at_the_callers_line() {
         .call(x)
         .unwrap_err();
     assert!(err.to_string().contains("out of range"), "{err}");
+}
+
+#[test]
+fn loops_and_branches_per_example_eagerly_and_under_jit() {
+    // Halving until below a per-example limit: each example takes its own number of steps.
+    let f = |(x, limit): (Tensor, Tensor)| {
+        let more = |(x, _): (Tensor, Tensor)| x.sum(..).greater(&limit);
+        let halve = |(x, n): (Tensor, Tensor)| (x * 0.5, n + 1);
+        let (y, n) = lax::while_loop(more, halve, (x, Tensor::scalar(0i32)));
+        let picked = lax::cond(&n.greater(2), |y: Tensor| y.exp(), |y: Tensor| -y, y);
+        (picked, n)
+    };
+    let xs = Tensor::from_vec([3, 2], vec![4.0f32, 4.0, 1.0, 1.0, 8.0, 8.0]);
+    let limits = Tensor::from_vec([3], vec![1.0f32, 1.0, 0.5]);
+    let (eager_y, eager_n) = vmap(f)((xs.clone(), limits.clone()));
+    let (jit_y, jit_n) = jit(move |a| vmap(f)(a))
+        .call((xs.clone(), limits.clone()))
+        .unwrap();
+    for i in 0..3 {
+        let (y, n) = f((example(&xs, 0, i), example(&limits, 0, i)));
+        for (gy, gn) in [(&eager_y, &eager_n), (&jit_y, &jit_n)] {
+            assert_near(&example(gy, 0, i), &y, 1e-6, &format!("example {i}"));
+            let got_n = example(gn, 0, i).to_vec::<i32>().unwrap();
+            assert_eq!(got_n, n.to_vec::<i32>().unwrap());
+        }
+    }
+    assert_eq!(eager_n.to_vec::<i32>().unwrap(), vec![3, 1, 5]);
 }
