@@ -340,3 +340,23 @@ func.func @main(%x: tensor<4xui32>) -> tensor<4x4xui8> {
     let e = ferrax::stablehlo::load(wide).unwrap_err().to_string();
     assert!(e.contains("bitcast_convert"), "{e}");
 }
+
+/// u32 tensors are `<u4` in `.npy` files and `U32` in safetensors, every bit kept.
+#[test]
+fn checkpoints_hold_u32() {
+    use ferrax::checkpoint::{
+        npy_from_bytes, npy_to_bytes, safetensors_from_bytes, safetensors_to_bytes,
+    };
+    let words = vec![0u32, 1, 0x8000_0000, u32::MAX];
+    let t = Tensor::from_vec([2, 2], words.clone());
+    let bytes = npy_to_bytes(&t).unwrap();
+    assert!(String::from_utf8_lossy(&bytes).contains("'<u4'"));
+    assert_eq!(
+        npy_from_bytes(&bytes).unwrap().to_vec::<u32>().unwrap(),
+        words
+    );
+    let bytes = safetensors_to_bytes(&t).unwrap();
+    let back: Tensor = safetensors_from_bytes(&bytes, &t).unwrap();
+    assert_eq!(back.dtype(), DType::U32);
+    assert_eq!(back.to_vec::<u32>().unwrap(), words);
+}

@@ -138,10 +138,10 @@ fn compare(_: CompareOp, dtype: DType) -> Support {
 }
 
 /// Between the 32-bit types, whose kernel values are all 32-bit lanes (halves are widened to
-/// f32 in kernels, so their bits are not at hand).
+/// f32 in kernels, so their bits are not at hand), and from any type to itself (a move).
 fn bitcast(from: DType, to: DType) -> Support {
     let word = |d: DType| matches!(d, DType::F32 | DType::I32 | DType::U32);
-    if word(from) && word(to) {
+    if (word(from) && word(to)) || from == to {
         Support::Native
     } else {
         Support::Host

@@ -436,7 +436,9 @@ fn plan_product(
                 None => return host,
             }
         }
-        _ => None,
+        // u32 products are the interpreter's (no kernel of their own yet).
+        DType::U32 => return host,
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::Bool => None,
     };
     let (lhs_copy, rhs_copy) = match perms {
         None => (None, None),

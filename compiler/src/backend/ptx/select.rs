@@ -216,12 +216,24 @@ fn emit_binary(e: &mut Emitter, op: BinaryOp, d: DType, a: &str, b: &str) -> Str
                 BinaryOp::ShiftLeft
                 | BinaryOp::ShiftRightLogical
                 | BinaryOp::ShiftRightArithmetic => {
-                    let (name, ty) = match (op, d) {
+                    let wide = d == DType::I64;
+                    let (name, ty) = match (op, wide) {
                         (BinaryOp::ShiftLeft, _) => ("shl", bits),
-                        (BinaryOp::ShiftRightLogical, _) => ("shr", "u32"),
-                        _ => ("shr", "s32"),
+                        (BinaryOp::ShiftRightLogical, false) => ("shr", "u32"),
+                        (BinaryOp::ShiftRightLogical, true) => ("shr", "u64"),
+                        (_, false) => ("shr", "s32"),
+                        (_, true) => ("shr", "s64"),
                     };
-                    e.line(format!("{name}.{ty} {r}, {a}, {b}"));
+                    // The amount is a u32 operand: a 64-bit one saturates to 64 first.
+                    let amount = if wide {
+                        let (low, n) = (e.reg(Class::Rd), e.reg(Class::R));
+                        e.line(format!("min.u64 {low}, {b}, 64"));
+                        e.line(format!("cvt.u32.u64 {n}, {low}"));
+                        n
+                    } else {
+                        b.to_string()
+                    };
+                    e.line(format!("{name}.{ty} {r}, {a}, {amount}"));
                     return r;
                 }
             };

@@ -80,10 +80,10 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
         KernelOp::Binary(b) => binary(b, dtype).map_or(Host, kept),
         KernelOp::Compare(c) => compare(c, dtype),
         KernelOp::Convert(to) => convert(dtype, to),
-        // Between 32-bit registers (halves are widened to f32 in kernels).
+        // Between 32-bit registers (halves are widened to f32 in kernels), or a move.
         KernelOp::Bitcast(to) => {
             let word = |d: DType| matches!(d, DType::F32 | DType::I32 | DType::U32);
-            if word(dtype) && word(to) {
+            if (word(dtype) && word(to)) || dtype == to {
                 Native
             } else {
                 Host
@@ -130,7 +130,7 @@ fn binary(b: BinaryOp, dtype: DType) -> Option<Support> {
         }
         (
             BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic,
-            DType::I32 | DType::U32,
+            DType::I32 | DType::I64 | DType::U32,
         ) => Some(Support::Native),
         (BinaryOp::ShiftLeft | BinaryOp::ShiftRightLogical | BinaryOp::ShiftRightArithmetic, _) => {
             None

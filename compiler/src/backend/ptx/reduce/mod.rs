@@ -62,7 +62,8 @@ impl ReduceKernel {
     /// of one element.
     pub fn plan(name: String, op: ReduceOp, input: &TensorType, axes: &[usize]) -> Option<Self> {
         let defined = match input.dtype {
-            DType::U8 => false,
+            // u32 reductions are the interpreter's (no kernel of their own yet).
+            DType::U8 | DType::U32 => false,
             DType::Bool => matches!(op, ReduceOp::Max | ReduceOp::Min),
             _ => true,
         };

@@ -16,6 +16,7 @@ pub(super) fn init_literal(op: ReduceOp, dtype: DType) -> String {
         Scalar::Bool(b) => u8::from(b).to_string(),
         Scalar::I32(v) => v.to_string(),
         Scalar::I64(v) => v.to_string(),
+        Scalar::U32(v) => v.to_string(),
         Scalar::U8(v) => v.to_string(),
         Scalar::F64(v) => format!("0d{:016X}", v.to_bits()),
         v => format!("0f{:08X}", (v.to_f64() as f32).to_bits()),
@@ -113,7 +114,8 @@ pub(super) fn element_types(dtype: DType) -> (&'static str, &'static str, usize)
         DType::I32 => ("s32", "b32", 4),
         DType::I64 => ("s64", "b64", 8),
         DType::Bool => ("u32", "b32", 1),
-        _ => ("f64", "b64", 8),
+        DType::U32 => ("u32", "b32", 4),
+        DType::F64 | DType::U8 => ("f64", "b64", 8),
     }
 }
 
