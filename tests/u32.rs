@@ -360,3 +360,19 @@ fn checkpoints_hold_u32() {
     assert_eq!(back.dtype(), DType::U32);
     assert_eq!(back.to_vec::<u32>().unwrap(), words);
 }
+
+/// Bit casts and integer work carry no derivative (as in JAX): a path through them adds
+/// nothing to a gradient, forward or reverse, and neither is an error.
+#[test]
+fn bit_paths_have_no_derivative() {
+    let f = |x: Tensor| {
+        let bits = x.bitcast(DType::U32);
+        let mixed = (&bits >> 1i32 | &bits) ^ (&bits << 3i32);
+        (mixed.bitcast(DType::F32) * 0.0 + &x * 2.0).sum(..)
+    };
+    let x = Tensor::from_vec([3], vec![1.5f32, -2.0, 0.25]);
+    let g = ferrax::grad(f)(x.clone()).to_vec::<f32>().unwrap();
+    assert_eq!(g, vec![2.0; 3]);
+    let jitted = ferrax::jit(ferrax::grad(f)).call(x).unwrap();
+    assert_eq!(jitted.to_vec::<f32>().unwrap(), vec![2.0; 3]);
+}
