@@ -3,6 +3,7 @@
 //! chosen at random per parameter (unbatched, leading, trailing, in between), the batched
 //! program on stacked inputs gives, example by example, what the program gives on each
 //! example's inputs (both on the interpreter).
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
