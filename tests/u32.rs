@@ -272,6 +272,15 @@ fn tensor_operators_on_u32() {
     );
     let s = Tensor::from_vec([2], vec![-8i32, 8]);
     assert_eq!((&s >> 1).to_vec::<i32>().unwrap(), vec![-4, 4]);
+    // u32 Rust numbers as operands, every bit kept.
+    assert_eq!(
+        x.shift_right_logical(28u32).to_vec::<u32>().unwrap(),
+        vec![8, 0, 15]
+    );
+    assert_eq!(
+        x.minimum(0xffff_fff0u32).to_vec::<u32>().unwrap(),
+        vec![0x8000_0000, 5, 0xffff_fff0]
+    );
     let f = Tensor::from_vec([1], vec![0x3f80_0000u32]).bitcast(DType::F32);
     assert_eq!(f.to_vec::<f32>().unwrap(), vec![1.0]);
 }

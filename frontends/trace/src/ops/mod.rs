@@ -52,7 +52,7 @@ macro_rules! operand_from_number {
         }
     )*};
 }
-operand_from_number!(f64, i32);
+operand_from_number!(f64, i32, u32);
 
 impl Operand<'_> {
     /// The operand as a tensor; a number becomes a scalar of `like`'s dtype.
