@@ -6,7 +6,7 @@
 //! A function may close over tracers of an enclosing trace (`grad(|p| loss(p, &x))` inside
 //! `jit`): they are extra primal inputs of the traced program, with zero tangents.
 
-use crate::tensor::{apply, record, Inner};
+use crate::tensor::{apply_at, record, Inner};
 use crate::trace::trace_named;
 use crate::{dump, Error, Result, Tensor, Tree, TreeDef};
 use ferrax_compiler::autodiff;
@@ -16,8 +16,16 @@ use std::sync::Arc;
 
 /// Replays `func` on `args`: into the innermost trace among them, or eagerly.
 #[track_caller]
-pub(crate) fn call_func(func: &Func, args: &[Tensor]) -> Vec<Tensor> {
-    let location = Location::caller();
+fn call_func(func: &Func, args: &[Tensor]) -> Vec<Tensor> {
+    call_func_at(Location::caller(), func, args)
+}
+
+/// [`call_func`] with the user's source location given.
+pub(crate) fn call_func_at(
+    location: &'static Location<'static>,
+    func: &Func,
+    args: &[Tensor],
+) -> Vec<Tensor> {
     let ctx = args
         .iter()
         .filter_map(Tensor::trace_ctx)
@@ -30,7 +38,7 @@ pub(crate) fn call_func(func: &Func, args: &[Tensor]) -> Vec<Tensor> {
         let out = match (failed, &ctx) {
             (Some(f), _) => (*f).clone(),
             (None, Some(ctx)) => record(ctx, ins.op.clone(), &operands, location, ins.ty.clone()),
-            (None, None) => apply(ins.op.clone(), &operands),
+            (None, None) => apply_at(location, ins.op.clone(), &operands),
         };
         values.push(out);
     }

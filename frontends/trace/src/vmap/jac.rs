@@ -7,7 +7,7 @@
 use super::batch_error;
 use crate::tensor::Inner;
 use crate::trace::trace_named;
-use crate::transforms::call_func;
+use crate::transforms::call_func_at;
 use crate::{dump, grad, Error, Result, Tensor, Tree};
 use ferrax_compiler::{autodiff, batching, dce::eliminate_dead_code};
 use ferrax_ir::{DType, Func};
@@ -90,7 +90,7 @@ pub fn jacfwd<O: Tree, F: Fn(Tensor) -> O>(f: F) -> impl Fn(&Tensor) -> Result<O
                 .iter()
                 .map(|c| Tensor::zeros(c.dtype(), c.shape().to_vec())),
         );
-        let columns = call_func(&batched, &inputs);
+        let columns = call_func_at(location, &batched, &inputs);
         let jac: Vec<Tensor> = columns
             .iter()
             .zip(&out_types)
@@ -145,7 +145,7 @@ pub fn jacrev<O: Tree, F: Fn(Tensor) -> O>(f: F) -> impl Fn(&Tensor) -> Result<O
             inputs.push(block.reshape(shape));
             offset += t.numel();
         }
-        let rows = call_func(&batched, &inputs);
+        let rows = call_func_at(location, &batched, &inputs);
         let rows = rows.into_iter().next().unwrap_or_else(|| {
             Tensor(Inner::Failed {
                 error: std::sync::Arc::new(Error::Trace {

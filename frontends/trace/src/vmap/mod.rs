@@ -16,7 +16,7 @@ pub use jac::{hessian, jacfwd, jacrev};
 
 use crate::tensor::Inner;
 use crate::trace::trace_named;
-use crate::transforms::call_func;
+use crate::transforms::call_func_at;
 use crate::{dump, Error, Result, Tensor, Tree};
 use ferrax_compiler::batching::{self, BatchError};
 use std::panic::Location;
@@ -179,7 +179,7 @@ fn vmap_impl<I: Tree, O: Tree>(
         .map_err(|e| batch_error(location, e))?;
     dump::write("vmap", &batched);
     leaves.extend(traced.captures);
-    let results = call_func(&batched, &leaves);
+    let results = call_func_at(location, &batched, &leaves);
     if let Some(e) = results.iter().find_map(|t| t.error().cloned()) {
         return Err(e);
     }
