@@ -33,6 +33,10 @@ pub enum BatchError {
     /// Batch axes that do not fit the function: the message says which and why.
     #[error("{0}")]
     Axes(String),
+    /// A program a verified function cannot be (an op without the operands or results its
+    /// rule reads).
+    #[error("malformed program: {0}")]
+    Malformed(String),
 }
 
 pub(crate) type R<T = ValueId> = Result<T, BatchError>;

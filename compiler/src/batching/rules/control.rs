@@ -56,7 +56,7 @@ fn results(
 
 pub(super) fn cond(bt: &mut Batcher, c: &Cond, args: &[BVal]) -> R<Vec<BVal>> {
     let Some((&index, operands)) = args.split_first() else {
-        return Err(BatchError::Axes("cond: no index".into()));
+        return Err(BatchError::Malformed("cond: no index".into()));
     };
     let (values, in_batched) = leading(bt, operands)?;
     let in_axes = axes(&in_batched);
@@ -172,7 +172,7 @@ fn lanes_until_done(size: usize, cond: &Func, body: &Func) -> R<(Func, Func)> {
     let pred = s.inline(cond, &params)?;
     let pred = *pred
         .first()
-        .ok_or_else(|| BatchError::Axes("while: a condition without a result".into()))?;
+        .ok_or_else(|| BatchError::Malformed("while: a condition without a result".into()))?;
     let stepped = s.inline(body, &params)?;
     let mut kept = Vec::with_capacity(params.len());
     for (&new, &old) in stepped.iter().zip(&params) {

@@ -28,7 +28,7 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], rank: usize) -> R<
         .find(|&k| shaped(k))
         .map(|k| lined_up[k])
         .ok_or_else(|| {
-            super::BatchError::Axes(format!("{}: no operand of its shape", op.name()))
+            super::BatchError::Malformed(format!("{}: no operand of its shape", op.name()))
         })?;
     let shape = bt.ty(like)?.shape;
     for (k, &a) in args.iter().enumerate() {

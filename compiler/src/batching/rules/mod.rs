@@ -57,7 +57,7 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
             results
                 .get(k)
                 .copied()
-                .ok_or_else(|| BatchError::Axes(format!("{}: no result {k}", op.name())))
+                .ok_or_else(|| BatchError::Malformed(format!("{}: no result {k}", op.name())))
         }
     }
 }
@@ -90,7 +90,7 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         | Op::DynamicSlice { .. }
         | Op::DynamicUpdateSlice
         | Op::StopGradient
-        | Op::CustomVjp(_) => Err(BatchError::Axes(format!(
+        | Op::CustomVjp(_) => Err(BatchError::Malformed(format!(
             "{} is not a control-flow call",
             op.name()
         ))),
