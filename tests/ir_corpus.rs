@@ -55,6 +55,7 @@ fn corpus_covers_every_op() {
         "select",
         "clamp",
         "convert",
+        "bitcast_convert",
         "broadcast_in_dim",
         "reshape",
         "transpose",

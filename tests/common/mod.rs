@@ -314,10 +314,31 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
                 s(&[4]),
             ),
         ),
+        (
+            // A threefry-like round on u32 words: wrapping add, a rotation as two shifts and
+            // an or, xor; then JAX's uniform floats from the bits (mantissa and bit cast).
+            "u32_round",
+            t(
+                |(x, y, k): (Tensor, Tensor, Tensor)| {
+                    let a = &x + &y;
+                    let b = (&y << 13i32) | y.shift_right_logical(&k);
+                    let b = &b ^ &a;
+                    let c = b.shift_right_arithmetic(&k).maximum(&a);
+                    let f = (&c >> 9i32).logical_or(0x3f80_0000u32).bitcast(DType::F32) - 1.0;
+                    (c, f)
+                },
+                (
+                    Tensor::spec(DType::U32, [2, 8]),
+                    Tensor::spec(DType::U32, [2, 8]),
+                    Tensor::spec(DType::U32, [2, 8]),
+                ),
+            ),
+        ),
     ]
 }
 
-/// Deterministic inputs for `func`: floats in [-2, 2), integers in 1..=4, alternating bools.
+/// Deterministic inputs for `func`: floats in [-2, 2), integers in 1..=4 (u32: whole words and
+/// numbers below 40), alternating bools.
 pub fn inputs(func: &Func, seed: u64) -> Vec<Array> {
     let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
     let mut next = move || {
@@ -356,6 +377,15 @@ pub fn inputs(func: &Func, seed: u64) -> Vec<Array> {
                         .collect(),
                 ),
                 DType::I32 => Elements::I32((0..n).map(|_| 1 + (next() % 4) as i32).collect()),
+                // Whole words, and small ones (shift amounts either side of the width).
+                DType::U32 => Elements::U32(
+                    (0..n)
+                        .map(|i| match i % 3 {
+                            0 => (next() % 40) as u32,
+                            _ => (next() >> 32) as u32,
+                        })
+                        .collect(),
+                ),
                 DType::Bool => Elements::Bool((0..n).map(|_| next() % 2 == 0).collect()),
                 other => panic!("no generator for {other}"),
             };
