@@ -191,6 +191,8 @@ fn every_corpus_program_batches_as_its_examples_stacked() {
     }
     for op in [
         "dot_general",
+        "bitcast_convert",
+        "shift_right_logical",
         "gather",
         "scatter_add",
         "dynamic_slice",
