@@ -25,6 +25,7 @@ use std::time::Instant;
 mod compile;
 mod gpt;
 mod per_example;
+mod random;
 mod rnn;
 
 struct Args {
@@ -434,6 +435,7 @@ fn main() -> Result<()> {
     compile::rows(&args)?;
     rnn::rows(&args)?;
     per_example::rows(&args)?;
+    random::rows(&args)?;
     if args.want("w6_compile_softmax") {
         let start = Instant::now();
         jit(|x: Tensor| nn::softmax(&x, -1)).lower(&a)?;
@@ -551,7 +553,7 @@ fn main() -> Result<()> {
     if gpt_rows.iter().any(|r| args.want(r)) {
         use ferrax::optim::GradientTransformation;
         let (c, opt) = (gpt::Config::W9, gpt::optimizer(3e-4));
-        let params = gpt::init(&c, 0);
+        let params = gpt::init(&c, &ferrax::random::key(0));
         let state = opt.init(&params);
         let idx = uniform_indices(&[c.batch, c.time], c.vocab, 12);
         let tgt = uniform_indices(&[c.batch, c.time], c.vocab, 13);

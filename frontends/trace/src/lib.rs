@@ -1,6 +1,7 @@
 //! ferrax's tracing frontend: the [`Tensor`] users program against, pytrees ([`Tree`]),
 //! [`trace`] (`jax.make_jaxpr`), [`jit`], the autodiff transforms ([`grad`], [`jvp`], ...), tree
-//! utilities ([`tree_map`], ...), optimizers ([`optim`]) and [`checkpoint`]s.
+//! utilities ([`tree_map`], ...), optimizers ([`optim`]), random numbers ([`random`]) and
+//! [`checkpoint`]s.
 
 mod aot;
 pub mod checkpoint;
@@ -14,6 +15,7 @@ mod operators;
 mod ops;
 pub mod optim;
 mod persistent;
+pub mod random;
 mod tensor;
 mod trace;
 mod trace_ctx;

@@ -5,11 +5,16 @@
 //! (a loop carries them unchanged). Mistakes (branches returning different structures or
 //! types, a body changing a carried type, a predicate that is not a `bool[]`) are errors at
 //! the caller's line, surfacing from `trace`/`jit` as other tracing errors do.
+//!
+//! The special functions the IR has no op for ([`erf`], [`erfc`], [`erf_inv`]) are here too,
+//! as composites of elementwise ops (`special.rs`).
 
 mod region;
 mod scan;
+pub(crate) mod special;
 
 pub use scan::{scan, scan_with, ScanOptions};
+pub use special::{erf, erf_inv, erfc};
 
 use crate::{Operand, Tensor, Tree};
 use ferrax_ir::{Cond, DType, Op, TensorType, While};

@@ -5,15 +5,17 @@
 //! [`optim`](crate::optim) take as they are, and a layer is a function of its inputs and its
 //! parameters. Everything is written with tensor methods, so it traces to plain IR that the
 //! compiler fuses (a layer norm or a softmax becomes one row kernel), and its derivatives are
-//! autodiff's. Initializers ([`initializers`]) draw parameters eagerly on the host.
+//! autodiff's. Initializers ([`initializers`]) and [`dropout`] draw from
+//! [`random`](crate::random) keys.
 //!
 //! ```
 //! use ferrax_ir::DType;
-//! use ferrax_trace::{nn, Tensor};
+//! use ferrax_trace::{nn, random, Tensor};
 //! use ferrax_trace::nn::initializers;
+//! let key = random::key(0);
 //! let layer = nn::Linear {
-//!     w: initializers::glorot_uniform().init(0, [4, 3], DType::F32),
-//!     b: Some(initializers::zeros().init(0, [3], DType::F32)),
+//!     w: initializers::glorot_uniform().init(&key, [4, 3], DType::F32),
+//!     b: Some(initializers::zeros().init(&key, [3], DType::F32)),
 //! };
 //! let x = Tensor::ones(DType::F32, [2, 4]);
 //! let y = nn::gelu(&nn::layer_norm(&nn::linear(&x, &layer), &Tensor::scalar(1.0f32),
@@ -23,13 +25,16 @@
 
 mod activation;
 mod attention;
+mod dropout;
 pub mod initializers;
 mod linear;
 mod loss;
 mod norm;
 
-pub use activation::{erf, erfc, gelu, silu};
+pub use crate::lax::{erf, erfc};
+pub use activation::{gelu, silu};
 pub use attention::{causal_self_attention, causal_self_attention_with, Attention};
+pub use dropout::dropout;
 pub use linear::{linear, linear_with, Linear};
 pub use loss::{accuracy, softmax_cross_entropy_with_integer_labels};
 pub use norm::{layer_norm, rms_norm};

@@ -57,7 +57,7 @@ operand_from_number!(f64, i32, u32);
 impl Operand<'_> {
     /// The operand as a tensor; a number becomes a scalar of `like`'s dtype.
     #[track_caller]
-    fn resolve(self, like: &Tensor) -> Tensor {
+    pub(crate) fn resolve(self, like: &Tensor) -> Tensor {
         match self {
             Operand::Borrowed(t) => t.clone(),
             Operand::Owned(t) => t,
