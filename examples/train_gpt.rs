@@ -17,8 +17,8 @@
 #[path = "../benches/src/gpt.rs"]
 pub mod gpt;
 
-use ferrax::nn::initializers::HostRng;
 use ferrax::optim::{self, GradientTransformation};
+use ferrax::random::{self, Key};
 use ferrax::{checkpoint, jit, Compiled, DType, Tensor};
 use gpt::{Config, Gpt, OptState, StepArgs};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -50,7 +50,7 @@ pub struct Settings {
     pub eval_batches: usize,
     /// Bytes to generate after the prompt.
     pub sample_len: usize,
-    pub seed: u64,
+    pub seed: u32,
     pub progress: bool,
 }
 
@@ -101,14 +101,12 @@ fn windows(c: &Config, data: &[u8], starts: impl Iterator<Item = usize>) -> (Ten
     (Tensor::from_vec(shape, idx), Tensor::from_vec(shape, tgt))
 }
 
-/// A batch of windows at random offsets of `data`, which must be longer than a window.
-pub fn random_batch(c: &Config, data: &[u8], rng: &mut HostRng) -> (Tensor, Tensor) {
-    let span = (data.len() - c.time) as u64;
-    windows(
-        c,
-        data,
-        (0..c.batch).map(|_| (rng.next_u64() % span) as usize),
-    )
+/// A batch of windows at random offsets of `data` drawn with `key`; `data` must be longer
+/// than a window and shorter than 2^31 bytes.
+pub fn random_batch(c: &Config, data: &[u8], key: &Key) -> ferrax::Result<(Tensor, Tensor)> {
+    let span = (data.len() - c.time) as i64;
+    let starts = random::randint(key, [c.batch], 0, span, DType::I32).to_vec::<i32>()?;
+    Ok(windows(c, data, starts.into_iter().map(|s| s as usize)))
 }
 
 /// `n` batches of windows evenly spaced over `data`: a fixed evaluation set.
@@ -157,21 +155,11 @@ fn evaluate(loss: &LossFn, p: &Gpt, batches: &[(Tensor, Tensor)]) -> ferrax::Res
     Ok(sum / batches.len().max(1) as f32)
 }
 
-/// A byte drawn from `softmax(logits / temperature)`.
-fn draw(logits: &[f32], temperature: f64, rng: &mut HostRng) -> u8 {
-    let top = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let weights: Vec<f64> = logits
-        .iter()
-        .map(|&l| (f64::from(l - top) / temperature).exp())
-        .collect();
-    let mut u = rng.uniform() * weights.iter().sum::<f64>();
-    for (b, w) in weights.iter().enumerate() {
-        u -= w;
-        if u < 0.0 {
-            return b as u8;
-        }
-    }
-    (weights.len() - 1) as u8
+/// A byte drawn with `key` from `softmax(logits / temperature)`.
+fn draw(logits: &[f32], temperature: f64, key: &Key) -> ferrax::Result<u8> {
+    let scaled = Tensor::from_vec([logits.len()], logits.to_vec()) / temperature;
+    let byte = random::categorical(key, &scaled, -1, None).to_vec::<i32>()?;
+    Ok(byte.first().map_or(0, |&b| b as u8))
 }
 
 /// `len` bytes generated after `prompt`, one at a time. The model sees a fixed window of
@@ -183,10 +171,10 @@ pub fn sample(
     p: &Gpt,
     prompt: &[u8],
     len: usize,
-    rng: &mut HostRng,
+    key: &Key,
 ) -> ferrax::Result<Vec<u8>> {
     let mut text = prompt.to_vec();
-    for _ in 0..len {
+    for i in 0..len {
         let window = &text[text.len().saturating_sub(c.time)..];
         let mut ids: Vec<i32> = window.iter().map(|&b| i32::from(b)).collect();
         let last = ids.len().saturating_sub(1);
@@ -194,7 +182,8 @@ pub fn sample(
         let out = logits.call((p.clone(), Tensor::from_vec([1, c.time], ids)))?;
         let row = out.to_vec::<f32>()?;
         let v = c.vocab;
-        text.push(draw(&row[last * v..(last + 1) * v], TEMPERATURE, rng));
+        let key = random::fold_in(key, i as f64);
+        text.push(draw(&row[last * v..(last + 1) * v], TEMPERATURE, &key)?);
     }
     Ok(text)
 }
@@ -240,7 +229,11 @@ pub fn train(text: &[u8], s: &Settings) -> Result<(Gpt, OptState, Report), Error
         1.0,
     );
     let opt = gpt::optimizer(schedule);
-    let params = gpt::init(&c, s.seed);
+    let (init_key, batch_key, sample_key) = {
+        let keys = random::split(&random::key(s.seed), 3);
+        (keys.get(0), keys.get(1), keys.get(2))
+    };
+    let params = gpt::init(&c, &init_key);
     let state = opt.init(&params);
     let count: usize = ferrax::tree_leaves(&params).iter().map(Tensor::numel).sum();
     println!(
@@ -287,7 +280,6 @@ pub fn train(text: &[u8], s: &Settings) -> Result<(Gpt, OptState, Report), Error
     let style =
         ProgressStyle::with_template("{elapsed_precise} [{bar:30}] step {pos}/{len} {msg}")?;
     bar.set_style(style.progress_chars("=> "));
-    let mut rng = HostRng::new(s.seed);
     let (mut p, mut st) = (params, state);
     let mut evals = Vec::new();
     let mut train_time = 0.0;
@@ -301,7 +293,7 @@ pub fn train(text: &[u8], s: &Settings) -> Result<(Gpt, OptState, Report), Error
     };
     evals.push(eval(0, &p)?);
     for k in 1..=s.steps {
-        let (idx, tgt) = random_batch(&c, train_text, &mut rng);
+        let (idx, tgt) = random_batch(&c, train_text, &random::fold_in(&batch_key, k as f64))?;
         let args: StepArgs = (p, st, idx, tgt);
         let start = Instant::now();
         let (l, np, ns) = step.call(args)?;
@@ -317,7 +309,7 @@ pub fn train(text: &[u8], s: &Settings) -> Result<(Gpt, OptState, Report), Error
     }
     bar.finish_and_clear();
     let steps_per_s = s.steps as f64 / train_time;
-    let sample = sample(&logits, &c, &p, PROMPT, s.sample_len, &mut rng)?;
+    let sample = sample(&logits, &c, &p, PROMPT, s.sample_len, &sample_key)?;
     let report = Report {
         evals,
         bigram,

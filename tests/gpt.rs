@@ -31,7 +31,7 @@ fn the_benchmark_gpt_trains_on_its_synthetic_corpus() {
     let c = TINY;
     let corpus = gpt::corpus(c.vocab, 4096);
     let opt = gpt::optimizer(1e-2);
-    let params = gpt::init(&c, 0);
+    let params = gpt::init(&c, &ferrax::random::key(0));
     let state = opt.init(&params);
     let step = jit(gpt::train_step(c, opt));
 

@@ -43,7 +43,7 @@ fn addresses<T: Tree>(tree: &T) -> Vec<(usize, Vec<usize>)> {
 #[test]
 fn the_w9_step_peaks_within_what_its_backward_pass_keeps() {
     let (c, opt) = (Config::W9, gpt::optimizer(3e-4));
-    let params = gpt::init(&c, 0);
+    let params = gpt::init(&c, &ferrax::random::key(0));
     let state = opt.init(&params);
     let tokens = Tensor::spec(ferrax::DType::I32, [c.batch, c.time]);
     let args = (params, state, tokens.clone(), tokens);

@@ -14,6 +14,7 @@
 
 use ferrax::nn::{self, initializers, Attention, Linear};
 use ferrax::optim::{self, GradientTransformation, Mask};
+use ferrax::random;
 use ferrax::{jit, value_and_grad, DType, Tensor, Tree};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -267,18 +268,18 @@ fn initializers_have_the_variances_jax_gives_them() {
     let f32_ = DType::F32;
     check(
         "normal",
-        initializers::normal(0.5).init(1, [100_000], f32_),
+        initializers::normal(0.5).init(&random::key(1), [100_000], f32_),
         0.5,
         5.0,
     );
     // Truncated to 2 stddevs, not rescaled: the spread is 0.88 of the stddev.
-    let t = initializers::truncated_normal(1.0).init(2, [100_000], f32_);
+    let t = initializers::truncated_normal(1.0).init(&random::key(2), [100_000], f32_);
     check("truncated_normal", t, 0.879_625_66, 2.0);
     // glorot_uniform [250, 350]: variance 1 / 300, limit sqrt(3 / 300).
     let limit = (3.0f64 / 300.0).sqrt();
-    let t = initializers::glorot_uniform().init(3, [250, 350], f32_);
+    let t = initializers::glorot_uniform().init(&random::key(3), [250, 350], f32_);
     check("glorot_uniform", t, limit / 3f64.sqrt(), limit);
-    let t = initializers::xavier_normal().init(4, [250, 350], f32_);
+    let t = initializers::xavier_normal().init(&random::key(4), [250, 350], f32_);
     check(
         "glorot_normal",
         t,
@@ -288,28 +289,28 @@ fn initializers_have_the_variances_jax_gives_them() {
     // he_normal on a 3x3 convolution [3, 3, 16, 32]: fan_in = 3·3·16.
     let std = (2.0f64 / 144.0).sqrt();
     assert_eq!(initializers::kaiming_normal(), initializers::he_normal());
-    let t = initializers::he_normal().init(5, [3, 3, 16, 256], f32_);
+    let t = initializers::he_normal().init(&random::key(5), [3, 3, 16, 256], f32_);
     check(
         "he_normal",
         t,
         (2.0f64 / 144.0).sqrt(),
         2.0 * std / 0.8796 + 1e-6,
     );
-    let t = initializers::lecun_normal().init(6, [400, 300], f32_);
+    let t = initializers::lecun_normal().init(&random::key(6), [400, 300], f32_);
     check(
         "lecun_normal",
         t,
         (1.0f64 / 400.0).sqrt(),
         2.0 / 20.0 / 0.8796 + 1e-6,
     );
-    let t = initializers::he_uniform().init(7, [500, 200], f32_);
+    let t = initializers::he_uniform().init(&random::key(7), [500, 200], f32_);
     check(
         "he_uniform",
         t,
         (2.0f64 / 500.0).sqrt(),
         (6.0f64 / 500.0).sqrt(),
     );
-    let t = initializers::lecun_uniform().init(8, [500, 200], f32_);
+    let t = initializers::lecun_uniform().init(&random::key(8), [500, 200], f32_);
     check(
         "lecun_uniform",
         t,
@@ -319,13 +320,13 @@ fn initializers_have_the_variances_jax_gives_them() {
     // fan_out and the geometric mean.
     use initializers::{Distribution, FanMode};
     let t = initializers::variance_scaling(1.0, FanMode::FanOut, Distribution::Normal).init(
-        9,
+        &random::key(9),
         [100, 1000],
         f32_,
     );
     check("fan_out", t, (1.0f64 / 1000.0).sqrt(), 1.0);
     let t = initializers::variance_scaling(4.0, FanMode::FanGeoAvg, Distribution::Normal).init(
-        9,
+        &random::key(9),
         [100, 1000],
         f32_,
     );
@@ -337,61 +338,64 @@ fn initializers_have_the_variances_jax_gives_them() {
     );
 
     let u = initializers::uniform(0.1)
-        .init(10, [100_000], f32_)
+        .init(&random::key(10), [100_000], f32_)
         .to_vec::<f32>()
         .unwrap();
     assert!(u.iter().all(|&v| (0.0..0.1).contains(&v)));
     assert_eq!(
         initializers::zeros()
-            .init(0, [2], f32_)
+            .init(&random::key(0), [2], f32_)
             .to_vec::<f32>()
             .unwrap(),
         [0.0; 2]
     );
     assert_eq!(
         initializers::ones()
-            .init(0, [2], DType::I32)
+            .init(&random::key(0), [2], DType::I32)
             .to_vec::<i32>()
             .unwrap(),
         [1; 2]
     );
     assert_eq!(
         initializers::constant(0.5)
-            .init(0, [1], f32_)
+            .init(&random::key(0), [1], f32_)
             .to_vec::<f32>()
             .unwrap(),
         [0.5]
     );
-    let t = initializers::normal(1.0).init(0, [2, 3], DType::F64);
+    let t = initializers::normal(1.0).init(&random::key(0), [2, 3], DType::F64);
     assert_eq!((t.dtype(), t.shape()), (DType::F64, &[2usize, 3][..]));
 }
 
 #[test]
-fn initializers_are_deterministic_by_seed() {
+fn initializers_are_deterministic_by_key() {
     let draw = |seed| {
         initializers::glorot_normal()
-            .init(seed, [8, 4], DType::F32)
+            .init(&random::key(seed), [8, 4], DType::F32)
             .to_vec::<f32>()
             .unwrap()
     };
     assert_eq!(draw(42), draw(42));
     assert_ne!(draw(42), draw(43));
-    // The generator is SplitMix64; its first output for seed 0 is the published one.
+    // A uniform initializer is JAX's uniform draw scaled: bit for bit its value.
+    let key = random::key(7);
+    let scaled = initializers::uniform(0.5).init(&key, [16], DType::F32);
+    let by_hand = random::uniform(&key, [16], DType::F32) * 0.5;
     assert_eq!(
-        initializers::HostRng::new(0).next_u64(),
-        0xe220_a839_7b1d_cdaf
+        scaled.to_vec::<f32>().unwrap(),
+        by_hand.to_vec::<f32>().unwrap()
     );
 }
 
 #[test]
 fn invalid_requests_are_errors_naming_the_problem() {
     let e = initializers::he_normal()
-        .init(0, [5], DType::F32)
+        .init(&random::key(0), [5], DType::F32)
         .to_vec::<f32>()
         .unwrap_err();
     assert!(e.to_string().contains("out of range"), "{e}");
     let e = initializers::normal(1.0)
-        .init(0, [5], DType::I32)
+        .init(&random::key(0), [5], DType::I32)
         .to_vec::<i32>()
         .unwrap_err();
     assert!(e.to_string().contains("float dtype"), "{e}");
@@ -400,7 +404,10 @@ fn invalid_requests_are_errors_naming_the_problem() {
         lower: 1.0,
         upper: 1.0,
     };
-    assert!(empty.init(0, [3], DType::F32).to_vec::<f32>().is_err());
+    assert!(empty
+        .init(&random::key(0), [3], DType::F32)
+        .to_vec::<f32>()
+        .is_err());
 
     let logits = Tensor::zeros(DType::F32, [2, 3]);
     let labels = Tensor::from_vec([3], vec![0i32, 1, 2]);
@@ -463,7 +470,7 @@ fn gpt_init(vocab: usize, time: usize, width: usize, layers: usize) -> Gpt {
     let mut seed = 0;
     let mut n = |shape: &[usize]| {
         seed += 1;
-        initializers::normal(0.02).init(seed, shape.to_vec(), f)
+        initializers::normal(0.02).init(&random::key(seed), shape.to_vec(), f)
     };
     let dense = |w: Tensor| {
         let out = w.shape()[1];

@@ -11,6 +11,7 @@
 
 use ferrax::nn::{self, initializers, Attention, Linear};
 use ferrax::optim::{self, AdamW, GradientTransformation, LearningRate, Mask};
+use ferrax::random::{self, Key};
 use ferrax::{value_and_grad, DType, DotPrecision, Tensor, Tree};
 
 /// The model and batch sizes (`gpt_config` in `jax_reference.py`).
@@ -68,14 +69,15 @@ pub struct Gpt {
     pub head: Linear,
 }
 
-/// `gpt_init`: matrices and embeddings N(0, 0.02) (one seed each, from `seed` up), biases 0,
-/// LayerNorm gains 1.
-pub fn init(c: &Config, seed: u64) -> Gpt {
+/// `gpt_init`: matrices and embeddings N(0, 0.02) (a key each, split off `key` in turn),
+/// biases 0, LayerNorm gains 1.
+pub fn init(c: &Config, key: &Key) -> Gpt {
     let (f, d) = (DType::F32, c.width);
-    let mut next = seed;
+    let mut key = key.clone();
     let mut n = |shape: [usize; 2]| {
-        next += 1;
-        initializers::normal(0.02).init(next, shape.to_vec(), f)
+        let (rest, sub) = random::split2(&key);
+        key = rest;
+        initializers::normal(0.02).init(&sub, shape.to_vec(), f)
     };
     let dense = |w: Tensor| {
         let out = w.shape()[1];

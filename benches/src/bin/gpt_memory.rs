@@ -62,7 +62,7 @@ fn main() -> Result<()> {
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
     let (c, opt) = (gpt::Config::W9, gpt::optimizer(3e-4));
-    let mut params = gpt::init(&c, 0);
+    let mut params = gpt::init(&c, &ferrax::random::key(0));
     let mut state = opt.init(&params);
     let corpus = gpt::corpus(c.vocab, 4096);
     let rss_args = status_bytes("VmRSS");

@@ -1,65 +1,16 @@
-//! Parameter initializers, named and parameterized as `jax.nn.initializers`.
-//!
-//! ferrax has no PRNG keys yet (issue #30), so an [`Initializer`] takes a `u64` seed and
-//! draws its values eagerly on the host from [`HostRng`], a documented deterministic
-//! generator: the same seed, shape and dtype give the same tensor on every machine. When keys
-//! land, `init` will take a key as JAX's initializers do; the distributions and their
-//! parameters will stay as they are.
+//! Parameter initializers, named and parameterized as `jax.nn.initializers`, drawing from a
+//! [`Key`] with [`crate::random`] exactly as JAX's do: the same key, shape and dtype give
+//! JAX's values (bit for bit for the uniform ones, within a few ULP through `erf_inv`).
 //!
 //! The variance-scaling family follows `jax.nn.initializers.variance_scaling` exactly: fans
 //! from `in_axis`/`out_axis` (default the last two axes) times the receptive field (the
 //! other axes), a variance of `scale / fan`, and a truncated normal on [-2, 2] rescaled by
 //! 0.8796 (its standard deviation) so that the variance is the one asked for.
 
-use crate::Tensor;
+use crate::random::{self, Key};
+use crate::{jit, Tensor};
 use ferrax_ir::{DType, Shape, TensorType};
 use std::panic::Location;
-
-/// SplitMix64 (Steele, Lea and Flood, 2014): a 64-bit state advanced by the golden-ratio
-/// increment and mixed by two multiply-xorshift rounds. Uniform floats take the top 53 bits
-/// (`[0, 1)`); normals come in pairs from the Box-Muller transform of two uniforms. A
-/// stand-in for JAX's `jax.random` until ferrax has keys (issue #30); not for cryptography.
-#[derive(Clone, Debug)]
-pub struct HostRng {
-    state: u64,
-    spare: Option<f64>,
-}
-
-impl HostRng {
-    /// A generator whose stream is determined by `seed`.
-    pub fn new(seed: u64) -> HostRng {
-        HostRng {
-            state: seed,
-            spare: None,
-        }
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform on `[0, 1)`, a multiple of 2^-53.
-    pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// Standard normal (Box-Muller; the second value of each pair is the next call's).
-    pub fn normal(&mut self) -> f64 {
-        if let Some(z) = self.spare.take() {
-            return z;
-        }
-        // 1 - u is in (0, 1], so the logarithm is finite.
-        let r = (-2.0 * (1.0 - self.uniform()).ln()).sqrt();
-        let theta = std::f64::consts::TAU * self.uniform();
-        self.spare = Some(r * theta.sin());
-        r * theta.cos()
-    }
-}
 
 /// Which fan a variance-scaling initializer divides by (JAX's `mode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,16 +64,15 @@ pub enum Initializer {
 /// The standard deviation of N(0, 1) truncated to [-2, 2] (JAX's constant).
 const TRUNCATED_STDDEV: f64 = 0.879_625_661_034_239_8;
 
-/// Draws per element before a truncated normal gives up (its bounds hold almost no mass).
-const MAX_TRIES: usize = 10_000;
-
 impl Initializer {
-    /// A tensor of `shape` and float `dtype`, drawn from [`HostRng::new(seed)`](HostRng) in
-    /// row-major order (constants need no seed). Invalid requests (a random initializer for a
-    /// non-float dtype, fans of a tensor of rank < 2, axes out of range, empty truncation
-    /// bounds) give a failed tensor, as tensor operations do.
+    /// A tensor of `shape` and float `dtype` drawn with `key` (constants ignore it), as
+    /// `initializer(key, shape, dtype)` in JAX. A concrete key draws with a compiled program
+    /// (one fused kernel, however large the tensor); a traced one records the draw in the
+    /// trace. Invalid requests (a random initializer for a non-float dtype, fans of a tensor
+    /// of rank < 2, axes out of range, empty truncation bounds) give a failed tensor, as
+    /// tensor operations do.
     #[track_caller]
-    pub fn init(&self, seed: u64, shape: impl Into<Shape>, dtype: DType) -> Tensor {
+    pub fn init(&self, key: &Key, shape: impl Into<Shape>, dtype: DType) -> Tensor {
         let shape = shape.into();
         let location = Location::caller();
         let fail = |message: String| {
@@ -136,24 +86,56 @@ impl Initializer {
                 "{self:?}: random initializers need a float dtype, got {dtype}"
             ));
         }
-        let n = shape.numel();
-        let mut rng = HostRng::new(seed);
-        let values: Result<Vec<f64>, String> = match *self {
-            Initializer::Constant(_) => Ok(Vec::new()),
-            Initializer::Normal { stddev } => Ok((0..n).map(|_| rng.normal() * stddev).collect()),
-            Initializer::Uniform { scale } => Ok((0..n).map(|_| rng.uniform() * scale).collect()),
+        if let Err(message) = self.check(shape.dims()) {
+            return fail(format!("{self:?}: {message}"));
+        }
+        if key.data().is_traced() {
+            return self.draw(key, &shape, dtype);
+        }
+        let draw = jit(|k: Key| self.draw(&k, &shape, dtype));
+        draw.call(key.clone())
+            .unwrap_or_else(|e| fail(format!("{self:?}: {e}")))
+    }
+
+    /// Why this initializer cannot fill a tensor of `dims`, if it cannot.
+    fn check(&self, dims: &[usize]) -> Result<(), String> {
+        match *self {
+            Initializer::TruncatedNormal { lower, upper, .. }
+                if lower.partial_cmp(&upper) != Some(std::cmp::Ordering::Less) =>
+            {
+                Err(format!("truncation bounds [{lower}, {upper}] are empty"))
+            }
+            Initializer::VarianceScaling {
+                in_axis, out_axis, ..
+            } => fans(dims, in_axis, out_axis).map(drop),
+            Initializer::Constant(_)
+            | Initializer::Normal { .. }
+            | Initializer::Uniform { .. }
+            | Initializer::TruncatedNormal { .. } => Ok(()),
+        }
+    }
+
+    /// The draw itself, as JAX's initializers compute it.
+    #[track_caller]
+    fn draw(&self, key: &Key, shape: &Shape, dtype: DType) -> Tensor {
+        let dims = shape.dims();
+        match *self {
+            Initializer::Constant(v) => Tensor::full(dtype, shape.clone(), v),
+            Initializer::Normal { stddev } => random::normal(key, dims.to_vec(), dtype) * stddev,
+            Initializer::Uniform { scale } => random::uniform(key, dims.to_vec(), dtype) * scale,
             Initializer::TruncatedNormal {
                 stddev,
                 lower,
                 upper,
-            } => truncated(&mut rng, n, lower, upper).map(|v| scaled(v, stddev)),
+            } => random::truncated_normal(key, lower, upper, dims.to_vec(), dtype) * stddev,
             Initializer::VarianceScaling {
                 scale,
                 mode,
                 distribution,
                 in_axis,
                 out_axis,
-            } => fans(shape.dims(), in_axis, out_axis).and_then(|(fan_in, fan_out)| {
+            } => {
+                let (fan_in, fan_out) = fans(dims, in_axis, out_axis).unwrap_or((1.0, 1.0));
                 let fan = match mode {
                     FanMode::FanIn => fan_in,
                     FanMode::FanOut => fan_out,
@@ -162,47 +144,21 @@ impl Initializer {
                 };
                 let variance = scale / fan;
                 match distribution {
-                    Distribution::TruncatedNormal => truncated(&mut rng, n, -2.0, 2.0)
-                        .map(|v| scaled(v, variance.sqrt() / TRUNCATED_STDDEV)),
+                    Distribution::TruncatedNormal => {
+                        random::truncated_normal(key, -2.0, 2.0, dims.to_vec(), dtype)
+                            * (variance.sqrt() / TRUNCATED_STDDEV)
+                    }
                     Distribution::Normal => {
-                        Ok((0..n).map(|_| rng.normal() * variance.sqrt()).collect())
+                        random::normal(key, dims.to_vec(), dtype) * variance.sqrt()
                     }
                     Distribution::Uniform => {
-                        let limit = (3.0 * variance).sqrt();
-                        Ok((0..n)
-                            .map(|_| (2.0 * rng.uniform() - 1.0) * limit)
-                            .collect())
+                        random::uniform_in(key, dims.to_vec(), dtype, -1.0, 1.0)
+                            * (3.0 * variance).sqrt()
                     }
                 }
-            }),
-        };
-        match values {
-            Ok(v) => Tensor::from_vec(shape.clone(), v).astype(dtype),
-            Err(message) => fail(format!("{self:?}: {message}")),
+            }
         }
     }
-}
-
-fn scaled(mut v: Vec<f64>, by: f64) -> Vec<f64> {
-    v.iter_mut().for_each(|x| *x *= by);
-    v
-}
-
-/// `n` standard normals truncated to `[lower, upper]`, by rejection.
-fn truncated(rng: &mut HostRng, n: usize, lower: f64, upper: f64) -> Result<Vec<f64>, String> {
-    if lower.partial_cmp(&upper) != Some(std::cmp::Ordering::Less) {
-        return Err(format!("truncation bounds [{lower}, {upper}] are empty"));
-    }
-    (0..n)
-        .map(|_| {
-            (0..MAX_TRIES)
-                .map(|_| rng.normal())
-                .find(|z| (lower..=upper).contains(z))
-                .ok_or_else(|| {
-                    format!("bounds [{lower}, {upper}] hold too little of a normal's mass")
-                })
-        })
-        .collect()
 }
 
 /// `(fan_in, fan_out)` as JAX's `_compute_fans`: the sizes of `in_axis` and `out_axis`, each
