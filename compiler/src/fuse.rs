@@ -82,6 +82,8 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::Scatter(_)
         | Op::DynamicSlice { .. }
         | Op::DynamicUpdateSlice
+        | Op::Sort { .. }
+        | Op::Argsort { .. }
         | Op::CustomVjp(_)
         | Op::While(_)
         | Op::Cond(_)
@@ -413,6 +415,8 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::DynamicSlice { .. }
         | Op::DynamicUpdateSlice
         | Op::StopGradient
+        | Op::Sort { .. }
+        | Op::Argsort { .. }
         | Op::CustomVjp(_)
         | Op::While(_)
         | Op::Cond(_)

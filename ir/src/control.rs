@@ -80,7 +80,9 @@ impl Op {
             | Op::Scatter(_)
             | Op::DynamicSlice { .. }
             | Op::DynamicUpdateSlice
-            | Op::StopGradient => Vec::new(),
+            | Op::StopGradient
+            | Op::Sort { .. }
+            | Op::Argsort { .. } => Vec::new(),
         }
     }
 
@@ -139,7 +141,9 @@ impl Op {
             | Op::Scatter(_)
             | Op::DynamicSlice { .. }
             | Op::DynamicUpdateSlice
-            | Op::StopGradient => None,
+            | Op::StopGradient
+            | Op::Sort { .. }
+            | Op::Argsort { .. } => None,
         }
     }
 

@@ -246,6 +246,24 @@ impl Scatter {
 }
 
 impl Gather {
+    /// `jnp.take_along_axis` on same-shaped operand and indices of rank `rank`: element `j`
+    /// of the result is the operand's at `j` with coordinate `axis` replaced by the index there
+    /// (every other dimension a batching dimension). Sorting several operands by one
+    /// permutation is this gather of each.
+    pub fn along_axis(rank: usize, axis: usize) -> Gather {
+        let others: Vec<usize> = (0..rank).filter(|&d| d != axis).collect();
+        Gather {
+            offset_dims: Vec::new(),
+            collapsed_slice_dims: vec![axis],
+            operand_batching_dims: others.clone(),
+            start_indices_batching_dims: others,
+            start_index_map: vec![axis],
+            index_vector_dim: rank,
+            slice_sizes: vec![1; rank],
+            indices_are_sorted: false,
+        }
+    }
+
     /// The scatter that combines a gather-result-shaped tensor into the positions this
     /// gather reads (its transpose, with `Add`). Gather clamps start indices and scatter
     /// drops windows that do not fit, so the indices must be clamped first.

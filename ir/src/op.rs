@@ -325,6 +325,20 @@ pub enum Op {
     DynamicUpdateSlice,
     /// Identity whose derivative is zero.
     StopGradient,
+    /// The operand sorted along `dimension`, ascending or `descending` (`lax.sort` of one
+    /// operand). Floats in `jax.lax.sort`'s order: -0 ties with +0 and every NaN, of either
+    /// sign, ties with the others after +inf; bools `false < true`; integers by their dtype.
+    Sort {
+        dimension: usize,
+        descending: bool,
+    },
+    /// The stable permutation that sorts the operand along `dimension` as `Sort` does, as
+    /// `i32` positions along it (`jnp.argsort`): tied elements keep their order. Sorting
+    /// several operands by keys (`lax.sort_key_val`) is this followed by gathers.
+    Argsort {
+        dimension: usize,
+        descending: bool,
+    },
     /// A function with a user-defined reverse-mode derivative (`jax.custom_vjp`).
     CustomVjp(Box<CustomVjp>),
     /// A loop over carried values (see [`While`]).
@@ -371,6 +385,8 @@ impl Op {
             Op::DynamicSlice { .. } => "dynamic_slice",
             Op::DynamicUpdateSlice => "dynamic_update_slice",
             Op::StopGradient => "stop_gradient",
+            Op::Sort { .. } => "sort",
+            Op::Argsort { .. } => "argsort",
             Op::CustomVjp(_) => "custom_vjp",
             Op::While(_) => "while",
             Op::Cond(_) => "cond",

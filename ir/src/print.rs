@@ -158,6 +158,17 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
             }
         }
         Op::Concatenate { axis } => items.item(format_args!("axis={axis}"))?,
+        Op::Sort {
+            dimension,
+            descending,
+        }
+        | Op::Argsort {
+            dimension,
+            descending,
+        } => {
+            items.item(format_args!("dimension={dimension}"))?;
+            items.flag("descending", *descending)?;
+        }
         Op::Gather(g) => gather_attrs(g, &mut items)?,
         Op::Scatter(s) => scatter_attrs(s, &mut items)?,
         Op::CustomVjp(c) => {

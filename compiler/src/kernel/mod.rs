@@ -310,6 +310,8 @@ pub fn lower(
                     | Op::DynamicSlice { .. }
                     | Op::DynamicUpdateSlice
                     | Op::StopGradient
+                    | Op::Sort { .. }
+                    | Op::Argsort { .. }
                     | Op::CustomVjp(_)
                     | Op::While(_)
                     | Op::Cond(_)

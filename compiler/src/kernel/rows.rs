@@ -375,6 +375,8 @@ impl RowLowering<'_> {
             | Op::DynamicSlice { .. }
             | Op::DynamicUpdateSlice
             | Op::StopGradient
+            | Op::Sort { .. }
+            | Op::Argsort { .. }
             | Op::CustomVjp(_)
             | Op::While(_)
             | Op::Cond(_)

@@ -10,6 +10,7 @@ mod indexing;
 mod movement;
 mod nest;
 mod reduce;
+mod sort;
 mod source;
 
 use crate::{Op, TensorType, TypeError, MAX_RANK};
@@ -54,6 +55,8 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::While(w) => control::while_loop(w, args)?,
         Op::Cond(c) => control::cond(c, args)?,
         Op::Scan(s) => control::scan(s, args)?,
+        Op::Sort { dimension, .. } => sort::sort(op.name(), *dimension, args)?,
+        Op::Argsort { dimension, .. } => sort::argsort(op.name(), *dimension, args)?,
     };
     if ty.rank() > MAX_RANK {
         return Err(TypeError::Rank {

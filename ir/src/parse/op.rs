@@ -101,6 +101,14 @@ pub(super) fn build_op(
             },
             "dynamic_update_slice" => Op::DynamicUpdateSlice,
             "stop_gradient" => Op::StopGradient,
+            "sort" => Op::Sort {
+                dimension: attrs.int(p, "dimension")?,
+                descending: attrs.flag(p, "descending")?,
+            },
+            "argsort" => Op::Argsort {
+                dimension: attrs.int(p, "dimension")?,
+                descending: attrs.flag(p, "descending")?,
+            },
             "custom_vjp" => Op::CustomVjp(Box::new(CustomVjp {
                 primal: attrs.func(p, "primal")?,
                 fwd: attrs.func(p, "fwd")?,

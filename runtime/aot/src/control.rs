@@ -78,7 +78,9 @@ impl<R> CompiledCall<R> {
             | Op::Scatter(_)
             | Op::DynamicSlice { .. }
             | Op::DynamicUpdateSlice
-            | Op::StopGradient => return None,
+            | Op::StopGradient
+            | Op::Sort { .. }
+            | Op::Argsort { .. } => return None,
         };
         regions.next().is_none().then_some(call)
     }

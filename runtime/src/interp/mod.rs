@@ -14,6 +14,7 @@ pub use elementwise::wide_unary;
 mod movement;
 mod num;
 mod reduce;
+mod sort;
 mod source;
 
 use crate::{Array, RuntimeError};
@@ -222,6 +223,14 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
         Op::DynamicUpdateSlice => indexing::dynamic_update_slice(args[0], args[1], &args[2..])?,
         Op::Reduce { op, axes } => reduce::reduce(*op, args[0], axes)?,
         Op::DotGeneral(dims) => contract::dot_general(args[0], args[1], dims)?,
+        Op::Sort {
+            dimension,
+            descending,
+        } => sort::sort(args[0], *dimension, *descending)?,
+        Op::Argsort {
+            dimension,
+            descending,
+        } => sort::argsort(args[0], *dimension, *descending)?,
     };
     Array::new(ty.shape.clone(), data)
 }

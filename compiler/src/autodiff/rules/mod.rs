@@ -10,6 +10,7 @@ mod indexing;
 mod movement;
 mod reduce;
 mod scan;
+mod sort;
 
 use super::emit::{Emitter, R};
 use ferrax_ir::{Op, ValueId};
@@ -27,7 +28,12 @@ pub(super) fn jvp(
         | Op::Iota { .. }
         | Op::Compare(_)
         | Op::BitcastConvert { .. }
-        | Op::StopGradient => Ok(None),
+        | Op::StopGradient
+        | Op::Argsort { .. } => Ok(None),
+        Op::Sort {
+            dimension,
+            descending,
+        } => sort::jvp(e, *dimension, *descending, x[0], t[0]),
         Op::Unary(u) => elementwise::unary_jvp(e, *u, x[0], t[0], y),
         Op::Binary(b) => elementwise::binary_jvp(e, *b, x, t, y),
         Op::Select => elementwise::select_jvp(e, x, t),
@@ -61,7 +67,11 @@ pub(super) fn vjp(
     match op {
         Op::Constant(_) | Op::Iota { .. } => Ok(Vec::new()),
         Op::Compare(_) => Ok(vec![None, None]),
-        Op::StopGradient | Op::BitcastConvert { .. } => Ok(vec![None]),
+        Op::StopGradient | Op::BitcastConvert { .. } | Op::Argsort { .. } => Ok(vec![None]),
+        Op::Sort {
+            dimension,
+            descending,
+        } => Ok(vec![Some(sort::vjp(e, *dimension, *descending, x[0], g)?)]),
         Op::Unary(u) => Ok(vec![elementwise::unary_vjp(e, *u, x[0], y, g)?]),
         Op::Binary(b) => elementwise::binary_vjp(e, *b, x, y, g),
         Op::Select => elementwise::select_vjp(e, x, g),

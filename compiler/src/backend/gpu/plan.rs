@@ -289,6 +289,8 @@ impl Parts {
             | Op::BitcastConvert { .. }
             | Op::StopGradient
             | Op::CustomVjp(_) => host,
+            // Sorting runs on the host's interpreter: a GPU sort kernel is left for later.
+            Op::Sort { .. } | Op::Argsort { .. } => host,
             // Control flow runs on the host's interpreter for now, each call once: its
             // instructions (one per result, the same operands) are one step.
             Op::While(_) | Op::Cond(_) | Op::Scan(_) if self.called.contains(&index) => {

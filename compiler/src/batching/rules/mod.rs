@@ -10,6 +10,7 @@ mod indexing;
 mod movement;
 mod reduce;
 mod scan;
+mod sort;
 
 use super::builder::{BVal, Batcher};
 use super::{BatchError, R};
@@ -50,6 +51,20 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
         Op::Scatter(s) => indexing::scatter(bt, s, args),
         Op::DynamicSlice { sizes } => indexing::dynamic_slice(bt, sizes, args),
         Op::DynamicUpdateSlice => indexing::dynamic_update_slice(bt, args),
+        Op::Sort {
+            dimension,
+            descending,
+        } => sort::batch(bt, *dimension, args[0], |dimension| Op::Sort {
+            dimension,
+            descending: *descending,
+        }),
+        Op::Argsort {
+            dimension,
+            descending,
+        } => sort::batch(bt, *dimension, args[0], |dimension| Op::Argsort {
+            dimension,
+            descending: *descending,
+        }),
         Op::CustomVjp(c) => call::custom_vjp(bt, c, args),
         Op::While(_) | Op::Cond(_) | Op::Scan(_) => {
             let k = op.call_result().map_or(0, |(k, _)| k);
@@ -90,6 +105,8 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         | Op::DynamicSlice { .. }
         | Op::DynamicUpdateSlice
         | Op::StopGradient
+        | Op::Sort { .. }
+        | Op::Argsort { .. }
         | Op::CustomVjp(_) => Err(BatchError::Malformed(format!(
             "{} is not a control-flow call",
             op.name()
