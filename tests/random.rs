@@ -441,3 +441,34 @@ fn bad_requests_are_errors_naming_the_problem() {
     let e = err(keys.get(3).data().clone());
     assert!(e.contains("out of range"), "{e}");
 }
+
+#[test]
+fn permutations_and_shuffles_are_jaxs() {
+    for case in cases("permutation") {
+        let n = case["n"].as_u64().unwrap() as usize;
+        eager_and_jit(case, move |k| random::permutation(&k, n), exact);
+    }
+    let grid = |case: &Value| {
+        let x = &case["x"];
+        Tensor::from_vec(
+            shape(&x["shape"]),
+            numbers(&x["data"])
+                .into_iter()
+                .map(|v| v as f32)
+                .collect::<Vec<_>>(),
+        )
+    };
+    for case in cases("permutation_of") {
+        let (x, axis) = (grid(case), case["axis"].as_i64().unwrap());
+        eager_and_jit(case, move |k| random::permutation_of(&k, &x, axis), exact);
+    }
+    for case in cases("shuffle") {
+        let (x, axis) = (grid(case), case["axis"].as_i64().unwrap());
+        eager_and_jit(case, move |k| random::shuffle(&k, &x, axis), exact);
+    }
+    let e = random::shuffle(&random::key(0), &Tensor::zeros(DType::F32, [3]), 1)
+        .to_array()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("axis 1 is out of range"), "{e}");
+}

@@ -88,6 +88,13 @@ for seed, shape, lo, hi, dtype in [
     case("randint", seed, data(r), shape=shape, minval=lo, maxval=hi, dtype=dtype)
 
 case("permutation", 14, data(random.permutation(random.key(14), 20)), n=20)
+# 2000 elements take two rounds of sorting.
+case("permutation", 18, data(random.permutation(random.key(18), 2000)), n=2000)
+grid = jnp.arange(24, dtype=jnp.float32).reshape(4, 6)
+case("permutation_of", 16, data(random.permutation(random.key(16), grid, axis=1)), axis=1,
+     x=data(grid))
+case("shuffle", 17, data(random.permutation(random.key(17), grid, axis=0, independent=True)),
+     axis=0, x=data(grid))
 
 with jax.enable_x64(True):
     u = random.uniform(random.key(15), (100,), jnp.float64)

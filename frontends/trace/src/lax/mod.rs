@@ -7,12 +7,14 @@
 //! the caller's line, surfacing from `trace`/`jit` as other tracing errors do.
 //!
 //! The special functions the IR has no op for ([`erf`], [`erfc`], [`erf_inv`]) are here too,
-//! as composites of elementwise ops (`special.rs`).
+//! as composites of elementwise ops (`special.rs`), and [`sort_key_val`], whose stable
+//! permutation and gathers live with the `Tensor` sorting methods.
 
 mod region;
 mod scan;
 pub(crate) mod special;
 
+pub use crate::ops::sort::sort_key_val;
 pub use scan::{scan, scan_with, ScanOptions};
 pub use special::{erf, erf_inv, erfc};
 

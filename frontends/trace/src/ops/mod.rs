@@ -13,6 +13,7 @@ mod elementwise;
 mod indexing;
 mod movement;
 mod reduce;
+pub(crate) mod sort;
 mod source;
 
 pub use call::{custom_vjp, custom_vjp_named};

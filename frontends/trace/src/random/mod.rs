@@ -8,11 +8,13 @@
 
 mod integers;
 mod key;
+mod permutation;
 mod sample;
 mod threefry;
 
 pub use integers::randint;
 pub use key::{fold_in, key, split, split2, Key};
+pub use permutation::{permutation, permutation_of, shuffle};
 pub use sample::{
     bernoulli, bits, categorical, gumbel, normal, truncated_normal, uniform, uniform_in,
 };
