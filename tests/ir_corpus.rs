@@ -68,6 +68,8 @@ fn corpus_covers_every_op() {
         "gather",
         "dynamic_slice",
         "dynamic_update_slice",
+        "sort",
+        "argsort",
     ];
     all.extend(ferrax::ir::UnaryOp::ALL.iter().map(|u| u.name()));
     all.extend(ferrax::ir::BinaryOp::ALL.iter().map(|b| b.name()));

@@ -35,8 +35,13 @@ use std::process::Command;
 /// The host steps of `plan` other than indexing by values (gather, scatter and the dynamic
 /// slices), which the GPU backend leaves to the host until it has kernels for them.
 fn non_indexing_host_ops(plan: &GpuPlan) -> Vec<&str> {
-    let indexing =
-        |op: &&str| op.contains("gather") || op.contains("scatter") || op.starts_with("dynamic_");
+    // Sorting is a host step on the GPU for now (docs/architecture.md), as indexing may be.
+    let indexing = |op: &&str| {
+        op.contains("gather")
+            || op.contains("scatter")
+            || op.starts_with("dynamic_")
+            || op.ends_with("sort")
+    };
     plan.host_ops()
         .into_iter()
         .filter(|op| !indexing(op))

@@ -334,6 +334,22 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
                 ),
             ),
         ),
+        (
+            // Sorting rows ascending and columns descending, and floats by integer keys
+            // with many ties (the inputs' integers are 1..=4), which only a stable sort
+            // orders one way.
+            "sort_rows",
+            t(
+                |(x, k): (Tensor, Tensor)| {
+                    let (_, by_keys) = ferrax::lax::sort_key_val(&k, &x, 1);
+                    (x.sort(1).exp(), x.argsort_descending(0), by_keys)
+                },
+                (
+                    Tensor::spec(DType::F32, [3, 5]),
+                    Tensor::spec(DType::I32, [3, 5]),
+                ),
+            ),
+        ),
     ]
 }
 
