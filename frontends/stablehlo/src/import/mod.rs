@@ -4,7 +4,7 @@
 //! Here: the walk over an entry's operations and the calls it inlines. One op's mapping is in
 //! `ops` (with StableHLO's op names in `names` and attribute reading in `attrs`), reductions
 //! in `reduce`, gathers, scatters and dynamic slices in `indexing`, `while`, `case` and `if`
-//! in `control`, checks in `check`.
+//! in `control`, sorts in `sort`, checks in `check`.
 
 mod attrs;
 mod check;
@@ -13,6 +13,7 @@ mod indexing;
 mod names;
 mod ops;
 mod reduce;
+mod sort;
 
 pub use check::{Check, CheckKind, Expected};
 
@@ -175,6 +176,11 @@ impl<'a> Importer<'a> {
                 "while" | "case" | "if" => {
                     let results = self.control(short, op, &args, env, depth)?;
                     for (name, v) in op.results.iter().zip(results) {
+                        env.insert(name.clone(), v);
+                    }
+                }
+                "sort" => {
+                    for (name, v) in op.results.iter().zip(self.sort(op, &args)?) {
                         env.insert(name.clone(), v);
                     }
                 }
