@@ -5,7 +5,7 @@
 //! `cargo run --release --example train_mlp [-- EPOCHS]`
 
 use ferrax::optim::{self, GradientTransformation};
-use ferrax::{jit, nn, value_and_grad, DType, Device, Tensor, Tree};
+use ferrax::{jit, nn, random, value_and_grad, DType, Device, Tensor, Tree};
 use std::time::Instant;
 
 #[derive(Tree, Clone)]
@@ -67,41 +67,19 @@ impl Digits {
     }
 }
 
-/// A small deterministic generator (xorshift) for initialisation and shuffling.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Approximately standard normal (sum of 12 uniforms).
-    fn normal(&mut self) -> f32 {
-        (0..12)
-            .map(|_| (self.next() >> 11) as f32 / (1u64 << 53) as f32)
-            .sum::<f32>()
-            - 6.0
-    }
-
-    fn shuffle(&mut self, v: &mut [usize]) {
-        for i in (1..v.len()).rev() {
-            v.swap(i, (self.next() % (i as u64 + 1)) as usize);
-        }
+/// A dense layer initialised as `jax.nn.initializers.he_normal` does (a truncated normal of
+/// variance `2 / fan_in`), biases zero.
+fn layer(key: &random::Key, fan_in: usize, fan_out: usize) -> Layer {
+    Layer {
+        w: nn::initializers::he_normal().init(key, [fan_in, fan_out], DType::F32),
+        b: Tensor::zeros(DType::F32, [fan_out]),
     }
 }
 
-fn layer(rng: &mut Rng, fan_in: usize, fan_out: usize) -> Layer {
-    let scale = (2.0 / fan_in as f32).sqrt();
-    let w = (0..fan_in * fan_out)
-        .map(|_| rng.normal() * scale)
-        .collect();
-    Layer {
-        w: Tensor::from_vec([fan_in, fan_out], w),
-        b: Tensor::zeros(DType::F32, [fan_out]),
-    }
+/// `rows` in the random order `random::permutation` draws from `key`.
+fn shuffled(key: &random::Key, rows: &[usize]) -> ferrax::Result<Vec<usize>> {
+    let order = random::permutation(key, rows.len()).to_vec::<i32>()?;
+    Ok(order.into_iter().map(|i| rows[i as usize]).collect())
 }
 
 fn forward(p: &Mlp, x: &Tensor) -> Tensor {
@@ -149,14 +127,15 @@ fn to_device<T: Tree>(tree: T, device: &Device) -> ferrax::Result<T> {
 /// on `device`, so `jit` runs the training step there.
 pub fn train(epochs: usize, verbose: bool, device: &Device) -> ferrax::Result<Report> {
     let data = Digits::load();
-    let mut rng = Rng(0x5EED_F00D);
-    let mut order: Vec<usize> = (0..data.len()).collect();
-    rng.shuffle(&mut order);
+    let keys = random::split(&random::key(0x5EED_F00D), 4);
+    let all: Vec<usize> = (0..data.len()).collect();
+    let order = shuffled(&keys.get(0), &all)?;
     let (train_rows, test_rows) = order.split_at(data.len() * 4 / 5);
     let params = Mlp {
-        hidden: layer(&mut rng, PIXELS, HIDDEN),
-        out: layer(&mut rng, HIDDEN, CLASSES),
+        hidden: layer(&keys.get(1), PIXELS, HIDDEN),
+        out: layer(&keys.get(2), HIDDEN, CLASSES),
     };
+    let epoch_key = keys.get(3);
     let state = optimizer().init(&params);
 
     let (mut params, mut state) = (to_device(params, device)?, to_device(state, device)?);
@@ -166,12 +145,11 @@ pub fn train(epochs: usize, verbose: bool, device: &Device) -> ferrax::Result<Re
     step.lower(&(params.clone(), state.clone(), x0, y0))?;
     let compile_seconds = start.elapsed().as_secs_f64();
 
-    let mut rows = train_rows.to_vec();
-    let batches = rows.len() / BATCH;
+    let batches = train_rows.len() / BATCH;
     let (mut steps, mut final_loss) = (0usize, f32::NAN);
     let start = Instant::now();
     for epoch in 1..=epochs {
-        rng.shuffle(&mut rows);
+        let rows = shuffled(&random::fold_in(&epoch_key, epoch as u32), train_rows)?;
         let mut total = 0.0;
         for b in 0..batches {
             let (x, y) = data.batch(&rows[b * BATCH..(b + 1) * BATCH]);
