@@ -103,6 +103,14 @@ fn program(op: KernelOp, dtype: DType) -> Option<(Func, Vec<Array>)> {
             })),
             vec![dtype, DType::I32],
         ),
+        KernelOp::Iota => (
+            Op::Iota {
+                dtype,
+                shape: [LEN].into(),
+                dim: 0,
+            },
+            vec![],
+        ),
         // Held values and reductions are walked by their own tests below.
         KernelOp::Hold | KernelOp::RowReduce(_) | KernelOp::ColumnReduce(_) => return None,
     };
@@ -229,9 +237,11 @@ fn every_op_on_every_dtype_is_planned_as_the_gpu_table_says() {
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 let on_host = plan.host_ops().contains(&func.body[0].op.name());
                 let fused = target.support(op, dtype) != Support::Host;
+                // An unfused gather is the GPU's gather step, an unfused iota a constant.
+                let own_step = matches!(op, KernelOp::RowGather | KernelOp::Iota);
                 assert_eq!(
                     on_host,
-                    !fused && op != KernelOp::RowGather,
+                    !fused && !own_step,
                     "{what}: the table says {:?}",
                     target.support(op, dtype)
                 );
@@ -257,10 +267,12 @@ fn every_op_on_every_dtype_runs_on_the_emulated_gpu_as_the_table_says() {
             let support = target.support(op, dtype);
             let exe = GpuProgram::compile(&func, &gpu, GpuOptions::HIGHEST)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
-            // A gather the table keeps out of kernels is the GPU's gather step instead.
+            // A gather the table keeps out of kernels is the GPU's gather step instead, an
+            // iota a constant.
+            let own_step = matches!(op, KernelOp::RowGather | KernelOp::Iota);
             assert_eq!(
                 exe.host_steps(),
-                usize::from(support == Support::Host && op != KernelOp::RowGather),
+                usize::from(support == Support::Host && !own_step),
                 "{what}"
             );
             kernels += usize::from(support != Support::Host);

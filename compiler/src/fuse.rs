@@ -71,8 +71,10 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
                 && matches!(types, (Some(x), Some(i)) if row_gather(x, i, g).is_some())
                 && ins.args.iter().all(|&a| splat_constant(func, a).is_none())
         }
-        Op::Iota { .. }
-        | Op::Reshape { .. }
+        Op::Iota { dtype, shape, dim } => {
+            computes(KernelOp::Iota, *dtype) && iota_fits(*dtype, shape.dims(), *dim)
+        }
+        Op::Reshape { .. }
         | Op::Transpose { .. }
         | Op::Reduce { .. }
         | Op::DotGeneral(_)
@@ -88,6 +90,23 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::While(_)
         | Op::Cond(_)
         | Op::Scan(_) => false,
+    }
+}
+
+/// Whether a kernel's iota of `dtype` along `dim` of `dims` holds its indices exactly (the
+/// interpreter's iota wraps them into the type; a kernel computes them in the index's width).
+fn iota_fits(dtype: DType, dims: &[usize], dim: usize) -> bool {
+    let size = dims.get(dim).copied().unwrap_or(0) as u64;
+    match dtype {
+        DType::I32 => size <= 1 << 31,
+        DType::U32 => size <= 1 << 32,
+        DType::I64
+        | DType::U8
+        | DType::F32
+        | DType::F64
+        | DType::F16
+        | DType::BF16
+        | DType::Bool => false,
     }
 }
 
@@ -141,10 +160,13 @@ pub fn schedule(func: &Func, target: &Target) -> Func {
     // (Picking from `ready` only when none joins ends the run: `joining` is then empty.)
     let mut joining: BTreeSet<usize> = BTreeSet::new();
     // Between runs, work no kernel computes (a matrix product, say) goes first, so that
-    // fusible work that waits for nothing joins, as late as it may, the run that reads it.
+    // fusible work that waits for nothing joins, as late as it may, the run that reads it;
+    // then scalar work, which larger runs read as broadcasts: done first, it cannot cut a
+    // run in two (a PRNG's key schedule before the hash of its counters).
     let next_run = |ready: &BTreeSet<usize>| {
         let unfused = ready.iter().find(|&&i| class[i].is_none());
-        unfused.or_else(|| ready.first()).copied()
+        let scalar = || ready.iter().find(|&&i| class[i] == Some(1));
+        unfused.or_else(scalar).or_else(|| ready.first()).copied()
     };
     while let Some(i) = joining.first().copied().or_else(|| next_run(&ready)) {
         ready.remove(&i);
@@ -519,8 +541,8 @@ fn row_role(
                 Access::Gather { .. } => false,
             }
         }
-        // Row kernels do not index rows by value.
-        Op::Gather(_) => false,
+        // Row kernels do not index rows by value, nor compute iotas (flat kernels do).
+        Op::Gather(_) | Op::Iota { .. } => false,
         _ => fusible(func, i, target),
     };
     ok.then_some(role)

@@ -47,6 +47,8 @@ pub enum KernelOp {
     /// A load of whole rows picked by integer indices (an embedding lookup): a gather
     /// (`kernel::row_gather`) read in place, on the gathered element type.
     RowGather,
+    /// Each element's index along one axis (an iota), on the iota's type.
+    Iota,
 }
 
 impl KernelOp {
@@ -55,6 +57,7 @@ impl KernelOp {
         let mut ops = vec![
             KernelOp::Hold,
             KernelOp::RowGather,
+            KernelOp::Iota,
             KernelOp::Select,
             KernelOp::Clamp,
         ];

@@ -90,7 +90,11 @@ fn constant_shift(e: &mut Emit, op: BinaryOp, args: &[usize], n: u64, dtype: DTy
         BinaryOp::ShiftLeft => e.op(KOp::ShiftLeft(n32), &[x], dtype),
         BinaryOp::ShiftRightArithmetic => e.op(KOp::ShiftRight(n32), &[x], dtype),
         BinaryOp::ShiftRightLogical if n == 0 => x,
-        // The sign-filling shift with the filled bits masked off.
+        BinaryOp::ShiftRightLogical if width == 32 => {
+            e.op(KOp::ShiftRightLogical(n32), &[x], dtype)
+        }
+        // 64 bits: the sign-filling shift with the filled bits masked off (the halves that
+        // vector kernels hold i64 values in have that shift).
         BinaryOp::ShiftRightLogical => {
             let shifted = e.op(KOp::ShiftRight(n32), &[x], dtype);
             let mask = (1u64 << (width - n)) - 1;

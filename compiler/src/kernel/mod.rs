@@ -39,6 +39,14 @@ pub enum KOp {
     ShiftLeft(u32),
     /// Arithmetic (sign-filling) integer shift right by a constant.
     ShiftRight(u32),
+    /// Logical (zero-filling) 32-bit integer shift right by a constant.
+    ShiftRightLogical(u32),
+    /// The element's index along one axis of its value (a fused iota): `(i / stride) %
+    /// size` of the kernel's flat element index `i`.
+    Index {
+        stride: usize,
+        size: usize,
+    },
     Store(usize),
     /// A row kernel's reduction of its argument over the row.
     Reduce(ReduceOp),
@@ -67,12 +75,14 @@ impl KOp {
             KOp::Reduce(r) => KernelOp::RowReduce(*r),
             // The partial buffer's role holds the reduction; tables answer for all alike.
             KOp::Accumulate(_) => KernelOp::ColumnReduce(ReduceOp::Sum),
+            KOp::Index { .. } => KernelOp::Iota,
             KOp::Load(_)
             | KOp::Const(_)
             | KOp::Fma
             | KOp::Bitcast
             | KOp::ShiftLeft(_)
             | KOp::ShiftRight(_)
+            | KOp::ShiftRightLogical(_)
             | KOp::Store(_)
             | KOp::Beyond(_) => return None,
         })
@@ -123,6 +133,7 @@ impl Kernel {
             | KernelOp::ColumnReduce(_) => operand.unwrap_or(ins.dtype),
             KernelOp::Hold
             | KernelOp::RowGather
+            | KernelOp::Iota
             | KernelOp::Unary(_)
             | KernelOp::Binary(_)
             | KernelOp::Select
@@ -242,6 +253,11 @@ pub fn lower(
         let dtype = ins.ty.dtype;
         let k = match &ins.op {
             Op::Constant(lit) => l.emit(KOp::Const(lit.data.get(0)), Vec::new(), dtype),
+            Op::Iota { shape, dim, .. } => {
+                let stride = shape.dims().get(dim + 1..)?.iter().product();
+                let size = *shape.dims().get(*dim)?;
+                l.emit(KOp::Index { stride, size }, Vec::new(), dtype)
+            }
             Op::BroadcastInDim { dims, .. } => {
                 let operand = ins.args[0];
                 match broadcast_access(func.value_type(operand)?, &ins.ty, dims)? {

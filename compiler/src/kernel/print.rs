@@ -84,6 +84,8 @@ impl fmt::Display for Kernel {
                 KOp::Bitcast => "bitcast".to_string(),
                 KOp::ShiftLeft(n) => format!("shl {n},"),
                 KOp::ShiftRight(n) => format!("shr {n},"),
+                KOp::ShiftRightLogical(n) => format!("shr.logical {n},"),
+                KOp::Index { stride, size } => format!("index stride={stride} size={size}"),
                 KOp::Reduce(r) => r.name().to_string(),
                 KOp::Beyond(u) => format!("beyond {},", u.name()),
                 KOp::Store(b) => {

@@ -39,6 +39,17 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
     }
     match op {
         KernelOp::Hold | KernelOp::Select => Native,
+        // Flat kernels compute an iota from the element index (i64 returned above).
+        KernelOp::Iota => match dtype {
+            DType::I32 | DType::U32 => Native,
+            DType::F32
+            | DType::F64
+            | DType::F16
+            | DType::BF16
+            | DType::I64
+            | DType::U8
+            | DType::Bool => Host,
+        },
         // Flat kernels load rows by index (the address from an index loaded per row).
         KernelOp::RowGather => match dtype {
             DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I32 => Native,

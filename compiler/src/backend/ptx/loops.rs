@@ -367,6 +367,9 @@ fn render_loop(
         let out = match &ins.op {
             KOp::Load(buffer) => load(e, ins.dtype, *buffer, lanes, &mut addresses),
             KOp::Const(s) => vec![e.constant(*s, ins.dtype); lanes],
+            KOp::Index { stride, size } => (0..lanes)
+                .map(|lane| element_index(e, &index, lane, (*stride, *size), kernel.len))
+                .collect(),
             KOp::Store(buffer) => {
                 let v = values[ins.args[0]].clone();
                 let a = addresses.address(e, *buffer);
@@ -387,6 +390,34 @@ fn render_loop(
         describe(kernel, lanes),
         close_loop(e, kernel.len, &index, tag),
     ))
+}
+
+/// The index `(i / stride) % size` of lane `lane`'s element `i`, in a 32-bit register.
+fn element_index(
+    e: &mut Emitter,
+    index: &Index,
+    lane: usize,
+    (stride, size): (usize, usize),
+    len: usize,
+) -> String {
+    let Index {
+        index, it, wide, ..
+    } = index;
+    let class = if *wide { Class::Rd } else { Class::R };
+    let r = e.reg(class);
+    e.line(format!("add.{it} {r}, {index}, {lane}"));
+    if stride > 1 {
+        e.line(format!("div.{it} {r}, {r}, {stride}"));
+    }
+    if stride.saturating_mul(size) < len {
+        e.line(format!("rem.{it} {r}, {r}, {size}"));
+    }
+    if !*wide {
+        return r;
+    }
+    let narrow = e.reg(Class::R);
+    e.line(format!("cvt.u32.u64 {narrow}, {r}"));
+    narrow
 }
 
 /// Each lane's register of `buffer`'s elements (of type `d`): a broadcast source's one

@@ -83,8 +83,18 @@ pub(super) fn emit_op(
             e.line(format!("shr.{signed} {r}, {}, {n}", arg(0)));
             r
         }
+        KOp::ShiftRightLogical(n) => {
+            let r = e.reg(class);
+            e.line(format!("shr.u32 {r}, {}, {n}", arg(0)));
+            r
+        }
         KOp::Beyond(u) => emit_beyond(e, kernel, *u, d, &arg(0), &arg(1))?,
-        KOp::Load(_) | KOp::Const(_) | KOp::Store(_) | KOp::Reduce(_) | KOp::Accumulate(_) => {
+        KOp::Load(_)
+        | KOp::Const(_)
+        | KOp::Index { .. }
+        | KOp::Store(_)
+        | KOp::Reduce(_)
+        | KOp::Accumulate(_) => {
             return Err(PtxError::unsupported(
                 kernel,
                 format!("{:?} as arithmetic", ins.op),

@@ -53,6 +53,7 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
             KernelOp::Bitcast(_)
             | KernelOp::Hold
             | KernelOp::RowGather
+            | KernelOp::Iota
             | KernelOp::Select
             | KernelOp::Clamp
             | KernelOp::Unary(_)
@@ -64,6 +65,17 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
     }
     match op {
         KernelOp::Hold => Native,
+        // Flat kernels compute an iota from the element index.
+        KernelOp::Iota => match dtype {
+            DType::I32 | DType::U32 => Native,
+            DType::F32
+            | DType::F64
+            | DType::F16
+            | DType::BF16
+            | DType::I64
+            | DType::U8
+            | DType::Bool => Host,
+        },
         // Rows loaded by index: the index read per row, clamped, in 64-bit addresses.
         KernelOp::RowGather => match dtype {
             DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I32 | DType::I64 => Native,

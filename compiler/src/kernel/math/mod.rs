@@ -87,6 +87,8 @@ pub fn expands(op: &KOp, dtype: DType) -> bool {
             | KOp::Bitcast
             | KOp::ShiftLeft(_)
             | KOp::ShiftRight(_)
+            | KOp::ShiftRightLogical(_)
+            | KOp::Index { .. }
             | KOp::Store(_)
             | KOp::Reduce(_)
             | KOp::Accumulate(_)

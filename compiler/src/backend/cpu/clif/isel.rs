@@ -96,6 +96,7 @@ pub(super) fn emit_op(
         KOp::Bitcast => b.ins().bitcast(ty, MemFlagsData::new(), arg(0)),
         KOp::ShiftLeft(n) => b.ins().ishl_imm_u(arg(0), i64::from(*n)),
         KOp::ShiftRight(n) => b.ins().sshr_imm_u(arg(0), i64::from(*n)),
+        KOp::ShiftRightLogical(n) => b.ins().ushr_imm_u(arg(0), i64::from(*n)),
         KOp::Unary(u) if int => match u {
             UnaryOp::Neg => b.ins().ineg(arg(0)),
             UnaryOp::Not => b.ins().bnot(arg(0)),
@@ -132,9 +133,12 @@ pub(super) fn emit_op(
         }
         KOp::Convert(to) => convert(b, ty, arg(0), *to, unsupported)?,
         KOp::Beyond(u) if !vector => funcs.beyond(b, *u, arg(0), arg(1), ty),
-        KOp::Load(_) | KOp::Store(_) | KOp::Reduce(_) | KOp::Beyond(_) | KOp::Accumulate(_) => {
-            return Err(unsupported(format!("{:?} outside its stage", ins.op)))
-        }
+        KOp::Load(_)
+        | KOp::Store(_)
+        | KOp::Reduce(_)
+        | KOp::Beyond(_)
+        | KOp::Accumulate(_)
+        | KOp::Index { .. } => return Err(unsupported(format!("{:?} outside its stage", ins.op))),
     };
     Ok(v)
 }

@@ -82,12 +82,22 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
     let wide = wide_values(kernel);
     buffers_ok
         && kernel.body.iter().enumerate().all(|(k, ins)| {
-            if wide[k] || ins.args.iter().any(|&a| wide[a]) {
+            if let KOp::Index { stride, size } = ins.op {
+                vector_index(kernel.len, stride, size)
+            } else if wide[k] || ins.args.iter().any(|&a| wide[a]) {
                 wide_op(kernel, ins, &wide)
             } else {
                 vector_op(ins)
             }
         })
+}
+
+/// Whether the indices `(i / stride) % size` of a vector of LANES elements starting at a
+/// multiple of LANES are a splat (a stride of whole vectors) or consecutive (a unit stride
+/// whose runs never wrap inside a vector).
+pub(super) fn vector_index(len: usize, stride: usize, size: usize) -> bool {
+    let lanes = LANES as usize;
+    stride.is_multiple_of(lanes) || (stride == 1 && (size.is_multiple_of(lanes) || size >= len))
 }
 
 /// The values a vector kernel holds as two halves of two lanes: f64 and i64 values, and the
@@ -128,7 +138,8 @@ fn vector_op(ins: &KInstr) -> bool {
                 false
             }
         },
-        KOp::Reduce(_) => false,
+        // Only a flat kernel's whole vectors of indices have a vector form (`vectorizable`).
+        KOp::Reduce(_) | KOp::Index { .. } => false,
         KOp::Load(_)
         | KOp::Const(_)
         | KOp::Compare(_)
@@ -139,6 +150,7 @@ fn vector_op(ins: &KInstr) -> bool {
         | KOp::Bitcast
         | KOp::ShiftLeft(_)
         | KOp::ShiftRight(_)
+        | KOp::ShiftRightLogical(_)
         | KOp::Store(_)
         | KOp::Accumulate(_)
         | KOp::Beyond(_) => true,

@@ -10,7 +10,7 @@ use super::{emit_body, Body, Direct, Memory, Position, FLAT_STEP};
 use crate::backend::cpu::clif::consts::Consts;
 use crate::backend::cpu::clif::host::HostFuncs;
 use crate::backend::cpu::clif::{CodegenError, LANES};
-use crate::kernel::{Access, Kernel, Role};
+use crate::kernel::{Access, KOp, Kernel, Role};
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, InstBuilder, Value};
 use cranelift_frontend::FunctionBuilder;
@@ -20,7 +20,7 @@ use std::collections::HashMap;
 const MIN_STEPS: usize = 4;
 
 /// The chunk a flat kernel's vector loop runs by, if it runs by chunks: kernels that gather,
-/// without column reductions (whose parts start where their partial sums do), whose row
+/// without column reductions (whose parts start where their partial sums do) or iotas, whose row
 /// lengths share a divisor of at least [`MIN_STEPS`] whole steps.
 pub(crate) fn chunk_len(kernel: &Kernel) -> Option<usize> {
     let buffers = &kernel.sig.buffers;
@@ -28,7 +28,12 @@ pub(crate) fn chunk_len(kernel: &Kernel) -> Option<usize> {
         .iter()
         .any(|b| matches!(b.access, Access::Gather { .. }));
     let partial = buffers.iter().any(|b| matches!(b.role, Role::Partial(_)));
-    if !gathers || partial {
+    // A chunk's steps know their elements by pointer only; an iota needs the index.
+    let indexed = kernel
+        .body
+        .iter()
+        .any(|ins| matches!(ins.op, KOp::Index { .. }));
+    if !gathers || partial || indexed {
         return None;
     }
     let gcd = |mut a: usize, mut b: usize| {
