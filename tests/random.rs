@@ -472,3 +472,26 @@ fn permutations_and_shuffles_are_jaxs() {
         .to_string();
     assert!(e.contains("axis 1 is out of range"), "{e}");
 }
+
+#[test]
+fn a_compiled_draw_is_one_kernel_over_its_elements() {
+    let f = jit(|k: Key| random::uniform(&k, [4096], DType::F32)).no_persistent_cache();
+    let lowered = f.lower(&random::key(0)).unwrap();
+    let fused = lowered.fused().unwrap();
+    // The key's words sliced on the host, the key schedule as one scalar kernel, then the
+    // counters (a fused iota), the hash and the float bits in a single kernel.
+    let mut section = "";
+    let mut kernels = 0;
+    for line in fused.lines() {
+        if line.contains("// ") {
+            section = line;
+            kernels += usize::from(line.contains("// kernel"));
+        } else if line.contains("iota") {
+            assert!(
+                section.contains("kernel"),
+                "an iota left to the host:\n{fused}"
+            );
+        }
+    }
+    assert_eq!(kernels, 2, "{fused}");
+}

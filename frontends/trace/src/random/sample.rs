@@ -3,7 +3,7 @@
 //! exact, its values).
 
 use super::key::{Key, Unusable};
-use super::threefry::{iota_2x32, threefry2x32, word};
+use super::threefry::{iota_2x32, threefry2x32, word, Schedule};
 use crate::lax::{erf, erf_inv};
 use crate::{Operand, Tensor};
 use ferrax_ir::{DType, Scalar, Shape, TensorType};
@@ -18,8 +18,9 @@ pub(super) fn hashed_counters(
     shape: &[usize],
 ) -> Result<[Tensor; 2], Unusable> {
     let (k1, k2) = key.words(op)?;
+    let schedule = Schedule::new(&k1, &k2);
     let counts = iota_2x32(shape).map_err(|m| Unusable::New(format!("{op}: {m}")))?;
-    Ok(threefry2x32(&k1, &k2, counts))
+    Ok(threefry2x32(&schedule, counts))
 }
 
 /// A failed tensor of `dtype[shape]` with `message`.
@@ -70,10 +71,17 @@ pub fn uniform_in<'a, 'b>(
         Ok(words) => words,
         Err(unusable) => return unusable.tensor(location, TensorType::new(dtype, dims.to_vec())),
     };
-    let like = Tensor::zeros(dtype, Shape::scalar());
-    let lo = minval.into().resolve(&like).astype(dtype);
-    let hi = maxval.into().resolve(&like).astype(dtype);
+    let (minval, maxval) = (minval.into(), maxval.into());
     let floats = one_to_two(words, dtype, mantissa) - 1.0;
+    // [0, 1): JAX's `max(0, floats * 1 + 0)` is `floats` exactly.
+    if let (Operand::Number(a), Operand::Number(b)) = (&minval, &maxval) {
+        if (*a, *b) == (0.0, 1.0) {
+            return floats;
+        }
+    }
+    let like = Tensor::zeros(dtype, Shape::scalar());
+    let lo = minval.resolve(&like).astype(dtype);
+    let hi = maxval.resolve(&like).astype(dtype);
     let span = &hi - &lo;
     // XLA contracts `floats * span + lo` into a fused multiply-add. In f64 the product of
     // two narrower floats is exact, so one rounding to the dtype gives the fused result

@@ -27,29 +27,51 @@ fn rotate_left(x: &Tensor, distance: u32) -> Tensor {
         .logical_or(x.shift_right_logical(word(32 - distance)))
 }
 
-/// The 20-round threefry2x32 hash of the counter words `x` under the key words `(k1, k2)`
-/// (`u32` tensors that broadcast together).
+/// Threefry's key schedule for one key: the words added before the rounds and after each
+/// group of four. Scalars, computed before the counters are traced, so that fusion computes
+/// them first and the hash of the counters stays one elementwise kernel.
+pub(super) struct Schedule {
+    first: [Tensor; 2],
+    injections: Vec<[Tensor; 2]>,
+}
+
+impl Schedule {
+    /// The schedule of the key words `(k1, k2)` (`u32[]`).
+    #[track_caller]
+    pub(super) fn new(k1: &Tensor, k2: &Tensor) -> Schedule {
+        let ks = [
+            k1.clone(),
+            k2.clone(),
+            k1.logical_xor(k2).logical_xor(word(PARITY)),
+        ];
+        let injections = (0..5usize)
+            .map(|block| {
+                [
+                    ks[(block + 1) % 3].clone(),
+                    &ks[(block + 2) % 3] + word(block as u32 + 1),
+                ]
+            })
+            .collect();
+        Schedule {
+            first: [k1.clone(), k2.clone()],
+            injections,
+        }
+    }
+}
+
+/// The 20-round threefry2x32 hash of the counter words `x` under the key `schedule`.
 #[track_caller]
-pub(super) fn threefry2x32(k1: &Tensor, k2: &Tensor, x: [Tensor; 2]) -> [Tensor; 2] {
+pub(super) fn threefry2x32(schedule: &Schedule, x: [Tensor; 2]) -> [Tensor; 2] {
     let [x0, x1] = x;
-    // The key words broadcast first, so that the whole hash, key schedule included, is one
-    // elementwise program: a scalar schedule word would be computed apart and split the
-    // fused kernel in two.
-    let (k1, k2) = (k1.broadcast_to(x0.shape()), k2.broadcast_to(x0.shape()));
-    let schedule = [
-        k1.clone(),
-        k2.clone(),
-        k1.logical_xor(&k2).logical_xor(word(PARITY)),
-    ];
-    let mut x0 = x0 + &schedule[0];
-    let mut x1 = x1 + &schedule[1];
-    for block in 0..5usize {
+    let mut x0 = x0 + &schedule.first[0];
+    let mut x1 = x1 + &schedule.first[1];
+    for (block, [a, b]) in schedule.injections.iter().enumerate() {
         for distance in ROTATIONS[block % 2] {
             x0 = &x0 + &x1;
             x1 = rotate_left(&x1, distance).logical_xor(&x0);
         }
-        x0 = x0 + &schedule[(block + 1) % 3];
-        x1 = x1 + &schedule[(block + 2) % 3] + &word(block as u32 + 1);
+        x0 = x0 + a;
+        x1 = x1 + b;
     }
     [x0, x1]
 }
