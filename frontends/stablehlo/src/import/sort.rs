@@ -90,9 +90,10 @@ impl<'a> Comparator<'a> {
                 && direction(&t.words) == Some(dir)
                 && t.operands.first() == Some(x)
         };
-        if !(tests_x(nan_test, CompareOp::Ne) && nan_test.operands.get(1) == Some(x))
-            || !tests_x(zero_test, CompareOp::Eq)
-        {
+        let canonical = tests_x(nan_test, CompareOp::Ne)
+            && nan_test.operands.get(1) == Some(x)
+            && tests_x(zero_test, CompareOp::Eq);
+        if !canonical {
             return Err(not_canonical());
         }
         Ok((k, true))
