@@ -353,3 +353,67 @@ fn import_snapshots() {
         insta::assert_snapshot!(name, imported(text));
     }
 }
+
+/// A `sort` of two operands by an integer key, descending (`GT`), then by a float key in
+/// lax's canonical form; and comparators ferrax refuses, with the reason.
+#[test]
+fn sorts_import_lax_comparators_and_refuse_others() {
+    let sort = |comparator: &str| {
+        format!(
+            r#"
+func.func public @main(%arg0: tensor<5xi32>, %arg1: tensor<5xf32>) -> (tensor<5xi32>, tensor<5xf32>) {{
+  %0:2 = "stablehlo.sort"(%arg0, %arg1) <{{dimension = 0 : i64, is_stable = true}}> ({{
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>, %c: tensor<f32>, %d: tensor<f32>):
+{comparator}
+  }}) : (tensor<5xi32>, tensor<5xf32>) -> (tensor<5xi32>, tensor<5xf32>)
+  return %0#0, %0#1 : tensor<5xi32>, tensor<5xf32>
+}}
+"#
+        )
+    };
+    let canonical = |x: &str, n: &str| {
+        format!(
+            r#"
+    %z{n} = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+    %e{n} = stablehlo.compare  EQ, %{x}, %z{n},  FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %s{n} = stablehlo.select %e{n}, %z{n}, %{x} : tensor<i1>, tensor<f32>
+    %u{n} = stablehlo.compare  NE, %{x}, %{x},  FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %q{n} = stablehlo.constant dense<0x7FC00000> : tensor<f32>
+    %k{n} = stablehlo.select %u{n}, %q{n}, %s{n} : tensor<i1>, tensor<f32>"#
+        )
+    };
+    let lexicographic = format!(
+        "{}{}
+    %lt = stablehlo.compare  LT, %k1, %k2,  TOTALORDER : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    %gt = stablehlo.compare  GT, %a, %b,  SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    %eq = stablehlo.compare  EQ, %a, %b,  SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    %and = stablehlo.and %eq, %lt : tensor<i1>
+    %or = stablehlo.or %gt, %and : tensor<i1>
+    stablehlo.return %or : tensor<i1>",
+        canonical("c", "1"),
+        canonical("d", "2")
+    );
+    let keys = Array::from_vec([5], vec![1i32, 2, 1, 2, 1]).unwrap();
+    let values = Array::from_vec([5], vec![0.5f32, -0.0, f32::NAN, 3.0, -2.0]).unwrap();
+    let out = run(&sort(&lexicographic), &[keys, values]);
+    assert_eq!(out[0].to_vec::<i32>().unwrap(), vec![2, 2, 1, 1, 1]);
+    let v = out[1].to_vec::<f32>().unwrap();
+    assert_eq!(&v[..4], &[-0.0, 3.0, -2.0, 0.5]);
+    assert!(v[4].is_nan());
+    let refused = |comparator: &str| load(&sort(comparator)).unwrap_err().to_string();
+    let e = refused(
+        "    %le = stablehlo.compare  LE, %a, %b,  SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    stablehlo.return %le : tensor<i1>",
+    );
+    assert!(e.contains("comparing by le"), "{e}");
+    let e = refused(
+        "    %lt = stablehlo.compare  LT, %c, %d,  TOTALORDER : (tensor<f32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>",
+    );
+    assert!(e.contains("separates -0 from +0"), "{e}");
+    let e = refused(
+        "    %lt = stablehlo.compare  LT, %a, %d,  SIGNED : (tensor<i32>, tensor<f32>) -> tensor<i1>
+    stablehlo.return %lt : tensor<i1>",
+    );
+    assert!(e.contains("different operands"), "{e}");
+}
