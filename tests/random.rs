@@ -1,6 +1,7 @@
 //! `ferrax::random` against JAX: keys, splits, folds and raw bits bit for bit, and every
 //! sampler's values on the same keys and shapes (`tests/jax/generate_random.py` computed
-//! them; `tests/jax/random_reference.json`), each drawn eagerly and under `jit`. Samplers
+//! them; `tests/jax/random_reference.json`), each drawn eagerly and under `jit` (bits and f32
+//! uniforms also on the emulated GPU). Samplers
 //! whose arithmetic is exact (uniform, bernoulli, randint, categorical) match exactly; those
 //! through `erf_inv`, `erf` or `log` within a few ULP. Then statistical sanity of the
 //! distributions (moments and a Kolmogorov-Smirnov test) and bad input.
@@ -494,4 +495,36 @@ fn a_compiled_draw_is_one_kernel_over_its_elements() {
         }
     }
     assert_eq!(kernels, 2, "{fused}");
+}
+
+/// The traced draws, compiled for the GPU and run on the PTX emulator (every step a kernel
+/// or the key's slicing), give JAX's bits and uniforms.
+#[test]
+fn draws_on_the_emulated_gpu_are_jaxs() {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    use ferrax_ptx_emu::Emulator;
+    let run = |case: &Value, f: &dyn Fn(Key) -> Tensor| {
+        let key = random::key(seed(case));
+        let func = ferrax::trace(f, &key).unwrap();
+        let exe = GpuProgram::compile(&func, &Emulator::default(), GpuOptions::HIGHEST).unwrap();
+        let data = key.data().to_array().unwrap();
+        let got = exe.run(&[data]).unwrap().remove(0);
+        let what = format!("{} seed {} (emulated GPU)", case["name"], case["seed"]);
+        exact(&what, &elements(&got), &reference_elements(&case["value"]));
+    };
+    for case in cases("bits") {
+        let s = shape(&case["shape"]);
+        run(case, &|k| random::bits(&k, s.clone()));
+    }
+    for case in cases("uniform") {
+        let d = dtype(case["dtype"].as_str().unwrap());
+        if d == DType::F32 {
+            let s = shape(&case["shape"]);
+            let (lo, hi) = (
+                case["minval"].as_f64().unwrap(),
+                case["maxval"].as_f64().unwrap(),
+            );
+            run(case, &|k| random::uniform_in(&k, s.clone(), d, lo, hi));
+        }
+    }
 }
