@@ -1,10 +1,10 @@
 //! `ferrax::random` against JAX: keys, splits, folds and raw bits bit for bit, and every
 //! sampler's values on the same keys and shapes (`tests/jax/generate_random.py` computed
 //! them; `tests/jax/random_reference.json`), each drawn eagerly and under `jit` (bits and f32
-//! uniforms also on the emulated GPU). Samplers
-//! whose arithmetic is exact (uniform, bernoulli, randint, categorical) match exactly; those
-//! through `erf_inv`, `erf` or `log` within a few ULP. Then statistical sanity of the
-//! distributions (moments and a Kolmogorov-Smirnov test) and bad input.
+//! uniforms also on the emulated GPU). Samplers whose arithmetic is exact (uniform,
+//! bernoulli, randint, categorical) match exactly; those through `erf_inv`, `erf` or `log`
+//! within a few ULP. Then statistical sanity of the distributions (moments and a
+//! Kolmogorov-Smirnov test) and bad input.
 #![allow(clippy::unwrap_used)]
 
 use ferrax::random::{self, Key};
