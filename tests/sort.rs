@@ -159,3 +159,32 @@ fn sorts_round_trip_through_text_and_bad_axes_are_errors() {
         .to_string();
     assert!(e.contains("argsort: axis 2 is out of range"), "{e}");
 }
+
+#[test]
+fn a_sort_of_a_sort_simplifies_to_one_with_the_same_bits() {
+    use ferrax::compiler::simplify::simplify;
+    use ferrax::runtime::interpret;
+    let func = trace(
+        |x: Tensor| (x.sort_descending(1).sort(1), x.sort(0).sort(1)),
+        &Tensor::spec(DType::F32, [2, 4]),
+    )
+    .unwrap();
+    let (simple, report) = simplify(&func).unwrap();
+    assert!(report.applied.contains_key("sort-of-sort"), "{report}");
+    let sorts = |f: &ferrax::ir::Func| f.body.iter().filter(|i| i.op.name() == "sort").count();
+    assert_eq!((sorts(&func), sorts(&simple)), (4, 3), "{simple}");
+    let x = ferrax::Array::from_vec(
+        [2, 4],
+        vec![0.0f32, -0.0, f32::NAN, -f32::NAN, 1.0, -0.0, 0.0, -1.0],
+    )
+    .unwrap();
+    let bits = |a: &[ferrax::Array]| {
+        a.iter()
+            .flat_map(|a| a.to_vec::<f32>().unwrap())
+            .map(f32::to_bits)
+            .collect::<Vec<_>>()
+    };
+    let before = interpret(&func, std::slice::from_ref(&x)).unwrap();
+    let after = interpret(&simple, &[x]).unwrap();
+    assert_eq!(bits(&before), bits(&after));
+}

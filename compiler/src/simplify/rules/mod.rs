@@ -5,6 +5,7 @@ mod algebra;
 mod contract;
 mod indexing;
 mod layout;
+mod sort;
 
 use super::lang::{op_of, Data, Facts, Graph, Node};
 use egg::{Applier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
@@ -21,6 +22,7 @@ pub fn stages() -> Vec<(&'static str, Vec<Rule>)> {
                 .into_iter()
                 .chain(layout::rules())
                 .chain(indexing::rules())
+                .chain(sort::rules())
                 .collect(),
         ),
         ("contract", contract::rules()),
