@@ -69,14 +69,14 @@ fn line_orders<T: SortOrder>(
     data: &[T],
     (outer, len, inner): (usize, usize, usize),
     descending: bool,
-) -> Vec<u32> {
+) -> Vec<usize> {
     let lines = outer * inner;
-    let mut orders = vec![0u32; lines * len];
-    let sort_line = |line: usize, out: &mut [u32]| {
+    let mut orders = vec![0usize; lines * len];
+    let sort_line = |line: usize, out: &mut [usize]| {
         let (o, i) = (line / inner.max(1), line % inner.max(1));
-        let at = |k: u32| &data[(o * len + k as usize) * inner + i];
+        let at = |k: usize| &data[(o * len + k) * inner + i];
         for (k, slot) in out.iter_mut().enumerate() {
-            *slot = k as u32;
+            *slot = k;
         }
         if descending {
             out.sort_by(|&a, &b| T::order(at(b), at(a)));
@@ -102,9 +102,9 @@ fn line_orders<T: SortOrder>(
 
 /// `f(line order, position k)` placed at each element of the result, in `x`'s layout.
 fn place<U: Copy + Default>(
-    orders: &[u32],
+    orders: &[usize],
     (outer, len, inner): (usize, usize, usize),
-    f: impl Fn(usize, usize, u32) -> U,
+    f: impl Fn(usize, usize, usize) -> U,
 ) -> Vec<U> {
     let mut out = vec![U::default(); outer * len * inner];
     for o in 0..outer {
@@ -125,9 +125,7 @@ fn sorted<T: SortOrder + Default>(
 ) -> Vec<T> {
     let orders = line_orders(data, shape, descending);
     let (_, len, inner) = shape;
-    place(&orders, shape, |o, i, k| {
-        data[(o * len + k as usize) * inner + i]
-    })
+    place(&orders, shape, |o, i, k| data[(o * len + k) * inner + i])
 }
 
 fn argsorted<T: SortOrder>(data: &[T], shape: (usize, usize, usize), descending: bool) -> Vec<i32> {
