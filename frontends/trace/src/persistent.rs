@@ -4,11 +4,12 @@
 //!
 //! Where: `$FERRAX_CACHE_DIR`, else `$XDG_CACHE_HOME/ferrax`, else `$HOME/.cache/ferrax`;
 //! `Jit::cache_dir` overrides it for one function, and `FERRAX_CACHE_DIR=off` (or
-//! `Jit::no_persistent_cache`) turns it off. An entry is keyed by the SHA-256 of the traced program's text (its
-//! instructions and input types), the compiler's version, the artifact format, the CPU's
-//! features and the options; it holds the artifact, and beside it what `Lowered` shows (the
-//! simplified program, the simplifier's report, the kernels' Cranelift IR), so a hit looks
-//! exactly like a compilation.
+//! `Jit::no_persistent_cache`) turns it off. An entry is keyed by the SHA-256 of the traced
+//! program's text (its instructions and input types), the compiler's version and source
+//! fingerprint (a build from changed sources misses), the artifact format, the CPU's features
+//! and the options; it holds the artifact, and beside it what `Lowered` shows (the simplified
+//! program, the simplifier's report, the kernels' Cranelift IR), so a hit looks exactly like a
+//! compilation.
 //!
 //! Safety across processes: an entry is written to a temporary file and renamed into place,
 //! so readers see a whole entry or none. An entry that fails any check (truncated, corrupted,
@@ -122,6 +123,7 @@ fn key(func: &Func, options: &str) -> String {
     let mut h = Sha256::new();
     for part in [
         env!("CARGO_PKG_VERSION"),
+        ferrax_compiler::SOURCE_FINGERPRINT,
         &FORMAT_VERSION.to_string(),
         &target.arch,
         &target.features.join(","),
