@@ -16,7 +16,22 @@ fn lowered(kernel: &Kernel, ins: &KInstr) -> bool {
         KOp::Compare(_) => operand == Some(DType::U32),
         KOp::Binary(BinaryOp::Max | BinaryOp::Min) | KOp::Clamp => ins.dtype == DType::U32,
         KOp::Binary(b) if b.is_shift() => constant_amount(kernel, ins).is_some(),
-        _ => false,
+        KOp::Binary(_)
+        | KOp::Load(_)
+        | KOp::Const(_)
+        | KOp::Unary(_)
+        | KOp::Select
+        | KOp::Convert(_)
+        | KOp::Fma
+        | KOp::Bitcast
+        | KOp::ShiftLeft(_)
+        | KOp::ShiftRight(_)
+        | KOp::ShiftRightLogical(_)
+        | KOp::Index { .. }
+        | KOp::Store(_)
+        | KOp::Reduce(_)
+        | KOp::Accumulate(_)
+        | KOp::Beyond(_) => false,
     }
 }
 
@@ -97,12 +112,7 @@ fn constant_shift(e: &mut Emit, op: BinaryOp, args: &[usize], n: u64, dtype: DTy
         // vector kernels hold i64 values in have that shift).
         BinaryOp::ShiftRightLogical => {
             let shifted = e.op(KOp::ShiftRight(n32), &[x], dtype);
-            let mask = (1u64 << (width - n)) - 1;
-            let mask = match dtype {
-                DType::I64 => Scalar::I64(mask as i64),
-                DType::U32 => Scalar::U32(mask as u32),
-                _ => Scalar::I32(mask as u32 as i32),
-            };
+            let mask = Scalar::I64(((1u64 << (width - n)) - 1) as i64);
             let mask = e.op(KOp::Const(mask), &[], dtype);
             e.op(KOp::Binary(BinaryOp::And), &[shifted, mask], dtype)
         }
