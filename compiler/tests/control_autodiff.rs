@@ -158,6 +158,44 @@ fn forward_mode_through_a_loop() {
     }
 }
 
+/// The instructions of `program` named `name`, which must all be one call.
+fn one_call(program: &Func, name: &str) -> usize {
+    let at: Vec<usize> = (0..program.body.len())
+        .filter(|&i| program.body[i].op.name() == name)
+        .collect();
+    let first = at.first().copied().unwrap();
+    assert_eq!(program.call_instructions(first), at, "{program}");
+    at.len()
+}
+
+#[test]
+fn forward_mode_runs_a_loop_or_branch_once() {
+    // `while`: the two primal results and their tangents come from one JVP loop.
+    let f = parse_func(LOOP).unwrap();
+    let program = jvp(&f).unwrap();
+    assert_eq!(one_call(&program, "while"), 4, "{program}");
+    let args = [
+        Array::scalar(3),
+        arr(&[2], &[0.3, -1.2]),
+        arr(&[2], &[0.7, 0.2]),
+    ];
+    let mut all = args.to_vec();
+    all.extend([
+        Array::scalar(0),
+        arr(&[2], &[1.0, 0.5]),
+        arr(&[2], &[0.0, 0.0]),
+    ]);
+    let primal = interpret(&f, &args).unwrap();
+    let out = interpret(&program, &all).unwrap();
+    for (a, b) in primal.iter().zip(&out) {
+        assert_eq!(floats(a), floats(b));
+    }
+    // `cond`: likewise, both results of the picked branch and their tangents.
+    let g = parse_func(SWITCH).unwrap();
+    let program = jvp(&g).unwrap();
+    assert_eq!(one_call(&program, "cond"), 4, "{program}");
+}
+
 #[test]
 fn reverse_mode_through_a_loop_is_refused() {
     let e = vjp(&parse_func(LOOP).unwrap()).unwrap_err().to_string();

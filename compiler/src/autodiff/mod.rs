@@ -44,14 +44,22 @@ pub fn jvp(func: &Func) -> Result<Func, AutodiffError> {
             t.dtype.is_float().then_some(p)
         })
         .collect();
+    // The JVP calls made so far: a loop or branch runs once, yielding primal and tangent.
+    let mut calls = rules::Calls::default();
     for ins in &func.body {
         let args: Vec<ValueId> = ins.args.iter().map(|a| primal[a.index()]).collect();
-        let y = e.push(ins.op.clone(), &args)?;
         let tangents: Vec<Option<ValueId>> = ins.args.iter().map(|a| tangent[a.index()]).collect();
-        let t = if ins.ty.dtype.is_float() && tangents.iter().any(Option::is_some) {
-            rules::jvp(&mut e, &ins.op, &args, &tangents, y)?
-        } else {
-            None
+        let (y, t) = match rules::call_jvp(&mut e, &mut calls, &ins.op, &args, &tangents)? {
+            Some((y, t)) => (y, t.filter(|_| ins.ty.dtype.is_float())),
+            None => {
+                let y = e.push(ins.op.clone(), &args)?;
+                let t = if ins.ty.dtype.is_float() && tangents.iter().any(Option::is_some) {
+                    rules::jvp(&mut e, &ins.op, &args, &tangents, y)?
+                } else {
+                    None
+                };
+                (y, t)
+            }
         };
         primal.push(y);
         tangent.push(t);

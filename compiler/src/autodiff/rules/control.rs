@@ -1,6 +1,6 @@
 //! `while` and `cond`. Forward mode carries tangents beside the primal values: the loop's body
-//! and each branch become their JVP programs, and the instruction yields the tangent of its
-//! result. Reverse mode through `cond` runs the taken branch's VJP program (which recomputes
+//! and each branch become their JVP programs, and one call yields both the primal results and
+//! their tangents (the loop runs once). Reverse mode through `cond` runs the taken branch's VJP program (which recomputes
 //! the branch's forward values) under the same index; through `while` it is refused, as JAX
 //! refuses it: the trip count is only known at run time, so there is no fixed tape of
 //! residuals to store.
@@ -46,42 +46,93 @@ fn tangents(e: &mut Emitter, x: &[ValueId], t: &[Option<ValueId>]) -> R<Vec<Valu
         .collect()
 }
 
-pub(super) fn while_jvp(
+/// The forward-mode calls emitted so far: for each primal call (its op and operands), the
+/// JVP call (its op, yielding result 0, and operands) that replaces it.
+#[derive(Default)]
+pub(crate) struct Calls(Vec<(Op, Vec<ValueId>, Op, Vec<ValueId>)>);
+
+/// Forward mode through a `while` or `cond` call `op` on `x` with tangents `t`: the primal
+/// result and its tangent, both yielded by one JVP call over primal and tangent values. The
+/// instructions of one primal call share the JVP call (same op and operands, so executors
+/// run it once), and the primal call itself is left unread.
+pub(super) fn call_jvp(
+    e: &mut Emitter,
+    calls: &mut Calls,
+    op: &Op,
+    x: &[ValueId],
+    t: &[Option<ValueId>],
+) -> R<(ValueId, Option<ValueId>)> {
+    let unsupported =
+        || AutodiffError::Unsupported(format!("forward mode of `{}` as a call", op.name()));
+    let (k, n) = op.call_result().ok_or_else(unsupported)?;
+    let known = calls
+        .0
+        .iter()
+        .find(|(p, args, _, _)| args.as_slice() == x && p.same_call(op))
+        .map(|(_, _, jop, jargs)| (jop.clone(), jargs.clone()));
+    let (jop, jargs) = match known {
+        Some(call) => call,
+        None => {
+            let call = match op {
+                Op::While(w) => while_call(e, w, x, t)?,
+                Op::Cond(c) => cond_call(e, c, x, t)?,
+                _ => return Err(unsupported()),
+            };
+            calls
+                .0
+                .push((op.clone(), x.to_vec(), call.0.clone(), call.1.clone()));
+            call
+        }
+    };
+    let y = e.push(jop.with_result(k), &jargs)?;
+    let dy = match e.ty(y)?.dtype.is_float() {
+        true => Some(e.push(jop.with_result(n + k), &jargs)?),
+        false => None,
+    };
+    Ok((y, dy))
+}
+
+/// The JVP `while` (yielding result 0) and its operands: the carried values, then their
+/// tangents; the body is the body's JVP program.
+fn while_call(
     e: &mut Emitter,
     w: &While,
     x: &[ValueId],
     t: &[Option<ValueId>],
-) -> R<Option<ValueId>> {
+) -> R<(Op, Vec<ValueId>)> {
     let carried: Vec<TensorType> = x.iter().map(|&v| e.ty(v)).collect::<R<_>>()?;
     let looped = Op::While(Box::new(While {
         cond: with_unread_params(&w.cond, &carried)?,
         body: jvp_program(&w.body)?,
-        result: x.len() + w.result,
+        result: 0,
     }));
     let mut args = x.to_vec();
     args.extend(tangents(e, x, t)?);
-    e.push(looped, &args).map(Some)
+    Ok((looped, args))
 }
 
-pub(super) fn cond_jvp(
+/// The JVP `cond` (yielding result 0) and its operands: the index, the operands, then their
+/// tangents; each branch is the branch's JVP program.
+fn cond_call(
     e: &mut Emitter,
     c: &Cond,
     x: &[ValueId],
     t: &[Option<ValueId>],
-) -> R<Option<ValueId>> {
+) -> R<(Op, Vec<ValueId>)> {
     let Some((&index, operands)) = x.split_first() else {
-        return Ok(None);
+        return Err(AutodiffError::Unsupported(
+            "a `cond` without an index".into(),
+        ));
     };
-    let results = c.branches.first().map_or(0, |b| b.outputs.len());
     let branches = c.branches.iter().map(jvp_program).collect::<R<_>>()?;
     let picked = Op::Cond(Box::new(Cond {
         branches,
-        result: results + c.result,
+        result: 0,
     }));
     let mut args = vec![index];
     args.extend_from_slice(operands);
     args.extend(tangents(e, operands, t.get(1..).unwrap_or_default())?);
-    e.push(picked, &args).map(Some)
+    Ok((picked, args))
 }
 
 /// `branch`'s reverse mode for the cotangent of its output `k` alone: the operands and that

@@ -13,7 +13,55 @@ mod scan;
 mod sort;
 
 use super::emit::{Emitter, R};
+use super::AutodiffError;
+pub(super) use control::Calls;
 use ferrax_ir::{Op, ValueId};
+
+/// Forward mode through a call that yields the primal result too, as `(primal, tangent)`:
+/// `while` and `cond` with some tangent (the primal call is then not needed). `None` for
+/// every other instruction, whose primal is emitted as is and differentiated by [`jvp`].
+pub(super) fn call_jvp(
+    e: &mut Emitter,
+    calls: &mut Calls,
+    op: &Op,
+    x: &[ValueId],
+    t: &[Option<ValueId>],
+) -> R<Option<(ValueId, Option<ValueId>)>> {
+    let differentiated = t.iter().any(Option::is_some);
+    match op {
+        Op::While(_) | Op::Cond(_) if differentiated => {
+            control::call_jvp(e, calls, op, x, t).map(Some)
+        }
+        Op::While(_)
+        | Op::Cond(_)
+        | Op::Scan(_)
+        | Op::CustomVjp(_)
+        | Op::Constant(_)
+        | Op::Iota { .. }
+        | Op::Compare(_)
+        | Op::BitcastConvert { .. }
+        | Op::StopGradient
+        | Op::Argsort { .. }
+        | Op::Sort { .. }
+        | Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Select
+        | Op::Clamp
+        | Op::Convert { .. }
+        | Op::BroadcastInDim { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Pad { .. }
+        | Op::Concatenate { .. }
+        | Op::Gather(_)
+        | Op::DynamicSlice { .. }
+        | Op::DynamicUpdateSlice
+        | Op::Scatter(_)
+        | Op::Reduce { .. }
+        | Op::DotGeneral(_) => Ok(None),
+    }
+}
 
 pub(super) fn jvp(
     e: &mut Emitter,
@@ -51,8 +99,11 @@ pub(super) fn jvp(
         Op::Reduce { op: r, axes } => reduce::jvp(e, *r, axes, x[0], t[0], y),
         Op::DotGeneral(dims) => contract::jvp(e, dims, x, t),
         Op::CustomVjp(c) => call::jvp(e, c, x, t),
-        Op::While(w) => control::while_jvp(e, w, x, t),
-        Op::Cond(c) => control::cond_jvp(e, c, x, t),
+        // Differentiated with their primal results by `call_jvp`, never here.
+        Op::While(_) | Op::Cond(_) => Err(AutodiffError::Unsupported(format!(
+            "forward mode of `{}` without its primal call",
+            op.name()
+        ))),
         Op::Scan(s) => scan::jvp(e, s, x, t),
     }
 }
