@@ -111,3 +111,34 @@ fn common_subexpressions_are_shared() {
     );
     assert_eq!(out.matches("exp").count(), 1, "{out}");
 }
+
+#[test]
+fn loop_invariant_work_leaves_a_while_with_the_same_results() {
+    use ferrax_runtime::{interpret, Array};
+    let src = include_str!("../../tests/filetests/simplify/while_hoist.ir");
+    let src: String = src
+        .lines()
+        .filter(|l| !l.starts_with([';', 't']))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let f = parse_func(&src).unwrap();
+    let (g, _) = simplify(&f).unwrap();
+    // Two more carried values; no `exp` or `mul %n` left inside.
+    let w = g.body.iter().find(|i| i.op.name() == "while").unwrap();
+    assert_eq!(w.args.len(), 6, "{g}");
+    let text = print_func(&g);
+    let inside = &text[text.find("while").unwrap()..];
+    assert!(!inside.contains("exp"), "{g}");
+    let x = Array::from_vec(vec![4], vec![0.5f32, -1.0, 2.0, 0.0]).unwrap();
+    let w = Array::from_vec(vec![4], vec![0.1f32, -0.2, 0.3, 0.0]).unwrap();
+    // Zero trips included: the hoisted work runs, the results do not change.
+    for n in [-1, 0, 1, 3] {
+        let args = vec![Array::scalar(n), x.clone(), w.clone()];
+        let want = interpret(&f, &args).unwrap();
+        let got = interpret(&g, &args).unwrap();
+        assert_eq!(
+            want[0].to_vec::<f32>().unwrap(),
+            got[0].to_vec::<f32>().unwrap()
+        );
+    }
+}

@@ -1,28 +1,41 @@
-//! Loop-invariant work out of scan bodies: an instruction of a body that reads only the scan's
-//! constants (directly or through other such instructions, not constants alone) is computed
-//! once before the loop, and the values the loop still reads become more of its constants.
+//! Loop-invariant work out of loop bodies. In a scan's body, an instruction that reads only the
+//! scan's constants (directly or through other such instructions, not constants alone) is
+//! computed once before the loop, and the values the loop still reads become more of its
+//! constants. In a `while`, the invariants are the carried values its body returns unchanged:
+//! work of the body or of the condition that reads only them is computed once before the
+//! loop, and the values the loop still reads are carried beside them, unchanged. A `while`
+//! may run zero times; moving work before it changes no result, since every op outside a
+//! region is pure and total (integer division by zero, out-of-range indices and the like have
+//! defined results; none traps), and calls are never moved.
+//!
 //! Broadcasts and reshapes stay inside (a kernel reads a broadcast in place; a reshape is a
 //! view). Each instruction of a call does this alike; the e-graph then merges the copies of the
 //! work outside, so they remain one call.
 
 use crate::dce::eliminate_dead_code;
-use ferrax_ir::{Func, FuncBuilder, Op, Scan, TensorType, ValueId};
+use ferrax_ir::{Func, FuncBuilder, Op, Scan, TensorType, ValueId, While};
 
-/// `func` with the invariant work of each scan's body moved before the scan.
-pub(super) fn hoist_scan_invariants(func: &Func) -> Func {
-    if !func.body.iter().any(|ins| matches!(ins.op, Op::Scan(_))) {
+/// `func` with the invariant work of each loop's body moved before the loop.
+pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
+    if !func
+        .body
+        .iter()
+        .any(|ins| matches!(ins.op, Op::Scan(_) | Op::While(_)))
+    {
         return func.clone();
     }
     let mut b = FuncBuilder::new(func.name.clone());
     let mut values: Vec<ValueId> = func.params.iter().map(|p| b.param(p.clone())).collect();
     for ins in &func.body {
         let args: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
-        let pushed = match &ins.op {
-            Op::Scan(s) => match hoisted(&mut b, s, &args) {
-                Some((op, operands)) => b.push(op, &operands),
-                None => b.push(ins.op.clone(), &args),
-            },
-            op => b.push(op.clone(), &args),
+        let moved = match &ins.op {
+            Op::Scan(s) => hoisted_scan(&mut b, s, &args),
+            Op::While(w) => hoisted_while(&mut b, w, &args),
+            _ => None,
+        };
+        let pushed = match moved {
+            Some((op, operands)) => b.push(op, &operands),
+            None => b.push(ins.op.clone(), &args),
         };
         match pushed {
             Ok(v) => values.push(v),
@@ -32,97 +45,197 @@ pub(super) fn hoist_scan_invariants(func: &Func) -> Func {
     b.finish(func.outputs.iter().map(|o| values[o.index()]).collect())
 }
 
-/// Emits into `b` the invariant work of `s`'s body (its operands `args`), and returns the scan
-/// that takes the values of that work it still reads as more constants, with its operands;
-/// `None` where there is nothing to move.
-fn hoisted(b: &mut FuncBuilder, s: &Scan, args: &[ValueId]) -> Option<(Op, Vec<ValueId>)> {
-    let body = &s.body;
-    let np = body.params.len();
-    let n = body.num_values();
-    // Per body value: whether it is the same every step, and whether it reads a constant.
+/// What moves out of one function of a loop.
+struct Plan {
+    /// Per value: the same every iteration (an invariant parameter, or work on such values).
+    invariant: Vec<bool>,
+    /// Per value: invariant work worth doing once, outside.
+    moved: Vec<bool>,
+    /// The moved values the function still reads (or returns), in order.
+    passed: Vec<usize>,
+}
+
+/// The plan for `func`, whose parameters flagged in `fixed` are the same every iteration.
+fn plan(func: &Func, fixed: &[bool]) -> Plan {
+    let np = func.params.len();
+    let n = func.num_values();
     let mut invariant = vec![false; n];
-    let mut reads_const = vec![false; n];
-    for p in 0..s.consts.min(np) {
-        (invariant[p], reads_const[p]) = (true, true);
+    let mut reads_fixed = vec![false; n];
+    for (p, &f) in fixed.iter().enumerate().take(np) {
+        (invariant[p], reads_fixed[p]) = (f, f);
     }
-    // The instructions to move: invariant work on the constants worth doing once.
     let mut moved = vec![false; n];
-    for (k, ins) in body.body.iter().enumerate() {
+    for (k, ins) in func.body.iter().enumerate() {
         let v = np + k;
         invariant[v] = ins.op.regions().is_empty() && ins.args.iter().all(|a| invariant[a.index()]);
-        reads_const[v] = ins.args.iter().any(|a| reads_const[a.index()]);
+        reads_fixed[v] = ins.args.iter().any(|a| reads_fixed[a.index()]);
         let cheap = matches!(
             ins.op,
             Op::Constant(_) | Op::Iota { .. } | Op::BroadcastInDim { .. } | Op::Reshape { .. }
         );
-        moved[v] = invariant[v] && reads_const[v] && !cheap;
+        moved[v] = invariant[v] && reads_fixed[v] && !cheap;
     }
-    // The moved values the body still reads: they become constants.
     let mut passed = vec![false; n];
-    for (k, ins) in body.body.iter().enumerate() {
+    for (k, ins) in func.body.iter().enumerate() {
         if !moved[np + k] {
             for a in &ins.args {
                 passed[a.index()] |= moved[a.index()];
             }
         }
     }
-    for o in &body.outputs {
+    for o in &func.outputs {
         passed[o.index()] |= moved[o.index()];
     }
-    if !passed.iter().any(|&p| p) {
-        return None;
+    Plan {
+        invariant,
+        moved,
+        passed: (0..n).filter(|&v| passed[v]).collect(),
     }
-    // Every invariant instruction emitted outside (the outer simplifier drops what nothing
-    // reads), each body value's value there.
-    let mut outside: Vec<Option<ValueId>> = (0..n)
-        .map(|v| (v < s.consts).then(|| args.get(v).copied()).flatten())
-        .collect();
-    for (k, ins) in body.body.iter().enumerate() {
-        if invariant[np + k] {
+}
+
+/// Emits into `b` every invariant instruction of `func` (the outer simplifier drops what
+/// nothing reads), given the values outside of its fixed parameters; each of the passed
+/// values' value outside.
+fn emit_outside(
+    b: &mut FuncBuilder,
+    func: &Func,
+    plan: &Plan,
+    params: Vec<Option<ValueId>>,
+) -> Option<Vec<ValueId>> {
+    let np = func.params.len();
+    let mut outside = params;
+    outside.resize(func.num_values(), None);
+    for (k, ins) in func.body.iter().enumerate() {
+        if plan.invariant[np + k] {
             let operands: Option<Vec<ValueId>> =
                 ins.args.iter().map(|a| outside[a.index()]).collect();
             outside[np + k] = Some(b.push(ins.op.clone(), &operands?).ok()?);
         }
     }
-    let passed: Vec<usize> = (0..n).filter(|&v| passed[v]).collect();
-    // The new body: the old constants, the passed values, then the carried values and slices.
-    let mut nb = FuncBuilder::new(body.name.clone());
-    let types: Vec<TensorType> = body.params[..s.consts]
-        .iter()
-        .cloned()
-        .chain(
-            passed
-                .iter()
-                .filter_map(|&v| body.value_type(ValueId(v as u32)).cloned()),
-        )
-        .chain(body.params[s.consts..].iter().cloned())
-        .collect();
-    let params: Vec<ValueId> = types.into_iter().map(|t| nb.param(t)).collect();
-    let mut inside: Vec<Option<ValueId>> = vec![None; n];
-    for (p, slot) in inside.iter_mut().enumerate().take(np) {
-        let at = if p < s.consts { p } else { p + passed.len() };
-        *slot = params.get(at).copied();
+    plan.passed.iter().map(|&v| outside[v]).collect()
+}
+
+/// `func` rebuilt without its moved work, taking `types`: old parameter `p` is `at[p]`, passed
+/// value `j` is `passed_at[j]`; it returns its outputs, then the parameters `extra_outputs`.
+fn rebuild(
+    func: &Func,
+    plan: &Plan,
+    types: &[TensorType],
+    at: &[usize],
+    passed_at: &[usize],
+    extra_outputs: &[usize],
+) -> Option<Func> {
+    let np = func.params.len();
+    let mut nb = FuncBuilder::new(func.name.clone());
+    let params: Vec<ValueId> = types.iter().map(|t| nb.param(t.clone())).collect();
+    let mut inside: Vec<Option<ValueId>> = vec![None; func.num_values()];
+    for (p, &i) in at.iter().enumerate().take(np) {
+        inside[p] = params.get(i).copied();
     }
-    for (j, &v) in passed.iter().enumerate() {
-        inside[v] = params.get(s.consts + j).copied();
+    for (&v, &i) in plan.passed.iter().zip(passed_at) {
+        inside[v] = params.get(i).copied();
     }
-    for (k, ins) in body.body.iter().enumerate() {
-        // Moved work the body reads comes in as a constant; the rest is not read here.
-        if moved[np + k] {
+    for (k, ins) in func.body.iter().enumerate() {
+        // Moved work the function reads comes in as a parameter; the rest is not read here.
+        if plan.moved[np + k] {
             continue;
         }
         let operands: Option<Vec<ValueId>> = ins.args.iter().map(|a| inside[a.index()]).collect();
         inside[np + k] = Some(nb.push(ins.op.clone(), &operands?).ok()?);
     }
-    let outputs: Option<Vec<ValueId>> = body.outputs.iter().map(|o| inside[o.index()]).collect();
-    let new_body = eliminate_dead_code(&nb.finish(outputs?));
+    let mut outputs: Vec<ValueId> = func
+        .outputs
+        .iter()
+        .map(|o| inside[o.index()])
+        .collect::<Option<_>>()?;
+    for &i in extra_outputs {
+        outputs.push(*params.get(i)?);
+    }
+    Some(eliminate_dead_code(&nb.finish(outputs)))
+}
+
+/// The types of `func`'s values `vs`.
+fn types_of(func: &Func, vs: &[usize]) -> Vec<TensorType> {
+    vs.iter()
+        .filter_map(|&v| func.value_type(ValueId(v as u32)).cloned())
+        .collect()
+}
+
+/// Emits into `b` the invariant work of `s`'s body (its operands `args`), and returns the scan
+/// that takes the values of that work it still reads as more constants, with its operands;
+/// `None` where there is nothing to move.
+fn hoisted_scan(b: &mut FuncBuilder, s: &Scan, args: &[ValueId]) -> Option<(Op, Vec<ValueId>)> {
+    let body = &s.body;
+    let np = body.params.len();
+    let fixed: Vec<bool> = (0..np).map(|p| p < s.consts).collect();
+    let plan = plan(body, &fixed);
+    if plan.passed.is_empty() {
+        return None;
+    }
+    let params = (0..s.consts).map(|p| args.get(p).copied()).collect();
+    let outside = emit_outside(b, body, &plan, params)?;
+    // The new body: the old constants, the passed values, then the carried values and slices.
+    let m = plan.passed.len();
+    let types: Vec<TensorType> = body.params[..s.consts]
+        .iter()
+        .cloned()
+        .chain(types_of(body, &plan.passed))
+        .chain(body.params[s.consts..].iter().cloned())
+        .collect();
+    let at: Vec<usize> = (0..np)
+        .map(|p| if p < s.consts { p } else { p + m })
+        .collect();
+    let passed_at: Vec<usize> = (s.consts..s.consts + m).collect();
+    let new_body = rebuild(body, &plan, &types, &at, &passed_at, &[])?;
     let mut operands: Vec<ValueId> = args.get(..s.consts)?.to_vec();
-    operands.extend(passed.iter().filter_map(|&v| outside[v]));
+    operands.extend(outside);
     operands.extend_from_slice(args.get(s.consts..)?);
     let op = Op::Scan(Box::new(Scan {
         body: new_body,
-        consts: s.consts + passed.len(),
+        consts: s.consts + m,
         ..s.clone()
+    }));
+    Some((op, operands))
+}
+
+/// Emits into `b` the invariant work of `w`'s body and condition (its operands `args`), and
+/// returns the `while` that carries the values of that work they still read, unchanged,
+/// after its own carried values, with its operands; `None` where there is nothing to move.
+fn hoisted_while(b: &mut FuncBuilder, w: &While, args: &[ValueId]) -> Option<(Op, Vec<ValueId>)> {
+    let n = w.body.params.len();
+    // The carried values the body returns as it got them.
+    let fixed: Vec<bool> = (0..n)
+        .map(|p| w.body.outputs.get(p) == Some(&ValueId(p as u32)))
+        .collect();
+    let (body_plan, cond_plan) = (plan(&w.body, &fixed), plan(&w.cond, &fixed));
+    if body_plan.passed.is_empty() && cond_plan.passed.is_empty() {
+        return None;
+    }
+    let params: Vec<Option<ValueId>> = (0..n)
+        .map(|p| fixed[p].then(|| args.get(p).copied()).flatten())
+        .collect();
+    let mut operands = args.to_vec();
+    operands.extend(emit_outside(b, &w.body, &body_plan, params.clone())?);
+    operands.extend(emit_outside(b, &w.cond, &cond_plan, params)?);
+    // Both functions take the old carried values, the body's passed values, then the
+    // condition's; the body returns the new ones unchanged.
+    let (mb, mc) = (body_plan.passed.len(), cond_plan.passed.len());
+    let types: Vec<TensorType> = w
+        .body
+        .params
+        .iter()
+        .cloned()
+        .chain(types_of(&w.body, &body_plan.passed))
+        .chain(types_of(&w.cond, &cond_plan.passed))
+        .collect();
+    let at: Vec<usize> = (0..n).collect();
+    let extra: Vec<usize> = (n..n + mb + mc).collect();
+    let body = rebuild(&w.body, &body_plan, &types, &at, &extra[..mb], &extra)?;
+    let cond = rebuild(&w.cond, &cond_plan, &types, &at, &extra[mb..], &[])?;
+    let op = Op::While(Box::new(While {
+        cond,
+        body,
+        result: w.result,
     }));
     Some((op, operands))
 }

@@ -102,7 +102,7 @@ pub fn simplify_with(func: &Func, limits: &Limits) -> Result<(Func, Report), Sim
     let func = &nested::fold_constant_conds(func);
     let func = &nested::prune_scan_outputs(func);
     let func = &nested::simplify_regions(func, limits, &mut report)?;
-    let func = &hoist::hoist_scan_invariants(func);
+    let func = &hoist::hoist_loop_invariants(func);
     let stages = rules::stages();
     let simplified = if func.body.len() <= limits.region {
         let (simplified, stops) = simplify_region(func, &stages, limits, &mut report)?;
