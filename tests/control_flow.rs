@@ -369,3 +369,68 @@ fn control_flow_runs_on_the_emulated_gpu() {
         }
     }
 }
+
+#[test]
+fn unrolled_scans_under_jit_match_and_differentiate() {
+    let cell = |w: Tensor| {
+        move |h: Tensor, x: Tensor| {
+            let next = (w.matmul(&h) + x).tanh();
+            (next.clone(), next)
+        }
+    };
+    let run = |unroll: usize, reverse: bool| {
+        jit(move |(w, h, xs): (Tensor, Tensor, Tensor)| {
+            let options = lax::ScanOptions {
+                reverse,
+                unroll,
+                ..lax::ScanOptions::default()
+            };
+            let loss = {
+                let (w, xs) = (w.clone(), xs.clone());
+                move |h: Tensor| {
+                    lax::scan_with(cell(w.clone()), h, xs.clone(), options)
+                        .0
+                        .sum(..)
+                }
+            };
+            let g = grad(loss)(h.clone());
+            let (last, all) = lax::scan_with(cell(w), h, xs, options);
+            (last, all, g)
+        })
+    };
+    let w = Tensor::from_vec([2, 2], vec![0.9f32, -0.4, 0.3, 1.1]);
+    let h = Tensor::from_vec([2], vec![0.2f32, -0.5]);
+    let xs = Tensor::from_vec(
+        [5, 2],
+        (0..10).map(|i| (i as f32 - 4.5) / 5.0).collect::<Vec<_>>(),
+    );
+    let args = (w.clone(), h.clone(), xs.clone());
+    for reverse in [false, true] {
+        let (l1, a1, g1) = run(1, reverse).call(args.clone()).unwrap();
+        for unroll in [2, 3, 5, usize::MAX] {
+            let (l, a, g) = run(unroll, reverse).call(args.clone()).unwrap();
+            assert_eq!(v32(&l), v32(&l1), "unroll={unroll} reverse={reverse}");
+            assert_eq!(v32(&a), v32(&a1), "unroll={unroll} reverse={reverse}");
+            for (x, y) in v32(&g).iter().zip(v32(&g1)) {
+                assert!((x - y).abs() <= 1e-6 * y.abs().max(1.0), "{x} vs {y}");
+            }
+        }
+    }
+    // The traced scan says how it unrolls; 0 is an error at the call.
+    let traced = |unroll: usize| {
+        trace(
+            move |(w, h, xs): (Tensor, Tensor, Tensor)| {
+                let options = lax::ScanOptions {
+                    unroll,
+                    ..lax::ScanOptions::default()
+                };
+                lax::scan_with(cell(w), h, xs, options).0
+            },
+            &(f32s(&[2, 2]), f32s(&[2]), f32s(&[5, 2])),
+        )
+    };
+    assert!(traced(2).unwrap().to_string().contains("unroll=2"));
+    assert!(traced(usize::MAX).unwrap().to_string().contains("unroll=5"));
+    let e = traced(0).unwrap_err().to_string();
+    assert!(e.contains("unroll must be at least 1"), "{e}");
+}

@@ -15,3 +15,4 @@ pub mod kernel;
 pub mod pipeline;
 pub mod simplify;
 pub mod target;
+pub mod unroll;

@@ -1,12 +1,14 @@
 //! The compile pipeline: a traced program (autodiff already applied, by the transformations
 //! the tracer ran) is simplified by equality saturation, then fused and compiled by the
-//! [`Backend`] asked for. `jit`, the dumps, the conformance runner and file tests ask here for
+//! [`Backend`] asked for. Scans with `unroll` > 1 are unrolled first ([`crate::unroll`]), so
+//! that the simplifier sees the unrolled steps side by side. `jit`, the dumps, the conformance runner and file tests ask here for
 //! an [`Executable`], so every way into the compiler takes the same stages in the same order.
 
 use crate::backend::gpu::{GpuError, GpuExecutable, GpuOptions, GpuPlan};
 use crate::backend::ptx::PtxTarget;
 use crate::backend::{BackendError, CpuExecutable, MemoryReport};
 use crate::simplify::{simplify, SimplifyError};
+use crate::unroll::{unroll_scans, UnrollError};
 use ferrax_ir::Func;
 use ferrax_runtime::cuda::CudaDevice;
 use ferrax_runtime::{interpret, Array, RuntimeError};
@@ -43,6 +45,8 @@ impl std::fmt::Debug for Backend {
 #[derive(Debug, thiserror::Error)]
 pub enum PipelineError {
     #[error(transparent)]
+    Unroll(#[from] UnrollError),
+    #[error(transparent)]
     Simplify(#[from] SimplifyError),
     #[error(transparent)]
     Cpu(#[from] BackendError),
@@ -68,9 +72,9 @@ pub struct Compiled {
     pub executable: Executable,
 }
 
-/// `func` simplified and compiled for `backend`.
+/// `func` with its scans unrolled, simplified and compiled for `backend`.
 pub fn compile(func: &Func, backend: &Backend) -> Result<Compiled, PipelineError> {
-    let (simplified, report) = simplify(func)?;
+    let (simplified, report) = simplify(&unroll_scans(func)?)?;
     let executable = compile_simplified(&simplified, backend)?;
     Ok(Compiled {
         simplified,

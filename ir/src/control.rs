@@ -31,7 +31,8 @@ pub struct Cond {
 /// (counting down from `length - 1` when `reverse`) applies `body` to the constants, the
 /// carried values and slice `t` of each array, giving the next carried values and one slice
 /// of each stacked output. The call's results are the final carried values, then the outputs
-/// stacked along a new leading dimension of `length`.
+/// stacked along a new leading dimension of `length`. `unroll` (JAX's, at least 1) is how many
+/// steps each iteration of the compiled loop runs; it does not change the results.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Scan {
     pub body: Func,
@@ -40,6 +41,12 @@ pub struct Scan {
     pub length: usize,
     pub reverse: bool,
     pub result: usize,
+    #[serde(default = "one")]
+    pub unroll: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 impl Op {
@@ -175,8 +182,8 @@ impl Op {
             (Op::Cond(a), Op::Cond(b)) => a.branches == b.branches,
             (Op::Scan(a), Op::Scan(b)) => {
                 a.body == b.body
-                    && (a.consts, a.carry, a.length, a.reverse)
-                        == (b.consts, b.carry, b.length, b.reverse)
+                    && (a.consts, a.carry, a.length, a.reverse, a.unroll)
+                        == (b.consts, b.carry, b.length, b.reverse, b.unroll)
             }
             _ => false,
         }

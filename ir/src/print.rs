@@ -193,6 +193,9 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
             items.item(format_args!("carry={}", s.carry))?;
             items.item(format_args!("length={}", s.length))?;
             items.flag("reverse", s.reverse)?;
+            if s.unroll != 1 {
+                items.item(format_args!("unroll={}", s.unroll))?;
+            }
             items.item(format_args!("result={}", s.result))?;
             let f = items.next()?;
             f.write_str("body=")?;

@@ -111,7 +111,9 @@ impl From<PipelineError> for Error {
         match e {
             PipelineError::Simplify(e) => Error::Simplify(e),
             PipelineError::Runtime(e) => Error::Runtime(e),
-            e @ (PipelineError::Cpu(_) | PipelineError::Gpu(_)) => Error::Backend(e.to_string()),
+            e @ (PipelineError::Unroll(_) | PipelineError::Cpu(_) | PipelineError::Gpu(_)) => {
+                Error::Backend(e.to_string())
+            }
         }
     }
 }

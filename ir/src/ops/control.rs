@@ -137,6 +137,12 @@ pub(super) fn cond(c: &Cond, args: &[&TensorType]) -> Result<TensorType, TypeErr
 
 pub(super) fn scan(s: &Scan, args: &[&TensorType]) -> Result<TensorType, TypeError> {
     const OP: &str = "scan";
+    if s.unroll == 0 {
+        return Err(invalid(
+            OP,
+            "unroll=0, where each iteration must run at least 1 step",
+        ));
+    }
     let leading = s.consts.checked_add(s.carry).filter(|&n| n <= args.len());
     let Some((fixed, xs)) = leading.and_then(|n| args.split_at_checked(n)) else {
         return Err(invalid(

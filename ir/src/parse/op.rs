@@ -124,6 +124,7 @@ pub(super) fn build_op(
                 carry: attrs.int(p, "carry")?,
                 length: attrs.int(p, "length")?,
                 reverse: attrs.flag(p, "reverse")?,
+                unroll: attrs.int_or(p, "unroll", 1)?,
                 result: attrs.int(p, "result")?,
                 body: attrs.func(p, "body")?,
             })),

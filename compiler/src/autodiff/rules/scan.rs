@@ -103,6 +103,7 @@ pub(super) fn jvp(
         length: s.length,
         reverse: s.reverse,
         result,
+        unroll: s.unroll,
     }));
     let tangents: Vec<ValueId> = x
         .iter()
@@ -184,6 +185,7 @@ pub(super) fn vjp(e: &mut Emitter, s: &Scan, x: &[ValueId], g: ValueId) -> R<Vec
         length: s.length,
         reverse: !s.reverse,
         result: 0,
+        unroll: s.unroll,
     }));
     let p = &s.body.params;
     let y_types = s.body.output_types().split_off(n.c);

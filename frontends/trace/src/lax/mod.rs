@@ -265,7 +265,7 @@ pub fn fori_loop<'a, 'b, T: Tree>(
         let length = usize::try_from(i64::from(hi) - i64::from(lo)).unwrap_or(0);
         let options = ScanOptions {
             length: Some(length),
-            reverse: false,
+            ..ScanOptions::default()
         };
         let step = |(i, carry): (Tensor, T), (): ()| {
             let next = body_fn(i.clone(), carry);

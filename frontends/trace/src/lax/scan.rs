@@ -7,11 +7,25 @@ use ferrax_ir::{Op, Scan, Shape, TensorType};
 use std::panic::Location;
 
 /// How [`scan_with`] scans: `length` steps (needed where `xs` has no leaves, else checked
-/// against their leading dimension), in `reverse` order.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// against their leading dimension), in `reverse` order, `unroll` steps per iteration of the
+/// compiled loop (JAX's `unroll`: 1 by default; `usize::MAX`, or any number of at least the
+/// length, unrolls every step, JAX's `unroll=True`; 0 is an error). Unrolling changes no
+/// result, only how much code runs per iteration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScanOptions {
     pub length: Option<usize>,
     pub reverse: bool,
+    pub unroll: usize,
+}
+
+impl Default for ScanOptions {
+    fn default() -> ScanOptions {
+        ScanOptions {
+            length: None,
+            reverse: false,
+            unroll: 1,
+        }
+    }
 }
 
 /// `jax.lax.scan`: `f(carry, x)` for each slice `x` of `xs` along its leading dimension, in
@@ -114,6 +128,10 @@ pub(super) fn scan_at<C: Tree, X: Tree, Y: Tree>(
         Ok(n) => n,
         Err(message) => return fail(error_at(location, message)),
     };
+    if options.unroll == 0 {
+        let message = "scan: unroll must be at least 1 (usize::MAX unrolls every step)";
+        return fail(error_at(location, message.to_string()));
+    }
     let carry_out = children.as_ref().ok().map(|c| &c[0]);
     if carry_out != Some(&c_def) {
         let found = carry_out.map_or_else(|| body.outputs.def.to_string(), |d| d.to_string());
@@ -152,6 +170,8 @@ pub(super) fn scan_at<C: Tree, X: Tree, Y: Tree>(
         length,
         reverse: options.reverse,
         result: 0,
+        // More than the length unrolls no further.
+        unroll: options.unroll.min(length.max(1)),
     }));
     let mut types = c_types;
     types.extend(y_types);
