@@ -4,7 +4,7 @@
 //! makes them (marked `// @name`).
 #![allow(clippy::unwrap_used)]
 
-use ferrax::{grad, jit, jvp, lax, trace, DType, Error, Tensor};
+use ferrax::{grad, jacfwd, jit, jvp, lax, trace, DType, Error, Tensor};
 
 fn f32s(shape: &[usize]) -> Tensor {
     Tensor::spec(DType::F32, shape.to_vec())
@@ -433,4 +433,40 @@ fn unrolled_scans_under_jit_match_and_differentiate() {
     assert!(traced(usize::MAX).unwrap().to_string().contains("unroll=5"));
     let e = traced(0).unwrap_err().to_string();
     assert!(e.contains("unroll must be at least 1"), "{e}");
+}
+
+#[test]
+fn forward_mode_and_jacfwd_run_a_while_loop_once() {
+    let f = |x: Tensor| {
+        lax::while_loop(
+            |(_, n): (Tensor, Tensor)| n.less(3),
+            |(x, n): (Tensor, Tensor)| ((&x * 0.9).sin() + &x, n + 1),
+            (x, Tensor::scalar(0i32)),
+        )
+        .0
+    };
+    // Every `while` instruction (primal results and tangents alike) is one call.
+    let one_call = |g: &ferrax::Func| {
+        let whiles: Vec<_> = g.body.iter().filter(|i| i.op.name() == "while").collect();
+        assert!(!whiles.is_empty(), "{g}");
+        for w in &whiles {
+            assert!(
+                w.args == whiles[0].args && w.op.same_call(&whiles[0].op),
+                "{g}"
+            );
+        }
+    };
+    let spec = (f32s(&[3]), f32s(&[3]));
+    one_call(&trace(|(x, t): (Tensor, Tensor)| jvp(f, &x, &t).unwrap(), &spec).unwrap());
+    one_call(&trace(|x: Tensor| jacfwd(f)(&x).unwrap(), &f32s(&[3])).unwrap());
+    // And the values: the Jacobian is diagonal, against the tangent along each axis.
+    let x = Tensor::from_vec([3], vec![0.3f32, -1.0, 2.0]);
+    let jac = v32(&jacfwd(f)(&x).unwrap());
+    for i in 0..3 {
+        let mut e = vec![0.0f32; 3];
+        e[i] = 1.0;
+        let (_, t) = jvp(f, &x, &Tensor::from_vec([3], e)).unwrap();
+        let column: Vec<f32> = (0..3).map(|r| jac[r * 3 + i]).collect();
+        assert_eq!(column, v32(&t));
+    }
 }
