@@ -39,6 +39,8 @@ fn a_data_dependent_loop_eagerly_traced_and_jitted() {
     let whiles: Vec<_> = f.body.iter().filter(|i| i.op.name() == "while").collect();
     assert_eq!(whiles.len(), 2);
     assert_eq!(whiles[0].args.len(), 3, "{f}");
+    // The same operands (the eager counter's 0 one constant), so one call runs the loop once.
+    assert_eq!(whiles[0].args, whiles[1].args, "{f}");
     let jitted = jit(|(x, limit): (Tensor, Tensor)| halve_until(&x, &limit));
     let (y, n) = jitted.call((x, Tensor::scalar(3.0f32))).unwrap();
     assert_eq!(v32(&y), vec![0.5, 1.0, 0.5]);

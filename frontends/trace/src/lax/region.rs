@@ -117,7 +117,17 @@ pub(super) fn emit_call(
             Err(e) => failed_leaves(types, error_at(location, e.to_string())),
         };
     }
-    let refs: Vec<&Tensor> = operands.iter().collect();
+    // Concrete operands (an eager counter's initial 0, say) become constants once, here: lifted
+    // by each result's instruction they would be distinct values, making the instructions
+    // distinct calls, each running the loop.
+    let lifted: Vec<Tensor> = operands
+        .iter()
+        .map(|o| match &o.0 {
+            Inner::Concrete(a) => apply_at(location, Op::Constant(a.to_literal()), &[]),
+            _ => o.clone(),
+        })
+        .collect();
+    let refs: Vec<&Tensor> = lifted.iter().collect();
     (0..types.len())
         .map(|k| apply_at(location, op.with_result(k), &refs))
         .collect()
