@@ -70,6 +70,9 @@ fn corpus_covers_every_op() {
         "dynamic_update_slice",
         "sort",
         "argsort",
+        "while",
+        "cond",
+        "scan",
     ];
     all.extend(ferrax::ir::UnaryOp::ALL.iter().map(|u| u.name()));
     all.extend(ferrax::ir::BinaryOp::ALL.iter().map(|b| b.name()));

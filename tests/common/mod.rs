@@ -5,7 +5,7 @@
 pub mod fusion;
 
 use ferrax::ir::{Elements, TensorType};
-use ferrax::{grad, nn, trace, Array, DType, Func, Tensor, Tree};
+use ferrax::{grad, lax, nn, trace, Array, DType, Func, Tensor, Tree};
 
 #[derive(Tree, Clone)]
 pub struct Layer {
@@ -350,6 +350,85 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
                 ),
             ),
         ),
+        (
+            // A cond on a predicate and a switch of three branches on an index (the inputs'
+            // integers, 1..=4, clamp to the last branch above 2), closing over `y`.
+            "cond_switch",
+            t(
+                |(p, k, x, y): (Tensor, Tensor, Tensor, Tensor)| {
+                    let c = lax::cond(&p, |x: Tensor| &x * &y, |x: Tensor| x.exp(), x.clone());
+                    let s = lax::switch(
+                        &k,
+                        [
+                            &|(x, c): (Tensor, Tensor)| &x + &c,
+                            &|(x, c): (Tensor, Tensor)| &x * &c,
+                            &|(x, _c): (Tensor, Tensor)| x.sin(),
+                        ],
+                        (x, c.clone()),
+                    );
+                    (c, s)
+                },
+                (
+                    Tensor::spec(DType::Bool, []),
+                    Tensor::spec(DType::I32, []),
+                    s(&[3]),
+                    s(&[3]),
+                ),
+            ),
+        ),
+        (
+            // A while loop whose trip count depends on the data, bounded at 8 so that any
+            // input ends: halve `x` while its absolute sum exceeds `limit`, counting.
+            "while_halving",
+            t(
+                |(x, limit): (Tensor, Tensor)| {
+                    lax::while_loop(
+                        |(x, n): (Tensor, Tensor)| x.abs().sum(..).greater(&limit) & n.less(8),
+                        |(x, n): (Tensor, Tensor)| (x * 0.5, n + 1),
+                        (x, Tensor::scalar(0i32)),
+                    )
+                },
+                (s(&[3]), s(&[])),
+            ),
+        ),
+        (
+            // An RNN as a scan: the last state and every state, stacked.
+            "scan_rnn",
+            t(
+                |(w, h, xs): (Tensor, Tensor, Tensor)| {
+                    let cell = |h: Tensor, x: Tensor| {
+                        let next = (w.matmul(&h) + x).tanh();
+                        (next.clone(), next)
+                    };
+                    lax::scan(cell, h, xs)
+                },
+                (s(&[4, 4]), s(&[4]), s(&[5, 4])),
+            ),
+        ),
+        (
+            // Nested regions: a cond on each step's slice inside a reverse scan.
+            "cond_in_scan",
+            t(
+                |(w, h, xs): (Tensor, Tensor, Tensor)| {
+                    let step = |h: Tensor, x: Tensor| {
+                        let p = x.sum(..).greater(0.0);
+                        let h2 = lax::cond(
+                            &p,
+                            |(h, x): (Tensor, Tensor)| (&h * &w + x).tanh(),
+                            |(h, x): (Tensor, Tensor)| &h * x.cos() - &w,
+                            (h, x),
+                        );
+                        (h2.clone(), h2.sum(..))
+                    };
+                    let options = lax::ScanOptions {
+                        reverse: true,
+                        ..Default::default()
+                    };
+                    lax::scan_with(step, h, xs, options)
+                },
+                (s(&[3]), s(&[3]), s(&[6, 3])),
+            ),
+        ),
     ]
 }
 
@@ -546,13 +625,16 @@ pub fn assert_close(got: &Array, want: &Array, rtol: f64, what: &str) {
 /// (`gemm` accumulates in its own order), float sums (row kernels accumulate in the element type,
 /// in SIMD lanes; the interpreter in f64, pairwise), f32 transcendentals (SIMD polynomials,
 /// 3 ULP), float products added to something (contracted into one fma) and float quotients by a
-/// broadcast value (multiplied by its reciprocal in row kernels).
+/// broadcast value (multiplied by its reciprocal in row kernels); in the regions of control
+/// flow too, which the CPU backend compiles as it does the program.
 pub fn cpu_approximates(func: &Func) -> bool {
     use ferrax::ir::{BinaryOp, Op, ReduceOp, UnaryOp};
     let made_by = |v: ferrax::ir::ValueId, want: fn(&Op) -> bool| {
         (0..func.body.len()).any(|i| func.instr_value(i) == v && want(&func.body[i].op))
     };
+    let in_regions = |op: &Op| op.regions().iter().any(|(_, f)| cpu_approximates(f));
     func.body.iter().any(|ins| match &ins.op {
+        op if in_regions(op) => true,
         Op::Binary(BinaryOp::Add) if ins.ty.dtype.is_float() => ins
             .args
             .iter()
