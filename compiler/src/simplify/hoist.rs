@@ -3,10 +3,11 @@
 //! computed once before the loop, and the values the loop still reads become more of its
 //! constants. In a `while`, the invariants are the carried values its body returns unchanged:
 //! work of the body or of the condition that reads only them is computed once before the
-//! loop, and the values the loop still reads are carried beside them, unchanged. A `while`
-//! may run zero times; moving work before it changes no result, since every op outside a
-//! region is pure and total (integer division by zero, out-of-range indices and the like have
-//! defined results; none traps), and calls are never moved.
+//! loop, and the values the loop still reads are carried beside them, unchanged (the carried
+//! values it then no longer reads are dropped). A `while` may run zero times; moving work
+//! before it changes no result, since every op outside a region is pure and total (integer
+//! division by zero, out-of-range indices and the like have defined results; none traps), and
+//! calls are never moved.
 //!
 //! Broadcasts and reshapes stay inside (a kernel reads a broadcast in place; a reshape is a
 //! view). Each instruction of a call does this alike; the e-graph then merges the copies of the
@@ -29,12 +30,13 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
     for ins in &func.body {
         let args: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
         let moved = match &ins.op {
-            Op::Scan(s) => hoisted_scan(&mut b, s, &args),
+            Op::Scan(s) => hoisted_scan(&mut b, s, &args).map(|(op, args)| Hoisted::Call(op, args)),
             Op::While(w) => hoisted_while(&mut b, w, &args),
             _ => None,
         };
         let pushed = match moved {
-            Some((op, operands)) => b.push(op, &operands),
+            Some(Hoisted::Call(op, operands)) => b.push(op, &operands),
+            Some(Hoisted::Value(v)) => Ok(v),
             None => b.push(ins.op.clone(), &args),
         };
         match pushed {
@@ -43,6 +45,13 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
         }
     }
     b.finish(func.outputs.iter().map(|o| values[o.index()]).collect())
+}
+
+/// A loop instruction with its invariant work moved out: the new call and its operands, or,
+/// for a carried value that the loop leaves as it is, that value.
+enum Hoisted {
+    Call(Op, Vec<ValueId>),
+    Value(ValueId),
 }
 
 /// What moves out of one function of a loop.
@@ -115,22 +124,23 @@ fn emit_outside(
     plan.passed.iter().map(|&v| outside[v]).collect()
 }
 
-/// `func` rebuilt without its moved work, taking `types`: old parameter `p` is `at[p]`, passed
-/// value `j` is `passed_at[j]`; it returns its outputs, then the parameters `extra_outputs`.
+/// `func` rebuilt without its moved work, taking `types`: old parameter `p` is `at[p]` (none
+/// where it is dropped, so not read), passed value `j` is `passed_at[j]`; it returns its
+/// outputs `outputs`, then the parameters `extra_outputs`.
 fn rebuild(
     func: &Func,
     plan: &Plan,
     types: &[TensorType],
-    at: &[usize],
+    at: &[Option<usize>],
     passed_at: &[usize],
-    extra_outputs: &[usize],
+    (outputs, extra_outputs): (&[usize], &[usize]),
 ) -> Option<Func> {
     let np = func.params.len();
     let mut nb = FuncBuilder::new(func.name.clone());
     let params: Vec<ValueId> = types.iter().map(|t| nb.param(t.clone())).collect();
     let mut inside: Vec<Option<ValueId>> = vec![None; func.num_values()];
     for (p, &i) in at.iter().enumerate().take(np) {
-        inside[p] = params.get(i).copied();
+        inside[p] = i.and_then(|i| params.get(i).copied());
     }
     for (&v, &i) in plan.passed.iter().zip(passed_at) {
         inside[v] = params.get(i).copied();
@@ -143,10 +153,9 @@ fn rebuild(
         let operands: Option<Vec<ValueId>> = ins.args.iter().map(|a| inside[a.index()]).collect();
         inside[np + k] = Some(nb.push(ins.op.clone(), &operands?).ok()?);
     }
-    let mut outputs: Vec<ValueId> = func
-        .outputs
+    let mut outputs: Vec<ValueId> = outputs
         .iter()
-        .map(|o| inside[o.index()])
+        .map(|&k| inside[func.outputs.get(k)?.index()])
         .collect::<Option<_>>()?;
     for &i in extra_outputs {
         outputs.push(*params.get(i)?);
@@ -182,11 +191,12 @@ fn hoisted_scan(b: &mut FuncBuilder, s: &Scan, args: &[ValueId]) -> Option<(Op, 
         .chain(types_of(body, &plan.passed))
         .chain(body.params[s.consts..].iter().cloned())
         .collect();
-    let at: Vec<usize> = (0..np)
-        .map(|p| if p < s.consts { p } else { p + m })
+    let at: Vec<Option<usize>> = (0..np)
+        .map(|p| Some(if p < s.consts { p } else { p + m }))
         .collect();
     let passed_at: Vec<usize> = (s.consts..s.consts + m).collect();
-    let new_body = rebuild(body, &plan, &types, &at, &passed_at, &[])?;
+    let all: Vec<usize> = (0..body.outputs.len()).collect();
+    let new_body = rebuild(body, &plan, &types, &at, &passed_at, (&all, &[]))?;
     let mut operands: Vec<ValueId> = args.get(..s.consts)?.to_vec();
     operands.extend(outside);
     operands.extend_from_slice(args.get(s.consts..)?);
@@ -198,10 +208,29 @@ fn hoisted_scan(b: &mut FuncBuilder, s: &Scan, args: &[ValueId]) -> Option<(Op, 
     Some((op, operands))
 }
 
+/// Whether `func` still reads its parameter `p` once `plan`'s work is moved out, apart from
+/// returning it as output `skip`.
+fn still_reads(func: &Func, plan: &Plan, p: usize, skip: Option<usize>) -> bool {
+    let np = func.params.len();
+    let by_work = func
+        .body
+        .iter()
+        .enumerate()
+        .any(|(k, ins)| !plan.moved[np + k] && ins.args.iter().any(|a| a.index() == p));
+    let by_outputs = func
+        .outputs
+        .iter()
+        .enumerate()
+        .any(|(k, o)| Some(k) != skip && o.index() == p);
+    by_work || by_outputs
+}
+
 /// Emits into `b` the invariant work of `w`'s body and condition (its operands `args`), and
 /// returns the `while` that carries the values of that work they still read, unchanged,
 /// after its own carried values, with its operands; `None` where there is nothing to move.
-fn hoisted_while(b: &mut FuncBuilder, w: &While, args: &[ValueId]) -> Option<(Op, Vec<ValueId>)> {
+/// Carried values that the body returns unchanged and that nothing in the loop reads any
+/// more are dropped; where the instruction yields one, its value is the operand itself.
+fn hoisted_while(b: &mut FuncBuilder, w: &While, args: &[ValueId]) -> Option<Hoisted> {
     let n = w.body.params.len();
     // The carried values the body returns as it got them.
     let fixed: Vec<bool> = (0..n)
@@ -214,28 +243,49 @@ fn hoisted_while(b: &mut FuncBuilder, w: &While, args: &[ValueId]) -> Option<(Op
     let params: Vec<Option<ValueId>> = (0..n)
         .map(|p| fixed[p].then(|| args.get(p).copied()).flatten())
         .collect();
-    let mut operands = args.to_vec();
-    operands.extend(emit_outside(b, &w.body, &body_plan, params.clone())?);
-    operands.extend(emit_outside(b, &w.cond, &cond_plan, params)?);
-    // Both functions take the old carried values, the body's passed values, then the
+    let body_passed = emit_outside(b, &w.body, &body_plan, params.clone())?;
+    let cond_passed = emit_outside(b, &w.cond, &cond_plan, params)?;
+    if fixed.get(w.result) == Some(&true) {
+        return args.get(w.result).copied().map(Hoisted::Value);
+    }
+    // The carried values kept, each one's new position.
+    let kept: Vec<usize> = (0..n)
+        .filter(|&p| {
+            !fixed[p]
+                || still_reads(&w.body, &body_plan, p, Some(p))
+                || still_reads(&w.cond, &cond_plan, p, None)
+        })
+        .collect();
+    let mut at: Vec<Option<usize>> = vec![None; n];
+    for (i, &p) in kept.iter().enumerate() {
+        at[p] = Some(i);
+    }
+    let mut operands: Vec<ValueId> = kept.iter().filter_map(|&p| args.get(p).copied()).collect();
+    operands.extend(body_passed);
+    operands.extend(cond_passed);
+    // Both functions take the kept carried values, the body's passed values, then the
     // condition's; the body returns the new ones unchanged.
-    let (mb, mc) = (body_plan.passed.len(), cond_plan.passed.len());
-    let types: Vec<TensorType> = w
-        .body
-        .params
+    let (nk, mb, mc) = (kept.len(), body_plan.passed.len(), cond_plan.passed.len());
+    let types: Vec<TensorType> = kept
         .iter()
-        .cloned()
+        .filter_map(|&p| w.body.params.get(p).cloned())
         .chain(types_of(&w.body, &body_plan.passed))
         .chain(types_of(&w.cond, &cond_plan.passed))
         .collect();
-    let at: Vec<usize> = (0..n).collect();
-    let extra: Vec<usize> = (n..n + mb + mc).collect();
-    let body = rebuild(&w.body, &body_plan, &types, &at, &extra[..mb], &extra)?;
-    let cond = rebuild(&w.cond, &cond_plan, &types, &at, &extra[mb..], &[])?;
+    let extra: Vec<usize> = (nk..nk + mb + mc).collect();
+    let body = rebuild(
+        &w.body,
+        &body_plan,
+        &types,
+        &at,
+        &extra[..mb],
+        (&kept, &extra),
+    )?;
+    let cond = rebuild(&w.cond, &cond_plan, &types, &at, &extra[mb..], (&[0], &[]))?;
     let op = Op::While(Box::new(While {
         cond,
         body,
-        result: w.result,
+        result: at[w.result]?,
     }));
-    Some((op, operands))
+    Some(Hoisted::Call(op, operands))
 }
