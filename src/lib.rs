@@ -11,9 +11,9 @@ pub use ferrax_stablehlo as stablehlo;
 pub use ferrax_trace::Tree;
 pub use ferrax_trace::{
     checkpoint, custom_vjp, custom_vjp_named, global_norm, grad, grad_with_aux, hessian, jacfwd,
-    jacrev, jit, jvp, lax, nn, optim, random, trace, tree_flatten, tree_leaves, tree_map,
-    tree_map2, tree_map_n, tree_structure, tree_sum, tree_unflatten, value_and_grad,
+    jacrev, jit, jvp, lax, nn, optim, random, remat, remat_with, trace, tree_flatten, tree_leaves,
+    tree_map, tree_map2, tree_map_n, tree_structure, tree_sum, tree_unflatten, value_and_grad,
     value_and_grad_with_aux, vjp, vmap, vmap_axes, zeros_like, Artifact, At, Axes, AxisSpec,
     AxisTree, Batch, Compiled, Device, DotPrecision, Error, IndexMode, Jit, Lowered, Operand,
-    Pullback, Result, Signature, Static, Tensor, TreeDef,
+    Pullback, RematPolicy, Result, Signature, Static, Tensor, TreeDef,
 };

@@ -79,6 +79,7 @@ fn corpus_covers_every_op() {
     all.extend(ferrax::ir::CompareOp::ALL.iter().map(|c| c.name()));
     all.extend(ferrax::ir::ReduceOp::ALL.iter().map(|r| r.name()));
     all.extend(ferrax::ir::ScatterCombine::ALL.iter().map(|c| c.name()));
+    all.extend(ferrax::ir::RematPolicy::ALL.iter().map(|r| r.op_name()));
     let missing: Vec<&str> = all.into_iter().filter(|op| !used.contains(op)).collect();
     assert!(missing.is_empty(), "ops not in the corpus: {missing:?}");
 }

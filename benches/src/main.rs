@@ -103,12 +103,18 @@ fn emit(name: &str, (median, min): (f64, f64), bytes: Option<f64>, flops: Option
     emit_as("ferrax-cpu", name, (median, min), bytes, flops);
 }
 
-fn emit_as(
+fn emit_as(imp: &str, name: &str, times: (f64, f64), bytes: Option<f64>, flops: Option<f64>) {
+    emit_with(imp, name, times, bytes, flops, &[]);
+}
+
+/// A row with more fields (`"key": value`) after the standard ones.
+fn emit_with(
     imp: &str,
     name: &str,
     (median, min): (f64, f64),
     bytes: Option<f64>,
     flops: Option<f64>,
+    extra: &[(&str, f64)],
 ) {
     let mut row = format!(
         r#"{{"name": "{name}", "impl": "{imp}", "seconds": {median:e}, "min_seconds": {min:e}"#
@@ -118,6 +124,9 @@ fn emit_as(
     }
     if let Some(f) = flops {
         row.push_str(&format!(r#", "gflops": {}"#, f / median / 1e9));
+    }
+    for (key, value) in extra {
+        row.push_str(&format!(r#", "{key}": {value}"#));
     }
     row.push('}');
     println!("{row}");

@@ -1,9 +1,11 @@
 //! w13 (workloads.md): the gradient of an Elman RNN over 1000 steps written with `lax::scan`,
 //! its run time and its compile time; the compile row also at 100,000 steps, which compiles
-//! in the same time (the body is traced and compiled once).
+//! in the same time (the body is traced and compiled once). The run rows report the memory
+//! plan's peak (`peak_mib`), also with the body under `remat` (`jax.checkpoint`), which stores
+//! only each step's carried state for the backward pass.
 
-use crate::{emit, normal, timed, Args};
-use ferrax::{grad, jit, lax, DType, Result, Tensor, Tree};
+use crate::{emit, emit_with, normal, timed, Args};
+use ferrax::{grad, jit, lax, remat, DType, Result, Tensor, Tree};
 use std::time::Instant;
 
 #[derive(Tree, Clone)]
@@ -13,18 +15,31 @@ struct Rnn {
     b: Tensor,
 }
 
-/// The sum over steps of `sum(h²)`, `h = tanh(x·wx + h·wh + b)` (JAX's `rnn_loss`).
-fn rnn_loss(p: &Rnn, xs: Tensor, h0: Tensor) -> Tensor {
-    let cell = |h: Tensor, x: Tensor| {
+/// The sum over steps of `sum(h²)`, `h = tanh(x·wx + h·wh + b)` (JAX's `rnn_loss`), the
+/// step checkpointed where `checkpointed`.
+fn rnn_loss(p: &Rnn, xs: Tensor, h0: Tensor, checkpointed: bool) -> Tensor {
+    let cell = |(h, x): (Tensor, Tensor)| {
         let h = (x.matmul(&p.wx) + h.matmul(&p.wh) + &p.b).tanh();
         (h.clone(), h.square().sum(..))
     };
-    lax::scan(cell, h0, xs).1.sum(..)
+    let ys = match checkpointed {
+        false => lax::scan(|h, x| cell((h, x)), h0, xs).1,
+        true => {
+            let step = remat(cell);
+            lax::scan(|h, x| step((h, x)), h0, xs).1
+        }
+    };
+    ys.sum(..)
 }
 
 /// The gradient with respect to the parameters, as JAX's `jax.grad(rnn_loss)`.
 fn rnn_grad((p, xs, h0): (Rnn, Tensor, Tensor)) -> Rnn {
-    grad(|p: Rnn| rnn_loss(&p, xs.clone(), h0.clone()))(p)
+    grad(|p: Rnn| rnn_loss(&p, xs.clone(), h0.clone(), false))(p)
+}
+
+/// [`rnn_grad`] with the step under `remat` (`jax.checkpoint`).
+fn rnn_grad_remat((p, xs, h0): (Rnn, Tensor, Tensor)) -> Rnn {
+    grad(|p: Rnn| rnn_loss(&p, xs.clone(), h0.clone(), true))(p)
 }
 
 pub fn rows(args: &Args) -> Result<()> {
@@ -46,15 +61,34 @@ pub fn rows(args: &Args) -> Result<()> {
             emit(name, (t, t), None, None);
         }
     }
-    if args.want("w13_scan_rnn_grad") {
+    for (name, f) in [
+        (
+            "w13_scan_rnn_grad",
+            rnn_grad as fn((Rnn, Tensor, Tensor)) -> Rnn,
+        ),
+        ("w13_scan_rnn_grad_remat", rnn_grad_remat),
+    ] {
+        if !args.want(name) {
+            continue;
+        }
         let xs = normal(&[1000, 32, 128], 23);
-        let f = jit(rnn_grad);
+        let f = jit(f);
+        let inputs = (p.clone(), xs, h0.clone());
+        let peak = f.lower(&inputs)?.memory().map_or(0, |m| m.peak);
         let t = timed(args.reps, || {
-            f.call((p.clone(), xs.clone(), h0.clone()))?;
+            f.call(inputs.clone())?;
             Ok(())
         })?;
         let flops = 6.0 * 1000.0 * 32.0 * (128.0 * 256.0 + 256.0 * 256.0);
-        emit("w13_scan_rnn_grad", t, None, Some(flops));
+        let mib = peak as f64 / (1 << 20) as f64;
+        emit_with(
+            "ferrax-cpu",
+            name,
+            t,
+            None,
+            Some(flops),
+            &[("peak_mib", mib)],
+        );
     }
     Ok(())
 }

@@ -89,7 +89,8 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::CustomVjp(_)
         | Op::While(_)
         | Op::Cond(_)
-        | Op::Scan(_) => false,
+        | Op::Scan(_)
+        | Op::Remat(_) => false,
     }
 }
 
@@ -442,7 +443,8 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::CustomVjp(_)
         | Op::While(_)
         | Op::Cond(_)
-        | Op::Scan(_) => false,
+        | Op::Scan(_)
+        | Op::Remat(_) => false,
     }
 }
 

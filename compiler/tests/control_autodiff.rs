@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use ferrax_compiler::autodiff::{jvp, vjp};
-use ferrax_ir::{parse_func, Func};
+use ferrax_ir::{parse_func, Func, Op};
 use ferrax_runtime::{interpret, Array};
 
 /// A loop of `%n` steps of `x <- sin(x) * w + x`, `w <- w * 1.5`; returns `x` and `w`.
@@ -320,6 +320,117 @@ fn both_modes_through_a_scan_each_way() {
                 })
                 .collect();
             close(&got, &want, &format!("vjp of operand {j} ({reverse})"));
+        }
+    }
+}
+
+/// The instructions named `name` in the bodies of `program`'s scans whose body is named
+/// `body`, nested calls included.
+fn count_in_scans(program: &Func, body: &str, name: &str) -> usize {
+    program
+        .body
+        .iter()
+        .filter_map(|ins| match &ins.op {
+            Op::Scan(s) if s.body.name == body => Some(&s.body),
+            _ => None,
+        })
+        .map(|f| f.body.iter().filter(|i| i.op.name() == name).count())
+        .sum()
+}
+
+#[test]
+fn reverse_mode_through_a_scan_stores_each_steps_residuals() {
+    // As JAX does: the backward scan reads the forward values it needs (tanh's output, sin's
+    // derivative) from stacked residuals instead of running the step's forward pass again.
+    let f = parse_func(&RNN.replace("REVERSE", "")).unwrap();
+    let program = vjp(&f).unwrap();
+    let backward = "step_backward";
+    for forward_only in ["tanh", "sin", "cos"] {
+        assert_eq!(
+            count_in_scans(&program, backward, forward_only),
+            0,
+            "{forward_only} recomputed in\n{program}"
+        );
+    }
+    // The two products of the step's transpose (the cotangents of `w` and `h`), not the
+    // forward one.
+    let calls = program
+        .body
+        .iter()
+        .filter(|ins| matches!(&ins.op, Op::Scan(s) if s.body.name == backward))
+        .count();
+    assert!(calls > 0, "{program}");
+    assert_eq!(
+        count_in_scans(&program, backward, "dot_general"),
+        2 * calls,
+        "{program}"
+    );
+}
+
+/// The RNN step of `RNN`, checkpointed under `POLICY`, scanned 4 steps.
+const REMAT_RNN: &str = "
+func @rnn(%w: f64[2,2], %h: f64[2], %xs: f64[4,2]) -> (f64[4,2]) {
+  %ys = scan %w, %h, %xs, consts=1, carry=1, length=4, result=1, body=func @step(%w: f64[2,2], %h: f64[2], %x: f64[2]) -> (f64[2], f64[2]) {
+      %t = POLICY %w, %h, %x, result=0, body=func @cell(%w: f64[2,2], %h: f64[2], %x: f64[2]) -> (f64[2], f64[2]) {
+          %m = dot_general %w, %h, contract=[1]x[0] : f64[2]
+          %a = add %m, %x : f64[2]
+          %t = tanh %a : f64[2]
+          %s = sin %t : f64[2]
+          return %t, %s
+        } : f64[2]
+      %s = POLICY %w, %h, %x, result=1, body=func @cell(%w: f64[2,2], %h: f64[2], %x: f64[2]) -> (f64[2], f64[2]) {
+          %m = dot_general %w, %h, contract=[1]x[0] : f64[2]
+          %a = add %m, %x : f64[2]
+          %t = tanh %a : f64[2]
+          %s = sin %t : f64[2]
+          return %t, %s
+        } : f64[2]
+      return %t, %s
+    } : f64[4,2]
+  return %ys
+}";
+
+#[test]
+fn a_checkpointed_scan_body_stores_what_its_policy_saves() {
+    use ferrax_ir::print_func;
+    let args = [
+        arr(&[2, 2], &[0.9, -0.4, 0.3, 1.1]),
+        arr(&[2], &[0.2, -0.5]),
+        arr(&[4, 2], &[0.1, 0.7, -0.3, 0.2, 0.5, -0.8, 0.0, 0.4]),
+    ];
+    let ct = arr(&[4, 2], &[0.5, -2.0, 1.0, 0.25, -1.0, 0.75, 2.0, -0.5]);
+    let plain =
+        vjp(&parse_func(&REMAT_RNN.replace("POLICY", "remat_everything")).unwrap()).unwrap();
+    let mut all = args.to_vec();
+    all.push(ct);
+    let want = interpret(&plain, &all).unwrap();
+    // The stacked residuals of the forward scan: each step's carried state, then what the
+    // policy saves (the product) or everything the backward pass reads.
+    for (policy, stored) in [("remat", 1), ("remat_dots", 2), ("remat_dots_no_batch", 2)] {
+        let f = parse_func(&REMAT_RNN.replace("POLICY", policy)).unwrap();
+        assert_eq!(
+            parse_func(&print_func(&f)).unwrap(),
+            f,
+            "{policy} round trip"
+        );
+        let program = vjp(&f).unwrap();
+        let forward = program
+            .body
+            .iter()
+            .find_map(|ins| match &ins.op {
+                Op::Scan(s) if s.body.name == "step_vjp_forward" => Some(s),
+                _ => None,
+            })
+            .unwrap();
+        // The carried state and the stacked output come first.
+        assert_eq!(
+            forward.body.outputs.len(),
+            2 + stored,
+            "{policy}:\n{program}"
+        );
+        let got = interpret(&program, &all).unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            close(&floats(g), &floats(w), policy);
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Control flow: `while`, `cond` and `scan` hold their regions as nested [`Func`]s, as StableHLO and
+//! Control flow: `while`, `cond`, `scan` and `remat` hold their regions as nested [`Func`]s, as StableHLO and
 //! JAX's jaxprs do. An instruction has one result, so a call with several results is written
 //! as one instruction per result it yields (`result=k`); instructions that differ only in
 //! `result` and read the same operands are one call, which executors run once.
@@ -49,6 +49,62 @@ fn one() -> usize {
     1
 }
 
+/// `remat` (JAX's `checkpoint`): a call of `body` on the operands, whose value is output
+/// `result`. It computes what `body` does; reverse mode stores only the values `policy`
+/// saves and computes the others again in the backward pass.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Remat {
+    pub body: Func,
+    pub policy: RematPolicy,
+    pub result: usize,
+}
+
+/// Which of a `remat` body's values reverse mode stores for the backward pass (JAX's
+/// `jax.checkpoint_policies`); the body's operands are always available.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RematPolicy {
+    /// `nothing_saveable`: the backward pass computes the body again from its operands.
+    NothingSaveable,
+    /// `dots_saveable`: matrix products' results are stored.
+    DotsSaveable,
+    /// `dots_with_no_batch_dims_saveable`: results of products without batch dimensions are
+    /// stored.
+    DotsWithNoBatchDimsSaveable,
+    /// `everything_saveable`: as without `remat`.
+    EverythingSaveable,
+}
+
+impl RematPolicy {
+    pub const ALL: [RematPolicy; 4] = [
+        RematPolicy::NothingSaveable,
+        RematPolicy::DotsSaveable,
+        RematPolicy::DotsWithNoBatchDimsSaveable,
+        RematPolicy::EverythingSaveable,
+    ];
+
+    /// The op's name in the text format under this policy.
+    pub fn op_name(self) -> &'static str {
+        match self {
+            RematPolicy::NothingSaveable => "remat",
+            RematPolicy::DotsSaveable => "remat_dots",
+            RematPolicy::DotsWithNoBatchDimsSaveable => "remat_dots_no_batch",
+            RematPolicy::EverythingSaveable => "remat_everything",
+        }
+    }
+
+    /// Whether reverse mode stores the value of an instruction of `op`.
+    pub fn saves(self, op: &Op) -> bool {
+        match self {
+            RematPolicy::NothingSaveable => false,
+            RematPolicy::DotsSaveable => matches!(op, Op::DotGeneral(_)),
+            RematPolicy::DotsWithNoBatchDimsSaveable => {
+                matches!(op, Op::DotGeneral(d) if d.lhs_batch.is_empty())
+            }
+            RematPolicy::EverythingSaveable => true,
+        }
+    }
+}
+
 impl Op {
     /// The functions this op holds, each with its role as errors name it.
     pub fn regions(&self) -> Vec<(String, &Func)> {
@@ -60,6 +116,7 @@ impl Op {
             ],
             Op::While(w) => vec![("cond".into(), &w.cond), ("body".into(), &w.body)],
             Op::Scan(s) => vec![("body".into(), &s.body)],
+            Op::Remat(r) => vec![("body".into(), &r.body)],
             Op::Cond(c) => c
                 .branches
                 .iter()
@@ -115,6 +172,10 @@ impl Op {
                 body: f(&s.body)?,
                 ..(**s).clone()
             })),
+            Op::Remat(r) => Op::Remat(Box::new(Remat {
+                body: f(&r.body)?,
+                ..(**r).clone()
+            })),
             op => op.clone(),
         })
     }
@@ -126,6 +187,7 @@ impl Op {
             Op::While(w) => Some((w.result, w.body.outputs.len())),
             Op::Cond(c) => Some((c.result, c.branches.first()?.outputs.len())),
             Op::Scan(s) => Some((s.result, s.body.outputs.len())),
+            Op::Remat(r) => Some((r.result, r.body.outputs.len())),
             Op::CustomVjp(_)
             | Op::Constant(_)
             | Op::Iota { .. }
@@ -170,6 +232,10 @@ impl Op {
                 result: k,
                 ..(**s).clone()
             })),
+            Op::Remat(r) => Op::Remat(Box::new(Remat {
+                result: k,
+                ..(**r).clone()
+            })),
             op => op.clone(),
         }
     }
@@ -180,6 +246,7 @@ impl Op {
         match (self, other) {
             (Op::While(a), Op::While(b)) => a.cond == b.cond && a.body == b.body,
             (Op::Cond(a), Op::Cond(b)) => a.branches == b.branches,
+            (Op::Remat(a), Op::Remat(b)) => a.body == b.body && a.policy == b.policy,
             (Op::Scan(a), Op::Scan(b)) => {
                 a.body == b.body
                     && (a.consts, a.carry, a.length, a.reverse, a.unroll)

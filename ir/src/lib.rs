@@ -18,7 +18,7 @@ mod print;
 mod shape;
 mod verify;
 
-pub use control::{Cond, Scan, While};
+pub use control::{Cond, Remat, RematPolicy, Scan, While};
 pub use dtype::DType;
 pub use error::TypeError;
 pub use func::{Func, FuncBuilder, Instr, ValueId};

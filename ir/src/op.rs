@@ -2,7 +2,7 @@
 //! program maps onto this set one to one; every pass matches on `Op` exhaustively, so adding
 //! an op is a compile error everywhere it still needs handling.
 
-use crate::{Cond, DType, Func, Gather, Literal, Scalar, Scan, Scatter, Shape, While};
+use crate::{Cond, DType, Func, Gather, Literal, Remat, Scalar, Scan, Scatter, Shape, While};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -347,6 +347,8 @@ pub enum Op {
     Cond(Box<Cond>),
     /// A loop over slices of arrays, stacking per-step outputs (see [`Scan`]).
     Scan(Box<Scan>),
+    /// A call whose reverse mode recomputes what its policy does not store (see [`Remat`]).
+    Remat(Box<Remat>),
 }
 
 /// The three programs of a `custom_vjp` call. `primal` maps the operands to the one result;
@@ -391,6 +393,7 @@ impl Op {
             Op::While(_) => "while",
             Op::Cond(_) => "cond",
             Op::Scan(_) => "scan",
+            Op::Remat(r) => r.policy.op_name(),
         }
     }
 

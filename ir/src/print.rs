@@ -201,6 +201,12 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
             f.write_str("body=")?;
             write_func(f, &s.body, indent + 4)?;
         }
+        Op::Remat(r) => {
+            items.item(format_args!("result={}", r.result))?;
+            let f = items.next()?;
+            f.write_str("body=")?;
+            write_func(f, &r.body, indent + 4)?;
+        }
         Op::Cond(c) => {
             items.item(format_args!("result={}", c.result))?;
             let f = items.next()?;

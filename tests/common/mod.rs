@@ -429,6 +429,40 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
                 (s(&[3]), s(&[3]), s(&[6, 3])),
             ),
         ),
+        (
+            // A layer checkpointed under each policy.
+            "remat_policies",
+            t(
+                |(w, x): (Tensor, Tensor)| {
+                    let layer = |(w, x): (Tensor, Tensor)| x.matmul(&w).tanh();
+                    let mut y = x;
+                    for policy in ferrax::RematPolicy::ALL {
+                        y = ferrax::remat_with(policy, layer)((w.clone(), y));
+                    }
+                    y
+                },
+                (s(&[3, 3]), s(&[2, 3])),
+            ),
+        ),
+        (
+            // The gradient of a scan whose checkpointed step stores its products.
+            "remat_scan_grad",
+            t(
+                |(w, xs): (Tensor, Tensor)| {
+                    let loss = |w: Tensor| {
+                        let step = ferrax::remat_with(
+                            ferrax::RematPolicy::DotsSaveable,
+                            |(h, x): (Tensor, Tensor)| (h.matmul(&w) + x).tanh(),
+                        );
+                        let h0 = Tensor::zeros(DType::F32, [2, 3]);
+                        let (h, _) = lax::scan(|h, x| (step((h, x)), ()), h0, xs.clone());
+                        h.sum(..)
+                    };
+                    grad(loss)(w)
+                },
+                (s(&[3, 3]), s(&[4, 2, 3])),
+            ),
+        ),
     ]
 }
 

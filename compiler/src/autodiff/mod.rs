@@ -11,6 +11,7 @@
 
 mod accumulate;
 mod emit;
+mod partial;
 mod rules;
 
 use emit::Emitter;

@@ -331,7 +331,8 @@ pub fn lower(
                     | Op::CustomVjp(_)
                     | Op::While(_)
                     | Op::Cond(_)
-                    | Op::Scan(_) => return None,
+                    | Op::Scan(_)
+                    | Op::Remat(_) => return None,
                 };
                 l.emit(kop, args, dtype)
             }

@@ -380,7 +380,8 @@ impl RowLowering<'_> {
             | Op::CustomVjp(_)
             | Op::While(_)
             | Op::Cond(_)
-            | Op::Scan(_) => return None,
+            | Op::Scan(_)
+            | Op::Remat(_) => return None,
         };
         let k = self.emit(kop, args, dtype, stage);
         self.define(v, k, stage);

@@ -93,9 +93,9 @@ pub fn simplify(func: &Func) -> Result<(Func, Report), SimplifyError> {
 
 pub fn simplify_with(func: &Func, limits: &Limits) -> Result<(Func, Report), SimplifyError> {
     verify(func)?;
-    let func = &inline_custom_vjp(func);
+    let func = &inline_calls(func);
     let mut report = Report {
-        // Counted after custom_vjp calls are inlined: what enters the e-graph.
+        // Counted after custom_vjp and remat calls are inlined: what enters the e-graph.
         instructions_before: func.body.len(),
         ..Report::default()
     };
@@ -202,15 +202,18 @@ fn simplify_region(
     Ok((extract(func, &egraph, &roots)?, stops))
 }
 
-/// `func` with every `custom_vjp` replaced by its primal program: the simplifier runs after
-/// differentiation, when only the values matter.
-fn inline_custom_vjp(func: &Func) -> Func {
+/// `func` with every `custom_vjp` replaced by its primal program and every `remat` by its
+/// body: the simplifier runs after differentiation, when only the values matter (a `remat`'s
+/// backward call is in another region than its forward values where recomputing them saves
+/// memory: a scan's backward body).
+fn inline_calls(func: &Func) -> Func {
     let mut b = FuncBuilder::new(func.name.clone());
     let mut values: Vec<ValueId> = func.params.iter().map(|p| b.param(p.clone())).collect();
     for ins in &func.body {
         let args: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
         let out = match &ins.op {
-            Op::CustomVjp(c) => inline_call(&mut b, &inline_custom_vjp(&c.primal), &args),
+            Op::CustomVjp(c) => inline_call(&mut b, &inline_calls(&c.primal), &args, 0),
+            Op::Remat(r) => inline_call(&mut b, &inline_calls(&r.body), &args, r.result),
             op => b.push(op.clone(), &args).ok(),
         };
         match out {
@@ -221,14 +224,14 @@ fn inline_custom_vjp(func: &Func) -> Func {
     b.finish(func.outputs.iter().map(|o| values[o.index()]).collect())
 }
 
-/// Emits `callee` on `args` and returns its single output.
-fn inline_call(b: &mut FuncBuilder, callee: &Func, args: &[ValueId]) -> Option<ValueId> {
+/// Emits `callee` on `args` and returns its output `k`.
+fn inline_call(b: &mut FuncBuilder, callee: &Func, args: &[ValueId], k: usize) -> Option<ValueId> {
     let mut values = args.to_vec();
     for ins in &callee.body {
         let operands: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
         values.push(b.push(ins.op.clone(), &operands).ok()?);
     }
-    callee.outputs.first().map(|o| values[o.index()])
+    callee.outputs.get(k).map(|o| values[o.index()])
 }
 
 /// The e-graph of `func` and the class of each of its outputs.

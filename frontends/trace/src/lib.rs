@@ -28,6 +28,7 @@ pub use aot::{Artifact, Batch};
 pub use device::Device;
 pub use error::{Error, Result};
 pub use jit::{jit, Compiled, Jit, Lowered, Signature};
+pub use lax::{remat, remat_with, RematPolicy};
 pub use ops::{custom_vjp, custom_vjp_named, At, Axes, DotPrecision, IndexMode, Operand, ShapeArg};
 pub use tensor::Tensor;
 pub use trace::trace;

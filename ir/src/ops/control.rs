@@ -1,9 +1,9 @@
-//! `while`, `cond` and `scan`: their functions' signatures against the operands and each other.
+//! `while`, `cond`, `scan` and `remat`: their functions' signatures against the operands and each other.
 //! Errors name the carried value or the branch at fault.
 
 use super::invalid;
 use super::nest::show;
-use crate::{Cond, DType, Func, Scan, Shape, TensorType, TypeError, While};
+use crate::{Cond, DType, Func, Remat, Scan, Shape, TensorType, TypeError, While};
 
 /// The first position where `got` differs from `want`, described for an error.
 fn first_difference(got: &[TensorType], want: &[TensorType], what: &str) -> Option<String> {
@@ -207,4 +207,23 @@ pub(super) fn scan(s: &Scan, args: &[&TensorType]) -> Result<TensorType, TypeErr
             ),
         )),
     }
+}
+
+pub(super) fn remat(r: &Remat, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let op = r.policy.op_name();
+    let operands: Vec<TensorType> = args.iter().map(|&t| t.clone()).collect();
+    if let Some(d) = first_difference(&r.body.params, &operands, "parameter") {
+        return Err(invalid(op, format!("body must take the operands: its {d}")));
+    }
+    let out = outputs(op, "body", &r.body)?;
+    out.get(r.result).cloned().ok_or_else(|| {
+        invalid(
+            op,
+            format!(
+                "result={} but the body returns {} values",
+                r.result,
+                out.len()
+            ),
+        )
+    })
 }

@@ -55,6 +55,7 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::While(w) => control::while_loop(w, args)?,
         Op::Cond(c) => control::cond(c, args)?,
         Op::Scan(s) => control::scan(s, args)?,
+        Op::Remat(r) => control::remat(r, args)?,
         Op::Sort { dimension, .. } => sort::sort(op.name(), *dimension, args)?,
         Op::Argsort { dimension, .. } => sort::argsort(op.name(), *dimension, args)?,
     };

@@ -6,8 +6,8 @@ use super::attrs::Attrs;
 use super::cursor::{PResult, Parser};
 use crate::{
     bf16_from_f64, f16_from_f64, BinaryOp, CompareOp, Cond, CustomVjp, DType, DotDims, Elements,
-    Gather, Literal, Op, ReduceOp, Scalar, Scan, Scatter, ScatterCombine, TensorType, UnaryOp,
-    While,
+    Gather, Literal, Op, ReduceOp, Remat, RematPolicy, Scalar, Scan, Scatter, ScatterCombine,
+    TensorType, UnaryOp, While,
 };
 use half::{bf16, f16};
 
@@ -32,6 +32,12 @@ pub(super) fn build_op(
         Op::Binary(b)
     } else if let Some(c) = CompareOp::ALL.into_iter().find(|c| c.name() == name) {
         Op::Compare(c)
+    } else if let Some(policy) = RematPolicy::ALL.into_iter().find(|r| r.op_name() == name) {
+        Op::Remat(Box::new(Remat {
+            policy,
+            result: attrs.int(p, "result")?,
+            body: attrs.func(p, "body")?,
+        }))
     } else if let Some(c) = ScatterCombine::ALL.into_iter().find(|c| c.name() == name) {
         Op::Scatter(Box::new(scatter(p, &mut attrs, c)?))
     } else if let Some(r) = ReduceOp::ALL.into_iter().find(|r| r.name() == name) {

@@ -56,7 +56,9 @@ impl<R> CompiledCall<R> {
                 length: s.length,
                 reverse: s.reverse,
             },
-            Op::CustomVjp(_)
+            // Simplification inlines `remat`; one left runs on the interpreter.
+            Op::Remat(_)
+            | Op::CustomVjp(_)
             | Op::Constant(_)
             | Op::Iota { .. }
             | Op::Unary(_)

@@ -1,4 +1,4 @@
-//! `while`, `cond` and `scan`: their functions run on the interpreter, one call giving all its
+//! `while`, `cond`, `scan` and `remat`: their functions run on the interpreter, one call giving all its
 //! results. A loop's iterations run one after another in a Rust loop, so the stack does not
 //! grow with the trip count; functions nest a bounded depth (the shape rules' limit).
 
@@ -6,7 +6,7 @@ use super::run;
 use crate::{Array, RuntimeError};
 use ferrax_ir::{Cond, Op, Scalar, Scan, Shape, While};
 
-/// Every result of the call `op` (a `while` or `cond`) on `args`; for other ops, `op`'s one
+/// Every result of the call `op` (a `while`, `cond`, `scan` or `remat`) on `args`; for other ops, `op`'s one
 /// result. The functions are taken as verified (the enclosing function's verification
 /// covers them).
 pub(super) fn call(op: &Op, args: &[&Array]) -> Result<Vec<Array>, RuntimeError> {
@@ -15,6 +15,7 @@ pub(super) fn call(op: &Op, args: &[&Array]) -> Result<Vec<Array>, RuntimeError>
         Op::While(w) => while_loop(w, owned),
         Op::Cond(c) => cond(c, owned),
         Op::Scan(s) => scan(s, owned),
+        Op::Remat(r) => run(&r.body, owned),
         op => Ok(vec![super::eval_op(op, args)?]),
     }
 }

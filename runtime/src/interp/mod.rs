@@ -187,7 +187,7 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
                 got: 0,
             });
         }
-        Op::While(_) | Op::Cond(_) | Op::Scan(_) => {
+        Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
             let (k, _) = op.call_result().unwrap_or((0, 1));
             let mut out = control::call(op, args)?;
             return if k < out.len() {

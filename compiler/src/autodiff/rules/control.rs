@@ -76,6 +76,10 @@ pub(super) fn call_jvp(
             let call = match op {
                 Op::While(w) => while_call(e, w, x, t)?,
                 Op::Cond(c) => cond_call(e, c, x, t)?,
+                Op::Remat(r) => {
+                    let tangents = tangents(e, x, t)?;
+                    super::remat::jvp_call(r, x, tangents)?
+                }
                 _ => return Err(unsupported()),
             };
             calls

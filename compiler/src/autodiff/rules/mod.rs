@@ -9,6 +9,7 @@ mod elementwise;
 mod indexing;
 mod movement;
 mod reduce;
+mod remat;
 mod scan;
 mod sort;
 
@@ -29,11 +30,12 @@ pub(super) fn call_jvp(
 ) -> R<Option<(ValueId, Option<ValueId>)>> {
     let differentiated = t.iter().any(Option::is_some);
     match op {
-        Op::While(_) | Op::Cond(_) if differentiated => {
+        Op::While(_) | Op::Cond(_) | Op::Remat(_) if differentiated => {
             control::call_jvp(e, calls, op, x, t).map(Some)
         }
         Op::While(_)
         | Op::Cond(_)
+        | Op::Remat(_)
         | Op::Scan(_)
         | Op::CustomVjp(_)
         | Op::Constant(_)
@@ -100,7 +102,7 @@ pub(super) fn jvp(
         Op::DotGeneral(dims) => contract::jvp(e, dims, x, t),
         Op::CustomVjp(c) => call::jvp(e, c, x, t),
         // Differentiated with their primal results by `call_jvp`, never here.
-        Op::While(_) | Op::Cond(_) => Err(AutodiffError::Unsupported(format!(
+        Op::While(_) | Op::Cond(_) | Op::Remat(_) => Err(AutodiffError::Unsupported(format!(
             "forward mode of `{}` without its primal call",
             op.name()
         ))),
@@ -144,6 +146,7 @@ pub(super) fn vjp(
         Op::While(_) => control::while_vjp(),
         Op::Cond(c) => control::cond_vjp(e, c, x, g),
         Op::Scan(s) => scan::vjp(e, s, x, g),
+        Op::Remat(r) => remat::vjp(e, r, x, g),
     }
 }
 

@@ -1,11 +1,13 @@
 //! `scan`. Forward mode scans the body's JVP program over constants, carried values and
-//! slices with their tangents side by side. Reverse mode (JAX's rule, residuals per step): a
-//! forward scan also stacks each step's carried values, then a scan the other way runs the
-//! body's VJP program (which recomputes the step's forward values from them) from the
-//! result's cotangent, carrying the carried values' cotangents and summing the constants'.
+//! slices with their tangents side by side. Reverse mode (JAX's rule, residuals per step): the
+//! body's VJP program is split into a forward and a backward half (`partial.rs`); a forward
+//! scan runs the forward half and stacks each step's residuals, then a scan the other way runs
+//! the backward half from them and the result's cotangent, carrying the carried values'
+//! cotangents and summing the constants'.
 
 use super::control::inline;
 use super::{or_zero, Emitter, R};
+use crate::autodiff::partial::{split, Param};
 use crate::autodiff::{jvp as jvp_program, vjp as vjp_program, AutodiffError};
 use ferrax_ir::{BinaryOp, Func, FuncBuilder, Op, Scan, Shape, TensorType, ValueId};
 
@@ -102,8 +104,8 @@ pub(super) fn jvp(
         carry: 2 * n.c,
         length: s.length,
         reverse: s.reverse,
-        result,
         unroll: s.unroll,
+        result,
     }));
     let tangents: Vec<ValueId> = x
         .iter()
@@ -118,74 +120,75 @@ pub(super) fn jvp(
     e.push(op, &operands).map(Some)
 }
 
-/// The scan's body also returning, after its outputs, the carried values it was given.
-fn with_carried_inputs(s: &Scan) -> R<Func> {
-    let mut b = FuncBuilder::new(format!("{}_residuals", s.body.name));
-    let params: Vec<ValueId> = s.body.params.iter().map(|t| b.param(t.clone())).collect();
-    let mut out = inline(&mut b, &s.body, &params)?;
-    out.extend(pick(&params, s.consts..s.consts + s.carry)?);
-    Ok(b.finish(out))
-}
-
-/// The backward scan's body: takes (k, ct_c, acc_k, c, x, ct_y) and returns (ct_c of the
-/// step's input, acc_k + the step's ct_k, ct_x), from the body's VJP program, which takes
-/// (k, c, x, ct_c', ct_y) and returns (c', y, ct_k, ct_c, ct_x).
-fn backward_body(s: &Scan, n: &Counts) -> R<Func> {
-    let program = vjp_program(&s.body)?;
+/// The backward scan's body: takes (k, ct_c, acc_k, r, x, ct_y) and returns (ct_c of the
+/// step's input, acc_k + the step's ct_k, ct_x), from the backward half of the body's VJP
+/// program, which takes (k, x, r, ct_c', ct_y) and returns (ct_k, ct_c, ct_x).
+fn backward_body(s: &Scan, n: &Counts, half: &Func, residuals: &[TensorType]) -> R<Func> {
     let p = &s.body.params;
     let (pk, pc, px) = (&p[..n.k], &p[n.k..n.k + n.c], &p[n.k + n.c..]);
     let y_types = s.body.output_types().split_off(n.c);
     let mut b = FuncBuilder::new(format!("{}_backward", s.body.name));
-    let params: Vec<ValueId> = [pk, pc, pk, pc, px, &y_types]
+    let params: Vec<ValueId> = [pk, pc, pk, residuals, px, &y_types]
         .concat()
         .into_iter()
         .map(|ty| b.param(ty))
         .collect();
-    let (ct0, acc0, c0) = (n.k, n.k + n.c, 2 * n.k + n.c);
-    let (x0, y0) = (c0 + n.c, c0 + n.c + n.x);
+    let nr = residuals.len();
+    let (ct0, acc0, r0) = (n.k, n.k + n.c, 2 * n.k + n.c);
+    let (x0, y0) = (r0 + nr, r0 + nr + n.x);
     let args = pick(
         &params,
         (0..n.k)
-            .chain(c0..c0 + n.c)
             .chain(x0..x0 + n.x)
+            .chain(r0..r0 + nr)
             .chain(ct0..ct0 + n.c)
             .chain(y0..y0 + n.y),
     )?;
-    let out = inline(&mut b, &program, &args)?;
-    let (k_at, c_at) = (n.c + n.y, n.c + n.y + n.k);
-    let mut outputs = pick(&out, c_at..c_at + n.c)?;
+    let out = inline(&mut b, half, &args)?;
+    let mut outputs = pick(&out, n.k..n.k + n.c)?;
     for (i, ty) in pk.iter().enumerate() {
         let acc = pick(&params, [acc0 + i])?[0];
         outputs.push(match ty.dtype.is_float() {
-            true => b.push(
-                Op::Binary(BinaryOp::Add),
-                &[acc, pick(&out, [k_at + i])?[0]],
-            )?,
+            true => b.push(Op::Binary(BinaryOp::Add), &[acc, pick(&out, [i])?[0]])?,
             false => acc,
         });
     }
-    outputs.extend(pick(&out, c_at + n.c..c_at + n.c + n.x)?);
+    outputs.extend(pick(&out, n.k + n.c..n.k + n.c + n.x)?);
     Ok(b.finish(outputs))
 }
 
 pub(super) fn vjp(e: &mut Emitter, s: &Scan, x: &[ValueId], g: ValueId) -> R<Vec<Option<ValueId>>> {
     let n = Counts::of(s, x.len())?;
+    let program = vjp_program(&s.body)?;
+    let classes: Vec<Param> = [
+        (Param::Constant, n.k),
+        (Param::Stored, n.c),
+        (Param::Available, n.x),
+        (Param::Cotangent, n.c + n.y),
+    ]
+    .into_iter()
+    .flat_map(|(class, count)| std::iter::repeat_n(class, count))
+    .collect();
+    let halves = split(&program, &classes, n.c + n.y, &|_, constant_only| {
+        !constant_only
+    })?;
+    let residual_types = halves.forward.output_types().split_off(n.c + n.y);
     let forward = Op::Scan(Box::new(Scan {
-        body: with_carried_inputs(s)?,
+        body: halves.forward,
         result: 0,
         ..(*s).clone()
     }));
-    let residuals: Vec<ValueId> = (0..n.c)
+    let residuals: Vec<ValueId> = (0..residual_types.len())
         .map(|i| e.push(forward.with_result(n.c + n.y + i), x))
         .collect::<R<_>>()?;
     let backward = Op::Scan(Box::new(Scan {
-        body: backward_body(s, &n)?,
+        body: backward_body(s, &n, &halves.backward, &residual_types)?,
         consts: n.k,
         carry: n.c + n.k,
         length: s.length,
         reverse: !s.reverse,
-        result: 0,
         unroll: s.unroll,
+        result: 0,
     }));
     let p = &s.body.params;
     let y_types = s.body.output_types().split_off(n.c);

@@ -293,10 +293,12 @@ impl Parts {
             Op::Sort { .. } | Op::Argsort { .. } => host,
             // Control flow runs on the host's interpreter for now, each call once: its
             // instructions (one per result, the same operands) are one step.
-            Op::While(_) | Op::Cond(_) | Op::Scan(_) if self.called.contains(&index) => {
+            Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_)
+                if self.called.contains(&index) =>
+            {
                 GpuStep::Host(Vec::new())
             }
-            Op::While(_) | Op::Cond(_) | Op::Scan(_) => {
+            Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
                 let members = func.call_instructions(index);
                 self.called.extend(members.iter().copied());
                 GpuStep::Host(members)

@@ -1,4 +1,4 @@
-//! `cond` and `while`, as JAX batches them. A `cond` on an unbatched index stays a `cond` of
+//! `cond`, `while` and `remat`, as JAX batches them. A `remat` is a call of its batched body. A `cond` on an unbatched index stays a `cond` of
 //! batched branches (an output batched in any branch is batched in all). On a batched index
 //! each example may take another branch, so every branch runs on the batch and a select per
 //! example picks the results. A `while` whose predicate stays unbatched loops over batched
@@ -9,7 +9,7 @@
 
 use super::{BVal, BatchError, Batcher, R};
 use crate::batching::{batch_func, OutAxis};
-use ferrax_ir::{Cond, DType, Func, FuncBuilder, Op, ReduceOp, ValueId, While};
+use ferrax_ir::{Cond, DType, Func, FuncBuilder, Op, ReduceOp, Remat, ValueId, While};
 
 /// The batch axes of region parameters: 0 where batched.
 fn axes(batched: &[bool]) -> Vec<Option<usize>> {
@@ -52,6 +52,23 @@ fn results(
         });
     }
     Ok(out)
+}
+
+/// `remat` stays a call of its body batched, under the same policy.
+pub(super) fn remat(bt: &mut Batcher, r: &Remat, args: &[BVal]) -> R<Vec<BVal>> {
+    let (values, in_batched) = leading(bt, args)?;
+    let in_axes = axes(&in_batched);
+    let auto = vec![OutAxis::Auto; r.body.outputs.len()];
+    let (_, batched) = batch_func(&r.body, &in_axes, bt.size, &auto)?;
+    let body = batch_func(&r.body, &in_axes, bt.size, &outs(&batched))?.0;
+    let op = |k| {
+        Op::Remat(Box::new(Remat {
+            body: body.clone(),
+            policy: r.policy,
+            result: k,
+        }))
+    };
+    results(bt, op, &values, &batched)
 }
 
 pub(super) fn cond(bt: &mut Batcher, c: &Cond, args: &[BVal]) -> R<Vec<BVal>> {

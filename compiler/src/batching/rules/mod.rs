@@ -66,7 +66,7 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
             descending: *descending,
         }),
         Op::CustomVjp(c) => call::custom_vjp(bt, c, args),
-        Op::While(_) | Op::Cond(_) | Op::Scan(_) => {
+        Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
             let k = op.call_result().map_or(0, |(k, _)| k);
             let results = call(bt, op, args)?;
             results
@@ -83,6 +83,7 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         Op::While(w) => control::while_loop(bt, w, args),
         Op::Cond(c) => control::cond(bt, c, args),
         Op::Scan(s) => scan::batch(bt, s, args),
+        Op::Remat(r) => control::remat(bt, r, args),
         Op::Constant(_)
         | Op::Iota { .. }
         | Op::Unary(_)

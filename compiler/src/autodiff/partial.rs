@@ -1,0 +1,254 @@
+//! Partial evaluation of a reverse-mode program into a forward half and a backward half, as
+//! JAX's `partial_eval_jaxpr_nounits` splits a loop body's VJP: the forward half runs the
+//! primal computation and returns the residuals the backward half reads; the backward half
+//! runs only what depends on the cotangents, from the residuals.
+//!
+//! Which primal work is stored and which the backward half computes again is the caller's
+//! choice. A scan's reverse mode stores each step's residuals (JAX's rule), except work on the
+//! scan's constants alone, computed again in the backward half, where hoisting moves it out of
+//! the loop. A `remat` stores only what its policy saves (matrix products, say) and computes
+//! the rest again from its operands; inside a scan, its backward call is the backward half's,
+//! so a checkpointed body's steps store only its operands and saved values.
+
+use super::emit::R;
+use super::AutodiffError;
+use ferrax_ir::{Func, FuncBuilder, Instr, Op, ValueId};
+use std::collections::HashMap;
+
+/// How the program's parameters are reached from the backward half.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Param {
+    /// Read directly by the backward half (a scan's constants, a `remat`'s operands).
+    Constant,
+    /// Read directly by the backward half (a scan's slice of this step), but unlike a
+    /// constant, work on it counts as per-step work.
+    Available,
+    /// Not available in the backward half: stored where read (a scan's carried values).
+    Stored,
+    /// A cotangent: the backward half's own input.
+    Cotangent,
+}
+
+/// The two halves of a program.
+pub(crate) struct Split {
+    /// Takes the program's non-cotangent parameters and returns the program's first
+    /// `primal_outputs` outputs followed by the residuals.
+    pub forward: Func,
+    /// Takes the `Constant` and `Available` parameters (in the program's order), the residuals,
+    /// then the cotangent parameters, and returns the program's remaining outputs.
+    pub backward: Func,
+}
+
+/// Which side computes a value.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// Reads a cotangent: backward only.
+    Backward,
+    /// Primal work the backward half computes again where it needs it.
+    Recomputed,
+    /// Primal work the forward half computes; stored where the backward half reads it.
+    Stored,
+    /// A parameter the backward half reads directly.
+    Available,
+}
+
+fn undefined(v: ValueId) -> AutodiffError {
+    AutodiffError::Undefined(v)
+}
+
+/// Splits `program`, whose parameters are classified by `params` and whose first
+/// `primal_outputs` outputs do not depend on a cotangent. `store(op, constant_only)` says
+/// whether a primal instruction of `op` is stored rather than computed again, given whether it
+/// reads only constants and work on them.
+pub(crate) fn split(
+    program: &Func,
+    params: &[Param],
+    primal_outputs: usize,
+    store: &dyn Fn(&Op, bool) -> bool,
+) -> R<Split> {
+    let program = &deduplicated(program)?;
+    let n = program.params.len();
+    if params.len() != n || primal_outputs > program.outputs.len() {
+        return Err(AutodiffError::Unsupported(format!(
+            "partial evaluation of {}: {} parameter classes for {n} parameters",
+            program.name,
+            params.len()
+        )));
+    }
+    let mut side: Vec<Side> = params
+        .iter()
+        .map(|p| match p {
+            Param::Constant | Param::Available => Side::Available,
+            Param::Stored => Side::Stored,
+            Param::Cotangent => Side::Backward,
+        })
+        .collect();
+    // Whether a value is a constant or computed from constants alone.
+    let mut constant: Vec<bool> = params.iter().map(|p| *p == Param::Constant).collect();
+    for ins in &program.body {
+        let of = |a: &ValueId| side.get(a.index()).copied().ok_or(undefined(*a));
+        let sides: Vec<Side> = ins.args.iter().map(of).collect::<R<_>>()?;
+        let constant_only = ins.args.iter().all(|a| constant[a.index()]);
+        side.push(if sides.contains(&Side::Backward) {
+            Side::Backward
+        } else if store(&ins.op, constant_only) {
+            Side::Stored
+        } else {
+            Side::Recomputed
+        });
+        constant.push(constant_only);
+    }
+    for o in &program.outputs[..primal_outputs] {
+        if side[o.index()] == Side::Backward {
+            return Err(AutodiffError::Unsupported(format!(
+                "partial evaluation of {}: primal output {o} reads a cotangent",
+                program.name
+            )));
+        }
+    }
+    // What the backward half needs; the stored values among them are the residuals.
+    let mut needed = vec![false; program.num_values()];
+    for o in &program.outputs[primal_outputs..] {
+        needed[o.index()] = true;
+    }
+    for (i, ins) in program.body.iter().enumerate().rev() {
+        if needed[n + i] && matches!(side[n + i], Side::Backward | Side::Recomputed) {
+            for a in &ins.args {
+                needed[a.index()] = true;
+            }
+        }
+    }
+    let residuals: Vec<ValueId> = (0..program.num_values())
+        .filter(|&v| needed[v] && side[v] == Side::Stored)
+        .map(|v| ValueId(v as u32))
+        .collect();
+    let forward = forward_half(program, params, &side, primal_outputs, &residuals)?;
+    let backward = backward_half(program, params, &side, primal_outputs, &residuals)?;
+    Ok(Split { forward, backward })
+}
+
+/// `program` with each instruction that repeats an earlier one (the same op on the same
+/// operands) read as that one: the derivative rules of a call's results each emit the call's
+/// forward values, which would otherwise be stored once per result.
+fn deduplicated(program: &Func) -> R<Func> {
+    let mut b = FuncBuilder::new(program.name.clone());
+    let mut values: Vec<Option<ValueId>> = program
+        .params
+        .iter()
+        .map(|t| Some(b.param(t.clone())))
+        .collect();
+    let mut seen: HashMap<(&Op, Vec<ValueId>), ValueId> = HashMap::new();
+    for ins in &program.body {
+        let args: Vec<ValueId> = ins
+            .args
+            .iter()
+            .map(|a| {
+                values
+                    .get(a.index())
+                    .copied()
+                    .flatten()
+                    .ok_or(undefined(*a))
+            })
+            .collect::<R<_>>()?;
+        let v = match seen.get(&(&ins.op, args.clone())) {
+            Some(&v) => v,
+            None => {
+                let v = b.push(ins.op.clone(), &args)?;
+                seen.insert((&ins.op, args), v);
+                v
+            }
+        };
+        values.push(Some(v));
+    }
+    let outputs = program
+        .outputs
+        .iter()
+        .map(|o| {
+            values
+                .get(o.index())
+                .copied()
+                .flatten()
+                .ok_or(undefined(*o))
+        })
+        .collect::<R<_>>()?;
+    Ok(crate::dce::eliminate_dead_code(&b.finish(outputs)))
+}
+
+/// Appends `ins` to `b` with its operands renamed by `values`.
+fn copy(b: &mut FuncBuilder, ins: &Instr, values: &[Option<ValueId>]) -> R {
+    let args: Vec<ValueId> = ins
+        .args
+        .iter()
+        .map(|a| {
+            values
+                .get(a.index())
+                .copied()
+                .flatten()
+                .ok_or(undefined(*a))
+        })
+        .collect::<R<_>>()?;
+    Ok(b.push(ins.op.clone(), &args)?)
+}
+
+fn forward_half(
+    program: &Func,
+    params: &[Param],
+    side: &[Side],
+    primal_outputs: usize,
+    residuals: &[ValueId],
+) -> R<Func> {
+    let mut b = FuncBuilder::new(format!("{}_forward", program.name));
+    let mut values: Vec<Option<ValueId>> = Vec::with_capacity(program.num_values());
+    for (ty, p) in program.params.iter().zip(params) {
+        values.push((*p != Param::Cotangent).then(|| b.param(ty.clone())));
+    }
+    let n = program.params.len();
+    for (i, ins) in program.body.iter().enumerate() {
+        values.push(match side[n + i] {
+            Side::Backward | Side::Available => None,
+            Side::Stored | Side::Recomputed => Some(copy(&mut b, ins, &values)?),
+        });
+    }
+    let outputs = program.outputs[..primal_outputs]
+        .iter()
+        .chain(residuals)
+        .map(|o| values[o.index()].ok_or(undefined(*o)))
+        .collect::<R<_>>()?;
+    Ok(crate::dce::eliminate_dead_code(&b.finish(outputs)))
+}
+
+fn backward_half(
+    program: &Func,
+    params: &[Param],
+    side: &[Side],
+    primal_outputs: usize,
+    residuals: &[ValueId],
+) -> R<Func> {
+    let mut b = FuncBuilder::new(format!("{}_backward", program.name));
+    let mut values: Vec<Option<ValueId>> = vec![None; program.num_values()];
+    for (i, (ty, p)) in program.params.iter().zip(params).enumerate() {
+        if matches!(p, Param::Constant | Param::Available) {
+            values[i] = Some(b.param(ty.clone()));
+        }
+    }
+    for &r in residuals {
+        let ty = program.value_type(r).ok_or(undefined(r))?;
+        values[r.index()] = Some(b.param(ty.clone()));
+    }
+    for (i, (ty, p)) in program.params.iter().zip(params).enumerate() {
+        if *p == Param::Cotangent {
+            values[i] = Some(b.param(ty.clone()));
+        }
+    }
+    let n = program.params.len();
+    for (i, ins) in program.body.iter().enumerate() {
+        if matches!(side[n + i], Side::Backward | Side::Recomputed) {
+            values[n + i] = Some(copy(&mut b, ins, &values)?);
+        }
+    }
+    let outputs = program.outputs[primal_outputs..]
+        .iter()
+        .map(|o| values[o.index()].ok_or(undefined(*o)))
+        .collect::<R<_>>()?;
+    Ok(crate::dce::eliminate_dead_code(&b.finish(outputs)))
+}
