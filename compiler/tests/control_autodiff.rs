@@ -194,6 +194,10 @@ fn forward_mode_runs_a_loop_or_branch_once() {
     let g = parse_func(SWITCH).unwrap();
     let program = jvp(&g).unwrap();
     assert_eq!(one_call(&program, "cond"), 4, "{program}");
+    // `scan`: the final state, the stacked outputs, their tangents and the integer count.
+    let h = parse_func(&RNN.replace("REVERSE", "")).unwrap();
+    let program = jvp(&h).unwrap();
+    assert_eq!(one_call(&program, "scan"), 5, "{program}");
 }
 
 #[test]

@@ -51,7 +51,7 @@ fn tangents(e: &mut Emitter, x: &[ValueId], t: &[Option<ValueId>]) -> R<Vec<Valu
 #[derive(Default)]
 pub(crate) struct Calls(Vec<(Op, Vec<ValueId>, Op, Vec<ValueId>)>);
 
-/// Forward mode through a `while` or `cond` call `op` on `x` with tangents `t`: the primal
+/// Forward mode through a `while`, `cond`, `scan` or `remat` call `op` on `x` with tangents `t`: the primal
 /// result and its tangent, both yielded by one JVP call over primal and tangent values. The
 /// instructions of one primal call share the JVP call (same op and operands, so executors
 /// run it once), and the primal call itself is left unread.
@@ -80,6 +80,7 @@ pub(super) fn call_jvp(
                     let tangents = tangents(e, x, t)?;
                     super::remat::jvp_call(r, x, tangents)?
                 }
+                Op::Scan(s) => super::scan::jvp_call(e, s, x, t)?,
                 _ => return Err(unsupported()),
             };
             calls
@@ -88,9 +89,13 @@ pub(super) fn call_jvp(
             call
         }
     };
-    let y = e.push(jop.with_result(k), &jargs)?;
+    let (primal, tangent) = match op {
+        Op::Scan(s) => super::scan::jvp_results(s, k),
+        _ => (k, n + k),
+    };
+    let y = e.push(jop.with_result(primal), &jargs)?;
     let dy = match e.ty(y)?.dtype.is_float() {
-        true => Some(e.push(jop.with_result(n + k), &jargs)?),
+        true => Some(e.push(jop.with_result(tangent), &jargs)?),
         false => None,
     };
     Ok((y, dy))

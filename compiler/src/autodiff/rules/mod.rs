@@ -19,8 +19,9 @@ pub(super) use control::Calls;
 use ferrax_ir::{Op, ValueId};
 
 /// Forward mode through a call that yields the primal result too, as `(primal, tangent)`:
-/// `while` and `cond` with some tangent (the primal call is then not needed). `None` for
-/// every other instruction, whose primal is emitted as is and differentiated by [`jvp`].
+/// `while`, `cond`, `scan` and `remat` with some tangent (the primal call is then not
+/// needed). `None` for every other instruction, whose primal is emitted as is and
+/// differentiated by [`jvp`].
 pub(super) fn call_jvp(
     e: &mut Emitter,
     calls: &mut Calls,
@@ -30,7 +31,7 @@ pub(super) fn call_jvp(
 ) -> R<Option<(ValueId, Option<ValueId>)>> {
     let differentiated = t.iter().any(Option::is_some);
     match op {
-        Op::While(_) | Op::Cond(_) | Op::Remat(_) if differentiated => {
+        Op::While(_) | Op::Cond(_) | Op::Remat(_) | Op::Scan(_) if differentiated => {
             control::call_jvp(e, calls, op, x, t).map(Some)
         }
         Op::While(_)
@@ -102,11 +103,9 @@ pub(super) fn jvp(
         Op::DotGeneral(dims) => contract::jvp(e, dims, x, t),
         Op::CustomVjp(c) => call::jvp(e, c, x, t),
         // Differentiated with their primal results by `call_jvp`, never here.
-        Op::While(_) | Op::Cond(_) | Op::Remat(_) => Err(AutodiffError::Unsupported(format!(
-            "forward mode of `{}` without its primal call",
-            op.name()
-        ))),
-        Op::Scan(s) => scan::jvp(e, s, x, t),
+        Op::While(_) | Op::Cond(_) | Op::Remat(_) | Op::Scan(_) => Err(AutodiffError::Unsupported(
+            format!("forward mode of `{}` without its primal call", op.name()),
+        )),
     }
 }
 

@@ -1,5 +1,6 @@
 //! `scan`. Forward mode scans the body's JVP program over constants, carried values and
-//! slices with their tangents side by side. Reverse mode (JAX's rule, residuals per step): the
+//! slices with their tangents side by side, one call yielding the primal results and their
+//! tangents. Reverse mode (JAX's rule, residuals per step): the
 //! body's VJP program is split into a forward and a backward half (`partial.rs`); a forward
 //! scan runs the forward half and stacks each step's residuals, then a scan the other way runs
 //! the backward half from them and the result's cotangent, carrying the carried values'
@@ -57,12 +58,14 @@ fn stacked(ty: &TensorType, length: usize) -> TensorType {
     TensorType::new(ty.dtype, Shape::new(dims))
 }
 
-pub(super) fn jvp(
+/// The JVP scan (yielding result 0) and its operands: the constants, carried values and
+/// scanned arrays each followed by their tangents; its body is the body's JVP program.
+pub(super) fn jvp_call(
     e: &mut Emitter,
     s: &Scan,
     x: &[ValueId],
     t: &[Option<ValueId>],
-) -> R<Option<ValueId>> {
+) -> R<(Op, Vec<ValueId>)> {
     let n = Counts::of(s, x.len())?;
     // The JVP program takes (k, c, x, tk, tc, tx) and returns (c', y, tc', ty); the new body
     // takes (k, tk, c, tc, x, tx) and returns (c', tc', y, ty).
@@ -94,10 +97,6 @@ pub(super) fn jvp(
             .chain(c..c + y)
             .chain(2 * c + y..2 * (c + y)),
     )?;
-    let result = match s.result < n.c {
-        true => n.c + s.result,
-        false => 2 * n.c + n.y + (s.result - n.c),
-    };
     let op = Op::Scan(Box::new(Scan {
         body: b.finish(outputs),
         consts: 2 * n.k,
@@ -105,7 +104,7 @@ pub(super) fn jvp(
         length: s.length,
         reverse: s.reverse,
         unroll: s.unroll,
-        result,
+        result: 0,
     }));
     let tangents: Vec<ValueId> = x
         .iter()
@@ -117,7 +116,18 @@ pub(super) fn jvp(
         operands.extend_from_slice(&x[start..start + len]);
         operands.extend_from_slice(&tangents[start..start + len]);
     }
-    e.push(op, &operands).map(Some)
+    Ok((op, operands))
+}
+
+/// Which results of the JVP scan of [`jvp_call`] are the scan's result `k` and its tangent:
+/// the carried values and their tangents come first, then the stacked outputs and theirs.
+pub(super) fn jvp_results(s: &Scan, k: usize) -> (usize, usize) {
+    let c = s.carry;
+    let y = s.body.outputs.len().saturating_sub(c);
+    match k < c {
+        true => (k, c + k),
+        false => (c + k, 2 * c + y + (k - c)),
+    }
 }
 
 /// The backward scan's body: takes (k, ct_c, acc_k, r, x, ct_y) and returns (ct_c of the
