@@ -139,17 +139,7 @@ fn deduplicated(program: &Func) -> R<Func> {
         .collect();
     let mut seen: HashMap<(&Op, Vec<ValueId>), ValueId> = HashMap::new();
     for ins in &program.body {
-        let args: Vec<ValueId> = ins
-            .args
-            .iter()
-            .map(|a| {
-                values
-                    .get(a.index())
-                    .copied()
-                    .flatten()
-                    .ok_or(undefined(*a))
-            })
-            .collect::<R<_>>()?;
+        let args = renamed(&ins.args, &values)?;
         let v = match seen.get(&(&ins.op, args.clone())) {
             Some(&v) => v,
             None => {
@@ -160,33 +150,26 @@ fn deduplicated(program: &Func) -> R<Func> {
         };
         values.push(Some(v));
     }
-    let outputs = program
-        .outputs
-        .iter()
-        .map(|o| {
+    let outputs = renamed(&program.outputs, &values)?;
+    Ok(crate::dce::eliminate_dead_code(&b.finish(outputs)))
+}
+
+/// `ids` renamed by `values`, each of which must be defined.
+fn renamed(ids: &[ValueId], values: &[Option<ValueId>]) -> R<Vec<ValueId>> {
+    ids.iter()
+        .map(|v| {
             values
-                .get(o.index())
+                .get(v.index())
                 .copied()
                 .flatten()
-                .ok_or(undefined(*o))
+                .ok_or(undefined(*v))
         })
-        .collect::<R<_>>()?;
-    Ok(crate::dce::eliminate_dead_code(&b.finish(outputs)))
+        .collect()
 }
 
 /// Appends `ins` to `b` with its operands renamed by `values`.
 fn copy(b: &mut FuncBuilder, ins: &Instr, values: &[Option<ValueId>]) -> R {
-    let args: Vec<ValueId> = ins
-        .args
-        .iter()
-        .map(|a| {
-            values
-                .get(a.index())
-                .copied()
-                .flatten()
-                .ok_or(undefined(*a))
-        })
-        .collect::<R<_>>()?;
+    let args = renamed(&ins.args, values)?;
     Ok(b.push(ins.op.clone(), &args)?)
 }
 
@@ -209,11 +192,10 @@ fn forward_half(
             Side::Stored | Side::Recomputed => Some(copy(&mut b, ins, &values)?),
         });
     }
-    let outputs = program.outputs[..primal_outputs]
-        .iter()
-        .chain(residuals)
-        .map(|o| values[o.index()].ok_or(undefined(*o)))
-        .collect::<R<_>>()?;
+    let outputs = renamed(
+        &[&program.outputs[..primal_outputs], residuals].concat(),
+        &values,
+    )?;
     Ok(crate::dce::eliminate_dead_code(&b.finish(outputs)))
 }
 
@@ -246,9 +228,6 @@ fn backward_half(
             values[n + i] = Some(copy(&mut b, ins, &values)?);
         }
     }
-    let outputs = program.outputs[primal_outputs..]
-        .iter()
-        .map(|o| values[o.index()].ok_or(undefined(*o)))
-        .collect::<R<_>>()?;
+    let outputs = renamed(&program.outputs[primal_outputs..], &values)?;
     Ok(crate::dce::eliminate_dead_code(&b.finish(outputs)))
 }
