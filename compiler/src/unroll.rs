@@ -7,7 +7,7 @@
 //! order, and slices, reshapes and concatenations move bits without arithmetic, so results
 //! are identical to the scan's.
 //!
-//! The pipeline runs this first ([`crate::pipeline::compile`]): derivatives are already
+//! The compile pipeline runs this first: derivatives are already
 //! taken (the derived scans keep their `unroll`), and the simplifier then sees the unrolled
 //! steps side by side, sharing work between them. A scan of length 0 is left as it is.
 
