@@ -122,24 +122,6 @@ fn stack(b: &mut FuncBuilder, ys: &[ValueId]) -> R<ValueId> {
     Ok(b.push(Op::Concatenate { axis: 0 }, &lifted)?)
 }
 
-/// Emits `func`'s instructions into `b` on `args` and returns its outputs.
-fn inline(b: &mut FuncBuilder, func: &Func, args: &[ValueId]) -> R<Vec<ValueId>> {
-    let mut values: Vec<ValueId> = args.to_vec();
-    for ins in &func.body {
-        let operands: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
-        values.push(b.push(ins.op.clone(), &operands)?);
-    }
-    func.outputs
-        .iter()
-        .map(|o| {
-            values
-                .get(o.index())
-                .copied()
-                .ok_or_else(|| malformed(format!("output {o} of the scan's body")))
-        })
-        .collect()
-}
-
 /// One step of `s` inlined: the body on the constants, `carry` and row `t` of each of `xs`;
 /// `carry` becomes the next carried values, and the step's outputs are returned.
 fn step(
@@ -155,7 +137,7 @@ fn step(
     for &x in xs {
         args.push(row(b, x, t)?);
     }
-    let mut out = inline(b, &s.body, &args)?;
+    let mut out = b.inline(&s.body, &args)?;
     let ys = out.split_off(s.carry.min(out.len()));
     *carry = out;
     Ok(ys)

@@ -123,6 +123,27 @@ impl FuncBuilder {
         Ok(self.func.instr_value(self.func.body.len() - 1))
     }
 
+    /// Appends `func`'s instructions on `args` (one per parameter) and returns its outputs.
+    pub fn inline(&mut self, func: &Func, args: &[ValueId]) -> Result<Vec<ValueId>, TypeError> {
+        let undefined = |v: ValueId| TypeError::Invalid {
+            op: "call",
+            message: format!("{v} of the inlined function {} is not defined", func.name),
+        };
+        let mut values: Vec<ValueId> = args.to_vec();
+        for ins in &func.body {
+            let operands = ins
+                .args
+                .iter()
+                .map(|a| values.get(a.index()).copied().ok_or_else(|| undefined(*a)))
+                .collect::<Result<Vec<_>, _>>()?;
+            values.push(self.push(ins.op.clone(), &operands)?);
+        }
+        func.outputs
+            .iter()
+            .map(|o| values.get(o.index()).copied().ok_or_else(|| undefined(*o)))
+            .collect()
+    }
+
     pub fn finish(mut self, outputs: Vec<ValueId>) -> Func {
         self.func.outputs = outputs;
         self.func

@@ -32,7 +32,34 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
         let moved = match &ins.op {
             Op::Scan(s) => hoisted_scan(&mut b, s, &args).map(|(op, args)| Hoisted::Call(op, args)),
             Op::While(w) => hoisted_while(&mut b, w, &args),
-            _ => None,
+            // A branch runs once per call and a remat is inlined: nothing to hoist out of.
+            Op::Cond(_)
+            | Op::Remat(_)
+            | Op::Constant(_)
+            | Op::Iota { .. }
+            | Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Compare(_)
+            | Op::Select
+            | Op::Clamp
+            | Op::Convert { .. }
+            | Op::BitcastConvert { .. }
+            | Op::BroadcastInDim { .. }
+            | Op::Reshape { .. }
+            | Op::Transpose { .. }
+            | Op::Reduce { .. }
+            | Op::DotGeneral(_)
+            | Op::Slice { .. }
+            | Op::Pad { .. }
+            | Op::Concatenate { .. }
+            | Op::Gather(_)
+            | Op::Scatter(_)
+            | Op::DynamicSlice { .. }
+            | Op::DynamicUpdateSlice
+            | Op::StopGradient
+            | Op::Sort { .. }
+            | Op::Argsort { .. }
+            | Op::CustomVjp(_) => None,
         };
         let pushed = match moved {
             Some(Hoisted::Call(op, operands)) => b.push(op, &operands),

@@ -3,17 +3,7 @@
 
 use super::{or_zero, Emitter, R};
 use crate::autodiff::{jvp as jvp_program, AutodiffError};
-use ferrax_ir::{CustomVjp, Func, ValueId};
-
-/// Emits `func`'s instructions on `args` and returns its outputs.
-fn inline(e: &mut Emitter, func: &Func, args: &[ValueId]) -> R<Vec<ValueId>> {
-    let mut values: Vec<ValueId> = args.to_vec();
-    for ins in &func.body {
-        let operands: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
-        values.push(e.push(ins.op.clone(), &operands)?);
-    }
-    Ok(func.outputs.iter().map(|o| values[o.index()]).collect())
-}
+use ferrax_ir::{CustomVjp, ValueId};
 
 pub(super) fn jvp(
     e: &mut Emitter,
@@ -26,7 +16,7 @@ pub(super) fn jvp(
     for (&xi, &ti) in x.iter().zip(t) {
         args.push(or_zero(e, ti, xi)?);
     }
-    let outs = inline(e, &program, &args)?;
+    let outs = e.b.inline(&program, &args)?;
     outs.get(1)
         .copied()
         .map(Some)
@@ -39,10 +29,11 @@ pub(super) fn vjp(
     x: &[ValueId],
     g: ValueId,
 ) -> R<Vec<Option<ValueId>>> {
-    let fwd_out = inline(e, &c.fwd, x)?;
+    let fwd_out = e.b.inline(&c.fwd, x)?;
     let mut bwd_args = fwd_out[1..].to_vec();
     bwd_args.push(g);
-    Ok(inline(e, &c.bwd, &bwd_args)?
+    Ok(e.b
+        .inline(&c.bwd, &bwd_args)?
         .into_iter()
         .map(Some)
         .collect())

@@ -9,24 +9,6 @@ use super::{or_zero, Emitter, R};
 use crate::autodiff::{jvp as jvp_program, vjp as vjp_program, AutodiffError};
 use ferrax_ir::{Cond, Func, FuncBuilder, Op, TensorType, ValueId, While};
 
-/// Emits `func`'s instructions into `b` on `args` and returns its outputs.
-pub(super) fn inline(b: &mut FuncBuilder, func: &Func, args: &[ValueId]) -> R<Vec<ValueId>> {
-    let mut values: Vec<ValueId> = args.to_vec();
-    for ins in &func.body {
-        let operands: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
-        values.push(b.push(ins.op.clone(), &operands)?);
-    }
-    func.outputs
-        .iter()
-        .map(|o| {
-            values
-                .get(o.index())
-                .copied()
-                .ok_or(AutodiffError::Undefined(*o))
-        })
-        .collect()
-}
-
 /// `func` taking parameters `extra` after its own, which it does not read.
 fn with_unread_params(func: &Func, extra: &[TensorType]) -> R<Func> {
     let mut b = FuncBuilder::new(func.name.clone());
@@ -34,7 +16,7 @@ fn with_unread_params(func: &Func, extra: &[TensorType]) -> R<Func> {
     for t in extra {
         b.param(t.clone());
     }
-    let outputs = inline(&mut b, func, &args)?;
+    let outputs = b.inline(func, &args)?;
     Ok(b.finish(outputs))
 }
 
@@ -81,7 +63,31 @@ pub(super) fn call_jvp(
                     super::remat::jvp_call(r, x, tangents)?
                 }
                 Op::Scan(s) => super::scan::jvp_call(e, s, x, t)?,
-                _ => return Err(unsupported()),
+                Op::Constant(_)
+                | Op::Iota { .. }
+                | Op::Unary(_)
+                | Op::Binary(_)
+                | Op::Compare(_)
+                | Op::Select
+                | Op::Clamp
+                | Op::Convert { .. }
+                | Op::BitcastConvert { .. }
+                | Op::BroadcastInDim { .. }
+                | Op::Reshape { .. }
+                | Op::Transpose { .. }
+                | Op::Reduce { .. }
+                | Op::DotGeneral(_)
+                | Op::Slice { .. }
+                | Op::Pad { .. }
+                | Op::Concatenate { .. }
+                | Op::Gather(_)
+                | Op::Scatter(_)
+                | Op::DynamicSlice { .. }
+                | Op::DynamicUpdateSlice
+                | Op::StopGradient
+                | Op::Sort { .. }
+                | Op::Argsort { .. }
+                | Op::CustomVjp(_) => return Err(unsupported()),
             };
             calls
                 .0
@@ -91,7 +97,32 @@ pub(super) fn call_jvp(
     };
     let (primal, tangent) = match op {
         Op::Scan(s) => super::scan::jvp_results(s, k),
-        _ => (k, n + k),
+        Op::While(_) | Op::Cond(_) | Op::Remat(_) => (k, n + k),
+        Op::Constant(_)
+        | Op::Iota { .. }
+        | Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Compare(_)
+        | Op::Select
+        | Op::Clamp
+        | Op::Convert { .. }
+        | Op::BitcastConvert { .. }
+        | Op::BroadcastInDim { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Reduce { .. }
+        | Op::DotGeneral(_)
+        | Op::Slice { .. }
+        | Op::Pad { .. }
+        | Op::Concatenate { .. }
+        | Op::Gather(_)
+        | Op::Scatter(_)
+        | Op::DynamicSlice { .. }
+        | Op::DynamicUpdateSlice
+        | Op::StopGradient
+        | Op::Sort { .. }
+        | Op::Argsort { .. }
+        | Op::CustomVjp(_) => return Err(unsupported()),
     };
     let y = e.push(jop.with_result(primal), &jargs)?;
     let dy = match e.ty(y)?.dtype.is_float() {
@@ -161,7 +192,7 @@ fn branch_vjp(branch: &Func, k: usize) -> R<Func> {
     for (j, ty) in outputs.iter().enumerate() {
         args.push(if j == k { g } else { e.splat(0.0, ty)? });
     }
-    let all = inline(&mut e.b, &program, &args)?;
+    let all = e.b.inline(&program, &args)?;
     let cts = all.get(outputs.len()..).unwrap_or_default().to_vec();
     Ok(e.b.finish(cts))
 }

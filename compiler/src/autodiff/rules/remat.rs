@@ -5,7 +5,6 @@
 //! `remat` of its own, so a scan that differentiates a checkpointed body stores per step only
 //! what the backward call reads.
 
-use super::control::inline;
 use super::{Emitter, R};
 use crate::autodiff::partial::{split, Param};
 use crate::autodiff::{jvp as jvp_program, vjp as vjp_program, AutodiffError};
@@ -73,7 +72,7 @@ pub(super) fn vjp(
             }
         });
     }
-    let cts = inline(&mut b, &halves.backward, &args)?;
+    let cts = b.inline(&halves.backward, &args)?;
     let backward = Op::Remat(Box::new(Remat {
         body: b.finish(cts),
         policy,

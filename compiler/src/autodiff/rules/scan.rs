@@ -6,7 +6,6 @@
 //! the backward half from them and the result's cotangent, carrying the carried values'
 //! cotangents and summing the constants'.
 
-use super::control::inline;
 use super::{or_zero, Emitter, R};
 use crate::autodiff::partial::{split, Param};
 use crate::autodiff::{jvp as jvp_program, vjp as vjp_program, AutodiffError};
@@ -88,7 +87,7 @@ pub(super) fn jvp_call(
             .chain(c0 + n.c..x0)
             .chain(x0 + n.x..x0 + 2 * n.x),
     )?;
-    let out = inline(&mut b, &program, &args)?;
+    let out = b.inline(&program, &args)?;
     let (c, y) = (n.c, n.y);
     let outputs = pick(
         &out,
@@ -154,7 +153,7 @@ fn backward_body(s: &Scan, n: &Counts, half: &Func, residuals: &[TensorType]) ->
             .chain(ct0..ct0 + n.c)
             .chain(y0..y0 + n.y),
     )?;
-    let out = inline(&mut b, half, &args)?;
+    let out = b.inline(half, &args)?;
     let mut outputs = pick(&out, n.k..n.k + n.c)?;
     for (i, ty) in pk.iter().enumerate() {
         let acc = pick(&params, [acc0 + i])?[0];
