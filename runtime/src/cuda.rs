@@ -185,6 +185,17 @@ impl CudaDevice {
         Ok(DeviceArray::from_buffer(ty.shape.clone(), ty.dtype, buffer))
     }
 
+    /// Queues a copy of `bytes` bytes from device address `from` to `to`.
+    pub(crate) fn copy_device(&self, from: u64, to: u64, bytes: usize) -> Result<(), CudaError> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.bind()?;
+        // SAFETY: the caller checked both ranges against live buffers of this device.
+        unsafe { result::memcpy_dtod_async(to, from, bytes, self.stream.0)? };
+        Ok(())
+    }
+
     /// Copies `array` to this device.
     pub fn upload(self: &Arc<Self>, array: &Array) -> Result<DeviceArray, CudaError> {
         let dtype = array.dtype();
@@ -212,6 +223,7 @@ impl CudaDevice {
         Ok(DeviceArray {
             shape: array.shape().clone(),
             dtype,
+            offset: 0,
             buffer: Arc::new(buffer),
         })
     }
@@ -486,6 +498,8 @@ impl Drop for DeviceBuffer {
 pub struct DeviceArray {
     shape: Shape,
     dtype: DType,
+    /// Where the array starts in its buffer, in bytes.
+    offset: u64,
     buffer: Arc<DeviceBuffer>,
 }
 
@@ -505,6 +519,7 @@ impl DeviceArray {
         DeviceArray {
             shape,
             dtype,
+            offset: 0,
             buffer: Arc::new(buffer),
         }
     }
@@ -522,8 +537,21 @@ impl DeviceArray {
         DeviceArray {
             shape,
             dtype: self.dtype,
+            offset: self.offset,
             buffer: self.buffer.clone(),
         }
+    }
+
+    /// The elements `start..start + ty.numel()` of the array as an array of type `ty` (of
+    /// its dtype), sharing its buffer; `None` where they reach past its end.
+    pub fn view(&self, start: usize, ty: &TensorType) -> Option<DeviceArray> {
+        let end = start.checked_add(ty.numel())?;
+        (ty.dtype == self.dtype && end <= self.shape.numel()).then(|| DeviceArray {
+            shape: ty.shape.clone(),
+            dtype: self.dtype,
+            offset: self.offset + (start * self.dtype.size_bytes()) as u64,
+            buffer: self.buffer.clone(),
+        })
     }
 
     pub fn device(&self) -> &Arc<CudaDevice> {
@@ -531,7 +559,7 @@ impl DeviceArray {
     }
 
     pub fn address(&self) -> u64 {
-        self.buffer.ptr
+        self.buffer.ptr + self.offset
     }
 
     /// Copies the array back to the host (waiting for the work that produces it).
@@ -544,7 +572,7 @@ impl DeviceArray {
             let mut raw = vec![0u8; n];
             // SAFETY: the buffer holds `n` bytes; the copy completes before `raw` is read.
             unsafe {
-                result::memcpy_dtoh_async(&mut raw, self.buffer.ptr, stream)?;
+                result::memcpy_dtoh_async(&mut raw, self.address(), stream)?;
                 result::stream::synchronize(stream)?;
             }
             Elements::Bool(raw.into_iter().map(|b| b != 0).collect())
@@ -554,7 +582,7 @@ impl DeviceArray {
                 // SAFETY: the buffer holds `n` elements of this dtype; the copy completes
                 // before `e` is read.
                 unsafe {
-                    result::memcpy_dtoh_async(v.as_mut_slice(), self.buffer.ptr, stream)?;
+                    result::memcpy_dtoh_async(v.as_mut_slice(), self.address(), stream)?;
                     result::stream::synchronize(stream)?;
                 }
             });

@@ -21,6 +21,43 @@ pub enum MachineError {
     /// The machine's own refusal (an emulator's, say), in its words.
     #[error("{0}")]
     Refused(String),
+    /// A [`GpuMachine::view`] reaching past its array or of another dtype.
+    #[error("a view {view} at element {start} of {array}")]
+    ViewOutOfBounds {
+        array: TensorType,
+        start: usize,
+        view: TensorType,
+    },
+    /// A [`GpuMachine::copy_elements`] reaching past an array or between dtypes.
+    #[error("a copy of {len} elements from {from} at {from_start} to {to} at {to_start}")]
+    CopyOutOfBounds {
+        from: TensorType,
+        from_start: usize,
+        to: TensorType,
+        to_start: usize,
+        len: usize,
+    },
+}
+
+/// Checks that a [`GpuMachine::copy_elements`] of `len` elements stays within both arrays,
+/// of one dtype; returns its size in bytes.
+pub fn checked_copy(
+    (from, from_start): (&TensorType, usize),
+    (to, to_start): (&TensorType, usize),
+    len: usize,
+) -> Result<usize, MachineError> {
+    let within =
+        |ty: &TensorType, start: usize| start.checked_add(len).is_some_and(|end| end <= ty.numel());
+    if from.dtype != to.dtype || !within(from, from_start) || !within(to, to_start) {
+        return Err(MachineError::CopyOutOfBounds {
+            from: from.clone(),
+            from_start,
+            to: to.clone(),
+            to_start,
+            len,
+        });
+    }
+    Ok(len * from.dtype.size_bytes())
 }
 
 pub trait GpuMachine {
@@ -45,6 +82,25 @@ pub trait GpuMachine {
     fn array_type(array: &Self::Array) -> TensorType;
     /// The same buffer under another shape of the same element count.
     fn reshaped(array: &Self::Array, shape: Shape) -> Self::Array;
+    /// Elements `start..start + ty.numel()` of `array` as an array of type `ty`, sharing its
+    /// buffer (a slice of a loop's stacked inputs); an error where they reach past its end or
+    /// `ty` has another dtype.
+    fn view(
+        array: &Self::Array,
+        start: usize,
+        ty: &TensorType,
+    ) -> Result<Self::Array, MachineError>;
+
+    /// Queues a copy of `len` elements of `from`, starting at element `from.1`, into `to` from
+    /// element `to.1`: a slice of a loop's stacked inputs, or a step's row of its stacked
+    /// outputs. Both arrays have one dtype and hold the elements copied
+    /// ([`checked_copy`]).
+    fn copy_elements(
+        &self,
+        from: (&Self::Array, usize),
+        to: (&Self::Array, usize),
+        len: usize,
+    ) -> Result<(), MachineError>;
 
     /// Queues `function` over `grid` blocks of `block` threads with buffer addresses `args`.
     ///
@@ -143,6 +199,37 @@ impl GpuMachine for Arc<CudaDevice> {
 
     fn reshaped(array: &DeviceArray, shape: Shape) -> DeviceArray {
         array.reshaped(shape)
+    }
+
+    fn view(
+        array: &DeviceArray,
+        start: usize,
+        ty: &TensorType,
+    ) -> Result<DeviceArray, MachineError> {
+        array
+            .view(start, ty)
+            .ok_or_else(|| MachineError::ViewOutOfBounds {
+                array: Self::array_type(array),
+                start,
+                view: ty.clone(),
+            })
+    }
+
+    fn copy_elements(
+        &self,
+        (from, from_start): (&DeviceArray, usize),
+        (to, to_start): (&DeviceArray, usize),
+        len: usize,
+    ) -> Result<(), MachineError> {
+        let bytes = checked_copy(
+            (&Self::array_type(from), from_start),
+            (&Self::array_type(to), to_start),
+            len,
+        )?;
+        let size = from.dtype().size_bytes() as u64;
+        let source = from.address() + from_start as u64 * size;
+        let target = to.address() + to_start as u64 * size;
+        Ok(self.copy_device(source, target, bytes)?)
     }
 
     unsafe fn launch(

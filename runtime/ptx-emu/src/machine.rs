@@ -7,6 +7,7 @@ use crate::memory::Memory;
 use crate::parse::Module;
 use crate::EmulatorError;
 use ferrax_ir::{DType, Shape, TensorType};
+use ferrax_runtime::machine::checked_copy;
 use ferrax_runtime::{Array, GemmOperand, GpuMachine, MachineError, MatmulPrecision};
 use half::{bf16, f16};
 use std::cell::RefCell;
@@ -34,7 +35,8 @@ pub struct EmulatedArray {
 }
 
 impl Emulator {
-    /// The entries launched so far, in order, `gemm` standing for each matrix product.
+    /// The entries launched so far, in order, `gemm` standing for each matrix product and
+    /// `copy` for each copy between arrays.
     pub fn launched(&self) -> Vec<String> {
         self.launched.borrow().clone()
     }
@@ -133,6 +135,43 @@ impl GpuMachine for Emulator {
             address: array.address,
             ty: TensorType::new(array.ty.dtype, shape),
         }
+    }
+
+    fn view(
+        array: &EmulatedArray,
+        start: usize,
+        ty: &TensorType,
+    ) -> Result<EmulatedArray, MachineError> {
+        let end = start.checked_add(ty.numel());
+        if ty.dtype != array.ty.dtype || end.is_none_or(|end| end > array.ty.numel()) {
+            return Err(MachineError::ViewOutOfBounds {
+                array: array.ty.clone(),
+                start,
+                view: ty.clone(),
+            });
+        }
+        Ok(EmulatedArray {
+            address: array.address + (start * ty.dtype.size_bytes()) as u64,
+            ty: ty.clone(),
+        })
+    }
+
+    /// Copies at once.
+    fn copy_elements(
+        &self,
+        (from, from_start): (&EmulatedArray, usize),
+        (to, to_start): (&EmulatedArray, usize),
+        len: usize,
+    ) -> Result<(), MachineError> {
+        let bytes = checked_copy((&from.ty, from_start), (&to.ty, to_start), len)?;
+        let size = from.ty.dtype.size_bytes() as u64;
+        let mut memory = self.memory.borrow_mut();
+        let data = memory
+            .read(from.address + from_start as u64 * size, bytes)?
+            .to_vec();
+        memory.write(to.address + to_start as u64 * size, &data)?;
+        self.launched.borrow_mut().push("copy".into());
+        Ok(())
     }
 
     /// Runs the launch at once (see [`launch`]).
