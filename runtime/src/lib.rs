@@ -10,7 +10,9 @@ pub mod recycle;
 
 pub use array::Array;
 pub use cuda::{CudaDevice, CudaError, DeviceArray, MatmulPrecision};
-pub use interp::{check_args, ensure_allocatable, eval_call, eval_op, interpret, wide_unary};
+pub use interp::{
+    branch_index, check_args, ensure_allocatable, eval_call, eval_op, interpret, wide_unary,
+};
 pub use machine::{GemmOperand, GpuMachine, MachineError};
 
 use ferrax_ir::{DType, Shape, TensorType, VerifyError};

@@ -149,13 +149,7 @@ fn run_compiled<R: Region>(
                 });
             }
             let index = args.remove(0);
-            let last = branches.len().saturating_sub(1);
-            let k = match index.elements().get(0) {
-                ferrax_ir::Scalar::Bool(p) => usize::from(p),
-                ferrax_ir::Scalar::I32(i) => usize::try_from(i).map_or(last, |i| i.min(last)),
-                _ => last,
-            };
-            match branches.get(k) {
+            match branches.get(ferrax_runtime::branch_index(&index, branches.len())) {
                 Some(b) => b.run_donated(args),
                 None => Err(RuntimeError::ArgCount {
                     expected: 1,

@@ -38,17 +38,26 @@ fn cond(c: &Cond, mut args: Vec<Array>) -> Result<Vec<Array>, RuntimeError> {
         });
     }
     let index = args.remove(0);
-    let last = c.branches.len().saturating_sub(1);
-    let k = match index.elements().get(0) {
+    let branch = c
+        .branches
+        .get(branch_index(&index, c.branches.len()))
+        .ok_or(RuntimeError::ArgCount {
+            expected: 1,
+            got: 0,
+        })?;
+    run(branch, args)
+}
+
+/// The branch of `branches` that a `cond`'s operand 0 picks: a `bool[]` predicate picks 0 for
+/// false and 1 for true, an `i32[]` index its branch, an index out of range the last branch
+/// (StableHLO's `case`).
+pub fn branch_index(index: &Array, branches: usize) -> usize {
+    let last = branches.saturating_sub(1);
+    match index.elements().get(0) {
         Scalar::Bool(p) => usize::from(p),
         Scalar::I32(i) => usize::try_from(i).map_or(last, |i| i.min(last)),
         _ => last,
-    };
-    let branch = c.branches.get(k).ok_or(RuntimeError::ArgCount {
-        expected: 1,
-        got: 0,
-    })?;
-    run(branch, args)
+    }
 }
 
 /// Slice `t` of `x` along its leading dimension, without that dimension.

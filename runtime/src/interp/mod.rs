@@ -10,6 +10,7 @@ mod control;
 mod elementwise;
 mod indexing;
 
+pub use control::branch_index;
 pub use elementwise::wide_unary;
 mod movement;
 mod num;
