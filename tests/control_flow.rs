@@ -331,8 +331,8 @@ fn mistakes_name_both_structures_and_the_line() {
     insta::assert_snapshot!(errors.join("\n"));
 }
 
-/// On the (emulated) GPU, control flow runs on the host between device steps, with the
-/// interpreter's results.
+/// On the (emulated) GPU, control flow runs on the device, each region a program of its own
+/// whose steps the host queues, with the interpreter's results.
 #[test]
 fn control_flow_runs_on_the_emulated_gpu() {
     use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
@@ -353,13 +353,21 @@ fn control_flow_runs_on_the_emulated_gpu() {
         .0;
     let emulator = ferrax_ptx_emu::Emulator::default();
     let gpu = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
+    assert_eq!(gpu.host_steps(), 0);
     let w = ferrax::Array::from_vec([2, 2], vec![0.9f32, -0.4, 0.3, 1.1]).unwrap();
     let h = ferrax::Array::from_vec([2], vec![0.2f32, -0.5]).unwrap();
     let xs = ferrax::Array::from_vec([5, 2], (0..10).map(|i| i as f32 / 7.0).collect()).unwrap();
     for k in [0, 1, 3] {
         let args = [w.clone(), h.clone(), xs.clone(), ferrax::Array::scalar(k)];
         let want = ferrax::runtime::interpret(&func, &args).unwrap();
+        let launched = emulator.launched().len();
         let got = gpu.run(&args).unwrap();
+        // Five steps of the scan, each with its slice and its row copied on the device.
+        let copies = emulator.launched()[launched..]
+            .iter()
+            .filter(|l| *l == "copy")
+            .count();
+        assert_eq!(copies, 10, "k={k}");
         for (g, w) in got.iter().zip(&want) {
             let (g, w) = (g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
             for (a, b) in g.iter().zip(&w) {
@@ -367,6 +375,89 @@ fn control_flow_runs_on_the_emulated_gpu() {
                     (a - b).abs() <= 1e-5 * b.abs().max(1.0),
                     "k={k}: {g:?} vs {w:?}"
                 );
+            }
+        }
+    }
+}
+
+/// A scan on the (emulated) GPU reads slices of 256 bytes in place, and copies out those that
+/// would start off that alignment; each step's output row is copied into the stacked output.
+#[test]
+fn scans_read_aligned_slices_in_place_on_the_emulated_gpu() {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    let f = |(h, xs): (Tensor, Tensor)| {
+        lax::scan(|h: Tensor, x: Tensor| ((&h * 0.5 + x).sin(), h), h, xs)
+    };
+    for (width, copies) in [(64, 5), (63, 10)] {
+        let specs = (
+            Tensor::spec(DType::F32, [width]),
+            Tensor::spec(DType::F32, [5, width]),
+        );
+        let func = trace(f, &specs).unwrap();
+        let emulator = ferrax_ptx_emu::Emulator::default();
+        let gpu = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
+        let args = [
+            ferrax::Array::from_vec([width], (0..width).map(|i| i as f32 / 9.0).collect()).unwrap(),
+            ferrax::Array::from_vec(
+                [5, width],
+                (0..5 * width).map(|i| i as f32 / 31.0).collect(),
+            )
+            .unwrap(),
+        ];
+        let got = gpu.run(&args).unwrap();
+        let copied = emulator.launched().iter().filter(|l| *l == "copy").count();
+        assert_eq!(copied, copies, "width {width}");
+        let want = ferrax::runtime::interpret(&func, &args).unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            let (g, w) = (g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
+            for (a, b) in g.iter().zip(&w) {
+                assert!(
+                    (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+                    "width {width}: {a} vs {b}"
+                );
+            }
+        }
+    }
+}
+
+/// Reverse mode's loops on the (emulated) GPU: the backward scan runs in reverse over the
+/// residuals the forward scan stacked, inside a `fori_loop`, and a scan of no steps returns
+/// its initial carry and empty outputs.
+#[test]
+fn gradients_of_nested_and_empty_scans_run_on_the_emulated_gpu() {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    let loss = |(w, xs): (Tensor, Tensor)| {
+        let outer = |_, h: Tensor| {
+            let cell = |c: Tensor, x: Tensor| (((&c * &w) + x).tanh(), ());
+            lax::scan(cell, h, xs.clone()).0
+        };
+        lax::fori_loop(0, 3, outer, Tensor::zeros(DType::F32, [2])).sum(..)
+    };
+    let emulator = ferrax_ptx_emu::Emulator::default();
+    for steps in [4, 0] {
+        let specs = (
+            Tensor::spec(DType::F32, [2]),
+            Tensor::spec(DType::F32, [steps, 2]),
+        );
+        let lowered = jit(grad(loss)).lower(&specs).unwrap();
+        let func = lowered.simplified();
+        let gpu = GpuProgram::compile(func, &emulator, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(gpu.host_steps(), 0);
+        let args = [
+            ferrax::Array::from_vec([2], vec![0.8f32, -1.3]).unwrap(),
+            ferrax::Array::from_vec(
+                [steps, 2],
+                (0..2 * steps).map(|i| i as f32 / 5.0 - 0.6).collect(),
+            )
+            .unwrap(),
+        ];
+        let want = ferrax::runtime::interpret(func, &args).unwrap();
+        let got = gpu.run(&args).unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g.dims(), w.dims(), "{steps} steps");
+            let (g, w) = (g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
+            for (a, b) in g.iter().zip(&w) {
+                assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{g:?} vs {w:?}");
             }
         }
     }

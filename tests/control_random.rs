@@ -196,6 +196,7 @@ fn random_programs_with_loops_agree_with_the_interpreter() {
         let cpu = compile(&func, &Backend::Cpu).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         let emulator = ferrax_ptx_emu::Emulator::default();
         let gpu = GpuProgram::compile(&cpu.simplified, &emulator, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(gpu.host_steps(), 0, "seed {seed}\n{src}");
         for (n, k) in [(0, 0), (2, 1), (5, 9)] {
             let args = vec![
                 Array::from_vec([4, 3], data(12, 0.7)).unwrap(),

@@ -9,6 +9,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod common;
+#[path = "gpu/control_flow.rs"]
+mod control_flow;
 
 #[allow(dead_code)]
 #[path = "../examples/train_mlp.rs"]

@@ -2,7 +2,8 @@
 //! that fold softmax- and layernorm-like rows into one launch), its kernels rendered to one PTX
 //! module and launched on the device's stream, independent kernels launched together,
 //! reductions and strided copies as kernels of their own, `dot_general` run by cuBLAS, reshapes
-//! kept as views of the same buffer, integer matrix products by kernels of their own. What has
+//! kept as views of the same buffer, integer matrix products by kernels of their own, control
+//! flow by its regions' own programs, queued by the host (`control`). What has
 //! no GPU form (arithmetic on u8 values, which kernels only convert) runs on the host: its
 //! operands are copied back, evaluated by the
 //! reference interpreter and copied up again. That keeps every program correct while
@@ -16,6 +17,7 @@ use ferrax_runtime::RuntimeError;
 use std::sync::Arc;
 
 pub use ferrax_runtime::machine::{GemmOperand, GpuMachine, MachineError};
+mod control;
 mod grouping;
 mod plan;
 mod program;
@@ -43,6 +45,10 @@ pub enum GpuError {
     Lowering { start: usize, end: usize },
     #[error("internal error: value %{0} is not on the device")]
     Missing(u32),
+    #[error("internal error: `{0}` planned as a control-flow call")]
+    NotACall(String),
+    #[error("internal error: a control-flow call lacks its region or result {0}")]
+    MissingCallPart(usize),
 }
 
 enum GpuStep {
@@ -80,10 +86,11 @@ enum GpuStep {
     View(usize),
     /// A constant (or an iota), copied to the device once, when the program is loaded.
     Constant(usize),
-    /// Instructions run one by one on the host: one instruction, or the instructions of one
-    /// control-flow call (one per result), which run the call once (none: a call an earlier
-    /// step runs).
-    Host(Vec<usize>),
+    /// An instruction run on the host.
+    Host(usize),
+    /// The instructions of one control-flow call (one per result, the same operands), which
+    /// run the call once by the regions of the plan's call `call`.
+    Call { members: Vec<usize>, call: usize },
 }
 
 /// How a program's GPU code computes: transcendentals, square roots and quotients in kernels
@@ -121,6 +128,8 @@ pub struct GpuProgram<M: GpuMachine> {
     /// Per scatter, its entries in launch order.
     scatter_functions: Vec<Vec<M::Function>>,
     gather_functions: Vec<M::Function>,
+    /// Per control-flow call, its regions' programs.
+    calls: Vec<control::Call<M>>,
     matmul: MatmulPrecision,
 }
 

@@ -19,6 +19,7 @@ use crate::kernel::LastReads;
 use crate::kernel::{Kernel, Role};
 use ferrax_ir::{verify, DType, DotDims, Func, FuncBuilder, Op, ReduceOp, TensorType, ValueId};
 
+use super::control::CallPlan;
 use super::grouping::group_launches;
 use super::*;
 /// What a program becomes on the GPU, before any device is involved: its steps, kernels and
@@ -42,6 +43,8 @@ pub struct GpuPlan {
     pub scatters: Vec<Scatters>,
     pub gathers: Vec<GatherKernel>,
     pub ptx: String,
+    /// Per control-flow call, its regions' plans.
+    pub(super) calls: Vec<CallPlan>,
 }
 
 impl GpuPlan {
@@ -96,6 +99,8 @@ impl GpuPlan {
                     p.kernels.push(kernel);
                     p.legal_kernels.push(legal);
                 }
+                // The later instructions of a call are the call's step.
+                Step::Op { index } if p.called.contains(&index) => {}
                 Step::Op { index } => steps.push(p.op_step(func, index)),
             }
         }
@@ -109,7 +114,12 @@ impl GpuPlan {
             gathers,
             atomic_float_scatter: _,
             called: _,
+            calls,
         } = p;
+        let calls = calls
+            .iter()
+            .map(|&i| CallPlan::new(&func.body[i].op, target, options))
+            .collect::<Result<_, _>>()?;
         let (steps, launches, reduce_launches) = group_launches(func, steps, &kernels, &reductions);
         let ptx = render_legal_launches(
             &legal_kernels,
@@ -134,6 +144,7 @@ impl GpuPlan {
             scatters,
             gathers,
             ptx,
+            calls,
         })
     }
 
@@ -177,9 +188,32 @@ impl GpuPlan {
             .collect()
     }
 
-    /// The instructions that run on the host path, by op name.
+    /// The instructions that run on the host path, by op name, those of control-flow
+    /// regions included.
     pub fn host_ops(&self) -> Vec<&str> {
-        host_ops(&self.steps, &self.func)
+        let mut ops: Vec<&str> = self
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                GpuStep::Host(i) => Some(self.func.body[*i].op.name()),
+                _ => None,
+            })
+            .collect();
+        for call in &self.calls {
+            ops.extend(call.regions().iter().flat_map(GpuPlan::host_ops));
+        }
+        ops
+    }
+
+    /// The plans of the program's control-flow regions, those nested in them included
+    /// (each after the region it is in).
+    pub fn regions(&self) -> Vec<&GpuPlan> {
+        let mut plans = Vec::new();
+        for region in self.calls.iter().flat_map(CallPlan::regions) {
+            plans.push(region);
+            plans.extend(region.regions());
+        }
+        plans
     }
 
     /// Launch `l`'s threads and its block size: a block per row for a row kernel, elements
@@ -219,15 +253,17 @@ struct Parts {
     gathers: Vec<GatherKernel>,
     /// Float scatter-adds may combine by atomics ([`GpuOptions::atomic_float_scatter`]).
     atomic_float_scatter: bool,
-    /// Control-flow instructions whose call an earlier host step runs.
+    /// Control-flow instructions whose call a step runs.
     called: std::collections::HashSet<usize>,
+    /// The control-flow calls, by their first instruction.
+    calls: Vec<usize>,
 }
 
 impl Parts {
     /// The step of instruction `index`, which fusion left out of every kernel.
     fn op_step(&mut self, func: &Func, index: usize) -> GpuStep {
         let ins = &func.body[index];
-        let host = GpuStep::Host(vec![index]);
+        let host = GpuStep::Host(index);
         match &ins.op {
             Op::DotGeneral(dims) => {
                 plan_product(func, index, dims, &mut self.copies, &mut self.int_gemms)
@@ -291,17 +327,16 @@ impl Parts {
             | Op::CustomVjp(_) => host,
             // Sorting runs on the host's interpreter: a GPU sort kernel is left for later.
             Op::Sort { .. } | Op::Argsort { .. } => host,
-            // Control flow runs on the host's interpreter for now, each call once: its
-            // instructions (one per result, the same operands) are one step.
-            Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_)
-                if self.called.contains(&index) =>
-            {
-                GpuStep::Host(Vec::new())
-            }
+            // A control-flow call is one step for all its instructions (one per result, the
+            // same operands), its regions planned as programs of their own.
             Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
                 let members = func.call_instructions(index);
                 self.called.extend(members.iter().copied());
-                GpuStep::Host(members)
+                self.calls.push(index);
+                GpuStep::Call {
+                    members,
+                    call: self.calls.len() - 1,
+                }
             }
             Op::Scatter(s) if ins.ty.numel() > 0 => {
                 let name = format!("{}_s{}", func.name, self.scatters.len());
@@ -378,7 +413,7 @@ impl Parts {
                 }
                 GpuStep::Copies(index, launches)
             }
-            None => GpuStep::Host(vec![index]),
+            None => GpuStep::Host(index),
         }
     }
 
@@ -406,7 +441,7 @@ impl Parts {
                     instrs: vec![index],
                 }
             }
-            (None, _) => GpuStep::Host(vec![index]),
+            (None, _) => GpuStep::Host(index),
         }
     }
 }
@@ -422,7 +457,7 @@ fn plan_product(
     copies: &mut Vec<CopyKernel>,
     int_gemms: &mut Vec<IntGemmKernel>,
 ) -> GpuStep {
-    let host = GpuStep::Host(vec![index]);
+    let host = GpuStep::Host(index);
     let (gemm, perms) = match plan_gemm(func, index, dims, &DType::ALL) {
         Some(gemm) => (gemm, None),
         None => match plan_permuted_gemm(func, index, dims, &DType::ALL) {
@@ -519,6 +554,7 @@ pub(super) fn step_values<'k>(
         | GpuStep::Gather { index: i, .. }
         | GpuStep::SplitReduce { index: i, .. }
         | GpuStep::Copies(i, _)
+        | GpuStep::Host(i)
         | GpuStep::View(i) => StepValues {
             reads: func.body[*i].args.clone(),
             writes: vec![func.instr_value(*i)],
@@ -527,12 +563,12 @@ pub(super) fn step_values<'k>(
             reads: Vec::new(),
             writes: vec![func.instr_value(*i)],
         },
-        GpuStep::Host(instrs) => StepValues {
-            reads: instrs
+        GpuStep::Call { members, .. } => StepValues {
+            reads: members
                 .iter()
                 .flat_map(|&i| func.body[i].args.clone())
                 .collect(),
-            writes: instrs.iter().map(|&i| func.instr_value(i)).collect(),
+            writes: members.iter().map(|&i| func.instr_value(i)).collect(),
         },
     }
 }
@@ -592,14 +628,4 @@ fn split_reductions(func: &Func) -> Result<Func, GpuError> {
         values.push(value);
     }
     Ok(b.finish(func.outputs.iter().map(|o| values[o.index()]).collect()))
-}
-
-fn host_ops<'f>(steps: &[GpuStep], func: &'f Func) -> Vec<&'f str> {
-    steps
-        .iter()
-        .flat_map(|s| match s {
-            GpuStep::Host(instrs) => instrs.iter().map(|&i| func.body[i].op.name()).collect(),
-            _ => Vec::new(),
-        })
-        .collect()
 }

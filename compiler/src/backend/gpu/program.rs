@@ -6,7 +6,7 @@ use crate::backend::ptx::scatter::{RowScatterMode, RANK_BLOCK};
 use crate::backend::ptx::{PtxTarget, Scatters};
 use crate::kernel::{Kernel, Role};
 use ferrax_ir::{Func, TensorType, ValueId};
-use ferrax_runtime::{check_args, eval_call, eval_op, Array, RuntimeError};
+use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
 
 use super::*;
 impl<M: GpuMachine> GpuProgram<M> {
@@ -17,6 +17,23 @@ impl<M: GpuMachine> GpuProgram<M> {
         let (major, minor) = machine.compute_capability();
         let target = PtxTarget::for_compute_capability(major, minor);
         let plan = GpuPlan::with_options(func, target, options)?;
+        GpuProgram::load(plan, machine, options.matmul)
+    }
+
+    /// `plan`'s module, constants and control-flow regions loaded on `machine`, its f32
+    /// products computed as `matmul` says.
+    pub(super) fn load(
+        mut plan: GpuPlan,
+        machine: &M,
+        matmul: MatmulPrecision,
+    ) -> Result<GpuProgram<M>, GpuError>
+    where
+        M: Clone,
+    {
+        let calls = std::mem::take(&mut plan.calls)
+            .into_iter()
+            .map(|c| control::Call::load(c, machine, matmul))
+            .collect::<Result<_, _>>()?;
         let mut names: Vec<&str> = plan.launches.iter().map(|l| l.name.as_str()).collect();
         names.extend(plan.reduce_launches.iter().map(|r| r.name.as_str()));
         names.extend(plan.copies.iter().map(|c| c.name.as_str()));
@@ -66,7 +83,8 @@ impl<M: GpuMachine> GpuProgram<M> {
             int_gemm_functions,
             scatter_functions,
             gather_functions,
-            matmul: options.matmul,
+            calls,
+            matmul,
         })
     }
 
@@ -84,9 +102,10 @@ impl<M: GpuMachine> GpuProgram<M> {
         self.plan.memory
     }
 
-    /// How many instructions run on the host path.
+    /// How many instructions run on the host path, those of control-flow regions included.
     pub fn host_steps(&self) -> usize {
-        self.plan.host_ops().len()
+        let regions = self.calls.iter().flat_map(control::Call::regions);
+        self.plan.host_ops().len() + regions.map(GpuProgram::host_steps).sum::<usize>()
     }
 
     /// Strided copy `c` of `input` into a new array.
@@ -241,7 +260,8 @@ impl<M: GpuMachine> GpuProgram<M> {
                 }
                 defined(*index, out)
             }
-            GpuStep::Host(instrs) => self.host(instrs, values),
+            GpuStep::Host(i) => defined(*i, self.host(*i, values)?),
+            GpuStep::Call { members, call } => self.call(members, *call, values),
         }
     }
 
@@ -489,61 +509,21 @@ impl<M: GpuMachine> GpuProgram<M> {
         Ok(out)
     }
 
-    /// Instructions `instrs` on the host: operands copied back, evaluated by the reference
-    /// interpreter, results copied up again. The instructions of a control-flow call (one per
-    /// result) run the call once.
-    fn host(
-        &self,
-        instrs: &[usize],
-        values: &[Option<M::Array>],
-    ) -> Result<Vec<(ValueId, M::Array)>, GpuError> {
-        let (func, machine) = (&self.plan.func, &self.machine);
-        let mut local: std::collections::HashMap<ValueId, Array> = Default::default();
-        let mut call: Option<Vec<Array>> = None;
-        for &i in instrs {
-            let ins = &func.body[i];
-            if let (Some((k, _)), Some(results)) = (ins.op.call_result(), &call) {
-                local.insert(func.instr_value(i), call_result(results, k)?);
-                continue;
-            }
-            let operands = ins
-                .args
-                .iter()
-                .map(|a| match local.get(a) {
-                    Some(x) => Ok(x.clone()),
-                    None => Ok(machine.download(&get(values, *a)?)?),
-                })
-                .collect::<Result<Vec<_>, GpuError>>()?;
-            let refs: Vec<&Array> = operands.iter().collect();
-            let out = match ins.op.call_result() {
-                Some((k, _)) => {
-                    let results = eval_call(&ins.op, &refs)?;
-                    let out = call_result(&results, k)?;
-                    call = Some(results);
-                    out
-                }
-                None => eval_op(&ins.op, &refs)?,
-            };
-            local.insert(func.instr_value(i), out);
-        }
-        instrs
+    /// Instruction `index` on the host: its operands copied back, evaluated by the reference
+    /// interpreter, its result copied up again.
+    fn host(&self, index: usize, values: &[Option<M::Array>]) -> Result<M::Array, GpuError> {
+        let ins = &self.plan.func.body[index];
+        let operands = ins
+            .args
             .iter()
-            .map(|&i| func.instr_value(i))
-            .filter_map(|v| local.remove(&v).map(|a| (v, a)))
-            .map(|(v, a)| Ok((v, machine.upload(&a)?)))
-            .collect()
+            .map(|&a| Ok(self.machine.download(&get(values, a)?)?))
+            .collect::<Result<Vec<_>, GpuError>>()?;
+        let refs: Vec<&Array> = operands.iter().collect();
+        Ok(self.machine.upload(&eval_op(&ins.op, &refs)?)?)
     }
 }
 
-/// Result `k` of a call's `results`.
-fn call_result(results: &[Array], k: usize) -> Result<Array, RuntimeError> {
-    results.get(k).cloned().ok_or(RuntimeError::ArgCount {
-        expected: k + 1,
-        got: results.len(),
-    })
-}
-
 /// The live value `v` of a run.
-fn get<A: Clone>(values: &[Option<A>], v: ValueId) -> Result<A, GpuError> {
+pub(super) fn get<A: Clone>(values: &[Option<A>], v: ValueId) -> Result<A, GpuError> {
     values[v.index()].clone().ok_or(GpuError::Missing(v.0))
 }
