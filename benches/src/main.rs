@@ -371,6 +371,7 @@ fn main_gpu(args: &Args) -> Result<()> {
         let x = normal(&[1 << 22], 7);
         gpu_case(gpu, reps, "w8_sin_chain", sin_chain, x, bytes(1 << 22, 8.0))?;
     }
+    rnn::gpu_rows(args, gpu)?;
     let atomic = "w14_embedding_scatter_add_atomic";
     let scatters = [args.want("w14_embedding_scatter_add"), args.want(atomic)];
     if args.want("w14_embedding_gather") || scatters.contains(&true) {

@@ -2,9 +2,9 @@
 //! its run time and its compile time; the compile row also at 100,000 steps, which compiles
 //! in the same time (the body is traced and compiled once). The run rows report the memory
 //! plan's peak (`peak_mib`), also with the body under `remat` (`jax.checkpoint`), which stores
-//! only each step's carried state for the backward pass.
+//! only each step's carried state for the backward pass. On the GPU, the gradient's run row.
 
-use crate::{emit, emit_with, normal, timed, Args};
+use crate::{emit, emit_with, gpu_case, normal, timed, Args, Gpu};
 use ferrax::{grad, jit, lax, remat, DType, Result, Tensor, Tree};
 use std::time::Instant;
 
@@ -42,13 +42,39 @@ fn rnn_grad_remat((p, xs, h0): (Rnn, Tensor, Tensor)) -> Rnn {
     grad(|p: Rnn| rnn_loss(&p, xs.clone(), h0.clone(), true))(p)
 }
 
-pub fn rows(args: &Args) -> Result<()> {
+/// Floating-point operations of one gradient (workloads.md).
+const FLOPS: f64 = 6.0 * 1000.0 * 32.0 * (128.0 * 256.0 + 256.0 * 256.0);
+
+/// The parameters and the initial state.
+fn inputs() -> (Rnn, Tensor) {
     let p = Rnn {
         wx: normal(&[128, 256], 21) * 0.05,
         wh: normal(&[256, 256], 22) * 0.05,
         b: Tensor::zeros(DType::F32, [256]),
     };
-    let h0 = Tensor::zeros(DType::F32, [32, 256]);
+    (p, Tensor::zeros(DType::F32, [32, 256]))
+}
+
+/// The run row on the GPU: both scans' steps queued on the device.
+pub fn gpu_rows(args: &Args, gpu: &Gpu) -> Result<()> {
+    if args.want("w13_scan_rnn_grad") {
+        let (p, h0) = inputs();
+        let xs = normal(&[1000, 32, 128], 23);
+        let row = "w13_scan_rnn_grad";
+        gpu_case(
+            gpu,
+            args.reps,
+            row,
+            rnn_grad,
+            (p, xs, h0),
+            (None, Some(FLOPS)),
+        )?;
+    }
+    Ok(())
+}
+
+pub fn rows(args: &Args) -> Result<()> {
+    let (p, h0) = inputs();
     for (name, steps) in [
         ("w13_compile_scan_rnn", 1000),
         ("w13_compile_scan_rnn_100000", 100_000),
@@ -79,14 +105,13 @@ pub fn rows(args: &Args) -> Result<()> {
             f.call(inputs.clone())?;
             Ok(())
         })?;
-        let flops = 6.0 * 1000.0 * 32.0 * (128.0 * 256.0 + 256.0 * 256.0);
         let mib = peak as f64 / (1 << 20) as f64;
         emit_with(
             "ferrax-cpu",
             name,
             t,
             None,
-            Some(flops),
+            Some(FLOPS),
             &[("peak_mib", mib)],
         );
     }
