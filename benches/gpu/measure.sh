@@ -26,7 +26,8 @@ fi
 timeout 60 python3 .gpu/copy_bandwidth.py
 # The workloads ferrax runs on the GPU today: JAX's GPT and CNN rows alone outrun the lease.
 only=w1_gelu,w2_softmax,w3_layernorm,w4_matmul,w5_mlp_step,w6_compile_mlp_step,w6_compile_softmax
-only=$only,w7_rowsum,w8_sin_chain,w14_embedding_gather,w14_embedding_scatter_add,w14_embedding_scatter_add_atomic
+only=$only,w7_rowsum,w8_sin_chain,w13_scan_rnn_grad,w14_embedding_gather,w14_embedding_scatter_add
+only=$only,w14_embedding_scatter_add_atomic
 PYTHONUNBUFFERED=1 timeout $((560 - SECONDS)) python3 .gpu/compare.py --rounds 2 \
     "./.gpu/ferrax-bench --device cuda --reps 10 --only $only" \
     "python3 .gpu/jax_reference.py --reps 10 --only $only" \
