@@ -37,7 +37,7 @@ use consts::ConstPool;
 use cranelift_codegen::ir::{types, AbiParam};
 use cranelift_codegen::isa::TargetIsa;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
-use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_jit::{ArenaMemoryProvider, JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module};
 use ferrax_aot_runtime::kernel::KernelFn;
 use ferrax_aot_runtime::Code;
@@ -53,6 +53,9 @@ pub enum CodegenError {
     #[error("kernel {kernel}: {what} is not supported by the CPU code generator")]
     Unsupported { kernel: String, what: String },
 }
+
+/// The address space reserved for one module's code and tables (see [`Jit::new`]).
+const JIT_ARENA_BYTES: usize = 1 << 28;
 
 fn err(e: impl std::fmt::Display) -> CodegenError {
     CodegenError::Cranelift(e.to_string())
@@ -112,6 +115,13 @@ impl Jit {
             cranelift_module::default_libcall_names(),
         )
         .map_err(err)?;
+        // Calls of the module's own functions and loads from its constant tables are
+        // RIP-relative, 32-bit offsets. The default provider maps each segment wherever
+        // `mmap` puts it, in a busy process possibly beyond that reach (Cranelift then panics
+        // on the relocation); one reservation under 2 GiB keeps them all within it, and
+        // costs address space alone until used.
+        let arena = ArenaMemoryProvider::new_with_size(JIT_ARENA_BYTES).map_err(err)?;
+        jb.memory_provider(Box::new(arena));
         HostIds::link(&mut jb);
         let mut module = JITModule::new(jb);
         let mut ctx = module.make_context();
