@@ -36,6 +36,16 @@ impl Config {
         batch: 8,
     };
 
+    /// `gpt_config(True)`: GPT-2 124M at w10's size (the GPU's).
+    pub const W10: Config = Config {
+        vocab: 50304,
+        time: 1024,
+        width: 768,
+        heads: 12,
+        layers: 12,
+        batch: 8,
+    };
+
     /// Floating-point operations of one step, as `gpt_flops` counts them: six per weight and
     /// token, plus attention scores and mixing.
     pub fn flops(&self) -> f64 {

@@ -24,6 +24,7 @@ use std::time::Instant;
 #[allow(dead_code)]
 mod compile;
 mod gpt;
+mod gpu_gpt;
 mod per_example;
 mod random;
 mod rnn;
@@ -372,6 +373,7 @@ fn main_gpu(args: &Args) -> Result<()> {
         gpu_case(gpu, reps, "w8_sin_chain", sin_chain, x, bytes(1 << 22, 8.0))?;
     }
     rnn::gpu_rows(args, gpu)?;
+    gpu_gpt::rows(args, gpu)?;
     let atomic = "w14_embedding_scatter_add_atomic";
     let scatters = [args.want("w14_embedding_scatter_add"), args.want(atomic)];
     if args.want("w14_embedding_gather") || scatters.contains(&true) {
