@@ -331,6 +331,22 @@ fn mistakes_name_both_structures_and_the_line() {
     insta::assert_snapshot!(errors.join("\n"));
 }
 
+/// Each of `got` within `rtol` (relative, absolute below 1) of `want`, f32 results of the
+/// same shapes.
+fn assert_near(got: &[ferrax::Array], want: &[ferrax::Array], rtol: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (g, w) in got.iter().zip(want) {
+        assert_eq!(g.dims(), w.dims(), "{what}");
+        let (g, w) = (g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
+        for (a, b) in g.iter().zip(&w) {
+            assert!(
+                (a - b).abs() <= rtol * b.abs().max(1.0),
+                "{what}: {g:?} vs {w:?}"
+            );
+        }
+    }
+}
+
 /// On the (emulated) GPU, control flow runs on the device, each region a program of its own
 /// whose steps the host queues, with the interpreter's results.
 #[test]
@@ -368,15 +384,7 @@ fn control_flow_runs_on_the_emulated_gpu() {
             .filter(|l| *l == "copy")
             .count();
         assert_eq!(copies, 10, "k={k}");
-        for (g, w) in got.iter().zip(&want) {
-            let (g, w) = (g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
-            for (a, b) in g.iter().zip(&w) {
-                assert!(
-                    (a - b).abs() <= 1e-5 * b.abs().max(1.0),
-                    "k={k}: {g:?} vs {w:?}"
-                );
-            }
-        }
+        assert_near(&got, &want, 1e-5, &format!("k={k}"));
     }
 }
 
@@ -408,15 +416,7 @@ fn scans_read_aligned_slices_in_place_on_the_emulated_gpu() {
         let copied = emulator.launched().iter().filter(|l| *l == "copy").count();
         assert_eq!(copied, copies, "width {width}");
         let want = ferrax::runtime::interpret(&func, &args).unwrap();
-        for (g, w) in got.iter().zip(&want) {
-            let (g, w) = (g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
-            for (a, b) in g.iter().zip(&w) {
-                assert!(
-                    (a - b).abs() <= 1e-6 * b.abs().max(1.0),
-                    "width {width}: {a} vs {b}"
-                );
-            }
-        }
+        assert_near(&got, &want, 1e-6, &format!("width {width}"));
     }
 }
 
@@ -453,13 +453,7 @@ fn gradients_of_nested_and_empty_scans_run_on_the_emulated_gpu() {
         ];
         let want = ferrax::runtime::interpret(func, &args).unwrap();
         let got = gpu.run(&args).unwrap();
-        for (g, w) in got.iter().zip(&want) {
-            assert_eq!(g.dims(), w.dims(), "{steps} steps");
-            let (g, w) = (g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
-            for (a, b) in g.iter().zip(&w) {
-                assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "{g:?} vs {w:?}");
-            }
-        }
+        assert_near(&got, &want, 1e-5, &format!("{steps} steps"));
     }
 }
 

@@ -542,16 +542,15 @@ impl DeviceArray {
         }
     }
 
-    /// The elements `start..start + ty.numel()` of the array as an array of type `ty` (of
-    /// its dtype), sharing its buffer; `None` where they reach past its end.
-    pub fn view(&self, start: usize, ty: &TensorType) -> Option<DeviceArray> {
-        let end = start.checked_add(ty.numel())?;
-        (ty.dtype == self.dtype && end <= self.shape.numel()).then(|| DeviceArray {
-            shape: ty.shape.clone(),
+    /// The array's elements from `bytes` on as an array of `shape`, sharing its buffer (the
+    /// caller checked that they lie within it: [`crate::machine::checked_view`]).
+    pub(crate) fn view_at(&self, bytes: u64, shape: Shape) -> DeviceArray {
+        DeviceArray {
+            shape,
             dtype: self.dtype,
-            offset: self.offset + (start * self.dtype.size_bytes()) as u64,
+            offset: self.offset + bytes,
             buffer: self.buffer.clone(),
-        })
+        }
     }
 
     pub fn device(&self) -> &Arc<CudaDevice> {

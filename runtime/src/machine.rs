@@ -39,6 +39,24 @@ pub enum MachineError {
     },
 }
 
+/// Checks that a [`GpuMachine::view`] `view` at element `start` of `array` lies within it
+/// and has its dtype; returns where it starts, in bytes.
+pub fn checked_view(
+    array: &TensorType,
+    start: usize,
+    view: &TensorType,
+) -> Result<u64, MachineError> {
+    let end = start.checked_add(view.numel());
+    if view.dtype != array.dtype || end.is_none_or(|end| end > array.numel()) {
+        return Err(MachineError::ViewOutOfBounds {
+            array: array.clone(),
+            start,
+            view: view.clone(),
+        });
+    }
+    Ok((start * array.dtype.size_bytes()) as u64)
+}
+
 /// Checks that a [`GpuMachine::copy_elements`] of `len` elements stays within both arrays,
 /// of one dtype; returns its size in bytes.
 pub fn checked_copy(
@@ -206,13 +224,8 @@ impl GpuMachine for Arc<CudaDevice> {
         start: usize,
         ty: &TensorType,
     ) -> Result<DeviceArray, MachineError> {
-        array
-            .view(start, ty)
-            .ok_or_else(|| MachineError::ViewOutOfBounds {
-                array: Self::array_type(array),
-                start,
-                view: ty.clone(),
-            })
+        let bytes = checked_view(&Self::array_type(array), start, ty)?;
+        Ok(array.view_at(bytes, ty.shape.clone()))
     }
 
     fn copy_elements(

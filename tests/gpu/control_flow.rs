@@ -1,7 +1,7 @@
 //! Control flow on the GPU: every region's kernels on the device, queued by the host, the
 //! loops' values never leaving the device but for a `while`'s predicate and a `cond`'s index.
 
-use super::{device, Emulator};
+use super::{assert_close, device, Emulator};
 use ferrax::compiler::backend::gpu::{GpuMachine, GpuOptions, GpuProgram};
 use ferrax::runtime::interpret;
 use ferrax::{grad, jit, lax, Array, DType, Tensor, Tree};
@@ -69,15 +69,8 @@ fn gradients_of_an_rnn_on<M: GpuMachine + Clone>(gpu: &M, steps: usize) {
     for _ in 0..2 {
         let got = exe.run(&args).unwrap();
         for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-            assert_eq!(g.dims(), w.dims(), "result {k}");
-            let (g, w) = (g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
-            for (a, b) in g.iter().zip(&w) {
-                // 2e-5 a step's rounding (reassociated sums), over the steps' chain.
-                assert!(
-                    (a - b).abs() <= 1e-4 * b.abs().max(1.0),
-                    "{steps} steps, result {k}: {a} vs {b}"
-                );
-            }
+            // 2e-5 a step's rounding (reassociated sums), over the steps' chain.
+            assert_close(g, w, 1e-4, &format!("{steps} steps, result {k}"));
         }
     }
 }

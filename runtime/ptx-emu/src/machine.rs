@@ -7,7 +7,7 @@ use crate::memory::Memory;
 use crate::parse::Module;
 use crate::EmulatorError;
 use ferrax_ir::{DType, Shape, TensorType};
-use ferrax_runtime::machine::checked_copy;
+use ferrax_runtime::machine::{checked_copy, checked_view};
 use ferrax_runtime::{Array, GemmOperand, GpuMachine, MachineError, MatmulPrecision};
 use half::{bf16, f16};
 use std::cell::RefCell;
@@ -142,16 +142,8 @@ impl GpuMachine for Emulator {
         start: usize,
         ty: &TensorType,
     ) -> Result<EmulatedArray, MachineError> {
-        let end = start.checked_add(ty.numel());
-        if ty.dtype != array.ty.dtype || end.is_none_or(|end| end > array.ty.numel()) {
-            return Err(MachineError::ViewOutOfBounds {
-                array: array.ty.clone(),
-                start,
-                view: ty.clone(),
-            });
-        }
         Ok(EmulatedArray {
-            address: array.address + (start * ty.dtype.size_bytes()) as u64,
+            address: array.address + checked_view(&array.ty, start, ty)?,
             ty: ty.clone(),
         })
     }
