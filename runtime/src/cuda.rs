@@ -228,13 +228,12 @@ impl CudaDevice {
         })
     }
 
-    /// Loads a PTX module (once per distinct text while any holder of it lives).
+    /// Loads a PTX module (once per distinct text while any holder of it lives). The driver
+    /// compiles it on the calling thread, with no lock held: threads may load modules at once.
     pub fn load_module(&self, ptx: &str) -> Result<Arc<Module>, CudaError> {
-        let mut modules = lock(&self.modules);
-        if let Some(m) = modules.get(ptx).and_then(Weak::upgrade) {
+        if let Some(m) = lock(&self.modules).get(ptx).and_then(Weak::upgrade) {
             return Ok(m);
         }
-        modules.retain(|_, m| m.strong_count() > 0);
         self.bind()?;
         let text = CString::new(ptx).map_err(|_| CudaError::NoKernel("<PTX with NUL>".into()))?;
         // SAFETY: `text` is a NUL-terminated PTX image that outlives the call.
@@ -244,6 +243,8 @@ impl CudaDevice {
             ctx: self.ctx.clone(),
             stream: self.stream,
         });
+        let mut modules = lock(&self.modules);
+        modules.retain(|_, m| m.strong_count() > 0);
         modules.insert(ptx.to_string(), Arc::downgrade(&m));
         Ok(m)
     }

@@ -7,6 +7,7 @@
 use crate::cuda::{CudaDevice, CudaError, DeviceArray, Function, MatmulPrecision};
 use crate::Array;
 use ferrax_ir::{DType, Shape, TensorType};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// One operand of a [`GpuMachine::gemm`]: its address, leading dimension and batch stride, in
@@ -88,6 +89,18 @@ pub trait GpuMachine {
     fn compute_capability(&self) -> (i32, i32);
     /// Loads `ptx` and returns its entries `names`, in order.
     fn load(&self, ptx: &str, names: &[&str]) -> Result<Vec<Self::Function>, MachineError>;
+    /// Loads each of `modules` (PTX and the names of its entries) and returns all their
+    /// entries, in order. A machine may load them at once.
+    fn load_modules(
+        &self,
+        modules: &[(&str, &[&str])],
+    ) -> Result<Vec<Self::Function>, MachineError> {
+        let mut functions = Vec::new();
+        for (ptx, names) in modules {
+            functions.extend(self.load(ptx, names)?);
+        }
+        Ok(functions)
+    }
     fn multiprocessors(&self) -> u32;
     /// Blocks for a grid-stride kernel over `len` elements with blocks of `block` threads.
     fn grid_for(&self, len: usize, block: u32) -> u32;
@@ -185,6 +198,45 @@ impl GpuMachine for Arc<CudaDevice> {
             .iter()
             .map(|n| module.function(n))
             .collect::<Result<_, _>>()?)
+    }
+
+    /// On as many threads as the host has cores (at most one a module): the driver compiles
+    /// each module on the thread that loads it.
+    fn load_modules(&self, modules: &[(&str, &[&str])]) -> Result<Vec<Function>, MachineError> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = threads.min(modules.len());
+        let next = AtomicUsize::new(0);
+        let mut loaded: Vec<Option<Result<Vec<Function>, MachineError>>> =
+            modules.iter().map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut done = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some((ptx, names)) = modules.get(i) else {
+                                break;
+                            };
+                            done.push((i, self.load(ptx, names)));
+                        }
+                        done
+                    })
+                })
+                .collect();
+            for worker in workers {
+                for (i, result) in worker.join().unwrap_or_default() {
+                    loaded[i] = Some(result);
+                }
+            }
+        });
+        let mut functions = Vec::new();
+        for result in loaded {
+            let result =
+                result.ok_or_else(|| MachineError::Refused("a module load stopped".into()))?;
+            functions.extend(result?);
+        }
+        Ok(functions)
     }
 
     fn multiprocessors(&self) -> u32 {

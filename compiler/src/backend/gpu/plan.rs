@@ -12,7 +12,9 @@ use crate::backend::ptx::reduce::{ReduceKernel, ReduceLaunch};
 use crate::backend::ptx::rows::row_layout;
 use crate::backend::ptx::scatter::ScatterKernels;
 use crate::backend::ptx::Scatters;
-use crate::backend::ptx::{legal_kernel, render_legal_launches, Launch, MathMode, PtxTarget};
+use crate::backend::ptx::{
+    legal_kernel, module_text, render_pieces, split_modules, Launch, MathMode, PtxTarget,
+};
 use crate::fuse::{partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::LastReads;
@@ -43,6 +45,9 @@ pub struct GpuPlan {
     pub scatters: Vec<Scatters>,
     pub gathers: Vec<GatherKernel>,
     pub ptx: String,
+    /// The same entries in modules of about [`crate::backend::ptx::MODULE_BYTES`] each, in order, with how many
+    /// entry points each defines: what a device loads.
+    pub modules: Vec<(String, usize)>,
     /// Per control-flow call, its regions' plans.
     pub(super) calls: Vec<CallPlan>,
 }
@@ -121,14 +126,15 @@ impl GpuPlan {
             .map(|&i| CallPlan::new(&func.body[i].op, target, options))
             .collect::<Result<_, _>>()?;
         let (steps, launches, reduce_launches) = group_launches(func, steps, &kernels, &reductions);
-        let ptx = render_legal_launches(
+        let pieces = render_pieces(
             &legal_kernels,
             &launches,
             (&reductions, &reduce_launches),
             (&copies, &int_gemms, &scatters, &gathers),
-            target,
             mode,
         )?;
+        let ptx = module_text(target, &pieces);
+        let modules = split_modules(target, &pieces);
         let Liveness { frees, memory } = plan_liveness(func, &steps, &kernels, &launches);
         Ok(GpuPlan {
             func: func.clone(),
@@ -144,6 +150,7 @@ impl GpuPlan {
             scatters,
             gathers,
             ptx,
+            modules,
             calls,
         })
     }

@@ -45,11 +45,15 @@ impl<M: GpuMachine> GpuProgram<M> {
             .collect();
         names.extend(scatter_names.iter().map(String::as_str));
         names.extend(plan.gathers.iter().map(|g| g.name.as_str()));
-        let mut functions = if names.is_empty() {
-            Vec::new()
-        } else {
-            machine.load(&plan.ptx, &names)?
-        };
+        // Each module's entries are the next of `names`, which lists them in module order.
+        let mut modules = Vec::with_capacity(plan.modules.len());
+        let mut rest = names.as_slice();
+        for (ptx, entries) in &plan.modules {
+            let (mine, others) = rest.split_at((*entries).min(rest.len()));
+            modules.push((ptx.as_str(), mine));
+            rest = others;
+        }
+        let mut functions = machine.load_modules(&modules)?;
         let gather_functions = functions.split_off(functions.len() - plan.gathers.len());
         let mut scatter_entries = functions.split_off(functions.len() - scatter_names.len());
         let mut scatter_functions = Vec::with_capacity(plan.scatters.len());
