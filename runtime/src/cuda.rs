@@ -544,7 +544,7 @@ impl DeviceArray {
     }
 
     /// The array's elements from `bytes` on as an array of `shape`, sharing its buffer (the
-    /// caller checked that they lie within it: [`crate::machine::checked_view`]).
+    /// caller checked that they lie within it, with the machine module's `checked_view`).
     pub(crate) fn view_at(&self, bytes: u64, shape: Shape) -> DeviceArray {
         DeviceArray {
             shape,
