@@ -6,14 +6,17 @@
 //! program's. A call without compiled regions runs on the interpreter.
 
 use crate::memory::live;
-use ferrax_ir::{with_elements, Func, Op, Shape, TensorType};
-use ferrax_runtime::{eval_call, Array, RuntimeError};
+use ferrax_ir::{with_elements, Elements, Func, Op, Scalar, Shape, TensorType};
+use ferrax_runtime::{eval_call, recycle, Array, RuntimeError};
 
 /// A region compiled: an executable run on its operands (given by value, so their buffers may
 /// be reused).
 pub trait Region {
     fn run_donated(&self, args: Vec<Array>) -> Result<Vec<Array>, RuntimeError>;
     fn output_types(&self) -> Vec<TensorType>;
+    /// Takes back a result of an earlier run that is no longer needed, for its buffer to be
+    /// reused by later runs.
+    fn reclaim(&self, value: Array);
 }
 
 /// A call's regions, each compiled into an executable of its own (`R`).
@@ -178,18 +181,42 @@ fn row(x: &Array, t: usize) -> Result<Array, RuntimeError> {
     Array::new(Shape::new(dims.get(1..).unwrap_or_default().to_vec()), data)
 }
 
-/// `rows` (each of type `ty`) stacked along a new leading dimension.
-fn stack(rows: Vec<Array>, ty: &TensorType) -> Result<Array, RuntimeError> {
-    let mut dims = vec![rows.len()];
+/// A buffer for `length` rows of type `ty` stacked along a new leading dimension: a recycled
+/// one where there is one, as a fresh one's pages fault on first write.
+fn stacked_buffer(ty: &TensorType, length: usize) -> Result<Elements, RuntimeError> {
+    let mut dims = vec![length];
     dims.extend_from_slice(ty.dims());
-    let mut data = ferrax_ir::Elements::zeros(ty.dtype, 0);
-    with_elements!(&mut data, v => {
-        v.reserve(rows.len() * ty.numel());
-        for r in &rows {
-            v.extend_from_slice(r.as_slice()?);
-        }
+    let oom = || RuntimeError::OutOfMemory {
+        ty: TensorType::new(ty.dtype, dims.clone()),
+    };
+    let len = length.checked_mul(ty.numel()).ok_or_else(oom)?;
+    recycle::take(ty.dtype, len)
+        .or_else(|| Elements::try_splat(Scalar::zero(ty.dtype), len))
+        .ok_or_else(oom)
+}
+
+/// Writes `y` (of type `ty`) as row `t` of `stacked`.
+fn put_row(
+    stacked: &mut Elements,
+    t: usize,
+    ty: &TensorType,
+    y: &Array,
+) -> Result<(), RuntimeError> {
+    let n = ty.numel();
+    let wrong_length = || RuntimeError::DataLength {
+        shape: ty.shape.clone(),
+        len: y.elements().len(),
+    };
+    with_elements!(stacked, v => {
+        let row = y.as_slice()?;
+        let dst = t
+            .checked_mul(n)
+            .and_then(|at| v.get_mut(at..at + n))
+            .filter(|dst| dst.len() == row.len())
+            .ok_or_else(wrong_length)?;
+        dst.copy_from_slice(row);
     });
-    Array::new(Shape::new(dims), data)
+    Ok(())
 }
 
 fn scan(
@@ -205,7 +232,11 @@ fn scan(
     let consts = rest;
     let outputs = body.output_types();
     let per_step = outputs.get(carry..).unwrap_or_default();
-    let mut ys: Vec<Vec<Array>> = vec![Vec::with_capacity(length); per_step.len()];
+    // Each step's outputs go straight into their rows, and their buffers back to the body.
+    let mut ys = per_step
+        .iter()
+        .map(|ty| stacked_buffer(ty, length))
+        .collect::<Result<Vec<_>, _>>()?;
     for step in 0..length {
         let t = if reverse { length - 1 - step } else { step };
         let mut inputs = consts.clone();
@@ -216,15 +247,62 @@ fn scan(
         let mut out = body.run_donated(inputs)?;
         let y = out.split_off(carry.min(out.len()));
         carried = out;
-        for (stacked, y) in ys.iter_mut().zip(y) {
-            stacked.push(y);
+        for ((stacked, ty), y) in ys.iter_mut().zip(per_step).zip(y) {
+            put_row(stacked, t, ty, &y)?;
+            body.reclaim(y);
         }
     }
-    for (mut rows, ty) in ys.into_iter().zip(per_step) {
-        if reverse {
-            rows.reverse();
-        }
-        carried.push(stack(rows, ty)?);
+    for (data, ty) in ys.into_iter().zip(per_step) {
+        let mut dims = vec![length];
+        dims.extend_from_slice(ty.dims());
+        carried.push(Array::new(Shape::new(dims), data)?);
     }
     Ok(carried)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrax_ir::DType;
+
+    fn f32s(values: &[f32]) -> Array {
+        Array::new(
+            Shape::new(vec![values.len()]),
+            Elements::F32(values.to_vec()),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn rows_land_in_their_place_and_a_row_of_another_length_is_an_error() {
+        let ty = TensorType::new(DType::F32, [2]);
+        let mut stacked = stacked_buffer(&ty, 3).unwrap();
+        put_row(&mut stacked, 2, &ty, &f32s(&[5.0, 6.0])).unwrap();
+        put_row(&mut stacked, 0, &ty, &f32s(&[1.0, 2.0])).unwrap();
+        put_row(&mut stacked, 1, &ty, &f32s(&[3.0, 4.0])).unwrap();
+        assert_eq!(stacked, Elements::F32(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+        let short = put_row(&mut stacked, 1, &ty, &f32s(&[7.0]));
+        assert!(matches!(
+            short,
+            Err(RuntimeError::DataLength { len: 1, .. })
+        ));
+        let past_the_end = put_row(&mut stacked, 3, &ty, &f32s(&[7.0, 8.0]));
+        assert!(past_the_end.is_err());
+        let wrong_dtype = Array::new(Shape::new(vec![2]), Elements::I32(vec![1, 2])).unwrap();
+        assert!(put_row(&mut stacked, 0, &ty, &wrong_dtype).is_err());
+    }
+
+    #[test]
+    fn zero_size_rows_and_lengths_stack() {
+        let empty = TensorType::new(DType::F32, [0]);
+        let mut stacked = stacked_buffer(&empty, 4).unwrap();
+        put_row(&mut stacked, 3, &empty, &f32s(&[])).unwrap();
+        assert!(stacked.is_empty());
+        let ty = TensorType::new(DType::F32, [2]);
+        assert!(stacked_buffer(&ty, 0).unwrap().is_empty());
+        assert!(matches!(
+            stacked_buffer(&ty, usize::MAX),
+            Err(RuntimeError::OutOfMemory { .. })
+        ));
+    }
 }

@@ -7,7 +7,7 @@
 use crate::code::Code;
 use crate::control::{self, CompiledCall, Region};
 use crate::error::ArtifactError;
-use crate::gemm::{matmul, nt_layout, Gemm, NtLayout, Unit};
+use crate::gemm::{self, matmul, nt_layout, Gemm, NtLayout, Unit};
 use crate::indexing;
 use crate::kernel::Role;
 use crate::launch::{data_ptr, data_ptr_mut, launch, launch_rows};
@@ -15,6 +15,7 @@ use crate::memory::{live, MemoryReport};
 use crate::plan::{ExecStep, RunPlan};
 use crate::reuse::{in_place, take_unique};
 use crate::rounding;
+use crate::{threads, PARALLEL_THRESHOLD};
 use ferrax_ir::{DType, Elements, Func, Gather, Op, Scalar, Scatter, TensorType, ValueId};
 use ferrax_runtime::{check_args, eval_op, recycle, Array, RuntimeError};
 use std::collections::HashMap;
@@ -29,6 +30,8 @@ pub struct Executable {
     /// The compiled regions of control-flow steps, by the call's first instruction (a call
     /// without runs on the interpreter).
     calls: HashMap<usize, CompiledCall<Executable>>,
+    /// Whether runs start on rayon's pool: where a step splits its work across the threads.
+    on_pool: bool,
 }
 
 impl Executable {
@@ -42,6 +45,7 @@ impl Executable {
     /// `plan` run with `code`, the plan already checked against it.
     pub(crate) fn checked(plan: RunPlan, code: Code) -> Executable {
         Executable {
+            on_pool: threads() > 1 && plan.steps.iter().any(|s| splits(&plan, s)),
             plan,
             code,
             pool: Mutex::new(HashMap::new()),
@@ -231,6 +235,19 @@ impl Executable {
     /// Runs on `args` given by value: an input nothing else holds is donated, its buffer
     /// reused for later values once the program no longer needs it.
     pub fn run_donated(&self, args: Vec<Array>) -> Result<Vec<Array>, RuntimeError> {
+        // Parallel work started from a thread of the pool is a push onto its own queue; from
+        // outside, a hand-off to the pool and a wake-up back each time, with the caller's
+        // thread competing for the cores with the pool's. So a program with parallel steps
+        // (a loop's body, with its products, may start some at every iteration) runs on the
+        // pool, at the cost of one hand-off a run.
+        if self.on_pool && rayon::current_thread_index().is_none() {
+            return rayon::scope(|_| self.run_here(args));
+        }
+        self.run_here(args)
+    }
+
+    /// [`Executable::run_donated`] on the calling thread.
+    fn run_here(&self, args: Vec<Array>) -> Result<Vec<Array>, RuntimeError> {
         let func = &self.plan.func;
         check_args(func, &args)?;
         let mut values: Vec<Option<Array>> = args.into_iter().map(Some).collect();
@@ -364,6 +381,22 @@ impl Executable {
     }
 }
 
+/// Whether `step` of `plan` may split its work across the pool's threads (a control-flow
+/// call may, at every iteration).
+fn splits(plan: &RunPlan, step: &ExecStep) -> bool {
+    let elements = |i: usize| plan.func.body.get(i).map_or(0, |ins| ins.ty.numel());
+    match step {
+        ExecStep::Kernel(k) => plan
+            .kernels
+            .get(*k)
+            .is_some_and(|k| k.len >= PARALLEL_THRESHOLD),
+        ExecStep::Gemm(_, g, ..) => gemm::splits(g),
+        ExecStep::Gather(i, _) | ExecStep::Scatter(i, _) => elements(*i) >= PARALLEL_THRESHOLD,
+        ExecStep::Op(_) => false,
+        ExecStep::Call(_) => true,
+    }
+}
+
 /// `x` with its dimensions reordered to `perm`.
 fn permute(x: &Array, perm: &[usize]) -> Result<Array, RuntimeError> {
     eval_op(
@@ -381,5 +414,9 @@ impl Region for Executable {
 
     fn output_types(&self) -> Vec<TensorType> {
         self.plan.func.output_types()
+    }
+
+    fn reclaim(&self, value: Array) {
+        self.release(Some(value));
     }
 }

@@ -23,6 +23,11 @@ pub struct Gemm {
 /// Products below this many multiply-adds run on one thread.
 const GEMM_PARALLEL_THRESHOLD: usize = 1 << 18;
 
+/// Whether each of the product's matrix products is split across the pool's threads.
+pub(crate) fn splits(g: &Gemm) -> bool {
+    g.m.saturating_mul(g.n).saturating_mul(g.k) >= GEMM_PARALLEL_THRESHOLD && threads() > 1
+}
+
 /// The float types `gemm` multiplies, with their one (the product's scale), and their buffers.
 pub(crate) trait Unit: Copy + Default + Send + Sync + 'static {
     const ONE: Self;
@@ -120,7 +125,7 @@ pub(crate) fn matmul<T: Unit>(
     scratch: (&mut [T], &mut [T]),
 ) {
     let (m, n, k) = (g.m, g.n, g.k);
-    let parallelism = if m * n * k >= GEMM_PARALLEL_THRESHOLD && threads() > 1 {
+    let parallelism = if splits(g) {
         ::gemm::Parallelism::Rayon(threads())
     } else {
         ::gemm::Parallelism::None
