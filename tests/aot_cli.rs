@@ -151,3 +151,41 @@ fn several_programs_compile_into_a_directory() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("broken.fx"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A scan's `unroll` is lowered before simplification, as `jit` lowers it: fully unrolled,
+/// no loop is left in the artifact.
+#[test]
+fn scans_are_unrolled_as_jit_unrolls_them() {
+    let dir = std::env::temp_dir().join(format!("ferrax-aot-unroll-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let program = |attrs: &str| {
+        format!(
+            "func @main(%h0: f32[3], %xs: f32[4,3]) -> (f32[3]) {{
+  %h = scan %h0, %xs, consts=0, carry=1, length=4, {attrs}result=0, body=func @step(%h: f32[3], %x: f32[3]) -> (f32[3]) {{
+    %s = add %h, %x : f32[3]
+    %t = tanh %s : f32[3]
+    return %t
+  }} : f32[3]
+  return %h
+}}
+"
+        )
+    };
+    for (name, attrs, loops) in [("plain", "", true), ("unrolled", "unroll=4, ", false)] {
+        std::fs::write(path(&format!("{name}.fx")), program(attrs)).unwrap();
+        let fx = path(&format!("{name}.fx"));
+        let fxa = path(&format!("{name}.fxa"));
+        let out = tool(&["compile", &fx, "-o", &fxa]);
+        assert!(out.status.success(), "{name}: {out:?}");
+        let out = tool(&["inspect", &fxa]);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(text.contains("= scan "), loops, "{name}: {text}");
+        assert_eq!(
+            text.matches("= tanh ").count(),
+            if loops { 1 } else { 4 },
+            "{text}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

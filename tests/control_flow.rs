@@ -522,6 +522,53 @@ fn unrolled_scans_under_jit_match_and_differentiate() {
     assert!(e.contains("unroll must be at least 1"), "{e}");
 }
 
+fn fori_unrolled_with_a_traced_bound(x: Tensor) -> Tensor {
+    let n = x.sum(..).astype(DType::I32);
+    lax::fori_loop_unrolled(0, &n, |_, y: Tensor| &y * 2.0, x.clone(), 2) // @fori-unroll-traced
+}
+
+/// `fori_loop_unrolled` is the plain loop's scan unrolled: the same results, bit for bit, and
+/// gradients; with a traced bound it is an error at the call, as in JAX.
+#[test]
+fn fori_loop_unrolled_runs_as_the_plain_loop() {
+    let step = |w: &Tensor| {
+        let w = w.clone();
+        move |i: Tensor, y: Tensor| (y.matmul(&w) + i.astype(DType::F32) * 0.1).tanh()
+    };
+    let run = |unroll: Option<usize>| {
+        jit(move |(w, x): (Tensor, Tensor)| {
+            let loop_of = |w: &Tensor, x: Tensor| match unroll {
+                None => lax::fori_loop(1, 8, step(w), x),
+                Some(k) => lax::fori_loop_unrolled(1, 8, step(w), x, k),
+            };
+            let y = loop_of(&w, x.clone());
+            let g = grad(|w: Tensor| loop_of(&w, x.clone()).sum(..))(w.clone());
+            (y, g)
+        })
+    };
+    let w = Tensor::from_vec([2, 2], vec![0.9f32, -0.4, 0.3, 1.1]);
+    let x = Tensor::from_vec([3, 2], vec![0.2f32, -0.5, 0.1, 0.7, -0.3, 0.4]);
+    let (y1, g1) = run(None).call((w.clone(), x.clone())).unwrap();
+    for unroll in [2, 3, usize::MAX] {
+        let (y, g) = run(Some(unroll)).call((w.clone(), x.clone())).unwrap();
+        assert_eq!(v32(&y), v32(&y1), "unroll={unroll}");
+        for (a, b) in v32(&g).iter().zip(v32(&g1)) {
+            assert!((a - b).abs() <= 1e-6 * b.abs().max(1.0), "{a} vs {b}");
+        }
+    }
+    let traced = trace(
+        |x: Tensor| lax::fori_loop_unrolled(0, 3, |_, y: Tensor| &y * 2.0, x, 2),
+        &f32s(&[2]),
+    )
+    .unwrap();
+    assert!(traced.to_string().contains("unroll=2"), "{traced}");
+    let e = at_marker(
+        "fori-unroll-traced",
+        trace(fori_unrolled_with_a_traced_bound, &f32s(&[2])),
+    );
+    assert!(e.contains("unroll needs bounds known when tracing"), "{e}");
+}
+
 #[test]
 fn forward_mode_and_jacfwd_run_a_while_loop_once() {
     let f = |x: Tensor| {

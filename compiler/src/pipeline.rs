@@ -84,7 +84,8 @@ pub fn compile(func: &Func, backend: &Backend) -> Result<Compiled, PipelineError
 }
 
 /// `func` compiled for `backend` as it is, without simplifying it first (a program already
-/// simplified, or one whose exact instructions are under test).
+/// simplified, or one whose exact instructions are under test). Its scans' `unroll` is not
+/// lowered here: they run as plain loops, with the same results.
 pub fn compile_simplified(func: &Func, backend: &Backend) -> Result<Executable, PipelineError> {
     Ok(match backend {
         Backend::Interpreter => {

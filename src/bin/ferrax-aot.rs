@@ -16,6 +16,7 @@
 
 use ferrax::compiler::backend::{inspect_artifact, CpuExecutable};
 use ferrax::compiler::simplify::simplify;
+use ferrax::compiler::unroll::unroll_scans;
 use ferrax::{checkpoint, Array, Tensor};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -102,7 +103,8 @@ fn compile_file(program: &Path) -> Result<(Vec<u8>, usize), Failure> {
     } else {
         ferrax::stablehlo::load(&text)?
     };
-    let (simple, _) = simplify(&func)?;
+    // As `jit` does: scans with `unroll` unrolled, then simplified.
+    let (simple, _) = simplify(&unroll_scans(&func)?)?;
     let exe = CpuExecutable::compile(&simple)?;
     Ok((exe.to_artifact()?, exe.kernels().count()))
 }

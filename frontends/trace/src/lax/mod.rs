@@ -262,13 +262,43 @@ pub fn fori_loop<'a, 'b, T: Tree>(
     body_fn: impl Fn(Tensor, T) -> T,
     init: T,
 ) -> T {
-    let location = Location::caller();
-    let (lower, upper) = (lower.into(), upper.into());
+    fori_loop_at(
+        Location::caller(),
+        (lower.into(), upper.into()),
+        body_fn,
+        init,
+        None,
+    )
+}
+
+/// [`fori_loop`] with `unroll` steps per iteration of the compiled loop, as JAX's `unroll`
+/// (see [`ScanOptions::unroll`]; `usize::MAX` unrolls every step). As in JAX, only a loop
+/// whose bounds are Rust numbers can be unrolled: with a traced bound it is an error.
+#[track_caller]
+pub fn fori_loop_unrolled<'a, 'b, T: Tree>(
+    lower: impl Into<Operand<'a>>,
+    upper: impl Into<Operand<'b>>,
+    body_fn: impl Fn(Tensor, T) -> T,
+    init: T,
+    unroll: usize,
+) -> T {
+    let bounds = (lower.into(), upper.into());
+    fori_loop_at(Location::caller(), bounds, body_fn, init, Some(unroll))
+}
+
+fn fori_loop_at<T: Tree>(
+    location: &'static Location<'static>,
+    (lower, upper): (Operand<'_>, Operand<'_>),
+    body_fn: impl Fn(Tensor, T) -> T,
+    init: T,
+    unroll: Option<usize>,
+) -> T {
     if let (Operand::Number(lo), Operand::Number(hi)) = (&lower, &upper) {
         let (lo, hi) = (*lo as i32, *hi as i32);
         let length = usize::try_from(i64::from(hi) - i64::from(lo)).unwrap_or(0);
         let options = ScanOptions {
             length: Some(length),
+            unroll: unroll.unwrap_or(1),
             ..ScanOptions::default()
         };
         let step = |(i, carry): (Tensor, T), (): ()| {
@@ -284,14 +314,22 @@ pub fn fori_loop<'a, 'b, T: Tree>(
         Operand::Owned(t) => t.astype(DType::I32),
     };
     let (lo, hi) = (bound(lower), bound(upper));
-    for b in [&lo, &hi] {
-        if b.ndim() != 0 {
-            let mut leaves = Vec::new();
-            let def = init.flatten(&mut leaves);
-            let types: Vec<TensorType> = leaves.iter().map(|l| l.ty().clone()).collect();
-            let message = format!("fori_loop: bounds must be scalars, one is {}", b.ty());
-            return failed_tree(&def, &types, error_at(location, message));
-        }
+    let refused = if unroll.is_some() {
+        Some(
+            "fori_loop: unroll needs bounds known when tracing (Rust numbers), one is traced"
+                .to_string(),
+        )
+    } else {
+        [&lo, &hi]
+            .into_iter()
+            .find(|b| b.ndim() != 0)
+            .map(|b| format!("fori_loop: bounds must be scalars, one is {}", b.ty()))
+    };
+    if let Some(message) = refused {
+        let mut leaves = Vec::new();
+        let def = init.flatten(&mut leaves);
+        let types: Vec<TensorType> = leaves.iter().map(|l| l.ty().clone()).collect();
+        return failed_tree(&def, &types, error_at(location, message));
     }
     let (_, _, out) = while_loop_at(
         location,
