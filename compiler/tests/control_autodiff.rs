@@ -371,6 +371,23 @@ fn reverse_mode_through_a_scan_stores_each_steps_residuals() {
     );
 }
 
+#[test]
+fn one_backward_scan_serves_the_final_state_and_the_stacked_outputs() {
+    // Both results get cotangents: one forward scan and one backward scan (a call of one
+    // instruction per operand cotangent), not one of each per result.
+    let f = parse_func(&RNN.replace("REVERSE", "")).unwrap();
+    let program = vjp(&f).unwrap();
+    for body in ["step_backward", "step_vjp_forward"] {
+        let at: Vec<usize> = (0..program.body.len())
+            .filter(|&i| matches!(&program.body[i].op, Op::Scan(s) if s.body.name == body))
+            .collect();
+        let first = *at
+            .first()
+            .unwrap_or_else(|| panic!("no {body} scan in\n{program}"));
+        assert_eq!(program.call_instructions(first), at, "{body}: {program}");
+    }
+}
+
 /// The RNN step of `RNN`, checkpointed under `POLICY`, scanned 4 steps.
 const REMAT_RNN: &str = "
 func @rnn(%w: f64[2,2], %h: f64[2], %xs: f64[4,2]) -> (f64[4,2]) {

@@ -15,7 +15,7 @@ mod partial;
 mod rules;
 
 use emit::Emitter;
-use ferrax_ir::{verify, Func, FuncBuilder, TypeError, ValueId, VerifyError};
+use ferrax_ir::{verify, Func, FuncBuilder, Op, TypeError, ValueId, VerifyError};
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum AutodiffError {
@@ -101,14 +101,42 @@ pub fn vjp(func: &Func) -> Result<Func, AutodiffError> {
             ct[o.index()].push(g);
         }
     }
+    // Instructions whose cotangents were taken with another's (results of one scan).
+    let mut joined = vec![false; func.body.len()];
     for (i, ins) in func.body.iter().enumerate().rev() {
-        let out = func.instr_value(i);
-        let contributions = std::mem::take(&mut ct[out.index()]);
-        let Some(g) = accumulate::sum(&mut e, &contributions)? else {
+        if joined[i] {
             continue;
-        };
+        }
         let args: Vec<ValueId> = ins.args.iter().map(|a| primal[a.index()]).collect();
-        let contributions = rules::vjp(&mut e, &ins.op, &args, primal[out.index()], g)?;
+        let contributions = match &ins.op {
+            // The results of one scan, differentiated together: one backward scan for all.
+            Op::Scan(s) => {
+                let mut gs = vec![None; s.body.outputs.len()];
+                for j in call_members(func, i) {
+                    joined[j] = true;
+                    let taken = std::mem::take(&mut ct[func.instr_value(j).index()]);
+                    let k = func.body[j].op.call_result().map_or(0, |(k, _)| k);
+                    let slot = gs
+                        .get_mut(k)
+                        .ok_or(AutodiffError::Undefined(func.instr_value(j)))?;
+                    let mut terms = taken;
+                    terms.extend(slot.take());
+                    *slot = accumulate::sum(&mut e, &terms)?;
+                }
+                if gs.iter().all(Option::is_none) {
+                    continue;
+                }
+                rules::scan_vjp(&mut e, s, &args, &gs)?
+            }
+            _ => {
+                let out = func.instr_value(i);
+                let contributions = std::mem::take(&mut ct[out.index()]);
+                let Some(g) = accumulate::sum(&mut e, &contributions)? else {
+                    continue;
+                };
+                rules::vjp(&mut e, &ins.op, &args, primal[out.index()], g)?
+            }
+        };
         for (a, c) in ins.args.iter().zip(contributions) {
             let differentiable = func.value_type(*a).is_some_and(|t| t.dtype.is_float());
             if let (Some(c), true) = (c, differentiable) {
@@ -125,6 +153,21 @@ pub fn vjp(func: &Func) -> Result<Func, AutodiffError> {
         outputs.push(g);
     }
     finish(e, outputs)
+}
+
+/// Instruction `last` and the instructions just before it that are other results of its call
+/// (the same op but for `result`, the same operands). Every use of their values comes after
+/// `last`, so in reverse order their cotangents are complete when `last` is reached.
+fn call_members(func: &Func, last: usize) -> Vec<usize> {
+    let ins = &func.body[last];
+    let mut first = last;
+    while let Some(before) = first.checked_sub(1).map(|j| &func.body[j]) {
+        if before.args != ins.args || !before.op.same_call(&ins.op) {
+            break;
+        }
+        first -= 1;
+    }
+    (first..=last).collect()
 }
 
 fn finish(e: Emitter, outputs: Vec<ValueId>) -> Result<Func, AutodiffError> {

@@ -16,7 +16,7 @@ mod sort;
 use super::emit::{Emitter, R};
 use super::AutodiffError;
 pub(super) use control::Calls;
-use ferrax_ir::{Op, ValueId};
+use ferrax_ir::{Op, Scan, ValueId};
 
 /// Forward mode through a call that yields the primal result too, as `(primal, tangent)`:
 /// `while`, `cond`, `scan` and `remat` with some tangent (the primal call is then not
@@ -144,9 +144,26 @@ pub(super) fn vjp(
         Op::CustomVjp(c) => call::vjp(e, c, x, g),
         Op::While(_) => control::while_vjp(),
         Op::Cond(c) => control::cond_vjp(e, c, x, g),
-        Op::Scan(s) => scan::vjp(e, s, x, g),
+        Op::Scan(s) => {
+            let mut gs = vec![None; s.body.outputs.len()];
+            if let Some(slot) = gs.get_mut(s.result) {
+                *slot = Some(g);
+            }
+            scan::vjp(e, s, x, &gs)
+        }
         Op::Remat(r) => remat::vjp(e, r, x, g),
     }
+}
+
+/// The cotangents of a scan's operands from those of several of its results at once (`gs`, by
+/// result index): one backward scan for all of them.
+pub(super) fn scan_vjp(
+    e: &mut Emitter,
+    s: &Scan,
+    x: &[ValueId],
+    gs: &[Option<ValueId>],
+) -> R<Vec<Option<ValueId>>> {
+    scan::vjp(e, s, x, gs)
 }
 
 /// `t`, or zeros shaped like `like` where the tangent is symbolically zero.

@@ -166,7 +166,14 @@ fn backward_body(s: &Scan, n: &Counts, half: &Func, residuals: &[TensorType]) ->
     Ok(b.finish(outputs))
 }
 
-pub(super) fn vjp(e: &mut Emitter, s: &Scan, x: &[ValueId], g: ValueId) -> R<Vec<Option<ValueId>>> {
+/// The cotangents of the scan's operands, given its results' (`gs`, by result index, `None`
+/// where zero): one forward and one backward scan for all its results.
+pub(super) fn vjp(
+    e: &mut Emitter,
+    s: &Scan,
+    x: &[ValueId],
+    gs: &[Option<ValueId>],
+) -> R<Vec<Option<ValueId>>> {
     let n = Counts::of(s, x.len())?;
     let program = vjp_program(&s.body)?;
     let classes: Vec<Param> = [
@@ -203,7 +210,10 @@ pub(super) fn vjp(e: &mut Emitter, s: &Scan, x: &[ValueId], g: ValueId) -> R<Vec
     let y_types = s.body.output_types().split_off(n.c);
     let mut operands = x[..n.k].to_vec();
     for (i, ty) in p[n.k..n.k + n.c].iter().enumerate() {
-        operands.push(if s.result == i { g } else { e.splat(0.0, ty)? });
+        operands.push(match gs.get(i).copied().flatten() {
+            Some(g) => g,
+            None => e.splat(0.0, ty)?,
+        });
     }
     for ty in &p[..n.k] {
         operands.push(e.splat(0.0, ty)?);
@@ -211,9 +221,9 @@ pub(super) fn vjp(e: &mut Emitter, s: &Scan, x: &[ValueId], g: ValueId) -> R<Vec
     operands.extend(&residuals);
     operands.extend_from_slice(&x[n.k + n.c..]);
     for (j, ty) in y_types.iter().enumerate() {
-        operands.push(match s.result == n.c + j {
-            true => g,
-            false => e.splat(0.0, &stacked(ty, s.length))?,
+        operands.push(match gs.get(n.c + j).copied().flatten() {
+            Some(g) => g,
+            None => e.splat(0.0, &stacked(ty, s.length))?,
         });
     }
     // Results: the carried values' cotangents, the constants', then the scanned arrays'.
