@@ -844,7 +844,8 @@ fn assert_same_bits(got: &ferrax::Array, want: &ferrax::Array, what: &str) {
 /// Conversions to and from f16 and bf16 run in the CPU kernels as integer and f32 arithmetic
 /// (Cranelift has no such vector conversions): all 65,536 bit patterns of each half type widen,
 /// and f32 and f64 values (a dense sweep of bit patterns, ties in both directions, subnormals,
-/// overflow, NaN payloads) narrow, bit for bit as the interpreter (the `half` crate) does.
+/// overflow, NaN payloads) narrow, and round through bf16 to f32, bit for bit as the
+/// interpreter (the `half` crate) does.
 #[test]
 fn half_conversions_match_the_interpreter_bit_for_bit() {
     use half::{bf16, f16};
@@ -910,9 +911,16 @@ fn half_conversions_match_the_interpreter_bit_for_bit() {
         0x0000_0001,
     ]);
     let m = f32s.len();
+    // Also rounded to bf16 and widened back, which kernels compute in one step from f32.
     let narrow = |from: DType| {
         trace(
-            |x: Tensor| (x.astype(DType::F16), x.astype(DType::BF16)),
+            |x: Tensor| {
+                (
+                    x.astype(DType::F16),
+                    x.astype(DType::BF16),
+                    x.astype(DType::BF16).astype(DType::F32),
+                )
+            },
             &Tensor::spec(from, [m]),
         )
         .unwrap()

@@ -66,11 +66,21 @@ pub fn expand_conversions(kernel: &Kernel) -> Kernel {
     if !halves {
         return kernel.clone();
     }
+    // The new instruction of each of `kernel`'s, by index.
+    let mut emitted = Vec::with_capacity(kernel.body.len());
     rewrite(kernel, |e, _, ins, args| {
         let from = ins.args.first().map(|&a| kernel.body[a].dtype);
-        match (&ins.op, from) {
+        let new = match (&ins.op, from) {
             (KOp::Load(_) | KOp::Store(_), _) if is_half(ins.dtype) => {
                 e.op(ins.op.clone(), &args, DType::I32)
+            }
+            (KOp::Convert(DType::F32), Some(DType::BF16)) => {
+                match bf16_rounding_of_f32(kernel, ins.args[0]) {
+                    // f32 rounded to bf16 and back, in one step. The rounding to bf16 alone
+                    // is left to Cranelift, which drops it where nothing else reads it.
+                    Some(x) => round_through_bf16(e, emitted[x]),
+                    None => to_f32(e, args[0], DType::BF16),
+                }
             }
             (KOp::Convert(to), Some(from)) if is_half(from) => {
                 let wide = to_f32(e, args[0], from);
@@ -87,8 +97,36 @@ pub fn expand_conversions(kernel: &Kernel) -> Kernel {
                 from_f32(e, x, *to)
             }
             (op, _) => e.op(op.clone(), &args, ins.dtype),
-        }
+        };
+        emitted.push(new);
+        new
     })
+}
+
+/// The f32 value that instruction `i` of `kernel` rounds to bf16, if it is such a rounding.
+fn bf16_rounding_of_f32(kernel: &Kernel, i: usize) -> Option<usize> {
+    let ins = kernel.body.get(i)?;
+    let &x = ins.args.first()?;
+    let from = kernel.body.get(x)?.dtype;
+    (ins.op == KOp::Convert(DType::BF16) && from == DType::F32).then_some(x)
+}
+
+/// f32 `x` rounded to the nearest bf16 value (ties to even) and widened back to f32, as
+/// [`from_f32`] then [`to_f32`] compute it: the low 16 bits rounded away, a NaN quieted.
+fn round_through_bf16(e: &mut Emit, x: usize) -> usize {
+    let bits = e.bitcast(x, DType::I32);
+    let magnitude = int_op(e, BinaryOp::And, bits, 0x7fff_ffff);
+    let nan = int_cmp(e, CompareOp::Gt, magnitude, 0x7f80_0000);
+    let high = shr(e, bits, 16);
+    let odd = int_op(e, BinaryOp::And, high, 1);
+    let biased = int_op(e, BinaryOp::Add, bits, 0x7fff);
+    let biased = e.bin(BinaryOp::Add, biased, odd, DType::I32);
+    // 0xffff_0000: the top 16 bits, those bf16 keeps.
+    let rounded = int_op(e, BinaryOp::And, biased, -0x1_0000);
+    let quiet = int_op(e, BinaryOp::Or, bits, 0x40_0000);
+    let quiet = int_op(e, BinaryOp::And, quiet, -0x1_0000);
+    let rounded = int_select(e, nan, quiet, rounded);
+    e.bitcast(rounded, DType::F32)
 }
 
 fn int_c(e: &mut Emit, v: i64) -> usize {

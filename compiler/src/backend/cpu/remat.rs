@@ -138,7 +138,7 @@ impl Plan<'_> {
         copied: usize,
         j: usize,
         s: usize,
-        size: &mut usize,
+        budget: &mut Budget,
     ) -> Option<bool> {
         let kept =
             self.instr(a).is_none_or(|i| self.step[i] == Some(s)) || self.pinned[a.index()] >= j;
@@ -146,7 +146,7 @@ impl Plan<'_> {
         if kept || broadcast {
             return self.free_at(a, j, s).then_some(false);
         }
-        if self.can_copy(a, j, s, size) {
+        if self.can_copy(a, j, s, budget) {
             Some(true)
         } else {
             self.free_at(a, j, s).then_some(false)
@@ -154,7 +154,10 @@ impl Plan<'_> {
     }
 
     /// Whether `v` can be copied into step `s` for instruction `j` within the size budget.
-    fn can_copy(&self, v: ValueId, j: usize, s: usize, size: &mut usize) -> bool {
+    fn can_copy(&self, v: ValueId, j: usize, s: usize, budget: &mut Budget) -> bool {
+        if let Some(&known) = budget.decided.get(&v) {
+            return known;
+        }
         // A row kernel may run a product and its sum in different stages, uncontracted.
         let Some(i) = self
             .instr(v)
@@ -162,13 +165,37 @@ impl Plan<'_> {
         else {
             return false;
         };
-        *size += 1;
-        *size <= MAX_COPY
+        let (size, accepted) = (budget.size, budget.accepted.len());
+        budget.size += 1;
+        let copied = budget.size <= MAX_COPY
             && self.func.body[i]
                 .args
                 .iter()
-                .all(|&a| self.read(a, i, j, s, size).is_some())
+                .all(|&a| self.read(a, i, j, s, budget).is_some());
+        if copied {
+            budget.accepted.push(v);
+        } else {
+            // Nothing of a copy that is not made counts.
+            budget.size = size;
+            for u in budget.accepted.split_off(accepted) {
+                budget.decided.remove(&u);
+            }
+        }
+        budget.decided.insert(v, copied);
+        copied
     }
+}
+
+/// What one question to [`Plan::can_copy`] has settled: how many instructions the copy takes
+/// (each counted once, however many times it is read, as [`Rewrite::copy`] makes it once), and
+/// the values already decided, copied or not.
+#[derive(Default)]
+struct Budget {
+    size: usize,
+    decided: HashMap<ValueId, bool>,
+    /// The values accepted for copying, in order, so that a copy refused after them can take
+    /// back those made for it.
+    accepted: Vec<ValueId>,
 }
 
 /// Builds the new body: instructions of the original in order, copies before their readers.
@@ -204,7 +231,7 @@ impl Rewrite<'_> {
                     Op::BroadcastInDim { .. } | Op::Reduce { .. }
                 )
         });
-        if worth && p.can_copy(v, j, s, &mut 0) {
+        if worth && p.can_copy(v, j, s, &mut Budget::default()) {
             self.copy(v, j, s)
         } else {
             self.map[v.index()]
@@ -222,7 +249,7 @@ impl Rewrite<'_> {
         };
         let mut args = p.func.body[i].args.clone();
         for a in &mut args {
-            *a = match self.plan.read(*a, i, j, s, &mut 0) {
+            *a = match self.plan.read(*a, i, j, s, &mut Budget::default()) {
                 Some(true) => self.copy(*a, j, s),
                 _ => self.map[a.index()],
             };
