@@ -126,7 +126,7 @@ pub fn vjp(func: &Func) -> Result<Func, AutodiffError> {
                 if gs.iter().all(Option::is_none) {
                     continue;
                 }
-                rules::scan_vjp(&mut e, s, &args, &gs)?
+                rules::scan::vjp(&mut e, s, &args, &gs)?
             }
             _ => {
                 let out = func.instr_value(i);

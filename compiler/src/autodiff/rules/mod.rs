@@ -10,13 +10,13 @@ mod indexing;
 mod movement;
 mod reduce;
 mod remat;
-mod scan;
+pub(super) mod scan;
 mod sort;
 
 use super::emit::{Emitter, R};
 use super::AutodiffError;
 pub(super) use control::Calls;
-use ferrax_ir::{Op, Scan, ValueId};
+use ferrax_ir::{Op, ValueId};
 
 /// Forward mode through a call that yields the primal result too, as `(primal, tangent)`:
 /// `while`, `cond`, `scan` and `remat` with some tangent (the primal call is then not
@@ -153,17 +153,6 @@ pub(super) fn vjp(
         }
         Op::Remat(r) => remat::vjp(e, r, x, g),
     }
-}
-
-/// The cotangents of a scan's operands from those of several of its results at once (`gs`, by
-/// result index): one backward scan for all of them.
-pub(super) fn scan_vjp(
-    e: &mut Emitter,
-    s: &Scan,
-    x: &[ValueId],
-    gs: &[Option<ValueId>],
-) -> R<Vec<Option<ValueId>>> {
-    scan::vjp(e, s, x, gs)
 }
 
 /// `t`, or zeros shaped like `like` where the tangent is symbolically zero.

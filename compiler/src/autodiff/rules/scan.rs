@@ -168,7 +168,7 @@ fn backward_body(s: &Scan, n: &Counts, half: &Func, residuals: &[TensorType]) ->
 
 /// The cotangents of the scan's operands, given its results' (`gs`, by result index, `None`
 /// where zero): one forward and one backward scan for all its results.
-pub(super) fn vjp(
+pub(in crate::autodiff) fn vjp(
     e: &mut Emitter,
     s: &Scan,
     x: &[ValueId],
