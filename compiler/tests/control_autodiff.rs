@@ -388,6 +388,26 @@ fn one_backward_scan_serves_the_final_state_and_the_stacked_outputs() {
     }
 }
 
+#[test]
+fn one_backward_cond_serves_both_results() {
+    // Both of the switch's results get cotangents: the taken branch's reverse mode runs once
+    // for both (one call, one instruction per operand), not once per result.
+    let program = vjp(&parse_func(SWITCH).unwrap()).unwrap();
+    let at: Vec<usize> = (0..program.body.len())
+        .filter(
+            |&i| matches!(&program.body[i].op, Op::Cond(c) if c.branches[0].name.contains("_ct")),
+        )
+        .collect();
+    let first = *at
+        .first()
+        .unwrap_or_else(|| panic!("no backward cond in\n{program}"));
+    assert_eq!(program.call_instructions(first), at, "{program}");
+    let Op::Cond(c) = &program.body[first].op else {
+        unreachable!()
+    };
+    assert_eq!(c.branches[0].name, "b0_vjp_ct0_1", "{program}");
+}
+
 /// The RNN step of `RNN`, checkpointed under `POLICY`, scanned 4 steps.
 const REMAT_RNN: &str = "
 func @rnn(%w: f64[2,2], %h: f64[2], %xs: f64[4,2]) -> (f64[4,2]) {

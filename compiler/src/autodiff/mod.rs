@@ -101,33 +101,25 @@ pub fn vjp(func: &Func) -> Result<Func, AutodiffError> {
             ct[o.index()].push(g);
         }
     }
-    // Instructions whose cotangents were taken with another's (results of one scan).
+    // Instructions whose cotangents were taken with another's (results of one call).
     let mut joined = vec![false; func.body.len()];
     for (i, ins) in func.body.iter().enumerate().rev() {
         if joined[i] {
             continue;
         }
         let args: Vec<ValueId> = ins.args.iter().map(|a| primal[a.index()]).collect();
+        // The results of one scan or cond are differentiated together: one backward scan,
+        // or one pass of the taken branch's reverse mode, for all.
+        let mut joint = |e: &mut Emitter| joint_cotangents(e, func, i, &mut ct, &mut joined);
         let contributions = match &ins.op {
-            // The results of one scan, differentiated together: one backward scan for all.
-            Op::Scan(s) => {
-                let mut gs = vec![None; s.body.outputs.len()];
-                for j in call_members(func, i) {
-                    joined[j] = true;
-                    let taken = std::mem::take(&mut ct[func.instr_value(j).index()]);
-                    let k = func.body[j].op.call_result().map_or(0, |(k, _)| k);
-                    let slot = gs
-                        .get_mut(k)
-                        .ok_or(AutodiffError::Undefined(func.instr_value(j)))?;
-                    let mut terms = taken;
-                    terms.extend(slot.take());
-                    *slot = accumulate::sum(&mut e, &terms)?;
-                }
-                if gs.iter().all(Option::is_none) {
-                    continue;
-                }
-                rules::scan::vjp(&mut e, s, &args, &gs)?
-            }
+            Op::Scan(s) => match joint(&mut e)? {
+                Some(gs) => rules::scan::vjp(&mut e, s, &args, &gs)?,
+                None => continue,
+            },
+            Op::Cond(c) => match joint(&mut e)? {
+                Some(gs) => rules::control::cond_vjp(&mut e, c, &args, &gs)?,
+                None => continue,
+            },
             _ => {
                 let out = func.instr_value(i);
                 let contributions = std::mem::take(&mut ct[out.index()]);
@@ -153,6 +145,30 @@ pub fn vjp(func: &Func) -> Result<Func, AutodiffError> {
         outputs.push(g);
     }
     finish(e, outputs)
+}
+
+/// The summed cotangents of each result of the call whose last instruction is `last` (by
+/// result index; `None` where there are none, and no list where none has any), its
+/// instructions marked `joined`.
+fn joint_cotangents(
+    e: &mut Emitter,
+    func: &Func,
+    last: usize,
+    ct: &mut [Vec<ValueId>],
+    joined: &mut [bool],
+) -> Result<Option<Vec<Option<ValueId>>>, AutodiffError> {
+    let count = func.body[last].op.call_result().map_or(1, |(_, n)| n);
+    let mut gs = vec![None; count];
+    for j in call_members(func, last) {
+        joined[j] = true;
+        let value = func.instr_value(j);
+        let k = func.body[j].op.call_result().map_or(0, |(k, _)| k);
+        let slot = gs.get_mut(k).ok_or(AutodiffError::Undefined(value))?;
+        let mut terms = std::mem::take(&mut ct[value.index()]);
+        terms.extend(slot.take());
+        *slot = accumulate::sum(e, &terms)?;
+    }
+    Ok(gs.iter().any(Option::is_some).then_some(gs))
 }
 
 /// Instruction `last` and the instructions just before it that are other results of its call

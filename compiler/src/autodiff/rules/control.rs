@@ -175,45 +175,56 @@ fn cond_call(
     Ok((picked, args))
 }
 
-/// `branch`'s reverse mode for the cotangent of its output `k` alone: the operands and that
-/// cotangent to one cotangent per operand (the other outputs' cotangents are zeros).
-fn branch_vjp(branch: &Func, k: usize) -> R<Func> {
+/// `branch`'s reverse mode for the cotangents of its outputs `ks` (in that order): the
+/// operands and those cotangents to one cotangent per operand (the other outputs' cotangents
+/// are zeros).
+fn branch_vjp(branch: &Func, ks: &[usize]) -> R<Func> {
     let program = vjp_program(branch)?;
     let outputs = branch.output_types();
-    let mut b = FuncBuilder::new(format!("{}_ct{k}", program.name));
+    let name = ks
+        .iter()
+        .map(usize::to_string)
+        .collect::<Vec<_>>()
+        .join("_");
+    let mut b = FuncBuilder::new(format!("{}_ct{name}", program.name));
     let mut args: Vec<ValueId> = branch.params.iter().map(|t| b.param(t.clone())).collect();
-    let g = b.param(
-        outputs
-            .get(k)
-            .cloned()
-            .ok_or(AutodiffError::Undefined(ValueId(0)))?,
-    );
+    let mut gs = Vec::with_capacity(ks.len());
+    for &k in ks {
+        let ty = outputs.get(k).ok_or(AutodiffError::Undefined(ValueId(0)))?;
+        gs.push((k, b.param(ty.clone())));
+    }
     let mut e = Emitter { b };
     for (j, ty) in outputs.iter().enumerate() {
-        args.push(if j == k { g } else { e.splat(0.0, ty)? });
+        args.push(match gs.iter().find(|(k, _)| *k == j) {
+            Some(&(_, g)) => g,
+            None => e.splat(0.0, ty)?,
+        });
     }
     let all = e.b.inline(&program, &args)?;
     let cts = all.get(outputs.len()..).unwrap_or_default().to_vec();
     Ok(e.b.finish(cts))
 }
 
-pub(super) fn cond_vjp(
+/// The cotangents of the cond's operands, given its results' (`gs`, by result index, `None`
+/// where zero): the taken branch's reverse mode, once for all its results.
+pub(in crate::autodiff) fn cond_vjp(
     e: &mut Emitter,
     c: &Cond,
     x: &[ValueId],
-    g: ValueId,
+    gs: &[Option<ValueId>],
 ) -> R<Vec<Option<ValueId>>> {
     let Some((&index, operands)) = x.split_first() else {
         return Ok(Vec::new());
     };
+    let ks: Vec<usize> = (0..gs.len()).filter(|&k| gs[k].is_some()).collect();
     let branches: Vec<Func> = c
         .branches
         .iter()
-        .map(|b| branch_vjp(b, c.result))
+        .map(|b| branch_vjp(b, &ks))
         .collect::<R<_>>()?;
     let mut args = vec![index];
     args.extend_from_slice(operands);
-    args.push(g);
+    args.extend(gs.iter().flatten());
     let mut out = vec![None];
     for (j, &operand) in operands.iter().enumerate() {
         if !e.ty(operand)?.dtype.is_float() {

@@ -4,7 +4,7 @@
 
 mod call;
 mod contract;
-mod control;
+pub(super) mod control;
 mod elementwise;
 mod indexing;
 mod movement;
@@ -143,16 +143,17 @@ pub(super) fn vjp(
         Op::DotGeneral(dims) => contract::vjp(e, dims, x, g),
         Op::CustomVjp(c) => call::vjp(e, c, x, g),
         Op::While(_) => control::while_vjp(),
-        Op::Cond(c) => control::cond_vjp(e, c, x, g),
-        Op::Scan(s) => {
-            let mut gs = vec![None; s.body.outputs.len()];
-            if let Some(slot) = gs.get_mut(s.result) {
-                *slot = Some(g);
-            }
-            scan::vjp(e, s, x, &gs)
-        }
+        Op::Cond(c) => control::cond_vjp(e, c, x, &only(op, g)),
+        Op::Scan(s) => scan::vjp(e, s, x, &only(op, g)),
         Op::Remat(r) => remat::vjp(e, r, x, g),
     }
+}
+
+/// The cotangents of call `op`'s results, by result index: `g` for the result `op` yields,
+/// none for the others.
+fn only(op: &Op, g: ValueId) -> Vec<Option<ValueId>> {
+    let (k, count) = op.call_result().unwrap_or((0, 1));
+    (0..count).map(|j| (j == k).then_some(g)).collect()
 }
 
 /// `t`, or zeros shaped like `like` where the tangent is symbolically zero.
