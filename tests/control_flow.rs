@@ -74,6 +74,33 @@ fn fori_loop_compiles_once_whatever_the_trip_count() {
     assert_eq!(v32(&b), vec![8.0]);
 }
 
+/// A value that several branches close over is one operand of the `cond`, read by each.
+#[test]
+fn a_value_both_branches_read_is_passed_once() {
+    let pick = |(p, x, w, v): (Tensor, Tensor, Tensor, Tensor)| {
+        lax::cond(&p, |x: Tensor| &x * &w + &v, |x: Tensor| &x - &w, x)
+    };
+    let specs = (
+        Tensor::spec(DType::Bool, []),
+        f32s(&[2]),
+        f32s(&[2]),
+        f32s(&[2]),
+    );
+    let f = trace(pick, &specs).unwrap();
+    let cond = f.body.iter().find(|i| i.op.name() == "cond").unwrap();
+    // The predicate, `x`, then `w` once and `v`.
+    assert_eq!(cond.args.len(), 4, "{f}");
+    let x = Tensor::from_vec([2], vec![1.5f32, -2.0]);
+    let w = Tensor::from_vec([2], vec![2.0f32, 0.5]);
+    let v = Tensor::from_vec([2], vec![0.25f32, 1.0]);
+    let jitted = jit(pick);
+    for (p, want) in [(true, vec![3.25f32, 0.0]), (false, vec![-0.5, -2.5])] {
+        let args = (Tensor::scalar(p), x.clone(), w.clone(), v.clone());
+        assert_eq!(v32(&jitted.call(args.clone()).unwrap()), want, "p = {p}");
+        assert_eq!(v32(&pick(args)), want, "p = {p}, eagerly");
+    }
+}
+
 #[test]
 fn cond_and_switch_pick_one_branch() {
     let f = jit(|(p, k, x): (Tensor, Tensor, Tensor)| {

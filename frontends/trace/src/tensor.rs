@@ -153,6 +153,14 @@ impl Tensor {
         }
     }
 
+    /// Whether both are the same traced value (a value captured twice, say).
+    pub(crate) fn same_traced(&self, other: &Tensor) -> bool {
+        match (&self.0, &other.0) {
+            (Inner::Traced(a), Inner::Traced(b)) => a.same(b),
+            _ => false,
+        }
+    }
+
     pub(crate) fn trace_ctx(&self) -> Option<&Arc<TraceCtx>> {
         match &self.0 {
             Inner::Traced(t) => Some(t.ctx()),

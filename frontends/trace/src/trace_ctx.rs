@@ -52,6 +52,11 @@ impl Tracer {
     pub(crate) fn ctx(&self) -> &Arc<TraceCtx> {
         &self.ctx
     }
+
+    /// Whether `other` is the same value of the same trace.
+    pub(crate) fn same(&self, other: &Tracer) -> bool {
+        Arc::ptr_eq(&self.ctx, &other.ctx) && self.id == other.id
+    }
 }
 
 impl fmt::Debug for Tracer {
@@ -156,8 +161,7 @@ impl State {
                         t.ty
                     ));
                 }
-                let same = |c: &Tracer| Arc::ptr_eq(&c.ctx, &t.ctx) && c.id == t.id;
-                let k = match self.captures.iter().position(same) {
+                let k = match self.captures.iter().position(|c| c.same(t)) {
                     Some(k) => k,
                     None => {
                         self.captures.push(t.clone());

@@ -142,17 +142,26 @@ fn call_branches<A: Tree, R: Tree>(
             Err(e) => return failed_tree(out_def, out_types, e),
         }
     }
-    // Every branch takes the operand leaves, then what each branch closes over.
+    // Every branch takes the operand leaves, then what the branches close over, each value
+    // once however many branches read it.
     let mut params: Vec<TensorType> = leaves.iter().map(|l| l.ty().clone()).collect();
     let mut operands_all = vec![index];
     operands_all.extend(leaves.iter().cloned());
+    let mut captured: Vec<(&Tensor, usize)> = Vec::new();
     let mut maps = Vec::new();
     for t in &traced {
         let mut map: Vec<usize> = (0..leaves.len()).collect();
         for c in &t.captures {
-            map.push(params.len());
-            params.push(c.ty().clone());
-            operands_all.push(c.clone());
+            let k = match captured.iter().find(|(d, _)| d.same_traced(c)) {
+                Some(&(_, k)) => k,
+                None => {
+                    captured.push((c, params.len()));
+                    params.push(c.ty().clone());
+                    operands_all.push(c.clone());
+                    params.len() - 1
+                }
+            };
+            map.push(k);
         }
         maps.push(map);
     }
