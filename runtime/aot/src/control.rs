@@ -211,7 +211,7 @@ fn put_row(
         let row = y.as_slice()?;
         let dst = t
             .checked_mul(n)
-            .and_then(|at| v.get_mut(at..at + n))
+            .and_then(|at| v.get_mut(at..at.checked_add(n)?))
             .filter(|dst| dst.len() == row.len())
             .ok_or_else(wrong_length)?;
         dst.copy_from_slice(row);
