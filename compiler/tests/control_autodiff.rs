@@ -408,6 +408,78 @@ fn one_backward_cond_serves_both_results() {
     assert_eq!(c.branches[0].name, "b0_vjp_ct0_1", "{program}");
 }
 
+/// w13's step: the stacked outputs are `tanh(w h + x)²`, so the backward pass reads tanh's
+/// output itself as well as `1 - tanh²`.
+const SQUARED_RNN: &str = "
+func @rnn(%w: f64[2,2], %h: f64[2], %xs: f64[4,2]) -> (f64[4,2]) {
+  %ys = scan %w, %h, %xs, consts=1, carry=1, length=4, result=1, body=func @step(%w: f64[2,2], %h: f64[2], %x: f64[2]) -> (f64[2], f64[2]) {
+      %m = dot_general %w, %h, contract=[1]x[0] : f64[2]
+      %a = add %m, %x : f64[2]
+      %t = tanh %a : f64[2]
+      %s = mul %t, %t : f64[2]
+      return %t, %s
+    } : f64[4,2]
+  return %ys
+}";
+
+#[test]
+fn cheap_values_of_stored_ones_are_computed_again_not_stored() {
+    // tanh's output is stored for the squares' derivative anyway, so `1 - tanh²` is computed
+    // again from it in the backward scan (as JAX's rule for tanh does) rather than stored
+    // beside it: two residuals a step, the carried state and tanh's output.
+    let f = parse_func(SQUARED_RNN).unwrap();
+    let program = vjp(&f).unwrap();
+    let forward = program
+        .body
+        .iter()
+        .find_map(|ins| match &ins.op {
+            Op::Scan(s) if s.body.name == "step_vjp_forward" => Some(&s.body),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(forward.outputs.len(), 2 + 2, "{forward}");
+    assert_eq!(
+        count_in_scans(&program, "step_vjp_forward", "sub"),
+        0,
+        "{program}"
+    );
+    let backward_calls = program
+        .body
+        .iter()
+        .filter(|ins| matches!(&ins.op, Op::Scan(s) if s.body.name == "step_backward"))
+        .count();
+    assert_eq!(
+        count_in_scans(&program, "step_backward", "sub"),
+        backward_calls,
+        "{program}"
+    );
+    // The cotangents against central differences of <ct, f> along a direction.
+    let w = [0.9, -0.4, 0.3, 1.1];
+    let h = [0.2, -0.5];
+    let xs = [0.1, 0.7, -0.3, 0.2, 0.5, -0.8, 0.0, 0.4];
+    let args = [arr(&[2, 2], &w), arr(&[2], &h), arr(&[4, 2], &xs)];
+    let ct: Vec<f64> = (0..8).map(|i| 0.25 * i as f64 - 1.0).collect();
+    let mut all = args.to_vec();
+    all.push(arr(&[4, 2], &ct));
+    let out = interpret(&program, &all).unwrap();
+    let dirs = [
+        vec![0.3, -1.0, 0.5, 0.25],
+        vec![1.0, 0.5],
+        (0..8).map(|i| (i as f64 - 3.5) / 4.0).collect::<Vec<_>>(),
+    ];
+    let got: f64 = (0..3)
+        .map(|j| {
+            let g = floats(&out[1 + j]);
+            g.iter().zip(&dirs[j]).map(|(a, b)| a * b).sum::<f64>()
+        })
+        .sum();
+    let dot = |v: Vec<f64>| v.iter().zip(&ct).map(|(a, b)| a * b).sum::<f64>();
+    let d: Vec<Option<Vec<f64>>> = dirs.iter().cloned().map(Some).collect();
+    let step = 1e-6;
+    let want = (dot(moved(&f, &args, &d, step)) - dot(moved(&f, &args, &d, -step))) / (2.0 * step);
+    close(&[got], &[want], "vjp along a direction");
+}
+
 /// The RNN step of `RNN`, checkpointed under `POLICY`, scanned 4 steps.
 const REMAT_RNN: &str = "
 func @rnn(%w: f64[2,2], %h: f64[2], %xs: f64[4,2]) -> (f64[4,2]) {

@@ -12,7 +12,7 @@
 
 use super::emit::R;
 use super::AutodiffError;
-use ferrax_ir::{Func, FuncBuilder, Instr, Op, ValueId};
+use ferrax_ir::{BinaryOp, Func, FuncBuilder, Instr, Op, UnaryOp, ValueId};
 use std::collections::HashMap;
 
 /// How the program's parameters are reached from the backward half.
@@ -59,12 +59,15 @@ fn undefined(v: ValueId) -> AutodiffError {
 /// Splits `program`, whose parameters are classified by `params` and whose first
 /// `primal_outputs` outputs do not depend on a cotangent. `store(op, constant_only)` says
 /// whether a primal instruction of `op` is stored rather than computed again, given whether it
-/// reads only constants and work on them.
+/// reads only constants and work on them. Where `recompute_cheap`, a stored value of a cheap
+/// elementwise op whose operands the backward half has anyway is computed again there instead
+/// ([`recompute_cheap_residuals`]).
 pub(crate) fn split(
     program: &Func,
     params: &[Param],
     primal_outputs: usize,
     store: &dyn Fn(&Op, bool) -> bool,
+    recompute_cheap: bool,
 ) -> R<Split> {
     let program = &deduplicated(program)?;
     let n = program.params.len();
@@ -106,7 +109,24 @@ pub(crate) fn split(
             )));
         }
     }
-    // What the backward half needs; the stored values among them are the residuals.
+    let mut needed = needed_by_backward(program, &side, primal_outputs);
+    if recompute_cheap {
+        recompute_cheap_residuals(program, &mut side, &needed);
+        needed = needed_by_backward(program, &side, primal_outputs);
+    }
+    let residuals: Vec<ValueId> = (0..program.num_values())
+        .filter(|&v| needed[v] && side[v] == Side::Stored)
+        .map(|v| ValueId(v as u32))
+        .collect();
+    let forward = forward_half(program, params, &side, primal_outputs, &residuals)?;
+    let backward = backward_half(program, params, &side, primal_outputs, &residuals)?;
+    Ok(Split { forward, backward })
+}
+
+/// Which values the backward half needs (reads, or computes again from); the stored values
+/// among them are the residuals.
+fn needed_by_backward(program: &Func, side: &[Side], primal_outputs: usize) -> Vec<bool> {
+    let n = program.params.len();
     let mut needed = vec![false; program.num_values()];
     for o in &program.outputs[primal_outputs..] {
         needed[o.index()] = true;
@@ -118,13 +138,42 @@ pub(crate) fn split(
             }
         }
     }
-    let residuals: Vec<ValueId> = (0..program.num_values())
-        .filter(|&v| needed[v] && side[v] == Side::Stored)
-        .map(|v| ValueId(v as u32))
-        .collect();
-    let forward = forward_half(program, params, &side, primal_outputs, &residuals)?;
-    let backward = backward_half(program, params, &side, primal_outputs, &residuals)?;
-    Ok(Split { forward, backward })
+    needed
+}
+
+/// Ops a backward half computes again rather than read stored: a few instructions an element,
+/// fused into the kernels that read them.
+fn cheap(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Binary(BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Max | BinaryOp::Min)
+            | Op::Unary(UnaryOp::Neg | UnaryOp::Abs)
+            | Op::Select
+            | Op::Compare(_)
+            | Op::BroadcastInDim { .. }
+    )
+}
+
+/// Marks computed again in the backward half each stored value of a [`cheap`] op whose
+/// operands the backward half has without storing more: values it reads anyway (`needed`
+/// stored values, parameters it reads, work on constants), or values so marked. A scan's
+/// `1 - tanh²`, say, is then computed from tanh's stored output rather than stored beside
+/// it, as JAX's rule for `tanh` does. The residuals can only shrink: every operand of a value
+/// marked is itself a residual already or computed again.
+fn recompute_cheap_residuals(program: &Func, side: &mut [Side], needed: &[bool]) {
+    let n = program.params.len();
+    let at_hand = |v: usize, side: &[Side]| match side[v] {
+        Side::Available | Side::Recomputed => true,
+        Side::Stored => needed[v],
+        Side::Backward => false,
+    };
+    for (i, ins) in program.body.iter().enumerate() {
+        let v = n + i;
+        let operands_at_hand = ins.args.iter().all(|a| at_hand(a.index(), side));
+        if side[v] == Side::Stored && cheap(&ins.op) && operands_at_hand {
+            side[v] = Side::Recomputed;
+        }
+    }
 }
 
 /// `program` with each instruction that repeats an earlier one (the same op on the same

@@ -36,7 +36,7 @@ pub(super) fn vjp(
         .chain(std::iter::repeat_n(Param::Cotangent, n))
         .collect();
     let policy = r.policy;
-    let halves = split(&program, &classes, n, &|op, _| policy.saves(op))?;
+    let halves = split(&program, &classes, n, &|op, _| policy.saves(op), false)?;
     let saved_types = halves.forward.output_types().split_off(n);
     let forward = Op::Remat(Box::new(Remat {
         body: halves.forward,

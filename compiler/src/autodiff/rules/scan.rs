@@ -185,9 +185,8 @@ pub(in crate::autodiff) fn vjp(
     .into_iter()
     .flat_map(|(class, count)| std::iter::repeat_n(class, count))
     .collect();
-    let halves = split(&program, &classes, n.c + n.y, &|_, constant_only| {
-        !constant_only
-    })?;
+    let store = |_: &Op, constant_only: bool| !constant_only;
+    let halves = split(&program, &classes, n.c + n.y, &store, true)?;
     let residual_types = halves.forward.output_types().split_off(n.c + n.y);
     let forward = Op::Scan(Box::new(Scan {
         body: halves.forward,
