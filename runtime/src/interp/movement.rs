@@ -100,7 +100,46 @@ pub(super) fn broadcast_in_dim(x: &Array, ty: &TensorType, dims: &[usize]) -> El
 }
 
 pub(super) fn transpose(x: &Array, perm: &[usize]) -> Elements {
-    map_elements!(x.elements(), v => permuted(v, x, perm))
+    match last_two_swapped(perm) {
+        true => map_elements!(x.elements(), v => swap_last_two(v, x.dims())),
+        false => map_elements!(x.elements(), v => permuted(v, x, perm)),
+    }
+}
+
+/// Whether `perm` swaps the last two axes and keeps the others in place (a matrix transpose,
+/// or a batch of them).
+fn last_two_swapped(perm: &[usize]) -> bool {
+    let r = perm.len();
+    r >= 2
+        && perm[r - 2] == r - 1
+        && perm[r - 1] == r - 2
+        && perm[..r - 2].iter().enumerate().all(|(i, &p)| i == p)
+}
+
+/// `src` (row-major, of shape `dims`) with its last two axes swapped, by square tiles, so that
+/// both the reads and the writes run along cache lines (read one element per line of the
+/// source's rows, a large transpose misses the cache at every element).
+fn swap_last_two<T: Copy>(src: &[T], dims: &[usize]) -> Vec<T> {
+    const TILE: usize = 16;
+    let r = dims.len();
+    let (rows, cols) = (dims[r - 2], dims[r - 1]);
+    let Some(&first) = src.first() else {
+        return Vec::new();
+    };
+    let mut out = vec![first; src.len()];
+    let block = rows * cols;
+    for (s, o) in src.chunks_exact(block).zip(out.chunks_exact_mut(block)) {
+        for r0 in (0..rows).step_by(TILE) {
+            for c0 in (0..cols).step_by(TILE) {
+                for c in c0..(c0 + TILE).min(cols) {
+                    for r in r0..(r0 + TILE).min(rows) {
+                        o[c * rows + r] = s[r * cols + c];
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 pub(super) fn slice(x: &Array, ty: &TensorType, start: &[usize], steps: &[usize]) -> Elements {
@@ -213,4 +252,36 @@ pub(super) fn concatenate(
     axis: usize,
 ) -> Result<Elements, RuntimeError> {
     Ok(map_elements!(args[0].elements(), v => concatenate_typed(v, args, ty, axis)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tiled swap of the last two axes gives what the general permutation gives, across
+    /// tile edges, batches and empty shapes.
+    #[test]
+    fn swapping_the_last_two_axes_by_tiles_is_the_permutation() {
+        for dims in [
+            vec![1, 1],
+            vec![3, 17],
+            vec![33, 16],
+            vec![2, 40, 5],
+            vec![2, 3, 19, 21],
+            vec![0, 4],
+            vec![4, 0, 3],
+        ] {
+            let n: usize = dims.iter().product();
+            let x = Array::from_vec(dims.clone(), (0..n).map(|i| i as f32).collect()).unwrap();
+            let r = dims.len();
+            let mut perm: Vec<usize> = (0..r).collect();
+            perm.swap(r - 2, r - 1);
+            assert!(last_two_swapped(&perm));
+            let v = x.as_slice::<f32>().unwrap();
+            assert_eq!(swap_last_two(v, &dims), permuted(v, &x, &perm), "{dims:?}");
+        }
+        assert!(!last_two_swapped(&[1, 0, 2]));
+        assert!(!last_two_swapped(&[2, 1, 0]));
+        assert!(!last_two_swapped(&[0]));
+    }
 }
