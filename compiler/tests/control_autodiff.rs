@@ -342,6 +342,13 @@ fn count_in_scans(program: &Func, body: &str, name: &str) -> usize {
         .sum()
 }
 
+/// The instructions of `program` that are scans whose body is named `body`.
+fn scans_of(program: &Func, body: &str) -> Vec<usize> {
+    (0..program.body.len())
+        .filter(|&i| matches!(&program.body[i].op, Op::Scan(s) if s.body.name == body))
+        .collect()
+}
+
 #[test]
 fn reverse_mode_through_a_scan_stores_each_steps_residuals() {
     // As JAX does: the backward scan reads the forward values it needs (tanh's output, sin's
@@ -358,11 +365,7 @@ fn reverse_mode_through_a_scan_stores_each_steps_residuals() {
     }
     // The two products of the step's transpose (the cotangents of `w` and `h`), not the
     // forward one.
-    let calls = program
-        .body
-        .iter()
-        .filter(|ins| matches!(&ins.op, Op::Scan(s) if s.body.name == backward))
-        .count();
+    let calls = scans_of(&program, backward).len();
     assert!(calls > 0, "{program}");
     assert_eq!(
         count_in_scans(&program, backward, "dot_general"),
@@ -378,9 +381,7 @@ fn one_backward_scan_serves_the_final_state_and_the_stacked_outputs() {
     let f = parse_func(&RNN.replace("REVERSE", "")).unwrap();
     let program = vjp(&f).unwrap();
     for body in ["step_backward", "step_vjp_forward"] {
-        let at: Vec<usize> = (0..program.body.len())
-            .filter(|&i| matches!(&program.body[i].op, Op::Scan(s) if s.body.name == body))
-            .collect();
+        let at = scans_of(&program, body);
         let first = *at
             .first()
             .unwrap_or_else(|| panic!("no {body} scan in\n{program}"));
@@ -443,11 +444,7 @@ fn cheap_values_of_stored_ones_are_computed_again_not_stored() {
         0,
         "{program}"
     );
-    let backward_calls = program
-        .body
-        .iter()
-        .filter(|ins| matches!(&ins.op, Op::Scan(s) if s.body.name == "step_backward"))
-        .count();
+    let backward_calls = scans_of(&program, "step_backward").len();
     assert_eq!(
         count_in_scans(&program, "step_backward", "sub"),
         backward_calls,

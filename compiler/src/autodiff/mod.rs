@@ -15,7 +15,8 @@ mod partial;
 mod rules;
 
 use emit::Emitter;
-use ferrax_ir::{verify, Func, FuncBuilder, Op, TypeError, ValueId, VerifyError};
+use ferrax_ir::{verify, Func, FuncBuilder, TypeError, ValueId, VerifyError};
+use std::ops::RangeInclusive;
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum AutodiffError {
@@ -107,28 +108,16 @@ pub fn vjp(func: &Func) -> Result<Func, AutodiffError> {
         if joined[i] {
             continue;
         }
-        let args: Vec<ValueId> = ins.args.iter().map(|a| primal[a.index()]).collect();
-        // The results of one scan or cond are differentiated together: one backward scan,
-        // or one pass of the taken branch's reverse mode, for all.
-        let mut joint = |e: &mut Emitter| joint_cotangents(e, func, i, &mut ct, &mut joined);
-        let contributions = match &ins.op {
-            Op::Scan(s) => match joint(&mut e)? {
-                Some(gs) => rules::scan::vjp(&mut e, s, &args, &gs)?,
-                None => continue,
-            },
-            Op::Cond(c) => match joint(&mut e)? {
-                Some(gs) => rules::control::cond_vjp(&mut e, c, &args, &gs)?,
-                None => continue,
-            },
-            _ => {
-                let out = func.instr_value(i);
-                let contributions = std::mem::take(&mut ct[out.index()]);
-                let Some(g) = accumulate::sum(&mut e, &contributions)? else {
-                    continue;
-                };
-                rules::vjp(&mut e, &ins.op, &args, primal[out.index()], g)?
-            }
+        let members = match rules::joins_results(&ins.op) {
+            true => call_members(func, i),
+            false => i..=i,
         };
+        let Some(gs) = cotangents(&mut e, func, members, &mut ct, &mut joined)? else {
+            continue;
+        };
+        let args: Vec<ValueId> = ins.args.iter().map(|a| primal[a.index()]).collect();
+        let y = primal[func.instr_value(i).index()];
+        let contributions = rules::vjp(&mut e, &ins.op, &args, y, &gs)?;
         for (a, c) in ins.args.iter().zip(contributions) {
             let differentiable = func.value_type(*a).is_some_and(|t| t.dtype.is_float());
             if let (Some(c), true) = (c, differentiable) {
@@ -147,19 +136,22 @@ pub fn vjp(func: &Func) -> Result<Func, AutodiffError> {
     finish(e, outputs)
 }
 
-/// The summed cotangents of each result of the call whose last instruction is `last` (by
-/// result index; `None` where there are none, and no list where none has any), its
-/// instructions marked `joined`.
-fn joint_cotangents(
+/// The summed cotangents of the results that instructions `members` (of one call, or one
+/// instruction) yield, by result index (`None` where there are none; no list where none has
+/// any), the instructions marked `joined`.
+fn cotangents(
     e: &mut Emitter,
     func: &Func,
-    last: usize,
+    members: RangeInclusive<usize>,
     ct: &mut [Vec<ValueId>],
     joined: &mut [bool],
 ) -> Result<Option<Vec<Option<ValueId>>>, AutodiffError> {
-    let count = func.body[last].op.call_result().map_or(1, |(_, n)| n);
+    let count = func.body[*members.end()]
+        .op
+        .call_result()
+        .map_or(1, |(_, n)| n);
     let mut gs = vec![None; count];
-    for j in call_members(func, last) {
+    for j in members {
         joined[j] = true;
         let value = func.instr_value(j);
         let k = func.body[j].op.call_result().map_or(0, |(k, _)| k);
@@ -174,7 +166,7 @@ fn joint_cotangents(
 /// Instruction `last` and the instructions just before it that are other results of its call
 /// (the same op but for `result`, the same operands). Every use of their values comes after
 /// `last`, so in reverse order their cotangents are complete when `last` is reached.
-fn call_members(func: &Func, last: usize) -> Vec<usize> {
+fn call_members(func: &Func, last: usize) -> RangeInclusive<usize> {
     let ins = &func.body[last];
     let mut first = last;
     while let Some(before) = first.checked_sub(1).map(|j| &func.body[j]) {
@@ -183,7 +175,7 @@ fn call_members(func: &Func, last: usize) -> Vec<usize> {
         }
         first -= 1;
     }
-    (first..=last).collect()
+    first..=last
 }
 
 fn finish(e: Emitter, outputs: Vec<ValueId>) -> Result<Func, AutodiffError> {

@@ -109,13 +109,58 @@ pub(super) fn jvp(
     }
 }
 
+/// Whether reverse mode takes the cotangents of all of `op`'s results at once, the
+/// instructions of its other results with it: one backward scan, one pass of the taken
+/// branch's VJP program, for all of them.
+pub(super) fn joins_results(op: &Op) -> bool {
+    match op {
+        Op::Cond(_) | Op::Scan(_) => true,
+        Op::While(_)
+        | Op::Remat(_)
+        | Op::CustomVjp(_)
+        | Op::Constant(_)
+        | Op::Iota { .. }
+        | Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Compare(_)
+        | Op::Select
+        | Op::Clamp
+        | Op::Convert { .. }
+        | Op::BitcastConvert { .. }
+        | Op::BroadcastInDim { .. }
+        | Op::Reshape { .. }
+        | Op::Transpose { .. }
+        | Op::Reduce { .. }
+        | Op::DotGeneral(_)
+        | Op::Slice { .. }
+        | Op::Pad { .. }
+        | Op::Concatenate { .. }
+        | Op::Gather(_)
+        | Op::Scatter(_)
+        | Op::DynamicSlice { .. }
+        | Op::DynamicUpdateSlice
+        | Op::StopGradient
+        | Op::Sort { .. }
+        | Op::Argsort { .. } => false,
+    }
+}
+
 pub(super) fn vjp(
     e: &mut Emitter,
     op: &Op,
     x: &[ValueId],
     y: ValueId,
-    g: ValueId,
+    gs: &[Option<ValueId>],
 ) -> R<Vec<Option<ValueId>>> {
+    // The cotangent of the result this instruction yields (all of a scan's or cond's are in
+    // `gs`, see `joins_results`).
+    let own = op.call_result().map_or(0, |(k, _)| k);
+    let g = || {
+        gs.get(own)
+            .copied()
+            .flatten()
+            .ok_or(AutodiffError::Undefined(y))
+    };
     match op {
         Op::Constant(_) | Op::Iota { .. } => Ok(Vec::new()),
         Op::Compare(_) => Ok(vec![None, None]),
@@ -123,37 +168,36 @@ pub(super) fn vjp(
         Op::Sort {
             dimension,
             descending,
-        } => Ok(vec![Some(sort::vjp(e, *dimension, *descending, x[0], g)?)]),
-        Op::Unary(u) => Ok(vec![elementwise::unary_vjp(e, *u, x[0], y, g)?]),
-        Op::Binary(b) => elementwise::binary_vjp(e, *b, x, y, g),
-        Op::Select => elementwise::select_vjp(e, x, g),
-        Op::Clamp => elementwise::clamp_vjp(e, x, g),
-        Op::Convert { .. } => Ok(vec![elementwise::convert_vjp(e, x[0], g)?]),
+        } => Ok(vec![Some(sort::vjp(
+            e,
+            *dimension,
+            *descending,
+            x[0],
+            g()?,
+        )?)]),
+        Op::Unary(u) => Ok(vec![elementwise::unary_vjp(e, *u, x[0], y, g()?)?]),
+        Op::Binary(b) => elementwise::binary_vjp(e, *b, x, y, g()?),
+        Op::Select => elementwise::select_vjp(e, x, g()?),
+        Op::Clamp => elementwise::clamp_vjp(e, x, g()?),
+        Op::Convert { .. } => Ok(vec![elementwise::convert_vjp(e, x[0], g()?)?]),
         Op::BroadcastInDim { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
         | Op::Slice { .. }
         | Op::Pad { .. }
-        | Op::Concatenate { .. } => movement::vjp(e, op, x, g),
-        Op::Gather(gather) => indexing::gather_vjp(e, gather, x, g),
-        Op::DynamicSlice { .. } => indexing::dynamic_slice_vjp(e, x, g),
-        Op::DynamicUpdateSlice => indexing::update_slice_vjp(e, x, g),
-        Op::Scatter(s) => indexing::scatter_vjp(e, s, x, y, g),
-        Op::Reduce { op: r, axes } => Ok(vec![reduce::vjp(e, *r, axes, x[0], y, g)?]),
-        Op::DotGeneral(dims) => contract::vjp(e, dims, x, g),
-        Op::CustomVjp(c) => call::vjp(e, c, x, g),
+        | Op::Concatenate { .. } => movement::vjp(e, op, x, g()?),
+        Op::Gather(gather) => indexing::gather_vjp(e, gather, x, g()?),
+        Op::DynamicSlice { .. } => indexing::dynamic_slice_vjp(e, x, g()?),
+        Op::DynamicUpdateSlice => indexing::update_slice_vjp(e, x, g()?),
+        Op::Scatter(s) => indexing::scatter_vjp(e, s, x, y, g()?),
+        Op::Reduce { op: r, axes } => Ok(vec![reduce::vjp(e, *r, axes, x[0], y, g()?)?]),
+        Op::DotGeneral(dims) => contract::vjp(e, dims, x, g()?),
+        Op::CustomVjp(c) => call::vjp(e, c, x, g()?),
         Op::While(_) => control::while_vjp(),
-        Op::Cond(c) => control::cond_vjp(e, c, x, &only(op, g)),
-        Op::Scan(s) => scan::vjp(e, s, x, &only(op, g)),
-        Op::Remat(r) => remat::vjp(e, r, x, g),
+        Op::Cond(c) => control::cond_vjp(e, c, x, gs),
+        Op::Scan(s) => scan::vjp(e, s, x, gs),
+        Op::Remat(r) => remat::vjp(e, r, x, g()?),
     }
-}
-
-/// The cotangents of call `op`'s results, by result index: `g` for the result `op` yields,
-/// none for the others.
-fn only(op: &Op, g: ValueId) -> Vec<Option<ValueId>> {
-    let (k, count) = op.call_result().unwrap_or((0, 1));
-    (0..count).map(|j| (j == k).then_some(g)).collect()
 }
 
 /// `t`, or zeros shaped like `like` where the tangent is symbolically zero.
