@@ -1,13 +1,15 @@
-//! Ahead-of-time artifacts of CPU executables: every program of the test corpus, the gradient
-//! programs and the benchmark workloads, written to an artifact and loaded back with no code
-//! generation, computes the compiled executable's results bit for bit; and no damaged,
-//! foreign or future artifact is loaded, each refused with an error saying why.
+//! Ahead-of-time artifacts of CPU executables and (at the end, on the emulated GPU) of GPU
+//! programs: every program of the test corpus, the gradient programs and (on the CPU) the
+//! benchmark workloads, written to an artifact and loaded back with no code generation,
+//! computes the compiled program's results bit for bit; and no damaged, foreign or future
+//! artifact is loaded, each refused with an error saying why.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use ciborium::Value;
 use common::fusion::float_bits;
+use ferrax::aot_runtime::ArtifactTarget;
 use ferrax::compiler::backend::{inspect_artifact, ArtifactError, CpuExecutable};
 use ferrax::compiler::simplify::simplify;
 use ferrax::{Array, DType, Tensor};
@@ -79,7 +81,10 @@ fn inspect_reads_the_signature_target_and_plan() {
     let info = inspect_artifact(&bytes).unwrap();
     assert_eq!(info.inputs.len(), 2);
     assert_eq!(info.outputs.len(), 2);
-    assert_eq!(info.target.arch, std::env::consts::ARCH);
+    match &info.target {
+        ArtifactTarget::Cpu(t) => assert_eq!(t.arch, std::env::consts::ARCH),
+        other => panic!("a CPU executable's artifact targets {other}"),
+    }
     assert!(info.kernels.len() >= 2 && info.code_bytes > 0, "{info:?}");
     assert_eq!(info.fused, exe.fused());
 }
@@ -136,11 +141,12 @@ fn foreign_and_future_artifacts_are_refused() {
         ciborium::into_writer(&plan, &mut encoded).unwrap();
         reseal(&encoded, code)
     };
-    let other_arch = edit(&|p| *field(field(p, "target"), "arch") = Value::Text("riscv64".into()));
+    let other_arch =
+        edit(&|p| *field(field(cpu(p), "target"), "arch") = Value::Text("riscv64".into()));
     let e = CpuExecutable::from_artifact(&other_arch).err().unwrap();
     assert!(e.to_string().contains("riscv64"), "{e}");
     let unknown_feature = edit(&|p| {
-        let Value::Array(features) = field(field(p, "target"), "features") else {
+        let Value::Array(features) = field(field(cpu(p), "target"), "features") else {
             panic!("features")
         };
         features.push(Value::Text("quantum".into()));
@@ -176,9 +182,22 @@ fn foreign_and_future_artifacts_are_refused() {
     assert!(loaded.run(&[args[1].clone(), args[0].clone()]).is_err());
 }
 
+/// A CPU artifact's contents: its target and executables.
+fn cpu(plan: &mut Value) -> &mut Value {
+    field(field(plan, "contents"), "Cpu")
+}
+
+/// A GPU artifact's first part (the program's own plan).
+fn gpu_part(plan: &mut Value) -> &mut Value {
+    let Value::Array(parts) = field(field(field(plan, "contents"), "Gpu"), "parts") else {
+        panic!("no parts")
+    };
+    &mut parts[0]
+}
+
 /// The plan's first executable (the program's own).
 fn top(plan: &mut Value) -> &mut Value {
-    let Value::Array(parts) = field(plan, "executables") else {
+    let Value::Array(parts) = field(cpu(plan), "executables") else {
         panic!("no executables")
     };
     &mut parts[0]
@@ -421,4 +440,191 @@ fn artifacts_carry_loops() {
     let outputs = alone.call(arrays).unwrap();
     assert_eq!(bits(&Tensor::new(outputs[0].clone())), bits(&want_last));
     assert_eq!(bits(&Tensor::new(outputs[1].clone())), bits(&want_ys));
+}
+
+/// A program with loops and a branch, whose regions travel as plans of their own.
+fn loops_program() -> ferrax::Func {
+    use ferrax::lax;
+    let f = |(x, w, k): (Tensor, Tensor, Tensor)| {
+        let y = lax::fori_loop(0, 3, |_, y: Tensor| (y.matmul(&w) * 0.5).tanh() + &y, x);
+        let (last, ys) = lax::scan(
+            |c: Tensor, r: Tensor| (&c + &r, (&c * &r).exp()),
+            y.sum(0),
+            y.clone(),
+        );
+        let picked = lax::switch(&k, [&|a: Tensor| a.sin(), &|a: Tensor| -a], last);
+        (picked, ys)
+    };
+    let specs = (
+        Tensor::spec(DType::F32, [4, 8]),
+        Tensor::spec(DType::F32, [8, 8]),
+        Tensor::spec(DType::I32, []),
+    );
+    simplify(&ferrax::trace(f, &specs).unwrap()).unwrap().0
+}
+
+/// GPU artifacts, planned and loaded on the emulated GPU: every program of the test corpus,
+/// the gradient programs and a program with loops, loaded back from its artifact with no
+/// compiler, computes what the compiled program computes, bit for bit, with the same host
+/// steps and regions.
+#[test]
+fn gpu_artifacts_compute_what_their_programs_compute() {
+    use ferrax::aot_runtime::gpu::{GpuProgram as Loaded, GpuTarget};
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    let emulator = ferrax_ptx_emu::Emulator::default();
+    let mut programs = common::corpus();
+    programs.extend(common::gradient_programs());
+    programs.push(("loops", loops_program()));
+    let mut entries = 0;
+    for (name, func) in programs {
+        let (simple, _) = simplify(&func).unwrap();
+        let gpu = GpuProgram::compile(&simple, &emulator, GpuOptions::HIGHEST).unwrap();
+        let bytes = gpu.to_artifact(b"caller", b"compiler").unwrap();
+        let (loaded, info) =
+            Loaded::from_artifact(&bytes, &emulator).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let sm80 = GpuTarget { major: 8, minor: 0 };
+        assert_eq!(info.target, ArtifactTarget::Gpu(sm80), "{name}");
+        assert_eq!(
+            (&info.metadata[..], &info.notes[..]),
+            (&b"caller"[..], &b"compiler"[..])
+        );
+        assert_eq!(info.memory, gpu.memory(), "{name}");
+        assert_eq!(loaded.host_steps(), gpu.host_steps(), "{name}");
+        let args = common::inputs(&simple, 7);
+        let want = gpu.run(&args).unwrap();
+        let got = loaded.run(&args).unwrap();
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            if g.dtype().is_float() {
+                assert_eq!(float_bits(g), float_bits(w), "{name} output {k}");
+            } else {
+                assert_eq!(g, w, "{name} output {k}");
+            }
+        }
+        if name == "loops" {
+            assert!(loaded.regions().count() >= 3, "{name}: regions lost");
+        }
+        entries += info.kernels.len();
+    }
+    assert!(entries >= 50, "only {entries} entries");
+}
+
+/// A damaged GPU artifact is refused, as is one for a later architecture than the device's,
+/// a CPU artifact given to the GPU loader and the reverse; a plan with any integer changed
+/// (and the file sealed again) is refused or runs on the emulator, whose every access is
+/// bounds-checked, without a crash.
+#[test]
+fn damaged_foreign_and_mutated_gpu_artifacts_are_refused_or_run_safely() {
+    use ferrax::aot_runtime::gpu::GpuProgram as Loaded;
+    use ferrax::compiler::backend::gpu::{compile_artifact, GpuOptions};
+    use ferrax::compiler::backend::ptx::PtxTarget;
+    let emulator = ferrax_ptx_emu::Emulator::default();
+    // Kernels (one with a gather fused), a product, reductions, a transpose, a scatter and a
+    // dynamic slice.
+    let f = |(x, w, i, u, s): (Tensor, Tensor, Tensor, Tensor, Tensor)| {
+        let h = ferrax::nn::softmax(&x.matmul(&w), -1);
+        let rows = h.take(&i, 0);
+        let added = h.at(&i).add(&u);
+        let window = h.dynamic_slice(&[&s, &s], &[2, 4]);
+        (
+            rows.sum(0),
+            (added * 2.0).exp().transpose([1, 0]),
+            window,
+            h.sum(0),
+        )
+    };
+    let specs = (
+        Tensor::spec(DType::F32, [8, 16]),
+        Tensor::spec(DType::F32, [16, 32]),
+        Tensor::spec(DType::I32, [5]),
+        Tensor::spec(DType::F32, [5, 32]),
+        Tensor::spec(DType::I32, []),
+    );
+    let (simple, _) = simplify(&ferrax::trace(f, &specs).unwrap()).unwrap();
+    let args = common::inputs(&simple, 3);
+    let options = GpuOptions::HIGHEST;
+    let bytes = compile_artifact(&simple, PtxTarget::Sm80, options, (&[], &[])).unwrap();
+    assert!(Loaded::from_artifact(&bytes, &emulator).is_ok());
+    let steps = inspect_artifact(&bytes).unwrap().fused;
+    for kind in [
+        "kernel main_",
+        "on cuBLAS",
+        "by reduction",
+        "copies",
+        "scatter",
+    ] {
+        assert!(steps.contains(kind), "no {kind} step in\n{steps}");
+    }
+
+    let stride = bytes.len().div_ceil(200).max(1);
+    for at in (0..bytes.len()).step_by(stride) {
+        let mut damaged = bytes.clone();
+        damaged[at] ^= 0x20;
+        assert!(
+            Loaded::from_artifact(&damaged, &emulator).is_err(),
+            "byte {at}"
+        );
+    }
+    for len in [0, 7, 12, 44, bytes.len() / 2, bytes.len() - 1] {
+        assert!(
+            Loaded::from_artifact(&bytes[..len], &emulator).is_err(),
+            "{len} bytes"
+        );
+    }
+    let hopper = compile_artifact(&simple, PtxTarget::Sm90, options, (&[], &[])).unwrap();
+    let e = Loaded::from_artifact(&hopper, &emulator).err().unwrap();
+    assert!(
+        e.to_string().contains("sm_90") && e.to_string().contains("8.0"),
+        "{e}"
+    );
+    let e = CpuExecutable::from_artifact(&bytes).err().unwrap();
+    assert!(
+        matches!(e, ArtifactError::Kind { .. }) && e.to_string().contains("GPU"),
+        "{e}"
+    );
+    let cpu = compiled(&simple).to_artifact().unwrap();
+    let e = Loaded::from_artifact(&cpu, &emulator).err().unwrap();
+    assert!(
+        matches!(e, ArtifactError::Kind { .. }) && e.to_string().contains("CPU"),
+        "{e}"
+    );
+
+    let (plan, code) = sections(&bytes);
+    let plan: Value = ciborium::from_reader(plan).unwrap();
+    let run = field(gpu_part(&mut plan.clone()), "plan").clone();
+    let mut paths = Vec::new();
+    integer_paths(&run, &mut Vec::new(), &mut paths);
+    let stride = paths.len().div_ceil(3000).max(1);
+    let (mut refused, mut ran) = (0, 0);
+    for path in paths.iter().step_by(stride) {
+        let Value::Integer(n) = at_path(&mut run.clone(), path).clone() else {
+            unreachable!()
+        };
+        let n = i128::from(n);
+        for m in [n + 1, n - 1, 0, 1 << 40] {
+            let Ok(m) = ciborium::value::Integer::try_from(m) else {
+                continue;
+            };
+            let mut mutated = plan.clone();
+            *at_path(field(gpu_part(&mut mutated), "plan"), path) = Value::Integer(m);
+            let mut encoded = Vec::new();
+            ciborium::into_writer(&mutated, &mut encoded).unwrap();
+            match Loaded::from_artifact(&reseal(&encoded, code), &emulator) {
+                Err(_) => refused += 1,
+                Ok((program, _)) => {
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        let _ = program.run(&args);
+                    }));
+                    if r.is_err() {
+                        eprintln!(
+                            "CRASH path {path:?} {n} -> {m:?}: {:?}",
+                            at_path(&mut run.clone(), &path[..path.len().saturating_sub(2)])
+                        );
+                    }
+                    ran += 1;
+                }
+            }
+        }
+    }
+    assert!(refused > 100 && ran > 0, "refused {refused}, ran {ran}");
 }

@@ -81,16 +81,50 @@ fn compile_inspect_and_run_a_stablehlo_program() {
         );
     }
 
-    // Inputs that do not fit, a target without artifacts, a damaged file, a bad command line.
+    // A GPU artifact compiles with no GPU, and says what it is.
+    let gpu = path("gpu.fxa");
+    let out = tool(&[
+        "compile",
+        &path("step.mlir"),
+        "--target",
+        "sm_90",
+        "-o",
+        &gpu,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = tool(&["inspect", &gpu]);
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && listing.contains("target sm_90 GPU"),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("by kernel") || listing.contains("kernel main_"),
+        "{listing}"
+    );
+    // Run where there is a GPU, an error where there is none; never a crash.
+    let out = tool(&["run", &gpu, &path("x.npy"), &path("b.npy"), "-o", &path("")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code().is_some(), "{stderr}");
+    assert!(
+        out.status.success() || stderr.starts_with("ferrax-aot: "),
+        "{stderr}"
+    );
+
+    // Inputs that do not fit, an unknown target, a damaged file, a bad command line.
     for args in [
         vec!["run", &path("step.fxa"), &path("b.npy"), &path("x.npy")],
         vec![
             "compile",
             &path("step.mlir"),
             "--target",
-            "sm_90",
+            "sm_75",
             "-o",
-            &path("gpu.fxa"),
+            &path("old.fxa"),
         ],
         vec!["inspect", &path("step.mlir")],
         vec!["frobnicate"],

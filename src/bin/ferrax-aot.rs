@@ -1,22 +1,29 @@
 //! `ferrax-aot`: ahead-of-time artifacts from the command line. A program exported from JAX
 //! (`jax.export`, then its StableHLO text) or written in ferrax's IR text is compiled once
-//! here, and its artifact runs from Rust (`ferrax::compiler::backend::CpuExecutable`) or from
-//! this tool, with neither Python nor XLA.
+//! here, and its artifact runs from Rust (`ferrax::compiler::backend::CpuExecutable`, or
+//! `ferrax::aot_runtime::gpu::GpuProgram` for a GPU artifact) or from this tool, with neither
+//! Python nor XLA.
 //!
 //! ```text
-//! ferrax-aot compile PROGRAM.mlir|PROGRAM.fx [--target cpu] -o STEP.fxa
-//! ferrax-aot compile PROGRAM... [--target cpu] -o DIRECTORY
+//! ferrax-aot compile PROGRAM.mlir|PROGRAM.fx [--target cpu|sm_80|sm_90] -o STEP.fxa
+//! ferrax-aot compile PROGRAM... [--target cpu|sm_80|sm_90] -o DIRECTORY
 //! ferrax-aot inspect STEP.fxa
 //! ferrax-aot run STEP.fxa [INPUT.npy ...] [-o OUTPUT_DIR]
 //! ```
 //!
-//! Several programs compile in parallel, each to `DIRECTORY/NAME.fxa` (`NAME` its file's
-//! stem). `run` reads one `.npy` per input, checks them against the signature, and writes
+//! `cpu` (the default) compiles for this machine's CPU; `sm_80` and `sm_90` plan for a GPU of
+//! that architecture (or a later one) with no GPU needed, and store its PTX. Several programs
+//! compile in parallel, each to `DIRECTORY/NAME.fxa` (`NAME` its file's stem). `run` reads one `.npy` per input, checks them against the signature, and writes
 //! `output_K.npy` per output into the output directory (default: the current one).
 
+use ferrax::aot_runtime::gpu::GpuProgram;
+use ferrax::aot_runtime::ArtifactTarget;
+use ferrax::compiler::backend::gpu::{compile_artifact, GpuOptions};
+use ferrax::compiler::backend::ptx::PtxTarget;
 use ferrax::compiler::backend::{inspect_artifact, CpuExecutable};
 use ferrax::compiler::simplify::simplify;
 use ferrax::compiler::unroll::unroll_scans;
+use ferrax::runtime::cuda::CudaDevice;
 use ferrax::{checkpoint, Array, Tensor};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -24,8 +31,8 @@ use std::process::ExitCode;
 type Failure = Box<dyn std::error::Error>;
 
 const USAGE: &str = "usage:
-  ferrax-aot compile PROGRAM.mlir|PROGRAM.fx [--target cpu] -o STEP.fxa
-  ferrax-aot compile PROGRAM... [--target cpu] -o DIRECTORY
+  ferrax-aot compile PROGRAM.mlir|PROGRAM.fx [--target cpu|sm_80|sm_90] -o STEP.fxa
+  ferrax-aot compile PROGRAM... [--target cpu|sm_80|sm_90] -o DIRECTORY
   ferrax-aot inspect STEP.fxa
   ferrax-aot run STEP.fxa [INPUT.npy ...] [-o OUTPUT_DIR]";
 
@@ -75,14 +82,13 @@ fn command(args: &[String]) -> Result<(), Failure> {
     match positional.as_slice() {
         ["compile", programs @ ..] if !programs.is_empty() => {
             let out = flag(&flags, "output").ok_or("compile needs -o STEP.fxa (or DIRECTORY)")?;
-            let target = flag(&flags, "target").unwrap_or("cpu");
-            if target != "cpu" {
-                return Err(format!(
-                    "target {target}: this build writes CPU artifacts only (GPU artifacts are to come)"
-                )
-                .into());
-            }
-            compile(programs, Path::new(out))
+            let target = match flag(&flags, "target").unwrap_or("cpu") {
+                "cpu" => None,
+                "sm_80" => Some(PtxTarget::Sm80),
+                "sm_90" => Some(PtxTarget::Sm90),
+                other => return Err(format!("target {other}: expected cpu, sm_80 or sm_90").into()),
+            };
+            compile(programs, target, Path::new(out))
         }
         ["inspect", artifact] => inspect(Path::new(artifact)),
         ["run", artifact, inputs @ ..] => {
@@ -93,9 +99,9 @@ fn command(args: &[String]) -> Result<(), Failure> {
     }
 }
 
-/// The artifact of the program in file `program` (StableHLO text, or ferrax IR text), and how
-/// many kernels it has.
-fn compile_file(program: &Path) -> Result<(Vec<u8>, usize), Failure> {
+/// The artifact of the program in file `program` (StableHLO text, or ferrax IR text) for the
+/// CPU or GPU `target`, and how many kernels it has.
+fn compile_file(program: &Path, target: Option<PtxTarget>) -> Result<(Vec<u8>, usize), Failure> {
     let text =
         std::fs::read_to_string(program).map_err(|e| format!("{}: {e}", program.display()))?;
     let func = if text.trim_start().starts_with("func @") {
@@ -105,15 +111,24 @@ fn compile_file(program: &Path) -> Result<(Vec<u8>, usize), Failure> {
     };
     // As `jit` does: scans with `unroll` unrolled, then simplified.
     let (simple, _) = simplify(&unroll_scans(&func)?)?;
-    let exe = CpuExecutable::compile(&simple)?;
-    Ok((exe.to_artifact()?, exe.kernels().count()))
+    match target {
+        None => {
+            let exe = CpuExecutable::compile(&simple)?;
+            Ok((exe.to_artifact()?, exe.kernels().count()))
+        }
+        Some(target) => {
+            let bytes = compile_artifact(&simple, target, GpuOptions::default(), (&[], &[]))?;
+            let kernels = inspect_artifact(&bytes)?.kernels.len();
+            Ok((bytes, kernels))
+        }
+    }
 }
 
 /// Compiles one program to the file `out`, or several, in parallel, into the directory `out`.
-fn compile(programs: &[&str], out: &Path) -> Result<(), Failure> {
+fn compile(programs: &[&str], target: Option<PtxTarget>, out: &Path) -> Result<(), Failure> {
     let written: Vec<(PathBuf, Vec<u8>, usize)> = match programs {
         [one] => {
-            let (bytes, kernels) = compile_file(Path::new(one))?;
+            let (bytes, kernels) = compile_file(Path::new(one), target)?;
             vec![(out.to_path_buf(), bytes, kernels)]
         }
         many => {
@@ -128,7 +143,7 @@ fn compile(programs: &[&str], out: &Path) -> Result<(), Failure> {
                 batch = batch.add(stem, move || {
                     let failed =
                         |e: Failure| ferrax::Error::Artifact(format!("{}: {e}", program.display()));
-                    compile_file(&program)
+                    compile_file(&program, target)
                         .map(|(bytes, _)| bytes)
                         .map_err(failed)
                 });
@@ -167,11 +182,7 @@ fn inspect(path: &Path) -> Result<(), Failure> {
             .join(", ")
     };
     println!("format {} (ferrax {})", info.format, info.compiler);
-    println!(
-        "target {} with {}",
-        info.target.arch,
-        info.target.features.join(", ")
-    );
+    println!("target {}", info.target);
     println!("inputs ({})", types(&info.inputs));
     println!("outputs ({})", types(&info.outputs));
     println!(
@@ -188,13 +199,21 @@ fn inspect(path: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Runs artifact `path` on `inputs`: a CPU artifact here, a GPU one on the first CUDA device.
 fn run(path: &Path, inputs: &[&str], dir: &Path) -> Result<(), Failure> {
-    let exe = CpuExecutable::from_artifact(&read(path)?)?;
+    let bytes = read(path)?;
     let args = inputs
         .iter()
         .map(|p| Ok(checkpoint::load_npy(p)?.to_array()?))
         .collect::<Result<Vec<Array>, Failure>>()?;
-    let outputs = exe.run(&args)?;
+    let outputs = match inspect_artifact(&bytes)?.target {
+        ArtifactTarget::Cpu(_) => CpuExecutable::from_artifact(&bytes)?.run(&args)?,
+        ArtifactTarget::Gpu(_) => {
+            let device = CudaDevice::new(0)?;
+            let (program, _) = GpuProgram::from_artifact(&bytes, &device)?;
+            program.run(&args)?
+        }
+    };
     for (k, out) in outputs.into_iter().enumerate() {
         let file = dir.join(format!("output_{k}.npy"));
         checkpoint::save_npy(&file, &Tensor::new(out))?;

@@ -18,8 +18,12 @@ pub enum ArtifactError {
     Malformed(String),
     #[error("the artifact was compiled for {wanted}; this machine lacks {missing}")]
     Target { wanted: String, missing: String },
+    #[error("this is {found}; load it {how}")]
+    Kind { found: String, how: &'static str },
     #[error(transparent)]
     Load(#[from] LoadError),
+    #[error("the artifact's GPU program did not load: {0}")]
+    GpuLoad(String),
     #[error("the inputs do not match the artifact's: {0}")]
     Inputs(String),
     #[error(transparent)]

@@ -19,10 +19,13 @@
 mod artifact;
 mod check;
 mod code;
+mod container;
 mod control;
 mod error;
 mod executable;
 mod gemm;
+pub mod gpu;
+mod gpu_artifact;
 pub mod host;
 pub mod image;
 mod indexing;
@@ -35,8 +38,8 @@ mod rounding;
 mod signature;
 mod target;
 
-pub use artifact::{inspect_artifact, ArtifactInfo};
 pub use code::Code;
+pub use container::{inspect_artifact, ArtifactInfo, ArtifactTarget};
 pub use control::{CompiledCall, Region};
 pub use error::ArtifactError;
 pub use executable::Executable;
@@ -44,6 +47,7 @@ pub use executable::Executable;
 pub use ferrax_ir::{DType, Shape, TensorType};
 pub use ferrax_runtime::{Array, RuntimeError};
 pub use gemm::Gemm;
+pub use gpu_artifact::gpu_artifact;
 pub use memory::{MemoryReport, StepValues};
 pub use plan::{step_values, ExecStep, Permutes, RunPlan};
 pub use reuse::reused;
@@ -53,7 +57,7 @@ pub use target::CpuTarget;
 
 /// The format this build writes and reads: the container, the plan's types and the kernels'
 /// calling convention.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 /// Elements per kernel launch below which splitting across threads does not pay.
 const PARALLEL_THRESHOLD: usize = 1 << 16;

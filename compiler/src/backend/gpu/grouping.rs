@@ -5,7 +5,7 @@
 use crate::backend::ptx::reduce::{ReduceKernel, ReduceLaunch};
 use crate::backend::ptx::{symbol, Launch};
 use crate::kernel::{Kernel, Role};
-use ferrax_ir::{Func, ValueId};
+use ferrax_ir::{Func, TensorType, ValueId};
 
 use super::plan::step_values;
 use super::*;
@@ -72,7 +72,8 @@ pub(super) fn group_launches(
                         index,
                         partial,
                         total,
-                    } => grouping.launch_split(index, partial, total),
+                        partials,
+                    } => grouping.launch_split(index, (partial, total), partials),
                     other => grouping.grouped.push(other),
                 }
             }
@@ -152,7 +153,12 @@ impl Grouping<'_> {
 
     /// Launches split reduction `index` (its partial and total reduction kernels) as one
     /// step of two launches.
-    fn launch_split(&mut self, index: usize, partial: usize, total: usize) {
+    fn launch_split(
+        &mut self,
+        index: usize,
+        (partial, total): (usize, usize),
+        partials: TensorType,
+    ) {
         let launches = self.reduce_launches.len();
         self.reduce_launches
             .extend([partial, total].map(|r| ReduceLaunch {
@@ -163,6 +169,7 @@ impl Grouping<'_> {
             index,
             partial: launches,
             total: launches + 1,
+            partials,
         });
     }
 

@@ -9,9 +9,13 @@
 //! reference interpreter and copied up again. That keeps every program correct while
 //! the GPU kernel set grows; [`GpuExecutable::host_steps`] says how much of a program takes
 //! that path.
+//!
+//! This module plans (needing no device); the plan's executor part ([`GpuPlan::run`]) runs on
+//! `ferrax_aot_runtime::gpu`'s executor, which also loads it from a GPU artifact.
 
-use super::gemm::Gemm;
-use super::ptx::{MathMode, PtxError};
+use super::ptx::{MathMode, PtxError, PtxTarget};
+use ferrax_aot_runtime::gpu::{GpuRunError, GpuStep, BLOCK};
+use ferrax_aot_runtime::ArtifactError;
 use ferrax_runtime::cuda::{CudaDevice, CudaError, MatmulPrecision};
 use ferrax_runtime::RuntimeError;
 use std::sync::Arc;
@@ -23,9 +27,7 @@ mod plan;
 mod program;
 
 pub use plan::GpuPlan;
-
-/// Threads per block of elementwise kernels.
-const BLOCK: u32 = 256;
+pub use program::{compile_artifact, gpu_target};
 
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
@@ -43,54 +45,16 @@ pub enum GpuError {
     Runtime(#[from] RuntimeError),
     #[error("could not lower instructions {start}..{end} to a kernel")]
     Lowering { start: usize, end: usize },
-    #[error("internal error: value %{0} is not on the device")]
+    #[error(transparent)]
+    Run(#[from] GpuRunError),
+    #[error(transparent)]
+    Artifact(#[from] ArtifactError),
+    #[error("internal error: value %{0} is a partial result, which no launch binds")]
     Missing(u32),
     #[error("internal error: `{0}` planned as a control-flow call")]
     NotACall(String),
-    #[error("internal error: a control-flow call lacks its region or result {0}")]
-    MissingCallPart(usize),
-}
-
-enum GpuStep {
-    /// Launch `l`: one kernel, or several independent ones in one entry (before
-    /// [`grouping::group_launches`], kernel `l` alone).
-    Launch(usize),
-    /// A `dot_general` on cuBLAS, or for integers by kernel `int` of `int_gemms`, its operands
-    /// first copied into matrix layout where given.
-    Gemm {
-        index: usize,
-        gemm: Gemm,
-        lhs_copy: Option<usize>,
-        rhs_copy: Option<usize>,
-        int: Option<usize>,
-    },
-    /// Reduction launch `launch` computing instructions `instrs`, one per part (before
-    /// [`grouping::group_launches`], reduction kernel `launch` alone).
-    Reduce { launch: usize, instrs: Vec<usize> },
-    /// Instruction `index`, a reduction split in two launches: `partial` into a buffer of
-    /// partial results, then `total` of those (before [`grouping::group_launches`], reduction
-    /// kernels).
-    SplitReduce {
-        index: usize,
-        partial: usize,
-        total: usize,
-    },
-    /// Instruction and the strided copies that write its result, each with the operand it
-    /// reads, in order.
-    Copies(usize, Vec<(usize, usize)>),
-    /// Instruction `index`, a scatter by the entries of scatter `kernels`.
-    Scatter { index: usize, kernels: usize },
-    /// Instruction `index`, a gather by gather kernel `kernel`.
-    Gather { index: usize, kernel: usize },
-    /// A reshape: the result shares the operand's buffer.
-    View(usize),
-    /// A constant (or an iota), copied to the device once, when the program is loaded.
-    Constant(usize),
-    /// An instruction run on the host.
-    Host(usize),
-    /// The instructions of one control-flow call (one per result, the same operands), which
-    /// run the call once by the regions of the plan's call `call`.
-    Call { members: Vec<usize>, call: usize },
+    #[error("internal error: copy `{0}` is launched by no step")]
+    Unused(String),
 }
 
 /// How a program's GPU code computes: transcendentals, square roots and quotients in kernels
@@ -115,22 +79,12 @@ impl GpuOptions {
     };
 }
 
-/// A program compiled for one GPU: its plan, and its module and constants loaded there.
+/// A program compiled for one GPU: its plan (kernels, PTX, the executor's plan) and the
+/// runtime's program loaded from it.
 pub struct GpuProgram<M: GpuMachine> {
     plan: GpuPlan,
-    machine: M,
-    constants: std::collections::HashMap<usize, M::Array>,
-    /// Per launch, its entry.
-    functions: Vec<M::Function>,
-    reduce_functions: Vec<M::Function>,
-    copy_functions: Vec<M::Function>,
-    int_gemm_functions: Vec<M::Function>,
-    /// Per scatter, its entries in launch order.
-    scatter_functions: Vec<Vec<M::Function>>,
-    gather_functions: Vec<M::Function>,
-    /// Per control-flow call, its regions' programs.
-    calls: Vec<control::Call<M>>,
-    matmul: MatmulPrecision,
+    target: PtxTarget,
+    program: ferrax_aot_runtime::gpu::GpuProgram<M>,
 }
 
 /// A program compiled for a CUDA device.

@@ -3,14 +3,14 @@
 //! when each value is let go of.
 
 use crate::backend::gemm::{plan_gemm, plan_permuted_gemm};
-use crate::backend::liveness::{liveness, Liveness, MemoryReport, StepValues};
+use crate::backend::liveness::{liveness, Liveness, StepValues};
 use crate::backend::ptx::copy::CopyKernel;
 use crate::backend::ptx::element_scatter::ElementScatter;
 use crate::backend::ptx::gather::GatherKernel;
 use crate::backend::ptx::matmul::IntGemmKernel;
 use crate::backend::ptx::reduce::{ReduceKernel, ReduceLaunch};
 use crate::backend::ptx::rows::row_layout;
-use crate::backend::ptx::scatter::ScatterKernels;
+use crate::backend::ptx::scatter::{RowScatterMode, ScatterKernels, RANK_BLOCK};
 use crate::backend::ptx::Scatters;
 use crate::backend::ptx::{
     legal_kernel, module_text, render_pieces, split_modules, Launch, MathMode, PtxTarget,
@@ -19,6 +19,11 @@ use crate::fuse::{partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::LastReads;
 use crate::kernel::{Kernel, Role};
+use ferrax_aot_runtime::gpu::{
+    CopySpec, ElementsSpec, GpuCallPlan, GpuRunPlan, KernelLaunchSpec, Param, ReduceLaunchSpec,
+    ScatterLaunches, ScatterSpec,
+};
+use ferrax_aot_runtime::MemoryReport;
 use ferrax_ir::{verify, DType, DotDims, Func, FuncBuilder, Op, ReduceOp, TensorType, ValueId};
 
 use super::control::CallPlan;
@@ -29,7 +34,7 @@ use super::*;
 pub struct GpuPlan {
     /// The program as planned: scheduled for fusion (see [`schedule`]).
     pub func: Func,
-    pub(super) steps: Vec<GpuStep>,
+    pub steps: Vec<GpuStep>,
     /// Per step, the values let go of after it ([`plan_liveness`]).
     pub releases: Vec<Vec<ValueId>>,
     /// The peak of live device memory over a run.
@@ -50,6 +55,8 @@ pub struct GpuPlan {
     pub modules: Vec<(String, usize)>,
     /// Per control-flow call, its regions' plans.
     pub(super) calls: Vec<CallPlan>,
+    /// What the executor runs: the launches' entries, parameters and shapes, the modules.
+    pub run: GpuRunPlan,
 }
 
 impl GpuPlan {
@@ -124,7 +131,7 @@ impl GpuPlan {
         let calls = calls
             .iter()
             .map(|&i| CallPlan::new(&func.body[i].op, target, options))
-            .collect::<Result<_, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?;
         let (steps, launches, reduce_launches) = group_launches(func, steps, &kernels, &reductions);
         let pieces = render_pieces(
             &legal_kernels,
@@ -136,7 +143,16 @@ impl GpuPlan {
         let ptx = module_text(target, &pieces);
         let modules = split_modules(target, &pieces);
         let Liveness { frees, memory } = plan_liveness(func, &steps, &kernels, &launches);
+        let run = run_plan(
+            func,
+            (&steps, &frees, memory),
+            (&kernels, &launches),
+            (&reductions, &reduce_launches),
+            (&copies, &int_gemms, &scatters, &gathers),
+            (&modules, &calls),
+        )?;
         Ok(GpuPlan {
+            run,
             func: func.clone(),
             releases: frees,
             memory,
@@ -189,6 +205,7 @@ impl GpuPlan {
                     index,
                     partial,
                     total,
+                    ..
                 } => Some((*index, *partial, *total)),
                 _ => None,
             })
@@ -226,17 +243,225 @@ impl GpuPlan {
     /// Launch `l`'s threads and its block size: a block per row for a row kernel, elements
     /// for a flat launch, whose grid strides over them.
     pub fn launch_shape(&self, l: usize) -> (usize, u32) {
-        let mut len = 0;
-        let mut block = BLOCK;
-        for kernel in self.launches[l].kernels.iter().map(|&k| &self.kernels[k]) {
-            len = len.max(kernel.len);
-            if let (Some(r), Some(layout)) = (&kernel.rows, row_layout(kernel)) {
-                block = layout.threads;
-                len = r.rows * block as usize;
+        launch_shape(&self.kernels, &self.launches[l])
+    }
+}
+
+/// What the executor needs of a plan: each launch's entry, parameters (with the types they
+/// were compiled for) and shape, each reduction's, copy's, product's, scatter's and gather's,
+/// the modules and the regions'.
+fn run_plan(
+    func: &Func,
+    (steps, frees, memory): (&[GpuStep], &[Vec<ValueId>], MemoryReport),
+    (kernels, launches): (&[Kernel], &[Launch]),
+    (reductions, reduce_launches): (&[ReduceKernel], &[ReduceLaunch]),
+    (copies, int_gemms, scatters, gathers): (
+        &[CopyKernel],
+        &[IntGemmKernel],
+        &[Scatters],
+        &[GatherKernel],
+    ),
+    (modules, calls): (&[(String, usize)], &[CallPlan]),
+) -> Result<GpuRunPlan, GpuError> {
+    let typed = |v: ValueId| func.value_type(v).cloned().ok_or(GpuError::Missing(v.0));
+    let mut kernel_launches = Vec::with_capacity(launches.len());
+    for launch in launches {
+        let mut params = Vec::new();
+        for b in launch.kernels.iter().flat_map(|&k| &kernels[k].sig.buffers) {
+            match b.role {
+                Role::Input => params.push(Param::Input(b.value, typed(b.value)?)),
+                Role::Output => params.push(Param::Output(b.value, typed(b.value)?)),
+                // A row kernel keeps its scratch rows in registers.
+                Role::Scratch => {}
+                Role::Partial(_) => return Err(GpuError::Missing(b.value.0)),
             }
         }
-        (len, block)
+        let (threads, block) = launch_shape(kernels, launch);
+        kernel_launches.push(KernelLaunchSpec {
+            name: launch.name.clone(),
+            params,
+            threads,
+            block,
+        });
     }
+    // The types each launch reads and writes, from the steps that make it.
+    let mut copy_types = vec![None; copies.len()];
+    let mut int_gemm_types = vec![Vec::new(); int_gemms.len()];
+    let mut gather_types = vec![Vec::new(); gathers.len()];
+    let mut reduce_parts = vec![Vec::new(); reduce_launches.len()];
+    for step in steps {
+        let ins = |i: usize| &func.body[i];
+        let arg = |i: usize, k: usize| typed(ins(i).args[k]);
+        match step {
+            GpuStep::Copies(i, parts) => {
+                for &(c, k) in parts {
+                    copy_types[c] = Some((arg(*i, k)?, ins(*i).ty.clone()));
+                }
+            }
+            GpuStep::Gemm {
+                index,
+                lhs_copy,
+                rhs_copy,
+                int,
+                ..
+            } => {
+                let mut read = Vec::with_capacity(3);
+                for (k, copy) in [(0, lhs_copy), (1, rhs_copy)] {
+                    let operand = arg(*index, k)?;
+                    read.push(match copy {
+                        Some(c) => {
+                            let out = TensorType::new(operand.dtype, copies[*c].dims.clone());
+                            copy_types[*c] = Some((operand, out.clone()));
+                            out
+                        }
+                        None => operand,
+                    });
+                }
+                read.push(ins(*index).ty.clone());
+                if let Some(k) = int {
+                    int_gemm_types[*k] = read;
+                }
+            }
+            GpuStep::Gather { index, kernel } => {
+                gather_types[*kernel] =
+                    vec![arg(*index, 0)?, arg(*index, 1)?, ins(*index).ty.clone()];
+            }
+            GpuStep::Reduce { launch, instrs } => {
+                for &i in instrs {
+                    reduce_parts[*launch].push((arg(i, 0)?, ins(i).ty.clone()));
+                }
+            }
+            GpuStep::SplitReduce {
+                index,
+                partial,
+                total,
+                partials,
+            } => {
+                reduce_parts[*partial] = vec![(arg(*index, 0)?, partials.clone())];
+                reduce_parts[*total] = vec![(partials.clone(), ins(*index).ty.clone())];
+            }
+            GpuStep::Launch(_)
+            | GpuStep::Scatter { .. }
+            | GpuStep::View(_)
+            | GpuStep::Constant(_)
+            | GpuStep::Host(_)
+            | GpuStep::Call { .. } => {}
+        }
+    }
+    let reduce_launches = reduce_launches
+        .iter()
+        .zip(reduce_parts)
+        .map(|(l, parts)| ReduceLaunchSpec {
+            name: l.name.clone(),
+            parts,
+            block: l.block(reductions),
+            blocks: l.parts.iter().map(|&r| reductions[r].blocks()).sum(),
+            alone: l.parts.len() == 1,
+        })
+        .collect();
+    let copies = copies
+        .iter()
+        .zip(copy_types)
+        .map(|(c, types)| {
+            let (input, output) = types.ok_or(GpuError::Unused(c.name.clone()))?;
+            let starts = c
+                .starts
+                .iter()
+                .map(|s| {
+                    (
+                        s.operand,
+                        TensorType::new(
+                            if s.wide { DType::I64 } else { DType::I32 },
+                            Vec::<usize>::new(),
+                        ),
+                    )
+                })
+                .collect();
+            Ok(CopySpec {
+                name: c.name.clone(),
+                input,
+                output,
+                len: c.len(),
+                starts,
+            })
+        })
+        .collect::<Result<_, GpuError>>()?;
+    let int_gemms = int_gemms
+        .iter()
+        .zip(int_gemm_types)
+        .map(|(g, types)| ElementsSpec {
+            name: g.name.clone(),
+            len: g.results(),
+            types,
+        })
+        .collect();
+    let scatters = scatters
+        .iter()
+        .map(|s| ScatterSpec {
+            entries: s.entry_names(),
+            launches: match s {
+                Scatters::Rows(r) if r.mode == RowScatterMode::Atomic => ScatterLaunches::Atomic {
+                    len: r.len(),
+                    update_elements: r.updates * r.n,
+                },
+                Scatters::Rows(r) => ScatterLaunches::Sorted {
+                    updates: r.updates,
+                    rows: r.rows,
+                    len: r.len(),
+                    rank_block: RANK_BLOCK,
+                },
+                Scatters::Elements(e) => ScatterLaunches::Elements {
+                    updates: e.updates,
+                    operand_len: e.operand_len,
+                },
+            },
+        })
+        .collect();
+    let gathers = gathers
+        .iter()
+        .zip(gather_types)
+        .map(|(g, types)| ElementsSpec {
+            name: g.name.clone(),
+            len: g.len(),
+            types,
+        })
+        .collect();
+    let calls = calls
+        .iter()
+        .map(|c| GpuCallPlan {
+            kind: c.kind(),
+            regions: c.regions().iter().map(|r| r.run.clone()).collect(),
+        })
+        .collect();
+    Ok(GpuRunPlan {
+        func: func.clone(),
+        steps: steps.to_vec(),
+        releases: frees.to_vec(),
+        memory,
+        launches: kernel_launches,
+        reduce_launches,
+        copies,
+        int_gemms,
+        scatters,
+        gathers,
+        modules: modules.to_vec(),
+        calls,
+    })
+}
+
+/// Launch `launch`'s threads and its block size: a block per row for a row kernel, elements
+/// for a flat launch, whose grid strides over them.
+fn launch_shape(kernels: &[Kernel], launch: &Launch) -> (usize, u32) {
+    let mut len = 0;
+    let mut block = BLOCK;
+    for kernel in launch.kernels.iter().map(|&k| &kernels[k]) {
+        len = len.max(kernel.len);
+        if let (Some(r), Some(layout)) = (&kernel.rows, row_layout(kernel)) {
+            block = layout.threads;
+            len = r.rows * block as usize;
+        }
+    }
+    (len, block)
 }
 
 /// Whether `v` is a constant of one value repeated.
@@ -434,11 +659,16 @@ impl Parts {
         let split = planned.as_ref().and_then(|r| r.split(total_name));
         match (planned, split) {
             (_, Some(split)) => {
+                let partials = TensorType::new(
+                    split.partial.result,
+                    [split.partial.outputs * split.partial.segments],
+                );
                 self.reductions.extend([split.partial, split.total]);
                 GpuStep::SplitReduce {
                     index,
                     partial: self.reductions.len() - 2,
                     total: self.reductions.len() - 1,
+                    partials,
                 }
             }
             (Some(r), None) => {

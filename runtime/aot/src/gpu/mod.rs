@@ -1,0 +1,39 @@
+//! ferrax's GPU programs at run time, without the compiler: the plan as data ([`GpuRunPlan`]),
+//! the executor that loads its PTX modules on a [`GpuMachine`] (a CUDA device, or the PTX
+//! emulator) and queues its steps. A GPU artifact stores such a plan.
+
+mod check;
+mod control;
+mod plan;
+mod program;
+
+pub(crate) use check::check_gpu_plan;
+pub use ferrax_runtime::cuda::MatmulPrecision;
+pub use ferrax_runtime::machine::{GpuMachine, MachineError};
+pub use plan::{
+    CallKind, CopySpec, ElementsSpec, GpuCallPlan, GpuRunPlan, GpuStep, GpuTarget,
+    KernelLaunchSpec, Param, ReduceLaunchSpec, ScanShape, ScatterLaunches, ScatterSpec, BLOCK,
+};
+pub use program::GpuProgram;
+
+use crate::error::ArtifactError;
+use ferrax_runtime::cuda::CudaError;
+use ferrax_runtime::RuntimeError;
+
+/// Why a GPU program could not be loaded or run.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuRunError {
+    #[error(transparent)]
+    Cuda(#[from] CudaError),
+    #[error(transparent)]
+    Machine(#[from] MachineError),
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// A plan that failed its checks ([`GpuProgram::load`]).
+    #[error(transparent)]
+    Plan(#[from] ArtifactError),
+    #[error("internal error: value %{0} is not on the device")]
+    Missing(u32),
+    #[error("internal error: a control-flow call lacks its region or result {0}")]
+    MissingCallPart(usize),
+}
