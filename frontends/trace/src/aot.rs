@@ -1,5 +1,7 @@
-//! Ahead-of-time artifacts of jitted functions: `Lowered::export` writes a CPU program's
-//! executable, with its input and output tree structures, to bytes; [`Artifact::load`] reads
+//! Ahead-of-time artifacts of jitted functions: `Lowered::export` writes a program's
+//! executable (a CPU program's machine code, a GPU program's plan and PTX; `export_gpu` plans
+//! one for a GPU architecture with no GPU at hand), with its input and output tree structures,
+//! to bytes; [`Artifact::load`] reads
 //! them back and runs them with `jit`'s calling convention (the same
 //! `Tree`s in and out) without tracing, simplifying or generating code. Results are the
 //! compiled program's, bit for bit, on a machine with the CPU features it was compiled for.
@@ -10,6 +12,7 @@
 use crate::error::{Error, Result};
 use crate::tensor::Tensor;
 use crate::tree::{Tree, TreeDef};
+use ferrax_aot_runtime::gpu::{GpuMachine, GpuProgram};
 use ferrax_aot_runtime::{ArtifactInfo, Signature, Structure};
 use ferrax_compiler::backend::CpuExecutable;
 use ferrax_ir::TensorType;
@@ -97,12 +100,18 @@ fn tree_def(s: Structure) -> TreeDef {
 
 /// The artifact of `exe`, whose inputs and outputs have these structures.
 pub(crate) fn export(exe: &CpuExecutable, inputs: &TreeDef, outputs: &TreeDef) -> Result<Vec<u8>> {
+    exe.to_artifact_with(&signature(inputs, outputs)?)
+        .map_err(artifact_error)
+}
+
+/// The metadata an exported function's artifact stores: its input and output trees'
+/// structures.
+pub(crate) fn signature(inputs: &TreeDef, outputs: &TreeDef) -> Result<Vec<u8>> {
     let signature = Signature {
         inputs: structure(inputs)?,
         outputs: structure(outputs)?,
     };
-    let metadata = signature.encode().map_err(artifact_error)?;
-    exe.to_artifact_with(&metadata).map_err(artifact_error)
+    signature.encode().map_err(artifact_error)
 }
 
 /// A function loaded from an artifact: called as the jitted function it was exported from.
@@ -116,9 +125,24 @@ pub struct Artifact<I, O> {
 }
 
 impl<I: Tree, O: Tree> Artifact<I, O> {
-    /// The function artifact `bytes` holds, after every check loading makes.
+    /// The function artifact `bytes` holds, after every check loading makes: a CPU
+    /// artifact's on this CPU, a GPU artifact's on the first CUDA device.
     pub fn load(bytes: &[u8]) -> Result<Artifact<I, O>> {
-        let loaded = ferrax_aot_runtime::Artifact::load(bytes).map_err(artifact_error)?;
+        Artifact::of(ferrax_aot_runtime::Artifact::load(bytes).map_err(artifact_error)?)
+    }
+
+    /// The function GPU artifact `bytes` holds, loaded on `machine` (a CUDA device, or the
+    /// PTX emulator).
+    pub fn load_on<M>(bytes: &[u8], machine: &M) -> Result<Artifact<I, O>>
+    where
+        M: GpuMachine + Clone + 'static,
+        GpuProgram<M>: Send + Sync,
+    {
+        let loaded = ferrax_aot_runtime::Artifact::load_on(bytes, machine);
+        Artifact::of(loaded.map_err(artifact_error)?)
+    }
+
+    fn of(loaded: ferrax_aot_runtime::Artifact) -> Result<Artifact<I, O>> {
         let signature = loaded.signature().clone();
         Ok(Artifact {
             inputs: tree_def(signature.inputs),
@@ -153,7 +177,7 @@ impl<I: Tree, O: Tree> Artifact<I, O> {
             .into_iter()
             .map(Tensor::into_array)
             .collect::<Result<Vec<_>>>()?;
-        let outputs = self.loaded.executable().run_donated(arrays)?;
+        let outputs = self.loaded.call(arrays).map_err(artifact_error)?;
         O::unflatten(&self.outputs, &mut outputs.into_iter().map(Tensor::new))
     }
 

@@ -15,7 +15,7 @@ use crate::persistent::CacheDir;
 use crate::tensor::Inner;
 use crate::trace::{trace_named, Traced};
 use crate::{Error, Result, Tensor, Tree, TreeDef};
-use ferrax_compiler::backend::gpu::GpuOptions;
+use ferrax_compiler::backend::gpu::{compile_artifact, GpuOptions};
 use ferrax_compiler::backend::ptx::{MathMode, PtxTarget};
 use ferrax_compiler::pipeline::{self, Backend, Executable};
 use ferrax_ir::{Func, TensorType};
@@ -157,18 +157,33 @@ impl<I: Tree, O: Tree> Lowered<I, O> {
         self.program.from_persistent_cache
     }
 
-    /// The CPU program as an ahead-of-time artifact ([`Artifact`](crate::Artifact) loads it
-    /// in any process, with no compiler work); an error for programs on another backend, or
+    /// The compiled program as an ahead-of-time artifact ([`Artifact`](crate::Artifact) loads
+    /// it in any process, with no compiler work): a CPU program's for this CPU, a GPU
+    /// program's for its device's architecture; an error for programs on the interpreter, or
     /// whose inputs or outputs hold static values.
     pub fn export(&self) -> Result<Vec<u8>> {
+        let (inputs, outputs) = (&self.key.structure, &self.program.traced.out_def);
         match &self.program.executable {
-            Some(Executable::Cpu(exe)) => {
-                crate::aot::export(exe, &self.key.structure, &self.program.traced.out_def)
+            Some(Executable::Cpu(exe)) => crate::aot::export(exe, inputs, outputs),
+            Some(Executable::Gpu(exe)) => {
+                let metadata = crate::aot::signature(inputs, outputs)?;
+                let bytes = exe.to_artifact(&metadata, &[]);
+                bytes.map_err(|e| Error::from(pipeline::PipelineError::Gpu(e)))
             }
-            _ => Err(Error::Artifact(
-                "only CPU programs export as artifacts".to_string(),
+            Some(Executable::Interpreter(_)) | None => Err(Error::Artifact(
+                "only programs compiled for the CPU or a GPU export as artifacts".to_string(),
             )),
         }
+    }
+
+    /// The program planned for a GPU of architecture `target` (or later), computing as this
+    /// program's GPU options say, as an artifact; no GPU is needed to make it.
+    pub fn export_gpu(&self, target: PtxTarget) -> Result<Vec<u8>> {
+        let metadata = crate::aot::signature(&self.key.structure, &self.program.traced.out_def)?;
+        let options = self.program.options;
+        let func = self.simplified();
+        compile_artifact(func, target, options, (&metadata, &[]))
+            .map_err(|e| Error::from(pipeline::PipelineError::Gpu(e)))
     }
 }
 

@@ -24,6 +24,8 @@ pub enum ArtifactError {
     Load(#[from] LoadError),
     #[error("the artifact's GPU program did not load: {0}")]
     GpuLoad(String),
+    #[error("the artifact's GPU program failed: {0}")]
+    GpuRun(String),
     #[error("the inputs do not match the artifact's: {0}")]
     Inputs(String),
     #[error(transparent)]

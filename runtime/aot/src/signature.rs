@@ -1,12 +1,15 @@
-//! The calling convention an exported function keeps: its inputs and outputs are trees (JAX's
+//! The calling convention an exported function keeps (on the CPU or a GPU): its inputs and outputs are trees (JAX's
 //! pytrees) whose leaves are arrays, passed flat in the tree's order. An artifact exported by
 //! `ferrax` stores both trees' structures; [`Artifact`] checks every call against them and
 //! names each leaf by its path (`0.hidden.w`, `1`, ...) in errors and listings.
 
+use crate::container::{inspect_artifact, ArtifactInfo, ArtifactTarget};
 use crate::error::ArtifactError;
 use crate::executable::Executable;
-use crate::ArtifactInfo;
+use crate::gpu::{GpuProgram, GpuRunError};
 use ferrax_ir::TensorType;
+use ferrax_runtime::cuda::CudaDevice;
+use ferrax_runtime::machine::GpuMachine;
 use ferrax_runtime::Array;
 use serde::{Deserialize, Serialize};
 
@@ -74,10 +77,30 @@ impl Signature {
     }
 }
 
+/// A GPU program loaded on some machine, as [`Artifact`] runs it.
+trait GpuRun: Send + Sync {
+    fn run(&self, args: &[Array]) -> Result<Vec<Array>, GpuRunError>;
+}
+
+impl<M: GpuMachine> GpuRun for GpuProgram<M>
+where
+    GpuProgram<M>: Send + Sync,
+{
+    fn run(&self, args: &[Array]) -> Result<Vec<Array>, GpuRunError> {
+        GpuProgram::run(self, args)
+    }
+}
+
+/// What an artifact runs: a CPU executable, or a GPU program loaded on a device.
+enum Program {
+    Cpu(Box<Executable>),
+    Gpu(Box<dyn GpuRun>),
+}
+
 /// A function exported by `ferrax` (`Lowered::export`), loaded with no compiler: called with
 /// its input leaves in order, it returns its output leaves in order.
 pub struct Artifact {
-    exe: Executable,
+    program: Program,
     info: ArtifactInfo,
     signature: Signature,
     input_paths: Vec<String>,
@@ -85,9 +108,34 @@ pub struct Artifact {
 }
 
 impl Artifact {
-    /// The function artifact `bytes` holds, after every check loading makes.
+    /// The function artifact `bytes` holds, after every check loading makes: a CPU
+    /// artifact's on this CPU, a GPU artifact's on the first CUDA device.
     pub fn load(bytes: &[u8]) -> Result<Artifact, ArtifactError> {
-        let (exe, info) = Executable::from_artifact(bytes)?;
+        match inspect_artifact(bytes)?.target {
+            ArtifactTarget::Cpu(_) => {
+                let (exe, info) = Executable::from_artifact(bytes)?;
+                Artifact::of(Program::Cpu(Box::new(exe)), info)
+            }
+            ArtifactTarget::Gpu(_) => {
+                let device =
+                    CudaDevice::new(0).map_err(|e| ArtifactError::GpuLoad(e.to_string()))?;
+                Artifact::load_on(bytes, &device)
+            }
+        }
+    }
+
+    /// The function GPU artifact `bytes` holds, loaded on `machine` (a CUDA device, or an
+    /// emulator), after every check loading makes.
+    pub fn load_on<M>(bytes: &[u8], machine: &M) -> Result<Artifact, ArtifactError>
+    where
+        M: GpuMachine + Clone + 'static,
+        GpuProgram<M>: Send + Sync,
+    {
+        let (program, info) = GpuProgram::from_artifact(bytes, machine)?;
+        Artifact::of(Program::Gpu(Box::new(program)), info)
+    }
+
+    fn of(program: Program, info: ArtifactInfo) -> Result<Artifact, ArtifactError> {
         let signature = Signature::decode(&info.metadata)?;
         let input_paths = signature.inputs.leaf_paths();
         let output_paths = signature.outputs.leaf_paths();
@@ -97,7 +145,7 @@ impl Artifact {
             ));
         }
         Ok(Artifact {
-            exe,
+            program,
             info,
             signature,
             input_paths,
@@ -125,7 +173,12 @@ impl Artifact {
                 )));
             }
         }
-        Ok(self.exe.run_donated(inputs)?)
+        match &self.program {
+            Program::Cpu(exe) => Ok(exe.run_donated(inputs)?),
+            Program::Gpu(program) => program
+                .run(&inputs)
+                .map_err(|e| ArtifactError::GpuRun(e.to_string())),
+        }
     }
 
     pub fn signature(&self) -> &Signature {
@@ -153,7 +206,11 @@ impl Artifact {
         &self.info
     }
 
-    pub fn executable(&self) -> &Executable {
-        &self.exe
+    /// The CPU executable of a CPU artifact.
+    pub fn executable(&self) -> Option<&Executable> {
+        match &self.program {
+            Program::Cpu(exe) => Some(exe),
+            Program::Gpu(_) => None,
+        }
     }
 }

@@ -10,8 +10,7 @@ use ferrax_ir::{DType, Shape, TensorType};
 use ferrax_runtime::machine::{checked_copy, checked_view};
 use ferrax_runtime::{Array, GemmOperand, GpuMachine, MachineError, MatmulPrecision};
 use half::{bf16, f16};
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A GPU made of the emulator, on which whole programs run as on a device
 /// ([`GpuMachine`]): modules parsed, memory allocated one buffer after another and never
@@ -22,9 +21,9 @@ use std::rc::Rc;
 /// Clones share the machine: its memory and its record of launches.
 #[derive(Clone, Default)]
 pub struct Emulator {
-    memory: Rc<RefCell<Memory>>,
+    memory: Arc<Mutex<Memory>>,
     /// Launches run so far, by entry name, and `gemm` for each matrix product.
-    launched: Rc<RefCell<Vec<String>>>,
+    launched: Arc<Mutex<Vec<String>>>,
 }
 
 /// An array in an [`Emulator`]'s memory.
@@ -38,7 +37,7 @@ impl Emulator {
     /// The entries launched so far, in order, `gemm` standing for each matrix product and
     /// `copy` for each copy between arrays.
     pub fn launched(&self) -> Vec<String> {
-        self.launched.borrow().clone()
+        lock(&self.launched).clone()
     }
 }
 
@@ -72,14 +71,14 @@ fn element_io(dtype: DType) -> Option<(fn(&[u8]) -> f64, fn(f64) -> Vec<u8>)> {
 
 impl GpuMachine for Emulator {
     type Array = EmulatedArray;
-    type Function = (Rc<Module>, String);
+    type Function = (Arc<Module>, String);
 
     fn compute_capability(&self) -> (i32, i32) {
         (8, 0)
     }
 
     fn load(&self, ptx: &str, names: &[&str]) -> Result<Vec<Self::Function>, MachineError> {
-        let module = Rc::new(Module::parse(ptx)?);
+        let module = Arc::new(Module::parse(ptx)?);
         names
             .iter()
             .map(|n| {
@@ -100,21 +99,21 @@ impl GpuMachine for Emulator {
     fn alloc(&self, ty: &TensorType) -> Result<EmulatedArray, MachineError> {
         let bytes = ty.numel() * ty.dtype.size_bytes();
         Ok(EmulatedArray {
-            address: self.memory.borrow_mut().alloc(&vec![0xEE; bytes]),
+            address: lock(&self.memory).alloc(&vec![0xEE; bytes]),
             ty: ty.clone(),
         })
     }
 
     fn upload(&self, array: &Array) -> Result<EmulatedArray, MachineError> {
         Ok(EmulatedArray {
-            address: self.memory.borrow_mut().alloc(&bytes_of(array)),
+            address: lock(&self.memory).alloc(&bytes_of(array)),
             ty: array.ty().clone(),
         })
     }
 
     fn download(&self, array: &EmulatedArray) -> Result<Array, MachineError> {
         let bytes = array.ty.numel() * array.ty.dtype.size_bytes();
-        let memory = self.memory.borrow();
+        let memory = lock(&self.memory);
         let array = array_of(memory.read(array.address, bytes)?, &array.ty);
         array.map_err(|e| MachineError::Refused(e.to_string()))
     }
@@ -157,12 +156,12 @@ impl GpuMachine for Emulator {
     ) -> Result<(), MachineError> {
         let bytes = checked_copy((&from.ty, from_start), (&to.ty, to_start), len)?;
         let size = from.ty.dtype.size_bytes() as u64;
-        let mut memory = self.memory.borrow_mut();
+        let mut memory = lock(&self.memory);
         let data = memory
             .read(from.address + from_start as u64 * size, bytes)?
             .to_vec();
         memory.write(to.address + to_start as u64 * size, &data)?;
-        self.launched.borrow_mut().push("copy".into());
+        lock(&self.launched).push("copy".into());
         Ok(())
     }
 
@@ -175,8 +174,8 @@ impl GpuMachine for Emulator {
         args: &[u64],
     ) -> Result<(), MachineError> {
         let entry = module.entry(name)?;
-        launch(entry, grid, block, args, &mut self.memory.borrow_mut())?;
-        self.launched.borrow_mut().push(name.clone());
+        launch(entry, grid, block, args, &mut lock(&self.memory))?;
+        lock(&self.launched).push(name.clone());
         Ok(())
     }
 
@@ -197,7 +196,7 @@ impl GpuMachine for Emulator {
             return Err(MachineError::Refused(format!("a {dtype} matrix product")));
         };
         let size = dtype.size_bytes();
-        let mut memory = self.memory.borrow_mut();
+        let mut memory = lock(&self.memory);
         let at = |memory: &Memory, base: u64, index: usize| {
             Ok::<_, EmulatorError>(read(memory.read(base + (index * size) as u64, size)?))
         };
@@ -226,7 +225,12 @@ impl GpuMachine for Emulator {
                 }
             }
         }
-        self.launched.borrow_mut().push("gemm".into());
+        lock(&self.launched).push("gemm".into());
         Ok(())
     }
+}
+
+/// The emulator's state behind `m`; a launch that panicked (an emulated fault) leaves it usable.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
