@@ -2,6 +2,7 @@
 
 pub use ferrax_aot_runtime as aot_runtime;
 pub use ferrax_compiler as compiler;
+pub use ferrax_compiler::backend::ptx::PtxTarget;
 pub use ferrax_derive::Tree;
 pub use ferrax_ir as ir;
 pub use ferrax_ir::{DType, Func, Shape, TensorType};

@@ -132,8 +132,14 @@ pub fn artifact_load<I: Tree + Clone, O: Tree>(
     args: &I,
     reps: usize,
 ) -> Result<()> {
-    let bytes = ferrax::jit(f).lower(args)?.export()?;
-    eprintln!("{name}: artifact of {} bytes", bytes.len());
+    let lowered = ferrax::jit(f).lower(args)?;
+    let bytes = lowered.export()?;
+    let gpu = lowered.export_gpu(ferrax::PtxTarget::Sm90)?;
+    eprintln!(
+        "{name}: artifact of {} bytes (for sm_90: {} bytes)",
+        bytes.len(),
+        gpu.len()
+    );
     let t = crate::timed(reps, || ferrax::Artifact::<I, O>::load(&bytes).map(drop))?;
     crate::emit(name, t, None, None);
     Ok(())
