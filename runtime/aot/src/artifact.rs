@@ -69,13 +69,20 @@ impl Executable {
     /// The executable an artifact holds, its code loaded with no compilation, after every
     /// check (see the module docs), with what [`inspect_artifact`] tells of it (read once).
     pub fn from_artifact(bytes: &[u8]) -> Result<(Executable, ArtifactInfo), ArtifactError> {
+        Executable::from_sections(read(bytes)?)
+    }
+
+    /// [`Executable::from_artifact`] of an artifact's sections, read and hashed already.
+    pub(crate) fn from_sections(
+        sections: Sections<'_>,
+    ) -> Result<(Executable, ArtifactInfo), ArtifactError> {
         let malformed = |what: &str| ArtifactError::Malformed(what.to_string());
         let Sections {
             plan,
             code,
             notes,
             metadata,
-        } = read(bytes)?;
+        } = sections;
         let info = info(&plan, code.len(), (notes, metadata))?;
         let (target, executables) = match plan.contents {
             Contents::Cpu {

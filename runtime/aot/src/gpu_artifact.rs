@@ -8,6 +8,7 @@
 
 use crate::container::{
     info, read, seal, ArtifactInfo, ArtifactTarget, Contents, GpuContents, GpuPart, Matmul, Plan,
+    Sections,
 };
 use crate::error::ArtifactError;
 use crate::gpu::{check_gpu_plan, GpuCallPlan, GpuProgram, GpuRunPlan, GpuTarget};
@@ -87,8 +88,15 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
         bytes: &[u8],
         machine: &M,
     ) -> Result<(GpuProgram<M>, ArtifactInfo), ArtifactError> {
+        GpuProgram::from_sections(read(bytes)?, machine)
+    }
+
+    /// [`GpuProgram::from_artifact`] of an artifact's sections, read and hashed already.
+    pub(crate) fn from_sections(
+        sections: Sections<'_>,
+        machine: &M,
+    ) -> Result<(GpuProgram<M>, ArtifactInfo), ArtifactError> {
         let malformed = |what: &str| ArtifactError::Malformed(what.to_string());
-        let sections = read(bytes)?;
         let info = info(
             &sections.plan,
             sections.code.len(),

@@ -3,7 +3,7 @@
 //! `ferrax` stores both trees' structures; [`Artifact`] checks every call against them and
 //! names each leaf by its path (`0.hidden.w`, `1`, ...) in errors and listings.
 
-use crate::container::{inspect_artifact, ArtifactInfo, ArtifactTarget};
+use crate::container::{read, ArtifactInfo, Contents};
 use crate::error::ArtifactError;
 use crate::executable::Executable;
 use crate::gpu::{GpuProgram, GpuRunError};
@@ -111,15 +111,17 @@ impl Artifact {
     /// The function artifact `bytes` holds, after every check loading makes: a CPU
     /// artifact's on this CPU, a GPU artifact's on the first CUDA device.
     pub fn load(bytes: &[u8]) -> Result<Artifact, ArtifactError> {
-        match inspect_artifact(bytes)?.target {
-            ArtifactTarget::Cpu(_) => {
-                let (exe, info) = Executable::from_artifact(bytes)?;
+        let sections = read(bytes)?;
+        match sections.plan.contents {
+            Contents::Cpu { .. } => {
+                let (exe, info) = Executable::from_sections(sections)?;
                 Artifact::of(Program::Cpu(Box::new(exe)), info)
             }
-            ArtifactTarget::Gpu(_) => {
+            Contents::Gpu(_) => {
                 let device =
                     CudaDevice::new(0).map_err(|e| ArtifactError::GpuLoad(e.to_string()))?;
-                Artifact::load_on(bytes, &device)
+                let (program, info) = GpuProgram::from_sections(sections, &device)?;
+                Artifact::of(Program::Gpu(Box::new(program)), info)
             }
         }
     }
