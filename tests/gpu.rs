@@ -1249,3 +1249,41 @@ fn atomic_row_scatters_run_on_the_device() {
         }
     }
 }
+
+/// A GPU artifact made where `ptxas` is at hand holds cubins for the device's architecture;
+/// the device loads them with no driver compilation, and runs them as the PTX-loaded program
+/// runs, bit for bit. (Without a device, or without `ptxas`, there is nothing to check here:
+/// `tests/cubin.rs` checks the packaging with a stand-in assembler.)
+#[test]
+fn gpu_artifacts_load_their_cubins_on_the_device() {
+    use ferrax::aot_runtime::gpu::GpuProgram as Loaded;
+    use ferrax::compiler::backend::gpu::{compile_artifact, gpu_target};
+    use ferrax::compiler::backend::ptx::assemble::ptxas;
+    let Some(dev) = device() else { return };
+    if ptxas().is_none() {
+        eprintln!("skipped: no ptxas");
+        return;
+    }
+    let (major, minor) = dev.compute_capability();
+    let target = PtxTarget::for_compute_capability(major, minor);
+    let f = |x: Tensor| nn::softmax(&(x.matmul(&x.transpose([1, 0])) * 0.1).tanh(), -1);
+    let func = trace(f, &Tensor::spec(DType::F32, [64, 32])).unwrap();
+    let (simple, _) = simplify(&func).unwrap();
+    let bytes = compile_artifact(&simple, target, GpuOptions::HIGHEST, (&[], &[])).unwrap();
+    let info = ferrax::compiler::backend::inspect_artifact(&bytes).unwrap();
+    assert_eq!(info.cubins, Some(gpu_target(target)));
+    let start = std::time::Instant::now();
+    let (loaded, _) = Loaded::from_artifact(&bytes, &dev).unwrap();
+    eprintln!("loaded from cubins in {:?}", start.elapsed());
+    assert!(loaded.loaded_machine_code());
+    let x = Array::from_vec(
+        [64, 32],
+        (0..2048)
+            .map(|k| ((k * 13) % 29) as f32 / 29.0 - 0.5)
+            .collect::<Vec<f32>>(),
+    )
+    .unwrap();
+    let compiled = GpuProgram::compile(&simple, &dev, GpuOptions::HIGHEST).unwrap();
+    let want = compiled.run(std::slice::from_ref(&x)).unwrap();
+    assert_eq!(loaded.run(&[x]).unwrap(), want);
+}

@@ -249,6 +249,30 @@ impl CudaDevice {
         Ok(m)
     }
 
+    /// Loads `cubin`, machine code `ptxas` assembled for this device's architecture (or an
+    /// earlier one of the same major version): no compilation by the driver.
+    pub fn load_cubin(&self, cubin: &[u8]) -> Result<Arc<Module>, CudaError> {
+        self.bind()?;
+        // The driver reads the image's ELF header for its size; an 8-byte aligned copy.
+        let mut image = vec![0u64; cubin.len().div_ceil(8)];
+        // SAFETY: `image` holds at least `cubin.len()` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                cubin.as_ptr(),
+                image.as_mut_ptr().cast::<u8>(),
+                cubin.len(),
+            );
+        }
+        // SAFETY: `image` is a cubin (the caller's artifact says so, and the driver checks its
+        // ELF header and architecture) that outlives the call.
+        let module = unsafe { result::module::load_data(image.as_ptr().cast())? };
+        Ok(Arc::new(Module {
+            module: Handle(module),
+            ctx: self.ctx.clone(),
+            stream: self.stream,
+        }))
+    }
+
     /// Queues `function` over `grid` blocks of `block` threads; `args` are its `.u64`
     /// parameters (buffer addresses) in order.
     ///

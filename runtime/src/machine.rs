@@ -101,6 +101,16 @@ pub trait GpuMachine {
         }
         Ok(functions)
     }
+    /// Loads each of `modules` (a cubin: machine code `ptxas` assembled for this machine's
+    /// architecture, and the names of its entries) and returns all their entries, in order. A
+    /// machine that runs PTX alone refuses.
+    fn load_cubins(
+        &self,
+        modules: &[(&[u8], &[&str])],
+    ) -> Result<Vec<Self::Function>, MachineError> {
+        let _ = modules;
+        Err(MachineError::Refused("this machine loads PTX only".into()))
+    }
     fn multiprocessors(&self) -> u32;
     /// Blocks for a grid-stride kernel over `len` elements with blocks of `block` threads.
     fn grid_for(&self, len: usize, block: u32) -> u32;
@@ -198,6 +208,17 @@ impl GpuMachine for Arc<CudaDevice> {
             .iter()
             .map(|n| module.function(n))
             .collect::<Result<_, _>>()?)
+    }
+
+    fn load_cubins(&self, modules: &[(&[u8], &[&str])]) -> Result<Vec<Function>, MachineError> {
+        let mut functions = Vec::new();
+        for (cubin, names) in modules {
+            let module = self.load_cubin(cubin)?;
+            for name in names.iter() {
+                functions.push(module.function(name)?);
+            }
+        }
+        Ok(functions)
     }
 
     /// On as many threads as the host has cores (at most one a module): the driver compiles

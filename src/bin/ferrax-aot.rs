@@ -183,6 +183,12 @@ fn inspect(path: &Path) -> Result<(), Failure> {
     };
     println!("format {} (ferrax {})", info.format, info.compiler);
     println!("target {}", info.target);
+    if let ferrax::aot_runtime::ArtifactTarget::Gpu(_) = info.target {
+        match info.cubins {
+            Some(arch) => println!("machine code: cubins for {arch} (ptxas)"),
+            None => println!("machine code: none (the driver compiles the PTX when it loads)"),
+        }
+    }
     println!("inputs ({})", types(&info.inputs));
     println!("outputs ({})", types(&info.outputs));
     println!(

@@ -91,6 +91,9 @@ pub struct ArtifactInfo {
     pub memory: MemoryReport,
     /// The fused program, each step headed by what runs it (a GPU artifact's: its steps).
     pub fused: String,
+    /// A GPU artifact's machine code: the architecture `ptxas` assembled its modules for, if
+    /// it did (else the driver compiles the PTX at load).
+    pub cubins: Option<GpuTarget>,
     /// What [`Executable::to_artifact`] was given as the caller's metadata.
     pub metadata: Vec<u8>,
     /// What it was given as the compiler's notes.
@@ -121,6 +124,9 @@ pub(crate) struct GpuPart {
     pub(crate) plan: GpuRunPlan,
     /// The bytes of each module's PTX in the code section.
     pub(crate) lengths: Vec<usize>,
+    /// Where `ptxas` assembled the modules: the architecture, and the bytes of each module's
+    /// cubin in the code section (after the PTX).
+    pub(crate) cubins: Option<(GpuTarget, Vec<usize>)>,
     /// Per call of the plan, the parts of its regions in order.
     pub(crate) calls: Vec<Vec<usize>>,
 }
@@ -137,7 +143,7 @@ pub(crate) fn info(
     (notes, metadata): (&[u8], &[u8]),
 ) -> Result<ArtifactInfo, ArtifactError> {
     let none = || ArtifactError::Malformed("it holds no executable".into());
-    let (target, kernels, memory, fused) = match &plan.contents {
+    let (target, kernels, memory, fused, cubins) = match &plan.contents {
         Contents::Cpu {
             target,
             executables,
@@ -148,15 +154,18 @@ pub(crate) fn info(
                 top.run.kernels.iter().map(|k| k.name.clone()).collect(),
                 top.run.memory,
                 top.run.fused.clone(),
+                None,
             )
         }
         Contents::Gpu(g) => {
-            let top = &g.parts.first().ok_or_else(none)?.plan;
+            let part = g.parts.first().ok_or_else(none)?;
+            let top = &part.plan;
             (
                 ArtifactTarget::Gpu(g.target),
                 top.entry_names().into_iter().map(String::from).collect(),
                 top.memory,
                 top.describe_steps(),
+                part.cubins.as_ref().map(|c| c.0),
             )
         }
     };
@@ -170,6 +179,7 @@ pub(crate) fn info(
         code_bytes,
         memory,
         fused,
+        cubins,
         metadata: metadata.to_vec(),
         notes: notes.to_vec(),
     })

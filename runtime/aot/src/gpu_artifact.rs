@@ -11,7 +11,7 @@ use crate::container::{
     Sections,
 };
 use crate::error::ArtifactError;
-use crate::gpu::{check_gpu_plan, GpuCallPlan, GpuProgram, GpuRunPlan, GpuTarget};
+use crate::gpu::{check_gpu_plan, Cubins, GpuCallPlan, GpuProgram, GpuRunPlan, GpuTarget};
 use ferrax_runtime::cuda::MatmulPrecision;
 use ferrax_runtime::machine::GpuMachine;
 
@@ -33,6 +33,13 @@ pub fn gpu_artifact(
             lengths.push(ptx.len());
             code.extend_from_slice(ptx.as_bytes());
         }
+        let cubins = p.cubins.as_ref().map(|c| {
+            let lengths = c.modules.iter().map(Vec::len).collect();
+            for cubin in &c.modules {
+                code.extend_from_slice(cubin);
+            }
+            (c.arch, lengths)
+        });
         let mut calls = Vec::with_capacity(p.calls.len());
         for call in &p.calls {
             calls.push((queue.len()..queue.len() + call.regions.len()).collect());
@@ -59,8 +66,10 @@ pub fn gpu_artifact(
                         regions: Vec::new(),
                     })
                     .collect(),
+                cubins: None,
             },
             lengths,
+            cubins,
             calls,
         });
     }
@@ -141,6 +150,7 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
             let GpuPart {
                 mut plan,
                 lengths,
+                cubins,
                 calls,
             } = part;
             if lengths.len() != plan.modules.len() || calls.len() != plan.calls.len() {
@@ -149,13 +159,19 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
                 ));
             }
             for ((ptx, _), len) in plan.modules.iter_mut().zip(lengths) {
-                if len > rest.len() {
-                    return Err(ArtifactError::Truncated("in its code"));
-                }
-                let (text, after) = rest.split_at(len);
+                let text = cut(&mut rest, len)?;
                 *ptx = String::from_utf8(text.to_vec())
                     .map_err(|_| malformed("a PTX module is not text"))?;
-                rest = after;
+            }
+            if let Some((arch, lengths)) = cubins {
+                if lengths.len() != plan.modules.len() {
+                    return Err(malformed("a GPU plan's cubins do not match its modules"));
+                }
+                let modules = lengths
+                    .into_iter()
+                    .map(|len| cut(&mut rest, len).map(<[u8]>::to_vec))
+                    .collect::<Result<_, _>>()?;
+                plan.cubins = Some(Cubins { arch, modules });
             }
             for &r in calls.iter().flatten() {
                 if r <= k || r >= count || std::mem::replace(&mut used[r], true) {
@@ -202,4 +218,14 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
             .map_err(|e| ArtifactError::GpuLoad(e.to_string()))?;
         Ok((program, info))
     }
+}
+
+/// The first `len` bytes of `rest`, which then starts after them.
+fn cut<'a>(rest: &mut &'a [u8], len: usize) -> Result<&'a [u8], ArtifactError> {
+    if len > rest.len() {
+        return Err(ArtifactError::Truncated("in its code"));
+    }
+    let (these, after) = rest.split_at(len);
+    *rest = after;
+    Ok(these)
 }

@@ -446,6 +446,7 @@ fn run_plan(
         gathers,
         modules: modules.to_vec(),
         calls,
+        cubins: None,
     })
 }
 

@@ -1,9 +1,10 @@
 //! A planned program loaded on a [`GpuMachine`] by the runtime's executor, and its artifact.
 
 use crate::backend::liveness::MemoryReport;
+use crate::backend::ptx::assemble::{assemble, ptxas};
 use crate::backend::ptx::PtxTarget;
 use crate::kernel::Kernel;
-use ferrax_aot_runtime::gpu::GpuTarget;
+use ferrax_aot_runtime::gpu::{Cubins, GpuRunPlan, GpuTarget};
 use ferrax_aot_runtime::gpu_artifact;
 use ferrax_ir::Func;
 use ferrax_runtime::Array;
@@ -19,7 +20,8 @@ pub fn gpu_target(target: PtxTarget) -> GpuTarget {
 }
 
 /// `func` as a GPU artifact for `target`, planned without a device, computing as `options`
-/// say, with the caller's `metadata` and the compiler's `notes`.
+/// say, with the caller's `metadata` and the compiler's `notes`; its modules assembled to
+/// machine code too where `ptxas` is at hand.
 pub fn compile_artifact(
     func: &Func,
     target: PtxTarget,
@@ -27,13 +29,38 @@ pub fn compile_artifact(
     (metadata, notes): (&[u8], &[u8]),
 ) -> Result<Vec<u8>, GpuError> {
     let plan = GpuPlan::with_options(func, target, options)?;
+    let run = assembled(&plan.run, target)?;
     let target = gpu_target(target);
     Ok(gpu_artifact(
-        &plan.run,
+        &run,
         target,
         options.matmul,
         (metadata, notes),
     )?)
+}
+
+/// `plan` (rendered for `target`) with its modules and its regions' assembled by `ptxas`
+/// where one is at hand ([`ptxas`]), else as it is.
+fn assembled(plan: &GpuRunPlan, target: PtxTarget) -> Result<GpuRunPlan, GpuError> {
+    let mut plan = plan.clone();
+    let Some(ptxas) = ptxas() else {
+        return Ok(plan);
+    };
+    // Every plan of the tree, each assembled in place (iteratively: regions nest).
+    let mut work = vec![&mut plan];
+    while let Some(p) = work.pop() {
+        let modules = p
+            .modules
+            .iter()
+            .map(|(ptx, _)| assemble(&ptxas, ptx, target))
+            .collect::<Result<_, _>>()?;
+        p.cubins = Some(Cubins {
+            arch: gpu_target(target),
+            modules,
+        });
+        work.extend(p.calls.iter_mut().flat_map(|c| c.regions.iter_mut()));
+    }
+    Ok(plan)
 }
 
 impl<M: GpuMachine + Clone> GpuProgram<M> {
@@ -104,9 +131,10 @@ impl<M: GpuMachine> GpuProgram<M> {
     /// This program as a GPU artifact (for devices of its target's compute capability or
     /// later), with the caller's `metadata` and the compiler's `notes`.
     pub fn to_artifact(&self, metadata: &[u8], notes: &[u8]) -> Result<Vec<u8>, GpuError> {
+        let run = assembled(&self.plan.run, self.target)?;
         let target = gpu_target(self.target);
         Ok(gpu_artifact(
-            &self.plan.run,
+            &run,
             target,
             self.program.matmul(),
             (metadata, notes),

@@ -22,6 +22,7 @@
 //! kernels' grid-stride loops and their launches), [`rows`], [`reduce`], [`copy`] and
 //! [`matmul`] (the other kinds of entry).
 
+pub mod assemble;
 pub mod copy;
 pub mod element_scatter;
 mod emit;
@@ -125,6 +126,8 @@ pub enum MathMode {
 pub enum PtxError {
     #[error("kernel {kernel}: {what} is not supported by the PTX renderer")]
     Unsupported { kernel: String, what: String },
+    #[error("{ptxas} could not assemble a module: {what}")]
+    Assembler { ptxas: String, what: String },
 }
 
 impl PtxError {

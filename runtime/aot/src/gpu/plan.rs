@@ -213,6 +213,25 @@ pub struct GpuRunPlan {
     pub modules: Vec<(String, usize)>,
     /// Per control-flow call, its regions' plans.
     pub calls: Vec<GpuCallPlan>,
+    /// The modules as machine code, where `ptxas` assembled them.
+    pub cubins: Option<Cubins>,
+}
+
+/// A plan's modules assembled by `ptxas` for one architecture: they load with no compilation
+/// on a device of that major version and the same or a later minor one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cubins {
+    pub arch: GpuTarget,
+    /// One per module, in module order.
+    pub modules: Vec<Vec<u8>>,
+}
+
+impl Cubins {
+    /// Whether a device of compute capability `major.minor` runs this machine code.
+    pub fn run_on(&self, (major, minor): (i32, i32)) -> bool {
+        i64::from(major) == i64::from(self.arch.major)
+            && i64::from(minor) >= i64::from(self.arch.minor)
+    }
 }
 
 impl GpuRunPlan {

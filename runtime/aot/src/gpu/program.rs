@@ -28,6 +28,8 @@ pub struct GpuProgram<M: GpuMachine> {
     /// Per control-flow call, its regions' programs.
     calls: Vec<Call<M>>,
     matmul: MatmulPrecision,
+    /// Whether its modules were loaded as machine code (cubins), not compiled from PTX.
+    machine_code: bool,
 }
 
 impl<M: GpuMachine + Clone> GpuProgram<M> {
@@ -61,7 +63,26 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
             modules.push((ptx.as_str(), mine));
             rest = others;
         }
-        let mut functions = machine.load_modules(&modules)?;
+        // Machine code where the plan has it for this device and the device takes it; else
+        // the PTX, which the driver compiles.
+        let cubins = plan
+            .cubins
+            .as_ref()
+            .filter(|c| c.run_on(machine.compute_capability()) && c.modules.len() == modules.len());
+        let assembled = cubins.and_then(|c| {
+            let images: Vec<(&[u8], &[&str])> = c
+                .modules
+                .iter()
+                .zip(&modules)
+                .map(|(cubin, (_, entries))| (cubin.as_slice(), *entries))
+                .collect();
+            machine.load_cubins(&images).ok()
+        });
+        let machine_code = assembled.is_some();
+        let mut functions = match assembled {
+            Some(functions) => functions,
+            None => machine.load_modules(&modules)?,
+        };
         let split = |functions: &mut Vec<M::Function>, n: usize| {
             functions.split_off(functions.len().saturating_sub(n))
         };
@@ -101,6 +122,7 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
             gather_functions,
             calls,
             matmul,
+            machine_code,
         })
     }
 }
@@ -114,6 +136,12 @@ impl<M: GpuMachine> GpuProgram<M> {
     /// The programs of the control-flow regions, in call order, each call's in region order.
     pub fn regions(&self) -> impl Iterator<Item = &GpuProgram<M>> {
         self.calls.iter().flat_map(Call::regions)
+    }
+
+    /// Whether the program's modules (its regions' aside) were loaded as machine code
+    /// assembled ahead of time, with no compilation by the driver.
+    pub fn loaded_machine_code(&self) -> bool {
+        self.machine_code
     }
 
     /// How f32 products are computed.
