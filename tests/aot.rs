@@ -187,6 +187,55 @@ fn cpu(plan: &mut Value) -> &mut Value {
     field(field(plan, "contents"), "Cpu")
 }
 
+/// The run plan of a CPU artifact's first executable.
+fn cpu_run(plan: &mut Value) -> &mut Value {
+    field(top(plan), "run")
+}
+
+/// The plan of a GPU artifact's first part.
+fn gpu_run(plan: &mut Value) -> &mut Value {
+    field(gpu_part(plan), "plan")
+}
+
+/// Artifact `bytes` with integers of the plan `run` picks (up to `samples` of them, evenly
+/// spaced) each set in turn to its neighbours, 0 and 2^40, and the file sealed again with a
+/// correct hash, each given to `refused` (which loads and runs it, and says whether loading
+/// refused it): how many were refused, and how many ran.
+fn mutated_plans(
+    bytes: &[u8],
+    run: fn(&mut Value) -> &mut Value,
+    samples: usize,
+    mut refused: impl FnMut(&[u8]) -> bool,
+) -> (usize, usize) {
+    let (plan, code) = sections(bytes);
+    let plan: Value = ciborium::from_reader(plan).unwrap();
+    let original = run(&mut plan.clone()).clone();
+    let mut paths = Vec::new();
+    integer_paths(&original, &mut Vec::new(), &mut paths);
+    let stride = paths.len().div_ceil(samples).max(1);
+    let (mut no, mut ran) = (0, 0);
+    for path in paths.iter().step_by(stride) {
+        let Value::Integer(n) = at_path(&mut original.clone(), path).clone() else {
+            unreachable!()
+        };
+        let n = i128::from(n);
+        for m in [n + 1, n - 1, 0, 1 << 40] {
+            let Ok(m) = ciborium::value::Integer::try_from(m) else {
+                continue;
+            };
+            let mut mutated = plan.clone();
+            *at_path(run(&mut mutated), path) = Value::Integer(m);
+            let mut encoded = Vec::new();
+            ciborium::into_writer(&mutated, &mut encoded).unwrap();
+            match refused(&reseal(&encoded, code)) {
+                true => no += 1,
+                false => ran += 1,
+            }
+        }
+    }
+    (no, ran)
+}
+
 /// A GPU artifact's first part (the program's own plan).
 fn gpu_part(plan: &mut Value) -> &mut Value {
     let Value::Array(parts) = field(field(field(plan, "contents"), "Gpu"), "parts") else {
@@ -396,36 +445,18 @@ fn mutated_plans_are_refused_or_run_safely() {
     let func = ferrax::trace(f, &specs).unwrap();
     let args = common::inputs(&func, 5);
     let bytes = compiled(&func).to_artifact().unwrap();
-    let (plan, code) = sections(&bytes);
-    let plan: Value = ciborium::from_reader(plan).unwrap();
-    let mut run = plan.clone();
-    let run = field(top(&mut run), "run").clone();
-    let mut paths = Vec::new();
-    integer_paths(&run, &mut Vec::new(), &mut paths);
-    let stride = paths.len().div_ceil(300).max(1);
-    let (mut refused, mut ran) = (0, 0);
-    for path in paths.iter().step_by(stride) {
-        let Value::Integer(n) = at_path(&mut run.clone(), path).clone() else {
-            unreachable!()
-        };
-        let n = i128::from(n);
-        for m in [n + 1, n - 1, 0, 1 << 40] {
-            let Ok(m) = ciborium::value::Integer::try_from(m) else {
-                continue;
-            };
-            let mut mutated = plan.clone();
-            *at_path(field(top(&mut mutated), "run"), path) = Value::Integer(m);
-            let mut encoded = Vec::new();
-            ciborium::into_writer(&mutated, &mut encoded).unwrap();
-            match Executable::from_artifact(&reseal(&encoded, code)) {
-                Err(_) => refused += 1,
-                Ok((exe, _)) => {
-                    let _ = exe.run(&args);
-                    ran += 1;
-                }
+    let (refused, ran) = mutated_plans(
+        &bytes,
+        cpu_run,
+        300,
+        |file| match Executable::from_artifact(file) {
+            Err(_) => true,
+            Ok((exe, _)) => {
+                let _ = exe.run(&args);
+                false
             }
-        }
-    }
+        },
+    );
     assert!(refused > 100 && ran > 0, "refused {refused}, ran {ran}");
 }
 
@@ -624,42 +655,14 @@ fn damaged_foreign_and_mutated_gpu_artifacts_are_refused_or_run_safely() {
         "{e}"
     );
 
-    let (plan, code) = sections(&bytes);
-    let plan: Value = ciborium::from_reader(plan).unwrap();
-    let run = field(gpu_part(&mut plan.clone()), "plan").clone();
-    let mut paths = Vec::new();
-    integer_paths(&run, &mut Vec::new(), &mut paths);
-    let stride = paths.len().div_ceil(3000).max(1);
-    let (mut refused, mut ran) = (0, 0);
-    for path in paths.iter().step_by(stride) {
-        let Value::Integer(n) = at_path(&mut run.clone(), path).clone() else {
-            unreachable!()
-        };
-        let n = i128::from(n);
-        for m in [n + 1, n - 1, 0, 1 << 40] {
-            let Ok(m) = ciborium::value::Integer::try_from(m) else {
-                continue;
-            };
-            let mut mutated = plan.clone();
-            *at_path(field(gpu_part(&mut mutated), "plan"), path) = Value::Integer(m);
-            let mut encoded = Vec::new();
-            ciborium::into_writer(&mutated, &mut encoded).unwrap();
-            match Loaded::from_artifact(&reseal(&encoded, code), &emulator) {
-                Err(_) => refused += 1,
-                Ok((program, _)) => {
-                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        let _ = program.run(&args);
-                    }));
-                    if r.is_err() {
-                        eprintln!(
-                            "CRASH path {path:?} {n} -> {m:?}: {:?}",
-                            at_path(&mut run.clone(), &path[..path.len().saturating_sub(2)])
-                        );
-                    }
-                    ran += 1;
-                }
+    let (refused, ran) = mutated_plans(&bytes, gpu_run, 3000, |file| {
+        match Loaded::from_artifact(file, &emulator) {
+            Err(_) => true,
+            Ok((program, _)) => {
+                let _ = program.run(&args);
+                false
             }
         }
-    }
+    });
     assert!(refused > 100 && ran > 0, "refused {refused}, ran {ran}");
 }

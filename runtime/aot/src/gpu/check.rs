@@ -32,7 +32,7 @@ fn check_one(plan: &GpuRunPlan) -> Result<(), String> {
         }
     }
     for launch in &plan.launches {
-        let fits = launch.block > 0
+        let fits = whole_warps(launch.block)
             && launch.params.iter().all(|p| match p {
                 Param::Input(v, ty) | Param::Output(v, ty) => func.value_type(*v) == Some(ty),
             });
@@ -53,7 +53,7 @@ fn check_one(plan: &GpuRunPlan) -> Result<(), String> {
     for s in &plan.scatters {
         let wanted = match s.launches {
             ScatterLaunches::Atomic { .. } => 2,
-            ScatterLaunches::Sorted { rank_block, .. } if rank_block > 0 => 3,
+            ScatterLaunches::Sorted { rank_block, .. } if whole_warps(rank_block) => 3,
             ScatterLaunches::Sorted { .. } => 0,
             ScatterLaunches::Elements { .. } => 3,
         };
@@ -61,10 +61,17 @@ fn check_one(plan: &GpuRunPlan) -> Result<(), String> {
             return Err("a scatter's entries do not match its launches".into());
         }
     }
-    if plan.reduce_launches.iter().any(|r| r.block == 0) {
-        return Err("a reduction launches blocks of no threads".into());
+    if plan.reduce_launches.iter().any(|r| !whole_warps(r.block)) {
+        return Err("a reduction launches blocks of part of a warp".into());
     }
     Ok(())
+}
+
+/// Whether a block of `threads` is whole warps, as every kernel's warp shuffles assume, and
+/// at most CUDA's 1,024 threads. (A kernel that takes fewer than that says so in its PTX, where
+/// the device refuses a larger block.)
+fn whole_warps(threads: u32) -> bool {
+    threads.is_multiple_of(32) && (32..=1024).contains(&threads)
 }
 
 /// Whether `step` names what `plan` has, the instruction it computes is of its kind, and every
