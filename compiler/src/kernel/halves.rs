@@ -115,18 +115,23 @@ fn bf16_rounding_of_f32(kernel: &Kernel, i: usize) -> Option<usize> {
 /// [`from_f32`] then [`to_f32`] compute it: the low 16 bits rounded away, a NaN quieted.
 fn round_through_bf16(e: &mut Emit, x: usize) -> usize {
     let bits = e.bitcast(x, DType::I32);
-    let magnitude = int_op(e, BinaryOp::And, bits, 0x7fff_ffff);
-    let nan = int_cmp(e, CompareOp::Gt, magnitude, 0x7f80_0000);
+    let chosen = bf16_rounding_bits(e, x, bits);
+    // 0xffff_0000: the top 16 bits, those bf16 keeps.
+    let rounded = int_op(e, BinaryOp::And, chosen, -0x1_0000);
+    e.bitcast(rounded, DType::F32)
+}
+
+/// The bits of f32 `x` (`bits`, as an i32) with the low 16 bits' rounding carried into the top
+/// 16: just under half of the last kept bit added, plus that bit (so that ties go to even); a
+/// NaN (the one value unequal to itself) quieted instead. Only the top 16 bits are the result.
+fn bf16_rounding_bits(e: &mut Emit, x: usize, bits: usize) -> usize {
+    let nan = e.cmp(CompareOp::Ne, x, x);
     let high = shr(e, bits, 16);
     let odd = int_op(e, BinaryOp::And, high, 1);
     let biased = int_op(e, BinaryOp::Add, bits, 0x7fff);
     let biased = e.bin(BinaryOp::Add, biased, odd, DType::I32);
-    // 0xffff_0000: the top 16 bits, those bf16 keeps.
-    let rounded = int_op(e, BinaryOp::And, biased, -0x1_0000);
     let quiet = int_op(e, BinaryOp::Or, bits, 0x40_0000);
-    let quiet = int_op(e, BinaryOp::And, quiet, -0x1_0000);
-    let rounded = int_select(e, nan, quiet, rounded);
-    e.bitcast(rounded, DType::F32)
+    int_select(e, nan, quiet, biased)
 }
 
 fn int_c(e: &mut Emit, v: i64) -> usize {
@@ -190,21 +195,14 @@ fn to_f32(e: &mut Emit, h: usize, from: DType) -> usize {
 /// The bits (in an i32) of f32 `x` rounded to the nearest `to` value, ties to even.
 fn from_f32(e: &mut Emit, x: usize, to: DType) -> usize {
     let bits = e.bitcast(x, DType::I32);
+    if to == DType::BF16 {
+        let chosen = bf16_rounding_bits(e, x, bits);
+        let rounded = shr(e, chosen, 16);
+        return int_op(e, BinaryOp::And, rounded, 0xffff);
+    }
     let magnitude = int_op(e, BinaryOp::And, bits, 0x7fff_ffff);
     let nan = int_cmp(e, CompareOp::Gt, magnitude, 0x7f80_0000);
     let high = shr(e, bits, 16);
-    if to == DType::BF16 {
-        // Round the low 16 bits away: add just under half of the last kept bit, plus that
-        // bit (so that ties go to even); a NaN is quieted instead.
-        let odd = int_op(e, BinaryOp::And, high, 1);
-        let biased = int_op(e, BinaryOp::Add, bits, 0x7fff);
-        let biased = e.bin(BinaryOp::Add, biased, odd, DType::I32);
-        let rounded = shr(e, biased, 16);
-        let rounded = int_op(e, BinaryOp::And, rounded, 0xffff);
-        let quiet = int_op(e, BinaryOp::Or, high, 0x40);
-        let quiet = int_op(e, BinaryOp::And, quiet, 0xffff);
-        return int_select(e, nan, quiet, rounded);
-    }
     let sign = int_op(e, BinaryOp::And, high, 0x8000);
     // Normal results: the exponent rebiased from 127 to 15, then 13 bits rounded away as above.
     let kept = shr(e, magnitude, 13);
