@@ -158,6 +158,16 @@ fn d_movement_ops() {
             let b = x.sum(2).expand_dims(0).broadcast_to([3, 2, 3]);
             weighted(&c) + weighted(&b) + weighted(&x.t())
         },
+        vec![x.clone()],
+    );
+    // A reverse is its own transpose; weights that differ per position catch a rule that
+    // forgets to reverse the cotangent.
+    check_grad(
+        "reverse",
+        |v| {
+            let x = &v[0];
+            weighted(&x.flip([0, 2]).exp()) + weighted(&(x.flip([-2]) * x))
+        },
         vec![x],
     );
 }

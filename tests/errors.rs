@@ -89,6 +89,12 @@ fn transpose_with_a_bad_permutation() {
 }
 
 #[test]
+fn flip_along_a_missing_axis() {
+    let r = trace(|x: Tensor| x.flip([0, 2]), &f32s(&[2, 3])); // @flip
+    insta::assert_snapshot!("flip_missing_axis", check("flip", r));
+}
+
+#[test]
 fn select_needs_a_bool_condition() {
     let r = trace(|x: Tensor| x.select(&x, 0.0), &f32s(&[3])); // @select
     insta::assert_snapshot!("select_condition", check("select", r));

@@ -59,6 +59,7 @@ fn corpus_covers_every_op() {
         "broadcast_in_dim",
         "reshape",
         "transpose",
+        "reverse",
         "dot_general",
         "slice",
         "pad",

@@ -33,14 +33,17 @@ use std::path::PathBuf;
 use std::process::Command;
 
 /// The host steps of `plan` other than indexing by values (gather, scatter and the dynamic
-/// slices), which the GPU backend leaves to the host until it has kernels for them.
+/// slices), sorts and reverses, which the GPU backend leaves to the host until it has kernels
+/// for them.
 fn unexpected_host_ops(plan: &GpuPlan) -> Vec<&str> {
-    // Sorting is a host step on the GPU for now (docs/architecture.md), as indexing may be.
+    // Sorting and reversing are host steps on the GPU for now (docs/architecture.md), as
+    // indexing may be.
     let expected = |op: &&str| {
         op.contains("gather")
             || op.contains("scatter")
             || op.starts_with("dynamic_")
             || op.ends_with("sort")
+            || *op == "reverse"
     };
     plan.host_ops()
         .into_iter()

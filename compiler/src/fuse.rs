@@ -76,6 +76,7 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         }
         Op::Reshape { .. }
         | Op::Transpose { .. }
+        | Op::Reverse { .. }
         | Op::Reduce { .. }
         | Op::DotGeneral(_)
         | Op::Slice { .. }
@@ -429,6 +430,7 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::BitcastConvert { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
+        | Op::Reverse { .. }
         | Op::Reduce { .. }
         | Op::DotGeneral(_)
         | Op::Slice { .. }

@@ -135,6 +135,7 @@ impl Op {
             | Op::BroadcastInDim { .. }
             | Op::Reshape { .. }
             | Op::Transpose { .. }
+            | Op::Reverse { .. }
             | Op::Reduce { .. }
             | Op::DotGeneral(_)
             | Op::Slice { .. }
@@ -201,6 +202,7 @@ impl Op {
             | Op::BroadcastInDim { .. }
             | Op::Reshape { .. }
             | Op::Transpose { .. }
+            | Op::Reverse { .. }
             | Op::Reduce { .. }
             | Op::DotGeneral(_)
             | Op::Slice { .. }

@@ -290,6 +290,10 @@ pub enum Op {
     Transpose {
         perm: Vec<usize>,
     },
+    /// The operand with the order of its elements along each of `axes` (unique) reversed.
+    Reverse {
+        axes: Vec<usize>,
+    },
     /// Reduces over `axes` (sorted, unique); the result drops them.
     Reduce {
         op: ReduceOp,
@@ -377,6 +381,7 @@ impl Op {
             Op::BroadcastInDim { .. } => "broadcast_in_dim",
             Op::Reshape { .. } => "reshape",
             Op::Transpose { .. } => "transpose",
+            Op::Reverse { .. } => "reverse",
             Op::Reduce { op, .. } => op.name(),
             Op::DotGeneral(_) => "dot_general",
             Op::Slice { .. } => "slice",
@@ -419,6 +424,7 @@ impl Op {
             Op::BroadcastInDim { .. }
                 | Op::Reshape { .. }
                 | Op::Transpose { .. }
+                | Op::Reverse { .. }
                 | Op::Slice { .. }
                 | Op::Pad { .. }
                 | Op::Concatenate { .. }

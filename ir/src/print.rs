@@ -120,6 +120,7 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
         Op::Iota { dim, .. } => items.item(format_args!("dim={dim}"))?,
         Op::BroadcastInDim { dims, .. } => items.item(format_args!("dims={}", List(dims)))?,
         Op::Transpose { perm } => items.item(format_args!("perm={}", List(perm)))?,
+        Op::Reverse { axes } => items.item(format_args!("axes={}", List(axes)))?,
         Op::Reduce { axes, .. } => items.item(format_args!("axes={}", List(axes)))?,
         Op::DotGeneral(d) => {
             if !d.lhs_batch.is_empty() {

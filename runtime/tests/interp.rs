@@ -1120,6 +1120,40 @@ fn reshape_keeps_row_major_order() {
 }
 
 #[test]
+fn reverse_along_any_axes() {
+    // cube[b, c, a] = 12 b + 4 c + a; reversed along axes 0 and 2: x[1 - b, c, 3 - a].
+    let r = apply("reverse", &[&cube()], "axes=[0,2]", "f32[2,3,4]");
+    let mut want = Vec::new();
+    for b in 0..2 {
+        for c in 0..3 {
+            for a in 0..4 {
+                want.push((12 * (1 - b) + 4 * c + (3 - a)) as f64);
+            }
+        }
+    }
+    check(&r, &want);
+    // Leading axis only, on integers; no axes; a scalar; an empty array.
+    let x = arr(&[3, 2], vec![1i32, 2, 3, 4, 5, 6]);
+    assert_eq!(
+        apply("reverse", &[&x], "axes=[0]", "i32[3,2]"),
+        arr(&[3, 2], vec![5i32, 6, 3, 4, 1, 2])
+    );
+    assert_eq!(apply("reverse", &[&x], "axes=[]", "i32[3,2]"), x);
+    let s = arr(&[], vec![7i64]);
+    assert_eq!(apply("reverse", &[&s], "axes=[]", "i64[]"), s);
+    let e = arr(&[0, 3], Vec::<f32>::new());
+    assert_eq!(apply("reverse", &[&e], "axes=[0,1]", "f32[0,3]"), e);
+}
+
+#[test]
+fn reverse_refuses_bad_axes() {
+    for axes in ["[2]", "[0,0]"] {
+        let src = format!("func @f(%0: f32[2,3]) -> (f32[2,3]) {{\n  %1 = reverse %0, axes={axes} : f32[2,3]\n  return %1\n}}\n");
+        assert!(parse_func(&src).is_err(), "{axes}");
+    }
+}
+
+#[test]
 fn transpose_of_rank_3() {
     // Result dim i is operand dim perm[i]: t[a, b, c] = x[b, c, a] = 12 b + 4 c + a.
     let t = apply("transpose", &[&cube()], "perm=[2,0,1]", "f32[4,2,3]");

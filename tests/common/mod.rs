@@ -257,6 +257,16 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
             ),
         ),
         (
+            "reverse",
+            t(
+                |x: Tensor| {
+                    let y = x.flip([0, 2]) * 2.0 + x.flip([-1]);
+                    (y, x.flip([1]).sum(0))
+                },
+                s(&[2, 3, 4]),
+            ),
+        ),
+        (
             "batched_matmul",
             t(
                 |(a, b, v): (Tensor, Tensor, Tensor)| (a.matmul(&b), a.matmul(&v), v.matmul(&b)),

@@ -316,6 +316,7 @@ pub fn lower(
                     | Op::BroadcastInDim { .. }
                     | Op::Reshape { .. }
                     | Op::Transpose { .. }
+                    | Op::Reverse { .. }
                     | Op::Reduce { .. }
                     | Op::DotGeneral(_)
                     | Op::Slice { .. }

@@ -365,6 +365,7 @@ impl RowLowering<'_> {
             | Op::BroadcastInDim { .. }
             | Op::Reshape { .. }
             | Op::Transpose { .. }
+            | Op::Reverse { .. }
             | Op::Reduce { .. }
             | Op::DotGeneral(_)
             | Op::Slice { .. }

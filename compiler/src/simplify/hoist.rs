@@ -47,6 +47,7 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
             | Op::BroadcastInDim { .. }
             | Op::Reshape { .. }
             | Op::Transpose { .. }
+            | Op::Reverse { .. }
             | Op::Reduce { .. }
             | Op::DotGeneral(_)
             | Op::Slice { .. }

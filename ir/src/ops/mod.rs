@@ -34,6 +34,7 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::BroadcastInDim { shape, dims } => movement::broadcast_in_dim(shape, dims, args)?,
         Op::Reshape { shape } => movement::reshape(shape, args)?,
         Op::Transpose { perm } => movement::transpose(perm, args)?,
+        Op::Reverse { axes } => movement::reverse(axes, args)?,
         Op::Slice {
             start,
             limit,

@@ -58,6 +58,12 @@ pub(super) fn transpose(perm: &[usize], args: &[&TensorType]) -> Result<TensorTy
     Ok(x.with_shape(perm.iter().map(|&p| x.dims()[p]).collect::<Vec<_>>()))
 }
 
+pub(super) fn reverse(axes: &[usize], args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let [x] = arity::<1>("reverse", args)?;
+    check_axes("reverse", axes, x)?;
+    Ok(x.clone())
+}
+
 pub(super) fn slice(
     start: &[usize],
     limit: &[usize],

@@ -72,6 +72,9 @@ pub(super) fn build_op(
             "transpose" => Op::Transpose {
                 perm: attrs.list(p, "perm", None)?,
             },
+            "reverse" => Op::Reverse {
+                axes: attrs.list(p, "axes", None)?,
+            },
             "dot_general" => {
                 let (lhs_batch, rhs_batch) = attrs.pair(p, "batch")?;
                 let (lhs_contract, rhs_contract) = attrs.pair(p, "contract")?;

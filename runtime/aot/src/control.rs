@@ -73,6 +73,7 @@ impl<R> CompiledCall<R> {
             | Op::BitcastConvert { .. }
             | Op::BroadcastInDim { .. }
             | Op::Reshape { .. }
+            | Op::Reverse { .. }
             | Op::Transpose { .. }
             | Op::Reduce { .. }
             | Op::DotGeneral(_)

@@ -215,6 +215,7 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
         Op::Reshape { .. } => args[0].elements().clone(),
         Op::BroadcastInDim { dims, .. } => movement::broadcast_in_dim(args[0], ty, dims),
         Op::Transpose { perm } => movement::transpose(args[0], perm),
+        Op::Reverse { axes } => movement::reverse(args[0], axes),
         Op::Slice { start, strides, .. } => movement::slice(args[0], ty, start, strides),
         Op::Pad { low, interior, .. } => movement::pad(args[0], args[1], ty, low, interior)?,
         Op::Concatenate { axis } => movement::concatenate(args, ty, *axis)?,

@@ -4,7 +4,7 @@
 //! type, selected once per op.
 
 use crate::{Array, RuntimeError};
-use ferrax_ir::{map_elements, Element, Elements, TensorType};
+use ferrax_ir::{map_elements, Element, Elements, Shape, TensorType};
 
 /// Calls `f(offset_a, offset_b)` once per innermost row of the index space `dims` (every
 /// index but the last), where `offset = base + Σ idx[k] * strides[k]` in each of two
@@ -86,6 +86,56 @@ pub(super) fn permuted_with<T: Copy, U>(
     let dims: Vec<usize> = order.iter().map(|&a| x.dims()[a]).collect();
     let st: Vec<usize> = order.iter().map(|&a| strides[a]).collect();
     gather_with(src, 0, &dims, &st, f)
+}
+
+/// `x`'s elements in the reverse order along each of `axes`.
+pub(super) fn reverse(x: &Array, axes: &[usize]) -> Elements {
+    map_elements!(x.elements(), v => reversed(v, x.shape(), axes))
+}
+
+/// Row by row: each row of the last dimension read from its mirrored place along the leading
+/// reversed axes, and reversed itself where the last axis is.
+fn reversed<T: Copy>(src: &[T], shape: &Shape, axes: &[usize]) -> Vec<T> {
+    let dims = shape.dims();
+    let mut out = Vec::with_capacity(src.len());
+    let Some((&inner, leading)) = dims.split_last() else {
+        out.extend_from_slice(src);
+        return out;
+    };
+    if src.is_empty() {
+        return out;
+    }
+    let strides = shape.strides();
+    let flipped = |d: usize| axes.contains(&d);
+    let mut index = vec![0; leading.len()];
+    loop {
+        let base: usize = index
+            .iter()
+            .enumerate()
+            .map(|(d, &i)| match flipped(d) {
+                true => (dims[d] - 1 - i) * strides[d],
+                false => i * strides[d],
+            })
+            .sum();
+        let row = &src[base..base + inner];
+        match flipped(leading.len()) {
+            true => out.extend(row.iter().rev()),
+            false => out.extend_from_slice(row),
+        }
+        // The next row: the leading index counts up, last dimension fastest.
+        let mut d = leading.len();
+        loop {
+            if d == 0 {
+                return out;
+            }
+            d -= 1;
+            index[d] += 1;
+            if index[d] < dims[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
 }
 
 pub(super) fn broadcast_in_dim(x: &Array, ty: &TensorType, dims: &[usize]) -> Elements {

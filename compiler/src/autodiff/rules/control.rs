@@ -75,6 +75,7 @@ pub(super) fn call_jvp(
                 | Op::BroadcastInDim { .. }
                 | Op::Reshape { .. }
                 | Op::Transpose { .. }
+                | Op::Reverse { .. }
                 | Op::Reduce { .. }
                 | Op::DotGeneral(_)
                 | Op::Slice { .. }
@@ -110,6 +111,7 @@ pub(super) fn call_jvp(
         | Op::BroadcastInDim { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
+        | Op::Reverse { .. }
         | Op::Reduce { .. }
         | Op::DotGeneral(_)
         | Op::Slice { .. }

@@ -54,6 +54,7 @@ pub(super) fn call_jvp(
         | Op::BroadcastInDim { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
+        | Op::Reverse { .. }
         | Op::Slice { .. }
         | Op::Pad { .. }
         | Op::Concatenate { .. }
@@ -93,6 +94,7 @@ pub(super) fn jvp(
         Op::BroadcastInDim { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
+        | Op::Reverse { .. }
         | Op::Slice { .. }
         | Op::Pad { .. }
         | Op::Concatenate { .. } => movement::jvp(e, op, x, t),
@@ -130,6 +132,7 @@ pub(super) fn joins_results(op: &Op) -> bool {
         | Op::BroadcastInDim { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
+        | Op::Reverse { .. }
         | Op::Reduce { .. }
         | Op::DotGeneral(_)
         | Op::Slice { .. }
@@ -183,6 +186,7 @@ pub(super) fn vjp(
         Op::BroadcastInDim { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
+        | Op::Reverse { .. }
         | Op::Slice { .. }
         | Op::Pad { .. }
         | Op::Concatenate { .. } => movement::vjp(e, op, x, g()?),

@@ -46,6 +46,8 @@ pub(super) fn vjp(e: &mut Emitter, op: &Op, x: &[ValueId], g: ValueId) -> R<Vec<
         }
         Op::Reshape { .. } => Ok(vec![Some(e.reshape(g, &xt.shape)?)]),
         Op::Transpose { perm } => Ok(vec![Some(e.transpose(g, argsort(perm))?)]),
+        // Its own transpose.
+        Op::Reverse { .. } => Ok(vec![Some(e.push(op.clone(), &[g])?)]),
         Op::Slice { start, strides, .. } => {
             if gt.numel() == 0 {
                 return Ok(vec![Some(e.full_like(0.0, x[0])?)]);

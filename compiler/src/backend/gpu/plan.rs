@@ -512,6 +512,7 @@ impl Parts {
             | Op::Pad { .. }
             | Op::DynamicSlice { .. }
             | Op::DynamicUpdateSlice
+            | Op::Reverse { .. }
                 if ins.ty.numel() == 0 =>
             {
                 GpuStep::Copies(index, Vec::new())
@@ -558,8 +559,9 @@ impl Parts {
             | Op::BitcastConvert { .. }
             | Op::StopGradient
             | Op::CustomVjp(_) => host,
-            // Sorting runs on the host's interpreter: a GPU sort kernel is left for later.
-            Op::Sort { .. } | Op::Argsort { .. } => host,
+            // Sorting runs on the host's interpreter: a GPU sort kernel is left for later; so
+            // do reverses (a strided copy with negative strides is left for later too).
+            Op::Sort { .. } | Op::Argsort { .. } | Op::Reverse { .. } => host,
             // A control-flow call is one step for all its instructions (one per result, the
             // same operands), its regions planned as programs of their own.
             Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {

@@ -34,6 +34,7 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
         Op::BroadcastInDim { shape, dims } => movement::broadcast(bt, shape, dims, args[0]),
         Op::Reshape { shape } => movement::reshape(bt, shape, args[0]),
         Op::Transpose { perm } => movement::transpose(bt, perm, args[0]),
+        Op::Reverse { axes } => movement::reverse(bt, axes, args[0]),
         Op::Slice {
             start,
             limit,
@@ -96,6 +97,7 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         | Op::BroadcastInDim { .. }
         | Op::Reshape { .. }
         | Op::Transpose { .. }
+        | Op::Reverse { .. }
         | Op::Reduce { .. }
         | Op::DotGeneral(_)
         | Op::Slice { .. }

@@ -31,6 +31,15 @@ pub(super) fn reshape(bt: &mut Batcher, shape: &Shape, x: BVal) -> R<BVal> {
     Ok(BVal::at(bt.push(op, &[v])?, 0))
 }
 
+/// A reverse of the example axes, which keep their places around the batch axis.
+pub(super) fn reverse(bt: &mut Batcher, axes: &[usize], x: BVal) -> R<BVal> {
+    let op = Op::Reverse {
+        axes: axes.iter().map(|&a| shifted(a, x.bdim)).collect(),
+    };
+    let v = bt.push(op, &[x.v])?;
+    Ok(BVal { v, bdim: x.bdim })
+}
+
 pub(super) fn transpose(bt: &mut Batcher, perm: &[usize], x: BVal) -> R<BVal> {
     let Some(b) = x.bdim else {
         let v = bt.push(

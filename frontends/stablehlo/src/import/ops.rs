@@ -71,6 +71,9 @@ impl Importer<'_> {
             "transpose" => Op::Transpose {
                 perm: usizes(attr(&["dims", "permutation"])?, line)?,
             },
+            "reverse" => Op::Reverse {
+                axes: usizes(attr(&["dims", "dimensions"])?, line)?,
+            },
             "concatenate" => {
                 let axis = usizes(attr(&["dim", "dimension"])?, line)?
                     .first()

@@ -117,6 +117,32 @@ impl Tensor {
         apply(Op::Transpose { perm: idx }, &[self])
     }
 
+    /// The elements in reverse order along each of `axes` (`jnp.flip`, `lax.rev`; negative
+    /// axes count from the end).
+    #[track_caller]
+    pub fn flip(&self, axes: impl ShapeArg) -> Tensor {
+        let given = axes.to_sizes();
+        let mut idx = Vec::with_capacity(given.len());
+        for &a in &given {
+            let why = match axis_index(a, self.ndim()) {
+                Some(i) if !idx.contains(&i) => {
+                    idx.push(i);
+                    continue;
+                }
+                Some(_) => "appears twice in",
+                None => "is not an axis of",
+            };
+            return self.fail(format!("flip: axis {a} of {given:?} {why} {}", self.ty()));
+        }
+        // Reversing an axis of one element (or none) changes nothing.
+        idx.retain(|&i| self.shape()[i] > 1);
+        if idx.is_empty() {
+            return self.clone();
+        }
+        idx.sort_unstable();
+        apply(Op::Reverse { axes: idx }, &[self])
+    }
+
     /// All dimensions reversed (NumPy's `.T`).
     #[track_caller]
     pub fn t(&self) -> Tensor {
