@@ -138,6 +138,7 @@ binary_fd! {
     d_rem: (2.1, 2.9), (0.7, 0.9) => |a, b| a % b;
     d_pow: (0.5, 2.0), (-1.5, 1.5) => |a, b| a.pow(b);
     d_maximum: (-1.0, 1.0), (-1.0, 1.0) => |a, b| a.maximum(b);
+    d_atan2: (-1.0, 1.0), (0.2, 1.0) => |a, b| a.atan2(b) + b.atan2(a * 2.0 - 3.0);
     d_minimum: (-1.0, 1.0), (-1.0, 1.0) => |a, b| a.minimum(b);
     d_select: (-1.0, 1.0), (-1.0, 1.0) => |a, b| a.greater(b).select(a * 2.0, b * b);
     d_clip: (-2.0, 2.0), (-1.0, 1.0) => |a, b| a.clip(-0.9, b.abs() + 0.05);

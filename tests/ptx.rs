@@ -36,14 +36,15 @@ use std::process::Command;
 /// slices), sorts and reverses, which the GPU backend leaves to the host until it has kernels
 /// for them.
 fn unexpected_host_ops(plan: &GpuPlan) -> Vec<&str> {
-    // Sorting and reversing are host steps on the GPU for now (docs/architecture.md), as
-    // indexing may be.
+    // Sorting, reversing and arctangents are host steps on the GPU for now
+    // (docs/architecture.md), as indexing may be.
     let expected = |op: &&str| {
         op.contains("gather")
             || op.contains("scatter")
             || op.starts_with("dynamic_")
             || op.ends_with("sort")
             || *op == "reverse"
+            || *op == "atan2"
     };
     plan.host_ops()
         .into_iter()

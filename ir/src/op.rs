@@ -99,10 +99,13 @@ pub enum BinaryOp {
     /// Integers only. `x >> y` filling with the sign bit; an amount of the bit width or more
     /// (as unsigned) fills the whole value with it.
     ShiftRightArithmetic,
+    /// Floats only. The angle of the point `(y, x)` from the positive x axis (`atan2(y, x)`,
+    /// C's and lax's, signed zeros and infinities included), in `[-pi, pi]`.
+    Atan2,
 }
 
 impl BinaryOp {
-    pub const ALL: [BinaryOp; 14] = [
+    pub const ALL: [BinaryOp; 15] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -117,6 +120,7 @@ impl BinaryOp {
         BinaryOp::ShiftLeft,
         BinaryOp::ShiftRightLogical,
         BinaryOp::ShiftRightArithmetic,
+        BinaryOp::Atan2,
     ];
 
     pub fn name(self) -> &'static str {
@@ -135,6 +139,7 @@ impl BinaryOp {
             BinaryOp::ShiftLeft => "shift_left",
             BinaryOp::ShiftRightLogical => "shift_right_logical",
             BinaryOp::ShiftRightArithmetic => "shift_right_arithmetic",
+            BinaryOp::Atan2 => "atan2",
         }
     }
 

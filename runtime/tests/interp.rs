@@ -1120,6 +1120,39 @@ fn reshape_keeps_row_major_order() {
 }
 
 #[test]
+fn atan2_quadrants_signed_zeros_and_infinities() {
+    use std::f64::consts::{FRAC_PI_2, FRAC_PI_4, PI};
+    let inf = f64::INFINITY;
+    let cases = [
+        (1.0, 1.0, FRAC_PI_4),
+        (1.0, -1.0, 3.0 * FRAC_PI_4),
+        (-1.0, -1.0, -3.0 * FRAC_PI_4),
+        (0.0, 0.0, 0.0),
+        (-0.0, 0.0, -0.0),
+        (0.0, -0.0, PI),
+        (-0.0, -0.0, -PI),
+        (1.0, 0.0, FRAC_PI_2),
+        (1.0, -inf, PI),
+        (-1.0, inf, -0.0),
+        (inf, inf, FRAC_PI_4),
+        (f64::NAN, 1.0, f64::NAN),
+    ];
+    for dtype in FLOATS {
+        let y = floats(dtype, &cases.map(|c| c.0));
+        let x = floats(dtype, &cases.map(|c| c.1));
+        let got = apply("atan2", &[&y, &x], "", &y.ty().to_string());
+        let want: Vec<f64> = cases.iter().map(|c| round_to(dtype, c.2)).collect();
+        check(&got, &want);
+    }
+    let i = arr(&[2], vec![1i32, 2]);
+    let src = format!(
+        "func @f(%0: {t}, %1: {t}) -> ({t}) {{\n  %2 = atan2 %0, %1 : {t}\n  return %2\n}}\n",
+        t = i.ty()
+    );
+    assert!(parse_func(&src).is_err(), "atan2 of integers");
+}
+
+#[test]
 fn reverse_along_any_axes() {
     // cube[b, c, a] = 12 b + 4 c + a; reversed along axes 0 and 2: x[1 - b, c, 3 - a].
     let r = apply("reverse", &[&cube()], "axes=[0,2]", "f32[2,3,4]");

@@ -170,6 +170,7 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
                         a.abs().pow(&b),
                         a.maximum(&b),
                         a.minimum(&b),
+                        a.atan2(&b),
                     ];
                     Tensor::concatenate(&parts, 1)
                 },

@@ -67,6 +67,8 @@ pub(super) fn binary(b: BinaryOp, args: &[&TensorType]) -> Result<TensorType, Ty
     let d = x.dtype;
     if b.is_shift() {
         require(b.name(), d, d.is_int(), "an integer type")?;
+    } else if b == BinaryOp::Atan2 {
+        require(b.name(), d, d.is_float(), "a float type")?;
     } else if b.is_logical() {
         require(b.name(), d, d.is_int() || d.is_bool(), "an integer or bool")?;
     } else {

@@ -126,6 +126,7 @@ fn binary_float<T: Float>(op: BinaryOp, a: &[T], b: &[T]) -> Result<Vec<T>, Runt
         BinaryOp::Max => zip_arith(a, b, fmax),
         BinaryOp::Min => zip_arith(a, b, fmin),
         BinaryOp::Pow => zip_wide(a, b, f64::powf),
+        BinaryOp::Atan2 => zip_wide(a, b, f64::atan2),
         BinaryOp::And
         | BinaryOp::Or
         | BinaryOp::Xor
@@ -135,8 +136,8 @@ fn binary_float<T: Float>(op: BinaryOp, a: &[T], b: &[T]) -> Result<Vec<T>, Runt
     })
 }
 
-fn binary_int<T: Int>(op: BinaryOp, a: &[T], b: &[T]) -> Vec<T> {
-    match op {
+fn binary_int<T: Int>(op: BinaryOp, a: &[T], b: &[T]) -> Result<Vec<T>, RuntimeError> {
+    Ok(match op {
         BinaryOp::Add => zip(a, b, T::add),
         BinaryOp::Sub => zip(a, b, T::sub),
         BinaryOp::Mul => zip(a, b, T::mul),
@@ -151,7 +152,8 @@ fn binary_int<T: Int>(op: BinaryOp, a: &[T], b: &[T]) -> Vec<T> {
         BinaryOp::ShiftLeft => zip(a, b, T::shift_left),
         BinaryOp::ShiftRightLogical => zip(a, b, T::shift_right_logical),
         BinaryOp::ShiftRightArithmetic => zip(a, b, T::shift_right_arithmetic),
-    }
+        BinaryOp::Atan2 => return Err(undefined(op.name(), T::DTYPE)),
+    })
 }
 
 fn binary_bool(op: BinaryOp, a: &[bool], b: &[bool]) -> Result<Vec<bool>, RuntimeError> {
@@ -169,10 +171,10 @@ pub(super) fn binary(op: BinaryOp, a: &Array, b: &Array) -> Result<Elements, Run
         Elements::F64(x) => Elements::F64(binary_float(op, x, b.as_slice()?)?),
         Elements::F16(x) => Elements::F16(binary_float(op, x, b.as_slice()?)?),
         Elements::BF16(x) => Elements::BF16(binary_float(op, x, b.as_slice()?)?),
-        Elements::I32(x) => Elements::I32(binary_int(op, x, b.as_slice()?)),
-        Elements::I64(x) => Elements::I64(binary_int(op, x, b.as_slice()?)),
-        Elements::U32(x) => Elements::U32(binary_int(op, x, b.as_slice()?)),
-        Elements::U8(x) => Elements::U8(binary_int(op, x, b.as_slice()?)),
+        Elements::I32(x) => Elements::I32(binary_int(op, x, b.as_slice()?)?),
+        Elements::I64(x) => Elements::I64(binary_int(op, x, b.as_slice()?)?),
+        Elements::U32(x) => Elements::U32(binary_int(op, x, b.as_slice()?)?),
+        Elements::U8(x) => Elements::U8(binary_int(op, x, b.as_slice()?)?),
         Elements::Bool(x) => Elements::Bool(binary_bool(op, x, b.as_slice()?)?),
     })
 }

@@ -149,6 +149,15 @@ fn binary_factors(
             let log_a = e.unary(UnaryOp::Log, safe_a)?;
             (Factor::Of(da), Factor::Of(e.mul(log_a, y)?))
         }
+        BinaryOp::Atan2 => {
+            // d atan2(a, b) = (b da - a db) / (a² + b²)
+            let a2 = e.mul(a, a)?;
+            let b2 = e.mul(b, b)?;
+            let r2 = e.add(a2, b2)?;
+            let inv = recip(e, r2)?;
+            let fb = e.mul(a, inv)?;
+            (Factor::Of(e.mul(b, inv)?), Factor::Of(e.neg(fb)?))
+        }
         BinaryOp::Max | BinaryOp::Min => (
             Factor::Of(balanced(e, a, y, b)?),
             Factor::Of(balanced(e, b, y, a)?),

@@ -136,6 +136,8 @@ fn binary(b: BinaryOp, dtype: DType) -> Option<Support> {
         (BinaryOp::Div | BinaryOp::Rem, _) => Some(Support::Native),
         (BinaryOp::Pow, DType::F64) => Some(Support::Native),
         (BinaryOp::Pow, _) => Some(Support::Expand),
+        // The interpreter's (f64 `atan2`, rounded once), until kernels have an expansion.
+        (BinaryOp::Atan2, _) => None,
     }
 }
 

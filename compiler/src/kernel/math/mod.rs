@@ -63,7 +63,8 @@ pub fn expands(op: &KOp, dtype: DType) -> bool {
             },
             KOp::Binary(b) => match b {
                 BinaryOp::Pow => true,
-                BinaryOp::Add
+                BinaryOp::Atan2
+                | BinaryOp::Add
                 | BinaryOp::Sub
                 | BinaryOp::Mul
                 | BinaryOp::Div

@@ -37,6 +37,7 @@ pub(super) fn binary(name: &str, dtype: DType) -> Option<BinaryOp> {
         "divide" => BinaryOp::Div,
         "remainder" => BinaryOp::Rem,
         "power" => BinaryOp::Pow,
+        "atan2" => BinaryOp::Atan2,
         "maximum" => BinaryOp::Max,
         "minimum" => BinaryOp::Min,
         "and" => BinaryOp::And,

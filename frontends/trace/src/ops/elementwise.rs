@@ -155,6 +155,9 @@ binary_methods! {
     pow => Pow,
     /// Remainder with the sign of the dividend (`jnp.fmod`, `lax.rem`).
     fmod => Rem,
+    /// The angle of the point (`self`, `other`) = (y, x) from the positive x axis, in
+    /// [-pi, pi] (`jnp.arctan2(self, other)`, `lax.atan2`); floats only.
+    atan2 => Atan2,
     logical_and => And,
     logical_or => Or,
     logical_xor => Xor,

@@ -123,7 +123,7 @@ fn vector_op(ins: &KInstr) -> bool {
     ) && match &ins.op {
         KOp::Unary(u) => vector_unary(*u) && (ins.dtype != DType::Bool || *u == UnaryOp::Not),
         KOp::Binary(op) => match op {
-            BinaryOp::Rem | BinaryOp::Pow => false,
+            BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Atan2 => false,
             BinaryOp::Add
             | BinaryOp::Sub
             | BinaryOp::Mul
