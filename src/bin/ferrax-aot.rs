@@ -12,8 +12,10 @@
 //! ```
 //!
 //! `cpu` (the default) compiles for this machine's CPU; `sm_80` and `sm_90` plan for a GPU of
-//! that architecture (or a later one) with no GPU needed, and store its PTX. Several programs
-//! compile in parallel, each to `DIRECTORY/NAME.fxa` (`NAME` its file's stem). `run` reads one `.npy` per input, checks them against the signature, and writes
+//! that architecture (or a later one) with no GPU needed, and store its PTX (and its cubins,
+//! where `ptxas` is at hand: `FERRAX_PTXAS`, else `PATH`). Several programs compile in
+//! parallel, each to `DIRECTORY/NAME.fxa` (`NAME` its file's stem). `run` reads one `.npy` per
+//! input, checks them against the signature, and writes
 //! `output_K.npy` per output into the output directory (default: the current one).
 
 use ferrax::aot_runtime::gpu::GpuProgram;

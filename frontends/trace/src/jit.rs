@@ -179,6 +179,11 @@ impl<I: Tree, O: Tree> Lowered<I, O> {
     /// The program planned for a GPU of architecture `target` (or later), computing as this
     /// program's GPU options say, as an artifact; no GPU is needed to make it.
     pub fn export_gpu(&self, target: PtxTarget) -> Result<Vec<u8>> {
+        if !self.program.traced.captures.is_empty() {
+            return Err(Error::Artifact(
+                "a function that closes over an enclosing trace's values does not export".into(),
+            ));
+        }
         let metadata = crate::aot::signature(&self.key.structure, &self.program.traced.out_def)?;
         let options = self.program.options;
         let func = self.simplified();

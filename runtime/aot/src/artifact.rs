@@ -9,6 +9,7 @@ use crate::check::check_plan;
 use crate::code::Code;
 use crate::container::{
     info, read, seal, take, ArtifactInfo, ArtifactTarget, Contents, Part, Plan, Sections,
+    MAX_REGION_DEPTH,
 };
 use crate::control::CompiledCall;
 use crate::error::ArtifactError;
@@ -114,6 +115,7 @@ impl Executable {
         let mut rest = code;
         let mut images = Vec::with_capacity(executables.len());
         let mut used = vec![false; executables.len()];
+        let mut depth = vec![0; executables.len()];
         for (k, part) in executables.iter().enumerate() {
             let image = image_with_code(part.image.clone(), &part.lengths, &mut rest)?;
             check_plan(&part.run, image.entries.len())?;
@@ -130,6 +132,10 @@ impl Executable {
                     });
                     if r <= k || !fits || std::mem::replace(&mut used[r], true) {
                         return Err(malformed("a region's executable does not match it"));
+                    }
+                    depth[r] = depth[k] + 1;
+                    if depth[r] > MAX_REGION_DEPTH {
+                        return Err(malformed("its regions nest too deep"));
                     }
                 }
             }

@@ -3,7 +3,7 @@
 //! rest, then four length-prefixed sections: the plan as CBOR (serde, which every plan type
 //! derives; a standard, self-describing binary encoding that carries every float exactly, the
 //! infinities and NaNs of constants included, where JSON cannot), the code (a CPU artifact's
-//! machine code and constant tables, a GPU artifact's PTX) as raw bytes, and the compiler's
+//! machine code and constant tables, a GPU artifact's PTX and any cubins) as raw bytes, and the compiler's
 //! notes and the caller's metadata as they wrote them.
 //!
 //! An artifact is code: load only artifacts you built or trust. The hash detects corruption,
@@ -22,6 +22,10 @@ use sha2::{Digest, Sha256};
 use std::fmt;
 
 const MAGIC: &[u8; 8] = b"FERRAXA\0";
+
+/// How deep an artifact's regions may nest: as deep as the IR lets calls nest, so that loading,
+/// running and dropping a program (each recursive over its regions) stays within the stack.
+pub(crate) const MAX_REGION_DEPTH: usize = 64;
 
 /// The plan section: what a run does, and where the code section's bytes belong.
 #[derive(Serialize, Deserialize)]

@@ -2,13 +2,15 @@
 //! CPU artifacts use (`crate::container`), with the GPU architecture the PTX was rendered for
 //! and how f32 products are computed. The PTX text is stored as it is, in the code section;
 //! the driver compiles it for the device that loads it, so an artifact for `sm_80` runs on any
-//! device of compute capability 8.0 or later. Loading checks the container (magic, version,
+//! device of compute capability 8.0 or later. Where `ptxas` was at hand when the artifact was
+//! made, each module's cubin follows the PTX, and a device of the same major version loads that
+//! machine code instead, with no compilation. Loading checks the container (magic, version,
 //! hash), the target against the device, and every plan ([`check_gpu_plan`]) before any
 //! module is loaded.
 
 use crate::container::{
     info, read, seal, ArtifactInfo, ArtifactTarget, Contents, GpuContents, GpuPart, Matmul, Plan,
-    Sections,
+    Sections, MAX_REGION_DEPTH,
 };
 use crate::error::ArtifactError;
 use crate::gpu::{check_gpu_plan, Cubins, GpuCallPlan, GpuProgram, GpuRunPlan, GpuTarget};
@@ -144,6 +146,7 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
         let mut rest = sections.code;
         let count = contents.parts.len();
         let mut used = vec![false; count];
+        let mut depth = vec![0; count];
         let mut built: Vec<Option<GpuRunPlan>> = Vec::with_capacity(count);
         let mut region_lists = Vec::with_capacity(count);
         for (k, part) in contents.parts.into_iter().enumerate() {
@@ -163,6 +166,8 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
                 *ptx = String::from_utf8(text.to_vec())
                     .map_err(|_| malformed("a PTX module is not text"))?;
             }
+            // Machine code comes from the code section alone.
+            plan.cubins = None;
             if let Some((arch, lengths)) = cubins {
                 if lengths.len() != plan.modules.len() {
                     return Err(malformed("a GPU plan's cubins do not match its modules"));
@@ -176,6 +181,10 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
             for &r in calls.iter().flatten() {
                 if r <= k || r >= count || std::mem::replace(&mut used[r], true) {
                     return Err(malformed("a region's plan does not match it"));
+                }
+                depth[r] = depth[k] + 1;
+                if depth[r] > MAX_REGION_DEPTH {
+                    return Err(malformed("its regions nest too deep"));
                 }
             }
             built.push(Some(plan));

@@ -49,7 +49,7 @@ pub enum GpuError {
     Run(#[from] GpuRunError),
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
-    #[error("internal error: value %{0} is a partial result, which no launch binds")]
+    #[error("internal error: a launch binds value %{0}, which has no type or is a partial result")]
     Missing(u32),
     #[error("internal error: `{0}` planned as a control-flow call")]
     NotACall(String),

@@ -22,6 +22,14 @@ pub fn ptxas() -> Option<PathBuf> {
     }
 }
 
+/// A new directory at `dir` that only this user can enter; an error if `dir` exists.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
 /// `ptx` assembled for `target` by the assembler `ptxas`: the cubin's bytes.
 pub fn assemble(ptxas: &Path, ptx: &str, target: PtxTarget) -> Result<Vec<u8>, PtxError> {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -29,16 +37,14 @@ pub fn assemble(ptxas: &Path, ptx: &str, target: PtxTarget) -> Result<Vec<u8>, P
         ptxas: ptxas.display().to_string(),
         what,
     };
-    let stem = format!(
-        "ferrax-{}-{}",
+    // A directory of its own, made afresh (nobody else's files or links in it).
+    let dir = std::env::temp_dir().join(format!(
+        "ferrax-ptxas-{}-{}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
-    );
-    let dir = std::env::temp_dir();
-    let (input, output) = (
-        dir.join(format!("{stem}.ptx")),
-        dir.join(format!("{stem}.cubin")),
-    );
+    ));
+    private_dir(&dir).map_err(|e| failed(format!("making {}: {e}", dir.display())))?;
+    let (input, output) = (dir.join("module.ptx"), dir.join("module.cubin"));
     let result = std::fs::write(&input, ptx)
         .map_err(|e| failed(format!("writing {}: {e}", input.display())))
         .and_then(|()| {
@@ -54,7 +60,6 @@ pub fn assemble(ptxas: &Path, ptx: &str, target: PtxTarget) -> Result<Vec<u8>, P
             true => std::fs::read(&output).map_err(|e| failed(e.to_string())),
             false => Err(failed(String::from_utf8_lossy(&out.stderr).into_owned())),
         });
-    let _ = std::fs::remove_file(&input);
-    let _ = std::fs::remove_file(&output);
+    let _ = std::fs::remove_dir_all(&dir);
     result
 }

@@ -46,23 +46,33 @@ fn check_one(plan: &GpuRunPlan) -> Result<(), String> {
     if plan.releases.len() != plan.steps.len() || !plan.releases.iter().flatten().all(value) {
         return Err("its memory plan does not match its steps".into());
     }
-    let entries: usize = plan.modules.iter().map(|(_, n)| n).sum();
-    if entries != plan.entry_names().len() {
+    let entries = plan
+        .modules
+        .iter()
+        .try_fold(0usize, |total, (_, n)| total.checked_add(*n));
+    if entries != Some(plan.entry_names().len()) {
         return Err("its modules do not define its entries".into());
     }
     for s in &plan.scatters {
         let wanted = match s.launches {
             ScatterLaunches::Atomic { .. } => 2,
             ScatterLaunches::Sorted { rank_block, .. } if whole_warps(rank_block) => 3,
-            ScatterLaunches::Sorted { .. } => 0,
+            ScatterLaunches::Sorted { .. } => {
+                return Err("a scatter ranks in blocks of part of a warp".into())
+            }
             ScatterLaunches::Elements { .. } => 3,
         };
         if s.entries.len() != wanted {
             return Err("a scatter's entries do not match its launches".into());
         }
     }
-    if plan.reduce_launches.iter().any(|r| !whole_warps(r.block)) {
-        return Err("a reduction launches blocks of part of a warp".into());
+    // Reductions keep a partial per thread of a block of at most 256 in shared memory.
+    if plan
+        .reduce_launches
+        .iter()
+        .any(|r| !whole_warps(r.block) || r.block > 256)
+    {
+        return Err("a reduction launches blocks other than whole warps of at most 256".into());
     }
     Ok(())
 }
@@ -113,10 +123,16 @@ fn step_fits(plan: &GpuRunPlan, step: &GpuStep) -> bool {
         ) => {
             // Each operand as the product reads it: its copy into matrix layout, or itself.
             let read = |k: usize, copy: &Option<usize>| match copy {
+                // A layout copy: the operand's elements, permuted.
                 Some(c) => plan
                     .copies
                     .get(*c)
-                    .filter(|c| Some(&c.input) == operands.get(k) && c.starts.is_empty())
+                    .filter(|c| {
+                        Some(&c.input) == operands.get(k)
+                            && c.starts.is_empty()
+                            && c.output.dtype == c.input.dtype
+                            && c.output.numel() == c.input.numel()
+                    })
                     .map(|c| c.output.clone()),
                 None => operands.get(k).cloned(),
             };
@@ -203,7 +219,8 @@ fn reduce_types(func: &Func, i: usize) -> Option<(TensorType, TensorType)> {
 /// Whether a product of `gemm`'s sizes reads operands of the sizes of `lhs` and `rhs` and
 /// writes a result of the size of `result`.
 fn gemm_fits(g: &Gemm, (lhs, rhs): (&TensorType, &TensorType), result: &TensorType) -> bool {
-    let size = |a: usize, b: usize| g.batch.checked_mul(a).and_then(|x| x.checked_mul(b));
+    // Each matrix's size on its own too: the executor computes them (batch strides).
+    let size = |a: usize, b: usize| a.checked_mul(b).and_then(|x| x.checked_mul(g.batch));
     size(g.m, g.k) == Some(lhs.numel())
         && size(g.k, g.n) == Some(rhs.numel())
         && size(g.m, g.n) == Some(result.numel())

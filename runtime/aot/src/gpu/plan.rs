@@ -306,19 +306,4 @@ impl GpuRunPlan {
         }
         out
     }
-
-    /// The instructions that run on the host path, by op name, those of control-flow
-    /// regions included.
-    pub fn host_ops(&self) -> Vec<&str> {
-        let mut ops = Vec::new();
-        let mut work = vec![self];
-        while let Some(plan) = work.pop() {
-            ops.extend(plan.steps.iter().filter_map(|s| match s {
-                GpuStep::Host(i) => plan.func.body.get(*i).map(|ins| ins.op.name()),
-                _ => None,
-            }));
-            work.extend(plan.calls.iter().flat_map(|c| &c.regions));
-        }
-        ops
-    }
 }
