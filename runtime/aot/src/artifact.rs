@@ -8,8 +8,7 @@
 use crate::check::check_plan;
 use crate::code::Code;
 use crate::container::{
-    info, read, seal, take, ArtifactInfo, ArtifactTarget, Contents, Part, Plan, Sections,
-    MAX_REGION_DEPTH,
+    cut, info, read, seal, ArtifactInfo, ArtifactTarget, Contents, Part, Plan, RegionTree, Sections,
 };
 use crate::control::CompiledCall;
 use crate::error::ArtifactError;
@@ -114,8 +113,7 @@ impl Executable {
         // Every part checked, and its code cut out, before any code is mapped.
         let mut rest = code;
         let mut images = Vec::with_capacity(executables.len());
-        let mut used = vec![false; executables.len()];
-        let mut depth = vec![0; executables.len()];
+        let mut tree = RegionTree::new(executables.len());
         for (k, part) in executables.iter().enumerate() {
             let image = image_with_code(part.image.clone(), &part.lengths, &mut rest)?;
             check_plan(&part.run, image.entries.len())?;
@@ -130,13 +128,10 @@ impl Executable {
                         p.run.func.params == region.params
                             && p.run.func.output_types() == region.output_types()
                     });
-                    if r <= k || !fits || std::mem::replace(&mut used[r], true) {
+                    if !fits {
                         return Err(malformed("a region's executable does not match it"));
                     }
-                    depth[r] = depth[k] + 1;
-                    if depth[r] > MAX_REGION_DEPTH {
-                        return Err(malformed("its regions nest too deep"));
-                    }
+                    tree.claim(k, r)?;
                 }
             }
             images.push(image);
@@ -144,9 +139,7 @@ impl Executable {
         if !rest.is_empty() {
             return Err(malformed("code bytes no function holds"));
         }
-        if used.iter().skip(1).any(|u| !u) {
-            return Err(malformed("an executable no call runs"));
-        }
+        tree.complete()?;
         // Regions first, so that each call finds its regions' executables built.
         let mut built: Vec<Option<Executable>> = Vec::new();
         built.resize_with(executables.len(), || None);
@@ -194,9 +187,7 @@ fn image_with_code(
         .chain(image.tables.iter_mut())
         .zip(lengths)
     {
-        let (these, rest) = take(code, len, "in its code")?;
-        *bytes = these.to_vec();
-        *code = rest;
+        *bytes = cut(code, len)?.to_vec();
     }
     Ok(image)
 }

@@ -25,7 +25,44 @@ const MAGIC: &[u8; 8] = b"FERRAXA\0";
 
 /// How deep an artifact's regions may nest: as deep as the IR lets calls nest, so that loading,
 /// running and dropping a program (each recursive over its regions) stays within the stack.
-pub(crate) const MAX_REGION_DEPTH: usize = 64;
+const MAX_REGION_DEPTH: usize = 64;
+
+/// The parts of an artifact (the program's, then its regions') as a tree: each region's part
+/// after the part whose call runs it, claimed once, at most [`MAX_REGION_DEPTH`] deep.
+pub(crate) struct RegionTree {
+    claimed: Vec<bool>,
+    depth: Vec<usize>,
+}
+
+impl RegionTree {
+    pub(crate) fn new(parts: usize) -> RegionTree {
+        RegionTree {
+            claimed: vec![false; parts],
+            depth: vec![0; parts],
+        }
+    }
+
+    /// Part `r` claimed as a region of part `k`, or what is wrong with that.
+    pub(crate) fn claim(&mut self, k: usize, r: usize) -> Result<(), ArtifactError> {
+        let malformed = |what: &str| Err(ArtifactError::Malformed(what.to_string()));
+        if r <= k || r >= self.claimed.len() || std::mem::replace(&mut self.claimed[r], true) {
+            return malformed("a region's part does not match it");
+        }
+        self.depth[r] = self.depth[k] + 1;
+        if self.depth[r] > MAX_REGION_DEPTH {
+            return malformed("its regions nest too deep");
+        }
+        Ok(())
+    }
+
+    /// Whether every part but the program's is some call's region.
+    pub(crate) fn complete(&self) -> Result<(), ArtifactError> {
+        match self.claimed.iter().skip(1).all(|&c| c) {
+            true => Ok(()),
+            false => Err(ArtifactError::Malformed("a part no call runs".into())),
+        }
+    }
+}
 
 /// The plan section: what a run does, and where the code section's bytes belong.
 #[derive(Serialize, Deserialize)]
@@ -252,6 +289,13 @@ pub(crate) fn read(bytes: &[u8]) -> Result<Sections<'_>, ArtifactError> {
         notes,
         metadata,
     })
+}
+
+/// The first `len` bytes of `rest`, which then starts after them.
+pub(crate) fn cut<'a>(rest: &mut &'a [u8], len: usize) -> Result<&'a [u8], ArtifactError> {
+    let (these, after) = take(rest, len, "in its code")?;
+    *rest = after;
+    Ok(these)
 }
 
 pub(crate) fn take<'a>(

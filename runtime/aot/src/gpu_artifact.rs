@@ -9,8 +9,8 @@
 //! module is loaded.
 
 use crate::container::{
-    info, read, seal, ArtifactInfo, ArtifactTarget, Contents, GpuContents, GpuPart, Matmul, Plan,
-    Sections, MAX_REGION_DEPTH,
+    cut, info, read, seal, ArtifactInfo, ArtifactTarget, Contents, GpuContents, GpuPart, Matmul,
+    Plan, RegionTree, Sections,
 };
 use crate::error::ArtifactError;
 use crate::gpu::{check_gpu_plan, Cubins, GpuCallPlan, GpuProgram, GpuRunPlan, GpuTarget};
@@ -145,8 +145,7 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
         // after the plan whose call runs it, before anything is loaded.
         let mut rest = sections.code;
         let count = contents.parts.len();
-        let mut used = vec![false; count];
-        let mut depth = vec![0; count];
+        let mut tree = RegionTree::new(count);
         let mut built: Vec<Option<GpuRunPlan>> = Vec::with_capacity(count);
         let mut region_lists = Vec::with_capacity(count);
         for (k, part) in contents.parts.into_iter().enumerate() {
@@ -179,13 +178,7 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
                 plan.cubins = Some(Cubins { arch, modules });
             }
             for &r in calls.iter().flatten() {
-                if r <= k || r >= count || std::mem::replace(&mut used[r], true) {
-                    return Err(malformed("a region's plan does not match it"));
-                }
-                depth[r] = depth[k] + 1;
-                if depth[r] > MAX_REGION_DEPTH {
-                    return Err(malformed("its regions nest too deep"));
-                }
+                tree.claim(k, r)?;
             }
             built.push(Some(plan));
             region_lists.push(calls);
@@ -193,9 +186,7 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
         if !rest.is_empty() {
             return Err(malformed("code bytes no module holds"));
         }
-        if used.iter().skip(1).any(|u| !u) {
-            return Err(malformed("a plan no call runs"));
-        }
+        tree.complete()?;
         // Regions first, so that each call finds its regions' plans whole.
         for k in (0..count).rev() {
             let mut plan = built[k]
@@ -227,14 +218,4 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
             .map_err(|e| ArtifactError::GpuLoad(e.to_string()))?;
         Ok((program, info))
     }
-}
-
-/// The first `len` bytes of `rest`, which then starts after them.
-fn cut<'a>(rest: &mut &'a [u8], len: usize) -> Result<&'a [u8], ArtifactError> {
-    if len > rest.len() {
-        return Err(ArtifactError::Truncated("in its code"));
-    }
-    let (these, after) = rest.split_at(len);
-    *rest = after;
-    Ok(these)
 }

@@ -106,19 +106,19 @@ fn reversed<T: Copy>(src: &[T], shape: &Shape, axes: &[usize]) -> Vec<T> {
         return out;
     }
     let strides = shape.strides();
-    let flipped = |d: usize| axes.contains(&d);
+    let flipped: Vec<bool> = (0..dims.len()).map(|d| axes.contains(&d)).collect();
     let mut index = vec![0; leading.len()];
     loop {
         let base: usize = index
             .iter()
             .enumerate()
-            .map(|(d, &i)| match flipped(d) {
+            .map(|(d, &i)| match flipped[d] {
                 true => (dims[d] - 1 - i) * strides[d],
                 false => i * strides[d],
             })
             .sum();
         let row = &src[base..base + inner];
-        match flipped(leading.len()) {
+        match flipped[leading.len()] {
             true => out.extend(row.iter().rev()),
             false => out.extend_from_slice(row),
         }

@@ -8,6 +8,7 @@ use ferrax_aot_runtime::gpu::{Cubins, GpuRunPlan, GpuTarget};
 use ferrax_aot_runtime::gpu_artifact;
 use ferrax_ir::Func;
 use ferrax_runtime::Array;
+use std::borrow::Cow;
 
 use super::*;
 
@@ -29,7 +30,7 @@ pub fn compile_artifact(
     (metadata, notes): (&[u8], &[u8]),
 ) -> Result<Vec<u8>, GpuError> {
     let plan = GpuPlan::with_options(func, target, options)?;
-    let run = assembled(&plan.run, target)?;
+    let run = assembled(Cow::Owned(plan.run), target)?;
     let target = gpu_target(target);
     Ok(gpu_artifact(
         &run,
@@ -41,11 +42,14 @@ pub fn compile_artifact(
 
 /// `plan` (rendered for `target`) with its modules and its regions' assembled by `ptxas`
 /// where one is at hand ([`ptxas`]), else as it is.
-fn assembled(plan: &GpuRunPlan, target: PtxTarget) -> Result<GpuRunPlan, GpuError> {
-    let mut plan = plan.clone();
+fn assembled(
+    plan: Cow<'_, GpuRunPlan>,
+    target: PtxTarget,
+) -> Result<Cow<'_, GpuRunPlan>, GpuError> {
     let Some(ptxas) = ptxas() else {
         return Ok(plan);
     };
+    let mut plan = plan.into_owned();
     // Every plan of the tree, each assembled in place (iteratively: regions nest).
     let mut work = vec![&mut plan];
     while let Some(p) = work.pop() {
@@ -60,7 +64,7 @@ fn assembled(plan: &GpuRunPlan, target: PtxTarget) -> Result<GpuRunPlan, GpuErro
         });
         work.extend(p.calls.iter_mut().flat_map(|c| c.regions.iter_mut()));
     }
-    Ok(plan)
+    Ok(Cow::Owned(plan))
 }
 
 impl<M: GpuMachine + Clone> GpuProgram<M> {
@@ -131,7 +135,7 @@ impl<M: GpuMachine> GpuProgram<M> {
     /// This program as a GPU artifact (for devices of its target's compute capability or
     /// later), with the caller's `metadata` and the compiler's `notes`.
     pub fn to_artifact(&self, metadata: &[u8], notes: &[u8]) -> Result<Vec<u8>, GpuError> {
-        let run = assembled(&self.plan.run, self.target)?;
+        let run = assembled(Cow::Borrowed(&self.plan.run), self.target)?;
         let target = gpu_target(self.target);
         Ok(gpu_artifact(
             &run,

@@ -6,7 +6,7 @@ use crate::gemm::Gemm;
 use crate::memory::MemoryReport;
 use ferrax_ir::{Func, TensorType, ValueId};
 use serde::{Deserialize, Serialize};
-use std::fmt;
+use std::fmt::{self, Write};
 
 /// The GPU architecture an artifact's PTX was rendered for: it loads on devices of this
 /// compute capability or a later one.
@@ -302,7 +302,7 @@ impl GpuRunPlan {
                     )
                 }
             };
-            out.push_str(&format!("{n}: {line}\n"));
+            let _ = writeln!(out, "{n}: {line}");
         }
         out
     }
