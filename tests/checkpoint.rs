@@ -465,14 +465,14 @@ fn bad_files_are_errors() {
     let e = checkpoint::safetensors_from_bytes(&bad, &ab()).unwrap_err();
     assert!(matches!(e, CheckpointError::Header { .. }), "{e}");
     // A dtype ferrax lacks.
-    let header = br#"{"x":{"dtype":"U16","shape":[1],"data_offsets":[0,2]}}"#;
-    let mut u16_file = (header.len() as u64).to_le_bytes().to_vec();
-    u16_file.extend(header);
-    u16_file.extend([0, 0]);
+    let header = br#"{"x":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}}"#;
+    let mut complex_file = (header.len() as u64).to_le_bytes().to_vec();
+    complex_file.extend(header);
+    complex_file.extend([0; 8]);
     let x = flat(&[("x", t(&[1], vec![0i32]))]);
-    let e = checkpoint::safetensors_from_bytes(&u16_file, &x).unwrap_err();
+    let e = checkpoint::safetensors_from_bytes(&complex_file, &x).unwrap_err();
     assert!(
-        matches!(&e, CheckpointError::DType { found, .. } if found == "U16"),
+        matches!(&e, CheckpointError::DType { found, .. } if found == "C64"),
         "{e}"
     );
 

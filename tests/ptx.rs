@@ -1761,11 +1761,15 @@ fn conformance_programs_run_in_the_emulator() {
             let (simple, _) = simplify(&case.program.func).unwrap();
             let plan = GpuPlan::new(&simple, PtxTarget::Sm80, MathMode::Accurate)
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
-            // The GPU table leaves arithmetic on u8 values, and u32 division, powers and
-            // conversions, to the host; all else runs there.
+            // The GPU table leaves arithmetic on u8 values and on the 8-, 16- and 64-bit
+            // integers, and u32 division, powers and conversions, to the host; all else runs
+            // there.
             let bytes = (0..simple.num_values())
                 .filter_map(|v| simple.value_type(ferrax::ir::ValueId(v as u32)))
-                .any(|t| matches!(t.dtype, ferrax::DType::U8 | ferrax::DType::U32));
+                .any(|t| {
+                    use ferrax::DType::{I16, I8, U16, U32, U64, U8};
+                    matches!(t.dtype, U8 | U32 | I8 | I16 | U16 | U64)
+                });
             if !bytes {
                 assert_eq!(unexpected_host_ops(&plan), Vec::<&str>::new(), "{name}");
             }

@@ -71,7 +71,15 @@ fn elements(a: &ferrax::Array) -> Vec<Element> {
         DType::F64 => Some(v.to_bits()),
         DType::F16 => Some(u64::from(half::f16::from_f64(v).to_bits())),
         DType::BF16 => Some(u64::from(half::bf16::from_f64(v).to_bits())),
-        DType::I32 | DType::I64 | DType::U32 | DType::U8 | DType::Bool => None,
+        DType::I32
+        | DType::I64
+        | DType::U32
+        | DType::U8
+        | DType::I8
+        | DType::I16
+        | DType::U16
+        | DType::U64
+        | DType::Bool => None,
     };
     values
         .into_iter()

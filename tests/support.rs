@@ -71,6 +71,44 @@ fn values(dtype: DType, shift: usize) -> Array {
             Elements::U32((0..LEN).map(|i| words[pick(i) % words.len()]).collect())
         }
         DType::U8 => Elements::U8((0..LEN).map(|i| (pick(i) * 37 % 256) as u8).collect()),
+        // The small integers, shift amounts either side of the width, and the extremes.
+        DType::I8 => {
+            let mut v: Vec<i8> = (0..LEN).map(|i| ints[pick(i) % ints.len()] as i8).collect();
+            v[shift % LEN] = i8::MIN;
+            v[(shift + 3) % LEN] = i8::MAX;
+            v[(shift + 5) % LEN] = 8;
+            Elements::I8(v)
+        }
+        DType::I16 => {
+            let mut v: Vec<i16> = (0..LEN)
+                .map(|i| ints[pick(i) % ints.len()] as i16)
+                .collect();
+            v[shift % LEN] = i16::MIN;
+            v[(shift + 3) % LEN] = i16::MAX;
+            v[(shift + 5) % LEN] = 16;
+            Elements::I16(v)
+        }
+        DType::U16 => {
+            let words = [0, 1, 15, 16, 17, 7, 0x8000, u16::MAX, 100, 0x7fff, 2, 9];
+            Elements::U16((0..LEN).map(|i| words[pick(i) % words.len()]).collect())
+        }
+        DType::U64 => {
+            let words = [
+                0,
+                1,
+                63,
+                64,
+                65,
+                7,
+                1 << 63,
+                u64::MAX,
+                100,
+                i64::MAX as u64,
+                2,
+                9,
+            ];
+            Elements::U64((0..LEN).map(|i| words[pick(i) % words.len()]).collect())
+        }
         DType::Bool => Elements::Bool((0..LEN).map(|i| pick(i) % 3 == 0).collect()),
     };
     Array::new([LEN], data).unwrap()
@@ -304,6 +342,10 @@ fn ramp(dtype: DType, shape: [usize; 2]) -> Array {
         DType::I64 => Elements::I64(v),
         DType::U32 => Elements::U32(v.iter().map(|&x| x as u32).collect()),
         DType::U8 => Elements::U8(v.iter().map(|&x| (x + 5) as u8).collect()),
+        DType::I8 => Elements::I8(v.iter().map(|&x| x as i8).collect()),
+        DType::I16 => Elements::I16(v.iter().map(|&x| x as i16).collect()),
+        DType::U16 => Elements::U16(v.iter().map(|&x| (x + 5) as u16).collect()),
+        DType::U64 => Elements::U64(v.iter().map(|&x| (x + 5) as u64).collect()),
         DType::Bool => Elements::Bool(v.iter().map(|&x| x % 3 == 0).collect()),
     };
     Array::new(shape, data).unwrap()

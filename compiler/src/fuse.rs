@@ -104,6 +104,10 @@ fn iota_fits(dtype: DType, dims: &[usize], dim: usize) -> bool {
         DType::U32 => size <= 1 << 32,
         DType::I64
         | DType::U8
+        | DType::I8
+        | DType::I16
+        | DType::U16
+        | DType::U64
         | DType::F32
         | DType::F64
         | DType::F16

@@ -16,11 +16,17 @@ pub enum DType {
     /// comparisons and shifts are unsigned.
     U32,
     U8,
+    /// The narrow and wide integers JAX programs also use (`int8`, `int16`, `uint16`,
+    /// `uint64`): the same arithmetic as their 32-bit kin at their own width.
+    I8,
+    I16,
+    U16,
+    U64,
     Bool,
 }
 
 impl DType {
-    pub const ALL: [DType; 9] = [
+    pub const ALL: [DType; 13] = [
         DType::F32,
         DType::F64,
         DType::F16,
@@ -29,6 +35,10 @@ impl DType {
         DType::I64,
         DType::U32,
         DType::U8,
+        DType::I8,
+        DType::I16,
+        DType::U16,
+        DType::U64,
         DType::Bool,
     ];
 
@@ -37,11 +47,21 @@ impl DType {
     }
 
     pub fn is_int(self) -> bool {
-        matches!(self, DType::I32 | DType::I64 | DType::U32 | DType::U8)
+        matches!(
+            self,
+            DType::I32
+                | DType::I64
+                | DType::U32
+                | DType::U8
+                | DType::I8
+                | DType::I16
+                | DType::U16
+                | DType::U64
+        )
     }
 
     pub fn is_signed_int(self) -> bool {
-        matches!(self, DType::I32 | DType::I64)
+        matches!(self, DType::I32 | DType::I64 | DType::I8 | DType::I16)
     }
 
     pub fn is_bool(self) -> bool {
@@ -55,10 +75,10 @@ impl DType {
 
     pub fn size_bytes(self) -> usize {
         match self {
-            DType::F64 | DType::I64 => 8,
+            DType::F64 | DType::I64 | DType::U64 => 8,
             DType::F32 | DType::I32 | DType::U32 => 4,
-            DType::F16 | DType::BF16 => 2,
-            DType::U8 | DType::Bool => 1,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
+            DType::U8 | DType::I8 | DType::Bool => 1,
         }
     }
 
@@ -72,6 +92,10 @@ impl DType {
             DType::I64 => "i64",
             DType::U32 => "u32",
             DType::U8 => "u8",
+            DType::I8 => "i8",
+            DType::I16 => "i16",
+            DType::U16 => "u16",
+            DType::U64 => "u64",
             DType::Bool => "bool",
         }
     }

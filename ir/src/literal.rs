@@ -16,6 +16,10 @@ pub enum Elements {
     I64(Vec<i64>),
     U32(Vec<u32>),
     U8(Vec<u8>),
+    I8(Vec<i8>),
+    I16(Vec<i16>),
+    U16(Vec<u16>),
+    U64(Vec<u64>),
     Bool(Vec<bool>),
 }
 
@@ -32,6 +36,10 @@ macro_rules! with_elements {
             $crate::Elements::I64($v) => $body,
             $crate::Elements::U32($v) => $body,
             $crate::Elements::U8($v) => $body,
+            $crate::Elements::I8($v) => $body,
+            $crate::Elements::I16($v) => $body,
+            $crate::Elements::U16($v) => $body,
+            $crate::Elements::U64($v) => $body,
             $crate::Elements::Bool($v) => $body,
         }
     };
@@ -50,6 +58,10 @@ macro_rules! map_elements {
             $crate::Elements::I64($v) => $crate::Elements::I64($body),
             $crate::Elements::U32($v) => $crate::Elements::U32($body),
             $crate::Elements::U8($v) => $crate::Elements::U8($body),
+            $crate::Elements::I8($v) => $crate::Elements::I8($body),
+            $crate::Elements::I16($v) => $crate::Elements::I16($body),
+            $crate::Elements::U16($v) => $crate::Elements::U16($body),
+            $crate::Elements::U64($v) => $crate::Elements::U64($body),
             $crate::Elements::Bool($v) => $crate::Elements::Bool($body),
         }
     };
@@ -66,6 +78,10 @@ impl Elements {
             Elements::I64(_) => DType::I64,
             Elements::U32(_) => DType::U32,
             Elements::U8(_) => DType::U8,
+            Elements::I8(_) => DType::I8,
+            Elements::I16(_) => DType::I16,
+            Elements::U16(_) => DType::U16,
+            Elements::U64(_) => DType::U64,
             Elements::Bool(_) => DType::Bool,
         }
     }
@@ -89,6 +105,10 @@ impl Elements {
             Scalar::I64(x) => Elements::I64(vec![x; n]),
             Scalar::U32(x) => Elements::U32(vec![x; n]),
             Scalar::U8(x) => Elements::U8(vec![x; n]),
+            Scalar::I8(x) => Elements::I8(vec![x; n]),
+            Scalar::I16(x) => Elements::I16(vec![x; n]),
+            Scalar::U16(x) => Elements::U16(vec![x; n]),
+            Scalar::U64(x) => Elements::U64(vec![x; n]),
             Scalar::Bool(x) => Elements::Bool(vec![x; n]),
         }
     }
@@ -111,6 +131,10 @@ impl Elements {
             Scalar::I64(x) => Elements::I64(filled(x, n)?),
             Scalar::U32(x) => Elements::U32(filled(x, n)?),
             Scalar::U8(x) => Elements::U8(filled(x, n)?),
+            Scalar::I8(x) => Elements::I8(filled(x, n)?),
+            Scalar::I16(x) => Elements::I16(filled(x, n)?),
+            Scalar::U16(x) => Elements::U16(filled(x, n)?),
+            Scalar::U64(x) => Elements::U64(filled(x, n)?),
             Scalar::Bool(x) => Elements::Bool(filled(x, n)?),
         })
     }
@@ -126,6 +150,10 @@ impl Elements {
             (Elements::I64(v), Scalar::I64(x)) => v.fill(x),
             (Elements::U32(v), Scalar::U32(x)) => v.fill(x),
             (Elements::U8(v), Scalar::U8(x)) => v.fill(x),
+            (Elements::I8(v), Scalar::I8(x)) => v.fill(x),
+            (Elements::I16(v), Scalar::I16(x)) => v.fill(x),
+            (Elements::U16(v), Scalar::U16(x)) => v.fill(x),
+            (Elements::U64(v), Scalar::U64(x)) => v.fill(x),
             (Elements::Bool(v), Scalar::Bool(x)) => v.fill(x),
             _ => return false,
         }
@@ -147,6 +175,10 @@ impl Elements {
             Elements::I64(v) => Scalar::I64(v[i]),
             Elements::U32(v) => Scalar::U32(v[i]),
             Elements::U8(v) => Scalar::U8(v[i]),
+            Elements::I8(v) => Scalar::I8(v[i]),
+            Elements::I16(v) => Scalar::I16(v[i]),
+            Elements::U16(v) => Scalar::U16(v[i]),
+            Elements::U64(v) => Scalar::U64(v[i]),
             Elements::Bool(v) => Scalar::Bool(v[i]),
         }
     }
@@ -164,6 +196,10 @@ impl Elements {
                 (Elements::I64(v), Scalar::I64(x)) => v.push(x),
                 (Elements::U32(v), Scalar::U32(x)) => v.push(x),
                 (Elements::U8(v), Scalar::U8(x)) => v.push(x),
+                (Elements::I8(v), Scalar::I8(x)) => v.push(x),
+                (Elements::I16(v), Scalar::I16(x)) => v.push(x),
+                (Elements::U16(v), Scalar::U16(x)) => v.push(x),
+                (Elements::U64(v), Scalar::U64(x)) => v.push(x),
                 (Elements::Bool(v), Scalar::Bool(x)) => v.push(x),
                 _ => return None,
             }
@@ -211,6 +247,10 @@ pub enum Scalar {
     I64(i64),
     U32(u32),
     U8(u8),
+    I8(i8),
+    I16(i16),
+    U16(u16),
+    U64(u64),
     Bool(bool),
 }
 
@@ -225,6 +265,10 @@ impl Scalar {
             Scalar::I64(_) => DType::I64,
             Scalar::U32(_) => DType::U32,
             Scalar::U8(_) => DType::U8,
+            Scalar::I8(_) => DType::I8,
+            Scalar::I16(_) => DType::I16,
+            Scalar::U16(_) => DType::U16,
+            Scalar::U64(_) => DType::U64,
             Scalar::Bool(_) => DType::Bool,
         }
     }
@@ -245,6 +289,10 @@ impl Scalar {
             DType::I64 => Scalar::I64(value as i64),
             DType::U32 => Scalar::U32(value as u32),
             DType::U8 => Scalar::U8(value as u8),
+            DType::I8 => Scalar::I8(value as i8),
+            DType::I16 => Scalar::I16(value as i16),
+            DType::U16 => Scalar::U16(value as u16),
+            DType::U64 => Scalar::U64(value as u64),
             DType::Bool => Scalar::Bool(value != 0.0),
         }
     }
@@ -259,6 +307,10 @@ impl Scalar {
             Scalar::I64(x) => x as f64,
             Scalar::U32(x) => x as f64,
             Scalar::U8(x) => x as f64,
+            Scalar::I8(x) => x as f64,
+            Scalar::I16(x) => x as f64,
+            Scalar::U16(x) => x as f64,
+            Scalar::U64(x) => x as f64,
             Scalar::Bool(x) => x as u8 as f64,
         }
     }
@@ -273,6 +325,10 @@ impl Scalar {
             Scalar::I64(x) => x as u64,
             Scalar::U32(x) => x as u64,
             Scalar::U8(x) => x as u64,
+            Scalar::I8(x) => x as u8 as u64,
+            Scalar::I16(x) => x as u16 as u64,
+            Scalar::U16(x) => x as u64,
+            Scalar::U64(x) => x,
             Scalar::Bool(x) => x as u64,
         }
     }
@@ -354,6 +410,10 @@ impl_element!(i32, I32);
 impl_element!(i64, I64);
 impl_element!(u32, U32);
 impl_element!(u8, U8);
+impl_element!(i8, I8);
+impl_element!(i16, I16);
+impl_element!(u16, U16);
+impl_element!(u64, U64);
 impl_element!(bool, Bool);
 
 /// The value of a `constant`: either one element repeated over the whole shape (a splat) or

@@ -218,9 +218,29 @@ impl ReduceOp {
         let float = |v: f64| Scalar::from_f64(dtype, v);
         match (self, dtype) {
             (ReduceOp::Sum, DType::F32 | DType::F64 | DType::F16 | DType::BF16) => float(-0.0),
-            (ReduceOp::Sum, DType::I32 | DType::I64 | DType::U32 | DType::U8) => float(0.0),
+            (
+                ReduceOp::Sum,
+                DType::I32
+                | DType::I64
+                | DType::U32
+                | DType::U8
+                | DType::I8
+                | DType::I16
+                | DType::U16
+                | DType::U64,
+            ) => float(0.0),
             (ReduceOp::Prod, DType::F32 | DType::F64 | DType::F16 | DType::BF16) => float(1.0),
-            (ReduceOp::Prod, DType::I32 | DType::I64 | DType::U32 | DType::U8) => float(1.0),
+            (
+                ReduceOp::Prod,
+                DType::I32
+                | DType::I64
+                | DType::U32
+                | DType::U8
+                | DType::I8
+                | DType::I16
+                | DType::U16
+                | DType::U64,
+            ) => float(1.0),
             (ReduceOp::Max, DType::F32 | DType::F64 | DType::F16 | DType::BF16) => {
                 float(f64::NEG_INFINITY)
             }
@@ -235,6 +255,14 @@ impl ReduceOp {
             (ReduceOp::Min, DType::U32) => Scalar::U32(u32::MAX),
             (ReduceOp::Max, DType::U8) => Scalar::U8(u8::MIN),
             (ReduceOp::Min, DType::U8) => Scalar::U8(u8::MAX),
+            (ReduceOp::Max, DType::I8) => Scalar::I8(i8::MIN),
+            (ReduceOp::Min, DType::I8) => Scalar::I8(i8::MAX),
+            (ReduceOp::Max, DType::I16) => Scalar::I16(i16::MIN),
+            (ReduceOp::Min, DType::I16) => Scalar::I16(i16::MAX),
+            (ReduceOp::Max, DType::U16) => Scalar::U16(u16::MIN),
+            (ReduceOp::Min, DType::U16) => Scalar::U16(u16::MAX),
+            (ReduceOp::Max, DType::U64) => Scalar::U64(u64::MIN),
+            (ReduceOp::Min, DType::U64) => Scalar::U64(u64::MAX),
             // Sums and maxima of bools are `any`, products and minima `all`.
             (ReduceOp::Sum | ReduceOp::Max, DType::Bool) => Scalar::Bool(false),
             (ReduceOp::Prod | ReduceOp::Min, DType::Bool) => Scalar::Bool(true),

@@ -321,6 +321,10 @@ pub fn scalar_text(s: Scalar) -> String {
         Scalar::I64(x) => x.to_string(),
         Scalar::U32(x) => x.to_string(),
         Scalar::U8(x) => x.to_string(),
+        Scalar::I8(x) => x.to_string(),
+        Scalar::I16(x) => x.to_string(),
+        Scalar::U16(x) => x.to_string(),
+        Scalar::U64(x) => x.to_string(),
         Scalar::Bool(x) => x.to_string(),
     }
 }

@@ -137,6 +137,10 @@ pub fn inputs(func: &Func, seed: u64) -> Vec<Array> {
                 DType::I64 => Elements::I64((0..n).map(|_| (float() * 1.5 + 1.5) as i64).collect()),
                 DType::U32 => Elements::U32((0..n).map(|_| (float() + 2.0) as u32).collect()),
                 DType::U8 => Elements::U8((0..n).map(|_| (float() + 2.0) as u8).collect()),
+                DType::I8 => Elements::I8((0..n).map(|_| (float() * 1.5 + 1.5) as i8).collect()),
+                DType::I16 => Elements::I16((0..n).map(|_| (float() * 1.5 + 1.5) as i16).collect()),
+                DType::U16 => Elements::U16((0..n).map(|_| (float() + 2.0) as u16).collect()),
+                DType::U64 => Elements::U64((0..n).map(|_| (float() + 2.0) as u64).collect()),
                 DType::Bool => Elements::Bool((0..n).map(|i| i % 2 == 0).collect()),
             };
             Array::new(t.shape.clone(), data).unwrap()
@@ -183,7 +187,15 @@ fn rtol(dtype: DType) -> f64 {
         DType::F32 | DType::F64 => 1e-3,
         DType::F16 => 1e-2,
         DType::BF16 => 5e-2,
-        DType::I32 | DType::I64 | DType::U32 | DType::U8 | DType::Bool => 0.0,
+        DType::I32
+        | DType::I64
+        | DType::U32
+        | DType::U8
+        | DType::I8
+        | DType::I16
+        | DType::U16
+        | DType::U64
+        | DType::Bool => 0.0,
     }
 }
 

@@ -15,6 +15,10 @@ fn from_bits(dtype: DType, bits: u64) -> Scalar {
         DType::I64 => Scalar::I64(bits as i64),
         DType::U32 => Scalar::U32(bits as u32),
         DType::U8 => Scalar::U8(bits as u8),
+        DType::I8 => Scalar::I8(bits as u8 as i8),
+        DType::I16 => Scalar::I16(bits as u16 as i16),
+        DType::U16 => Scalar::U16(bits as u16),
+        DType::U64 => Scalar::U64(bits),
         DType::Bool => Scalar::Bool(bits != 0),
     }
 }
@@ -36,7 +40,13 @@ fn scalar(dtype: DType, word: &str, line: usize) -> Result<Scalar, Error> {
         DType::I64 => Scalar::I64(word.parse().map_err(|_| bad())?),
         DType::U32 => Scalar::U32(word.parse().map_err(|_| bad())?),
         DType::U8 => Scalar::U8(word.parse().map_err(|_| bad())?),
-        _ => Scalar::from_f64(dtype, word.parse::<f64>().map_err(|_| bad())?),
+        DType::I8 => Scalar::I8(word.parse().map_err(|_| bad())?),
+        DType::I16 => Scalar::I16(word.parse().map_err(|_| bad())?),
+        DType::U16 => Scalar::U16(word.parse().map_err(|_| bad())?),
+        DType::U64 => Scalar::U64(word.parse().map_err(|_| bad())?),
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => {
+            Scalar::from_f64(dtype, word.parse::<f64>().map_err(|_| bad())?)
+        }
     })
 }
 

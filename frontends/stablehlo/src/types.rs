@@ -29,6 +29,10 @@ pub(crate) fn element_type(name: &str) -> Option<DType> {
         "i64" => DType::I64,
         "ui32" => DType::U32,
         "ui8" => DType::U8,
+        "i8" => DType::I8,
+        "i16" => DType::I16,
+        "ui16" => DType::U16,
+        "ui64" => DType::U64,
         "i1" => DType::Bool,
         _ => return None,
     })

@@ -223,6 +223,10 @@ fn parse_scalar(dtype: DType, w: &str) -> Option<Scalar> {
         DType::I64 => Scalar::I64(w.parse().ok()?),
         DType::U32 => Scalar::U32(w.parse().ok()?),
         DType::U8 => Scalar::U8(w.parse().ok()?),
+        DType::I8 => Scalar::I8(w.parse().ok()?),
+        DType::I16 => Scalar::I16(w.parse().ok()?),
+        DType::U16 => Scalar::U16(w.parse().ok()?),
+        DType::U64 => Scalar::U64(w.parse().ok()?),
         DType::Bool => Scalar::Bool(w.parse().ok()?),
     })
 }

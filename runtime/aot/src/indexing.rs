@@ -20,6 +20,14 @@ fn index_values(indices: &Array) -> Option<Vec<i64>> {
         Elements::I64(v) => v.clone(),
         Elements::U32(v) => v.iter().map(|&i| i64::from(i)).collect(),
         Elements::U8(v) => v.iter().map(|&i| i64::from(i)).collect(),
+        Elements::I8(v) => v.iter().map(|&i| i64::from(i)).collect(),
+        Elements::I16(v) => v.iter().map(|&i| i64::from(i)).collect(),
+        Elements::U16(v) => v.iter().map(|&i| i64::from(i)).collect(),
+        // Beyond i64's range is out of bounds either way: clamped or dropped as the largest.
+        Elements::U64(v) => v
+            .iter()
+            .map(|&i| i64::try_from(i).unwrap_or(i64::MAX))
+            .collect(),
         Elements::F32(_)
         | Elements::F64(_)
         | Elements::F16(_)
@@ -29,11 +37,20 @@ fn index_values(indices: &Array) -> Option<Vec<i64>> {
 }
 
 /// Whether this module moves and combines `dtype` values as the interpreter does: Rust's
-/// operators on f32, f64, i32 and i64 (halves, u32, u8 and bools take the interpreter).
+/// operators on f32, f64, i32 and i64 (halves, the other integers and bools take the
+/// interpreter).
 fn fast(dtype: DType) -> bool {
     match dtype {
         DType::F32 | DType::F64 | DType::I32 | DType::I64 => true,
-        DType::F16 | DType::BF16 | DType::U32 | DType::U8 | DType::Bool => false,
+        DType::F16
+        | DType::BF16
+        | DType::U32
+        | DType::U8
+        | DType::I8
+        | DType::I16
+        | DType::U16
+        | DType::U64
+        | DType::Bool => false,
     }
 }
 

@@ -80,6 +80,10 @@ pub(crate) fn round(out: Elements, r: Rounding) -> Elements {
             | DType::I64
             | DType::U32
             | DType::U8
+            | DType::I8
+            | DType::I16
+            | DType::U16
+            | DType::U64
             | DType::Bool,
             _,
         ) => Elements::F32(values),

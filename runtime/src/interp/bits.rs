@@ -17,6 +17,10 @@ fn bits(x: &Elements) -> Result<Vec<u64>, RuntimeError> {
         Elements::I64(v) => v.iter().map(|&x| x as u64).collect(),
         Elements::U32(v) => v.iter().map(|&x| x as u64).collect(),
         Elements::U8(v) => v.iter().map(|&x| x as u64).collect(),
+        Elements::I8(v) => v.iter().map(|&x| x as u8 as u64).collect(),
+        Elements::I16(v) => v.iter().map(|&x| x as u16 as u64).collect(),
+        Elements::U16(v) => v.iter().map(|&x| x as u64).collect(),
+        Elements::U64(v) => v.clone(),
         Elements::Bool(_) => return Err(unsupported(DType::Bool)),
     })
 }
@@ -42,6 +46,10 @@ pub(super) fn bitcast_convert(x: &Elements, to: DType) -> Result<Elements, Runti
         DType::I64 => Elements::I64(b.iter().map(|&x| x as i64).collect()),
         DType::U32 => Elements::U32(b.iter().map(|&x| x as u32).collect()),
         DType::U8 => Elements::U8(b.iter().map(|&x| x as u8).collect()),
+        DType::I8 => Elements::I8(b.iter().map(|&x| x as i8).collect()),
+        DType::I16 => Elements::I16(b.iter().map(|&x| x as i16).collect()),
+        DType::U16 => Elements::U16(b.iter().map(|&x| x as u16).collect()),
+        DType::U64 => Elements::U64(b),
         DType::Bool => return Err(unsupported(DType::Bool)),
     })
 }

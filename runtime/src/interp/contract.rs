@@ -102,6 +102,10 @@ pub(super) fn dot_general(x: &Array, y: &Array, d: &DotDims) -> Result<Elements,
         Elements::I64(a) => Elements::I64(dot_int(a, x, y.as_slice()?, y, &l)),
         Elements::U32(a) => Elements::U32(dot_int(a, x, y.as_slice()?, y, &l)),
         Elements::U8(a) => Elements::U8(dot_int(a, x, y.as_slice()?, y, &l)),
+        Elements::I8(a) => Elements::I8(dot_int(a, x, y.as_slice()?, y, &l)),
+        Elements::I16(a) => Elements::I16(dot_int(a, x, y.as_slice()?, y, &l)),
+        Elements::U16(a) => Elements::U16(dot_int(a, x, y.as_slice()?, y, &l)),
+        Elements::U64(a) => Elements::U64(dot_int(a, x, y.as_slice()?, y, &l)),
         Elements::Bool(_) => return Err(undefined("dot_general", DType::Bool)),
     })
 }

@@ -111,6 +111,10 @@ pub(super) fn unary(u: UnaryOp, x: &Array) -> Result<Elements, RuntimeError> {
         Elements::I64(v) => Elements::I64(unary_int(u, v)?),
         Elements::U32(v) => Elements::U32(unary_int(u, v)?),
         Elements::U8(v) => Elements::U8(unary_int(u, v)?),
+        Elements::I8(v) => Elements::I8(unary_int(u, v)?),
+        Elements::I16(v) => Elements::I16(unary_int(u, v)?),
+        Elements::U16(v) => Elements::U16(unary_int(u, v)?),
+        Elements::U64(v) => Elements::U64(unary_int(u, v)?),
         Elements::Bool(v) if u == UnaryOp::Not => Elements::Bool(map(v, |b| !b)),
         Elements::Bool(_) => return Err(undefined(u.name(), DType::Bool)),
     })
@@ -175,6 +179,10 @@ pub(super) fn binary(op: BinaryOp, a: &Array, b: &Array) -> Result<Elements, Run
         Elements::I64(x) => Elements::I64(binary_int(op, x, b.as_slice()?)?),
         Elements::U32(x) => Elements::U32(binary_int(op, x, b.as_slice()?)?),
         Elements::U8(x) => Elements::U8(binary_int(op, x, b.as_slice()?)?),
+        Elements::I8(x) => Elements::I8(binary_int(op, x, b.as_slice()?)?),
+        Elements::I16(x) => Elements::I16(binary_int(op, x, b.as_slice()?)?),
+        Elements::U16(x) => Elements::U16(binary_int(op, x, b.as_slice()?)?),
+        Elements::U64(x) => Elements::U64(binary_int(op, x, b.as_slice()?)?),
         Elements::Bool(x) => Elements::Bool(binary_bool(op, x, b.as_slice()?)?),
     })
 }
@@ -206,6 +214,10 @@ pub(super) fn compare(c: CompareOp, a: &Array, b: &Array) -> Result<Elements, Ru
         Elements::I64(x) => compare_by(c, x, b.as_slice()?, |v| v),
         Elements::U32(x) => compare_by(c, x, b.as_slice()?, |v| v),
         Elements::U8(x) => compare_by(c, x, b.as_slice()?, |v| v),
+        Elements::I8(x) => compare_by(c, x, b.as_slice()?, |v| v),
+        Elements::I16(x) => compare_by(c, x, b.as_slice()?, |v| v),
+        Elements::U16(x) => compare_by(c, x, b.as_slice()?, |v| v),
+        Elements::U64(x) => compare_by(c, x, b.as_slice()?, |v| v),
         Elements::Bool(x) => compare_by(c, x, b.as_slice()?, |v| v),
     }))
 }
@@ -256,6 +268,10 @@ pub(super) fn clamp(lo: &Array, x: &Array, hi: &Array) -> Result<Elements, Runti
         Elements::I64(v) => Elements::I64(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
         Elements::U32(v) => Elements::U32(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
         Elements::U8(v) => Elements::U8(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
+        Elements::I8(v) => Elements::I8(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
+        Elements::I16(v) => Elements::I16(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
+        Elements::U16(v) => Elements::U16(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
+        Elements::U64(v) => Elements::U64(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
         Elements::Bool(_) => return Err(undefined("clamp", DType::Bool)),
     })
 }
@@ -270,6 +286,10 @@ trait Cast: Element {
     fn cast_i64(self) -> i64;
     fn cast_u32(self) -> u32;
     fn cast_u8(self) -> u8;
+    fn cast_i8(self) -> i8;
+    fn cast_i16(self) -> i16;
+    fn cast_u16(self) -> u16;
+    fn cast_u64(self) -> u64;
     fn cast_bool(self) -> bool;
 }
 
@@ -302,6 +322,18 @@ macro_rules! cast_float {
             fn cast_u8(self) -> u8 {
                 Float::to_f64(self) as u8
             }
+            fn cast_i8(self) -> i8 {
+                Float::to_f64(self) as i8
+            }
+            fn cast_i16(self) -> i16 {
+                Float::to_f64(self) as i16
+            }
+            fn cast_u16(self) -> u16 {
+                Float::to_f64(self) as u16
+            }
+            fn cast_u64(self) -> u64 {
+                Float::to_f64(self) as u64
+            }
             fn cast_bool(self) -> bool {
                 Float::to_f64(self) != 0.0
             }
@@ -316,9 +348,9 @@ cast_float!(bf16);
 
 /// `x` as f64 rounded to odd (truncated, last bit set when inexact), so that a later rounding
 /// to bf16 equals rounding `x` directly.
-fn i64_to_f64_odd(x: i64) -> f64 {
+fn int_to_f64_odd(x: i128) -> f64 {
     let f = x as f64;
-    let (exact, back) = (x as i128, f as i128);
+    let (exact, back) = (x, f as i128);
     if back == exact {
         return f;
     }
@@ -329,22 +361,23 @@ fn i64_to_f64_odd(x: i64) -> f64 {
     f64::from_bits(bits | 1)
 }
 
-/// Integers widen to i64 exactly, round once to floats and wrap to narrower integers.
+/// Integers widen to i128 exactly (u64 included), round once to floats and wrap to narrower
+/// integers.
 macro_rules! cast_int {
     ($t:ty) => {
         impl Cast for $t {
             fn cast_f32(self) -> f32 {
-                self as i64 as f32
+                self as i128 as f32
             }
             fn cast_f64(self) -> f64 {
-                self as i64 as f64
+                self as i128 as f64
             }
             // Exact in f64 up to 2^53, far beyond f16's overflow to infinity.
             fn cast_f16(self) -> f16 {
-                f16_from_f64(self as i64 as f64)
+                f16_from_f64(self as i128 as f64)
             }
             fn cast_bf16(self) -> bf16 {
-                bf16_from_f64(i64_to_f64_odd(self as i64))
+                bf16_from_f64(int_to_f64_odd(self as i128))
             }
             fn cast_i32(self) -> i32 {
                 self as i32
@@ -358,6 +391,18 @@ macro_rules! cast_int {
             fn cast_u8(self) -> u8 {
                 self as u8
             }
+            fn cast_i8(self) -> i8 {
+                self as i8
+            }
+            fn cast_i16(self) -> i16 {
+                self as i16
+            }
+            fn cast_u16(self) -> u16 {
+                self as u16
+            }
+            fn cast_u64(self) -> u64 {
+                self as u64
+            }
             fn cast_bool(self) -> bool {
                 self != 0
             }
@@ -369,6 +414,10 @@ cast_int!(i32);
 cast_int!(i64);
 cast_int!(u32);
 cast_int!(u8);
+cast_int!(i8);
+cast_int!(i16);
+cast_int!(u16);
+cast_int!(u64);
 
 /// Bools are 0 or 1.
 impl Cast for bool {
@@ -396,6 +445,18 @@ impl Cast for bool {
     fn cast_u8(self) -> u8 {
         self as u8
     }
+    fn cast_i8(self) -> i8 {
+        self as i8
+    }
+    fn cast_i16(self) -> i16 {
+        self as i16
+    }
+    fn cast_u16(self) -> u16 {
+        self as u16
+    }
+    fn cast_u64(self) -> u64 {
+        self as u64
+    }
     fn cast_bool(self) -> bool {
         self
     }
@@ -411,6 +472,10 @@ fn cast_all<T: Cast>(v: &[T], to: DType) -> Elements {
         DType::I64 => Elements::I64(map(v, T::cast_i64)),
         DType::U32 => Elements::U32(map(v, T::cast_u32)),
         DType::U8 => Elements::U8(map(v, T::cast_u8)),
+        DType::I8 => Elements::I8(map(v, T::cast_i8)),
+        DType::I16 => Elements::I16(map(v, T::cast_i16)),
+        DType::U16 => Elements::U16(map(v, T::cast_u16)),
+        DType::U64 => Elements::U64(map(v, T::cast_u64)),
         DType::Bool => Elements::Bool(map(v, T::cast_bool)),
     }
 }

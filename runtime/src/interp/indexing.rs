@@ -16,6 +16,14 @@ fn index_values(indices: &Array) -> Result<Vec<i64>, RuntimeError> {
         Elements::I64(v) => v.clone(),
         Elements::U32(v) => v.iter().map(|&i| i64::from(i)).collect(),
         Elements::U8(v) => v.iter().map(|&i| i64::from(i)).collect(),
+        Elements::I8(v) => v.iter().map(|&i| i64::from(i)).collect(),
+        Elements::I16(v) => v.iter().map(|&i| i64::from(i)).collect(),
+        Elements::U16(v) => v.iter().map(|&i| i64::from(i)).collect(),
+        // Beyond i64's range is out of bounds either way: clamped or dropped as the largest.
+        Elements::U64(v) => v
+            .iter()
+            .map(|&i| i64::try_from(i).unwrap_or(i64::MAX))
+            .collect(),
         other => return Err(undefined("index", other.dtype())),
     })
 }
@@ -149,6 +157,18 @@ pub(super) fn scatter(
         }
         (Elements::U8(o), Elements::U8(u)) => {
             Elements::U8(scatter_int(s, operand, indices, updates, o, u)?)
+        }
+        (Elements::I8(o), Elements::I8(u)) => {
+            Elements::I8(scatter_int(s, operand, indices, updates, o, u)?)
+        }
+        (Elements::I16(o), Elements::I16(u)) => {
+            Elements::I16(scatter_int(s, operand, indices, updates, o, u)?)
+        }
+        (Elements::U16(o), Elements::U16(u)) => {
+            Elements::U16(scatter_int(s, operand, indices, updates, o, u)?)
+        }
+        (Elements::U64(o), Elements::U64(u)) => {
+            Elements::U64(scatter_int(s, operand, indices, updates, o, u)?)
         }
         (Elements::Bool(o), Elements::Bool(u)) => {
             // Sums and maxima of bools are `or`, products and minima `and`.
@@ -324,6 +344,10 @@ pub(super) fn dynamic_update_slice(
         (Elements::I64(a), Elements::I64(b)) => Elements::I64(write(a, b, &w)),
         (Elements::U32(a), Elements::U32(b)) => Elements::U32(write(a, b, &w)),
         (Elements::U8(a), Elements::U8(b)) => Elements::U8(write(a, b, &w)),
+        (Elements::I8(a), Elements::I8(b)) => Elements::I8(write(a, b, &w)),
+        (Elements::I16(a), Elements::I16(b)) => Elements::I16(write(a, b, &w)),
+        (Elements::U16(a), Elements::U16(b)) => Elements::U16(write(a, b, &w)),
+        (Elements::U64(a), Elements::U64(b)) => Elements::U64(write(a, b, &w)),
         (Elements::Bool(a), Elements::Bool(b)) => Elements::Bool(write(a, b, &w)),
         (a, _) => return Err(undefined("dynamic_update_slice", a.dtype())),
     })

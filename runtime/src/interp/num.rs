@@ -271,6 +271,8 @@ macro_rules! impl_signed {
 
 impl_signed!(i32, u32);
 impl_signed!(i64, u64);
+impl_signed!(i8, u8);
+impl_signed!(i16, u16);
 
 macro_rules! impl_unsigned {
     ($t:ty, $s:ty) => {
@@ -292,3 +294,5 @@ macro_rules! impl_unsigned {
 
 impl_unsigned!(u8, i8);
 impl_unsigned!(u32, i32);
+impl_unsigned!(u16, i16);
+impl_unsigned!(u64, i64);

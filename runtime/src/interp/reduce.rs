@@ -253,6 +253,10 @@ pub(super) fn reduce(op: ReduceOp, x: &Array, axes: &[usize]) -> Result<Elements
         Elements::I64(v) => Elements::I64(run!(v, reduce_int)),
         Elements::U32(v) => Elements::U32(run!(v, reduce_int)),
         Elements::U8(v) => Elements::U8(run!(v, reduce_int)),
+        Elements::I8(v) => Elements::I8(run!(v, reduce_int)),
+        Elements::I16(v) => Elements::I16(run!(v, reduce_int)),
+        Elements::U16(v) => Elements::U16(run!(v, reduce_int)),
+        Elements::U64(v) => Elements::U64(run!(v, reduce_int)),
         Elements::Bool(v) => Elements::Bool(run!(v, reduce_bool)?),
     })
 }

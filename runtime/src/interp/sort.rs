@@ -50,7 +50,7 @@ macro_rules! ord_order {
     )*};
 }
 
-ord_order!(i32, i64, u32, u8, bool);
+ord_order!(i32, i64, u32, u8, i8, i16, u16, u64, bool);
 
 /// Lines of at least this many elements in all are sorted across the cores.
 const PARALLEL_ELEMENTS: usize = 1 << 15;

@@ -17,8 +17,8 @@ pub const TARGET: Target = Target {
 /// How CPU kernels compute `op` on `dtype`. f16 and bf16 are computed in f32, each operation
 /// rounded back (`kernel::halves`), and their conversions spelled out in integer arithmetic:
 /// expansions. f32 transcendentals are polynomial expansions (`kernel::math`); f64 ones call
-/// the interpreter's own functions (so f64 results are the interpreter's bits). i64 and u8
-/// values stay on the host, as do the integer operations whose edge cases the interpreter
+/// the interpreter's own functions (so f64 results are the interpreter's bits). i64, u8 and the
+/// 8-, 16- and 64-bit integers stay on the host, as do the integer operations whose edge cases the interpreter
 /// defines and Cranelift would trap on (`x / 0`, `MIN / -1`) or lacks (powers, abs, sign).
 /// u32 values are i32 lanes: its unsigned compares, maxima, minima and clamps are expanded
 /// into signed ones on biased values (`kernel::integers`), its shifts by constant amounts
@@ -28,7 +28,7 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
     let half = matches!(dtype, DType::F16 | DType::BF16);
     let kept = |s: Support| if half { Expand } else { s };
     match dtype {
-        DType::I64 | DType::U8 => return Host,
+        DType::I64 | DType::U8 | DType::I8 | DType::I16 | DType::U16 | DType::U64 => return Host,
         DType::F32
         | DType::F64
         | DType::F16
@@ -48,13 +48,24 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
             | DType::BF16
             | DType::I64
             | DType::U8
+            | DType::I8
+            | DType::I16
+            | DType::U16
+            | DType::U64
             | DType::Bool => Host,
         },
         // Flat kernels load rows by index (the address from an index loaded per row).
         KernelOp::RowGather => match dtype {
             DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I32 => Native,
-            // (i64 and u8 returned above.)
-            DType::I64 | DType::U32 | DType::U8 | DType::Bool => Host,
+            // (i64, u8 and the 8-, 16- and 64-bit integers returned above.)
+            DType::I64
+            | DType::U32
+            | DType::U8
+            | DType::I8
+            | DType::I16
+            | DType::U16
+            | DType::U64
+            | DType::Bool => Host,
         },
         KernelOp::Clamp => match dtype {
             DType::Bool => Host,
@@ -146,7 +157,7 @@ fn compare(_: CompareOp, dtype: DType) -> Support {
     match dtype {
         DType::F32 | DType::F64 | DType::I32 => Support::Native,
         DType::Bool | DType::F16 | DType::BF16 | DType::U32 => Support::Expand,
-        DType::I64 | DType::U8 => Support::Host,
+        DType::I64 | DType::U8 | DType::I8 | DType::I16 | DType::U16 | DType::U64 => Support::Host,
     }
 }
 

@@ -37,6 +37,10 @@ fn widened(dtype: DType) -> Option<DType> {
         | DType::I64
         | DType::U32
         | DType::U8
+        | DType::I8
+        | DType::I16
+        | DType::U16
+        | DType::U64
         | DType::Bool => None,
     }
 }

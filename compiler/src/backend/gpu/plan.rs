@@ -715,8 +715,9 @@ fn plan_product(
                 None => return host,
             }
         }
-        // u32 products are the interpreter's (no kernel of their own yet).
-        DType::U32 => return host,
+        // u32 and the 8-, 16- and 64-bit integers' products are the interpreter's (no kernel
+        // of their own yet).
+        DType::U32 | DType::I8 | DType::I16 | DType::U16 | DType::U64 => return host,
         DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::Bool => None,
     };
     let (lhs_copy, rhs_copy) = match perms {

@@ -218,6 +218,10 @@ impl CopyKernel {
                     DType::I64 => true,
                     DType::U32
                     | DType::U8
+                    | DType::I8
+                    | DType::I16
+                    | DType::U16
+                    | DType::U64
                     | DType::F32
                     | DType::F64
                     | DType::F16

@@ -37,10 +37,10 @@ pub(super) fn reg_class(d: DType) -> Class {
         DType::F32 => Class::F,
         DType::F64 => Class::Fd,
         DType::I32 | DType::U32 => Class::R,
-        DType::I64 => Class::Rd,
+        DType::I64 | DType::U64 => Class::Rd,
         DType::Bool => Class::P,
         // u8 values are only loaded, converted and stored (`KernelTypes::conversions`).
-        DType::F16 | DType::BF16 | DType::U8 => Class::Rs,
+        DType::F16 | DType::BF16 | DType::U8 | DType::I8 | DType::I16 | DType::U16 => Class::Rs,
     }
 }
 
@@ -54,7 +54,11 @@ pub(super) fn suffix(d: DType) -> (&'static str, &'static str) {
         DType::U32 => ("u32", "b32"),
         DType::F16 | DType::BF16 => ("b16", "b16"),
         DType::U8 => ("u8", "b16"),
-        _ => ("pred", "pred"),
+        DType::I8 => ("s8", "b16"),
+        DType::I16 => ("s16", "b16"),
+        DType::U16 => ("u16", "b16"),
+        DType::U64 => ("u64", "b64"),
+        DType::Bool => ("pred", "pred"),
     }
 }
 

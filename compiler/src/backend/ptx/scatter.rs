@@ -146,7 +146,15 @@ fn atomic_mode(dtype: DType, how: ScatterCombine, floats: bool) -> Option<RowSca
     let integer = match dtype {
         DType::I32 | DType::I64 => true,
         DType::F32 | DType::F64 => false,
-        DType::F16 | DType::BF16 | DType::U32 | DType::U8 | DType::Bool => return None,
+        DType::F16
+        | DType::BF16
+        | DType::U32
+        | DType::U8
+        | DType::I8
+        | DType::I16
+        | DType::U16
+        | DType::U64
+        | DType::Bool => return None,
     };
     let atomic = match how {
         ScatterCombine::Add => integer || floats,
@@ -163,7 +171,15 @@ pub(super) fn exact_here(dtype: DType, how: ScatterCombine) -> bool {
     let float = match dtype {
         DType::F32 | DType::F64 => true,
         DType::I32 | DType::I64 => false,
-        DType::F16 | DType::BF16 | DType::U32 | DType::U8 | DType::Bool => return false,
+        DType::F16
+        | DType::BF16
+        | DType::U32
+        | DType::U8
+        | DType::I8
+        | DType::I16
+        | DType::U16
+        | DType::U64
+        | DType::Bool => return false,
     };
     match how {
         ScatterCombine::Replace | ScatterCombine::Add | ScatterCombine::Mul => true,

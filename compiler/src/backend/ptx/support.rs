@@ -47,6 +47,9 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
     use Support::{Expand, Host, Native};
     let half = matches!(dtype, DType::F16 | DType::BF16);
     let kept = |s: Support| if half { Expand } else { s };
+    if narrow_or_u64(dtype) {
+        return Host;
+    }
     if dtype == DType::U8 {
         return match op {
             KernelOp::Convert(to) => convert(dtype, to),
@@ -74,13 +77,23 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
             | DType::BF16
             | DType::I64
             | DType::U8
+            | DType::I8
+            | DType::I16
+            | DType::U16
+            | DType::U64
             | DType::Bool => Host,
         },
         // Rows loaded by index: the index read per row, clamped, in 64-bit addresses.
         KernelOp::RowGather => match dtype {
             DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I32 | DType::I64 => Native,
-            // (u8 returned above.)
-            DType::U32 | DType::U8 | DType::Bool => Host,
+            // (u8 and the 8-, 16- and 64-bit integers returned above.)
+            DType::U32
+            | DType::U8
+            | DType::I8
+            | DType::I16
+            | DType::U16
+            | DType::U64
+            | DType::Bool => Host,
         },
         KernelOp::Select => kept(Native),
         KernelOp::Clamp => match dtype {
@@ -168,15 +181,33 @@ fn compare(_: CompareOp, dtype: DType) -> Support {
         DType::F32 | DType::F64 | DType::I32 | DType::I64 => Support::Native,
         DType::Bool | DType::F16 | DType::BF16 => Support::Expand,
         DType::U32 => Support::Native,
-        DType::U8 => Support::Host,
+        DType::U8 | DType::I8 | DType::I16 | DType::U16 | DType::U64 => Support::Host,
+    }
+}
+
+/// The 8-, 16- and 64-bit integers other than u8 and i64, which kernels do not compute yet:
+/// every op on them, and every conversion to them, is a host step.
+fn narrow_or_u64(dtype: DType) -> bool {
+    match dtype {
+        DType::I8 | DType::I16 | DType::U16 | DType::U64 => true,
+        DType::F32
+        | DType::F64
+        | DType::F16
+        | DType::BF16
+        | DType::I32
+        | DType::I64
+        | DType::U32
+        | DType::U8
+        | DType::Bool => false,
     }
 }
 
 /// Between any two types but bools (`cvt`, integers to and from halves rounded once); bools
-/// to and from i32, f32 and f64 (`selp`, `setp`); u32 values stay on the host.
+/// to and from i32, f32 and f64 (`selp`, `setp`); u32 values and the 8-, 16- and 64-bit
+/// integers (u8 aside) stay on the host.
 fn convert(from: DType, to: DType) -> Support {
     let wide = |d: DType| matches!(d, DType::I32 | DType::F32 | DType::F64);
-    if from == DType::U32 || to == DType::U32 {
+    if from == DType::U32 || to == DType::U32 || narrow_or_u64(from) || narrow_or_u64(to) {
         return Support::Host;
     }
     match (from == DType::Bool, to == DType::Bool) {

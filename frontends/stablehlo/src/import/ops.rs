@@ -59,8 +59,19 @@ impl Importer<'_> {
             "clamp" => Op::Clamp,
             "convert" => Op::Convert { to: ty.dtype },
             // Same-width casts; one between widths changes the shape, which the IR's
-            // `bitcast_convert` refuses (naming both types).
-            "bitcast_convert" => Op::BitcastConvert { to: ty.dtype },
+            // `bitcast_convert` does not.
+            "bitcast_convert" => {
+                if arg_dtype.size_bytes() != ty.dtype.size_bytes() {
+                    return Err(Error::unsupported(
+                        line,
+                        format!(
+                            "bitcast_convert from {arg_dtype} to {} (another width)",
+                            ty.dtype
+                        ),
+                    ));
+                }
+                Op::BitcastConvert { to: ty.dtype }
+            }
             "broadcast_in_dim" => Op::BroadcastInDim {
                 shape: ty.shape.clone(),
                 dims: usizes(attr(&["dims", "broadcast_dimensions"])?, line)?,

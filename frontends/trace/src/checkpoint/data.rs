@@ -21,6 +21,10 @@ pub(super) fn encode(array: &Array) -> Vec<u8> {
         Elements::I64(v) => bytes(v, |x| x.to_le_bytes()),
         Elements::U32(v) => bytes(v, |x| x.to_le_bytes()),
         Elements::U8(v) => v.clone(),
+        Elements::I8(v) => bytes(v, |x| x.to_le_bytes()),
+        Elements::I16(v) => bytes(v, |x| x.to_le_bytes()),
+        Elements::U16(v) => bytes(v, |x| x.to_le_bytes()),
+        Elements::U64(v) => bytes(v, |x| x.to_le_bytes()),
         Elements::Bool(v) => bytes(v, |&x| [u8::from(x)]),
     }
 }
@@ -85,6 +89,10 @@ pub(super) fn decode(name: &str, dtype: DType, shape: &[usize], bytes: &[u8]) ->
         DType::I32 => Elements::I32(read(name, bytes, i32::from_le_bytes)?),
         DType::I64 => Elements::I64(read(name, bytes, i64::from_le_bytes)?),
         DType::U32 => Elements::U32(read(name, bytes, u32::from_le_bytes)?),
+        DType::I8 => Elements::I8(read(name, bytes, i8::from_le_bytes)?),
+        DType::I16 => Elements::I16(read(name, bytes, i16::from_le_bytes)?),
+        DType::U16 => Elements::U16(read(name, bytes, u16::from_le_bytes)?),
+        DType::U64 => Elements::U64(read(name, bytes, u64::from_le_bytes)?),
         DType::U8 => {
             let mut v = vec_for(name, bytes.len())?;
             v.extend_from_slice(bytes);

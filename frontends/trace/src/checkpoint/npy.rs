@@ -56,6 +56,10 @@ fn descr(d: DType) -> &'static str {
         DType::I64 => "<i8",
         DType::U32 => "<u4",
         DType::U8 => "|u1",
+        DType::I8 => "|i1",
+        DType::I16 => "<i2",
+        DType::U16 => "<u2",
+        DType::U64 => "<u8",
         DType::Bool => "|b1",
     }
 }
@@ -77,6 +81,10 @@ fn from_descr(descr: &str) -> Option<(DType, bool)> {
         "i8" => DType::I64,
         "u4" => DType::U32,
         "u1" => DType::U8,
+        "i1" => DType::I8,
+        "i2" => DType::I16,
+        "u2" => DType::U16,
+        "u8" => DType::U64,
         "b1" => DType::Bool,
         _ => return None,
     };

@@ -84,6 +84,10 @@ fn to_dtype(d: DType) -> Dtype {
         DType::I64 => Dtype::I64,
         DType::U32 => Dtype::U32,
         DType::U8 => Dtype::U8,
+        DType::I8 => Dtype::I8,
+        DType::I16 => Dtype::I16,
+        DType::U16 => Dtype::U16,
+        DType::U64 => Dtype::U64,
         DType::Bool => Dtype::BOOL,
     }
 }
@@ -98,6 +102,10 @@ fn from_dtype(d: Dtype) -> Option<DType> {
         Dtype::I64 => DType::I64,
         Dtype::U32 => DType::U32,
         Dtype::U8 => DType::U8,
+        Dtype::I8 => DType::I8,
+        Dtype::I16 => DType::I16,
+        Dtype::U16 => DType::U16,
+        Dtype::U64 => DType::U64,
         Dtype::BOOL => DType::Bool,
         _ => return None,
     })

@@ -42,10 +42,17 @@ fn widens_products(from: DType, to: DType) -> bool {
         // 11 and 8 significand bits: products have at most 22, f32 holds 24.
         DType::F16 | DType::BF16 => matches!(to, DType::F32 | DType::F64),
         DType::F32 => to == DType::F64,
-        DType::U8 => matches!(to, DType::I32 | DType::I64 | DType::U32),
-        DType::U32 => to == DType::I64,
+        DType::U8 => matches!(
+            to,
+            DType::I16 | DType::U16 | DType::I32 | DType::I64 | DType::U32 | DType::U64
+        ),
+        // |i8 · i8| ≤ 2^14.
+        DType::I8 => matches!(to, DType::I16 | DType::I32 | DType::I64),
+        DType::I16 => matches!(to, DType::I32 | DType::I64),
+        DType::U16 => matches!(to, DType::I32 | DType::I64 | DType::U32 | DType::U64),
+        DType::U32 => matches!(to, DType::I64 | DType::U64),
         DType::I32 => to == DType::I64,
-        DType::F64 | DType::I64 | DType::Bool => false,
+        DType::F64 | DType::I64 | DType::U64 | DType::Bool => false,
     }
 }
 

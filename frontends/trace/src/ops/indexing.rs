@@ -95,6 +95,11 @@ impl Tensor {
             DType::I64 => i64::MIN as f64,
             DType::U32 => f64::from(u32::MAX),
             DType::U8 => f64::from(u8::MAX),
+            DType::I8 => f64::from(i8::MIN),
+            DType::I16 => f64::from(i16::MIN),
+            DType::U16 => f64::from(u16::MAX),
+            // Saturates to u64::MAX on the way back.
+            DType::U64 => u64::MAX as f64,
             DType::Bool => 1.0,
         };
         Tensor::full(dtype, Shape::new(shape.to_vec()), value)

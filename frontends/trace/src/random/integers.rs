@@ -27,7 +27,16 @@ pub fn randint(
         DType::I32 => (i64::from(i32::MIN), i64::from(i32::MAX)),
         DType::U32 => (0, i64::from(u32::MAX)),
         DType::U8 => (0, i64::from(u8::MAX)),
-        DType::I64 | DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::Bool => {
+        DType::I64
+        | DType::I8
+        | DType::I16
+        | DType::U16
+        | DType::U64
+        | DType::F32
+        | DType::F64
+        | DType::F16
+        | DType::BF16
+        | DType::Bool => {
             let message = format!("randint: the dtype must be i32, u32 or u8, it is {dtype}");
             return Tensor::failed(location, message, ty);
         }

@@ -104,7 +104,15 @@ fn mantissa_bits(dtype: DType) -> Option<u32> {
         DType::BF16 => Some(7),
         DType::F32 => Some(23),
         DType::F64 => Some(52),
-        DType::I32 | DType::I64 | DType::U8 | DType::U32 | DType::Bool => None,
+        DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U32
+        | DType::I8
+        | DType::I16
+        | DType::U16
+        | DType::U64
+        | DType::Bool => None,
     }
 }
 
@@ -217,7 +225,15 @@ fn next_toward(x: f64, dtype: DType, toward: f64) -> f64 {
             half::bf16::from_bits(step(u64::from(half::bf16::from_f64(v).to_bits()), 16) as u16)
                 .to_f64()
         }
-        DType::I32 | DType::I64 | DType::U8 | DType::U32 | DType::Bool => v,
+        DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U32
+        | DType::I8
+        | DType::I16
+        | DType::U16
+        | DType::U64
+        | DType::Bool => v,
     }
 }
 
@@ -239,7 +255,15 @@ pub fn gumbel(key: &Key, shape: impl Into<Shape>, dtype: DType) -> Tensor {
         DType::F16 => (-14f64).exp2(),
         DType::BF16 | DType::F32 => (-126f64).exp2(),
         DType::F64 => f64::MIN_POSITIVE,
-        DType::I32 | DType::I64 | DType::U8 | DType::U32 | DType::Bool => 0.0,
+        DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U32
+        | DType::I8
+        | DType::I16
+        | DType::U16
+        | DType::U64
+        | DType::Bool => 0.0,
     };
     let u = uniform_in(key, shape, dtype, tiny, 1.0);
     -(-u.log()).log()

@@ -77,7 +77,16 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
                     }
                 }
                 // Kernels with 64-bit or byte buffers run as scalar code.
-                (DType::F64 | DType::I64 | DType::U8, _) => false,
+                (
+                    DType::F64
+                    | DType::I64
+                    | DType::U8
+                    | DType::I8
+                    | DType::I16
+                    | DType::U16
+                    | DType::U64,
+                    _,
+                ) => false,
             });
     let wide = wide_values(kernel);
     buffers_ok

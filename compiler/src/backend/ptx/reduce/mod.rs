@@ -56,16 +56,17 @@ pub struct ReduceKernel {
 }
 
 impl ReduceKernel {
-    /// The kernel for reducing `input` (of any type but u8, which the GPU only converts; bools
+    /// The kernel for reducing `input` (of any type but the unsigned and narrow integers; bools
     /// by maxima and minima alone: any and all) over consecutive `axes`: trailing ones as rows,
     /// others as columns (middle ones as columns of each leading index); over no axes, as rows
     /// of one element.
     pub fn plan(name: String, op: ReduceOp, input: &TensorType, axes: &[usize]) -> Option<Self> {
         let defined = match input.dtype {
-            // u32 reductions are the interpreter's (no kernel of their own yet).
-            DType::U8 | DType::U32 => false,
+            // u32 and the 8-, 16- and 64-bit integers' reductions are the interpreter's (no
+            // kernel of their own yet).
+            DType::U8 | DType::U32 | DType::I8 | DType::I16 | DType::U16 | DType::U64 => false,
             DType::Bool => matches!(op, ReduceOp::Max | ReduceOp::Min),
-            _ => true,
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I32 | DType::I64 => true,
         };
         if !defined {
             return None;

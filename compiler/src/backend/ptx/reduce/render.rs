@@ -115,7 +115,9 @@ pub(super) fn element_types(dtype: DType) -> (&'static str, &'static str, usize)
         DType::I64 => ("s64", "b64", 8),
         DType::Bool => ("u32", "b32", 1),
         DType::U32 => ("u32", "b32", 4),
-        DType::F64 | DType::U8 => ("f64", "b64", 8),
+        DType::F64 => ("f64", "b64", 8),
+        // Never planned (`ReduceKernel::plan`).
+        DType::U8 | DType::I8 | DType::I16 | DType::U16 | DType::U64 => ("f64", "b64", 8),
     }
 }
 
