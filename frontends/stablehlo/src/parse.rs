@@ -313,13 +313,24 @@ impl P {
         Ok(Region { args, ops })
     }
 
-    /// The pretty reduce's body after its types: `reducer(%a: T, %b: T) (...) { ops }`.
+    /// The pretty reduce's body after its types: `reducer(%a0: T, %e0: T) (%a1: U, %e1: U)
+    /// { ops }`, one group per operand; its arguments in the generic form's order, the
+    /// accumulators first (`a0, a1, e0, e1`).
     fn reducer(&mut self) -> PResult<Region> {
         self.next();
-        let mut args = Vec::new();
+        let mut groups = Vec::new();
         while self.is('(') {
-            args.extend(self.typed_args()?);
+            groups.push(self.typed_args()?);
         }
+        let args = if groups.iter().all(|g| g.len() == 2) {
+            let (accumulators, elements): (Vec<_>, Vec<_>) = groups
+                .into_iter()
+                .filter_map(|mut g| Some((g.remove(0), g.pop()?)))
+                .unzip();
+            accumulators.into_iter().chain(elements).collect()
+        } else {
+            groups.concat()
+        };
         self.expect('{')?;
         let ops = self.nested_ops()?;
         Ok(Region { args, ops })
@@ -478,7 +489,19 @@ impl P {
         // Regions the pretty forms write after the types.
         loop {
             match self.peek() {
-                Tok::Word(w) if w == "reducer" => op.regions.push(self.reducer()?),
+                Tok::Word(w) if w == "reducer" => {
+                    op.regions.push(self.reducer()?);
+                    // `(%x0 init: %i0), (%x1 init: %i1)`: operands first, then initial
+                    // values, as the generic form and the types list them.
+                    if op.operands.len().is_multiple_of(2) {
+                        let (operands, inits): (Vec<_>, Vec<_>) = op
+                            .operands
+                            .chunks(2)
+                            .map(|p| (p[0].clone(), p[1].clone()))
+                            .unzip();
+                        op.operands = operands.into_iter().chain(inits).collect();
+                    }
+                }
                 Tok::Word(w)
                     if (w == "cond" || w == "do") && *self.peek_at(1) == Tok::Punct('{') =>
                 {

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 /// The names `regions` read from outside themselves, in order of first use: read by an op
 /// (in any nested region too) and defined by none of theirs nor bound as a region argument.
-fn free_names(regions: &[&Region], bound: &[String]) -> Vec<String> {
+pub(super) fn free_names(regions: &[&Region], bound: &[String]) -> Vec<String> {
     let mut defined: HashSet<&str> = bound.iter().map(String::as_str).collect();
     let mut used: Vec<&str> = Vec::new();
     let mut stack: Vec<&Region> = regions.to_vec();
@@ -118,7 +118,7 @@ impl Importer<'_> {
             .collect()
     }
 
-    fn type_of(&self, v: ValueId, line: usize) -> Result<TensorType, Error> {
+    pub(super) fn type_of(&self, v: ValueId, line: usize) -> Result<TensorType, Error> {
         self.b
             .value_type(v)
             .cloned()
@@ -128,7 +128,7 @@ impl Importer<'_> {
     /// `region` as a function of `params` (its arguments, then the values it reads from
     /// outside); a loop's body (`carried`: how many arguments are its own) returns the values
     /// from outside after its results, carrying them unchanged.
-    fn region_func(
+    pub(super) fn region_func(
         &mut self,
         name: &str,
         region: &Region,

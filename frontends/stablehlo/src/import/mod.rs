@@ -14,6 +14,8 @@ mod names;
 mod ops;
 mod reduce;
 mod sort;
+mod variadic;
+mod window;
 
 pub use check::{Check, CheckKind, Expected};
 
@@ -175,6 +177,12 @@ impl<'a> Importer<'a> {
                 }
                 "while" | "case" | "if" => {
                     let results = self.control(short, op, &args, env, depth)?;
+                    for (name, v) in op.results.iter().zip(results) {
+                        env.insert(name.clone(), v);
+                    }
+                }
+                "reduce" if args.len() > 2 => {
+                    let results = self.variadic_reduce(op, &args, depth)?;
                     for (name, v) in op.results.iter().zip(results) {
                         env.insert(name.clone(), v);
                     }

@@ -126,6 +126,8 @@ impl Importer<'_> {
             "slice" => Self::slice(op)?,
             "dot_general" => return self.dot_general(op, args, &ty),
             "reduce" => return self.reduce(op, args, &ty),
+            "reduce_window" => return self.reduce_window(op, args, &ty),
+            "select_and_scatter" => return self.select_and_scatter(op, args, &ty),
             "gather" | "dynamic_gather" => return self.gather(op, args, &ty),
             "scatter" => return self.scatter(op, args, &ty),
             "dynamic_slice" => return self.dynamic_slice(op, args, &ty),

@@ -5,7 +5,7 @@
 use super::attrs::usizes;
 use super::Importer;
 use crate::lex::Tok;
-use crate::parse::Operation;
+use crate::parse::{Operation, Region};
 use crate::Error;
 use ferrax_ir::{BinaryOp, DType, Op, ReduceOp, Scalar, TensorType, ValueId};
 
@@ -24,16 +24,8 @@ impl Importer<'_> {
             ));
         };
         let body = applied_op(op)?;
-        let short = body.strip_prefix("stablehlo.").unwrap_or(&body);
-        let (reduce_op, combine) = match (short, ty.dtype == DType::Bool) {
-            ("add", false) => (ReduceOp::Sum, BinaryOp::Add),
-            ("multiply", false) => (ReduceOp::Prod, BinaryOp::Mul),
-            ("maximum", false) => (ReduceOp::Max, BinaryOp::Max),
-            ("minimum", false) => (ReduceOp::Min, BinaryOp::Min),
-            ("add" | "maximum" | "or", true) => (ReduceOp::Max, BinaryOp::Or),
-            ("multiply" | "minimum" | "and", true) => (ReduceOp::Min, BinaryOp::And),
-            _ => return Err(Error::unsupported(line, format!("reduce with body {body}"))),
-        };
+        let (reduce_op, combine) = combiner(&body, ty.dtype)
+            .ok_or_else(|| Error::unsupported(line, format!("reduce with body {body}")))?;
         let mut axes = usizes(op.attr(&["dimensions"]).unwrap_or(&[]), line)?;
         axes.sort_unstable();
         let reduced = self.push(
@@ -86,9 +78,41 @@ impl Importer<'_> {
     }
 }
 
+/// The reduction and the elementwise op a combining region's op (`stablehlo.add`, ...) is on
+/// `dtype`: sums and maxima of bools are `or`, products and minima `and`.
+pub(super) fn combiner(body: &str, dtype: DType) -> Option<(ReduceOp, BinaryOp)> {
+    let short = body.strip_prefix("stablehlo.").unwrap_or(body);
+    Some(match (short, dtype == DType::Bool) {
+        ("add", false) => (ReduceOp::Sum, BinaryOp::Add),
+        ("multiply", false) => (ReduceOp::Prod, BinaryOp::Mul),
+        ("maximum", false) => (ReduceOp::Max, BinaryOp::Max),
+        ("minimum", false) => (ReduceOp::Min, BinaryOp::Min),
+        ("add" | "maximum" | "or", true) => (ReduceOp::Max, BinaryOp::Or),
+        ("multiply" | "minimum" | "and", true) => (ReduceOp::Min, BinaryOp::And),
+        _ => return None,
+    })
+}
+
+/// The name of the one op a region applies to its two arguments and returns.
+pub(super) fn region_op(region: &Region) -> Option<String> {
+    match region.ops.as_slice() {
+        [combine, ret]
+            if matches!(ret.name.as_str(), "stablehlo.return" | "return")
+                && combine.operands.len() == 2
+                && region
+                    .args
+                    .iter()
+                    .all(|(a, _)| combine.operands.contains(a)) =>
+        {
+            Some(combine.name.clone())
+        }
+        _ => None,
+    }
+}
+
 /// The name of the op a reduce combines with: after `applies` in the pretty form, else the
 /// one op of its body region that combines the region's two arguments and is returned.
-fn applied_op(op: &Operation) -> Result<String, Error> {
+pub(super) fn applied_op(op: &Operation) -> Result<String, Error> {
     let line = op.line;
     match op
         .words
@@ -103,23 +127,16 @@ fn applied_op(op: &Operation) -> Result<String, Error> {
             let region = op
                 .regions
                 .first()
-                .ok_or_else(|| Error::at(line, "reduce needs a body"))?;
-            match region.ops.as_slice() {
-                [combine, ret]
-                    if matches!(ret.name.as_str(), "stablehlo.return" | "return")
-                        && combine.operands.len() == 2
-                        && region
-                            .args
-                            .iter()
-                            .all(|(a, _)| combine.operands.contains(a)) =>
-                {
-                    Ok(combine.name.clone())
-                }
-                _ => Err(Error::unsupported(
+                .ok_or_else(|| Error::at(line, format!("{} needs a body", op.name)))?;
+            region_op(region).ok_or_else(|| {
+                Error::unsupported(
                     line,
-                    "reduce with a body other than one add/multiply/maximum/minimum".to_string(),
-                )),
-            }
+                    format!(
+                        "{} with a body other than one add/multiply/maximum/minimum",
+                        op.name
+                    ),
+                )
+            })
         }
     }
 }

@@ -1,0 +1,392 @@
+//! `stablehlo.reduce_window` and `stablehlo.select_and_scatter` (pooling, and the cumulative
+//! sums, products and extrema JAX writes with them) spelled in the IR's own ops: the operand
+//! padded (its base dilation as interior padding), then one strided slice per window position,
+//! combined in the window's row-major order after the initial value, as XLA's reference
+//! evaluator visits them. The IR needs no window op of its own, every backend computes these
+//! with the ops it has, and autodiff differentiates them; the cost is one slice per window
+//! element, so windows are bounded ([`MAX_WINDOW`]).
+
+use super::attrs::{ints, usizes};
+use super::names::direction;
+use super::reduce::{applied_op, combiner, region_op};
+use super::Importer;
+use crate::parse::Operation;
+use crate::Error;
+use ferrax_ir::{BinaryOp, CompareOp, Literal, Op, Scalar, Shape, TensorType, UnaryOp, ValueId};
+
+/// Most elements a window may have: each is a slice and a combining op in the imported program.
+pub(crate) const MAX_WINDOW: usize = 4096;
+
+/// A window's geometry over the padded operand, and the result shape it gives.
+struct Window {
+    dims: Vec<usize>,
+    strides: Vec<usize>,
+    dilations: Vec<usize>,
+    /// The padded operand's dimensions.
+    padded: Vec<usize>,
+    /// The result's dimensions: window positions along each dimension.
+    out: Vec<usize>,
+}
+
+impl Window {
+    /// The geometry of `op`'s window over an operand padded to `padded` (checked sizes).
+    fn new(op: &Operation, rank: usize, padded: Vec<usize>) -> Result<Window, Error> {
+        let line = op.line;
+        let dims = usizes(
+            op.attr(&["window_dimensions"])
+                .ok_or_else(|| Error::at(line, format!("{} needs window_dimensions", op.name)))?,
+            line,
+        )?;
+        let strides = optional(op, "window_strides", rank)?;
+        let dilations = optional(op, "window_dilations", rank)?;
+        if dims.len() != rank || [&dims, &strides, &dilations].iter().any(|v| v.contains(&0)) {
+            return Err(Error::at(
+                line,
+                format!(
+                    "{}: window {dims:?}, strides {strides:?} and dilations {dilations:?} need {rank} positive sizes",
+                    op.name
+                ),
+            ));
+        }
+        let elements = dims
+            .iter()
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .filter(|&n| n <= MAX_WINDOW)
+            .ok_or_else(|| {
+                Error::unsupported(
+                    line,
+                    format!(
+                        "{} window {dims:?} (more than {MAX_WINDOW} elements)",
+                        op.name
+                    ),
+                )
+            })?;
+        debug_assert!(elements >= 1);
+        let mut out = Vec::with_capacity(rank);
+        for k in 0..rank {
+            // The dilated window's extent: (w - 1) · d + 1, at most the padded size to fit.
+            let extent = (dims[k] - 1)
+                .checked_mul(dilations[k])
+                .and_then(|e| e.checked_add(1))
+                .ok_or_else(|| Error::at(line, "window extent overflows"))?;
+            out.push(match padded[k].checked_sub(extent) {
+                Some(room) => room / strides[k] + 1,
+                None => 0,
+            });
+        }
+        Ok(Window {
+            dims,
+            strides,
+            dilations,
+            padded,
+            out,
+        })
+    }
+
+    /// Every window position in row-major order, as (start, limit) of its strided slice of
+    /// the padded operand. Only called when every result dimension is positive.
+    fn slices(&self) -> Vec<(Vec<usize>, Vec<usize>)> {
+        let rank = self.dims.len();
+        let mut k = vec![0usize; rank];
+        let mut all = Vec::new();
+        loop {
+            let start: Vec<usize> = (0..rank).map(|d| k[d] * self.dilations[d]).collect();
+            let limit = (0..rank)
+                .map(|d| start[d] + (self.out[d] - 1) * self.strides[d] + 1)
+                .collect();
+            all.push((start, limit));
+            let mut d = rank;
+            loop {
+                if d == 0 {
+                    return all;
+                }
+                d -= 1;
+                k[d] += 1;
+                if k[d] < self.dims[d] {
+                    break;
+                }
+                k[d] = 0;
+            }
+        }
+    }
+}
+
+/// `key`'s sizes, or ones where the op leaves it out.
+fn optional(op: &Operation, key: &str, rank: usize) -> Result<Vec<usize>, Error> {
+    match op.attr(&[key]) {
+        Some(tokens) => usizes(tokens, op.line),
+        None => Ok(vec![1; rank]),
+    }
+}
+
+/// `op`'s `padding` (`[[low, high], ...]`), zeros where it has none.
+fn padding(op: &Operation, rank: usize) -> Result<(Vec<i64>, Vec<i64>), Error> {
+    let flat = op
+        .attr(&["padding"])
+        .map_or_else(|| vec![0; 2 * rank], ints);
+    if flat.len() != 2 * rank {
+        return Err(Error::at(
+            op.line,
+            format!("{}: padding needs {rank} [low, high] pairs", op.name),
+        ));
+    }
+    Ok(flat.chunks(2).map(|p| (p[0], p[1])).unzip())
+}
+
+impl Importer<'_> {
+    fn splat(&mut self, value: ValueId, shape: &[usize], line: usize) -> Result<ValueId, Error> {
+        self.push(
+            Op::BroadcastInDim {
+                shape: Shape::new(shape.to_vec()),
+                dims: Vec::new(),
+            },
+            &[value],
+            line,
+        )
+    }
+
+    fn scalar(&mut self, value: Scalar, line: usize) -> Result<ValueId, Error> {
+        self.push(Op::Constant(Literal::scalar(value)), &[], line)
+    }
+
+    /// The strided slice of `x` at window position `(start, limit)`.
+    fn window_slice(
+        &mut self,
+        x: ValueId,
+        w: &Window,
+        (start, limit): (Vec<usize>, Vec<usize>),
+        line: usize,
+    ) -> Result<ValueId, Error> {
+        let strides = w.strides.clone();
+        self.push(
+            Op::Slice {
+                start,
+                limit,
+                strides,
+            },
+            &[x],
+            line,
+        )
+    }
+
+    pub(super) fn reduce_window(
+        &mut self,
+        op: &Operation,
+        args: &[ValueId],
+        ty: &TensorType,
+    ) -> Result<ValueId, Error> {
+        let line = op.line;
+        let [x, init] = args else {
+            return Err(Error::unsupported(
+                line,
+                "reduce_window over several operands",
+            ));
+        };
+        let xt = self.type_of(*x, line)?;
+        let body = applied_op(op)?;
+        let (_, combine) = combiner(&body, xt.dtype)
+            .ok_or_else(|| Error::unsupported(line, format!("reduce_window with body {body}")))?;
+        let rank = xt.rank();
+        let (low, high) = padding(op, rank)?;
+        let base = optional(op, "base_dilations", rank)?;
+        if base.len() != rank || base.contains(&0) {
+            return Err(Error::at(
+                line,
+                format!("reduce_window: base dilations {base:?}"),
+            ));
+        }
+        let padded = self.push(
+            Op::Pad {
+                low,
+                high,
+                interior: base.iter().map(|b| b - 1).collect(),
+            },
+            &[*x, *init],
+            line,
+        )?;
+        let w = Window::new(op, rank, self.type_of(padded, line)?.dims().to_vec())?;
+        if w.out != ty.dims() {
+            return Err(Error::at(
+                line,
+                format!("reduce_window gives {:?}, the result type is {ty}", w.out),
+            ));
+        }
+        let mut acc = self.splat(*init, &w.out, line)?;
+        if ty.numel() == 0 {
+            return Ok(acc);
+        }
+        for slice in w.slices() {
+            let part = self.window_slice(padded, &w, slice, line)?;
+            acc = self.push(Op::Binary(combine), &[acc, part], line)?;
+        }
+        Ok(acc)
+    }
+
+    /// `select_and_scatter` whose select region is one comparison of its two arguments and
+    /// whose scatter region is one combining op: each window picks the position its
+    /// comparison keeps (the first maximum for `GE`, as XLA visits the window in row-major
+    /// order, skipping padding), and the source element of that window is combined into the
+    /// result there, which starts as the initial value everywhere.
+    pub(super) fn select_and_scatter(
+        &mut self,
+        op: &Operation,
+        args: &[ValueId],
+        ty: &TensorType,
+    ) -> Result<ValueId, Error> {
+        let line = op.line;
+        let [x, source, init] = args else {
+            return Err(Error::at(line, "select_and_scatter needs three operands"));
+        };
+        let xt = self.type_of(*x, line)?;
+        let keep = select_comparison(op)?;
+        let scatter = op
+            .regions
+            .get(1)
+            .ok_or_else(|| Error::at(line, "select_and_scatter needs a scatter region"))?;
+        let body = region_op(scatter).ok_or_else(|| {
+            Error::unsupported(
+                line,
+                "select_and_scatter with a scatter region other than one op",
+            )
+        })?;
+        let (reduce_op, combine) = combiner(&body, xt.dtype).ok_or_else(|| {
+            Error::unsupported(line, format!("select_and_scatter with scatter {body}"))
+        })?;
+        let rank = xt.rank();
+        let (low, high) = padding(op, rank)?;
+        if low.iter().chain(&high).any(|&p| p < 0) {
+            return Err(Error::at(line, "select_and_scatter: negative padding"));
+        }
+        let zeros = vec![0; rank];
+        let pad = |low: &[i64], high: &[i64]| Op::Pad {
+            low: low.to_vec(),
+            high: high.to_vec(),
+            interior: zeros.clone(),
+        };
+        // Padding is never selected (its positions are marked invalid), so its value is moot.
+        let filler = self.scalar(Scalar::zero(xt.dtype), line)?;
+        let padded = self.push(pad(&low, &high), &[*x, filler], line)?;
+        let w = Window::new(op, rank, self.type_of(padded, line)?.dims().to_vec())?;
+        let st = self.type_of(*source, line)?;
+        if w.out != st.dims() || ty.dims() != xt.dims() {
+            return Err(Error::at(
+                line,
+                format!(
+                    "select_and_scatter: windows {:?} for a source {st} and a result {ty}",
+                    w.out
+                ),
+            ));
+        }
+        let mut result = self.splat(*init, &w.padded, line)?;
+        if st.numel() > 0 {
+            let yes = self.scalar(Scalar::Bool(true), line)?;
+            let no = self.scalar(Scalar::Bool(false), line)?;
+            let ones = self.splat(yes, xt.dims(), line)?;
+            let valid = self.push(pad(&low, &high), &[ones, no], line)?;
+            let slices = w.slices();
+            // Visit the window in order: a valid element replaces the kept one where nothing
+            // is kept yet or the comparison does not keep the current one.
+            let mut taken = Vec::with_capacity(slices.len());
+            let mut kept: Option<(ValueId, ValueId)> = None;
+            for slice in &slices {
+                let e = self.window_slice(padded, &w, slice.clone(), line)?;
+                let v = self.window_slice(valid, &w, slice.clone(), line)?;
+                let take = match kept {
+                    None => v,
+                    Some((have, current)) => {
+                        let stays = self.push(Op::Compare(keep), &[current, e], line)?;
+                        let replaced = self.push(Op::Unary(UnaryOp::Not), &[stays], line)?;
+                        let empty = self.push(Op::Unary(UnaryOp::Not), &[have], line)?;
+                        let wanted =
+                            self.push(Op::Binary(BinaryOp::Or), &[empty, replaced], line)?;
+                        self.push(Op::Binary(BinaryOp::And), &[v, wanted], line)?
+                    }
+                };
+                kept = Some(match kept {
+                    None => (v, e),
+                    Some((have, current)) => (
+                        self.push(Op::Binary(BinaryOp::Or), &[have, v], line)?,
+                        self.push(Op::Select, &[take, e, current], line)?,
+                    ),
+                });
+                taken.push(take);
+            }
+            // The selected position is the last one taken; its window's source goes there.
+            let identity = self.scalar(reduce_op.identity(xt.dtype), line)?;
+            let nothing = self.splat(identity, &w.out, line)?;
+            let mut later: Option<ValueId> = None;
+            for (k, slice) in slices.into_iter().enumerate().rev() {
+                let chosen = match later {
+                    None => taken[k],
+                    Some(l) => {
+                        let not_later = self.push(Op::Unary(UnaryOp::Not), &[l], line)?;
+                        self.push(Op::Binary(BinaryOp::And), &[taken[k], not_later], line)?
+                    }
+                };
+                later = Some(match later {
+                    None => taken[k],
+                    Some(l) => self.push(Op::Binary(BinaryOp::Or), &[l, taken[k]], line)?,
+                });
+                let part = self.push(Op::Select, &[chosen, *source, nothing], line)?;
+                // Back to the padded operand's positions: the inverse of the strided slice.
+                let (start, limit) = slice;
+                let spread = self.push(
+                    Op::Pad {
+                        low: start.iter().map(|&s| s as i64).collect(),
+                        high: (0..rank).map(|d| (w.padded[d] - limit[d]) as i64).collect(),
+                        interior: w.strides.iter().map(|s| s - 1).collect(),
+                    },
+                    &[part, identity],
+                    line,
+                )?;
+                result = self.push(Op::Binary(combine), &[result, spread], line)?;
+            }
+        }
+        let start: Vec<usize> = low.iter().map(|&l| l as usize).collect();
+        let limit = (0..rank).map(|d| start[d] + xt.dims()[d]).collect();
+        self.push(
+            Op::Slice {
+                start,
+                limit,
+                strides: vec![1; rank],
+            },
+            &[result],
+            line,
+        )
+    }
+}
+
+/// The comparison under which the select region keeps its first argument (the element kept
+/// so far) over its second (the next one): `GE` keeps the first maximum.
+fn select_comparison(op: &Operation) -> Result<CompareOp, Error> {
+    let line = op.line;
+    let refuse = || {
+        Error::unsupported(
+            line,
+            "select_and_scatter with a select region other than one comparison of its arguments",
+        )
+    };
+    let region = op.regions.first().ok_or_else(refuse)?;
+    let ([compare, ret], [(a, _), (b, _)]) = (region.ops.as_slice(), region.args.as_slice()) else {
+        return Err(refuse());
+    };
+    if compare.name != "stablehlo.compare"
+        || !matches!(ret.name.as_str(), "stablehlo.return" | "return")
+    {
+        return Err(refuse());
+    }
+    let dir = direction(&compare.words)
+        .or_else(|| compare.attr(&["comparison_direction"]).and_then(direction))
+        .ok_or_else(refuse)?;
+    match compare.operands.as_slice() {
+        [x, y] if x == a && y == b => Ok(dir),
+        [x, y] if x == b && y == a => Ok(match dir {
+            CompareOp::Lt => CompareOp::Gt,
+            CompareOp::Le => CompareOp::Ge,
+            CompareOp::Gt => CompareOp::Lt,
+            CompareOp::Ge => CompareOp::Le,
+            CompareOp::Eq | CompareOp::Ne => dir,
+        }),
+        _ => Err(refuse()),
+    }
+}
