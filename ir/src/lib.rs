@@ -17,6 +17,7 @@ mod parse;
 mod print;
 mod shape;
 mod verify;
+mod window;
 
 pub use control::{Cond, Remat, RematPolicy, Scan, While};
 pub use dtype::DType;
@@ -31,3 +32,4 @@ pub use parse::{parse_func, ParseError};
 pub use print::{print_func, scalar_text};
 pub use shape::{Shape, TensorType, MAX_BYTES, MAX_RANK};
 pub use verify::{verify, VerifyError};
+pub use window::{same_padding, WindowGeometry, MAX_WINDOW_ELEMENTS};

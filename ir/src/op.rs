@@ -210,6 +210,19 @@ impl ReduceOp {
         }
     }
 
+    /// The elementwise op that combines two values of `dtype` as this reduction does: on
+    /// bools, sums and maxima are `or`, products and minima `and`.
+    pub fn combining_op(self, dtype: DType) -> BinaryOp {
+        match (self, dtype == DType::Bool) {
+            (ReduceOp::Sum, false) => BinaryOp::Add,
+            (ReduceOp::Prod, false) => BinaryOp::Mul,
+            (ReduceOp::Max, false) => BinaryOp::Max,
+            (ReduceOp::Min, false) => BinaryOp::Min,
+            (ReduceOp::Sum | ReduceOp::Max, true) => BinaryOp::Or,
+            (ReduceOp::Prod | ReduceOp::Min, true) => BinaryOp::And,
+        }
+    }
+
     /// The value a reduction of no elements gives, which combined with any element leaves it
     /// unchanged: the sum's is -0 for floats (IEEE's `-0 + -0` is -0, so a sum of -0s stays
     /// -0, where +0 would turn it into +0), the maximum's the lowest value of the type (-inf

@@ -29,7 +29,10 @@ pub use device::Device;
 pub use error::{Error, Result};
 pub use jit::{jit, Compiled, Jit, Lowered, Signature};
 pub use lax::{remat, remat_with, RematPolicy};
-pub use ops::{custom_vjp, custom_vjp_named, At, Axes, DotPrecision, IndexMode, Operand, ShapeArg};
+pub use ops::{
+    custom_vjp, custom_vjp_named, At, Axes, DotPrecision, IndexMode, Operand, Padding, ShapeArg,
+    Window,
+};
 pub use tensor::Tensor;
 pub use trace::trace;
 pub use transforms::{

@@ -82,15 +82,16 @@ impl Importer<'_> {
 /// `dtype`: sums and maxima of bools are `or`, products and minima `and`.
 pub(super) fn combiner(body: &str, dtype: DType) -> Option<(ReduceOp, BinaryOp)> {
     let short = body.strip_prefix("stablehlo.").unwrap_or(body);
-    Some(match (short, dtype == DType::Bool) {
-        ("add", false) => (ReduceOp::Sum, BinaryOp::Add),
-        ("multiply", false) => (ReduceOp::Prod, BinaryOp::Mul),
-        ("maximum", false) => (ReduceOp::Max, BinaryOp::Max),
-        ("minimum", false) => (ReduceOp::Min, BinaryOp::Min),
-        ("add" | "maximum" | "or", true) => (ReduceOp::Max, BinaryOp::Or),
-        ("multiply" | "minimum" | "and", true) => (ReduceOp::Min, BinaryOp::And),
+    let op = match (short, dtype == DType::Bool) {
+        ("add", false) => ReduceOp::Sum,
+        ("multiply", false) => ReduceOp::Prod,
+        ("maximum", false) => ReduceOp::Max,
+        ("minimum", false) => ReduceOp::Min,
+        ("add" | "maximum" | "or", true) => ReduceOp::Max,
+        ("multiply" | "minimum" | "and", true) => ReduceOp::Min,
         _ => return None,
-    })
+    };
+    Some((op, op.combining_op(dtype)))
 }
 
 /// The name of the one op a region applies to its two arguments and returns.

@@ -2,9 +2,9 @@
 //! sums, products and extrema JAX writes with them) spelled in the IR's own ops: the operand
 //! padded (its base dilation as interior padding), then one strided slice per window position,
 //! combined in the window's row-major order after the initial value, as XLA's reference
-//! evaluator visits them. The IR needs no window op of its own, every backend computes these
-//! with the ops it has, and autodiff differentiates them; the cost is one slice per window
-//! element, so windows are bounded ([`MAX_WINDOW`]).
+//! evaluator visits them (`ferrax_ir::WindowGeometry`). The IR needs no window op of its own,
+//! every backend computes these with the ops it has, and autodiff differentiates them; the
+//! cost is one slice per window position, so windows are bounded.
 
 use super::attrs::{ints, usizes};
 use super::names::direction;
@@ -12,103 +12,34 @@ use super::reduce::{applied_op, combiner, region_op};
 use super::Importer;
 use crate::parse::Operation;
 use crate::Error;
-use ferrax_ir::{BinaryOp, CompareOp, Literal, Op, Scalar, Shape, TensorType, UnaryOp, ValueId};
+use ferrax_ir::{
+    BinaryOp, CompareOp, Literal, Op, Scalar, Shape, TensorType, UnaryOp, ValueId, WindowGeometry,
+    MAX_WINDOW_ELEMENTS,
+};
 
-/// Most elements a window may have: each is a slice and a combining op in the imported program.
-pub(crate) const MAX_WINDOW: usize = 4096;
-
-/// A window's geometry over the padded operand, and the result shape it gives.
-struct Window {
-    dims: Vec<usize>,
-    strides: Vec<usize>,
-    dilations: Vec<usize>,
-    /// The padded operand's dimensions.
-    padded: Vec<usize>,
-    /// The result's dimensions: window positions along each dimension.
-    out: Vec<usize>,
-}
-
-impl Window {
-    /// The geometry of `op`'s window over an operand padded to `padded` (checked sizes).
-    fn new(op: &Operation, rank: usize, padded: Vec<usize>) -> Result<Window, Error> {
-        let line = op.line;
-        let dims = usizes(
-            op.attr(&["window_dimensions"])
-                .ok_or_else(|| Error::at(line, format!("{} needs window_dimensions", op.name)))?,
+/// The geometry of `op`'s window over an operand padded to `padded`: an unsupported window
+/// beyond [`MAX_WINDOW_ELEMENTS`] positions, an error for one that does not fit.
+fn geometry(op: &Operation, rank: usize, padded: &[usize]) -> Result<WindowGeometry, Error> {
+    let line = op.line;
+    let dims = usizes(
+        op.attr(&["window_dimensions"])
+            .ok_or_else(|| Error::at(line, format!("{} needs window_dimensions", op.name)))?,
+        line,
+    )?;
+    let positions = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    if positions.is_none_or(|n| n > MAX_WINDOW_ELEMENTS) {
+        return Err(Error::unsupported(
             line,
-        )?;
-        let strides = optional(op, "window_strides", rank)?;
-        let dilations = optional(op, "window_dilations", rank)?;
-        if dims.len() != rank || [&dims, &strides, &dilations].iter().any(|v| v.contains(&0)) {
-            return Err(Error::at(
-                line,
-                format!(
-                    "{}: window {dims:?}, strides {strides:?} and dilations {dilations:?} need {rank} positive sizes",
-                    op.name
-                ),
-            ));
-        }
-        let elements = dims
-            .iter()
-            .try_fold(1usize, |n, &d| n.checked_mul(d))
-            .filter(|&n| n <= MAX_WINDOW)
-            .ok_or_else(|| {
-                Error::unsupported(
-                    line,
-                    format!(
-                        "{} window {dims:?} (more than {MAX_WINDOW} elements)",
-                        op.name
-                    ),
-                )
-            })?;
-        debug_assert!(elements >= 1);
-        let mut out = Vec::with_capacity(rank);
-        for k in 0..rank {
-            // The dilated window's extent: (w - 1) · d + 1, at most the padded size to fit.
-            let extent = (dims[k] - 1)
-                .checked_mul(dilations[k])
-                .and_then(|e| e.checked_add(1))
-                .ok_or_else(|| Error::at(line, "window extent overflows"))?;
-            out.push(match padded[k].checked_sub(extent) {
-                Some(room) => room / strides[k] + 1,
-                None => 0,
-            });
-        }
-        Ok(Window {
-            dims,
-            strides,
-            dilations,
-            padded,
-            out,
-        })
+            format!(
+                "{} window {dims:?} (more than {MAX_WINDOW_ELEMENTS} positions)",
+                op.name
+            ),
+        ));
     }
-
-    /// Every window position in row-major order, as (start, limit) of its strided slice of
-    /// the padded operand. Only called when every result dimension is positive.
-    fn slices(&self) -> Vec<(Vec<usize>, Vec<usize>)> {
-        let rank = self.dims.len();
-        let mut k = vec![0usize; rank];
-        let mut all = Vec::new();
-        loop {
-            let start: Vec<usize> = (0..rank).map(|d| k[d] * self.dilations[d]).collect();
-            let limit = (0..rank)
-                .map(|d| start[d] + (self.out[d] - 1) * self.strides[d] + 1)
-                .collect();
-            all.push((start, limit));
-            let mut d = rank;
-            loop {
-                if d == 0 {
-                    return all;
-                }
-                d -= 1;
-                k[d] += 1;
-                if k[d] < self.dims[d] {
-                    break;
-                }
-                k[d] = 0;
-            }
-        }
-    }
+    let strides = optional(op, "window_strides", rank)?;
+    let dilations = optional(op, "window_dilations", rank)?;
+    WindowGeometry::new(padded, &dims, &strides, &dilations)
+        .map_err(|e| Error::at(line, format!("{}: {e}", op.name)))
 }
 
 /// `key`'s sizes, or ones where the op leaves it out.
@@ -153,7 +84,7 @@ impl Importer<'_> {
     fn window_slice(
         &mut self,
         x: ValueId,
-        w: &Window,
+        w: &WindowGeometry,
         (start, limit): (Vec<usize>, Vec<usize>),
         line: usize,
     ) -> Result<ValueId, Error> {
@@ -204,7 +135,7 @@ impl Importer<'_> {
             &[*x, *init],
             line,
         )?;
-        let w = Window::new(op, rank, self.type_of(padded, line)?.dims().to_vec())?;
+        let w = geometry(op, rank, self.type_of(padded, line)?.dims())?;
         if w.out != ty.dims() {
             return Err(Error::at(
                 line,
@@ -215,7 +146,7 @@ impl Importer<'_> {
         if ty.numel() == 0 {
             return Ok(acc);
         }
-        for slice in w.slices() {
+        for slice in w.positions() {
             let part = self.window_slice(padded, &w, slice, line)?;
             acc = self.push(Op::Binary(combine), &[acc, part], line)?;
         }
@@ -266,7 +197,7 @@ impl Importer<'_> {
         // Padding is never selected (its positions are marked invalid), so its value is moot.
         let filler = self.scalar(Scalar::zero(xt.dtype), line)?;
         let padded = self.push(pad(&low, &high), &[*x, filler], line)?;
-        let w = Window::new(op, rank, self.type_of(padded, line)?.dims().to_vec())?;
+        let w = geometry(op, rank, self.type_of(padded, line)?.dims())?;
         let st = self.type_of(*source, line)?;
         if w.out != st.dims() || ty.dims() != xt.dims() {
             return Err(Error::at(
@@ -283,7 +214,7 @@ impl Importer<'_> {
             let no = self.scalar(Scalar::Bool(false), line)?;
             let ones = self.splat(yes, xt.dims(), line)?;
             let valid = self.push(pad(&low, &high), &[ones, no], line)?;
-            let slices = w.slices();
+            let slices = w.positions();
             // Visit the window in order: a valid element replaces the kept one where nothing
             // is kept yet or the comparison does not keep the current one.
             let mut taken = Vec::with_capacity(slices.len());

@@ -30,6 +30,7 @@ pub mod initializers;
 mod linear;
 mod loss;
 mod norm;
+mod pool;
 
 pub use crate::lax::{erf, erfc};
 pub use activation::{gelu, silu};
@@ -38,6 +39,7 @@ pub use dropout::dropout;
 pub use linear::{linear, linear_with, Linear};
 pub use loss::{accuracy, softmax_cross_entropy_with_integer_labels};
 pub use norm::{layer_norm, rms_norm};
+pub use pool::{avg_pool, max_pool};
 
 use crate::ops::Axes;
 use crate::Tensor;

@@ -15,10 +15,12 @@ mod movement;
 mod reduce;
 pub(crate) mod sort;
 mod source;
+mod window;
 
 pub use call::{custom_vjp, custom_vjp_named};
 pub use contract::DotPrecision;
 pub use indexing::{At, IndexMode};
+pub use window::{Padding, Window};
 
 use crate::Tensor;
 use std::ops::RangeFull;
