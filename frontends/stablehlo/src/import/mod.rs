@@ -8,6 +8,7 @@
 
 mod attrs;
 mod check;
+mod composite;
 mod control;
 mod indexing;
 mod names;
@@ -184,6 +185,11 @@ impl<'a> Importer<'a> {
                 "reduce" if args.len() > 2 => {
                     let results = self.variadic_reduce(op, &args, depth)?;
                     for (name, v) in op.results.iter().zip(results) {
+                        env.insert(name.clone(), v);
+                    }
+                }
+                "chlo.top_k" => {
+                    for (name, v) in op.results.iter().zip(self.top_k(op, &args)?) {
                         env.insert(name.clone(), v);
                     }
                 }

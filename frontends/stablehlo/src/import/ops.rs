@@ -127,6 +127,9 @@ impl Importer<'_> {
             "dot_general" => return self.dot_general(op, args, &ty),
             "reduce" => return self.reduce(op, args, &ty),
             "reduce_window" => return self.reduce_window(op, args, &ty),
+            "is_finite" | "popcnt" | "cbrt" | "reduce_precision" | "chlo.next_after" => {
+                return self.composite(short, op, args)
+            }
             "select_and_scatter" => return self.select_and_scatter(op, args, &ty),
             "gather" | "dynamic_gather" => return self.gather(op, args, &ty),
             "scatter" => return self.scatter(op, args, &ty),
