@@ -114,6 +114,16 @@ unary_fd! {
     d_sigmoid: -3.0, 3.0 => |x| x.sigmoid();
     d_sin: -3.0, 3.0 => |x| x.sin();
     d_cos: -3.0, 3.0 => |x| x.cos();
+    d_tan: -1.2, 1.2 => |x| x.tan();
+    d_asin: -0.9, 0.9 => |x| x.asin();
+    d_acos: -0.9, 0.9 => |x| x.acos();
+    d_atan: -3.0, 3.0 => |x| x.atan();
+    d_sinh: -2.0, 2.0 => |x| x.sinh();
+    d_cosh: -2.0, 2.0 => |x| x.cosh();
+    d_asinh: -3.0, 3.0 => |x| x.asinh();
+    d_acosh: 1.1, 3.0 => |x| x.acosh();
+    d_atanh: -0.9, 0.9 => |x| x.atanh();
+    d_cbrt: 0.2, 2.0 => |x| x.cbrt() + (-x).cbrt();
     d_square_and_constants: -1.0, 1.0 => |x| x.square() * 3.0 - 1.0 / (x + 4.0);
     d_rounding_is_flat: 0.1, 0.4 => |x| x.floor() + x.ceil() + x.round() + x.round_even() + x.sign() + x;
     d_convert: -1.0, 1.0 => |x| x.astype(DType::F32).astype(DType::F64) * 0.0 + x.stop_gradient() * 0.0 + x;

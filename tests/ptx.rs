@@ -36,7 +36,8 @@ use std::process::Command;
 /// slices), sorts and reverses, which the GPU backend leaves to the host until it has kernels
 /// for them.
 fn unexpected_host_ops(plan: &GpuPlan) -> Vec<&str> {
-    // Sorting, reversing and arctangents are host steps on the GPU for now
+    // Sorting, reversing, arctangents and the other elementary functions kernels do not
+    // expand are host steps on the GPU for now
     // (docs/architecture.md), as indexing may be.
     let expected = |op: &&str| {
         op.contains("gather")
@@ -45,6 +46,10 @@ fn unexpected_host_ops(plan: &GpuPlan) -> Vec<&str> {
             || op.ends_with("sort")
             || *op == "reverse"
             || *op == "atan2"
+            || [
+                "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt",
+            ]
+            .contains(op)
     };
     plan.host_ops()
         .into_iter()

@@ -28,10 +28,22 @@ pub enum UnaryOp {
     Cos,
     /// Bitwise not on integers, logical not on bools.
     Not,
+    /// The other elementary functions of `jax.numpy` (`tan`, `arcsin`, ..., `cbrt`), float
+    /// only: computed in f64 and rounded once, on the host until kernels expand them.
+    Tan,
+    Asin,
+    Acos,
+    Atan,
+    Sinh,
+    Cosh,
+    Asinh,
+    Acosh,
+    Atanh,
+    Cbrt,
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 18] = [
+    pub const ALL: [UnaryOp; 28] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Sign,
@@ -50,6 +62,16 @@ impl UnaryOp {
         UnaryOp::Sin,
         UnaryOp::Cos,
         UnaryOp::Not,
+        UnaryOp::Tan,
+        UnaryOp::Asin,
+        UnaryOp::Acos,
+        UnaryOp::Atan,
+        UnaryOp::Sinh,
+        UnaryOp::Cosh,
+        UnaryOp::Asinh,
+        UnaryOp::Acosh,
+        UnaryOp::Atanh,
+        UnaryOp::Cbrt,
     ];
 
     pub fn name(self) -> &'static str {
@@ -72,6 +94,16 @@ impl UnaryOp {
             UnaryOp::Sin => "sin",
             UnaryOp::Cos => "cos",
             UnaryOp::Not => "not",
+            UnaryOp::Tan => "tan",
+            UnaryOp::Asin => "asin",
+            UnaryOp::Acos => "acos",
+            UnaryOp::Atan => "atan",
+            UnaryOp::Sinh => "sinh",
+            UnaryOp::Cosh => "cosh",
+            UnaryOp::Asinh => "asinh",
+            UnaryOp::Acosh => "acosh",
+            UnaryOp::Atanh => "atanh",
+            UnaryOp::Cbrt => "cbrt",
         }
     }
 }

@@ -1152,6 +1152,47 @@ fn atan2_quadrants_signed_zeros_and_infinities() {
     assert!(parse_func(&src).is_err(), "atan2 of integers");
 }
 
+/// The elementary functions are the f64 ones rounded once, at and beyond the edges of their
+/// domains (NaN outside, infinities at atanh(±1), signed zeros kept).
+#[test]
+fn elementary_functions_at_their_edges() {
+    let inf = f64::INFINITY;
+    let x = [
+        0.0,
+        -0.0,
+        0.5,
+        -0.75,
+        1.0,
+        -1.0,
+        2.0,
+        -8.0,
+        30.0,
+        inf,
+        -inf,
+        f64::NAN,
+    ];
+    let functions: [(&str, fn(f64) -> f64); 10] = [
+        ("tan", f64::tan),
+        ("asin", f64::asin),
+        ("acos", f64::acos),
+        ("atan", f64::atan),
+        ("sinh", f64::sinh),
+        ("cosh", f64::cosh),
+        ("asinh", f64::asinh),
+        ("acosh", f64::acosh),
+        ("atanh", f64::atanh),
+        ("cbrt", f64::cbrt),
+    ];
+    for dtype in FLOATS {
+        let input = floats(dtype, &x);
+        for (name, f) in functions {
+            let got = apply(name, &[&input], "", &input.ty().to_string());
+            let want: Vec<f64> = x.iter().map(|&v| round_to(dtype, f(v))).collect();
+            check(&got, &want);
+        }
+    }
+}
+
 #[test]
 fn reverse_along_any_axes() {
     // cube[b, c, a] = 12 b + 4 c + a; reversed along axes 0 and 2: x[1 - b, c, 3 - a].

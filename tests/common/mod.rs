@@ -158,6 +158,30 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
             ),
         ),
         (
+            "elementary_functions",
+            t(
+                |x: Tensor| {
+                    // Inside (-0.9, 0.9) for asin, acos and atanh; above 1 for acosh.
+                    let inside = x.tanh() * 0.9;
+                    let above = x.abs() + 1.5;
+                    let parts = [
+                        x.tan(),
+                        inside.asin(),
+                        inside.acos(),
+                        x.atan(),
+                        x.sinh(),
+                        x.cosh(),
+                        x.asinh(),
+                        above.acosh(),
+                        inside.atanh(),
+                        x.cbrt(),
+                    ];
+                    Tensor::concatenate(&parts, 0)
+                },
+                s(&[3]),
+            ),
+        ),
+        (
             "binary_ops",
             t(
                 |(a, b): (Tensor, Tensor)| {

@@ -1,6 +1,6 @@
 //! StableHLO and CHLO ops imported as compositions of IR ops (`is_finite`, `popcnt`,
-//! `reduce_precision`, `chlo.next_after`, `cbrt`, `chlo.top_k`), on the interpreter, against
-//! Rust's own definitions over edge values and sweeps of bit patterns.
+//! `reduce_precision`, `chlo.next_after`, `chlo.top_k`), and `cbrt` (the IR's own), on the
+//! interpreter, against Rust's own definitions over edge values and sweeps of bit patterns.
 #![allow(clippy::unwrap_used)]
 
 use ferrax_ir::{Element, Elements};

@@ -56,7 +56,17 @@ pub(super) fn unary(u: UnaryOp, args: &[&TensorType]) -> Result<TensorType, Type
         | UnaryOp::Tanh
         | UnaryOp::Logistic
         | UnaryOp::Sin
-        | UnaryOp::Cos => require(u.name(), d, d.is_float(), "a floating-point type")?,
+        | UnaryOp::Cos
+        | UnaryOp::Tan
+        | UnaryOp::Asin
+        | UnaryOp::Acos
+        | UnaryOp::Atan
+        | UnaryOp::Sinh
+        | UnaryOp::Cosh
+        | UnaryOp::Asinh
+        | UnaryOp::Acosh
+        | UnaryOp::Atanh
+        | UnaryOp::Cbrt => require(u.name(), d, d.is_float(), "a floating-point type")?,
     }
     Ok(x.clone())
 }

@@ -79,6 +79,16 @@ pub fn wide_unary(u: UnaryOp) -> Option<fn(f64) -> f64> {
         UnaryOp::Logistic => logistic,
         UnaryOp::Sin => f64::sin,
         UnaryOp::Cos => f64::cos,
+        UnaryOp::Tan => f64::tan,
+        UnaryOp::Asin => f64::asin,
+        UnaryOp::Acos => f64::acos,
+        UnaryOp::Atan => f64::atan,
+        UnaryOp::Sinh => f64::sinh,
+        UnaryOp::Cosh => f64::cosh,
+        UnaryOp::Asinh => f64::asinh,
+        UnaryOp::Acosh => f64::acosh,
+        UnaryOp::Atanh => f64::atanh,
+        UnaryOp::Cbrt => f64::cbrt,
     })
 }
 

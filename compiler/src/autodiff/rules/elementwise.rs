@@ -72,6 +72,53 @@ fn unary_factor(e: &mut Emitter, u: UnaryOp, x: ValueId, y: ValueId) -> R<Factor
             let s = e.unary(UnaryOp::Sin, x)?;
             Factor::Of(e.neg(s)?)
         }
+        // JAX's rules, term for term.
+        UnaryOp::Tan => {
+            let one = e.full_like(1.0, y)?;
+            let y2 = e.mul(y, y)?;
+            Factor::Of(e.add(one, y2)?)
+        }
+        UnaryOp::Asin | UnaryOp::Acos => {
+            let one = e.full_like(1.0, x)?;
+            let x2 = e.mul(x, x)?;
+            let rest = e.sub(one, x2)?;
+            let r = e.unary(UnaryOp::Rsqrt, rest)?;
+            Factor::Of(if u == UnaryOp::Acos { e.neg(r)? } else { r })
+        }
+        UnaryOp::Atan => {
+            let one = e.full_like(1.0, x)?;
+            let x2 = e.mul(x, x)?;
+            let den = e.add(one, x2)?;
+            Factor::Of(recip(e, den)?)
+        }
+        UnaryOp::Sinh => Factor::Of(e.unary(UnaryOp::Cosh, x)?),
+        UnaryOp::Cosh => Factor::Of(e.unary(UnaryOp::Sinh, x)?),
+        UnaryOp::Asinh => {
+            let one = e.full_like(1.0, x)?;
+            let x2 = e.mul(x, x)?;
+            let sum = e.add(x2, one)?;
+            Factor::Of(e.unary(UnaryOp::Rsqrt, sum)?)
+        }
+        UnaryOp::Acosh => {
+            let one = e.full_like(1.0, x)?;
+            let below = e.sub(x, one)?;
+            let above = e.add(x, one)?;
+            let product = e.mul(below, above)?;
+            Factor::Of(e.unary(UnaryOp::Rsqrt, product)?)
+        }
+        UnaryOp::Atanh => {
+            let one = e.full_like(1.0, x)?;
+            let above = e.add(one, x)?;
+            let below = e.sub(one, x)?;
+            let product = e.mul(above, below)?;
+            Factor::Of(recip(e, product)?)
+        }
+        // (1/3) / y².
+        UnaryOp::Cbrt => {
+            let y2 = e.mul(y, y)?;
+            let third = e.full_like(1.0 / 3.0, y)?;
+            Factor::Of(e.div(third, y2)?)
+        }
     })
 }
 

@@ -93,6 +93,17 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
 fn unary(u: UnaryOp, dtype: DType) -> Option<Support> {
     let float = dtype.is_float();
     let s = match u {
+        // The interpreter's (f64, rounded once), until kernels have expansions.
+        UnaryOp::Tan
+        | UnaryOp::Asin
+        | UnaryOp::Acos
+        | UnaryOp::Atan
+        | UnaryOp::Sinh
+        | UnaryOp::Cosh
+        | UnaryOp::Asinh
+        | UnaryOp::Acosh
+        | UnaryOp::Atanh
+        | UnaryOp::Cbrt => return None,
         UnaryOp::Not => {
             return matches!(dtype, DType::Bool | DType::I32 | DType::U32)
                 .then_some(Support::Native)

@@ -144,6 +144,17 @@ fn unary(u: UnaryOp, dtype: DType) -> Option<Support> {
         | UnaryOp::Logistic
         | UnaryOp::Sin
         | UnaryOp::Cos => float.then_some(Support::Expand),
+        // The interpreter's (f64, rounded once), until kernels have expansions.
+        UnaryOp::Tan
+        | UnaryOp::Asin
+        | UnaryOp::Acos
+        | UnaryOp::Atan
+        | UnaryOp::Sinh
+        | UnaryOp::Cosh
+        | UnaryOp::Asinh
+        | UnaryOp::Acosh
+        | UnaryOp::Atanh
+        | UnaryOp::Cbrt => None,
     }
 }
 

@@ -60,6 +60,17 @@ pub fn expands(op: &KOp, dtype: DType) -> bool {
                 | UnaryOp::RoundEven
                 | UnaryOp::Sqrt
                 | UnaryOp::Not => false,
+                // Host steps (the support tables), never in a kernel.
+                UnaryOp::Tan
+                | UnaryOp::Asin
+                | UnaryOp::Acos
+                | UnaryOp::Atan
+                | UnaryOp::Sinh
+                | UnaryOp::Cosh
+                | UnaryOp::Asinh
+                | UnaryOp::Acosh
+                | UnaryOp::Atanh
+                | UnaryOp::Cbrt => false,
             },
             KOp::Binary(b) => match b {
                 BinaryOp::Pow => true,
@@ -170,7 +181,17 @@ fn expand_with(kernel: &Kernel, host: bool, native: &dyn Fn(&KOp, DType) -> bool
                     | UnaryOp::Round
                     | UnaryOp::RoundEven
                     | UnaryOp::Sqrt
-                    | UnaryOp::Not => e.op(ins.op.clone(), &args, t),
+                    | UnaryOp::Not
+                    | UnaryOp::Tan
+                    | UnaryOp::Asin
+                    | UnaryOp::Acos
+                    | UnaryOp::Atan
+                    | UnaryOp::Sinh
+                    | UnaryOp::Cosh
+                    | UnaryOp::Asinh
+                    | UnaryOp::Acosh
+                    | UnaryOp::Atanh
+                    | UnaryOp::Cbrt => e.op(ins.op.clone(), &args, t),
                 }
             }
             (KOp::Binary(_), true) => e.pow(args[0], args[1], t),

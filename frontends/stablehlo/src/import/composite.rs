@@ -1,8 +1,7 @@
 //! StableHLO and CHLO ops the IR spells with its own ops, each exactly: `is_finite`
 //! (`|x| < inf`), `popcnt` (bit counting on the unsigned view), `reduce_precision` (XLA's
 //! rounding of the significand to nearest even and clamping of the exponent, on the bits),
-//! `chlo.next_after` (one step of the bit pattern), `cbrt` (`sign(x) · |x|^(1/3)`) and
-//! `chlo.top_k` (a stable descending sort and its permutation, first `k` along the last axis).
+//! `chlo.next_after` (one step of the bit pattern) and `chlo.top_k` (a stable descending sort and its permutation, first `k` along the last axis).
 
 use super::attrs::ints;
 use super::Importer;
@@ -80,7 +79,7 @@ impl Importer<'_> {
         self.push(Op::Binary(op), &[a, b], line)
     }
 
-    /// `stablehlo.is_finite`, `popcnt`, `reduce_precision`, `cbrt` and `chlo.next_after` on
+    /// `stablehlo.is_finite`, `popcnt`, `reduce_precision` and `chlo.next_after` on
     /// `args`.
     pub(super) fn composite(
         &mut self,
@@ -96,7 +95,6 @@ impl Importer<'_> {
         match (short, args.get(1)) {
             ("is_finite", None) => self.is_finite(x, &ty, line),
             ("popcnt", None) => self.popcnt(x, &ty, line),
-            ("cbrt", None) => self.cbrt(x, &ty, line),
             ("reduce_precision", None) => self.reduce_precision(op, x, &ty),
             ("chlo.next_after", Some(&y)) => self.next_after(x, y, &ty, line),
             _ => Err(Error::at(
@@ -153,47 +151,6 @@ impl Importer<'_> {
         let summed = self.binary(BinaryOp::Mul, bytes, spread, line)?;
         let count = shifted(self, summed, u64::from(width - 8))?;
         self.push(Op::BitcastConvert { to: ty.dtype }, &[count], line)
-    }
-
-    /// `sign(x) · |x|^(1/3)` computed in f64, where the rounded exponent 1/3 costs
-    /// `ln|x| · 2^-54` relatively (below an f32 ulp); f64 roots take one Newton step
-    /// (`y - (y³ - |x|) / 3y²`) to about an ulp. -0, infinities and NaN come through.
-    fn cbrt(&mut self, x: ValueId, ty: &TensorType, line: usize) -> Result<ValueId, Error> {
-        if !ty.dtype.is_float() {
-            return Err(Error::at(line, format!("cbrt of {ty}")));
-        }
-        let shape = &ty.shape;
-        let wide = if ty.dtype == DType::F64 {
-            x
-        } else {
-            self.push(Op::Convert { to: DType::F64 }, &[x], line)?
-        };
-        let magnitude = self.push(Op::Unary(UnaryOp::Abs), &[wide], line)?;
-        let third = self.full(Scalar::F64(1.0 / 3.0), shape, line)?;
-        let mut root = self.binary(BinaryOp::Pow, magnitude, third, line)?;
-        if ty.dtype == DType::F64 {
-            let square = self.binary(BinaryOp::Mul, root, root, line)?;
-            let cube = self.binary(BinaryOp::Mul, square, root, line)?;
-            let excess = self.binary(BinaryOp::Sub, cube, magnitude, line)?;
-            let three = self.full(Scalar::F64(3.0), shape, line)?;
-            let slope = self.binary(BinaryOp::Mul, three, square, line)?;
-            let step = self.binary(BinaryOp::Div, excess, slope, line)?;
-            let refined = self.binary(BinaryOp::Sub, root, step, line)?;
-            // Only where the step is defined: not at 0, infinity or NaN.
-            let zero = self.full(Scalar::F64(0.0), shape, line)?;
-            let inf = self.full(Scalar::F64(f64::INFINITY), shape, line)?;
-            let positive = self.push(Op::Compare(CompareOp::Gt), &[magnitude, zero], line)?;
-            let finite = self.push(Op::Compare(CompareOp::Lt), &[magnitude, inf], line)?;
-            let defined = self.binary(BinaryOp::And, positive, finite, line)?;
-            root = self.push(Op::Select, &[defined, refined, root], line)?;
-        }
-        let sign = self.push(Op::Unary(UnaryOp::Sign), &[wide], line)?;
-        let signed = self.binary(BinaryOp::Mul, sign, root, line)?;
-        if ty.dtype == DType::F64 {
-            Ok(signed)
-        } else {
-            self.push(Op::Convert { to: ty.dtype }, &[signed], line)
-        }
     }
 
     /// XLA's `ReducePrecision`: the significand rounded to `mantissa_bits` (nearest, ties to

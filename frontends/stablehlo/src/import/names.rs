@@ -24,6 +24,16 @@ pub(super) fn unary(name: &str) -> Option<UnaryOp> {
         "sine" => UnaryOp::Sin,
         "cosine" => UnaryOp::Cos,
         "not" => UnaryOp::Not,
+        "tan" | "chlo.tan" => UnaryOp::Tan,
+        "cbrt" => UnaryOp::Cbrt,
+        "chlo.asin" => UnaryOp::Asin,
+        "chlo.acos" => UnaryOp::Acos,
+        "chlo.atan" => UnaryOp::Atan,
+        "chlo.sinh" => UnaryOp::Sinh,
+        "chlo.cosh" => UnaryOp::Cosh,
+        "chlo.asinh" => UnaryOp::Asinh,
+        "chlo.acosh" => UnaryOp::Acosh,
+        "chlo.atanh" => UnaryOp::Atanh,
         _ => return None,
     })
 }

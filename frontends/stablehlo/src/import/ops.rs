@@ -127,7 +127,7 @@ impl Importer<'_> {
             "dot_general" => return self.dot_general(op, args, &ty),
             "reduce" => return self.reduce(op, args, &ty),
             "reduce_window" => return self.reduce_window(op, args, &ty),
-            "is_finite" | "popcnt" | "cbrt" | "reduce_precision" | "chlo.next_after" => {
+            "is_finite" | "popcnt" | "reduce_precision" | "chlo.next_after" => {
                 return self.composite(short, op, args)
             }
             "select_and_scatter" => return self.select_and_scatter(op, args, &ty),

@@ -130,6 +130,26 @@ unary_methods! {
     sigmoid => Logistic,
     sin => Sin,
     cos => Cos,
+    /// `jnp.tan`.
+    tan => Tan,
+    /// `jnp.arcsin`: NaN outside [-1, 1].
+    asin => Asin,
+    /// `jnp.arccos`.
+    acos => Acos,
+    /// `jnp.arctan`.
+    atan => Atan,
+    /// `jnp.sinh`.
+    sinh => Sinh,
+    /// `jnp.cosh`.
+    cosh => Cosh,
+    /// `jnp.arcsinh`.
+    asinh => Asinh,
+    /// `jnp.arccosh`: NaN below 1.
+    acosh => Acosh,
+    /// `jnp.arctanh`: ±inf at ±1, NaN beyond.
+    atanh => Atanh,
+    /// `jnp.cbrt`: the real cube root, negative for negative `x`.
+    cbrt => Cbrt,
     /// Logical not on bools, bitwise not on integers.
     logical_not => Not,
 }

@@ -170,6 +170,17 @@ fn vector_op(ins: &KInstr) -> bool {
 fn vector_unary(u: UnaryOp) -> bool {
     match u {
         UnaryOp::Round | UnaryOp::Sign => false,
+        // Host steps (the support table), never in a kernel.
+        UnaryOp::Tan
+        | UnaryOp::Asin
+        | UnaryOp::Acos
+        | UnaryOp::Atan
+        | UnaryOp::Sinh
+        | UnaryOp::Cosh
+        | UnaryOp::Asinh
+        | UnaryOp::Acosh
+        | UnaryOp::Atanh
+        | UnaryOp::Cbrt => false,
         // Expanded into vector primitives before the kernel is built.
         UnaryOp::Exp
         | UnaryOp::Expm1
