@@ -1171,7 +1171,8 @@ fn elementary_functions_at_their_edges() {
         -inf,
         f64::NAN,
     ];
-    let functions: [(&str, fn(f64) -> f64); 10] = [
+    type Function = fn(f64) -> f64;
+    let functions: [(&str, Function); 10] = [
         ("tan", f64::tan),
         ("asin", f64::asin),
         ("acos", f64::acos),
