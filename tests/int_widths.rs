@@ -272,6 +272,18 @@ fn sorts_and_gathers_at_each_width() {
     assert_eq!(values::<i16>(&out[0]), vec![30, 10, 10, 30]);
 }
 
+/// Start indices of different integer types are taken at their values (not cast to the
+/// first one's type): 300 as an i32 beside an i8 start is clamped, not wrapped to 44.
+#[test]
+fn dynamic_slices_take_starts_of_mixed_types_by_value() {
+    let x = Tensor::from_vec([2, 100], (0..200).map(|v| v as f32).collect::<Vec<_>>());
+    let i = Tensor::from_vec([], vec![1i8]);
+    let j = Tensor::from_vec([], vec![300i32]);
+    let s = x.dynamic_slice(&[&i, &j], &[1, 10]);
+    let want: Vec<f32> = (190..200).map(|v| v as f32).collect();
+    assert_eq!(s.to_vec::<f32>().unwrap(), want);
+}
+
 /// StableHLO's `i8`, `i16`, `ui16` and `ui64` import, with their constants in decimal and as
 /// hex blobs.
 #[test]

@@ -208,6 +208,24 @@ fn integer_bool_and_empty_windows() {
     assert_eq!(empty.cumsum(0).shape(), [0, 3]);
     let pooled = empty.reduce_window(ReduceOp::Max, &Window::new([2, 2]));
     assert_eq!(pooled.shape(), [0, 2]);
+    // SAME padding of an empty axis fits no window, as lax.padtype_to_pads pads it.
+    let same = Tensor::zeros(DType::F32, [0])
+        .reduce_window(ReduceOp::Max, &Window::new([3]).padding(Padding::Same));
+    assert_eq!(same.shape(), [0]);
+    // Sums start at +0, as JAX's do: a sum of -0s is +0.
+    let negative_zero = Tensor::from_vec([2], vec![-0.0f32, -0.0]);
+    for sums in [
+        negative_zero.cumsum(0),
+        negative_zero.reduce_window(ReduceOp::Sum, &Window::new([1])),
+    ] {
+        let bits: Vec<u32> = sums
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        assert_eq!(bits, vec![0, 0]);
+    }
     let too_big =
         Tensor::zeros(DType::F32, [1, 3]).reduce_window(ReduceOp::Max, &Window::new([2, 2]));
     assert_eq!(too_big.to_vec::<f32>().unwrap(), Vec::<f32>::new());
@@ -245,4 +263,10 @@ fn bad_windows_are_errors_naming_the_call() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("pooling") && e.contains("at least 3"), "{e}");
+    let image = Tensor::zeros(DType::F32, [1, 4, 4, 1]);
+    let e = nn::avg_pool(&image, &[1 << 32, 1 << 32], None, Padding::Valid, true)
+        .to_array()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("more than 4096 positions"), "{e}");
 }

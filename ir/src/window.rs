@@ -120,7 +120,7 @@ pub fn same_padding(
             let s = s.max(1) as i128;
             let n = n as i128;
             let out = (n + s - 1) / s;
-            let total = ((out - 1).max(0) * s + extent - n).max(0);
+            let total = ((out - 1) * s + extent - n).max(0);
             let low = total / 2;
             let clamp = |v: i128| i64::try_from(v).unwrap_or(i64::MAX);
             (clamp(low), clamp(total - low))
@@ -154,5 +154,8 @@ mod tests {
             vec![(1, 1), (0, 0)]
         );
         assert_eq!(same_padding(&[4], &[2], &[1], &[1]), vec![(0, 1)]);
+        // An empty axis: max(0, (0 - 1)·s + w - 0), as lax computes it, so no window fits.
+        assert_eq!(same_padding(&[0], &[3], &[1], &[1]), vec![(1, 1)]);
+        assert_eq!(same_padding(&[0], &[3], &[2], &[1]), vec![(0, 1)]);
     }
 }

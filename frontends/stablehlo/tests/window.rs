@@ -314,6 +314,30 @@ fn bad_windows_are_errors() {
     let wrong = text.replace("-> tensor<2x2xf32>", "-> tensor<2x3xf32>");
     let e = load(&wrong).unwrap_err().to_string();
     assert!(e.contains("reduce_window gives [2, 2]"), "{e}");
+    // Splats, as MLIR prints dense attributes whose values are all equal.
+    let splats = text
+        .replace("padding = dense<[[0, 0], [0, 0]]>", "padding = dense<0>")
+        .replace(
+            "window_strides = array<i64: 1, 1>",
+            "window_strides = dense<1> : tensor<2xi64>",
+        );
+    let func = load(&splats).unwrap_or_else(|e| panic!("{e}\n{splats}"));
+    let x = array(&[2, 2], vec![1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(
+        interpret(&func, &[x]).unwrap()[0]
+            .as_slice::<f32>()
+            .unwrap(),
+        [1.0, 2.0, 3.0, 4.0]
+    );
+    // A body that returns an argument rather than what it combined is not a reduction.
+    let returns_arg = text.replace(
+        "stablehlo.return %1 : tensor<f32>",
+        "stablehlo.return %a : tensor<f32>",
+    );
+    assert!(matches!(
+        load(&returns_arg).unwrap_err(),
+        Error::Unsupported { .. }
+    ));
     let rank = text.replace(
         "padding = dense<[[0, 0], [0, 0]]>",
         "padding = dense<[[0, 0]]>",

@@ -253,16 +253,17 @@ impl Importer<'_> {
         let result = self.push(Op::BitcastConvert { to: ty.dtype }, &[from_zero], line)?;
         let equal = self.push(Op::Compare(CompareOp::Eq), &[x, y], line)?;
         let result = self.push(Op::Select, &[equal, y, result], line)?;
-        // NaN where either is: `x + y` is a NaN then (x's or y's).
+        // The canonical quiet NaN where either is a NaN, as CHLO returns.
         let x_nan = self.push(Op::Compare(CompareOp::Ne), &[x, x], line)?;
         let y_nan = self.push(Op::Compare(CompareOp::Ne), &[y, y], line)?;
         let nan = self.binary(BinaryOp::Or, x_nan, y_nan, line)?;
-        let sum = self.binary(BinaryOp::Add, x, y, line)?;
-        self.push(Op::Select, &[nan, sum, result], line)
+        let quiet = self.full(Scalar::from_f64(ty.dtype, f64::NAN), shape, line)?;
+        self.push(Op::Select, &[nan, quiet, result], line)
     }
 
     /// `chlo.top_k`: the `k` largest along the last axis, in descending order (ties in index
-    /// order), and their indices as i32.
+    /// order), and their indices as i32. The order is the IR sort's: -0 ties with +0 and every
+    /// NaN sorts above all numbers, where CHLO's total order puts -0 below +0 and -NaN lowest.
     pub(super) fn top_k(
         &mut self,
         op: &Operation,

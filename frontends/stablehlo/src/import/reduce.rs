@@ -103,7 +103,8 @@ pub(super) fn region_op(region: &Region) -> Option<String> {
                 && region
                     .args
                     .iter()
-                    .all(|(a, _)| combine.operands.contains(a)) =>
+                    .all(|(a, _)| combine.operands.contains(a))
+                && ret.operands == combine.results =>
         {
             Some(combine.name.clone())
         }

@@ -6,10 +6,11 @@
 //! every backend computes these with the ops it has, and autodiff differentiates them; the
 //! cost is one slice per window position, so windows are bounded.
 
-use super::attrs::{ints, usizes};
+use super::attrs::ints;
 use super::names::direction;
 use super::reduce::{applied_op, combiner, region_op};
 use super::Importer;
+use crate::lex::Tok;
 use crate::parse::Operation;
 use crate::Error;
 use ferrax_ir::{
@@ -21,10 +22,11 @@ use ferrax_ir::{
 /// beyond [`MAX_WINDOW_ELEMENTS`] positions, an error for one that does not fit.
 fn geometry(op: &Operation, rank: usize, padded: &[usize]) -> Result<WindowGeometry, Error> {
     let line = op.line;
-    let dims = usizes(
+    let dims = sizes(
+        op,
         op.attr(&["window_dimensions"])
             .ok_or_else(|| Error::at(line, format!("{} needs window_dimensions", op.name)))?,
-        line,
+        rank,
     )?;
     let positions = dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
     if positions.is_none_or(|n| n > MAX_WINDOW_ELEMENTS) {
@@ -45,16 +47,38 @@ fn geometry(op: &Operation, rank: usize, padded: &[usize]) -> Result<WindowGeome
 /// `key`'s sizes, or ones where the op leaves it out.
 fn optional(op: &Operation, key: &str, rank: usize) -> Result<Vec<usize>, Error> {
     match op.attr(&[key]) {
-        Some(tokens) => usizes(tokens, op.line),
+        Some(tokens) => sizes(op, tokens, rank),
         None => Ok(vec![1; rank]),
     }
+}
+
+/// The integers of an attribute, `n` copies of the one value of a splat (`dense<1> :
+/// tensor<4xi64>`, as MLIR prints a dense attribute whose values are all equal).
+fn splatted(tokens: &[Tok], n: usize) -> Vec<i64> {
+    let values = ints(tokens);
+    let dense = tokens.iter().any(|t| *t == Tok::Word("dense".into()));
+    match values.as_slice() {
+        [one] if dense => vec![*one; n],
+        _ => values,
+    }
+}
+
+/// An attribute's `rank` sizes (array or dense, splats included); negative ones are errors.
+fn sizes(op: &Operation, tokens: &[Tok], rank: usize) -> Result<Vec<usize>, Error> {
+    splatted(tokens, rank)
+        .into_iter()
+        .map(|v| {
+            usize::try_from(v)
+                .map_err(|_| Error::at(op.line, format!("{}: negative size {v}", op.name)))
+        })
+        .collect()
 }
 
 /// `op`'s `padding` (`[[low, high], ...]`), zeros where it has none.
 fn padding(op: &Operation, rank: usize) -> Result<(Vec<i64>, Vec<i64>), Error> {
     let flat = op
         .attr(&["padding"])
-        .map_or_else(|| vec![0; 2 * rank], ints);
+        .map_or_else(|| vec![0; 2 * rank], |t| splatted(t, 2 * rank));
     if flat.len() != 2 * rank {
         return Err(Error::at(
             op.line,
@@ -78,6 +102,12 @@ impl Importer<'_> {
 
     fn scalar(&mut self, value: Scalar, line: usize) -> Result<ValueId, Error> {
         self.push(Op::Constant(Literal::scalar(value)), &[], line)
+    }
+
+    /// Window position `k` as an i32 tensor of `shape` (positions are at most 4,096).
+    fn position(&mut self, k: usize, shape: &[usize], line: usize) -> Result<ValueId, Error> {
+        let k = self.scalar(Scalar::I32(k as i32), line)?;
+        self.splat(k, shape, line)
     }
 
     /// The strided slice of `x` at window position `(start, limit)`.
@@ -216,10 +246,12 @@ impl Importer<'_> {
             let valid = self.push(pad(&low, &high), &[ones, no], line)?;
             let slices = w.positions();
             // Visit the window in order: a valid element replaces the kept one where nothing
-            // is kept yet or the comparison does not keep the current one.
-            let mut taken = Vec::with_capacity(slices.len());
+            // is kept yet or the comparison does not keep the current one. Each window
+            // remembers the position it chose (-1 for none), so one mask at a time is live.
+            let mut chosen = self.scalar(Scalar::I32(-1), line)?;
+            chosen = self.splat(chosen, &w.out, line)?;
             let mut kept: Option<(ValueId, ValueId)> = None;
-            for slice in &slices {
+            for (k, slice) in slices.iter().enumerate() {
                 let e = self.window_slice(padded, &w, slice.clone(), line)?;
                 let v = self.window_slice(valid, &w, slice.clone(), line)?;
                 let take = match kept {
@@ -240,27 +272,19 @@ impl Importer<'_> {
                         self.push(Op::Select, &[take, e, current], line)?,
                     ),
                 });
-                taken.push(take);
+                let position = self.position(k, &w.out, line)?;
+                chosen = self.push(Op::Select, &[take, position, chosen], line)?;
             }
-            // The selected position is the last one taken; its window's source goes there.
+            // Each window's source goes to the position it chose. Positions in reverse: of
+            // the windows choosing one element, a later window reaches it from an earlier
+            // position, so this adds their sources in the windows' order, as XLA does.
             let identity = self.scalar(reduce_op.identity(xt.dtype), line)?;
             let nothing = self.splat(identity, &w.out, line)?;
-            let mut later: Option<ValueId> = None;
-            for (k, slice) in slices.into_iter().enumerate().rev() {
-                let chosen = match later {
-                    None => taken[k],
-                    Some(l) => {
-                        let not_later = self.push(Op::Unary(UnaryOp::Not), &[l], line)?;
-                        self.push(Op::Binary(BinaryOp::And), &[taken[k], not_later], line)?
-                    }
-                };
-                later = Some(match later {
-                    None => taken[k],
-                    Some(l) => self.push(Op::Binary(BinaryOp::Or), &[l, taken[k]], line)?,
-                });
-                let part = self.push(Op::Select, &[chosen, *source, nothing], line)?;
+            for (k, (start, limit)) in slices.into_iter().enumerate().rev() {
+                let position = self.position(k, &w.out, line)?;
+                let here = self.push(Op::Compare(CompareOp::Eq), &[chosen, position], line)?;
+                let part = self.push(Op::Select, &[here, *source, nothing], line)?;
                 // Back to the padded operand's positions: the inverse of the strided slice.
-                let (start, limit) = slice;
                 let spread = self.push(
                     Op::Pad {
                         low: start.iter().map(|&s| s as i64).collect(),
@@ -303,6 +327,7 @@ fn select_comparison(op: &Operation) -> Result<CompareOp, Error> {
     };
     if compare.name != "stablehlo.compare"
         || !matches!(ret.name.as_str(), "stablehlo.return" | "return")
+        || ret.operands != compare.results
     {
         return Err(refuse());
     }

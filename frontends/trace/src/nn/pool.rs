@@ -86,9 +86,13 @@ pub fn avg_pool(
     count_include_pad: bool,
 ) -> Tensor {
     let sums = pool(x, ReduceOp::Sum, window, strides, &padding);
+    if sums.error().is_some() {
+        return sums;
+    }
     if count_include_pad {
-        let size: usize = window.iter().product();
-        return sums / size as f64;
+        // The window fits in memory (the sums exist), so its size does not overflow.
+        let size = window.iter().try_fold(1usize, |n, &w| n.checked_mul(w));
+        return sums / size.unwrap_or(usize::MAX) as f64;
     }
     let ones = Tensor::ones(x.dtype(), x.shape().to_vec());
     let counts = pool(&ones, ReduceOp::Sum, window, strides, &padding);

@@ -233,7 +233,14 @@ impl Tensor {
                 self.ndim()
             )));
         }
-        let dtype = starts.first().map_or(DType::I32, |s| s.dtype());
+        // One dtype for all (the IR's rule): theirs if they agree, else i64, which holds every
+        // start of every other integer type but u64's above 2^63.
+        let first = starts.first().map_or(DType::I32, |s| s.dtype());
+        let dtype = if starts.iter().all(|s| s.dtype() == first) {
+            first
+        } else {
+            DType::I64
+        };
         let mut out = Vec::with_capacity(starts.len());
         for (s, &size) in starts.iter().zip(self.shape()) {
             if !s.dtype().is_int() || s.ndim() != 0 {

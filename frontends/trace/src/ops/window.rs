@@ -11,7 +11,7 @@
 
 use crate::tensor::apply;
 use crate::Tensor;
-use ferrax_ir::{same_padding, Op, ReduceOp, Shape, WindowGeometry};
+use ferrax_ir::{same_padding, Op, ReduceOp, Scalar, Shape, WindowGeometry};
 use ferrax_runtime::Array;
 
 /// How windows are padded (`lax.reduce_window`'s `padding`).
@@ -71,15 +71,20 @@ impl Window {
 }
 
 impl Tensor {
-    /// The identity of `op` on this tensor's dtype, as a scalar.
-    fn identity_of(&self, op: ReduceOp) -> Tensor {
-        Tensor::new(Array::full(Shape::scalar(), op.identity(self.dtype())))
+    /// The initial value of `op` on this tensor's dtype, as a scalar: its identity, but +0
+    /// for sums, as JAX starts them (so a sum of -0s is +0, as in JAX).
+    fn initial(&self, op: ReduceOp) -> Tensor {
+        let value = match op {
+            ReduceOp::Sum => Scalar::zero(self.dtype()),
+            ReduceOp::Prod | ReduceOp::Max | ReduceOp::Min => op.identity(self.dtype()),
+        };
+        Tensor::new(Array::full(Shape::scalar(), value))
     }
 
-    /// `op` over each window (`lax.reduce_window` with `op`'s identity as the initial value:
-    /// `reduce_window_sum`, `_max`, `_min`, `_prod`). Its gradient is that of the slices and
-    /// elementwise ops it is made of: a maximum's ties share the gradient equally, where
-    /// JAX's gives it all to the first.
+    /// `op` over each window (`lax.reduce_window_sum`, `_max`, `_min`, `_prod`: initial value
+    /// 0, -inf, +inf, 1). Its gradient is that of the slices and elementwise ops it is made of:
+    /// tied maxima split the gradient (each elementwise maximum halves it between equal
+    /// operands, in window order), where JAX's gives it all to the first.
     #[track_caller]
     pub fn reduce_window(&self, op: ReduceOp, window: &Window) -> Tensor {
         let rank = self.ndim();
@@ -106,7 +111,7 @@ impl Tensor {
                 self.ty()
             ));
         }
-        let init = self.identity_of(op);
+        let init = self.initial(op);
         let padded = apply(
             Op::Pad {
                 low: padding.iter().map(|p| p.0).collect(),
@@ -133,7 +138,8 @@ impl Tensor {
     }
 
     /// `op` over each prefix along `axis`: element `i` combines elements `0..=i`, in the
-    /// tensor's dtype (`lax.cumsum` and its kin; bool sums are `or`).
+    /// tensor's dtype (`lax.cumsum` and its kin; bool sums are `or`; `jnp.cumsum` would first
+    /// widen bools and narrow integers).
     #[track_caller]
     fn cumulative(&self, name: &str, op: ReduceOp, axis: i64) -> Tensor {
         let Some(a) = super::axis_index(axis, self.ndim()) else {
@@ -143,7 +149,7 @@ impl Tensor {
             ));
         };
         let n = self.shape()[a];
-        let init = self.identity_of(op);
+        let init = self.initial(op);
         let combine = op.combining_op(self.dtype());
         let mut running = self.clone();
         let mut shift = 1;
@@ -163,10 +169,16 @@ impl Tensor {
             running = apply(Op::Binary(combine), &[&earlier, &running]);
             shift *= 2;
         }
+        if op == ReduceOp::Sum && self.dtype().is_float() {
+            // The initial value once more, as JAX's sums start from it: a sum of -0s is +0
+            // (every other sum is unchanged by adding +0).
+            let init = init.broadcast_to(self.shape().to_vec());
+            running = apply(Op::Binary(combine), &[&init, &running]);
+        }
         running
     }
 
-    /// Running sums along `axis` (`jnp.cumsum`, in the tensor's dtype).
+    /// Running sums along `axis` (`lax.cumsum`: in the tensor's dtype).
     #[track_caller]
     pub fn cumsum(&self, axis: i64) -> Tensor {
         self.cumulative("cumsum", ReduceOp::Sum, axis)
