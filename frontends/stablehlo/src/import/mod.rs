@@ -182,6 +182,12 @@ impl<'a> Importer<'a> {
                         env.insert(name.clone(), v);
                     }
                 }
+                "reduce_window" => {
+                    let results = self.reduce_window(op, &args, depth)?;
+                    for (name, v) in op.results.iter().zip(results) {
+                        env.insert(name.clone(), v);
+                    }
+                }
                 "reduce" if args.len() > 2 => {
                     let results = self.variadic_reduce(op, &args, depth)?;
                     for (name, v) in op.results.iter().zip(results) {

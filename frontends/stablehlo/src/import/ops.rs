@@ -126,7 +126,6 @@ impl Importer<'_> {
             "slice" => Self::slice(op)?,
             "dot_general" => return self.dot_general(op, args, &ty),
             "reduce" => return self.reduce(op, args, &ty),
-            "reduce_window" => return self.reduce_window(op, args, &ty),
             "is_finite" | "popcnt" | "reduce_precision" | "chlo.next_after" => {
                 return self.composite(short, op, args)
             }

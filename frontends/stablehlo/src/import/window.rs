@@ -7,12 +7,14 @@
 //! cost is one slice per window position, so windows are bounded.
 
 use super::attrs::ints;
+use super::control::free_names;
 use super::names::direction;
 use super::reduce::{applied_op, combiner, region_op};
 use super::Importer;
 use crate::lex::Tok;
 use crate::parse::Operation;
 use crate::Error;
+use ferrax_compiler::batching::vmap;
 use ferrax_ir::{
     BinaryOp, CompareOp, Literal, Op, Scalar, Shape, TensorType, UnaryOp, ValueId, WindowGeometry,
     MAX_WINDOW_ELEMENTS,
@@ -130,24 +132,38 @@ impl Importer<'_> {
         )
     }
 
+    /// `reduce_window` of any number of operands (with as many initial values) and any body
+    /// reading only its arguments: each operand padded with its initial value, then one
+    /// strided slice per window position combined into the accumulators, which start as the
+    /// initial values. A body of one combining op is that elementwise op; any other is
+    /// imported as a function of scalars, batched over the result's elements (`vmap`) and
+    /// inlined once per position.
     pub(super) fn reduce_window(
         &mut self,
         op: &Operation,
         args: &[ValueId],
-        ty: &TensorType,
-    ) -> Result<ValueId, Error> {
+        depth: usize,
+    ) -> Result<Vec<ValueId>, Error> {
         let line = op.line;
-        let [x, init] = args else {
-            return Err(Error::unsupported(
+        let k = args.len() / 2;
+        if k == 0 || !args.len().is_multiple_of(2) {
+            return Err(Error::at(
                 line,
-                "reduce_window over several operands",
+                "reduce_window needs operands and as many initial values",
             ));
-        };
-        let xt = self.type_of(*x, line)?;
-        let body = applied_op(op)?;
-        let (_, combine) = combiner(&body, xt.dtype)
-            .ok_or_else(|| Error::unsupported(line, format!("reduce_window with body {body}")))?;
-        let rank = xt.rank();
+        }
+        let (operands, inits) = args.split_at(k);
+        let types = operands
+            .iter()
+            .map(|&v| self.type_of(v, line))
+            .collect::<Result<Vec<_>, _>>()?;
+        let rank = types[0].rank();
+        if types.iter().any(|t| t.dims() != types[0].dims()) {
+            return Err(Error::at(
+                line,
+                "reduce_window: operands of different shapes",
+            ));
+        }
         let (low, high) = padding(op, rank)?;
         let base = optional(op, "base_dilations", rank)?;
         if base.len() != rank || base.contains(&0) {
@@ -156,31 +172,89 @@ impl Importer<'_> {
                 format!("reduce_window: base dilations {base:?}"),
             ));
         }
-        let padded = self.push(
-            Op::Pad {
-                low,
-                high,
-                interior: base.iter().map(|b| b - 1).collect(),
-            },
-            &[*x, *init],
-            line,
-        )?;
-        let w = geometry(op, rank, self.type_of(padded, line)?.dims())?;
-        if w.out != ty.dims() {
+        let mut padded = Vec::with_capacity(k);
+        for (&x, &init) in operands.iter().zip(inits) {
+            padded.push(self.push(
+                Op::Pad {
+                    low: low.clone(),
+                    high: high.clone(),
+                    interior: base.iter().map(|b| b - 1).collect(),
+                },
+                &[x, init],
+                line,
+            )?);
+        }
+        let w = geometry(op, rank, self.type_of(padded[0], line)?.dims())?;
+        if let Some(t) = op.result_types.iter().find(|t| t.dims() != w.out) {
             return Err(Error::at(
                 line,
-                format!("reduce_window gives {:?}, the result type is {ty}", w.out),
+                format!("reduce_window gives {:?}, the result type is {t}", w.out),
             ));
         }
-        let mut acc = self.splat(*init, &w.out, line)?;
-        if ty.numel() == 0 {
+        let mut acc = inits
+            .iter()
+            .map(|&init| self.splat(init, &w.out, line))
+            .collect::<Result<Vec<_>, _>>()?;
+        if w.is_empty() {
             return Ok(acc);
         }
-        for slice in w.positions() {
-            let part = self.window_slice(padded, &w, slice, line)?;
-            acc = self.push(Op::Binary(combine), &[acc, part], line)?;
+        let simple = match (applied_op(op).ok(), k) {
+            (Some(body), 1) => combiner(&body, types[0].dtype).map(|(_, b)| b),
+            _ => None,
+        };
+        if let Some(combine) = simple {
+            for slice in w.positions() {
+                let part = self.window_slice(padded[0], &w, slice, line)?;
+                acc[0] = self.push(Op::Binary(combine), &[acc[0], part], line)?;
+            }
+            return Ok(acc);
         }
-        Ok(acc)
+        let region = op
+            .regions
+            .first()
+            .ok_or_else(|| Error::at(line, "reduce_window needs a body"))?;
+        if region.args.len() != 2 * k || !free_names(&[region], &[]).is_empty() {
+            return Err(Error::unsupported(
+                line,
+                "reduce_window whose body does not take its 2 × operands arguments, or reads values from outside it",
+            ));
+        }
+        // The body's arguments: the accumulators, then the elements.
+        let params: Vec<(String, TensorType)> = region
+            .args
+            .iter()
+            .zip(types.iter().chain(&types))
+            .map(|((name, _), t)| (name.clone(), TensorType::new(t.dtype, Shape::scalar())))
+            .collect();
+        let body = self.region_func("window", region, &params, None, depth)?;
+        let n: usize = w.out.iter().product();
+        let batched = vmap(&body, &vec![Some(0); 2 * k], &vec![Some(0); k], n)
+            .map_err(|e| Error::at(line, format!("reduce_window body: {e}")))?;
+        let flat = |s: &mut Self, v: ValueId, shape: &[usize]| {
+            s.push(
+                Op::Reshape {
+                    shape: Shape::new(shape.to_vec()),
+                },
+                &[v],
+                line,
+            )
+        };
+        let mut running = acc
+            .iter()
+            .map(|&a| flat(self, a, &[n]))
+            .collect::<Result<Vec<_>, _>>()?;
+        for slice in w.positions() {
+            let mut args = running.clone();
+            for &p in &padded {
+                let part = self.window_slice(p, &w, slice.clone(), line)?;
+                args.push(flat(self, part, &[n])?);
+            }
+            running = self
+                .b
+                .inline(&batched, &args)
+                .map_err(|e| Error::at(line, e.to_string()))?;
+        }
+        running.into_iter().map(|v| flat(self, v, &w.out)).collect()
     }
 
     /// `select_and_scatter` whose select region is one comparison of its two arguments and
