@@ -1,6 +1,6 @@
 //! Sorting: `sort`/`argsort` values in `jax.lax.sort`'s order (NaN, -0, ties, stability,
 //! empty dimensions), compiled for the CPU as interpreted, under `vmap`, differentiated
-//! against finite differences, in the text format, and bad axes as errors.
+//! against finite differences, in the text format, and bad axes as errors; `top_k`.
 #![allow(clippy::unwrap_used)]
 
 use ferrax::ir::{parse_func, print_func};
@@ -187,4 +187,30 @@ fn a_sort_of_a_sort_simplifies_to_one_with_the_same_bits() {
     let before = interpret(&func, std::slice::from_ref(&x)).unwrap();
     let after = interpret(&simple, &[x]).unwrap();
     assert_eq!(bits(&before), bits(&after));
+}
+
+/// `top_k` as `lax.top_k`: the largest first along the last axis, ties in index order, with
+/// i32 indices; eagerly as under jit; its gradient lands on the chosen elements; `k` beyond
+/// the axis is an error naming it.
+#[test]
+fn top_k_takes_the_largest_first() {
+    let x = Tensor::from_vec(
+        [2, 5],
+        vec![3.0f32, 9.0, 3.0, -1.0, 9.0, 0.0, 1.0, 2.0, 3.0, 4.0],
+    );
+    let (values, indices) = x.top_k(3);
+    assert_eq!(f32s(&values), vec![9.0, 9.0, 3.0, 4.0, 3.0, 2.0]);
+    assert_eq!(indices.to_vec::<i32>().unwrap(), vec![1, 4, 0, 4, 3, 2]);
+    let jitted = jit(|x: Tensor| x.top_k(3)).call(x.clone()).unwrap();
+    assert_eq!(f32s(&jitted.0), f32s(&values));
+    assert_eq!(jitted.1.to_vec::<i32>().unwrap(), vec![1, 4, 0, 4, 3, 2]);
+    let g = grad(|x: Tensor| x.top_k(2).0.sum(..))(x.clone());
+    assert_eq!(
+        f32s(&g),
+        vec![0.0, 1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0]
+    );
+    let (none, _) = x.top_k(0);
+    assert_eq!(none.shape(), [2, 0]);
+    let e = x.top_k(6).0.to_array().unwrap_err().to_string();
+    assert!(e.contains("k = 6 exceeds the last dimension"), "{e}");
 }

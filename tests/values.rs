@@ -5,7 +5,7 @@
 
 mod common;
 
-use ferrax::{jit, nn, Tensor};
+use ferrax::{jit, nn, DType, Tensor};
 
 /// Deterministic values in [-2, 2).
 fn data(n: usize, seed: u32) -> Vec<f32> {
@@ -220,4 +220,39 @@ fn eager_and_jit_agree_on_the_movement_corpus_program() {
     assert_eq!(ja.to_vec::<f32>().unwrap(), ea.to_vec::<f32>().unwrap());
     assert_eq!(jb.to_vec::<f32>().unwrap(), eb.to_vec::<f32>().unwrap());
     assert_eq!(ja.shape(), &[2, 7]);
+}
+
+/// `is_nan`, `is_finite` and `is_inf` as `jnp.isnan`, `isfinite` and `isinf`, for floats of
+/// every width and for integers (never NaN or infinite).
+#[test]
+fn float_classes() {
+    let v = [
+        0.0,
+        -0.0,
+        1.5,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        f64::MAX,
+    ];
+    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        let x = Tensor::from_vec([7], v.to_vec()).astype(dtype);
+        let nan: Vec<bool> = v.iter().map(|a| a.is_nan()).collect();
+        let inf: Vec<bool> = v.iter().map(|a| a.is_infinite()).collect();
+        // f64::MAX overflows to infinity in the narrower types.
+        let big = dtype == DType::F64;
+        let mut finite: Vec<bool> = v.iter().map(|a| a.is_finite()).collect();
+        let mut inf = inf;
+        finite[6] = big;
+        inf[6] = !big;
+        assert_eq!(x.is_nan().to_vec::<bool>().unwrap(), nan, "{dtype}");
+        assert_eq!(x.is_finite().to_vec::<bool>().unwrap(), finite, "{dtype}");
+        assert_eq!(x.is_inf().to_vec::<bool>().unwrap(), inf, "{dtype}");
+        let compiled = jit(|x: Tensor| x.is_finite()).call(x.clone()).unwrap();
+        assert_eq!(compiled.to_vec::<bool>().unwrap(), finite, "{dtype} jit");
+    }
+    let ints = Tensor::from_vec([2], vec![i32::MIN, 7]);
+    assert_eq!(ints.is_nan().to_vec::<bool>().unwrap(), vec![false, false]);
+    assert_eq!(ints.is_finite().to_vec::<bool>().unwrap(), vec![true, true]);
+    assert_eq!(ints.is_inf().to_vec::<bool>().unwrap(), vec![false, false]);
 }

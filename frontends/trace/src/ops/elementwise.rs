@@ -154,6 +154,39 @@ unary_methods! {
     logical_not => Not,
 }
 
+impl Tensor {
+    /// Where the elements are NaN (`jnp.isnan`); false everywhere for integers and bools.
+    #[track_caller]
+    pub fn is_nan(&self) -> Tensor {
+        if self.dtype().is_float() {
+            self.compare(CompareOp::Ne, self)
+        } else {
+            Tensor::full(DType::Bool, self.shape().to_vec(), 0.0)
+        }
+    }
+
+    /// Where the elements are neither infinite nor NaN (`jnp.isfinite`); true everywhere for
+    /// integers and bools.
+    #[track_caller]
+    pub fn is_finite(&self) -> Tensor {
+        if self.dtype().is_float() {
+            self.abs().compare(CompareOp::Lt, f64::INFINITY)
+        } else {
+            Tensor::full(DType::Bool, self.shape().to_vec(), 1.0)
+        }
+    }
+
+    /// Where the elements are +inf or -inf (`jnp.isinf`).
+    #[track_caller]
+    pub fn is_inf(&self) -> Tensor {
+        if self.dtype().is_float() {
+            self.abs().compare(CompareOp::Eq, f64::INFINITY)
+        } else {
+            Tensor::full(DType::Bool, self.shape().to_vec(), 0.0)
+        }
+    }
+}
+
 macro_rules! binary_methods {
     ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {
         impl Tensor {$(

@@ -36,6 +36,29 @@ impl Tensor {
         self.permutation("argsort", axis, true)
     }
 
+    /// The `k` largest elements along the last axis in descending order, equal ones in index
+    /// order, and their `i32` indices (`lax.top_k`). The values are a gather at the indices,
+    /// so they differentiate as the elements they are.
+    #[track_caller]
+    pub fn top_k(&self, k: usize) -> (Tensor, Tensor) {
+        let Some(last) = self.ndim().checked_sub(1) else {
+            let failed = self.fail(format!("top_k of a scalar {}", self.ty()));
+            return (failed.clone(), failed);
+        };
+        if k > self.shape()[last] {
+            let failed = self.fail(format!(
+                "top_k: k = {k} exceeds the last dimension of {}",
+                self.ty()
+            ));
+            return (failed.clone(), failed);
+        }
+        let order = self.argsort_descending(-1);
+        let mut limit = self.shape().to_vec();
+        limit[last] = k;
+        let indices = order.slice(&vec![0; self.ndim()], &limit);
+        (self.take_along_axis(&indices, -1), indices)
+    }
+
     #[track_caller]
     fn sorted(&self, axis: i64, descending: bool) -> Tensor {
         match self.sort_axis("sort", axis) {
