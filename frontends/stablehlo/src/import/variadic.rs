@@ -12,9 +12,60 @@ use super::Importer;
 use crate::parse::Operation;
 use crate::Error;
 use ferrax_compiler::batching::vmap;
-use ferrax_ir::{Op, Shape, TensorType, ValueId};
+use ferrax_ir::{Func, Op, Shape, TensorType, ValueId};
 
 impl Importer<'_> {
+    /// The body region of a reduction of `operands` (a `reduce` or `reduce_window`) as a
+    /// function of scalars taking the accumulators, then the elements, and returning the new
+    /// accumulators; a body that reads values from outside it is unsupported.
+    pub(super) fn combining_body(
+        &mut self,
+        op: &Operation,
+        operands: &[TensorType],
+        depth: usize,
+    ) -> Result<Func, Error> {
+        let line = op.line;
+        let k = operands.len();
+        let region = op
+            .regions
+            .first()
+            .ok_or_else(|| Error::at(line, format!("{} needs a body", op.name)))?;
+        if region.args.len() != 2 * k {
+            return Err(Error::at(
+                line,
+                format!(
+                    "{} of {k} operands with a body of {} arguments",
+                    op.name,
+                    region.args.len()
+                ),
+            ));
+        }
+        if !free_names(&[region], &[]).is_empty() {
+            return Err(Error::unsupported(
+                line,
+                format!("{} whose body reads values from outside it", op.name),
+            ));
+        }
+        let params: Vec<(String, TensorType)> = region
+            .args
+            .iter()
+            .zip(operands.iter().chain(operands))
+            .map(|((name, _), t)| (name.clone(), TensorType::new(t.dtype, Shape::scalar())))
+            .collect();
+        let body = self.region_func("body", region, &params, None, depth)?;
+        if body.outputs.len() != k {
+            return Err(Error::at(
+                line,
+                format!(
+                    "{} body returns {} values, not {k}",
+                    op.name,
+                    body.outputs.len()
+                ),
+            ));
+        }
+        Ok(body)
+    }
+
     pub(super) fn variadic_reduce(
         &mut self,
         op: &Operation,
@@ -23,24 +74,13 @@ impl Importer<'_> {
     ) -> Result<Vec<ValueId>, Error> {
         let line = op.line;
         let k = args.len() / 2;
-        let region = op
-            .regions
-            .first()
-            .ok_or_else(|| Error::at(line, "reduce needs a body"))?;
-        if !args.len().is_multiple_of(2) || region.args.len() != args.len() {
+        if !args.len().is_multiple_of(2) {
             return Err(Error::at(
                 line,
                 format!(
-                    "reduce of {} values with a body of {} arguments",
-                    args.len(),
-                    region.args.len()
+                    "reduce of {} values: operands and as many initial values",
+                    args.len()
                 ),
-            ));
-        }
-        if !free_names(&[region], &[]).is_empty() {
-            return Err(Error::unsupported(
-                line,
-                "reduce whose body reads values from outside it",
             ));
         }
         let (operands, inits) = args.split_at(k);
@@ -64,19 +104,7 @@ impl Importer<'_> {
         let kept: Vec<usize> = (0..dims.len()).filter(|d| !axes.contains(d)).collect();
         let rows: usize = kept.iter().map(|&d| dims[d]).product();
         let count: usize = axes.iter().map(|&d| dims[d]).product();
-        let params: Vec<(String, TensorType)> = region
-            .args
-            .iter()
-            .zip(types.iter().chain(&types))
-            .map(|((name, _), t)| (name.clone(), TensorType::new(t.dtype, Shape::scalar())))
-            .collect();
-        let body = self.region_func("reducer", region, &params, None, depth)?;
-        if body.outputs.len() != k {
-            return Err(Error::at(
-                line,
-                format!("reduce body returns {} values, not {k}", body.outputs.len()),
-            ));
-        }
+        let body = self.combining_body(op, &types, depth)?;
         // Each operand as [rows, 1 + count]: its initial value, then the reduced elements.
         let perm: Vec<usize> = kept.iter().chain(&axes).copied().collect();
         let mut columns = Vec::with_capacity(k);

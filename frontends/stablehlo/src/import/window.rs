@@ -7,7 +7,6 @@
 //! cost is one slice per window position, so windows are bounded.
 
 use super::attrs::ints;
-use super::control::free_names;
 use super::names::direction;
 use super::reduce::{applied_op, combiner, region_op};
 use super::Importer;
@@ -209,24 +208,7 @@ impl Importer<'_> {
             }
             return Ok(acc);
         }
-        let region = op
-            .regions
-            .first()
-            .ok_or_else(|| Error::at(line, "reduce_window needs a body"))?;
-        if region.args.len() != 2 * k || !free_names(&[region], &[]).is_empty() {
-            return Err(Error::unsupported(
-                line,
-                "reduce_window whose body does not take its 2 × operands arguments, or reads values from outside it",
-            ));
-        }
-        // The body's arguments: the accumulators, then the elements.
-        let params: Vec<(String, TensorType)> = region
-            .args
-            .iter()
-            .zip(types.iter().chain(&types))
-            .map(|((name, _), t)| (name.clone(), TensorType::new(t.dtype, Shape::scalar())))
-            .collect();
-        let body = self.region_func("window", region, &params, None, depth)?;
+        let body = self.combining_body(op, &types, depth)?;
         let n: usize = w.out.iter().product();
         let batched = vmap(&body, &vec![Some(0); 2 * k], &vec![Some(0); k], n)
             .map_err(|e| Error::at(line, format!("reduce_window body: {e}")))?;
