@@ -1217,3 +1217,25 @@ fn products_with_inner_batch_dimensions_run_on_gemm() {
         common::assert_close(&got[0], &want[0], rtol, dtype);
     }
 }
+
+/// A splat that a kernel computes and a host step also reads (here a broadcast of a scalar
+/// constant, read by an `atan2`) is made as an array for the host step, and so is the scalar
+/// it broadcasts: the executor refused such plans ("a step reads a value no earlier step
+/// makes") when the scalar had no step of its own.
+#[test]
+fn host_steps_reading_a_broadcast_constant_get_its_scalar() {
+    let text = "func @main(%0: f32[4], %1: f32[4]) -> (f32[4], f32[4]) {
+  %2 = mul %0, %1 : f32[4]
+  %3 = exp %2 : f32[4]
+  %4 = constant 0.5 : f32[]
+  %5 = broadcast_in_dim %4, dims=[] : f32[4]
+  %6 = sub %5, %3 : f32[4]
+  %7 = atan2 %5, %6 : f32[4]
+  %8 = add %7, %0 : f32[4]
+  return %6, %8
+}";
+    let func = ferrax::ir::parse_func(text).unwrap();
+    let exe = CpuExecutable::compile(&func).unwrap_or_else(|e| panic!("{e}"));
+    let args = inputs(&func, 3);
+    assert_eq!(exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+}

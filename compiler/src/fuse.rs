@@ -382,8 +382,18 @@ fn materialize_constants(func: &Func, steps: Vec<Step>) -> Vec<Step> {
     for v in &func.outputs {
         read_as_array[v.index()] = true;
     }
-    let needed = |i: usize| read_as_array[func.instr_value(i).index()];
     let constant = |i: usize| splat_constant(func, func.instr_value(i)).is_some();
+    // A splat made as an array that is a broadcast reads its operand as an array too (the
+    // scalar constant it broadcasts), though only kernels read that otherwise; users come
+    // after their operands, so one pass from the end reaches every link of a chain.
+    for (j, ins) in func.body.iter().enumerate().rev() {
+        if constant(j) && read_as_array[func.instr_value(j).index()] {
+            for a in &ins.args {
+                read_as_array[a.index()] = true;
+            }
+        }
+    }
+    let needed = |i: usize| read_as_array[func.instr_value(i).index()];
     let mut out = Vec::with_capacity(steps.len());
     for step in steps {
         match step {
