@@ -15,6 +15,7 @@ pub use ferrax_trace::{
     jacrev, jit, jvp, lax, nn, optim, random, remat, remat_with, trace, tree_flatten, tree_leaves,
     tree_map, tree_map2, tree_map_n, tree_structure, tree_sum, tree_unflatten, value_and_grad,
     value_and_grad_with_aux, vjp, vmap, vmap_axes, zeros_like, Artifact, At, Axes, AxisSpec,
-    AxisTree, Batch, Compiled, Device, DotPrecision, Error, IndexMode, Jit, Lowered, Operand,
-    Padding, Pullback, RematPolicy, Result, Signature, Static, Tensor, TreeDef, Window,
+    AxisTree, Batch, Compiled, ConvDims, ConvPadding, Convolution, Device, DotPrecision, Error,
+    IndexMode, Jit, Lowered, Operand, Padding, Pullback, RematPolicy, Result, Signature, Static,
+    Tensor, TreeDef, Window,
 };

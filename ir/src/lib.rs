@@ -5,6 +5,7 @@
 //! format ([`print_func`] / [`parse_func`]) round-trips exactly.
 
 mod control;
+mod conv;
 mod dtype;
 mod error;
 mod func;
@@ -20,6 +21,7 @@ mod verify;
 mod window;
 
 pub use control::{Cond, Remat, RematPolicy, Scan, While};
+pub use conv::{ConvDims, ConvError, ConvPadding, Convolution, OpSink};
 pub use dtype::DType;
 pub use error::TypeError;
 pub use func::{Func, FuncBuilder, Instr, ValueId};

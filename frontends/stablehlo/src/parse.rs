@@ -374,6 +374,11 @@ impl P {
                 _ => {}
             }
             out.push(self.next());
+            // A dictionary value (`window = {...}`) ends with its brace: what follows is the
+            // op's own attribute dictionary.
+            if depth == 0 && out.first() == Some(&Tok::Punct('{')) {
+                return Ok(out);
+            }
         }
     }
 

@@ -27,6 +27,7 @@ mod vmap;
 pub use aot::{Artifact, Batch};
 pub use device::Device;
 pub use error::{Error, Result};
+pub use ferrax_ir::{ConvDims, ConvPadding, Convolution};
 pub use jit::{jit, Compiled, Jit, Lowered, Signature};
 pub use lax::{remat, remat_with, RematPolicy};
 pub use ops::{

@@ -10,6 +10,7 @@ mod attrs;
 mod check;
 mod composite;
 mod control;
+mod conv;
 mod indexing;
 mod names;
 mod ops;

@@ -125,6 +125,7 @@ impl Importer<'_> {
             }
             "slice" => Self::slice(op)?,
             "dot_general" => return self.dot_general(op, args, &ty),
+            "convolution" => return self.convolution(op, args, &ty),
             "reduce" => return self.reduce(op, args, &ty),
             "is_finite" | "popcnt" | "reduce_precision" | "chlo.next_after" => {
                 return self.composite(short, op, args)

@@ -9,6 +9,7 @@
 
 mod call;
 mod contract;
+mod conv;
 mod elementwise;
 mod indexing;
 mod movement;
