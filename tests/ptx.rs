@@ -36,8 +36,8 @@ use std::process::Command;
 /// slices), sorts and reverses, which the GPU backend leaves to the host until it has kernels
 /// for them.
 fn unexpected_host_ops(plan: &GpuPlan) -> Vec<&str> {
-    // Sorting, reversing, arctangents and the other elementary functions kernels do not
-    // expand are host steps on the GPU for now
+    // Sorting, reversing, arctangents and the other elementary and special functions kernels
+    // do not expand are host steps on the GPU for now
     // (docs/architecture.md), as indexing may be.
     let expected = |op: &&str| {
         op.contains("gather")
@@ -47,7 +47,23 @@ fn unexpected_host_ops(plan: &GpuPlan) -> Vec<&str> {
             || *op == "reverse"
             || *op == "atan2"
             || [
-                "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt",
+                "tan",
+                "asin",
+                "acos",
+                "atan",
+                "sinh",
+                "cosh",
+                "asinh",
+                "acosh",
+                "atanh",
+                "cbrt",
+                "lgamma",
+                "digamma",
+                "erf",
+                "erfc",
+                "erf_inv",
+                "bessel_i0e",
+                "bessel_i1e",
             ]
             .contains(op)
     };

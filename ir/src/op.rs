@@ -40,10 +40,22 @@ pub enum UnaryOp {
     Acosh,
     Atanh,
     Cbrt,
+    /// Special functions (`lax.lgamma`: log |Γ(x)|, `lax.digamma`, `lax.erf`, `lax.erfc`,
+    /// `lax.erf_inv`, `lax.bessel_i0e`, `lax.bessel_i1e`), float only: computed in f64 and rounded once, on the host. The tracing
+    /// frontend's `lax::erf`, `erfc` and `erf_inv` are f32-accurate composites that fuse into
+    /// kernels; these ops are the exact functions (imported programs, and `Tensor::lgamma`,
+    /// `digamma`, `bessel_i0e` and `bessel_i1e`).
+    Lgamma,
+    Digamma,
+    Erf,
+    Erfc,
+    ErfInv,
+    BesselI0e,
+    BesselI1e,
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 28] = [
+    pub const ALL: [UnaryOp; 35] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Sign,
@@ -72,6 +84,13 @@ impl UnaryOp {
         UnaryOp::Acosh,
         UnaryOp::Atanh,
         UnaryOp::Cbrt,
+        UnaryOp::Lgamma,
+        UnaryOp::Digamma,
+        UnaryOp::Erf,
+        UnaryOp::Erfc,
+        UnaryOp::ErfInv,
+        UnaryOp::BesselI0e,
+        UnaryOp::BesselI1e,
     ];
 
     pub fn name(self) -> &'static str {
@@ -104,6 +123,13 @@ impl UnaryOp {
             UnaryOp::Acosh => "acosh",
             UnaryOp::Atanh => "atanh",
             UnaryOp::Cbrt => "cbrt",
+            UnaryOp::Lgamma => "lgamma",
+            UnaryOp::Digamma => "digamma",
+            UnaryOp::Erf => "erf",
+            UnaryOp::Erfc => "erfc",
+            UnaryOp::ErfInv => "erf_inv",
+            UnaryOp::BesselI0e => "bessel_i0e",
+            UnaryOp::BesselI1e => "bessel_i1e",
         }
     }
 }

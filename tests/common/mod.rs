@@ -182,6 +182,27 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
             ),
         ),
         (
+            "special_functions",
+            t(
+                |x: Tensor| {
+                    // erf, erfc and erf_inv are the IR's ops for f64 (the composites below).
+                    let wide = x.astype(DType::F64);
+                    let inside = wide.tanh() * 0.9;
+                    let parts = [
+                        x.lgamma(),
+                        x.digamma(),
+                        x.bessel_i0e(),
+                        x.bessel_i1e(),
+                        ferrax::lax::erf(&wide).astype(DType::F32),
+                        ferrax::lax::erfc(&wide).astype(DType::F32),
+                        ferrax::lax::erf_inv(&inside).astype(DType::F32),
+                    ];
+                    Tensor::concatenate(&parts, 0)
+                },
+                s(&[3]),
+            ),
+        ),
+        (
             "binary_ops",
             t(
                 |(a, b): (Tensor, Tensor)| {

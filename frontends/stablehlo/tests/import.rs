@@ -148,12 +148,12 @@ func.func @main(%a: tensor<2x3x4xf16>, %b: tensor<2x4x5xf32>) -> tensor<2x3x5xf3
 
 #[test]
 fn errors_name_the_op_and_line() {
-    let unsupported = "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = chlo.lgamma %x : tensor<4xf32> -> tensor<4xf32>\n  return %0 : tensor<4xf32>\n}";
+    let unsupported = "func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {\n  %0 = chlo.polygamma %x, %x : tensor<4xf32> -> tensor<4xf32>\n  return %0 : tensor<4xf32>\n}";
     assert_eq!(
         load(unsupported).unwrap_err(),
         Error::Unsupported {
             line: 2,
-            what: "op chlo.lgamma".into()
+            what: "op chlo.polygamma".into()
         }
     );
     let dtype = "func.func @main(%x: tensor<4xcomplex<f32>>) -> tensor<4xf32> {\n  return %x : tensor<4xf32>\n}";

@@ -66,7 +66,14 @@ pub(super) fn unary(u: UnaryOp, args: &[&TensorType]) -> Result<TensorType, Type
         | UnaryOp::Asinh
         | UnaryOp::Acosh
         | UnaryOp::Atanh
-        | UnaryOp::Cbrt => require(u.name(), d, d.is_float(), "a floating-point type")?,
+        | UnaryOp::Cbrt
+        | UnaryOp::Lgamma
+        | UnaryOp::Digamma
+        | UnaryOp::Erf
+        | UnaryOp::Erfc
+        | UnaryOp::ErfInv
+        | UnaryOp::BesselI0e
+        | UnaryOp::BesselI1e => require(u.name(), d, d.is_float(), "a floating-point type")?,
     }
     Ok(x.clone())
 }

@@ -4,6 +4,7 @@
 //! f64 and rounded once, so they are nearly always correctly rounded. Integers wrap.
 
 use super::num::{fmax, fmin, Arith, Float, Int};
+use super::special;
 use super::undefined;
 use crate::{Array, RuntimeError};
 use ferrax_ir::{
@@ -89,6 +90,13 @@ pub fn wide_unary(u: UnaryOp) -> Option<fn(f64) -> f64> {
         UnaryOp::Acosh => f64::acosh,
         UnaryOp::Atanh => f64::atanh,
         UnaryOp::Cbrt => f64::cbrt,
+        UnaryOp::Lgamma => libm::lgamma,
+        UnaryOp::Digamma => special::digamma,
+        UnaryOp::Erf => libm::erf,
+        UnaryOp::Erfc => libm::erfc,
+        UnaryOp::ErfInv => special::erf_inv,
+        UnaryOp::BesselI0e => special::bessel_i0e,
+        UnaryOp::BesselI1e => special::bessel_i1e,
     })
 }
 

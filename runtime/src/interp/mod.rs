@@ -17,6 +17,7 @@ mod num;
 mod reduce;
 mod sort;
 mod source;
+mod special;
 
 use crate::{Array, RuntimeError};
 use ferrax_ir::{infer_type, verify, DType, Func, Op, TensorType, TypeError};

@@ -3,6 +3,7 @@
 //! mode multiplies the cotangent by it.
 
 use super::{or_zero, sum_terms, Emitter, R};
+use crate::autodiff::AutodiffError;
 use ferrax_ir::{BinaryOp, CompareOp, DType, UnaryOp, ValueId};
 
 /// A partial derivative, with the common constant cases kept symbolic.
@@ -112,6 +113,58 @@ fn unary_factor(e: &mut Emitter, u: UnaryOp, x: ValueId, y: ValueId) -> R<Factor
             let below = e.sub(one, x)?;
             let product = e.mul(above, below)?;
             Factor::Of(recip(e, product)?)
+        }
+        UnaryOp::Lgamma => Factor::Of(e.unary(UnaryOp::Digamma, x)?),
+        UnaryOp::Digamma => {
+            return Err(AutodiffError::Unsupported(
+                "the derivative of digamma (polygamma(1, x)) is not defined in ferrax".into(),
+            ))
+        }
+        // ±2/√π·exp(-x²).
+        UnaryOp::Erf | UnaryOp::Erfc => {
+            let x2 = e.mul(x, x)?;
+            let neg = e.neg(x2)?;
+            let gauss = e.unary(UnaryOp::Exp, neg)?;
+            let sign = if u == UnaryOp::Erf { 1.0 } else { -1.0 };
+            let scale = e.full_like(sign * std::f64::consts::FRAC_2_SQRT_PI, x)?;
+            Factor::Of(e.mul(gauss, scale)?)
+        }
+        // √π/2·exp(y²).
+        UnaryOp::ErfInv => {
+            let y2 = e.mul(y, y)?;
+            let growth = e.unary(UnaryOp::Exp, y2)?;
+            let scale = e.full_like(1.0 / std::f64::consts::FRAC_2_SQRT_PI, y)?;
+            Factor::Of(e.mul(growth, scale)?)
+        }
+        // i0e' = i1e - sign(x)·i0e.
+        UnaryOp::BesselI0e => {
+            let i1e = e.unary(UnaryOp::BesselI1e, x)?;
+            let sign = e.unary(UnaryOp::Sign, x)?;
+            let scaled = e.mul(sign, y)?;
+            Factor::Of(e.sub(i1e, scaled)?)
+        }
+        // i1e' = i0e - (sign(x) + 1/x)·i1e, and 1/2 at x = 0 (the limit), as JAX computes it:
+        // with x below its dtype's epsilon replaced by it, then the result by 1/2.
+        UnaryOp::BesselI1e => {
+            let epsilon = match e.ty(x)?.dtype {
+                DType::F64 => f64::EPSILON,
+                DType::F16 => f64::powi(2.0, -10),
+                DType::BF16 => f64::powi(2.0, -7),
+                _ => f64::from(f32::EPSILON),
+            };
+            let eps = e.full_like(epsilon, x)?;
+            let magnitude = e.unary(UnaryOp::Abs, x)?;
+            let tiny = e.compare(CompareOp::Le, magnitude, eps)?;
+            let safe = e.select(tiny, eps, x)?;
+            let i0e = e.unary(UnaryOp::BesselI0e, safe)?;
+            let i1e = e.unary(UnaryOp::BesselI1e, safe)?;
+            let sign = e.unary(UnaryOp::Sign, safe)?;
+            let inverse = recip(e, safe)?;
+            let factor = e.add(sign, inverse)?;
+            let scaled = e.mul(factor, i1e)?;
+            let slope = e.sub(i0e, scaled)?;
+            let half = e.full_like(0.5, x)?;
+            Factor::Of(e.select(tiny, half, slope)?)
         }
         // (1/3) / y².
         UnaryOp::Cbrt => {

@@ -103,7 +103,14 @@ fn unary(u: UnaryOp, dtype: DType) -> Option<Support> {
         | UnaryOp::Asinh
         | UnaryOp::Acosh
         | UnaryOp::Atanh
-        | UnaryOp::Cbrt => return None,
+        | UnaryOp::Cbrt
+        | UnaryOp::Lgamma
+        | UnaryOp::Digamma
+        | UnaryOp::Erf
+        | UnaryOp::Erfc
+        | UnaryOp::ErfInv
+        | UnaryOp::BesselI0e
+        | UnaryOp::BesselI1e => return None,
         UnaryOp::Not => {
             return matches!(dtype, DType::Bool | DType::I32 | DType::U32)
                 .then_some(Support::Native)

@@ -287,6 +287,11 @@ fn emit_convert(
     }
     let (t, _) = suffix(to);
     let (ft, _) = suffix(from);
+    if from == DType::Bool && to == DType::Bool {
+        let r = e.reg(Class::P);
+        e.line(format!("mov.pred {r}, {x}"));
+        return Ok(r);
+    }
     // Bools as the interpreter converts them: 1 or 0, and `x != 0` (NaN is true).
     if from == DType::Bool {
         let r = e.reg(reg_class(to));

@@ -154,7 +154,14 @@ fn unary(u: UnaryOp, dtype: DType) -> Option<Support> {
         | UnaryOp::Asinh
         | UnaryOp::Acosh
         | UnaryOp::Atanh
-        | UnaryOp::Cbrt => None,
+        | UnaryOp::Cbrt
+        | UnaryOp::Lgamma
+        | UnaryOp::Digamma
+        | UnaryOp::Erf
+        | UnaryOp::Erfc
+        | UnaryOp::ErfInv
+        | UnaryOp::BesselI0e
+        | UnaryOp::BesselI1e => None,
     }
 }
 
@@ -225,6 +232,8 @@ fn convert(from: DType, to: DType) -> Support {
         (false, false) => Support::Native,
         (true, false) if wide(to) => Support::Native,
         (false, true) if wide(from) => Support::Native,
-        (true, true) | (true, false) | (false, true) => Support::Host,
+        // Bool to bool is a move (StableHLO programs have such identity conversions).
+        (true, true) => Support::Native,
+        (true, false) | (false, true) => Support::Host,
     }
 }

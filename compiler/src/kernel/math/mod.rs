@@ -70,7 +70,14 @@ pub fn expands(op: &KOp, dtype: DType) -> bool {
                 | UnaryOp::Asinh
                 | UnaryOp::Acosh
                 | UnaryOp::Atanh
-                | UnaryOp::Cbrt => false,
+                | UnaryOp::Cbrt
+                | UnaryOp::Lgamma
+                | UnaryOp::Digamma
+                | UnaryOp::Erf
+                | UnaryOp::Erfc
+                | UnaryOp::ErfInv
+                | UnaryOp::BesselI0e
+                | UnaryOp::BesselI1e => false,
             },
             KOp::Binary(b) => match b {
                 BinaryOp::Pow => true,
@@ -191,7 +198,14 @@ fn expand_with(kernel: &Kernel, host: bool, native: &dyn Fn(&KOp, DType) -> bool
                     | UnaryOp::Asinh
                     | UnaryOp::Acosh
                     | UnaryOp::Atanh
-                    | UnaryOp::Cbrt => e.op(ins.op.clone(), &args, t),
+                    | UnaryOp::Cbrt
+                    | UnaryOp::Lgamma
+                    | UnaryOp::Digamma
+                    | UnaryOp::Erf
+                    | UnaryOp::Erfc
+                    | UnaryOp::ErfInv
+                    | UnaryOp::BesselI0e
+                    | UnaryOp::BesselI1e => e.op(ins.op.clone(), &args, t),
                 }
             }
             (KOp::Binary(_), true) => e.pow(args[0], args[1], t),

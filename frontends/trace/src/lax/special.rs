@@ -9,10 +9,18 @@
 //! there, as JAX computes it with `erfc`) with no branch that could leak a NaN into a
 //! derivative. `tests/nn.rs` checks GELU, its derivative and `erf` over a dense sweep of
 //! [-6, 6] against JAX (the measured errors are in `docs/training.md`). Accuracy is f32's for
-//! every float dtype: f64 inputs get f32-accurate values.
+//! f32 and narrower inputs; f64 inputs get the IR's `erf`, `erfc` and `erf_inv` ops instead,
+//! the exact functions rounded once (host steps, which do not fuse).
 
+use crate::tensor::apply;
 use crate::Tensor;
-use ferrax_ir::DType;
+use ferrax_ir::{DType, Op, UnaryOp};
+
+/// The IR's exact `op` for f64 inputs, where the f32-accurate composites would lose digits.
+#[track_caller]
+fn exact_f64(x: &Tensor, op: UnaryOp) -> Option<Tensor> {
+    (x.dtype() == DType::F64).then(|| apply(Op::Unary(op), &[x]))
+}
 
 /// `P` of the module docs, highest degree first (f32 values).
 const ERFC_LOG_POLY: [f64; 12] = [
@@ -55,6 +63,9 @@ pub(crate) fn erfc_nonnegative(t: &Tensor) -> Tensor {
 /// in the far tail, where `exp(-t²)` inherits the rounding of `t²` (as XLA's does).
 #[track_caller]
 pub fn erfc(x: &Tensor) -> Tensor {
+    if let Some(exact) = exact_f64(x, UnaryOp::Erfc) {
+        return exact;
+    }
     let e = erfc_nonnegative(&x.abs());
     x.greater_equal(0.0).select(&e, 2.0 - &e)
 }
@@ -64,6 +75,9 @@ pub fn erfc(x: &Tensor) -> Tensor {
 /// value everywhere.
 #[track_caller]
 pub fn erf(x: &Tensor) -> Tensor {
+    if let Some(exact) = exact_f64(x, UnaryOp::Erf) {
+        return exact;
+    }
     let small = x.abs().less(0.5);
     // The unused branch sees a safe input, so its derivative is finite (the zero cotangent
     // `select` sends it must not meet an infinite one).
@@ -103,9 +117,12 @@ const TAIL: [f64; 9] = [
 
 /// The inverse error function (`lax.erf_inv`): `erf(erf_inv(x)) = x` on (-1, 1), ±inf at ±1
 /// and NaN outside. Giles' approximation (about 4 ULP in f32); f16 and bf16 are computed in
-/// f32 and rounded once, f64 inputs get f32 accuracy (as for `nn::erf`).
+/// f32 and rounded once, f64 inputs exactly (the IR's `erf_inv`).
 #[track_caller]
 pub fn erf_inv(x: &Tensor) -> Tensor {
+    if let Some(exact) = exact_f64(x, UnaryOp::ErfInv) {
+        return exact;
+    }
     let dtype = x.dtype();
     let narrow = matches!(dtype, DType::F16 | DType::BF16);
     let x32 = if narrow {

@@ -150,6 +150,15 @@ unary_methods! {
     atanh => Atanh,
     /// `jnp.cbrt`: the real cube root, negative for negative `x`.
     cbrt => Cbrt,
+    /// `lax.lgamma`: log |Γ(x)|; +inf at 0 and the negative integers.
+    lgamma => Lgamma,
+    /// `lax.digamma`: Γ'(x) / Γ(x); NaN at 0 and the negative integers. Its derivative
+    /// (`polygamma(1, x)`) is not defined in ferrax.
+    digamma => Digamma,
+    /// `lax.bessel_i0e`: e^{-|x|}·I₀(x).
+    bessel_i0e => BesselI0e,
+    /// `lax.bessel_i1e`: e^{-|x|}·I₁(x).
+    bessel_i1e => BesselI1e,
     /// Logical not on bools, bitwise not on integers.
     logical_not => Not,
 }

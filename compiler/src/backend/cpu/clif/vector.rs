@@ -180,7 +180,14 @@ fn vector_unary(u: UnaryOp) -> bool {
         | UnaryOp::Asinh
         | UnaryOp::Acosh
         | UnaryOp::Atanh
-        | UnaryOp::Cbrt => false,
+        | UnaryOp::Cbrt
+        | UnaryOp::Lgamma
+        | UnaryOp::Digamma
+        | UnaryOp::Erf
+        | UnaryOp::Erfc
+        | UnaryOp::ErfInv
+        | UnaryOp::BesselI0e
+        | UnaryOp::BesselI1e => false,
         // Expanded into vector primitives before the kernel is built.
         UnaryOp::Exp
         | UnaryOp::Expm1
