@@ -250,6 +250,20 @@ fn bad_convolutions_are_errors_naming_the_call() {
     grouped.feature_groups = 2;
     let e = err(x.conv_general_dilated(&Tensor::zeros(DType::F32, [4, 1, 3, 3]), &grouped));
     assert!(e.contains("in each of 2 groups"), "{e}");
+    // Sizes past what can be addressed, an empty kernel dimension over the largest padding,
+    // and "SAME" padding of a transposed convolution: errors, never overflows.
+    let huge = ConvPadding::Explicit(vec![(i64::MAX, 0), (i64::MAX, 0)]);
+    let e = err(x.conv(&Tensor::zeros(DType::F32, [4, 3, 1, 1]), &[1, 1], huge));
+    assert!(e.contains("too large to address"), "{e}");
+    let one = Tensor::zeros(DType::F32, [1, 1, 1]);
+    let widest = ConvPadding::Explicit(vec![(i64::MAX, i64::MAX)]);
+    let e = err(one.conv(&Tensor::zeros(DType::F32, [1, 1, 0]), &[1], widest));
+    assert!(e.contains("too large to address"), "{e}");
+    let mut transposed = Convolution::new(ConvDims::channels_first(2));
+    transposed.lhs_dilation = vec![2, 2];
+    transposed.padding = ConvPadding::Same;
+    let e = err(x.conv_general_dilated(&Tensor::zeros(DType::F32, [4, 3, 3, 3]), &transposed));
+    assert!(e.contains("SAME") && e.contains("explicitly"), "{e}");
     assert!(ConvDims::from_layouts("NCHW", "OIHW", "NHC").is_err());
     assert!(ConvDims::from_layouts("NCHW", "OIHW", "NCWX").is_err());
 }

@@ -296,6 +296,12 @@ impl Convolution {
             .ok_or_else(|| format!("input {lhs} dilated by {lhs_dilation:?} overflows"))?;
         let padding = match &self.padding {
             ConvPadding::Valid => vec![(0, 0); d],
+            // As lax: a dilated input (a transposed convolution) needs its padding spelled out.
+            ConvPadding::Same if lhs_dilation.iter().any(|&ld| ld != 1) => {
+                return Err(format!(
+                    "\"SAME\" padding with input dilation {lhs_dilation:?} (a transposed convolution) is not defined; give the padding explicitly"
+                ))
+            }
             ConvPadding::Same => same_padding(&dilated, &kernel, &strides, &rhs_dilation),
             ConvPadding::Explicit(p) if p.len() == d => p.clone(),
             ConvPadding::Explicit(p) => {
@@ -325,7 +331,8 @@ impl Convolution {
             ));
         }
         let mut window = WindowGeometry::new(&padded, &window_dims, &strides, &rhs_dilation)?;
-        // XLA's size for an empty kernel dimension: every stride of the padded input.
+        // XLA's size for an empty kernel dimension (`StridedBound`): every stride of the padded
+        // input, none of an empty one.
         for ((out, &k), (&p, &s)) in window
             .out
             .iter_mut()
@@ -333,8 +340,27 @@ impl Convolution {
             .zip(padded.iter().zip(&strides))
         {
             if k == 0 {
-                *out = p / s + 1;
+                *out = if p == 0 { 0 } else { (p / s).saturating_add(1) };
             }
+        }
+        // The result, and the stack of strided slices it is computed from, must be addressable.
+        let windows = window.out.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        let bytes = |rows: usize, per: usize| {
+            windows?
+                .checked_mul(rows)?
+                .checked_mul(per)?
+                .checked_mul(lhs.dtype.size_bytes())
+        };
+        let result = bytes(batch / bg, out_features);
+        let stack = bytes(batch, in_features).and_then(|b| b.checked_mul(positions?));
+        if [result, stack]
+            .iter()
+            .any(|b| b.is_none_or(|b| b > crate::MAX_BYTES))
+        {
+            return Err(format!(
+                "the result of convolving {lhs} by {rhs} ({:?} windows per spatial dimension) is too large to address",
+                window.out
+            ));
         }
         Ok(Plan {
             dtype: lhs.dtype,
@@ -373,7 +399,7 @@ impl Convolution {
         let out_shape = self.out_shape(&plan);
         let (groups_f, groups_b) = (self.feature_groups, self.batch_groups);
         let positions: usize = plan.kernel.iter().product();
-        if out_shape.numel() == 0 || positions == 0 || plan.in_features == 0 {
+        if out_shape.dims().contains(&0) || positions == 0 || plan.in_features == 0 {
             // Nothing to add up: zeros (and a result with no elements).
             let zeros = Op::BroadcastInDim {
                 shape: out_shape,

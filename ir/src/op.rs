@@ -41,10 +41,12 @@ pub enum UnaryOp {
     Atanh,
     Cbrt,
     /// Special functions (`lax.lgamma`: log |Γ(x)|, `lax.digamma`, `lax.erf`, `lax.erfc`,
-    /// `lax.erf_inv`, `lax.bessel_i0e`, `lax.bessel_i1e`), float only: computed in f64 and rounded once, on the host. The tracing
-    /// frontend's `lax::erf`, `erfc` and `erf_inv` are f32-accurate composites that fuse into
-    /// kernels; these ops are the exact functions (imported programs, and `Tensor::lgamma`,
-    /// `digamma`, `bessel_i0e` and `bessel_i1e`).
+    /// `lax.erf_inv`, `lax.bessel_i0e`, `lax.bessel_i1e`), float only: computed in f64 (to a
+    /// few f64 ulp; digamma within about 1e-15 absolute near its zeros) and rounded once, on
+    /// the host. The tracing frontend's `lax::erf`, `erfc` and `erf_inv` of f32 and narrower
+    /// types are f32-accurate composites that fuse into kernels; these ops are the f64
+    /// functions (imported programs, those three of f64, and `Tensor::lgamma`, `digamma`,
+    /// `bessel_i0e` and `bessel_i1e`).
     Lgamma,
     Digamma,
     Erf,

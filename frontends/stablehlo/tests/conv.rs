@@ -87,6 +87,11 @@ fn both_syntaxes_match_the_definition() {
             "<{{batch_group_count = 1 : i64, dimension_numbers = #stablehlo.conv<[b, f, 0]x[o, i, 0]->[b, f, 0]>, feature_group_count = 1 : i64, lhs_dilation = array<i64: {lhs_d}>, padding = dense<[[{}, {}]]> : tensor<1x2xi64>, rhs_dilation = array<i64: {rhs_d}>, window_reversal = array<i1: {reverse}>, window_strides = array<i64: {stride}>}}>",
             pad.0, pad.1
         );
+        // Older StableHLO prints the reversal as a splat when every flag is the same.
+        let splat_reversal = generic.replace(
+            &format!("window_reversal = array<i1: {reverse}>"),
+            &format!("window_reversal = dense<{reverse}> : tensor<1xi1>"),
+        );
         let raw = generic.replace(
             "#stablehlo.conv<[b, f, 0]x[o, i, 0]->[b, f, 0]>",
             "#stablehlo.conv<raw input_batch_dimension = 0, input_feature_dimension = 1, input_spatial_dimensions = [2], kernel_input_feature_dimension = 1, kernel_output_feature_dimension = 0, kernel_spatial_dimensions = [2], output_batch_dimension = 0, output_feature_dimension = 1, output_spatial_dimensions = [2]>",
@@ -95,6 +100,7 @@ fn both_syntaxes_match_the_definition() {
             format!("stablehlo.convolution(%x, %k) {pretty} : {types}"),
             format!("\"stablehlo.convolution\"(%x, %k) {generic} : {types}"),
             format!("\"stablehlo.convolution\"(%x, %k) {raw} : {types}"),
+            format!("\"stablehlo.convolution\"(%x, %k) {splat_reversal} : {types}"),
         ];
         for body in programs {
             let text = format!(
@@ -160,4 +166,29 @@ fn bad_convolutions_are_errors_naming_the_line() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("groups"), "{e}");
+}
+
+/// A splat reversal (`dense<true> : tensor<2xi1>`) flips every spatial dimension: the same as
+/// the kernel reversed by hand.
+#[test]
+fn splat_reversal_flips_every_spatial_dimension() {
+    let program = |reversal: &str| {
+        format!(
+            "func.func @main(%x: tensor<1x1x3x3xf32>, %k: tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32> {{\n  %0 = \"stablehlo.convolution\"(%x, %k) <{{batch_group_count = 1 : i64, dimension_numbers = #stablehlo.conv<[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]>, feature_group_count = 1 : i64{reversal}}}> : (tensor<1x1x3x3xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x2x2xf32>\n  return %0 : tensor<1x1x2x2xf32>\n}}"
+        )
+    };
+    let x = array(&[1, 1, 3, 3], (1..=9).map(|v| v as f32).collect());
+    let k = vec![1f32, 10.0, 100.0, 1000.0];
+    let run = |text: String, k: Vec<f32>| {
+        let func = load(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        interpret(&func, &[x.clone(), array(&[1, 1, 2, 2], k)]).unwrap()[0]
+            .to_vec::<f32>()
+            .unwrap()
+    };
+    let flipped = run(
+        program(", window_reversal = dense<true> : tensor<2xi1>"),
+        k.clone(),
+    );
+    let by_hand = run(program(""), k.into_iter().rev().collect());
+    assert_eq!(flipped, by_hand);
 }

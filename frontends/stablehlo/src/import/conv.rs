@@ -181,8 +181,9 @@ fn positive(op: &Operation, values: Option<Vec<i64>>, what: &str) -> Result<Vec<
         .collect()
 }
 
-/// Which kernel dimensions `window_reversal` (or the pretty `reverse`) flips.
-fn reversal(op: &Operation) -> Vec<bool> {
+/// Which kernel dimensions `window_reversal` (or the pretty `reverse`) flips; a splat
+/// (`dense<true> : tensor<2xi1>`) flips all `n`.
+fn reversal(op: &Operation, n: usize) -> Vec<bool> {
     let tokens = match op.attr(&["window"]).and_then(|w| list_after(w, "reverse")) {
         Some(group) => group,
         None => match op.attr(&["window_reversal"]) {
@@ -190,14 +191,19 @@ fn reversal(op: &Operation) -> Vec<bool> {
             None => return Vec::new(),
         },
     };
-    tokens
+    let flags: Vec<bool> = tokens
         .iter()
         .filter_map(|t| match t {
             Tok::Word(w) if w == "true" || w == "1" => Some(true),
             Tok::Word(w) if w == "false" || w == "0" => Some(false),
             _ => None,
         })
-        .collect()
+        .collect();
+    let dense = tokens.iter().any(|t| *t == Tok::Word("dense".into()));
+    match flags.as_slice() {
+        [one] if dense => vec![*one; n],
+        _ => flags,
+    }
 }
 
 fn group_count(op: &Operation, key: &str) -> Result<usize, Error> {
@@ -266,7 +272,7 @@ impl Importer<'_> {
             });
         }
         // A reversed window is the kernel flipped along those spatial dimensions.
-        let flips: Vec<usize> = reversal(op)
+        let flips: Vec<usize> = reversal(op, d)
             .iter()
             .zip(&conv.dims.rhs_spatial)
             .filter(|(flip, _)| **flip)
