@@ -2,12 +2,15 @@
 //! convolution op: a convolution is spelled in its own ops, once here for every frontend,
 //! so that every backend computes it and autodiff and `vmap` need no rules of their own.
 //!
-//! The spelling is im2col: the input, moved to `[batch, feature, spatial...]`, is padded (its
-//! dilation as interior padding), sliced once per kernel position with the window's strides,
-//! the slices stacked, and the stack contracted with the kernel over (position, feature) by one
-//! `dot_general` (feature or batch groups as its batch dimension), then moved to the output's
-//! layout. One contraction keeps the matrix product large; the stack costs memory in the
-//! kernel's size, which [`MAX_WINDOW_ELEMENTS`] bounds.
+//! The spelling is im2col: the input, moved channels-last (`[batch, spatial..., feature]`), is
+//! padded (its dilation as interior padding) and read as a table of feature rows; one gather
+//! by indices computed from iotas copies the row each (example, output position, kernel
+//! position) reads, which makes the patches matrix `[N·outputs, positions·C]` in the layout a
+//! matrix product takes as it is; one `dot_general` with the kernel (feature or batch groups as
+//! its batch dimension) follows, then the move to the output's layout. Backends copy the rows
+//! with their row-gather kernels and the product runs as one large GEMM; the gather's gradient
+//! is the scatter-add of col2im. The patches cost memory in the kernel's size, which
+//! [`MAX_WINDOW_ELEMENTS`] bounds.
 
 use crate::{infer_type, DType, DotDims, Literal, Op, Scalar, Shape, TensorType, TypeError};
 use crate::{same_padding, WindowGeometry, MAX_WINDOW_ELEMENTS};
@@ -409,19 +412,23 @@ impl Convolution {
         }
         let dims = &self.dims;
         let d = dims.spatial();
-        // The input as [N, C, S...], padded and dilated.
-        let lhs_perm: Vec<usize> = [dims.lhs_batch, dims.lhs_feature]
+        let (n, c) = (plan.batch, plan.in_features);
+        // The input channels-last, [N, S..., C], padded and dilated: a table of rows of C.
+        let lhs_perm: Vec<usize> = [dims.lhs_batch]
             .into_iter()
             .chain(dims.lhs_spatial.iter().copied())
+            .chain([dims.lhs_feature])
             .collect();
         let x = b.transpose((lhs.into(), lhs_ty.clone()), lhs_perm)?;
-        let interior: Vec<usize> = [0, 0]
+        let interior: Vec<usize> = [0]
             .into_iter()
             .chain(plan.lhs_dilation.iter().map(|&ld| ld - 1))
+            .chain([0])
             .collect();
-        let (low, high): (Vec<i64>, Vec<i64>) = [(0, 0), (0, 0)]
+        let (low, high): (Vec<i64>, Vec<i64>) = [(0, 0)]
             .into_iter()
             .chain(plan.padding.iter().copied())
+            .chain([(0, 0)])
             .unzip();
         let x = if interior.iter().all(|&i| i == 0) && low.iter().chain(&high).all(|&p| p == 0) {
             x
@@ -433,84 +440,136 @@ impl Convolution {
             };
             b.emit(pad, &[&x, &zero])?
         };
-        // One strided slice per kernel position, each [1, N, C, O...], stacked.
-        let (n, c) = (plan.batch, plan.in_features);
+        let padded = &plan.window.padded;
+        let rows = padded
+            .iter()
+            .try_fold(n, |r, &p| r.checked_mul(p))
+            .ok_or_else(|| ConvError::Invalid(format!("padded input {padded:?} overflows")))?;
+        let table = b.reshape(x, vec![rows, c])?;
+        // The row each (example, output position, kernel position) reads, from iotas:
+        // `n·ΠP + Σⱼ (oⱼ·strideⱼ + kⱼ·dilationⱼ)·(row stride of spatial dimension j)`.
         let out_spatial = plan.window.out.clone();
-        let mut slices = Vec::with_capacity(positions);
-        for (start, limit) in plan.window.positions() {
-            let slice = Op::Slice {
-                start: [0, 0].into_iter().chain(start).collect(),
-                limit: [n, c].into_iter().chain(limit).collect(),
-                strides: [1, 1].into_iter().chain(plan.strides.clone()).collect(),
-            };
-            let s = b.emit(slice, &[&x])?;
-            let shape: Vec<usize> = [1, n, c].into_iter().chain(out_spatial.clone()).collect();
-            slices.push(b.reshape(s, shape)?);
-        }
-        let stack = if slices.len() == 1 {
-            slices
-                .pop()
-                .ok_or_else(|| ConvError::Invalid("no kernel position".into()))?
-        } else {
-            let refs: Vec<&Typed<S::Value>> = slices.iter().collect();
-            b.emit(Op::Concatenate { axis: 0 }, &refs)?
-        };
-        // The kernel as [O, I, P] (P the positions, row-major as the slices).
-        let rhs_perm: Vec<usize> = [dims.rhs_out_feature, dims.rhs_in_feature]
+        let index_shape: Vec<usize> = [n]
             .into_iter()
-            .chain(dims.rhs_spatial.iter().copied())
+            .chain(out_spatial.iter().copied())
+            .chain(plan.kernel.iter().copied())
+            .collect();
+        let index_dtype = if i32::try_from(rows).is_ok() {
+            DType::I32
+        } else {
+            DType::I64
+        };
+        let mut row_stride = vec![1usize; d];
+        for j in (0..d.saturating_sub(1)).rev() {
+            row_stride[j] = row_stride[j + 1] * padded[j + 1];
+        }
+        let batch_stride = row_stride.first().map_or(1, |&s| s * padded[0]);
+        let mut terms = vec![(0, batch_stride)];
+        for j in 0..d {
+            terms.push((1 + j, plan.strides[j] * row_stride[j]));
+            terms.push((1 + d + j, self.rhs_dilation_at(j) * row_stride[j]));
+        }
+        let mut index: Option<Typed<S::Value>> = None;
+        for (dim, factor) in terms {
+            if index_shape[dim] == 1 {
+                continue;
+            }
+            let iota = Op::Iota {
+                dtype: index_dtype,
+                shape: Shape::new(index_shape.clone()),
+                dim,
+            };
+            let mut term = b.emit(iota, &[])?;
+            if factor != 1 {
+                let f = Scalar::from_f64(index_dtype, factor as f64);
+                let f = b.emit(
+                    Op::Constant(Literal::splat(f, Shape::new(index_shape.clone()))),
+                    &[],
+                )?;
+                term = b.emit(Op::Binary(crate::BinaryOp::Mul), &[&term, &f])?;
+            }
+            index = Some(match index {
+                None => term,
+                Some(sum) => b.emit(Op::Binary(crate::BinaryOp::Add), &[&sum, &term])?,
+            });
+        }
+        let index = match index {
+            Some(index) => index,
+            None => b.emit(
+                Op::Constant(Literal::splat(
+                    Scalar::zero(index_dtype),
+                    Shape::new(index_shape.clone()),
+                )),
+                &[],
+            )?,
+        };
+        // The im2col matrix: one row of C per (example, output position, kernel position).
+        let k = index_shape.len();
+        let gather = crate::Gather {
+            offset_dims: vec![k],
+            collapsed_slice_dims: vec![0],
+            operand_batching_dims: Vec::new(),
+            start_indices_batching_dims: Vec::new(),
+            start_index_map: vec![0],
+            index_vector_dim: k,
+            slice_sizes: vec![1, c],
+            indices_are_sorted: false,
+        };
+        let patches = b.emit(Op::Gather(Box::new(gather)), &[&table, &index])?;
+        // The kernel as [P, I, O] (P the kernel positions, row-major as the indices).
+        let rhs_perm: Vec<usize> = dims
+            .rhs_spatial
+            .iter()
+            .copied()
+            .chain([dims.rhs_in_feature, dims.rhs_out_feature])
             .collect();
         let w = b.transpose((rhs.into(), rhs_ty.clone()), rhs_perm)?;
-        let (o, i) = (plan.out_features, plan.in_features / groups_f);
-        // Groups split the features (or the batch) group-major and become the product's
-        // batch dimension: the stack [P, N, C, O...] becomes [P, N, G, I, O...] (or [P, G,
-        // N/G, C, O...]), the kernel [G, O/G, I, P]; the product [G, N', O..., O/G] moves to
-        // [N', O..., G, O/G]. Without groups, the product of [P, N, C, O...] and [O, C, P] is
-        // [N, O..., O] as it comes.
+        let (o, i) = (plan.out_features, c / groups_f);
+        let windows: usize = out_spatial.iter().product();
+        // One product of the patches [N·Ô, P·C] and the kernel [P·I, O]; groups split the
+        // features (or the batch) group-major and become its batch dimension: patches
+        // [N·Ô, P, G, I] (or [G, N/G·Ô, P·C]) and kernel [P, I, G, O/G] (or [P·C, G, O/G]).
         let groups = groups_f.max(groups_b);
-        let (stack_shape, w_shape, dot): (Vec<usize>, Vec<usize>, DotDims) = if groups > 1 {
-            let split: [usize; 3] = if groups_f > 1 {
-                [n, groups_f, i]
-            } else {
-                [groups_b, n / groups_b, c]
-            };
-            let grouped = DotDims {
-                lhs_batch: vec![if groups_f > 1 { 2 } else { 1 }],
-                rhs_batch: vec![0],
-                lhs_contract: vec![0, 3],
-                rhs_contract: vec![3, 2],
-            };
+        let (patch_shape, w_shape, dot) = if groups_f > 1 {
             (
-                [positions]
-                    .into_iter()
-                    .chain(split)
-                    .chain(out_spatial.clone())
-                    .collect(),
-                vec![groups, o / groups, i, positions],
-                grouped,
+                vec![n * windows, positions, groups_f, i],
+                vec![positions, i, groups_f, o / groups_f],
+                DotDims {
+                    lhs_batch: vec![2],
+                    rhs_batch: vec![2],
+                    lhs_contract: vec![1, 3],
+                    rhs_contract: vec![0, 1],
+                },
+            )
+        } else if groups_b > 1 {
+            (
+                vec![groups_b, n / groups_b * windows, positions * c],
+                vec![positions * c, groups_b, o / groups_b],
+                DotDims {
+                    lhs_batch: vec![0],
+                    rhs_batch: vec![1],
+                    lhs_contract: vec![2],
+                    rhs_contract: vec![0],
+                },
             )
         } else {
-            let plain = DotDims {
-                lhs_batch: vec![],
-                rhs_batch: vec![],
-                lhs_contract: vec![0, 2],
-                rhs_contract: vec![2, 1],
-            };
             (
-                [positions, n, c]
-                    .into_iter()
-                    .chain(out_spatial.clone())
-                    .collect(),
-                vec![o, i, positions],
-                plain,
+                vec![n * windows, positions * c],
+                vec![positions * c, o],
+                DotDims {
+                    lhs_batch: Vec::new(),
+                    rhs_batch: Vec::new(),
+                    lhs_contract: vec![1],
+                    rhs_contract: vec![0],
+                },
             )
         };
-        let stack = b.reshape(stack, stack_shape)?;
+        let patches = b.reshape(patches, patch_shape)?;
         let w = b.reshape(w, w_shape)?;
-        let prod = b.emit(Op::DotGeneral(dot), &[&stack, &w])?;
+        let prod = b.emit(Op::DotGeneral(dot), &[&patches, &w])?;
+        // Grouped products come out [G, N'·Ô, O/G]: moved to [N'·Ô, G, O/G].
         let prod = if groups > 1 {
-            let perm: Vec<usize> = (1..d + 2).chain([0, d + 2]).collect();
-            b.transpose(prod, perm)?
+            b.transpose(prod, vec![1, 0, 2])?
         } else {
             prod
         };
@@ -528,6 +587,11 @@ impl Convolution {
             out_perm[at] = j + 1;
         }
         finish(b.transpose(prod, out_perm)?)
+    }
+
+    /// The kernel's dilation along spatial dimension `j` (1 where none is given).
+    fn rhs_dilation_at(&self, j: usize) -> usize {
+        self.rhs_dilation.get(j).copied().unwrap_or(1)
     }
 }
 

@@ -40,6 +40,20 @@ impl Array {
         })
     }
 
+    /// The same elements (shared) under `shape`, which must hold as many.
+    pub fn reshaped(&self, shape: Shape) -> Result<Array, RuntimeError> {
+        if shape.numel() != self.data.len() {
+            return Err(RuntimeError::DataLength {
+                shape,
+                len: self.data.len(),
+            });
+        }
+        Ok(Array {
+            ty: TensorType::new(self.ty.dtype, shape),
+            data: Arc::clone(&self.data),
+        })
+    }
+
     pub fn from_vec<T: Element>(
         shape: impl Into<Shape>,
         data: Vec<T>,

@@ -213,7 +213,8 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
         Op::Clamp => elementwise::clamp(args[0], args[1], args[2])?,
         Op::Convert { to } => elementwise::convert(args[0].elements(), *to),
         Op::BitcastConvert { to } => bits::bitcast_convert(args[0].elements(), *to)?,
-        Op::Reshape { .. } => args[0].elements().clone(),
+        // The same elements under another shape: shared, not copied.
+        Op::Reshape { shape } => return args[0].reshaped(shape.clone()),
         Op::BroadcastInDim { dims, .. } => movement::broadcast_in_dim(args[0], ty, dims),
         Op::Transpose { perm } => movement::transpose(args[0], perm),
         Op::Reverse { axes } => movement::reverse(args[0], axes),
