@@ -465,9 +465,9 @@ impl Convolution {
         }
         let batch_stride = row_stride.first().map_or(1, |&s| s * padded[0]);
         let mut terms = vec![(0, batch_stride)];
-        for j in 0..d {
-            terms.push((1 + j, plan.strides[j] * row_stride[j]));
-            terms.push((1 + d + j, self.rhs_dilation_at(j) * row_stride[j]));
+        for (j, &stride) in row_stride.iter().enumerate() {
+            terms.push((1 + j, plan.strides[j] * stride));
+            terms.push((1 + d + j, self.rhs_dilation_at(j) * stride));
         }
         let mut index: Option<Typed<S::Value>> = None;
         for (dim, factor) in terms {
