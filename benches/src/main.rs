@@ -16,7 +16,7 @@
 use ferrax::compiler::backend::gpu::{GpuExecutable, GpuOptions};
 use ferrax::compiler::backend::ptx::MathMode;
 use ferrax::runtime::{CudaDevice, DeviceArray};
-use ferrax::{grad, jit, nn, DType, DotPrecision, Error, Func, Result, Tensor, Tree};
+use ferrax::{grad, jit, nn, ConvPadding, DType, DotPrecision, Error, Func, Result, Tensor, Tree};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -519,6 +519,25 @@ fn main() -> Result<()> {
             Some(8.0 * (1 << 22) as f64),
             None,
         );
+    }
+    if args.want("conv2d_3x3") || args.want("conv2d_3x3_grad") {
+        // A CNN layer: [32, 64, 32, 32] (NCHW) by [64, 64, 3, 3] (OIHW), SAME; partnered by
+        // benches/jax_conv.py.
+        let (x, k) = (normal(&[32, 64, 32, 32], 15), normal(&[64, 64, 3, 3], 16));
+        let conv = |x: &Tensor, k: &Tensor| x.conv(k, &[1, 1], ConvPadding::Same);
+        let flops = Some(2.0 * 32.0 * 64.0 * 64.0 * 9.0 * 1024.0);
+        if args.want("conv2d_3x3") {
+            let f = jit(move |(x, k): (Tensor, Tensor)| conv(&x, &k));
+            let t = timed(reps, || f.call((x.clone(), k.clone())).map(drop))?;
+            emit("conv2d_3x3", t, None, flops);
+        }
+        if args.want("conv2d_3x3_grad") {
+            let f = jit(move |(x, k): (Tensor, Tensor)| {
+                grad(|(x, k): (Tensor, Tensor)| conv(&x, &k).square().sum(..))((x, k))
+            });
+            let t = timed(reps, || f.call((x.clone(), k.clone())).map(drop))?;
+            emit("conv2d_3x3_grad", t, None, flops.map(|f| 3.0 * f));
+        }
     }
     if args.want("w14_copy_reference") {
         let t = copy_reference(reps, 8 * 1024 * 768)?;
