@@ -448,3 +448,44 @@ fn vmapped_convolutions_equal_each_one() {
         assert_eq!(&got[e * per..(e + 1) * per], one.as_slice(), "example {e}");
     }
 }
+
+/// A strided, dilated, grouped convolution and its gradients, as traced programs, on the
+/// emulated GPU against the interpreter (the gather of the patches, the index kernel, the
+/// product and the col2im scatter-add of the input's gradient).
+#[test]
+fn convolutions_run_on_the_emulated_gpu() {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    let dims = ConvDims::from_layouts("NHWC", "HWIO", "NHWC").unwrap();
+    let mut conv = Convolution::new(dims);
+    conv.strides = vec![2, 1];
+    conv.padding = ConvPadding::Explicit(vec![(1, 0), (2, 1)]);
+    conv.rhs_dilation = vec![1, 2];
+    conv.feature_groups = 2;
+    let loss = move |(x, k): (Tensor, Tensor)| x.conv_general_dilated(&k, &conv).square().sum(..);
+    let func = ferrax::trace(
+        move |(x, k): (Tensor, Tensor)| ferrax::value_and_grad(loss)((x, k)),
+        &(
+            Tensor::spec(DType::F32, [2, 7, 6, 4]),
+            Tensor::spec(DType::F32, [3, 2, 2, 6]),
+        ),
+    )
+    .unwrap();
+    let x: Vec<f32> = (0..2 * 7 * 6 * 4)
+        .map(|i| ((i * 5) % 11) as f32 - 5.0)
+        .collect();
+    let k: Vec<f32> = (0..3 * 2 * 2 * 6)
+        .map(|i| ((i * 3) % 7) as f32 - 3.0)
+        .collect();
+    let args = vec![
+        ferrax::Array::from_vec([2, 7, 6, 4], x).unwrap(),
+        ferrax::Array::from_vec([3, 2, 2, 6], k).unwrap(),
+    ];
+    let want = ferrax::runtime::interpret(&func, &args).unwrap();
+    let emulator = ferrax_ptx_emu::Emulator::default();
+    let got = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST)
+        .unwrap()
+        .run(&args)
+        .unwrap();
+    // Small integers: every sum is exact in f32, in any order.
+    assert_eq!(got, want);
+}
