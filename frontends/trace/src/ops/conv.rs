@@ -1,7 +1,7 @@
 //! Convolutions (`lax.conv_general_dilated`, `lax.conv`). The IR has no convolution op:
-//! [`Convolution::lower`] spells one in its ops (im2col: strided slices of the padded input,
-//! stacked, and one `dot_general` with the kernel), the same spelling the StableHLO importer
-//! uses, so convolutions run on every backend and autodiff and `vmap` handle the ops they are
+//! [`Convolution::lower`] spells one in its ops (im2col: one gather of the padded input's
+//! feature rows, and one `dot_general` with the kernel), the same spelling the StableHLO
+//! importer uses, so convolutions run on every backend and autodiff and `vmap` handle the ops they are
 //! made of.
 
 use crate::tensor::apply_at;
