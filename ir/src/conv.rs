@@ -467,7 +467,7 @@ impl Convolution {
         let mut terms = vec![(0, batch_stride)];
         for (j, &stride) in row_stride.iter().enumerate() {
             terms.push((1 + j, plan.strides[j] * stride));
-            terms.push((1 + d + j, self.rhs_dilation_at(j) * stride));
+            terms.push((1 + d + j, plan.window.dilations[j] * stride));
         }
         let mut index: Option<Typed<S::Value>> = None;
         for (dim, factor) in terms {
@@ -587,11 +587,6 @@ impl Convolution {
             out_perm[at] = j + 1;
         }
         finish(b.transpose(prod, out_perm)?)
-    }
-
-    /// The kernel's dilation along spatial dimension `j` (1 where none is given).
-    fn rhs_dilation_at(&self, j: usize) -> usize {
-        self.rhs_dilation.get(j).copied().unwrap_or(1)
     }
 }
 

@@ -150,7 +150,17 @@ fn unary_factor(e: &mut Emitter, u: UnaryOp, x: ValueId, y: ValueId) -> R<Factor
                 DType::F64 => f64::EPSILON,
                 DType::F16 => f64::powi(2.0, -10),
                 DType::BF16 => f64::powi(2.0, -7),
-                _ => f64::from(f32::EPSILON),
+                // Float only (the type rule); the integer arms are never reached.
+                DType::F32
+                | DType::I32
+                | DType::I64
+                | DType::U32
+                | DType::U8
+                | DType::I8
+                | DType::I16
+                | DType::U16
+                | DType::U64
+                | DType::Bool => f64::from(f32::EPSILON),
             };
             let eps = e.full_like(epsilon, x)?;
             let magnitude = e.unary(UnaryOp::Abs, x)?;

@@ -7,6 +7,7 @@
 //! the result are converted to it first, as for `dot_general`.
 
 use super::attrs::ints;
+use super::window::splatted;
 use super::Importer;
 use crate::lex::Tok;
 use crate::parse::Operation;
@@ -162,12 +163,7 @@ fn window_ints(op: &Operation, pretty: &str, generic: &str, n: usize) -> Option<
         Some(group) => group,
         None => op.attr(&[generic])?,
     };
-    let values = ints(tokens);
-    let dense = tokens.iter().any(|t| *t == Tok::Word("dense".into()));
-    Some(match values.as_slice() {
-        [one] if dense && n > 1 => vec![*one; n],
-        _ => values,
-    })
+    Some(splatted(tokens, n))
 }
 
 fn positive(op: &Operation, values: Option<Vec<i64>>, what: &str) -> Result<Vec<usize>, Error> {

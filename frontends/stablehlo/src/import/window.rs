@@ -55,7 +55,7 @@ fn optional(op: &Operation, key: &str, rank: usize) -> Result<Vec<usize>, Error>
 
 /// The integers of an attribute, `n` copies of the one value of a splat (`dense<1> :
 /// tensor<4xi64>`, as MLIR prints a dense attribute whose values are all equal).
-fn splatted(tokens: &[Tok], n: usize) -> Vec<i64> {
+pub(super) fn splatted(tokens: &[Tok], n: usize) -> Vec<i64> {
     let values = ints(tokens);
     let dense = tokens.iter().any(|t| *t == Tok::Word("dense".into()));
     match values.as_slice() {
