@@ -75,3 +75,81 @@ fn w9_flops_are_jax_references() {
     assert_eq!(Config::W9.flops(), per_token * b * t);
     assert_eq!(Config::W9.flops(), 21_340_618_752.0);
 }
+
+/// The w10 step (GPT-2's program: bf16 products summed in f32, f32 statistics, loss and
+/// AdamW) at a reduced size runs whole on the emulated GPU, through the executor the CUDA
+/// device uses: every step a kernel, a copy or a GEMM (none on the host), the optimizer's
+/// updates grouped into few launches, and its loss, parameters and optimizer state are the
+/// interpreter's.
+#[test]
+fn the_w10_step_at_a_reduced_size_runs_on_the_emulated_gpu() {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    use ferrax::{DType, DotPrecision, Tree};
+    let c = Config {
+        vocab: 1003,
+        time: 32,
+        width: 64,
+        heads: 2,
+        layers: 2,
+        batch: 2,
+    };
+    let opt = gpt::optimizer(3e-4);
+    let params = gpt::init(&c, &ferrax::random::key(0));
+    let state = opt.init(&params);
+    let corpus = gpt::corpus(c.vocab, 4096);
+    let (idx, tgt) = gpt::batch(&c, &corpus, 0);
+    let xs = (params, state, idx, tgt);
+    let precision = DotPrecision::new(DType::BF16, DType::BF16);
+    let func = ferrax::trace(gpt::train_step_with(c, opt, precision), &xs).expect("traced");
+    let (simple, _) = ferrax::compiler::simplify::simplify(&func).expect("simplified");
+    let mut leaves = Vec::new();
+    xs.flatten(&mut leaves);
+    let params_len = {
+        let mut p = Vec::new();
+        xs.0.flatten(&mut p);
+        p.len()
+    };
+    let args: Vec<_> = leaves
+        .iter()
+        .map(|t| t.to_array().expect("a value"))
+        .collect();
+
+    let emulator = ferrax_ptx_emu::Emulator::default();
+    let program = GpuProgram::compile(&simple, &emulator, GpuOptions::default()).expect("planned");
+    assert_eq!(program.host_steps(), 0, "host steps");
+    let got = program.run(&args).expect("ran");
+    let want = ferrax::runtime::interpret(&simple, &args).expect("interpreted");
+    assert_eq!(got.len(), want.len());
+    // The AdamW update of every parameter, the gradients' last reductions and the scatter
+    // into the embedding follow the last GEMM in a few grouped launches, not one a tensor.
+    let launched = emulator.launched();
+    let after_products = launched.iter().rev().take_while(|l| *l != "gemm").count();
+    assert!(after_products < params_len, "{launched:?}");
+    // Results: the loss, the parameters, AdamW's count, then `mu` and `nu`, leaf by leaf.
+    let n = params_len;
+    let close = |i: usize, rtol: f64, atol: f64| {
+        let (g, w) = (got[i].to_f64_vec(), want[i].to_f64_vec());
+        let scale = w.iter().fold(0f64, |m, x| m.max(x.abs()));
+        for (k, (a, b)) in g.iter().zip(&w).enumerate() {
+            let d = (a - b).abs();
+            assert!(
+                d <= rtol * scale + atol,
+                "result {i} [{k}]: {a} vs {b} (scale {scale})"
+            );
+        }
+    };
+    // Products round to bf16 (a relative 2^-8), summed in another order than the
+    // interpreter's: a value may land on the next bf16, which the loss averages away.
+    close(0, 1e-5, 0.0);
+    // AdamW's first step moves each weight by about the learning rate times the sign of its
+    // gradient, so where a gradient is rounding noise (the key biases' is zero exactly: the
+    // softmax ignores them) the two may step apart by twice the learning rate; elsewhere
+    // they agree to within bf16's rounding of the steps.
+    for i in 1..=n {
+        close(i, 0.0, 2.0 * 3e-4 * 1.001);
+    }
+    assert_eq!(got[n + 1], want[n + 1], "AdamW's count");
+    for i in n + 2..got.len() {
+        close(i, 1e-2, 0.0);
+    }
+}
