@@ -76,14 +76,10 @@ fn w9_flops_are_jax_references() {
     assert_eq!(Config::W9.flops(), 21_340_618_752.0);
 }
 
-/// The w10 step (GPT-2's program: bf16 products summed in f32, f32 statistics, loss and
-/// AdamW) at a reduced size runs whole on the emulated GPU, through the executor the CUDA
-/// device uses: every step a kernel, a copy or a GEMM (none on the host), the optimizer's
-/// updates grouped into few launches, and its loss, parameters and optimizer state are the
-/// interpreter's.
-#[test]
-fn the_w10_step_at_a_reduced_size_runs_on_the_emulated_gpu() {
-    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+/// The w10 step's program (GPT-2's: bf16 products summed in f32, f32 statistics, loss and
+/// AdamW) at a reduced size, simplified, with inputs for it and the number of parameter
+/// leaves.
+fn reduced_w10_step() -> (ferrax::Func, Vec<ferrax::Array>, usize) {
     use ferrax::{DType, DotPrecision, Tree};
     let c = Config {
         vocab: 1003,
@@ -104,16 +100,23 @@ fn the_w10_step_at_a_reduced_size_runs_on_the_emulated_gpu() {
     let (simple, _) = ferrax::compiler::simplify::simplify(&func).expect("simplified");
     let mut leaves = Vec::new();
     xs.flatten(&mut leaves);
-    let params_len = {
-        let mut p = Vec::new();
-        xs.0.flatten(&mut p);
-        p.len()
-    };
-    let args: Vec<_> = leaves
+    let args = leaves
         .iter()
         .map(|t| t.to_array().expect("a value"))
         .collect();
+    let mut params = Vec::new();
+    xs.0.flatten(&mut params);
+    (simple, args, params.len())
+}
 
+/// The w10 step at a reduced size runs whole on the emulated GPU, through the executor the
+/// CUDA device uses: every step a kernel, a copy or a GEMM (none on the host), the optimizer's
+/// updates grouped into few launches, and its loss, parameters and optimizer state are the
+/// interpreter's.
+#[test]
+fn the_w10_step_at_a_reduced_size_runs_on_the_emulated_gpu() {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    let (simple, args, params_len) = reduced_w10_step();
     let emulator = ferrax_ptx_emu::Emulator::default();
     let program = GpuProgram::compile(&simple, &emulator, GpuOptions::default()).expect("planned");
     assert_eq!(program.host_steps(), 0, "host steps");
@@ -152,4 +155,36 @@ fn the_w10_step_at_a_reduced_size_runs_on_the_emulated_gpu() {
     for i in n + 2..got.len() {
         close(i, 1e-2, 0.0);
     }
+}
+
+/// A device that cannot hold the step's memory plan refuses it with an `Err` before anything
+/// runs, naming what it needs; one that holds the plan but runs out of memory on the way (the
+/// emulator never reuses a buffer) stops with an `Err` too, never a crash.
+#[test]
+fn a_gpu_without_the_memory_a_plan_needs_refuses_it() {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    use ferrax::runtime::GpuMachine;
+    let (simple, args, _) = reduced_w10_step();
+    let planned = |emulator: &ferrax_ptx_emu::Emulator| {
+        GpuProgram::compile(&simple, emulator, GpuOptions::default()).expect("planned")
+    };
+    // Loading uploads the program's constants, which stay on the device.
+    let probe = ferrax_ptx_emu::Emulator::with_capacity(usize::MAX);
+    let memory = planned(&probe).memory();
+    let constants = usize::MAX - probe.memory_available().expect("a figure");
+    let needed = memory.peak - memory.inputs;
+    assert!(needed > 0 && memory.peak < memory.unplanned, "{memory:?}");
+
+    let small = ferrax_ptx_emu::Emulator::with_capacity(constants + memory.inputs + needed - 1);
+    let error = planned(&small).run(&args).expect_err("refused").to_string();
+    assert!(
+        error.contains(&format!("needs {needed} bytes beyond its inputs")),
+        "{error}"
+    );
+    assert!(small.launched().is_empty(), "{:?}", small.launched());
+
+    let tight = ferrax_ptx_emu::Emulator::with_capacity(constants + memory.inputs + needed);
+    let error = planned(&tight).run(&args).expect_err("ran out").to_string();
+    assert!(error.contains("out of memory"), "{error}");
+    assert!(!tight.launched().is_empty());
 }

@@ -2104,3 +2104,27 @@ fn element_scatters_run_on_the_emulated_gpu_as_the_interpreter() {
         );
     }
 }
+
+/// The GPU memory plan counts buffers: a reshape is a view of its operand's, which stays
+/// live until the last use of either. Here the product `y` is a result as `[4096]` and read
+/// again by a second product, so at the peak `w`, `y` and the second product are live, three
+/// 16 KiB arrays, and the view adds nothing.
+#[test]
+fn the_gpu_memory_plan_counts_a_view_with_its_operand() {
+    let func = trace(
+        |(x, w): (Tensor, Tensor)| {
+            let y = x.matmul(&w);
+            (y.reshape([4096]), y.matmul(&w))
+        },
+        &(
+            Tensor::spec(DType::F32, [64, 64]),
+            Tensor::spec(DType::F32, [64, 64]),
+        ),
+    )
+    .unwrap();
+    let plan = plan_of(&func);
+    let array = 64 * 64 * 4;
+    assert_eq!(plan.memory.inputs, 2 * array);
+    assert_eq!(plan.memory.peak, 3 * array, "{:?}", plan.memory);
+    assert_eq!(plan.memory.unplanned, 4 * array, "{:?}", plan.memory);
+}

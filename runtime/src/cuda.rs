@@ -179,6 +179,12 @@ impl CudaDevice {
         })
     }
 
+    /// Bytes that allocations can still get: the device's free memory and the cache's buffers.
+    pub fn memory_available(&self) -> Result<usize, CudaError> {
+        let (free, _total) = self.ctx.mem_get_info()?;
+        Ok(free.saturating_add(self.cached_bytes()))
+    }
+
     /// An uninitialized device array of type `ty`, for a kernel to fill.
     pub fn alloc_array(self: &Arc<Self>, ty: &TensorType) -> Result<DeviceArray, CudaError> {
         let buffer = self.alloc(ty.numel() * ty.dtype.size_bytes())?;

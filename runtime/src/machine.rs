@@ -116,6 +116,9 @@ pub trait GpuMachine {
     fn grid_for(&self, len: usize, block: u32) -> u32;
     /// An uninitialized array of type `ty`, for a kernel to fill.
     fn alloc(&self, ty: &TensorType) -> Result<Self::Array, MachineError>;
+    /// Bytes that allocations can still get: the device's free memory and what the machine's
+    /// own cache holds for reuse.
+    fn memory_available(&self) -> Result<usize, MachineError>;
     fn upload(&self, array: &Array) -> Result<Self::Array, MachineError>;
     /// Copies `array` back, once the work that produces it is done.
     fn download(&self, array: &Self::Array) -> Result<Array, MachineError>;
@@ -270,6 +273,10 @@ impl GpuMachine for Arc<CudaDevice> {
 
     fn alloc(&self, ty: &TensorType) -> Result<DeviceArray, MachineError> {
         Ok(self.alloc_array(ty)?)
+    }
+
+    fn memory_available(&self) -> Result<usize, MachineError> {
+        Ok(CudaDevice::memory_available(self)?)
     }
 
     fn upload(&self, array: &Array) -> Result<DeviceArray, MachineError> {

@@ -56,6 +56,8 @@ pub enum EmulatorError {
     NoEntry(String),
     #[error("launch refused: {0}")]
     Launch(String),
+    #[error("out of memory: {bytes} bytes asked, {available} available")]
+    OutOfMemory { bytes: usize, available: usize },
     #[error("{len} bytes at {address:#x} outside every buffer")]
     Outside { address: u64, len: usize },
 }

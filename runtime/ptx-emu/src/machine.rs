@@ -24,6 +24,8 @@ pub struct Emulator {
     memory: Arc<Mutex<Memory>>,
     /// Launches run so far, by entry name, and `gemm` for each matrix product.
     launched: Arc<Mutex<Vec<String>>>,
+    /// Bytes its allocations may take in all (never given back), if bounded.
+    capacity: Option<usize>,
 }
 
 /// An array in an [`Emulator`]'s memory.
@@ -34,6 +36,31 @@ pub struct EmulatedArray {
 }
 
 impl Emulator {
+    /// An emulator whose allocations may take `bytes` in all, as a device of that much memory
+    /// whose buffers are never reused: one more is refused as out of memory.
+    pub fn with_capacity(bytes: usize) -> Emulator {
+        Emulator {
+            capacity: Some(bytes),
+            ..Emulator::default()
+        }
+    }
+
+    /// A new buffer holding `data`, within the capacity.
+    fn allocate(&self, data: &[u8]) -> Result<u64, MachineError> {
+        let mut memory = lock(&self.memory);
+        if let Some(capacity) = self.capacity {
+            let available = capacity.saturating_sub(memory.allocated());
+            if data.len() > available {
+                return Err(EmulatorError::OutOfMemory {
+                    bytes: data.len(),
+                    available,
+                }
+                .into());
+            }
+        }
+        Ok(memory.alloc(data))
+    }
+
     /// The entries launched so far, in order, `gemm` standing for each matrix product and
     /// `copy` for each copy between arrays.
     pub fn launched(&self) -> Vec<String> {
@@ -99,14 +126,20 @@ impl GpuMachine for Emulator {
     fn alloc(&self, ty: &TensorType) -> Result<EmulatedArray, MachineError> {
         let bytes = ty.numel() * ty.dtype.size_bytes();
         Ok(EmulatedArray {
-            address: lock(&self.memory).alloc(&vec![0xEE; bytes]),
+            address: self.allocate(&vec![0xEE; bytes])?,
             ty: ty.clone(),
         })
     }
 
+    fn memory_available(&self) -> Result<usize, MachineError> {
+        Ok(self.capacity.map_or(usize::MAX, |capacity| {
+            capacity.saturating_sub(lock(&self.memory).allocated())
+        }))
+    }
+
     fn upload(&self, array: &Array) -> Result<EmulatedArray, MachineError> {
         Ok(EmulatedArray {
-            address: lock(&self.memory).alloc(&bytes_of(array)),
+            address: self.allocate(&bytes_of(array))?,
             ty: array.ty().clone(),
         })
     }

@@ -25,6 +25,11 @@ impl Memory {
         GLOBAL_BASE + start as u64
     }
 
+    /// Bytes of all the buffers allocated so far.
+    pub fn allocated(&self) -> usize {
+        self.buffers.iter().map(|&(_, len)| len).sum()
+    }
+
     /// Copies `data` to `address`, as the host copies to the device.
     pub fn write(&mut self, address: u64, data: &[u8]) -> Result<(), EmulatorError> {
         let range = self.host_range(address, data.len())?;

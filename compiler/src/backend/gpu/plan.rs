@@ -816,7 +816,8 @@ pub(super) fn step_values<'k>(
 
 /// The plan's liveness ([`liveness`]): per step, the values no later step uses (and that are
 /// not results), which the run lets go of there, so a buffer is reused while it is likely
-/// still in the L2 cache; and the peak of live device memory.
+/// still in the L2 cache; and the peak of live device memory, counted by buffer: a view
+/// shares its operand's, which stays in use until the last use of either.
 fn plan_liveness(
     func: &Func,
     steps: &[GpuStep],
@@ -828,7 +829,34 @@ fn plan_liveness(
         .iter()
         .map(|step| step_values(func, step, &launch))
         .collect();
-    liveness(func, &values)
+    let Liveness { frees, .. } = liveness(func, &values);
+    // Each value's buffer: its own, or for a view its operand's.
+    let mut buffer: Vec<ValueId> = (0..func.num_values()).map(|v| ValueId(v as u32)).collect();
+    let mut buffers: Vec<StepValues> = steps
+        .iter()
+        .zip(&values)
+        .map(|(step, values)| match step {
+            GpuStep::View(i) => {
+                let operand = buffer[func.body[*i].args[0].index()];
+                buffer[func.instr_value(*i).index()] = operand;
+                StepValues {
+                    reads: vec![operand],
+                    writes: Vec::new(),
+                }
+            }
+            _ => StepValues {
+                reads: values.reads.iter().map(|v| buffer[v.index()]).collect(),
+                writes: values.writes.clone(),
+            },
+        })
+        .collect();
+    // A result's buffer is held to the end.
+    if let Some(last) = buffers.last_mut() {
+        last.reads
+            .extend(func.outputs.iter().map(|o| buffer[o.index()]));
+    }
+    let memory = liveness(func, &buffers).memory;
+    Liveness { frees, memory }
 }
 
 /// `func` with each reduction over axes that are not consecutive split into reductions over

@@ -67,22 +67,22 @@ impl<M: GpuMachine> Call<M> {
                 let (cond, body) = (self.region(0)?, self.region(1)?);
                 let mut carried = args;
                 loop {
-                    let holds = cond.run_device(&carried)?;
+                    let holds = cond.run_planned(&carried)?;
                     let predicate = holds.first().ok_or(GpuRunError::MissingCallPart(0))?;
                     if machine.download(predicate)?.elements().get(0) != Scalar::Bool(true) {
                         return Ok(carried);
                     }
-                    carried = body.run_device(&carried)?;
+                    carried = body.run_planned(&carried)?;
                 }
             }
             CallKind::Cond => {
                 let (index, operands) =
                     args.split_first().ok_or(GpuRunError::MissingCallPart(0))?;
                 let k = branch_index(&machine.download(index)?, self.regions.len());
-                self.region(k)?.run_device(operands)
+                self.region(k)?.run_planned(operands)
             }
             CallKind::Scan(shape) => scan(machine, self.region(0)?, shape, args),
-            CallKind::Remat => self.region(0)?.run_device(&args),
+            CallKind::Remat => self.region(0)?.run_planned(&args),
         }
     }
 }
@@ -126,7 +126,7 @@ fn scan<M: GpuMachine>(
                 inputs.push(slice);
             }
         }
-        let mut out = body.run_device(&inputs)?;
+        let mut out = body.run_planned(&inputs)?;
         let y = out.split_off(s.carry.min(out.len()));
         carried = out;
         for ((stacked, y), ty) in ys.iter().zip(&y).zip(rows) {

@@ -32,6 +32,17 @@ pub enum GpuRunError {
     /// A plan that failed its checks ([`GpuProgram::load`]).
     #[error(transparent)]
     Plan(#[from] ArtifactError),
+    /// The memory plan needs more device memory than allocations can get: refused before any
+    /// work is queued.
+    #[error(
+        "out of device memory: the program needs {needed} bytes beyond its inputs at its peak \
+         (step {peak_step}), and {available} bytes are available"
+    )]
+    OutOfMemory {
+        needed: usize,
+        available: usize,
+        peak_step: usize,
+    },
     #[error("internal error: value %{0} is not on the device")]
     Missing(u32),
     #[error("internal error: a control-flow call lacks its region or result {0}")]

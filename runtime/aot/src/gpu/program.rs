@@ -175,8 +175,27 @@ impl<M: GpuMachine> GpuProgram<M> {
     }
 
     /// Runs on arrays already on the device; the results stay there. Work is queued, not
-    /// waited for, unless a host step needs a value.
+    /// waited for, unless a host step needs a value. A memory plan whose peak, beyond the
+    /// inputs, exceeds what the device can still allocate is refused before anything runs.
     pub fn run_device(&self, args: &[M::Array]) -> Result<Vec<M::Array>, GpuRunError> {
+        let memory = &self.plan.memory;
+        let needed = memory.peak.saturating_sub(memory.inputs);
+        if needed > 0 {
+            let available = self.machine.memory_available()?;
+            if needed > available {
+                return Err(GpuRunError::OutOfMemory {
+                    needed,
+                    available,
+                    peak_step: memory.peak_step,
+                });
+            }
+        }
+        self.run_planned(args)
+    }
+
+    /// [`Self::run_device`] without the memory check: a control-flow region's run, inside
+    /// one its caller checked.
+    pub(super) fn run_planned(&self, args: &[M::Array]) -> Result<Vec<M::Array>, GpuRunError> {
         let func = &self.plan.func;
         if args.len() != func.params.len() {
             return Err(RuntimeError::ArgCount {
