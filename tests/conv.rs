@@ -13,28 +13,18 @@
 use ferrax::{jit, value_and_grad, ConvDims, ConvPadding, Convolution, DType, Tensor};
 use serde_json::Value;
 
+#[path = "common/jax_values.rs"]
+mod jax_values;
+use jax_values::{tensor, usizes};
+
 const TOLERANCE: f32 = 2e-5;
+
+fn assert_close(got: &Tensor, want: &Tensor, what: &str) {
+    jax_values::assert_close(got, want, TOLERANCE, what);
+}
 
 fn reference() -> Value {
     serde_json::from_str(include_str!("jax/conv_reference.json")).unwrap()
-}
-
-fn usizes(v: &Value) -> Vec<usize> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap() as usize)
-        .collect()
-}
-
-fn tensor(v: &Value) -> Tensor {
-    let data: Vec<f32> = v["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_f64().unwrap() as f32)
-        .collect();
-    Tensor::from_vec(usizes(&v["shape"]), data)
 }
 
 fn convolution(case: &Value) -> Convolution {
@@ -68,18 +58,6 @@ fn convolution(case: &Value) -> Convolution {
     conv.feature_groups = case["feature_groups"].as_u64().unwrap() as usize;
     conv.batch_groups = case["batch_groups"].as_u64().unwrap() as usize;
     conv
-}
-
-fn assert_close(got: &Tensor, want: &Tensor, what: &str) {
-    assert_eq!(got.shape(), want.shape(), "{what}: shape");
-    let (g, w) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
-    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        assert!(
-            (a - b).abs() <= TOLERANCE * b.abs().max(1.0),
-            "{what}[{i}] = {a}, JAX {b} (diff {:e})",
-            (a - b).abs()
-        );
-    }
 }
 
 #[test]

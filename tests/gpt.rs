@@ -188,3 +188,50 @@ fn a_gpu_without_the_memory_a_plan_needs_refuses_it() {
     assert!(error.contains("out of memory"), "{error}");
     assert!(!tight.launched().is_empty());
 }
+
+/// The loss over GPT-2's vocabulary (w10's 50,304 classes, rows streamed through the row
+/// kernels in chunks) and its gradient run on the emulated GPU without host steps and give
+/// the interpreter's values.
+#[test]
+fn the_w10_loss_over_its_whole_vocabulary_runs_on_the_emulated_gpu() {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    use ferrax::{nn, DType};
+    let (rows, vocab) = (3, Config::W10.vocab);
+    let loss = |logits: Tensor, labels: Tensor| {
+        nn::softmax_cross_entropy_with_integer_labels(&logits, &labels).mean(..)
+    };
+    let func = ferrax::trace(
+        |(logits, labels): (Tensor, Tensor)| {
+            ferrax::value_and_grad(|logits: Tensor| loss(logits, labels.clone()))(logits)
+        },
+        &(
+            Tensor::spec(DType::F32, [rows, vocab]),
+            Tensor::spec(DType::I32, [rows]),
+        ),
+    )
+    .expect("traced");
+    let (simple, _) = ferrax::compiler::simplify::simplify(&func).expect("simplified");
+    let logits: Vec<f32> = (0..rows * vocab)
+        .map(|i| ((i * 7919 % 10007) as f32 / 10007.0 - 0.5) * 8.0)
+        .collect();
+    let args = vec![
+        ferrax::Array::from_vec([rows, vocab], logits).expect("logits"),
+        ferrax::Array::from_vec([rows], vec![0i32, 50303, 12345]).expect("labels"),
+    ];
+    let emulator = ferrax_ptx_emu::Emulator::default();
+    let program = GpuProgram::compile(&simple, &emulator, GpuOptions::default()).expect("planned");
+    assert_eq!(program.host_steps(), 0, "host steps");
+    let got = program.run(&args).expect("ran");
+    let want = ferrax::runtime::interpret(&simple, &args).expect("interpreted");
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let (g, w) = (g.to_f64_vec(), w.to_f64_vec());
+        let scale = w.iter().fold(0f64, |m, x| m.max(x.abs()));
+        for (k, (a, b)) in g.iter().zip(&w).enumerate() {
+            // Sums of 50,304 terms in another order: a few ulp of the largest.
+            assert!(
+                (a - b).abs() <= 1e-5 * scale,
+                "result {i} [{k}]: {a} vs {b}"
+            );
+        }
+    }
+}

@@ -75,6 +75,7 @@ fn corpus_covers_every_op() {
         "cond",
         "scan",
     ];
+    all.extend(ferrax::ir::AttentionPart::ALL.iter().map(|a| a.name()));
     all.extend(ferrax::ir::UnaryOp::ALL.iter().map(|u| u.name()));
     all.extend(ferrax::ir::BinaryOp::ALL.iter().map(|b| b.name()));
     all.extend(ferrax::ir::CompareOp::ALL.iter().map(|c| c.name()));

@@ -159,7 +159,7 @@ fn no_module_cycle_in_any_crate() {
 fn compiler_layers_depend_downward() {
     let rank = |u: &str| match u {
         "target" | "dce" => 0,
-        "kernel" | "autodiff" | "batching" | "simplify" | "unroll" => 1,
+        "kernel" | "autodiff" | "batching" | "simplify" | "unroll" | "expand_attention" => 1,
         "fuse" => 2,
         u if u.starts_with("backend") => 3,
         "pipeline" => 4,

@@ -16,29 +16,12 @@ use ferrax::nn;
 use ferrax::{jit, value_and_grad, DType, Padding, Tensor, Window};
 use serde_json::Value;
 
+#[path = "common/jax_values.rs"]
+mod jax_values;
+use jax_values::{assert_close, tensor, usizes};
+
 fn reference() -> Value {
     serde_json::from_str(include_str!("jax/windows_reference.json")).unwrap()
-}
-
-fn usizes(v: &Value) -> Vec<usize> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d.as_u64().unwrap() as usize)
-        .collect()
-}
-
-fn tensor(v: &Value) -> Tensor {
-    let data: Vec<f32> = v["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| match d.as_str() {
-            Some(s) => s.parse().unwrap(),
-            None => d.as_f64().unwrap() as f32,
-        })
-        .collect();
-    Tensor::from_vec(usizes(&v["shape"]), data)
 }
 
 fn padding(v: &Value) -> Padding {
@@ -99,18 +82,6 @@ fn tolerance(spec: &Value) -> f32 {
     match spec["op"].as_str().unwrap() {
         "cumsum" | "cumprod" => 4e-6,
         _ => 1e-6,
-    }
-}
-
-fn assert_close(got: &Tensor, want: &Tensor, tol: f32, what: &str) {
-    assert_eq!(got.shape(), want.shape(), "{what}: shape");
-    let (g, w) = (got.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
-    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        assert!(
-            a == b || (a - b).abs() <= tol * b.abs().max(1.0),
-            "{what}[{i}] = {a}, JAX {b} (diff {:e})",
-            (a - b).abs()
-        );
     }
 }
 

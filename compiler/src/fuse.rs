@@ -87,6 +87,7 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::DynamicUpdateSlice
         | Op::Sort { .. }
         | Op::Argsort { .. }
+        | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)
         | Op::Cond(_)
@@ -456,6 +457,7 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::StopGradient
         | Op::Sort { .. }
         | Op::Argsort { .. }
+        | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)
         | Op::Cond(_)

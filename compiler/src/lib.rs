@@ -10,6 +10,7 @@ pub mod autodiff;
 pub mod backend;
 pub mod batching;
 pub mod dce;
+pub mod expand_attention;
 pub mod fuse;
 pub mod kernel;
 pub mod pipeline;

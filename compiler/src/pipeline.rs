@@ -7,9 +7,10 @@
 use crate::backend::gpu::{GpuError, GpuExecutable, GpuOptions, GpuPlan};
 use crate::backend::ptx::PtxTarget;
 use crate::backend::{BackendError, CpuExecutable, MemoryReport};
+use crate::expand_attention::expand_attention;
 use crate::simplify::{simplify, SimplifyError};
 use crate::unroll::{unroll_scans, UnrollError};
-use ferrax_ir::Func;
+use ferrax_ir::{Func, TypeError};
 use ferrax_runtime::cuda::CudaDevice;
 use ferrax_runtime::{interpret, Array, RuntimeError};
 use std::sync::Arc;
@@ -54,6 +55,8 @@ pub enum PipelineError {
     Gpu(#[from] GpuError),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Type(#[from] TypeError),
 }
 
 /// A program compiled for one backend (boxed: an executable is made once and run many times).
@@ -72,9 +75,14 @@ pub struct Compiled {
     pub executable: Executable,
 }
 
-/// `func` with its scans unrolled, simplified and compiled for `backend`.
+/// `func` with its scans unrolled, its attention spelled in plain ops where `backend` has no
+/// kernel for it, simplified and compiled for `backend`.
 pub fn compile(func: &Func, backend: &Backend) -> Result<Compiled, PipelineError> {
-    let (simplified, report) = simplify(&unroll_scans(func)?)?;
+    let func = match backend {
+        Backend::Interpreter => func.clone(),
+        Backend::Cpu | Backend::Gpu { .. } => expand_attention(func)?,
+    };
+    let (simplified, report) = simplify(&unroll_scans(&func)?)?;
     let executable = compile_simplified(&simplified, backend)?;
     Ok(Compiled {
         simplified,

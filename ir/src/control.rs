@@ -147,7 +147,8 @@ impl Op {
             | Op::DynamicUpdateSlice
             | Op::StopGradient
             | Op::Sort { .. }
-            | Op::Argsort { .. } => Vec::new(),
+            | Op::Argsort { .. }
+            | Op::Attention(_) => Vec::new(),
         }
     }
 
@@ -214,7 +215,8 @@ impl Op {
             | Op::DynamicUpdateSlice
             | Op::StopGradient
             | Op::Sort { .. }
-            | Op::Argsort { .. } => None,
+            | Op::Argsort { .. }
+            | Op::Attention(_) => None,
         }
     }
 

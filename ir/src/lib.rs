@@ -4,6 +4,7 @@
 //! op, grouped by family under `ops/`), the [`verify`]er checks that they do, and the text
 //! format ([`print_func`] / [`parse_func`]) round-trips exactly.
 
+mod attention;
 mod control;
 mod conv;
 mod dtype;
@@ -20,6 +21,7 @@ mod shape;
 mod verify;
 mod window;
 
+pub use attention::{Attention, AttentionDims, AttentionPart};
 pub use control::{Cond, Remat, RematPolicy, Scan, While};
 pub use conv::{ConvDims, ConvError, ConvPadding, Convolution, OpSink};
 pub use dtype::DType;

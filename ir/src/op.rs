@@ -449,6 +449,8 @@ pub enum Op {
         dimension: usize,
         descending: bool,
     },
+    /// A part of dot-product attention (see [`crate::Attention`]).
+    Attention(crate::Attention),
     /// A function with a user-defined reverse-mode derivative (`jax.custom_vjp`).
     CustomVjp(Box<CustomVjp>),
     /// A loop over carried values (see [`While`]).
@@ -500,6 +502,7 @@ impl Op {
             Op::StopGradient => "stop_gradient",
             Op::Sort { .. } => "sort",
             Op::Argsort { .. } => "argsort",
+            Op::Attention(a) => a.name(),
             Op::CustomVjp(_) => "custom_vjp",
             Op::While(_) => "while",
             Op::Cond(_) => "cond",

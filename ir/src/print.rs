@@ -170,6 +170,12 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
             items.item(format_args!("dimension={dimension}"))?;
             items.flag("descending", *descending)?;
         }
+        Op::Attention(a) => {
+            items.flag("causal", a.causal)?;
+            if let Some(h) = a.precision {
+                items.item(format_args!("precision={}", h.name()))?;
+            }
+        }
         Op::Gather(g) => gather_attrs(g, &mut items)?,
         Op::Scatter(s) => scatter_attrs(s, &mut items)?,
         Op::CustomVjp(c) => {

@@ -155,3 +155,33 @@ func @indexing(%x: f32[4,3], %i: i32[5], %u: f32[5,3], %v: i64[2,2], %s: i32[], 
     let f = round_trip(src);
     insta::assert_snapshot!(print_func(&f));
 }
+
+/// Attention's parts with their flags and precision round-trip; a precision that is not a
+/// half type narrower than the operands, or an attribute of the wrong kind, is refused.
+#[test]
+fn attention_ops_round_trip() {
+    let f = round_trip(
+        r#"
+func @a(%q: f32[1,4,2,8], %k: f32[1,3,2,8], %v: f32[1,3,2,8]) -> (f32[1,4,2,8], f32[1,2,4], f32[1,3,2,8]) {
+  %o = attention %q, %k, %v, causal=1, precision=bf16 : f32[1,4,2,8]
+  %l = attention_lse %q, %k, %v : f32[1,2,4]
+  %z = constant 0.0 : f32[1,2,4]
+  %dk = attention_dk %q, %k, %v, %o, %l, %o, %z, precision=f16 : f32[1,3,2,8]
+  return %o, %l, %dk
+}
+"#,
+    );
+    let parts: Vec<&str> = f.body.iter().map(|i| i.op.name()).collect();
+    assert_eq!(
+        parts,
+        ["attention", "attention_lse", "constant", "attention_dk"]
+    );
+    let bad = |attr: &str| {
+        parse_err(&format!(
+            "func @a(%q: f32[1,4,2,8]) -> (f32[1,4,2,8]) {{\n  %o = attention %q, %q, %q, {attr} : f32[1,4,2,8]\n  return %o\n}}"
+        ))
+    };
+    assert!(bad("precision=f32").contains("half type"), "{}", bad("precision=f32"));
+    assert!(bad("precision=3").contains("expects a dtype"), "{}", bad("precision=3"));
+    assert!(bad("causal=bf16").contains("expects 0 or 1"), "{}", bad("causal=bf16"));
+}

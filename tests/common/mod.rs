@@ -112,6 +112,25 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
             ),
         ),
         (
+            // Every attention part: the causal output and its gradient (the log-sum-exps and
+            // the three cotangents), over fewer keys than queries, and a plain one.
+            "dot_product_attention",
+            t(
+                |(q, k, v): (Tensor, Tensor, Tensor)| {
+                    let loss = |(q, k, v): (Tensor, Tensor, Tensor)| {
+                        ferrax::nn::dot_product_attention(&q, &k, &v, None, true)
+                            .square()
+                            .sum(..)
+                    };
+                    let (l, (dq, dk, dv)) =
+                        ferrax::value_and_grad(loss)((q.clone(), k.clone(), v.clone()));
+                    let plain = ferrax::nn::dot_product_attention(&q, &k, &v, Some(0.5), false);
+                    (l, dq, dk, dv, plain)
+                },
+                (s(&[2, 5, 2, 4]), s(&[2, 3, 2, 4]), s(&[2, 3, 2, 4])),
+            ),
+        ),
+        (
             "broadcast_scalars",
             t(|x: Tensor| (2.0 * &x + 1.0) / (&x - 0.5), s(&[3, 2])),
         ),

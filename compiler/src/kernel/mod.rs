@@ -329,6 +329,7 @@ pub fn lower(
                     | Op::StopGradient
                     | Op::Sort { .. }
                     | Op::Argsort { .. }
+                    | Op::Attention(_)
                     | Op::CustomVjp(_)
                     | Op::While(_)
                     | Op::Cond(_)

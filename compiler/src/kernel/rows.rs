@@ -378,6 +378,7 @@ impl RowLowering<'_> {
             | Op::StopGradient
             | Op::Sort { .. }
             | Op::Argsort { .. }
+            | Op::Attention(_)
             | Op::CustomVjp(_)
             | Op::While(_)
             | Op::Cond(_)

@@ -111,9 +111,10 @@ impl From<PipelineError> for Error {
         match e {
             PipelineError::Simplify(e) => Error::Simplify(e),
             PipelineError::Runtime(e) => Error::Runtime(e),
-            e @ (PipelineError::Unroll(_) | PipelineError::Cpu(_) | PipelineError::Gpu(_)) => {
-                Error::Backend(e.to_string())
-            }
+            e @ (PipelineError::Unroll(_)
+            | PipelineError::Cpu(_)
+            | PipelineError::Gpu(_)
+            | PipelineError::Type(_)) => Error::Backend(e.to_string()),
         }
     }
 }

@@ -52,6 +52,7 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::DynamicUpdateSlice => indexing::dynamic_update_slice(args)?,
         Op::Reduce { op: r, axes } => reduce::reduce(*r, axes, args)?,
         Op::DotGeneral(dims) => contract::dot_general(dims, args)?,
+        Op::Attention(a) => a.result_type(args)?,
         Op::CustomVjp(c) => call::custom_vjp(c, args)?,
         Op::While(w) => control::while_loop(w, args)?,
         Op::Cond(c) => control::cond(c, args)?,

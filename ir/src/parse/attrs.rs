@@ -5,12 +5,14 @@
 use super::cursor::{PResult, Parser};
 use super::func::parse_one;
 use super::lex::Tok;
-use crate::Func;
+use crate::{DType, Func};
 use std::collections::HashMap;
 
-/// An attribute value: `3`, `[1,2]`, `[1]x[0]`, a nested `func` or a list of them.
+/// An attribute value: `3`, `[1,2]`, `[1]x[0]`, a dtype's name, a nested `func` or a list of
+/// them.
 pub(super) enum AttrValue {
     Int(i64),
+    DType(DType),
     List(Vec<i64>),
     Pair(Vec<i64>, Vec<i64>),
     Func(Box<Func>),
@@ -23,6 +25,12 @@ impl Parser {
     pub(super) fn attr_value(&mut self) -> PResult<AttrValue> {
         if *self.peek() == Tok::Word("func".into()) {
             return Ok(AttrValue::Func(Box::new(parse_one(self)?)));
+        }
+        if let Tok::Word(w) = self.peek() {
+            if let Some(d) = DType::from_name(w) {
+                self.next();
+                return Ok(AttrValue::DType(d));
+            }
         }
         if *self.peek() != Tok::Punct('[') {
             return Ok(AttrValue::Int(self.int()?));
@@ -97,6 +105,15 @@ impl Attrs {
         match self.map.contains_key(key) {
             true => self.int(p, key),
             false => Ok(default),
+        }
+    }
+
+    /// A dtype written by its name, absent for `None`.
+    pub(super) fn dtype_or_none(&mut self, p: &Parser, key: &str) -> PResult<Option<DType>> {
+        match self.map.remove(key) {
+            None => Ok(None),
+            Some((AttrValue::DType(d), _)) => Ok(Some(d)),
+            Some((_, at)) => Err(p.error_at(at, format!("attribute '{key}' expects a dtype"))),
         }
     }
 

@@ -5,9 +5,9 @@
 use super::attrs::Attrs;
 use super::cursor::{PResult, Parser};
 use crate::{
-    bf16_from_f64, f16_from_f64, BinaryOp, CompareOp, Cond, CustomVjp, DType, DotDims, Elements,
-    Gather, Literal, Op, ReduceOp, Remat, RematPolicy, Scalar, Scan, Scatter, ScatterCombine,
-    TensorType, UnaryOp, While,
+    bf16_from_f64, f16_from_f64, Attention, AttentionPart, BinaryOp, CompareOp, Cond, CustomVjp,
+    DType, DotDims, Elements, Gather, Literal, Op, ReduceOp, Remat, RematPolicy, Scalar, Scan,
+    Scatter, ScatterCombine, TensorType, UnaryOp, While,
 };
 use half::{bf16, f16};
 
@@ -40,6 +40,11 @@ pub(super) fn build_op(
         }))
     } else if let Some(c) = ScatterCombine::ALL.into_iter().find(|c| c.name() == name) {
         Op::Scatter(Box::new(scatter(p, &mut attrs, c)?))
+    } else if let Some(part) = AttentionPart::ALL.into_iter().find(|a| a.name() == name) {
+        Op::Attention(
+            Attention::new(part, attrs.flag(p, "causal")?)
+                .with_precision(attrs.dtype_or_none(p, "precision")?),
+        )
     } else if let Some(r) = ReduceOp::ALL.into_iter().find(|r| r.name() == name) {
         Op::Reduce {
             op: r,

@@ -86,7 +86,8 @@ impl<R> CompiledCall<R> {
             | Op::DynamicUpdateSlice
             | Op::StopGradient
             | Op::Sort { .. }
-            | Op::Argsort { .. } => return None,
+            | Op::Argsort { .. }
+            | Op::Attention(_) => return None,
         };
         regions.next().is_none().then_some(call)
     }

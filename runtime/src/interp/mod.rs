@@ -181,6 +181,15 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
     ensure_allocatable(ty)?;
     let data = match op {
         Op::Constant(lit) => return Ok(Array::from_literal(lit)),
+        Op::Attention(a) => {
+            let types: Vec<&TensorType> = args.iter().map(|a| a.ty()).collect();
+            let owned: Vec<Array> = args.iter().map(|&a| a.clone()).collect();
+            let mut out = interpret(&a.decompose(&types)?, &owned)?;
+            return out.pop().ok_or(RuntimeError::ArgCount {
+                expected: 1,
+                got: 0,
+            });
+        }
         Op::CustomVjp(c) => {
             let owned: Vec<Array> = args.iter().map(|&a| a.clone()).collect();
             let mut out = interpret(&c.primal, &owned)?;

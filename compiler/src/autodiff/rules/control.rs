@@ -88,7 +88,8 @@ pub(super) fn call_jvp(
                 | Op::StopGradient
                 | Op::Sort { .. }
                 | Op::Argsort { .. }
-                | Op::CustomVjp(_) => return Err(unsupported()),
+                | Op::CustomVjp(_)
+                | Op::Attention(_) => return Err(unsupported()),
             };
             calls
                 .0
@@ -124,7 +125,8 @@ pub(super) fn call_jvp(
         | Op::StopGradient
         | Op::Sort { .. }
         | Op::Argsort { .. }
-        | Op::CustomVjp(_) => return Err(unsupported()),
+        | Op::CustomVjp(_)
+        | Op::Attention(_) => return Err(unsupported()),
     };
     let y = e.push(jop.with_result(primal), &jargs)?;
     let dy = match e.ty(y)?.dtype.is_float() {

@@ -2,6 +2,7 @@
 //! not compile. `jvp` returns the tangent of an instruction's result (`None` for zero); `vjp`
 //! returns the cotangent contribution for each operand.
 
+mod attention;
 mod call;
 mod contract;
 pub(super) mod control;
@@ -63,7 +64,8 @@ pub(super) fn call_jvp(
         | Op::DynamicUpdateSlice
         | Op::Scatter(_)
         | Op::Reduce { .. }
-        | Op::DotGeneral(_) => Ok(None),
+        | Op::DotGeneral(_)
+        | Op::Attention(_) => Ok(None),
     }
 }
 
@@ -104,6 +106,7 @@ pub(super) fn jvp(
         Op::Reduce { op: r, axes } => reduce::jvp(e, *r, axes, x[0], t[0], y),
         Op::DotGeneral(dims) => contract::jvp(e, dims, x, t),
         Op::CustomVjp(c) => call::jvp(e, c, x, t),
+        Op::Attention(a) => attention::jvp(e, *a, x, t),
         // Differentiated with their primal results by `call_jvp`, never here.
         Op::While(_) | Op::Cond(_) | Op::Remat(_) | Op::Scan(_) => Err(AutodiffError::Unsupported(
             format!("forward mode of `{}` without its primal call", op.name()),
@@ -144,7 +147,8 @@ pub(super) fn joins_results(op: &Op) -> bool {
         | Op::DynamicUpdateSlice
         | Op::StopGradient
         | Op::Sort { .. }
-        | Op::Argsort { .. } => false,
+        | Op::Argsort { .. }
+        | Op::Attention(_) => false,
     }
 }
 
@@ -197,6 +201,7 @@ pub(super) fn vjp(
         Op::Reduce { op: r, axes } => Ok(vec![reduce::vjp(e, *r, axes, x[0], y, g()?)?]),
         Op::DotGeneral(dims) => contract::vjp(e, dims, x, g()?),
         Op::CustomVjp(c) => call::vjp(e, c, x, g()?),
+        Op::Attention(a) => attention::vjp(e, *a, x, y, g()?),
         Op::While(_) => control::while_vjp(),
         Op::Cond(c) => control::cond_vjp(e, c, x, gs),
         Op::Scan(s) => scan::vjp(e, s, x, gs),

@@ -16,6 +16,7 @@ use crate::backend::gemm::{plan_gemm, plan_permuted_gemm};
 use crate::backend::liveness::{
     liveness, memory, peak_listing, Liveness, MemoryReport, StepValues,
 };
+use crate::expand_attention::expand_attention;
 use crate::fuse::{listing, partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::LastReads;
@@ -38,6 +39,8 @@ pub enum BackendError {
     Lowering { start: usize, end: usize },
     #[error("the executor refused the plan: {0}")]
     Plan(#[from] ArtifactError),
+    #[error(transparent)]
+    Type(#[from] ferrax_ir::TypeError),
 }
 
 /// A program compiled for the CPU: the executable the runtime runs, with the kernels it was
@@ -53,6 +56,7 @@ pub struct CpuExecutable {
 impl CpuExecutable {
     pub fn compile(func: &Func) -> Result<CpuExecutable, BackendError> {
         verify(func)?;
+        let func = &expand_attention(func)?;
         let func = &schedule(&widen::widen_half_products(func), &support::TARGET);
         let func = &remat::rematerialize(func, &support::TARGET);
         let mut steps = Vec::new();

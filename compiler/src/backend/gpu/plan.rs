@@ -15,6 +15,7 @@ use crate::backend::ptx::Scatters;
 use crate::backend::ptx::{
     legal_kernel, module_text, render_pieces, split_modules, Launch, MathMode, PtxTarget,
 };
+use crate::expand_attention::expand_attention;
 use crate::fuse::{partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::LastReads;
@@ -80,6 +81,7 @@ impl GpuPlan {
         let mode = options.math;
         verify(func)?;
         let kernels_target = crate::backend::ptx::support::target(mode);
+        let func = &expand_attention(func)?;
         let func = &schedule(&split_reductions(func)?, &kernels_target);
         let mut steps = Vec::new();
         let mut p = Parts {
@@ -562,6 +564,8 @@ impl Parts {
             // Sorting runs on the host's interpreter: a GPU sort kernel is left for later; so
             // do reverses (a strided copy with negative strides is left for later too).
             Op::Sort { .. } | Op::Argsort { .. } | Op::Reverse { .. } => host,
+            // Attention is expanded into plain ops before planning (`expand_attention`).
+            Op::Attention(_) => host,
             // A control-flow call is one step for all its instructions (one per result, the
             // same operands), its regions planned as programs of their own.
             Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {

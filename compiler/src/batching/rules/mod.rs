@@ -2,6 +2,7 @@
 //! compile. A rule sees at least one batched operand (instructions on unbatched operands
 //! only are copied as they are) and returns the batched result with its batch dimension.
 
+mod attention;
 mod call;
 mod contract;
 mod control;
@@ -67,6 +68,7 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
             descending: *descending,
         }),
         Op::CustomVjp(c) => call::custom_vjp(bt, c, args),
+        Op::Attention(a) => attention::batch(bt, *a, args),
         Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
             let k = op.call_result().map_or(0, |(k, _)| k);
             let results = call(bt, op, args)?;
@@ -110,6 +112,7 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         | Op::StopGradient
         | Op::Sort { .. }
         | Op::Argsort { .. }
+        | Op::Attention(_)
         | Op::CustomVjp(_) => Err(BatchError::Malformed(format!(
             "{} is not a control-flow call",
             op.name()

@@ -1,15 +1,20 @@
-//! Causal multi-head self-attention as GPT-2 (and `../shared/bench/workloads.md`'s GPT)
-//! defines it: one fused `qkv` projection with a bias, heads of `D / H`, scores scaled by
-//! `1 / sqrt(D / H)` and masked with `-inf` above the diagonal, a softmax, and an output
-//! projection with a bias. Written with tensor methods, so the masks and reshapes trace to
-//! plain IR and the softmax fuses into one row kernel. [`causal_self_attention_with`] computes
-//! its four products at a [`DotPrecision`] (mixed precision), the softmax in `x`'s dtype.
+//! Dot-product attention (`jax.nn.dot_product_attention`) as one op, and causal multi-head
+//! self-attention as GPT-2 (and `../shared/bench/workloads.md`'s GPT) defines it: one fused
+//! `qkv` projection with a bias, heads of `D / H`, scores scaled by `1 / sqrt(D / H)` and
+//! masked with `-inf` above the diagonal, a softmax, and an output projection with a bias.
+//! The attention itself is [`dot_product_attention`]'s op, whose reverse mode recomputes the
+//! softmax from the row log-sum-exps rather than keep it; backends without a fused kernel
+//! compile its plain-op spelling. [`causal_self_attention_with`] computes its four products at
+//! a [`DotPrecision`] (mixed precision) and the softmax in `x`'s dtype: by the op where the
+//! precision rounds operands and results to one half type (the op's `precision`), otherwise
+//! written with tensor methods.
 
 use super::linear::{dense, Linear};
 use super::softmax;
+use crate::tensor::apply_at;
 use crate::tree::child_key_paths;
 use crate::{DotPrecision, Result, Tensor, Tree, TreeDef};
-use ferrax_ir::{DType, TensorType};
+use ferrax_ir::{Attention as AttentionOp, AttentionPart, DType, Op, TensorType};
 use std::panic::Location;
 
 /// The parameters of [`causal_self_attention`]: `qkv` maps `D` to `3D` (queries, keys and
@@ -37,6 +42,45 @@ impl Tree for Attention {
         child_key_paths("qkv", &self.qkv, prefix, out);
         child_key_paths("proj", &self.proj, prefix, out);
     }
+}
+
+/// `jax.nn.dot_product_attention(q, k, v, scale=scale, is_causal=causal)`: queries
+/// `[B, T, H, D]` attend to keys and values `[B, S, H, D]` (batch, positions, heads, head
+/// features), scores scaled by `scale` (`1 / sqrt(D)` when `None`); causal keeps query `i`'s
+/// keys `j <= i`. The result is `[B, T, H, D]`. Operands of another layout or of mismatched
+/// sizes give an error naming the call's line.
+#[track_caller]
+pub fn dot_product_attention(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    scale: Option<f64>,
+    causal: bool,
+) -> Tensor {
+    attention_op(q, k, v, (scale, causal, None), Location::caller())
+}
+
+/// [`dot_product_attention`], its products at `precision` (a half type, operands and results
+/// rounded to it) where given.
+fn attention_op(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    (scale, causal, precision): (Option<f64>, bool, Option<DType>),
+    location: &'static Location<'static>,
+) -> Tensor {
+    let features = q.shape().get(3).copied().unwrap_or(1).max(1);
+    let scale = scale.unwrap_or(1.0 / (features as f64).sqrt());
+    // Queries that are no floats are left for the op to refuse, naming the call.
+    let q = match q.dtype().is_float() {
+        true => q * scale,
+        false => q.clone(),
+    };
+    apply_at(
+        location,
+        Op::Attention(AttentionOp::new(AttentionPart::Output, causal).with_precision(precision)),
+        &[&q, k, v],
+    )
 }
 
 /// Causal self-attention over `x` of shape `[B, T, D]` (or `[T, D]`) with `heads` heads:
@@ -107,6 +151,25 @@ fn attend(
             qkv.ty(),
             3 * d
         ));
+    }
+    // Products rounded to a half type as the attention op rounds them (or none): attended
+    // as [B, T, H, D/H] by the op.
+    let half = |p: DotPrecision| {
+        let fits = p.compute == p.result && matches!(x.dtype(), DType::F32 | DType::F64);
+        (fits && matches!(p.compute, DType::F16 | DType::BF16)).then_some(p.compute)
+    };
+    let op_precision = match precision {
+        None => Some(None),
+        Some(p) => half(p).map(Some),
+    };
+    if let Some(op_precision) = op_precision {
+        let split = |i: usize| {
+            qkv.slice(&[0, 0, i * d], &[b, t, (i + 1) * d])
+                .reshape([b, t, heads, head])
+        };
+        let (q, k, v) = (split(0), split(1), split(2));
+        let y = attention_op(&q, &k, &v, (None, true, op_precision), location);
+        return dense(&y.reshape([b, t, d]), &params.proj, precision);
     }
     // Under a precision, rounded once before the heads are split: the values of rounding each
     // of q, k and v, with the movements then on the half type and off the products' operands.

@@ -34,7 +34,9 @@ mod pool;
 
 pub use crate::lax::{erf, erfc};
 pub use activation::{gelu, silu};
-pub use attention::{causal_self_attention, causal_self_attention_with, Attention};
+pub use attention::{
+    causal_self_attention, causal_self_attention_with, dot_product_attention, Attention,
+};
 pub use dropout::dropout;
 pub use linear::{linear, linear_with, Linear};
 pub use loss::{accuracy, softmax_cross_entropy_with_integer_labels};

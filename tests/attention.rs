@@ -1,0 +1,263 @@
+//! Dot-product attention (`nn::dot_product_attention`, the IR's attention ops) against JAX's
+//! `jax.nn.dot_product_attention` (`tests/jax/generate_attention.py`, values in
+//! `tests/jax/attention_reference.json`): outputs and the gradients of a weighted sum, eagerly
+//! and under `jit`, causal or not, over as many keys as queries, fewer and more; the
+//! gradients (the recomputing attention parts) by central differences in f64, and second
+//! derivatives and forward mode (through the parts' plain-op spelling) likewise; `vmap`;
+//! empty operands; and bad operands as errors naming the call.
+//!
+//! Tolerance 2e-5 relative to `max(|want|, 1)`: a row sums at most 8 products for a score and
+//! 7 weighted values, and the gradients recompute the softmax from the log-sum-exps where XLA
+//! keeps it, so they round differently.
+#![allow(clippy::unwrap_used)]
+
+use ferrax::nn::dot_product_attention;
+use ferrax::{jit, jvp, value_and_grad, vmap, DType, Tensor};
+use serde_json::Value;
+
+#[path = "common/jax_values.rs"]
+mod jax_values;
+use jax_values::{assert_close, tensor};
+
+const TOLERANCE: f32 = 2e-5;
+
+fn reference() -> Value {
+    serde_json::from_str(include_str!("jax/attention_reference.json")).unwrap()
+}
+
+#[test]
+fn attention_and_its_gradients_match_jax_eagerly_and_under_jit() {
+    let cases = reference()["cases"].as_array().unwrap().clone();
+    assert_eq!(cases.len(), 5);
+    for case in &cases {
+        let name = case["name"].as_str().unwrap();
+        let causal = case["causal"].as_bool().unwrap();
+        let scale = case["scale"].as_f64();
+        let (q, k, v, w) = (
+            tensor(&case["q"]),
+            tensor(&case["k"]),
+            tensor(&case["v"]),
+            tensor(&case["weights"]),
+        );
+        let attend =
+            |(q, k, v): (Tensor, Tensor, Tensor)| dot_product_attention(&q, &k, &v, scale, causal);
+        let want = tensor(&case["out"]);
+        let args = (q.clone(), k.clone(), v.clone());
+        assert_close(
+            &attend(args.clone()),
+            &want,
+            TOLERANCE,
+            &format!("{name} eager"),
+        );
+        let jitted = jit(attend).call(args.clone()).unwrap();
+        assert_close(&jitted, &want, TOLERANCE, &format!("{name} jit"));
+
+        let weighted = |args: (Tensor, Tensor, Tensor)| (attend(args) * &w).sum(..);
+        let (_, (dq, dk, dv)) = value_and_grad(weighted)(args.clone());
+        let grads = jit(move |args: (Tensor, Tensor, Tensor)| value_and_grad(weighted)(args).1)
+            .call(args)
+            .unwrap();
+        for (what, eager, compiled) in [
+            ("dq", dq, grads.0),
+            ("dk", dk, grads.1),
+            ("dv", dv, grads.2),
+        ] {
+            let want = tensor(&case[what]);
+            assert_close(&eager, &want, TOLERANCE, &format!("{name} {what} eager"));
+            assert_close(&compiled, &want, TOLERANCE, &format!("{name} {what} jit"));
+        }
+    }
+}
+
+/// Deterministic f64 operands of `shape`, in [-1, 1).
+fn operand(shape: [usize; 4], seed: usize) -> Tensor {
+    let n: usize = shape.iter().product();
+    let data: Vec<f64> = (0..n)
+        .map(|i| (((i * 37 + seed * 101) % 97) as f64 / 48.5) - 1.0)
+        .collect();
+    Tensor::from_vec(shape, data)
+}
+
+/// Central differences of the scalar `f` at `x` along each coordinate, against `grad`.
+fn check_gradient(f: &dyn Fn(&Tensor) -> Tensor, x: &Tensor, grad: &Tensor, what: &str) {
+    let values = x.to_vec::<f64>().unwrap();
+    let grad = grad.to_vec::<f64>().unwrap();
+    let h = 1e-6;
+    for (i, &g) in grad.iter().enumerate() {
+        let at = |d: f64| {
+            let mut v = values.clone();
+            v[i] += d;
+            f(&Tensor::from_vec(x.shape().to_vec(), v))
+                .to_vec::<f64>()
+                .unwrap()[0]
+        };
+        let fd = (at(h) - at(-h)) / (2.0 * h);
+        assert!(
+            (fd - g).abs() <= 1e-7 * fd.abs().max(1.0),
+            "{what}[{i}] = {g}, central differences {fd}"
+        );
+    }
+}
+
+/// The gradients of a causal attention with fewer keys than queries, by central differences
+/// in f64; and the second derivative (the gradient of the squared gradient norm, through the
+/// gradient parts' plain-op spelling) likewise.
+#[test]
+fn gradients_and_second_derivatives_match_central_differences() {
+    let (q, k, v) = (
+        operand([1, 4, 2, 3], 1),
+        operand([1, 3, 2, 3], 2),
+        operand([1, 3, 2, 3], 3),
+    );
+    let loss = |q: &Tensor, k: &Tensor, v: &Tensor| {
+        dot_product_attention(q, k, v, Some(0.8), true)
+            .sin()
+            .sum(..)
+    };
+    let (_, (dq, dk, dv)) = value_and_grad(|(q, k, v): (Tensor, Tensor, Tensor)| loss(&q, &k, &v))(
+        (q.clone(), k.clone(), v.clone()),
+    );
+    check_gradient(&|x| loss(x, &k, &v), &q, &dq, "dq");
+    check_gradient(&|x| loss(&q, x, &v), &k, &dk, "dk");
+    check_gradient(&|x| loss(&q, &k, x), &v, &dv, "dv");
+
+    // d/dk of |d loss / dq|^2: differentiates the query gradient part.
+    let norm = |q: &Tensor, k: &Tensor| {
+        let (_, dq) = value_and_grad(|q: Tensor| loss(&q, k, &v))(q.clone());
+        dq.square().sum(..)
+    };
+    let (_, second) = value_and_grad(|k: Tensor| norm(&q, &k))(k.clone());
+    check_gradient(&|x| norm(&q, x), &k, &second, "d/dk |dq|^2");
+}
+
+/// Forward mode (through the plain-op spelling) agrees with reverse mode: the directional
+/// derivative along `t` is the gradient's inner product with `t`.
+#[test]
+fn forward_mode_agrees_with_reverse_mode() {
+    let shape = [2, 3, 2, 4];
+    let (q, k, v) = (operand(shape, 4), operand(shape, 5), operand(shape, 6));
+    let (tq, tk, tv) = (operand(shape, 7), operand(shape, 8), operand(shape, 9));
+    let loss = |(q, k, v): (Tensor, Tensor, Tensor)| {
+        dot_product_attention(&q, &k, &v, None, true).tanh().sum(..)
+    };
+    let primals = (q.clone(), k.clone(), v.clone());
+    let (_, along) = jvp(loss, &primals, &(tq.clone(), tk.clone(), tv.clone())).unwrap();
+    let (_, (dq, dk, dv)) = value_and_grad(loss)(primals);
+    let inner = (dq * tq).sum(..) + (dk * tk).sum(..) + (dv * tv).sum(..);
+    let (a, b) = (
+        along.to_vec::<f64>().unwrap()[0],
+        inner.to_vec::<f64>().unwrap()[0],
+    );
+    assert!(
+        (a - b).abs() <= 1e-12 * b.abs().max(1.0),
+        "jvp {a}, vjp {b}"
+    );
+}
+
+/// `vmap` over a leading axis joins the examples to the batch dimension and gives each
+/// example's attention, gradients included.
+#[test]
+fn vmap_computes_each_examples_attention() {
+    let shape = [3, 2, 4, 2, 3];
+    let n: usize = shape.iter().product();
+    let make = |seed: usize| {
+        let data: Vec<f32> = (0..n)
+            .map(|i| (((i * 13 + seed * 7) % 23) as f32 / 11.5) - 1.0)
+            .collect();
+        Tensor::from_vec(shape, data)
+    };
+    let (q, k, v) = (make(1), make(2), make(3));
+    let attend = |(q, k, v): (Tensor, Tensor, Tensor)| {
+        let y = dot_product_attention(&q, &k, &v, None, true);
+        let (_, (dq, _, _)) = value_and_grad(|(q, k, v): (Tensor, Tensor, Tensor)| {
+            dot_product_attention(&q, &k, &v, None, true).sum(..)
+        })((q, k, v));
+        (y, dq)
+    };
+    let (ys, dqs) = vmap(attend)((q.clone(), k.clone(), v.clone()));
+    for e in 0..3 {
+        let one = |t: &Tensor| t.slice(&[e, 0, 0, 0, 0], &[e + 1, 2, 4, 2, 3]).squeeze(0);
+        let (y, dq) = attend((one(&q), one(&k), one(&v)));
+        assert_close(&one(&ys), &y, 1e-6, &format!("example {e}"));
+        assert_close(&one(&dqs), &dq, 1e-6, &format!("example {e} dq"));
+    }
+}
+
+/// Empty operands give empty results, or zeros where no key is summed over; their gradients
+/// are zeros.
+#[test]
+fn empty_attention() {
+    let f32s = |shape: [usize; 4]| Tensor::zeros(DType::F32, shape.to_vec());
+    let no_keys = dot_product_attention(
+        &f32s([1, 2, 1, 4]),
+        &f32s([1, 0, 1, 4]),
+        &f32s([1, 0, 1, 4]),
+        None,
+        false,
+    );
+    assert_eq!(no_keys.to_vec::<f32>().unwrap(), vec![0.0; 8]);
+    let no_queries =
+        jit(|(q, k, v): (Tensor, Tensor, Tensor)| dot_product_attention(&q, &k, &v, None, true))
+            .call((f32s([2, 0, 1, 4]), f32s([2, 3, 1, 4]), f32s([2, 3, 1, 4])))
+            .unwrap();
+    assert_eq!(no_queries.shape(), &[2, 0, 1, 4]);
+    let (_, (dq, dk, dv)) = value_and_grad(|(q, k, v): (Tensor, Tensor, Tensor)| {
+        dot_product_attention(&q, &k, &v, None, true).sum(..)
+    })((f32s([0, 3, 1, 4]), f32s([0, 3, 1, 4]), f32s([0, 3, 1, 4])));
+    for g in [dq, dk, dv] {
+        assert_eq!(g.shape(), &[0, 3, 1, 4]);
+    }
+}
+
+/// Operands that do not fit together are errors that say why and name the call's line.
+#[test]
+fn bad_operands_are_errors_naming_the_call() {
+    let f32s = |shape: &[usize]| Tensor::zeros(DType::F32, shape.to_vec());
+    let cases: [(Tensor, &str); 4] = [
+        (
+            dot_product_attention(
+                &f32s(&[2, 3, 4]),
+                &f32s(&[2, 3, 4]),
+                &f32s(&[2, 3, 4]),
+                None,
+                false,
+            ),
+            "must be [batch, positions, heads, features]",
+        ),
+        (
+            dot_product_attention(
+                &f32s(&[1, 3, 2, 4]),
+                &f32s(&[1, 3, 3, 4]),
+                &f32s(&[1, 3, 3, 4]),
+                None,
+                true,
+            ),
+            "do not fit queries",
+        ),
+        (
+            dot_product_attention(
+                &f32s(&[1, 3, 2, 4]),
+                &f32s(&[1, 5, 2, 4]),
+                &f32s(&[1, 4, 2, 4]),
+                None,
+                true,
+            ),
+            "do not match",
+        ),
+        (
+            dot_product_attention(
+                &Tensor::zeros(DType::I32, vec![1, 3, 2, 4]),
+                &Tensor::zeros(DType::I32, vec![1, 3, 2, 4]),
+                &Tensor::zeros(DType::I32, vec![1, 3, 2, 4]),
+                None,
+                true,
+            ),
+            "not defined for i32",
+        ),
+    ];
+    for (result, expected) in cases {
+        let message = result.to_vec::<f32>().unwrap_err().to_string();
+        assert!(message.contains(expected), "{message}");
+        assert!(message.contains("tests/attention.rs"), "{message}");
+    }
+}
