@@ -261,3 +261,131 @@ fn bad_operands_are_errors_naming_the_call() {
         assert!(message.contains("tests/attention.rs"), "{message}");
     }
 }
+
+/// Deterministic f32 operands of `shape`, in [-2, 2).
+fn operand_f32(shape: [usize; 4], seed: usize) -> ferrax::Array {
+    let n: usize = shape.iter().product();
+    let data: Vec<f32> = (0..n)
+        .map(|i| (((i * 7919 + seed * 104_729) % 4001) as f32 / 1000.25) - 2.0)
+        .collect();
+    ferrax::Array::from_vec(shape, data).unwrap()
+}
+
+/// The attention kernels (flash attention's forward and backward passes) on the emulated GPU,
+/// for queries of 64 to 256 positions: causal and not, fewer and more keys than queries,
+/// partial blocks of rows, 8 to 64 head features. The output and the three gradients equal
+/// the interpreter's to f32 rounding, the plan running the forward parts as one launch and
+/// each gradient as one.
+#[test]
+fn the_attention_kernels_compute_the_interpreters_values_on_the_emulated_gpu() {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    use ferrax::compiler::simplify::simplify;
+    use ferrax_ptx_emu::Emulator;
+    let cases = [
+        ([1, 64, 2, 16], 64, true),
+        ([2, 100, 1, 64], 100, true),
+        ([1, 70, 2, 8], 130, false),
+        ([1, 96, 1, 32], 40, true),
+        ([1, 256, 1, 8], 256, true),
+    ];
+    for (q_shape, keys, causal) in cases {
+        let [b, _, h, d] = q_shape;
+        let kv_shape = [b, keys, h, d];
+        let what = format!("q {q_shape:?}, {keys} keys, causal {causal}");
+        let func = ferrax::trace(
+            move |(q, k, v): (Tensor, Tensor, Tensor)| {
+                let loss = move |(q, k, v): (Tensor, Tensor, Tensor)| {
+                    dot_product_attention(&q, &k, &v, None, causal)
+                        .square()
+                        .sum(..)
+                };
+                let out = dot_product_attention(&q, &k, &v, None, causal);
+                let (_, (dq, dk, dv)) = value_and_grad(loss)((q, k, v));
+                (out, dq, dk, dv)
+            },
+            &(
+                Tensor::spec(DType::F32, q_shape),
+                Tensor::spec(DType::F32, kv_shape),
+                Tensor::spec(DType::F32, kv_shape),
+            ),
+        )
+        .unwrap();
+        let (simple, _) = simplify(&func).unwrap();
+        let args = vec![
+            operand_f32(q_shape, 1),
+            operand_f32(kv_shape, 2),
+            operand_f32(kv_shape, 3),
+        ];
+        let emulator = Emulator::default();
+        let program = GpuProgram::compile(&simple, &emulator, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(program.plan().attentions.len(), 4, "{what}");
+        assert_eq!(program.host_steps(), 0, "{what}");
+        let got = program.run(&args).unwrap();
+        let want = ferrax::runtime::interpret(&simple, &args).unwrap();
+        let launched = emulator.launched();
+        for a in 0..4 {
+            let entry = format!("main_a{a}");
+            assert!(launched.contains(&entry), "{what}: {launched:?}");
+        }
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let (g, w) = (g.to_f64_vec(), w.to_f64_vec());
+            let scale = w.iter().fold(1f64, |m, x| m.max(x.abs()));
+            for (k, (a, e)) in g.iter().zip(&w).enumerate() {
+                // Sums of up to 256 terms of either order, and exponentials within 2 ulp.
+                assert!(
+                    (a - e).abs() <= 2e-5 * scale,
+                    "{what}: result {i} [{k}] = {a}, interpreter {e}"
+                );
+            }
+        }
+    }
+}
+
+/// The forward kernel's log-sum-exps (which the gradient parts' plain-op spelling does not
+/// read, so the test above cannot see them) and output, as a program's results, written by
+/// one launch: on the emulated GPU equal to the interpreter's.
+#[test]
+fn the_forward_kernel_writes_output_and_log_sum_exps_in_one_launch() {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    use ferrax_ptx_emu::Emulator;
+    // Products at bf16 round the weights relative to the running maximum, the plain-op
+    // spelling the normalized ones: a bf16 rounding apart (2^-8 of the largest value).
+    for (causal, keys, precision, tol) in [
+        (true, 70, "", 2e-5),
+        (false, 33, "", 2e-5),
+        (true, 70, ", precision=bf16", 1.0 / 64.0),
+    ] {
+        let flag = format!("{}{precision}", if causal { ", causal=1" } else { "" });
+        let text = format!(
+            "func @main(%q: f32[2,70,3,12], %k: f32[2,{keys},3,12], %v: f32[2,{keys},3,12]) -> (f32[2,3,70], f32[2,70,3,12]) {{
+  %l = attention_lse %q, %k, %v{flag} : f32[2,3,70]
+  %o = attention %q, %k, %v{flag} : f32[2,70,3,12]
+  return %l, %o
+}}"
+        );
+        let func = ferrax::ir::parse_func(&text).unwrap();
+        let args = vec![
+            operand_f32([2, 70, 3, 12], 4),
+            operand_f32([2, keys, 3, 12], 5),
+            operand_f32([2, keys, 3, 12], 6),
+        ];
+        let emulator = Emulator::default();
+        let program = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
+        let got = program.run(&args).unwrap();
+        assert_eq!(
+            emulator.launched(),
+            ["main_a0"],
+            "one launch for both results"
+        );
+        let want = ferrax::runtime::interpret(&func, &args).unwrap();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let (g, w) = (g.to_f64_vec(), w.to_f64_vec());
+            for (k, (a, e)) in g.iter().zip(&w).enumerate() {
+                assert!(
+                    (a - e).abs() <= tol * e.abs().max(1.0),
+                    "causal {causal}{precision}: result {i} [{k}] = {a}, interpreter {e}"
+                );
+            }
+        }
+    }
+}

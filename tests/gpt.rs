@@ -110,9 +110,9 @@ fn reduced_w10_step() -> (ferrax::Func, Vec<ferrax::Array>, usize) {
 }
 
 /// The w10 step at a reduced size runs whole on the emulated GPU, through the executor the
-/// CUDA device uses: every step a kernel, a copy or a GEMM (none on the host), the optimizer's
-/// updates grouped into few launches, and its loss, parameters and optimizer state are the
-/// interpreter's.
+/// CUDA device uses: every step a kernel, a copy or a GEMM (none on the host), attention by
+/// its flash kernels, the optimizer's updates grouped into few launches, and its loss,
+/// parameters and optimizer state are the interpreter's.
 #[test]
 fn the_w10_step_at_a_reduced_size_runs_on_the_emulated_gpu() {
     use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
@@ -120,6 +120,8 @@ fn the_w10_step_at_a_reduced_size_runs_on_the_emulated_gpu() {
     let emulator = ferrax_ptx_emu::Emulator::default();
     let program = GpuProgram::compile(&simple, &emulator, GpuOptions::default()).expect("planned");
     assert_eq!(program.host_steps(), 0, "host steps");
+    // Attention by its kernels: the forward parts and the three gradients, in each layer.
+    assert_eq!(program.plan().attentions.len(), 4 * 2, "attention kernels");
     let got = program.run(&args).expect("ran");
     let want = ferrax::runtime::interpret(&simple, &args).expect("interpreted");
     assert_eq!(got.len(), want.len());
@@ -152,8 +154,11 @@ fn the_w10_step_at_a_reduced_size_runs_on_the_emulated_gpu() {
         close(i, 0.0, 2.0 * 3e-4 * 1.001);
     }
     assert_eq!(got[n + 1], want[n + 1], "AdamW's count");
+    // The moments hold the gradients and their squares: bf16 roundings apart, more than the
+    // loss's, as the attention kernel rounds its weights relative to the running maximum
+    // where the plain-op spelling rounds the normalized ones (a few 2^-8 relative).
     for i in n + 2..got.len() {
-        close(i, 1e-2, 0.0);
+        close(i, 3e-2, 0.0);
     }
 }
 

@@ -2128,3 +2128,122 @@ fn the_gpu_memory_plan_counts_a_view_with_its_operand() {
     assert_eq!(plan.memory.peak, 3 * array, "{:?}", plan.memory);
     assert_eq!(plan.memory.unplanned, 4 * array, "{:?}", plan.memory);
 }
+
+/// The attention kernels (flash attention's forward and backward passes) of GPT-2's heads (64
+/// features, causal; with w10's bf16 products too) and smaller ones, the forward ones writing
+/// the output, the log-sum-exps or both: a forward kernel's PTX as snapshotted, and every one
+/// assembled by `ptxas` for sm_80 and sm_90, with accurate and fast math, without a register
+/// spilled.
+#[test]
+fn attention_kernels_assemble_with_ptxas_without_spills() {
+    use ferrax::compiler::backend::ptx::attention::{render_attention, AttentionKernel};
+    use ferrax::compiler::backend::ptx::attention_grad::{
+        render_attention_grad, AttentionGradKernel,
+    };
+    use ferrax::compiler::backend::ptx::module_text;
+    use ferrax::ir::AttentionPart;
+    let kernel =
+        |name: &str, (features, causal): (usize, bool), (out, lse): (bool, bool)| AttentionKernel {
+            name: name.into(),
+            batch: 8,
+            queries: 1024,
+            keys: 1024,
+            heads: 12,
+            features,
+            causal,
+            precision: None,
+            out,
+            lse,
+        };
+    let w10 = AttentionKernel {
+        precision: Some(DType::BF16),
+        ..kernel("gpt2_bf16", (64, true), (true, true))
+    };
+    let kernels = [
+        w10,
+        kernel("gpt2", (64, true), (true, true)),
+        kernel("gpt2_out", (64, true), (true, false)),
+        kernel("plain_lse", (32, false), (false, true)),
+        kernel("small", (8, true), (true, true)),
+    ];
+    let mut grads = Vec::new();
+    for part in [
+        AttentionPart::QueryGrad,
+        AttentionPart::KeyGrad,
+        AttentionPart::ValueGrad,
+    ] {
+        for (features, causal, precision) in [
+            (64, true, Some(DType::BF16)),
+            (64, true, None),
+            (16, false, None),
+        ] {
+            grads.push(AttentionGradKernel {
+                name: format!(
+                    "grad_{part:?}_{features}_{causal}_{}",
+                    precision.map_or("f32", |_| "bf16")
+                ),
+                batch: 8,
+                queries: 1024,
+                keys: 1024,
+                heads: 12,
+                features,
+                causal,
+                precision,
+                part,
+            });
+        }
+    }
+    insta::assert_snapshot!(
+        "attention_small_kernel",
+        render_attention(&kernels[4], MathMode::Accurate).unwrap()
+    );
+    let Some(ptxas) = ptxas() else {
+        assert!(
+            std::env::var_os("FERRAX_REQUIRE_PTXAS").is_none(),
+            "FERRAX_REQUIRE_PTXAS is set but no ptxas was found"
+        );
+        eprintln!("skipped: no ptxas (set FERRAX_PTXAS or put it on PATH)");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("ferrax-attention-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for target in PtxTarget::ALL {
+        for mode in [MathMode::Accurate, MathMode::Fast] {
+            let mut pieces: Vec<(String, usize)> = kernels
+                .iter()
+                .map(|k| (render_attention(k, mode).unwrap(), 1))
+                .collect();
+            pieces.extend(
+                grads
+                    .iter()
+                    .map(|k| (render_attention_grad(k, mode).unwrap(), 1)),
+            );
+            let file = dir.join(format!("attention_{}_{mode:?}.ptx", target.arch()));
+            std::fs::write(&file, module_text(target, &pieces)).unwrap();
+            let out = Command::new(&ptxas)
+                .arg(format!("-arch={}", target.arch()))
+                .arg("-v")
+                .arg(&file)
+                .arg("-o")
+                .arg(dir.join("attention.cubin"))
+                .output()
+                .unwrap();
+            let report = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success(),
+                "ptxas {} {mode:?}: {report}",
+                target.arch()
+            );
+            let spills: Vec<&str> = report.lines().filter(|l| l.contains("spill")).collect();
+            assert_eq!(spills.len(), kernels.len() + grads.len(), "{report}");
+            for line in spills {
+                assert!(
+                    line.contains(" 0 bytes spill stores, 0 bytes spill loads"),
+                    "{} {mode:?}: registers spilled: {line}",
+                    target.arch()
+                );
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

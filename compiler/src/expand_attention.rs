@@ -4,7 +4,7 @@
 //! parts of one attention (the output and the log-sum-exps; the three gradients) share their
 //! scores, softmax and products once the simplifier merges what they compute alike.
 
-use ferrax_ir::{Func, FuncBuilder, Op, TensorType, TypeError, ValueId};
+use ferrax_ir::{Attention, Func, FuncBuilder, Op, TensorType, TypeError, ValueId};
 
 /// Whether `func`, or a function it holds, has an attention instruction.
 pub fn has_attention(func: &Func) -> bool {
@@ -16,6 +16,15 @@ pub fn has_attention(func: &Func) -> bool {
 /// `func` with every attention instruction replaced by its decomposition; `func` itself
 /// where there is none.
 pub fn expand_attention(func: &Func) -> Result<Func, TypeError> {
+    expand_attention_except(func, &|_, _| false)
+}
+
+/// `func` with every attention instruction replaced by its decomposition but those `kept`
+/// says a backend computes as they are (given the part and its operand types).
+pub fn expand_attention_except(
+    func: &Func,
+    kept: &dyn Fn(&Attention, &[&TensorType]) -> bool,
+) -> Result<Func, TypeError> {
     if !has_attention(func) {
         return Ok(func.clone());
     }
@@ -24,7 +33,15 @@ pub fn expand_attention(func: &Func) -> Result<Func, TypeError> {
     for ins in &func.body {
         let args: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
         let v = match &ins.op {
-            Op::Attention(a) => {
+            Op::Attention(a)
+                if !kept(
+                    a,
+                    &ins.args
+                        .iter()
+                        .filter_map(|&x| func.value_type(x))
+                        .collect::<Vec<_>>(),
+                ) =>
+            {
                 let types: Vec<&TensorType> = ins
                     .args
                     .iter()
@@ -37,7 +54,7 @@ pub fn expand_attention(func: &Func) -> Result<Func, TypeError> {
                     message: "its decomposition has no result".into(),
                 })?
             }
-            op => b.push(op.map_regions(expand_attention)?, &args)?,
+            op => b.push(op.map_regions(|f| expand_attention_except(f, kept))?, &args)?,
         };
         values.push(v);
     }

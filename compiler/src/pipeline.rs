@@ -5,9 +5,10 @@
 //! an [`Executable`], so every way into the compiler takes the same stages in the same order.
 
 use crate::backend::gpu::{GpuError, GpuExecutable, GpuOptions, GpuPlan};
+use crate::backend::ptx::attention;
 use crate::backend::ptx::PtxTarget;
 use crate::backend::{BackendError, CpuExecutable, MemoryReport};
-use crate::expand_attention::expand_attention;
+use crate::expand_attention::{expand_attention, expand_attention_except};
 use crate::simplify::{simplify, SimplifyError};
 use crate::unroll::{unroll_scans, UnrollError};
 use ferrax_ir::{Func, TypeError};
@@ -80,7 +81,8 @@ pub struct Compiled {
 pub fn compile(func: &Func, backend: &Backend) -> Result<Compiled, PipelineError> {
     let func = match backend {
         Backend::Interpreter => func.clone(),
-        Backend::Cpu | Backend::Gpu { .. } => expand_attention(func)?,
+        Backend::Cpu => expand_attention(func)?,
+        Backend::Gpu { .. } => expand_attention_except(func, &attention::supports)?,
     };
     let (simplified, report) = simplify(&unroll_scans(&func)?)?;
     let executable = compile_simplified(&simplified, backend)?;

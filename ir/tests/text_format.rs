@@ -181,7 +181,19 @@ func @a(%q: f32[1,4,2,8], %k: f32[1,3,2,8], %v: f32[1,3,2,8]) -> (f32[1,4,2,8], 
             "func @a(%q: f32[1,4,2,8]) -> (f32[1,4,2,8]) {{\n  %o = attention %q, %q, %q, {attr} : f32[1,4,2,8]\n  return %o\n}}"
         ))
     };
-    assert!(bad("precision=f32").contains("half type"), "{}", bad("precision=f32"));
-    assert!(bad("precision=3").contains("expects a dtype"), "{}", bad("precision=3"));
-    assert!(bad("causal=bf16").contains("expects 0 or 1"), "{}", bad("causal=bf16"));
+    assert!(
+        bad("precision=f32").contains("half type"),
+        "{}",
+        bad("precision=f32")
+    );
+    assert!(
+        bad("precision=3").contains("expects a dtype"),
+        "{}",
+        bad("precision=3")
+    );
+    assert!(
+        bad("causal=bf16").contains("expects 0 or 1"),
+        "{}",
+        bad("causal=bf16")
+    );
 }

@@ -59,6 +59,7 @@ pub fn gpu_artifact(
                 int_gemms: p.int_gemms.clone(),
                 scatters: p.scatters.clone(),
                 gathers: p.gathers.clone(),
+                attentions: p.attentions.clone(),
                 modules: p.modules.iter().map(|(_, n)| (String::new(), *n)).collect(),
                 calls: p
                     .calls

@@ -118,9 +118,9 @@ fn parse_body<'a>(
     let mut regs: HashMap<String, usize> = HashMap::new();
     let mut declared: HashMap<String, usize> = HashMap::new();
     let mut shared = HashMap::new();
-    // Each shared variable at an odd multiple of its declared 8-byte alignment, no better
-    // aligned than `.align 8` promises.
-    let mut shared_bytes = 24;
+    // Each shared variable at an odd multiple of its declared alignment (8 or 16 bytes), no
+    // better aligned than it promises; addresses below 16 are never valid.
+    let mut shared_bytes: u64 = 16;
     let mut max_threads = None;
     let mut instrs = Vec::new();
     let mut labels = HashMap::new();
@@ -130,6 +130,10 @@ fn parse_body<'a>(
         }
         let l = l.trim();
         if l.is_empty() || l.starts_with("//") || l == "{" {
+            continue;
+        }
+        // Hints to the assembler (`.pragma "nounroll";`) change nothing that runs.
+        if l.starts_with(".pragma ") {
             continue;
         }
         if let Some(dims) = l.strip_prefix(".maxntid ") {
@@ -154,7 +158,13 @@ fn parse_body<'a>(
             declared.insert(prefix.to_string(), count);
             continue;
         }
-        if let Some(decl) = l.strip_prefix(".shared .align 8 .b8 ") {
+        let aligned = [
+            (8u64, ".shared .align 8 .b8 "),
+            (16, ".shared .align 16 .b8 "),
+        ]
+        .into_iter()
+        .find_map(|(align, prefix)| l.strip_prefix(prefix).map(|d| (align, d)));
+        if let Some((align, decl)) = aligned {
             let (sym, size) = decl
                 .trim_end_matches(';')
                 .split_once('[')
@@ -163,11 +173,13 @@ fn parse_body<'a>(
                 .trim_end_matches(']')
                 .parse()
                 .map_err(|_| malformed(l, "shared size"))?;
-            shared.insert(sym.to_string(), (shared_bytes, bytes));
-            shared_bytes += bytes.div_ceil(8) * 8;
-            if shared_bytes.is_multiple_of(16) {
-                shared_bytes += 8;
+            // At an odd multiple of its alignment: no better aligned than it promises.
+            shared_bytes = shared_bytes.div_ceil(align) * align;
+            if shared_bytes.is_multiple_of(2 * align) {
+                shared_bytes += align;
             }
+            shared.insert(sym.to_string(), (shared_bytes, bytes));
+            shared_bytes += bytes;
             continue;
         }
         instrs.push(parse_instr(l, &mut regs)?);

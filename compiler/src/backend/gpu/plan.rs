@@ -4,6 +4,10 @@
 
 use crate::backend::gemm::{plan_gemm, plan_permuted_gemm};
 use crate::backend::liveness::{liveness, Liveness, StepValues};
+use crate::backend::ptx::attention::{
+    render_attention, supports, AttentionKernel, ROWS as ATTENTION_ROWS,
+};
+use crate::backend::ptx::attention_grad::{render_attention_grad, AttentionGradKernel};
 use crate::backend::ptx::copy::CopyKernel;
 use crate::backend::ptx::element_scatter::ElementScatter;
 use crate::backend::ptx::gather::GatherKernel;
@@ -15,17 +19,19 @@ use crate::backend::ptx::Scatters;
 use crate::backend::ptx::{
     legal_kernel, module_text, render_pieces, split_modules, Launch, MathMode, PtxTarget,
 };
-use crate::expand_attention::expand_attention;
+use crate::expand_attention::expand_attention_except;
 use crate::fuse::{partition, schedule, Step};
 use crate::kernel::rows::lower_rows;
 use crate::kernel::LastReads;
 use crate::kernel::{Kernel, Role};
 use ferrax_aot_runtime::gpu::{
-    CopySpec, ElementsSpec, GpuCallPlan, GpuRunPlan, KernelLaunchSpec, Param, ReduceLaunchSpec,
-    ScatterLaunches, ScatterSpec,
+    BlocksLaunchSpec, CopySpec, ElementsSpec, GpuCallPlan, GpuRunPlan, KernelLaunchSpec, Param,
+    ReduceLaunchSpec, ScatterLaunches, ScatterSpec,
 };
 use ferrax_aot_runtime::MemoryReport;
-use ferrax_ir::{verify, DType, DotDims, Func, FuncBuilder, Op, ReduceOp, TensorType, ValueId};
+use ferrax_ir::{
+    verify, AttentionPart, DType, DotDims, Func, FuncBuilder, Op, ReduceOp, TensorType, ValueId,
+};
 
 use super::control::CallPlan;
 use super::grouping::group_launches;
@@ -50,6 +56,7 @@ pub struct GpuPlan {
     pub int_gemms: Vec<IntGemmKernel>,
     pub scatters: Vec<Scatters>,
     pub gathers: Vec<GatherKernel>,
+    pub attentions: Vec<AttentionLaunch>,
     pub ptx: String,
     /// The same entries in modules of about [`crate::backend::ptx::MODULE_BYTES`] each, in order, with how many
     /// entry points each defines: what a device loads.
@@ -81,7 +88,7 @@ impl GpuPlan {
         let mode = options.math;
         verify(func)?;
         let kernels_target = crate::backend::ptx::support::target(mode);
-        let func = &expand_attention(func)?;
+        let func = &expand_attention_except(func, &supports)?;
         let func = &schedule(&split_reductions(func)?, &kernels_target);
         let mut steps = Vec::new();
         let mut p = Parts {
@@ -126,6 +133,7 @@ impl GpuPlan {
             int_gemms,
             scatters,
             gathers,
+            attentions,
             atomic_float_scatter: _,
             called: _,
             calls,
@@ -135,17 +143,20 @@ impl GpuPlan {
             .map(|&i| CallPlan::new(&func.body[i].op, target, options))
             .collect::<Result<Vec<_>, _>>()?;
         let (steps, launches, reduce_launches) = group_launches(func, steps, &kernels, &reductions);
-        let pieces = render_pieces(
+        let mut pieces = render_pieces(
             &legal_kernels,
             &launches,
             (&reductions, &reduce_launches),
             (&copies, &int_gemms, &scatters, &gathers),
             mode,
         )?;
+        for a in &attentions {
+            pieces.push((a.render(mode)?, 1));
+        }
         let ptx = module_text(target, &pieces);
         let modules = split_modules(target, &pieces);
         let Liveness { frees, memory } = plan_liveness(func, &steps, &kernels, &launches);
-        let run = run_plan(
+        let mut run = run_plan(
             func,
             (&steps, &frees, memory),
             (&kernels, &launches),
@@ -153,6 +164,7 @@ impl GpuPlan {
             (&copies, &int_gemms, &scatters, &gathers),
             (&modules, &calls),
         )?;
+        run.attentions = attention_launches(func, &steps, &attentions)?;
         Ok(GpuPlan {
             run,
             func: func.clone(),
@@ -167,6 +179,7 @@ impl GpuPlan {
             int_gemms,
             scatters,
             gathers,
+            attentions,
             ptx,
             modules,
             calls,
@@ -343,6 +356,7 @@ fn run_plan(
                 reduce_parts[*total] = vec![(partials.clone(), ins(*index).ty.clone())];
             }
             GpuStep::Launch(_)
+            | GpuStep::Attention { .. }
             | GpuStep::Scatter { .. }
             | GpuStep::View(_)
             | GpuStep::Constant(_)
@@ -446,10 +460,83 @@ fn run_plan(
         int_gemms,
         scatters,
         gathers,
+        attentions: Vec::new(),
         modules: modules.to_vec(),
         calls,
         cubins: None,
     })
+}
+
+/// An attention kernel of a plan: an attention's forward parts, or one gradient part.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttentionLaunch {
+    Forward(AttentionKernel),
+    Grad(AttentionGradKernel),
+}
+
+impl AttentionLaunch {
+    pub fn name(&self) -> &str {
+        match self {
+            AttentionLaunch::Forward(k) => &k.name,
+            AttentionLaunch::Grad(k) => &k.name,
+        }
+    }
+
+    /// Blocks of the launch, one unit of work each.
+    pub fn blocks(&self) -> usize {
+        match self {
+            AttentionLaunch::Forward(k) => k.blocks(),
+            AttentionLaunch::Grad(k) => k.blocks(),
+        }
+    }
+
+    /// The kernel's `.entry`.
+    pub fn render(&self, mode: MathMode) -> Result<String, PtxError> {
+        match self {
+            AttentionLaunch::Forward(k) => render_attention(k, mode),
+            AttentionLaunch::Grad(k) => render_attention_grad(k, mode),
+        }
+    }
+}
+
+/// What the executor needs of each attention kernel: its entry, parameters (operands, then the
+/// results it writes) and blocks, from the step that runs it.
+fn attention_launches(
+    func: &Func,
+    steps: &[GpuStep],
+    attentions: &[AttentionLaunch],
+) -> Result<Vec<BlocksLaunchSpec>, GpuError> {
+    let typed = |v: ValueId| func.value_type(v).cloned().ok_or(GpuError::Missing(v.0));
+    let mut specs: Vec<Option<BlocksLaunchSpec>> = vec![None; attentions.len()];
+    for step in steps {
+        let GpuStep::Attention { members, launch } = step else {
+            continue;
+        };
+        let first = members
+            .first()
+            .map(|&i| &func.body[i])
+            .ok_or_else(|| GpuError::Unused(attentions[*launch].name().to_string()))?;
+        let mut params = Vec::new();
+        for &v in &first.args {
+            params.push(Param::Input(v, typed(v)?));
+        }
+        for &i in members {
+            let v = func.instr_value(i);
+            params.push(Param::Output(v, typed(v)?));
+        }
+        let k = &attentions[*launch];
+        specs[*launch] = Some(BlocksLaunchSpec {
+            name: k.name().to_string(),
+            params,
+            blocks: k.blocks(),
+            block: ATTENTION_ROWS as u32,
+        });
+    }
+    specs
+        .into_iter()
+        .zip(attentions)
+        .map(|(s, k)| s.ok_or_else(|| GpuError::Unused(k.name().to_string())))
+        .collect()
 }
 
 /// Launch `launch`'s threads and its block size: a block per row for a row kernel, elements
@@ -486,6 +573,7 @@ struct Parts {
     int_gemms: Vec<IntGemmKernel>,
     scatters: Vec<Scatters>,
     gathers: Vec<GatherKernel>,
+    attentions: Vec<AttentionLaunch>,
     /// Float scatter-adds may combine by atomics ([`GpuOptions::atomic_float_scatter`]).
     atomic_float_scatter: bool,
     /// Control-flow instructions whose call a step runs.
@@ -564,8 +652,6 @@ impl Parts {
             // Sorting runs on the host's interpreter: a GPU sort kernel is left for later; so
             // do reverses (a strided copy with negative strides is left for later too).
             Op::Sort { .. } | Op::Argsort { .. } | Op::Reverse { .. } => host,
-            // Attention is expanded into plain ops before planning (`expand_attention`).
-            Op::Attention(_) => host,
             // A control-flow call is one step for all its instructions (one per result, the
             // same operands), its regions planned as programs of their own.
             Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
@@ -599,6 +685,66 @@ impl Parts {
                         GpuStep::Scatter {
                             index,
                             kernels: self.scatters.len() - 1,
+                        }
+                    }
+                    None => host,
+                }
+            }
+            // A gradient part: a kernel of its own.
+            Op::Attention(a)
+                if !matches!(a.part, AttentionPart::Output | AttentionPart::LogSumExp) =>
+            {
+                let name = format!("{}_a{}", func.name, self.attentions.len());
+                let types: Option<Vec<_>> = ins.args.iter().map(|&v| func.value_type(v)).collect();
+                match types.and_then(|t| AttentionGradKernel::plan(name, a, &t)) {
+                    Some(k) => {
+                        self.attentions.push(AttentionLaunch::Grad(k));
+                        GpuStep::Attention {
+                            members: vec![index],
+                            launch: self.attentions.len() - 1,
+                        }
+                    }
+                    None => host,
+                }
+            }
+            // The forward parts of an attention: one kernel for the output and the log-sum-exps
+            // of the same operands (the later one's instruction joins this step).
+            Op::Attention(a) => {
+                let forward = |j: usize| match &func.body[j].op {
+                    Op::Attention(b) if func.body[j].args == ins.args => {
+                        let same = b.causal == a.causal && b.precision == a.precision;
+                        same.then_some(b.part)
+                    }
+                    _ => None,
+                };
+                let mut members = vec![index];
+                for j in index + 1..func.body.len() {
+                    let part = forward(j);
+                    let joins =
+                        matches!(part, Some(AttentionPart::Output | AttentionPart::LogSumExp))
+                            && part != Some(a.part)
+                            && members.len() < 2;
+                    if joins {
+                        members.push(j);
+                    }
+                }
+                let writes = |part| members.iter().any(|&j| forward(j) == Some(part));
+                let (out, lse) = (
+                    writes(AttentionPart::Output),
+                    writes(AttentionPart::LogSumExp),
+                );
+                let name = format!("{}_a{}", func.name, self.attentions.len());
+                let types: Option<Vec<_>> = ins.args.iter().map(|&v| func.value_type(v)).collect();
+                let planned = types.and_then(|t| AttentionKernel::plan(name, a, &t, (out, lse)));
+                match planned {
+                    Some(k) => {
+                        // The results in parameter order: the output, then the log-sum-exps.
+                        members.sort_by_key(|&j| forward(j) != Some(AttentionPart::Output));
+                        self.called.extend(members.iter().copied());
+                        self.attentions.push(AttentionLaunch::Forward(k));
+                        GpuStep::Attention {
+                            members,
+                            launch: self.attentions.len() - 1,
                         }
                     }
                     None => host,
@@ -808,7 +954,7 @@ pub(super) fn step_values<'k>(
             reads: Vec::new(),
             writes: vec![func.instr_value(*i)],
         },
-        GpuStep::Call { members, .. } => StepValues {
+        GpuStep::Call { members, .. } | GpuStep::Attention { members, .. } => StepValues {
             reads: members
                 .iter()
                 .flat_map(|&i| func.body[i].args.clone())

@@ -23,6 +23,8 @@
 //! [`matmul`] (the other kinds of entry).
 
 pub mod assemble;
+pub mod attention;
+pub mod attention_grad;
 pub mod copy;
 pub mod element_scatter;
 mod emit;

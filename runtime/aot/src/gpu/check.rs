@@ -6,7 +6,7 @@
 use super::plan::{CallKind, GpuRunPlan, GpuStep, Param, ScatterLaunches, ScatterSpec};
 use crate::error::ArtifactError;
 use crate::gemm::Gemm;
-use ferrax_ir::{verify, Func, Op, TensorType, ValueId};
+use ferrax_ir::{verify, AttentionPart, Func, Op, TensorType, ValueId};
 
 /// Whether `plan` and the plans of its regions (and theirs) are well formed.
 pub(crate) fn check_gpu_plan(plan: &GpuRunPlan) -> Result<(), ArtifactError> {
@@ -99,6 +99,7 @@ fn step_fits(plan: &GpuRunPlan, step: &GpuStep) -> bool {
                     .is_some_and(|(l, parts)| !parts.is_empty() && l.parts == parts)
             }
             GpuStep::Call { members, call } => call_fits(plan, members, *call),
+            GpuStep::Attention { members, launch } => attention_fits(plan, members, *launch),
             _ => false,
         };
     };
@@ -203,8 +204,64 @@ fn step_instruction(step: &GpuStep) -> Option<usize> {
         | GpuStep::View(index)
         | GpuStep::Constant(index)
         | GpuStep::Host(index) => Some(*index),
-        GpuStep::Launch(_) | GpuStep::Reduce { .. } | GpuStep::Call { .. } => None,
+        GpuStep::Launch(_)
+        | GpuStep::Reduce { .. }
+        | GpuStep::Call { .. }
+        | GpuStep::Attention { .. } => None,
     }
+}
+
+/// Whether attention launch `launch` computes the attention instructions `members` (the
+/// forward parts, one or two of the same operands, or one gradient part): it reads their
+/// operands and writes their results, as typed in the program.
+fn attention_fits(plan: &GpuRunPlan, members: &[usize], launch: usize) -> bool {
+    let func = &plan.func;
+    let Some(first) = members.first().and_then(|&i| func.body.get(i)) else {
+        return false;
+    };
+    let forward = |i: usize| {
+        func.body.get(i).is_some_and(|ins| {
+            ins.args == first.args
+                && matches!(
+                    &ins.op,
+                    Op::Attention(a) if matches!(a.part, AttentionPart::Output | AttentionPart::LogSumExp)
+                )
+        })
+    };
+    let mut params: Vec<Param> = Vec::with_capacity(first.args.len() + members.len());
+    for &v in &first.args {
+        match func.value_type(v) {
+            Some(t) => params.push(Param::Input(v, t.clone())),
+            None => return false,
+        }
+    }
+    for &i in members {
+        match func.body.get(i) {
+            Some(ins) => params.push(Param::Output(func.instr_value(i), ins.ty.clone())),
+            None => return false,
+        }
+    }
+    let gradient = |i: usize| {
+        func.body.get(i).is_some_and(|ins| {
+            matches!(
+                &ins.op,
+                Op::Attention(a) if matches!(
+                    a.part,
+                    AttentionPart::QueryGrad | AttentionPart::KeyGrad | AttentionPart::ValueGrad
+                )
+            )
+        })
+    };
+    let parts = match members {
+        [one] => forward(*one) || gradient(*one),
+        [_, _] => members.iter().all(|&i| forward(i)),
+        _ => false,
+    };
+    parts
+        && plan
+            .attentions
+            .get(launch)
+            .is_some_and(|a| a.params == params && whole_warps(a.block))
 }
 
 /// The type reduction `i` reads and the type it writes, if it is a reduction.

@@ -11,8 +11,9 @@ pub(crate) use check::check_gpu_plan;
 pub use ferrax_runtime::cuda::MatmulPrecision;
 pub use ferrax_runtime::machine::{GpuMachine, MachineError};
 pub use plan::{
-    CallKind, CopySpec, Cubins, ElementsSpec, GpuCallPlan, GpuRunPlan, GpuStep, GpuTarget,
-    KernelLaunchSpec, Param, ReduceLaunchSpec, ScanShape, ScatterLaunches, ScatterSpec, BLOCK,
+    BlocksLaunchSpec, CallKind, CopySpec, Cubins, ElementsSpec, GpuCallPlan, GpuRunPlan, GpuStep,
+    GpuTarget, KernelLaunchSpec, Param, ReduceLaunchSpec, ScanShape, ScatterLaunches, ScatterSpec,
+    BLOCK,
 };
 pub use program::GpuProgram;
 

@@ -64,6 +64,9 @@ pub enum GpuStep {
     Scatter { index: usize, kernels: usize },
     /// Instruction `index`, a gather by gather launch `kernel`.
     Gather { index: usize, kernel: usize },
+    /// The forward attention instructions `members` (its output and/or its log-sum-exps, the
+    /// same operands), computed together by attention launch `launch`.
+    Attention { members: Vec<usize>, launch: usize },
     /// A reshape: the result shares the operand's buffer.
     View(usize),
     /// A constant (or an iota), copied to the device once, when the program is loaded.
@@ -90,6 +93,16 @@ pub struct KernelLaunchSpec {
     pub name: String,
     pub params: Vec<Param>,
     pub threads: usize,
+    pub block: u32,
+}
+
+/// A launch of `blocks` blocks of `block` threads, each block a unit of the kernel's work
+/// (no grid-stride loop): its entry and its parameters in order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BlocksLaunchSpec {
+    pub name: String,
+    pub params: Vec<Param>,
+    pub blocks: usize,
     pub block: u32,
 }
 
@@ -208,6 +221,7 @@ pub struct GpuRunPlan {
     pub int_gemms: Vec<ElementsSpec>,
     pub scatters: Vec<ScatterSpec>,
     pub gathers: Vec<ElementsSpec>,
+    pub attentions: Vec<BlocksLaunchSpec>,
     /// PTX modules, in order, each with how many entries it defines: together the entries of
     /// [`GpuRunPlan::entry_names`], in that order.
     pub modules: Vec<(String, usize)>,
@@ -236,7 +250,7 @@ impl Cubins {
 
 impl GpuRunPlan {
     /// Every entry the plan launches, in module order: kernel launches, reductions, copies,
-    /// integer products, scatters' entries, gathers.
+    /// integer products, scatters' entries, gathers, attention kernels.
     pub fn entry_names(&self) -> Vec<&str> {
         let mut names: Vec<&str> = self.launches.iter().map(|l| l.name.as_str()).collect();
         names.extend(self.reduce_launches.iter().map(|r| r.name.as_str()));
@@ -248,6 +262,7 @@ impl GpuRunPlan {
                 .flat_map(|s| s.entries.iter().map(String::as_str)),
         );
         names.extend(self.gathers.iter().map(|g| g.name.as_str()));
+        names.extend(self.attentions.iter().map(|a| a.name.as_str()));
         names
     }
 
@@ -291,6 +306,11 @@ impl GpuRunPlan {
                 GpuStep::Copies(i, parts) => format!("{} by {} copies", instr(*i), parts.len()),
                 GpuStep::Scatter { index, .. } => format!("{} by scatter kernels", instr(*index)),
                 GpuStep::Gather { index, .. } => format!("{} by a gather kernel", instr(*index)),
+                GpuStep::Attention { members, launch } => {
+                    let parts: Vec<String> = members.iter().map(|&i| instr(i)).collect();
+                    let name = named(self.attentions.get(*launch).map(|a| a.name.as_str()));
+                    format!("{} by attention kernel {name}", parts.join(", "))
+                }
                 GpuStep::View(i) => format!("{} as a view", instr(*i)),
                 GpuStep::Constant(i) => format!("{} loaded once", instr(*i)),
                 GpuStep::Host(i) => format!("{} on the host", instr(*i)),

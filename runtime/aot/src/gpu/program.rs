@@ -5,6 +5,7 @@ use super::check::check_gpu_plan;
 use super::control::Call;
 use super::plan::{GpuRunPlan, GpuStep, Param, ScatterLaunches, BLOCK};
 use super::GpuRunError;
+use crate::error::ArtifactError;
 use crate::gemm::Gemm;
 use ferrax_ir::{DType, TensorType, ValueId};
 use ferrax_runtime::cuda::MatmulPrecision;
@@ -25,6 +26,7 @@ pub struct GpuProgram<M: GpuMachine> {
     /// Per scatter, its entries in launch order.
     scatter_functions: Vec<Vec<M::Function>>,
     gather_functions: Vec<M::Function>,
+    attention_functions: Vec<M::Function>,
     /// Per control-flow call, its regions' programs.
     calls: Vec<Call<M>>,
     matmul: MatmulPrecision,
@@ -86,6 +88,7 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
         let split = |functions: &mut Vec<M::Function>, n: usize| {
             functions.split_off(functions.len().saturating_sub(n))
         };
+        let attention_functions = split(&mut functions, plan.attentions.len());
         let gather_functions = split(&mut functions, plan.gathers.len());
         let scatter_entries: usize = plan.scatters.iter().map(|s| s.entries.len()).sum();
         let mut scatter_entries = split(&mut functions, scatter_entries);
@@ -120,6 +123,7 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
             int_gemm_functions,
             scatter_functions,
             gather_functions,
+            attention_functions,
             calls,
             matmul,
             machine_code,
@@ -334,6 +338,7 @@ impl<M: GpuMachine> GpuProgram<M> {
                 }
                 defined(*index, out)
             }
+            GpuStep::Attention { launch, .. } => self.attention(*launch, values),
             GpuStep::Host(i) => defined(*i, self.host(*i, values)?),
             GpuStep::Call { members, call } => self.call(members, *call, values),
         }
@@ -433,6 +438,53 @@ impl<M: GpuMachine> GpuProgram<M> {
         Ok(out)
     }
 
+    /// The addresses of `params` in order: each input's live value, and each output newly
+    /// allocated (returned with its value).
+    #[allow(clippy::type_complexity)]
+    fn bind(
+        &self,
+        params: &[Param],
+        values: &[Option<M::Array>],
+    ) -> Result<(Vec<u64>, Vec<(ValueId, M::Array)>), GpuRunError> {
+        let mut addresses = Vec::with_capacity(params.len());
+        let mut outputs = Vec::new();
+        for param in params {
+            match param {
+                Param::Input(v, _) => addresses.push(M::address(&get(values, *v)?)),
+                Param::Output(v, ty) => {
+                    let array = self.machine.alloc(ty)?;
+                    addresses.push(M::address(&array));
+                    outputs.push((*v, array));
+                }
+            }
+        }
+        Ok((addresses, outputs))
+    }
+
+    /// Attention launch `l`: its results allocated, one block a unit of work.
+    fn attention(
+        &self,
+        l: usize,
+        values: &[Option<M::Array>],
+    ) -> Result<Vec<(ValueId, M::Array)>, GpuRunError> {
+        let launch = &self.plan.attentions[l];
+        let (addresses, outputs) = self.bind(&launch.params, values)?;
+        let blocks = u32::try_from(launch.blocks)
+            .map_err(|_| ArtifactError::Malformed(format!("{} blocks", launch.blocks)))?;
+        // SAFETY: the plan's check matched the parameters with the attention's operands and
+        // results; the kernel reads rows of its operands' sizes and writes each result
+        // element of its block's rows once.
+        unsafe {
+            self.machine.launch_blocks(
+                &self.attention_functions[l],
+                blocks,
+                launch.block,
+                &addresses,
+            )?;
+        }
+        Ok(outputs)
+    }
+
     /// Kernel launch `l`: its outputs allocated, its entry queued over its elements.
     fn launch_kernels(
         &self,
@@ -441,18 +493,7 @@ impl<M: GpuMachine> GpuProgram<M> {
     ) -> Result<Vec<(ValueId, M::Array)>, GpuRunError> {
         let machine = &self.machine;
         let launch = &self.plan.launches[l];
-        let mut addresses = Vec::with_capacity(launch.params.len());
-        let mut outputs = Vec::new();
-        for param in &launch.params {
-            match param {
-                Param::Input(v, _) => addresses.push(M::address(&get(values, *v)?)),
-                Param::Output(v, ty) => {
-                    let array = machine.alloc(ty)?;
-                    addresses.push(M::address(&array));
-                    outputs.push((*v, array));
-                }
-            }
-        }
+        let (addresses, outputs) = self.bind(&launch.params, values)?;
         let grid = machine.grid_for(launch.threads, launch.block);
         // SAFETY: every address is a live buffer of its kernel's element count (inputs are
         // kept alive in `values`, outputs in `outputs`).

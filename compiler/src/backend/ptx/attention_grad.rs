@@ -1,0 +1,495 @@
+//! Dot-product attention's gradient parts as kernels (flash attention's backward pass): each
+//! recomputes the softmax weights from the scores and the row log-sum-exps instead of reading
+//! them, so nothing of `T x S` is in memory. The queries' gradient takes a thread per query row
+//! and visits the keys and values in shared-memory tiles, as the forward kernel does; the keys'
+//! and the values' gradients take a thread per key row and visit the queries and the output's
+//! cotangent in tiles, with each tile's log-sum-exps (and for the keys' gradient each query's
+//! `rowsum(d_out * out) - d_lse`, computed as the tile loads). A causal block of queries stops
+//! at its last row's keys, one of keys starts at its first key's query. Products round their
+//! operands and results to the attention's precision where it has one, as its plain-op
+//! spelling does.
+
+use super::attention::{load_tiles, rounded, supports, unary, Tiles, ROWS, TILE};
+use super::emit::{Class, Emitter};
+use super::loops::{entry_header, global_addresses, Thread};
+use super::{MathMode, PtxError};
+use ferrax_ir::{Attention, AttentionPart, DType, Scalar, TensorType, UnaryOp};
+use std::fmt::Write;
+
+/// The kernel of one gradient part of an attention.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AttentionGradKernel {
+    pub name: String,
+    pub batch: usize,
+    pub queries: usize,
+    pub keys: usize,
+    pub heads: usize,
+    pub features: usize,
+    pub causal: bool,
+    pub precision: Option<DType>,
+    /// [`AttentionPart::QueryGrad`], [`AttentionPart::KeyGrad`] or [`AttentionPart::ValueGrad`].
+    pub part: AttentionPart,
+}
+
+impl AttentionGradKernel {
+    /// The kernel of gradient part `a` on `args`, if one computes it.
+    pub fn plan(name: String, a: &Attention, args: &[&TensorType]) -> Option<AttentionGradKernel> {
+        let grad = matches!(
+            a.part,
+            AttentionPart::QueryGrad | AttentionPart::KeyGrad | AttentionPart::ValueGrad
+        );
+        if !grad || !supports(a, args) {
+            return None;
+        }
+        let d = a.dims(args).ok()?;
+        Some(AttentionGradKernel {
+            name,
+            batch: d.batch,
+            queries: d.queries,
+            keys: d.keys,
+            heads: d.heads,
+            features: d.features,
+            causal: a.causal,
+            precision: a.precision,
+            part: a.part,
+        })
+    }
+
+    /// Blocks of the launch: the rows' blocks (queries' or keys') of each batch and head.
+    pub fn blocks(&self) -> usize {
+        let rows = match self.part {
+            AttentionPart::QueryGrad => self.queries,
+            _ => self.keys,
+        };
+        rows.div_ceil(ROWS) * self.batch * self.heads
+    }
+}
+
+/// Registers of one row of `d` features at element `at` of the buffer at `base`, rounded to
+/// `precision` where given, loaded before the loops.
+fn row(
+    e: &mut Emitter,
+    base: &str,
+    at: &str,
+    d: usize,
+    precision: Option<DType>,
+) -> Result<Vec<String>, PtxError> {
+    let address = e.reg(Class::Rd);
+    e.pre_line(format!("mul.wide.u32 {address}, {at}, 4"));
+    e.pre_line(format!("add.s64 {address}, {base}, {address}"));
+    let regs: Vec<String> = (0..d).map(|_| e.reg(Class::F)).collect();
+    for (i, group) in regs.chunks(4).enumerate() {
+        e.pre_line(format!(
+            "ld.global.nc.v4.f32 {{{}}}, [{address}+{}]",
+            group.join(", "),
+            16 * i
+        ));
+    }
+    if precision.is_some() {
+        let body = std::mem::take(&mut e.body);
+        for r in &regs {
+            let x = rounded(e, precision, r.clone())?;
+            e.line(format!("mov.f32 {r}, {x}"));
+        }
+        let rounding = std::mem::replace(&mut e.body, body);
+        e.pre.push_str(&rounding);
+    }
+    Ok(regs)
+}
+
+/// `sum(a[f] * tile[f])` over the row of shared memory at `base`.
+fn dot_shared(e: &mut Emitter, a: &[String], base: &str, zero: &str) -> String {
+    let s = e.reg(Class::F);
+    e.line(format!("mov.f32 {s}, {zero}"));
+    for (g, group) in a.chunks(4).enumerate() {
+        let t = e.regs::<4>(Class::F);
+        e.line(format!(
+            "ld.shared.v4.f32 {{{}}}, [{base}+{}]",
+            t.join(", "),
+            16 * g
+        ));
+        for (x, y) in group.iter().zip(&t) {
+            e.line(format!("fma.rn.f32 {s}, {x}, {y}, {s}"));
+        }
+    }
+    s
+}
+
+/// `sum(own[f] * tile[f])` of two rows of shared memory: this thread's at `own`, the tile's
+/// at `base`.
+fn dot_rows(e: &mut Emitter, d: usize, own: &str, base: &str, zero: &str) -> String {
+    let s = e.reg(Class::F);
+    e.line(format!("mov.f32 {s}, {zero}"));
+    for g in 0..d / 4 {
+        let (x, t) = (e.regs::<4>(Class::F), e.regs::<4>(Class::F));
+        e.line(format!(
+            "ld.shared.v4.f32 {{{}}}, [{own}+{}]",
+            x.join(", "),
+            16 * g
+        ));
+        e.line(format!(
+            "ld.shared.v4.f32 {{{}}}, [{base}+{}]",
+            t.join(", "),
+            16 * g
+        ));
+        for (a, b) in x.iter().zip(&t) {
+            e.line(format!("fma.rn.f32 {s}, {a}, {b}, {s}"));
+        }
+    }
+    s
+}
+
+/// `acc[f] += w * tile[f]` over the row of shared memory at `base`.
+fn add_scaled_shared(e: &mut Emitter, acc: &[String], w: &str, base: &str) {
+    for (g, group) in acc.chunks(4).enumerate() {
+        let t = e.regs::<4>(Class::F);
+        e.line(format!(
+            "ld.shared.v4.f32 {{{}}}, [{base}+{}]",
+            t.join(", "),
+            16 * g
+        ));
+        for (a, y) in group.iter().zip(&t) {
+            e.line(format!("fma.rn.f32 {a}, {w}, {y}, {a}"));
+        }
+    }
+}
+
+/// The kernel's `.entry`: parameters q, k, v, out, lse, d_out, d_lse, then the gradient.
+pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<String, PtxError> {
+    let mut e = Emitter::new(mode);
+    let name = &k.name;
+    let (t_len, s_len, heads, d, h16) = (k.queries, k.keys, k.heads, k.features, k.precision);
+    let by_query = k.part == AttentionPart::QueryGrad;
+    let params: Vec<String> = (0..8).map(|p| format!("{name}_param_{p}")).collect();
+    let a = global_addresses(&mut e, &params);
+    let (q_in, k_in, v_in, o_in, lse_in, do_in, dlse_in, result) =
+        (&a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7]);
+    let Thread { ctaid, tid, .. } = Thread::new(&mut e);
+    let c = |e: &mut Emitter, v: f32| e.constant(Scalar::F32(v), DType::F32);
+    let (zero, minus_inf) = (c(&mut e, 0.0), c(&mut e, f32::NEG_INFINITY));
+
+    // The block's batch and head, and this thread's row (a query's or a key's).
+    let (own_len, other_len) = if by_query {
+        (t_len, s_len)
+    } else {
+        (s_len, t_len)
+    };
+    let row_blocks = own_len.div_ceil(ROWS);
+    let [bh, rb, b, h, own] = e.regs::<5>(Class::R);
+    e.pre_line(format!("div.u32 {bh}, {ctaid}, {row_blocks}"));
+    e.pre_line(format!("rem.u32 {rb}, {ctaid}, {row_blocks}"));
+    e.pre_line(format!("div.u32 {b}, {bh}, {heads}"));
+    e.pre_line(format!("rem.u32 {h}, {bh}, {heads}"));
+    e.pre_line(format!("mad.lo.s32 {own}, {rb}, {ROWS}, {tid}"));
+    let active = e.reg(Class::P);
+    e.pre_line(format!("setp.lt.u32 {active}, {own}, {own_len}"));
+    let clamped = e.reg(Class::R);
+    e.pre_line(format!("min.u32 {clamped}, {own}, {}", own_len - 1));
+    // Element of row `position` of a [B, len, H, D] operand: ((b * len + position) * H + h) * D.
+    let element = |e: &mut Emitter, position: &str, len: usize| {
+        let r = e.reg(Class::R);
+        e.pre_line(format!("mad.lo.s32 {r}, {b}, {len}, {position}"));
+        e.pre_line(format!("mad.lo.s32 {r}, {r}, {heads}, {h}"));
+        e.pre_line(format!("mul.lo.s32 {r}, {r}, {d}"));
+        r
+    };
+    let own_at = element(&mut e, &clamped, own_len);
+    // The other rows visited: keys up to the last query row's (causal) for a query block; for a
+    // key block, queries from its first key on (causal).
+    let [start, end] = e.regs::<2>(Class::R);
+    match (by_query, k.causal) {
+        (true, true) => {
+            e.pre_line(format!("mov.u32 {start}, 0"));
+            e.pre_line(format!("mad.lo.s32 {end}, {rb}, {ROWS}, {ROWS}"));
+            e.pre_line(format!("min.u32 {end}, {end}, {}", t_len.min(s_len)));
+        }
+        (false, true) => {
+            e.pre_line(format!("mul.lo.s32 {start}, {rb}, {ROWS}"));
+            e.pre_line(format!("mov.u32 {end}, {t_len}"));
+        }
+        (_, false) => {
+            e.pre_line(format!("mov.u32 {start}, 0"));
+            e.pre_line(format!("mov.u32 {end}, {other_len}"));
+        }
+    }
+    // The first row of the visited operands' batch and head; a row is `heads * d` further.
+    let other_base = e.reg(Class::R);
+    e.pre_line(format!(
+        "mul.lo.s32 {other_base}, {b}, {}",
+        other_len * heads
+    ));
+    e.pre_line(format!("add.s32 {other_base}, {other_base}, {h}"));
+    e.pre_line(format!("mul.lo.s32 {other_base}, {other_base}, {d}"));
+
+    // This thread's rows. A query: q, d_out (raw for delta, then rounded), its log-sum-exp
+    // and delta = rowsum(d_out * out) - d_lse. A key: k, and v for the keys' gradient.
+    let lse_slot = e.reg(Class::R);
+    let (mine, second, lse_own, delta_own) = if by_query {
+        let q = row(&mut e, q_in, &own_at, d, h16)?;
+        let d_out = row(&mut e, do_in, &own_at, d, None)?;
+        let out = row(&mut e, o_in, &own_at, d, None)?;
+        let delta = e.reg(Class::F);
+        e.pre_line(format!("mov.f32 {delta}, {zero}"));
+        for (x, y) in d_out.iter().zip(&out) {
+            e.pre_line(format!("fma.rn.f32 {delta}, {x}, {y}, {delta}"));
+        }
+        e.pre_line(format!("mad.lo.s32 {lse_slot}, {bh}, {t_len}, {clamped}"));
+        let [lse, dlse] = e.regs::<2>(Class::F);
+        let address = e.reg(Class::Rd);
+        e.pre_line(format!("mul.wide.u32 {address}, {lse_slot}, 4"));
+        let at = e.reg(Class::Rd);
+        e.pre_line(format!("add.s64 {at}, {lse_in}, {address}"));
+        e.pre_line(format!("ld.global.nc.f32 {lse}, [{at}]"));
+        e.pre_line(format!("add.s64 {at}, {dlse_in}, {address}"));
+        e.pre_line(format!("ld.global.nc.f32 {dlse}, [{at}]"));
+        e.pre_line(format!("sub.rn.f32 {delta}, {delta}, {dlse}"));
+        if h16.is_some() {
+            let body = std::mem::take(&mut e.body);
+            for r in &d_out {
+                let x = rounded(&mut e, h16, r.clone())?;
+                e.line(format!("mov.f32 {r}, {x}"));
+            }
+            let rounding = std::mem::replace(&mut e.body, body);
+            e.pre.push_str(&rounding);
+        }
+        (q, Some(d_out), Some(lse), Some(delta))
+    } else {
+        let key = row(&mut e, k_in, &own_at, d, h16)?;
+        let value = match k.part {
+            AttentionPart::KeyGrad => Some(row(&mut e, v_in, &own_at, d, h16)?),
+            _ => None,
+        };
+        (key, value, None, None)
+    };
+    // The second row (a query's d_out, a key's value) waits in this thread's row of shared
+    // memory, so three rows of registers (query or key, it, the gradient) do not spill; rows
+    // are padded by 16 bytes so a warp's loads fall in distinct banks.
+    let own_stride = (d + 4) * 4;
+    let own_slot = e.reg(Class::R);
+    if let Some(regs) = &second {
+        e.pre_line(format!("mov.u32 {own_slot}, {name}_own"));
+        e.pre_line(format!(
+            "mad.lo.s32 {own_slot}, {tid}, {own_stride}, {own_slot}"
+        ));
+        for (g, group) in regs.chunks(4).enumerate() {
+            e.pre_line(format!(
+                "st.shared.v4.f32 [{own_slot}+{}], {{{}}}",
+                16 * g,
+                group.join(", ")
+            ));
+        }
+    }
+    let acc: Vec<String> = (0..d).map(|_| e.reg(Class::F)).collect();
+    for r in &acc {
+        e.pre_line(format!("mov.f32 {r}, {zero}"));
+    }
+
+    // Shared tiles of the visited rows: keys and values (a query block), or queries and
+    // output cotangents (a key block), [TILE, d] each, rounded; then a key block's per-query
+    // log-sum-exps and deltas, TILE each.
+    let tile_bytes = TILE * d * 4;
+    let [first_base, second_base, rows_base] = e.regs::<3>(Class::R);
+    e.pre_line(format!("mov.u32 {first_base}, {name}_tiles"));
+    e.pre_line(format!("add.u32 {second_base}, {first_base}, {tile_bytes}"));
+    e.pre_line(format!("add.u32 {rows_base}, {second_base}, {tile_bytes}"));
+    let (first_in, second_in) = if by_query {
+        (k_in, v_in)
+    } else {
+        (q_in, do_in)
+    };
+
+    let tile_loop = e.label("tile");
+    e.body.push_str(&format!("{tile_loop}:\n"));
+    e.line("bar.sync 0".into());
+    let tiles = Tiles {
+        sources: (first_in, second_in),
+        base: &other_base,
+        row: heads * d,
+        start: &start,
+        len: other_len,
+        shared: &first_base,
+    };
+    let loaded = load_tiles(&mut e, &tiles, (d, &tid, &zero), h16)?;
+    e.body.push_str(&format!("{loaded}:\n"));
+    if !by_query {
+        // The first TILE threads: their query's log-sum-exp and (keys' gradient) delta.
+        let (rows_done, query) = (e.label("rows"), e.reg(Class::R));
+        let (skip, inside) = (e.reg(Class::P), e.reg(Class::P));
+        e.line(format!("setp.ge.u32 {skip}, {tid}, {TILE}"));
+        e.line(format!("@{skip} bra {rows_done}"));
+        e.line(format!("add.u32 {query}, {start}, {tid}"));
+        e.line(format!("setp.lt.u32 {inside}, {query}, {t_len}"));
+        e.line(format!("min.u32 {query}, {query}, {}", t_len - 1));
+        let [lse, delta] = e.regs::<2>(Class::F);
+        let (slot_at, address) = (e.reg(Class::R), e.reg(Class::Rd));
+        e.line(format!("mad.lo.s32 {slot_at}, {bh}, {t_len}, {query}"));
+        e.line(format!("mul.wide.u32 {address}, {slot_at}, 4"));
+        let at_lse = e.reg(Class::Rd);
+        e.line(format!("add.s64 {at_lse}, {lse_in}, {address}"));
+        e.line(format!("ld.global.nc.f32 {lse}, [{at_lse}]"));
+        e.line(format!("selp.f32 {lse}, {lse}, {zero}, {inside}"));
+        e.line(format!("mov.f32 {delta}, {zero}"));
+        if k.part == AttentionPart::KeyGrad {
+            let dlse = e.reg(Class::F);
+            e.line(format!("add.s64 {at_lse}, {dlse_in}, {address}"));
+            e.line(format!("ld.global.nc.f32 {dlse}, [{at_lse}]"));
+            // rowsum(d_out * out) over the query's row, d_out unrounded.
+            let row_at = e.reg(Class::R);
+            e.line(format!(
+                "mad.lo.s32 {row_at}, {query}, {}, {other_base}",
+                heads * d
+            ));
+            let (o_address, g_address) = (e.reg(Class::Rd), e.reg(Class::Rd));
+            e.line(format!("mul.wide.u32 {o_address}, {row_at}, 4"));
+            e.line(format!("add.s64 {g_address}, {do_in}, {o_address}"));
+            e.line(format!("add.s64 {o_address}, {o_in}, {o_address}"));
+            for g in 0..d / 4 {
+                let (ov, gv) = (e.regs::<4>(Class::F), e.regs::<4>(Class::F));
+                e.line(format!(
+                    "ld.global.nc.v4.f32 {{{}}}, [{o_address}+{}]",
+                    ov.join(", "),
+                    16 * g
+                ));
+                e.line(format!(
+                    "ld.global.nc.v4.f32 {{{}}}, [{g_address}+{}]",
+                    gv.join(", "),
+                    16 * g
+                ));
+                for (x, y) in ov.iter().zip(&gv) {
+                    e.line(format!("fma.rn.f32 {delta}, {x}, {y}, {delta}"));
+                }
+            }
+            e.line(format!("sub.rn.f32 {delta}, {delta}, {dlse}"));
+        }
+        let row_slot = e.reg(Class::R);
+        e.line(format!("shl.b32 {row_slot}, {tid}, 2"));
+        e.line(format!("add.u32 {row_slot}, {row_slot}, {rows_base}"));
+        e.line(format!("st.shared.f32 [{row_slot}], {lse}"));
+        e.line(format!("st.shared.f32 [{row_slot}+{}], {delta}", TILE * 4));
+        e.body.push_str(&format!("{rows_done}:\n"));
+    }
+    e.line("bar.sync 0".into());
+
+    // Each visited row of the tile, in a loop (not unrolled: one row's registers at a time).
+    let [r, first_row, second_row, row_slot] = e.regs::<4>(Class::R);
+    let row_loop = e.label("row");
+    e.line(format!("mov.u32 {r}, 0"));
+    e.body.push_str(&format!("{row_loop}:\n"));
+    // Unrolled, the rows' loads and products overlap past the registers at 64 features.
+    e.line(".pragma \"nounroll\"".into());
+    e.line(format!(
+        "mad.lo.s32 {first_row}, {r}, {}, {first_base}",
+        d * 4
+    ));
+    e.line(format!(
+        "mad.lo.s32 {second_row}, {r}, {}, {second_base}",
+        d * 4
+    ));
+    e.line(format!("mad.lo.s32 {row_slot}, {r}, 4, {rows_base}"));
+    // The score, masked where the visited row is past its end or (causal) the key comes
+    // after the query.
+    let s = dot_shared(&mut e, &mine, &first_row, &zero);
+    let s = rounded(&mut e, h16, s)?;
+    let (visited, valid) = (e.reg(Class::R), e.reg(Class::P));
+    e.line(format!("add.u32 {visited}, {start}, {r}"));
+    e.line(format!("setp.lt.u32 {valid}, {visited}, {other_len}"));
+    if k.causal {
+        let seen = e.reg(Class::P);
+        match by_query {
+            true => e.line(format!("setp.le.u32 {seen}, {visited}, {own}")),
+            false => e.line(format!("setp.le.u32 {seen}, {own}, {visited}")),
+        }
+        e.line(format!("and.pred {valid}, {valid}, {seen}"));
+    }
+    e.line(format!("selp.f32 {s}, {s}, {minus_inf}, {valid}"));
+    let (lse, delta) = match (&lse_own, &delta_own) {
+        (Some(l), Some(dl)) => (l.clone(), dl.clone()),
+        _ => {
+            let [l, dl] = e.regs::<2>(Class::F);
+            e.line(format!("ld.shared.f32 {l}, [{row_slot}]"));
+            e.line(format!("ld.shared.f32 {dl}, [{row_slot}+{}]", 4 * TILE));
+            (l, dl)
+        }
+    };
+    let shifted = e.reg(Class::F);
+    e.line(format!("sub.rn.f32 {shifted}, {s}, {lse}"));
+    let p = unary(&mut e, UnaryOp::Exp, &shifted)?;
+    match k.part {
+        AttentionPart::ValueGrad => {
+            let p = rounded(&mut e, h16, p)?;
+            add_scaled_shared(&mut e, &acc, &p, &second_row);
+        }
+        _ => {
+            // d score = p * (d_out . v - delta), then its product with the other operand.
+            // A query's d_out against the tile's value row; a key's value against the
+            // tile's d_out row.
+            let dp = dot_rows(&mut e, d, &own_slot, &second_row, &zero);
+            let dp = rounded(&mut e, h16, dp)?;
+            let (centred, ds) = (e.reg(Class::F), e.reg(Class::F));
+            e.line(format!("sub.rn.f32 {centred}, {dp}, {delta}"));
+            e.line(format!("mul.rn.f32 {ds}, {p}, {centred}"));
+            let ds = rounded(&mut e, h16, ds)?;
+            // dq += ds * k (the tile's key row); dk += ds * q (the tile's query row).
+            add_scaled_shared(&mut e, &acc, &ds, &first_row);
+        }
+    }
+    let next_row = e.reg(Class::P);
+    e.line(format!("add.u32 {r}, {r}, 1"));
+    e.line(format!("setp.lt.u32 {next_row}, {r}, {TILE}"));
+    e.line(format!("@{next_row} bra {row_loop}"));
+    let more = e.reg(Class::P);
+    e.line(format!("add.u32 {start}, {start}, {TILE}"));
+    e.line(format!("setp.lt.u32 {more}, {start}, {end}"));
+    e.line(format!("@{more} bra {tile_loop}"));
+
+    // This row's gradient, rounded to the precision.
+    let done = e.label("done");
+    let outside = e.reg(Class::P);
+    e.line(format!("not.pred {outside}, {active}"));
+    e.line(format!("@{outside} bra {done}"));
+    let address = e.reg(Class::Rd);
+    let out_at = e.reg(Class::R);
+    e.line(format!("mad.lo.s32 {out_at}, {b}, {own_len}, {own}"));
+    e.line(format!("mad.lo.s32 {out_at}, {out_at}, {heads}, {h}"));
+    e.line(format!("mul.lo.s32 {out_at}, {out_at}, {d}"));
+    e.line(format!("mul.wide.u32 {address}, {out_at}, 4"));
+    e.line(format!("add.s64 {address}, {result}, {address}"));
+    for (g, group) in acc.chunks(4).enumerate() {
+        let mut values = Vec::with_capacity(4);
+        for r in group {
+            values.push(rounded(&mut e, h16, r.clone())?);
+        }
+        e.line(format!(
+            "st.global.v4.f32 [{address}+{}], {{{}}}",
+            16 * g,
+            values.join(", ")
+        ));
+    }
+    e.body.push_str(&format!("{done}:\n"));
+
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "// attention {:?}: [{}, {t_len}, {heads}, {d}] over {s_len} keys, causal {}, \
+         products {:?}",
+        k.part, k.batch, k.causal, k.precision
+    );
+    entry_header(&mut s, name, &params, Some(ROWS));
+    e.declare(&mut s);
+    let _ = writeln!(
+        s,
+        "\t.shared .align 16 .b8 {name}_tiles[{}];",
+        2 * tile_bytes + 2 * TILE * 4
+    );
+    if second.is_some() {
+        let _ = writeln!(
+            s,
+            "\t.shared .align 16 .b8 {name}_own[{}];",
+            ROWS * own_stride
+        );
+    }
+    s.push_str(&e.pre);
+    s.push_str(&e.body);
+    s.push_str("\tret;\n}\n");
+    Ok(s)
+}
