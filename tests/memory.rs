@@ -135,3 +135,25 @@ fn the_bf16_step_keeps_no_more_than_the_f32_step_and_its_rounded_weights() {
          attention operands and weights {attention} B"
     );
 }
+
+/// A kernel's output computed from no input it could write over (here from a broadcast
+/// scalar) does not take a donated parameter's buffer ahead of that parameter's own update,
+/// which lands in place as it does alone.
+#[test]
+fn an_output_of_no_donated_input_leaves_the_parameters_buffer_to_its_update() {
+    let step = jit(|(s, p): (Tensor, Tensor)| {
+        let filled = s.broadcast_to([256, 64]) * 2.0;
+        (filled, &p - 0.5)
+    });
+    let mut p = Tensor::from_vec([256, 64], vec![1.0f32; 256 * 64]);
+    for _ in 0..2 {
+        let before = addresses(&p);
+        let (filled, next) = step
+            .call((Tensor::from_vec(Vec::<usize>::new(), vec![3.0f32]), p))
+            .expect("a step");
+        assert_eq!(addresses(&next), before, "the update in place");
+        assert_eq!(filled.to_vec::<f32>().expect("data")[0], 6.0);
+        p = next;
+    }
+    assert_eq!(p.to_vec::<f32>().expect("data")[0], 0.0);
+}
