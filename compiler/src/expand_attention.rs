@@ -33,26 +33,22 @@ pub fn expand_attention_except(
     for ins in &func.body {
         let args: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
         let v = match &ins.op {
-            Op::Attention(a)
-                if !kept(
-                    a,
-                    &ins.args
-                        .iter()
-                        .filter_map(|&x| func.value_type(x))
-                        .collect::<Vec<_>>(),
-                ) =>
-            {
+            Op::Attention(a) => {
                 let types: Vec<&TensorType> = ins
                     .args
                     .iter()
                     .filter_map(|&x| func.value_type(x))
                     .collect();
-                let decomposition = a.decompose(&types)?;
-                let out = b.inline(&decomposition, &args)?;
-                out.first().copied().ok_or_else(|| TypeError::Invalid {
-                    op: a.name(),
-                    message: "its decomposition has no result".into(),
-                })?
+                if kept(a, &types) {
+                    b.push(ins.op.clone(), &args)?
+                } else {
+                    let decomposition = a.decompose(&types)?;
+                    let out = b.inline(&decomposition, &args)?;
+                    out.first().copied().ok_or_else(|| TypeError::Invalid {
+                        op: a.name(),
+                        message: "its decomposition has no result".into(),
+                    })?
+                }
             }
             op => b.push(op.map_regions(|f| expand_attention_except(f, kept))?, &args)?,
         };

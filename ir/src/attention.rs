@@ -320,9 +320,11 @@ impl Attention {
                 let spread_delta = spread(&mut b, delta)?;
                 let centred = b.push(Op::Binary(BinaryOp::Sub), &[d_weights, spread_delta])?;
                 let d_scores = b.push(Op::Binary(BinaryOp::Mul), &[weights, centred])?;
-                let grad = match self.part {
-                    AttentionPart::QueryGrad => product(&mut b, dot([0, 1], 3, 1), d_scores, k)?,
-                    _ => product(&mut b, dot([0, 1], 2, 1), d_scores, q)?,
+                // dq = d scores . k over the keys; dk = d scores . q over the queries.
+                let grad = if self.part == AttentionPart::QueryGrad {
+                    product(&mut b, dot([0, 1], 3, 1), d_scores, k)?
+                } else {
+                    product(&mut b, dot([0, 1], 2, 1), d_scores, q)?
                 };
                 heads_second(&mut b, grad)?
             }

@@ -4,8 +4,9 @@
 //! mode of the gradient parts (second derivatives), differentiate the part's decomposition
 //! into plain ops.
 
-use super::{or_zero, Emitter, R};
-use crate::autodiff::{jvp as jvp_program, vjp as vjp_program, AutodiffError};
+use super::call::inline_jvp;
+use super::{Emitter, R};
+use crate::autodiff::vjp as vjp_program;
 use ferrax_ir::{Attention, AttentionPart, Func, ValueId};
 
 /// The decomposition of `a` on the operands `x`.
@@ -20,16 +21,8 @@ pub(super) fn jvp(
     x: &[ValueId],
     t: &[Option<ValueId>],
 ) -> R<Option<ValueId>> {
-    let program = jvp_program(&decomposition(e, a, x)?)?;
-    let mut args = x.to_vec();
-    for (&xi, &ti) in x.iter().zip(t) {
-        args.push(or_zero(e, ti, xi)?);
-    }
-    let outs = e.b.inline(&program, &args)?;
-    outs.get(1)
-        .copied()
-        .map(Some)
-        .ok_or(AutodiffError::Undefined(ValueId(1)))
+    let decomposition = decomposition(e, a, x)?;
+    inline_jvp(e, &decomposition, x, t)
 }
 
 pub(super) fn vjp(

@@ -3,7 +3,7 @@
 
 use super::{or_zero, Emitter, R};
 use crate::autodiff::{jvp as jvp_program, AutodiffError};
-use ferrax_ir::{CustomVjp, ValueId};
+use ferrax_ir::{CustomVjp, Func, ValueId};
 
 pub(super) fn jvp(
     e: &mut Emitter,
@@ -11,7 +11,18 @@ pub(super) fn jvp(
     x: &[ValueId],
     t: &[Option<ValueId>],
 ) -> R<Option<ValueId>> {
-    let program = jvp_program(&c.primal)?;
+    inline_jvp(e, &c.primal, x, t)
+}
+
+/// The tangent of `f`'s one result at `x` along `t` (zeros where absent): `f`'s forward-mode
+/// program, inlined.
+pub(super) fn inline_jvp(
+    e: &mut Emitter,
+    f: &Func,
+    x: &[ValueId],
+    t: &[Option<ValueId>],
+) -> R<Option<ValueId>> {
+    let program = jvp_program(f)?;
     let mut args = x.to_vec();
     for (&xi, &ti) in x.iter().zip(t) {
         args.push(or_zero(e, ti, xi)?);

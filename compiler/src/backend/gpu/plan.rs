@@ -710,12 +710,15 @@ impl Parts {
             // The forward parts of an attention: one kernel for the output and the log-sum-exps
             // of the same operands (the later one's instruction joins this step).
             Op::Attention(a) => {
-                let forward = |j: usize| match &func.body[j].op {
-                    Op::Attention(b) if func.body[j].args == ins.args => {
-                        let same = b.causal == a.causal && b.precision == a.precision;
-                        same.then_some(b.part)
-                    }
-                    _ => None,
+                // The part instruction `j` computes, where it is an attention like this one.
+                let forward = |j: usize| {
+                    let Op::Attention(b) = &func.body[j].op else {
+                        return None;
+                    };
+                    let same = func.body[j].args == ins.args
+                        && b.causal == a.causal
+                        && b.precision == a.precision;
+                    same.then_some(b.part)
                 };
                 let mut members = vec![index];
                 for j in index + 1..func.body.len() {
@@ -994,7 +997,17 @@ fn plan_liveness(
                     writes: Vec::new(),
                 }
             }
-            _ => StepValues {
+            GpuStep::Launch(_)
+            | GpuStep::Gemm { .. }
+            | GpuStep::Reduce { .. }
+            | GpuStep::SplitReduce { .. }
+            | GpuStep::Copies(..)
+            | GpuStep::Scatter { .. }
+            | GpuStep::Gather { .. }
+            | GpuStep::Attention { .. }
+            | GpuStep::Constant(_)
+            | GpuStep::Host(_)
+            | GpuStep::Call { .. } => StepValues {
                 reads: values.reads.iter().map(|v| buffer[v.index()]).collect(),
                 writes: values.writes.clone(),
             },

@@ -158,6 +158,111 @@ fn inline(e: &mut Emitter, ops: &[(KOp, DType)], x: &str) -> Result<String, PtxE
     result.ok_or_else(|| PtxError::unsupported(&kernel, format!("{ops:?} stores nothing")))
 }
 
+/// A block's place and its thread's row: the batch-and-head index `bh`, the block of rows
+/// `rb`, the batch `b` and head `h`, the row, and whether the row exists (`active`), set up
+/// before the loops; blocks take `ROWS` rows of one batch and head in turn.
+pub(super) struct BlockRow {
+    pub(super) bh: String,
+    pub(super) rb: String,
+    pub(super) b: String,
+    pub(super) h: String,
+    pub(super) row: String,
+    pub(super) active: String,
+}
+
+/// The [`BlockRow`] of thread `tid` of block `ctaid` over rows `0..len` of `heads` heads.
+pub(super) fn block_row(
+    e: &mut Emitter,
+    (ctaid, tid): (&str, &str),
+    len: usize,
+    heads: usize,
+) -> BlockRow {
+    let row_blocks = len.div_ceil(ROWS);
+    let [bh, rb, b, h, row] = e.regs::<5>(Class::R);
+    e.pre_line(format!("div.u32 {bh}, {ctaid}, {row_blocks}"));
+    e.pre_line(format!("rem.u32 {rb}, {ctaid}, {row_blocks}"));
+    e.pre_line(format!("div.u32 {b}, {bh}, {heads}"));
+    e.pre_line(format!("rem.u32 {h}, {bh}, {heads}"));
+    e.pre_line(format!("mad.lo.s32 {row}, {rb}, {ROWS}, {tid}"));
+    let active = e.reg(Class::P);
+    e.pre_line(format!("setp.lt.u32 {active}, {row}, {len}"));
+    BlockRow {
+        bh,
+        rb,
+        b,
+        h,
+        row,
+        active,
+    }
+}
+
+/// The block's row clamped to the last of `len` (what threads past it load), set up before
+/// the loops.
+pub(super) fn clamped_row(e: &mut Emitter, at: &BlockRow, len: usize) -> String {
+    let r = e.reg(Class::R);
+    e.pre_line(format!("min.u32 {r}, {}, {}", at.row, len - 1));
+    r
+}
+
+/// The element where row `position` of the block's batch and head starts in a
+/// `[B, len, heads, d]` operand, `((b * len + position) * heads + h) * d`, set up before the
+/// loops.
+pub(super) fn row_element(
+    e: &mut Emitter,
+    at: &BlockRow,
+    position: &str,
+    (len, heads, d): (usize, usize, usize),
+) -> String {
+    let r = e.reg(Class::R);
+    e.pre_line(format!("mad.lo.s32 {r}, {}, {len}, {position}", at.b));
+    e.pre_line(format!("mad.lo.s32 {r}, {r}, {heads}, {}", at.h));
+    e.pre_line(format!("mul.lo.s32 {r}, {r}, {d}"));
+    r
+}
+
+/// Registers of one row of `d` features at element `at` of the buffer at `base`, rounded to
+/// `precision` where given, loaded before the loops.
+pub(super) fn load_row(
+    e: &mut Emitter,
+    base: &str,
+    at: &str,
+    d: usize,
+    precision: Option<DType>,
+) -> Result<Vec<String>, PtxError> {
+    let address = e.reg(Class::Rd);
+    e.pre_line(format!("mul.wide.u32 {address}, {at}, 4"));
+    e.pre_line(format!("add.s64 {address}, {base}, {address}"));
+    let regs: Vec<String> = (0..d).map(|_| e.reg(Class::F)).collect();
+    for (i, group) in regs.chunks(4).enumerate() {
+        e.pre_line(format!(
+            "ld.global.nc.v4.f32 {{{}}}, [{address}+{}]",
+            group.join(", "),
+            16 * i
+        ));
+    }
+    round_in_setup(e, &regs, precision)?;
+    Ok(regs)
+}
+
+/// `regs` rounded to `precision` in place, where given, by instructions of the set-up.
+pub(super) fn round_in_setup(
+    e: &mut Emitter,
+    regs: &[String],
+    precision: Option<DType>,
+) -> Result<(), PtxError> {
+    if precision.is_none() {
+        return Ok(());
+    }
+    let body = std::mem::take(&mut e.body);
+    for r in regs {
+        let x = rounded(e, precision, r.clone())?;
+        e.line(format!("mov.f32 {r}, {x}"));
+    }
+    let rounding = std::mem::replace(&mut e.body, body);
+    e.pre.push_str(&rounding);
+    Ok(())
+}
+
 /// Where a tile loop reads its two operands' rows: their global addresses, the element of the
 /// batch and head's first row (`base`), a row's stride in elements, the tile's first row
 /// (`start`, a register) and the rows there are (`len`), and the shared tiles (`shared`: the
@@ -240,15 +345,15 @@ pub fn render_attention(k: &AttentionKernel, mode: MathMode) -> Result<String, P
     let (zero, minus_inf) = (c(&mut e, 0.0), c(&mut e, f32::NEG_INFINITY));
 
     // The block's batch and head, and this thread's row.
-    let row_blocks = t_len.div_ceil(ROWS);
-    let [bh, tb, b, h, row] = e.regs::<5>(Class::R);
-    e.pre_line(format!("div.u32 {bh}, {ctaid}, {row_blocks}"));
-    e.pre_line(format!("rem.u32 {tb}, {ctaid}, {row_blocks}"));
-    e.pre_line(format!("div.u32 {b}, {bh}, {heads}"));
-    e.pre_line(format!("rem.u32 {h}, {bh}, {heads}"));
-    e.pre_line(format!("mad.lo.s32 {row}, {tb}, {ROWS}, {tid}"));
-    let active = e.reg(Class::P);
-    e.pre_line(format!("setp.lt.u32 {active}, {row}, {t_len}"));
+    let at = block_row(&mut e, (&ctaid, &tid), t_len, heads);
+    let BlockRow {
+        bh,
+        rb: tb,
+        b,
+        h,
+        row,
+        active,
+    } = &at;
     // Keys the block visits: all, or up to its last row's (causal).
     let end = e.reg(Class::R);
     if k.causal {
@@ -260,39 +365,10 @@ pub fn render_attention(k: &AttentionKernel, mode: MathMode) -> Result<String, P
         e.pre_line(format!("mov.u32 {end}, {s_len}"));
     }
 
-    // This row's query, zeros in threads past the last row.
-    let element = |e: &mut Emitter, batch: &str, position: &str, len: usize| {
-        // ((batch * len + position) * heads + h) * d, in elements.
-        let r = e.reg(Class::R);
-        e.pre_line(format!("mad.lo.s32 {r}, {batch}, {len}, {position}"));
-        e.pre_line(format!("mad.lo.s32 {r}, {r}, {heads}, {h}"));
-        e.pre_line(format!("mul.lo.s32 {r}, {r}, {d}"));
-        r
-    };
-    let clamped_row = e.reg(Class::R);
-    e.pre_line(format!("min.u32 {clamped_row}, {row}, {}", t_len - 1));
-    let q_at = element(&mut e, &b, &clamped_row, t_len);
-    let q_address = e.reg(Class::Rd);
-    e.pre_line(format!("mul.wide.u32 {q_address}, {q_at}, 4"));
-    e.pre_line(format!("add.s64 {q_address}, {}, {q_address}", a[0]));
-    let q: Vec<String> = (0..d).map(|_| e.reg(Class::F)).collect();
-    for (i, group) in q.chunks(4).enumerate() {
-        e.pre_line(format!(
-            "ld.global.nc.v4.f32 {{{}}}, [{q_address}+{}]",
-            group.join(", "),
-            16 * i
-        ));
-    }
-    // Rounded to the precision in place (its conversions emitted with the set-up).
-    if k.precision.is_some() {
-        let body = std::mem::take(&mut e.body);
-        for r in &q {
-            let x = rounded(&mut e, k.precision, r.clone())?;
-            e.line(format!("mov.f32 {r}, {x}"));
-        }
-        let rounding = std::mem::replace(&mut e.body, body);
-        e.pre.push_str(&rounding);
-    }
+    // This row's query (threads past the last row load the last's), rounded to the precision.
+    let clamped = clamped_row(&mut e, &at, t_len);
+    let q_at = row_element(&mut e, &at, &clamped, (t_len, heads, d));
+    let q = load_row(&mut e, &a[0], &q_at, d, k.precision)?;
     let acc: Vec<String> = (0..d).map(|_| e.reg(Class::F)).collect();
     for r in &acc {
         e.pre_line(format!("mov.f32 {r}, {zero}"));

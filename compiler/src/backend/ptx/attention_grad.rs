@@ -9,7 +9,10 @@
 //! operands and results to the attention's precision where it has one, as its plain-op
 //! spelling does.
 
-use super::attention::{load_tiles, rounded, supports, unary, Tiles, ROWS, TILE};
+use super::attention::{
+    block_row, clamped_row, load_row, load_tiles, round_in_setup, rounded, row_element, supports,
+    unary, BlockRow, Tiles, ROWS, TILE,
+};
 use super::emit::{Class, Emitter};
 use super::loops::{entry_header, global_addresses, Thread};
 use super::{MathMode, PtxError};
@@ -59,42 +62,13 @@ impl AttentionGradKernel {
     pub fn blocks(&self) -> usize {
         let rows = match self.part {
             AttentionPart::QueryGrad => self.queries,
-            _ => self.keys,
+            AttentionPart::KeyGrad
+            | AttentionPart::ValueGrad
+            | AttentionPart::Output
+            | AttentionPart::LogSumExp => self.keys,
         };
         rows.div_ceil(ROWS) * self.batch * self.heads
     }
-}
-
-/// Registers of one row of `d` features at element `at` of the buffer at `base`, rounded to
-/// `precision` where given, loaded before the loops.
-fn row(
-    e: &mut Emitter,
-    base: &str,
-    at: &str,
-    d: usize,
-    precision: Option<DType>,
-) -> Result<Vec<String>, PtxError> {
-    let address = e.reg(Class::Rd);
-    e.pre_line(format!("mul.wide.u32 {address}, {at}, 4"));
-    e.pre_line(format!("add.s64 {address}, {base}, {address}"));
-    let regs: Vec<String> = (0..d).map(|_| e.reg(Class::F)).collect();
-    for (i, group) in regs.chunks(4).enumerate() {
-        e.pre_line(format!(
-            "ld.global.nc.v4.f32 {{{}}}, [{address}+{}]",
-            group.join(", "),
-            16 * i
-        ));
-    }
-    if precision.is_some() {
-        let body = std::mem::take(&mut e.body);
-        for r in &regs {
-            let x = rounded(e, precision, r.clone())?;
-            e.line(format!("mov.f32 {r}, {x}"));
-        }
-        let rounding = std::mem::replace(&mut e.body, body);
-        e.pre.push_str(&rounding);
-    }
-    Ok(regs)
 }
 
 /// `sum(a[f] * tile[f])` over the row of shared memory at `base`.
@@ -174,26 +148,17 @@ pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<
     } else {
         (s_len, t_len)
     };
-    let row_blocks = own_len.div_ceil(ROWS);
-    let [bh, rb, b, h, own] = e.regs::<5>(Class::R);
-    e.pre_line(format!("div.u32 {bh}, {ctaid}, {row_blocks}"));
-    e.pre_line(format!("rem.u32 {rb}, {ctaid}, {row_blocks}"));
-    e.pre_line(format!("div.u32 {b}, {bh}, {heads}"));
-    e.pre_line(format!("rem.u32 {h}, {bh}, {heads}"));
-    e.pre_line(format!("mad.lo.s32 {own}, {rb}, {ROWS}, {tid}"));
-    let active = e.reg(Class::P);
-    e.pre_line(format!("setp.lt.u32 {active}, {own}, {own_len}"));
-    let clamped = e.reg(Class::R);
-    e.pre_line(format!("min.u32 {clamped}, {own}, {}", own_len - 1));
-    // Element of row `position` of a [B, len, H, D] operand: ((b * len + position) * H + h) * D.
-    let element = |e: &mut Emitter, position: &str, len: usize| {
-        let r = e.reg(Class::R);
-        e.pre_line(format!("mad.lo.s32 {r}, {b}, {len}, {position}"));
-        e.pre_line(format!("mad.lo.s32 {r}, {r}, {heads}, {h}"));
-        e.pre_line(format!("mul.lo.s32 {r}, {r}, {d}"));
-        r
-    };
-    let own_at = element(&mut e, &clamped, own_len);
+    let at = block_row(&mut e, (&ctaid, &tid), own_len, heads);
+    let BlockRow {
+        bh,
+        rb,
+        b,
+        h,
+        row: own,
+        active,
+    } = &at;
+    let clamped = clamped_row(&mut e, &at, own_len);
+    let own_at = row_element(&mut e, &at, &clamped, (own_len, heads, d));
     // The other rows visited: keys up to the last query row's (causal) for a query block; for a
     // key block, queries from its first key on (causal).
     let [start, end] = e.regs::<2>(Class::R);
@@ -225,9 +190,9 @@ pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<
     // and delta = rowsum(d_out * out) - d_lse. A key: k, and v for the keys' gradient.
     let lse_slot = e.reg(Class::R);
     let (mine, second, lse_own, delta_own) = if by_query {
-        let q = row(&mut e, q_in, &own_at, d, h16)?;
-        let d_out = row(&mut e, do_in, &own_at, d, None)?;
-        let out = row(&mut e, o_in, &own_at, d, None)?;
+        let q = load_row(&mut e, q_in, &own_at, d, h16)?;
+        let d_out = load_row(&mut e, do_in, &own_at, d, None)?;
+        let out = load_row(&mut e, o_in, &own_at, d, None)?;
         let delta = e.reg(Class::F);
         e.pre_line(format!("mov.f32 {delta}, {zero}"));
         for (x, y) in d_out.iter().zip(&out) {
@@ -243,21 +208,16 @@ pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<
         e.pre_line(format!("add.s64 {at}, {dlse_in}, {address}"));
         e.pre_line(format!("ld.global.nc.f32 {dlse}, [{at}]"));
         e.pre_line(format!("sub.rn.f32 {delta}, {delta}, {dlse}"));
-        if h16.is_some() {
-            let body = std::mem::take(&mut e.body);
-            for r in &d_out {
-                let x = rounded(&mut e, h16, r.clone())?;
-                e.line(format!("mov.f32 {r}, {x}"));
-            }
-            let rounding = std::mem::replace(&mut e.body, body);
-            e.pre.push_str(&rounding);
-        }
+        round_in_setup(&mut e, &d_out, h16)?;
         (q, Some(d_out), Some(lse), Some(delta))
     } else {
-        let key = row(&mut e, k_in, &own_at, d, h16)?;
+        let key = load_row(&mut e, k_in, &own_at, d, h16)?;
         let value = match k.part {
-            AttentionPart::KeyGrad => Some(row(&mut e, v_in, &own_at, d, h16)?),
-            _ => None,
+            AttentionPart::KeyGrad => Some(load_row(&mut e, v_in, &own_at, d, h16)?),
+            AttentionPart::ValueGrad
+            | AttentionPart::QueryGrad
+            | AttentionPart::Output
+            | AttentionPart::LogSumExp => None,
         };
         (key, value, None, None)
     };
@@ -419,7 +379,10 @@ pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<
             let p = rounded(&mut e, h16, p)?;
             add_scaled_shared(&mut e, &acc, &p, &second_row);
         }
-        _ => {
+        AttentionPart::QueryGrad
+        | AttentionPart::KeyGrad
+        | AttentionPart::Output
+        | AttentionPart::LogSumExp => {
             // d score = p * (d_out . v - delta), then its product with the other operand.
             // A query's d_out against the tile's value row; a key's value against the
             // tile's d_out row.
