@@ -1,7 +1,8 @@
 //! Mixed precision: f16 and bf16 `dot_general`s on the CPU backend run on `gemm` (widened to
 //! f32, `compiler/src/backend/cpu/widen.rs`) and agree with the interpreter, which sums in f64
 //! and rounds once: within one unit in the half type's last place plus f32's accumulation
-//! error. The `preferred_element_type` API (`DotPrecision`, `matmul_in`, `linear_with`)
+//! error (on a CPU with AVX-512 BF16, bf16 products run on ferrax's bf16 kernel, within the
+//! same bounds). The `preferred_element_type` API (`DotPrecision`, `matmul_in`, `linear_with`)
 //! against products computed here from the rounded operands, values and gradients.
 #![allow(clippy::unwrap_used)]
 
@@ -32,14 +33,25 @@ fn assert_half_close(got: &Array, want: &Array, dtype: &str, k: usize, what: &st
     }
 }
 
-/// Compiles `text` in each half type, checks that its products all run on gemm, and compares
-/// it with the interpreter on two seeds.
+/// The product steps of a fused listing, and how many of them are marked for the bf16 kernel.
+fn gemm_steps(fused: &str) -> (usize, usize) {
+    let steps: Vec<&str> = fused.lines().map(str::trim).collect();
+    let marked = steps.iter().filter(|l| **l == "// gemm, bf16 operands").count();
+    (steps.iter().filter(|l| **l == "// gemm").count() + marked, marked)
+}
+
+/// Compiles `text` in each half type, checks that its products all run on gemm (bf16 ones
+/// marked for the bf16 kernel, which computes them where the CPU has AVX-512 BF16), and
+/// compares it with the interpreter on two seeds.
 fn check_on_gemm(text: &str, k: usize, what: &str) {
     for dtype in ["bf16", "f16"] {
         let func = parse_func(&text.replace("f32", dtype)).unwrap();
         let exe = CpuExecutable::compile(&func).unwrap();
         let fused = exe.fused();
-        assert!(fused.contains("// gemm"), "{what} {dtype}: {fused}");
+        let (products, marked) = gemm_steps(fused);
+        assert!(products > 0, "{what} {dtype}: {fused}");
+        let want_marked = if dtype == "bf16" { products } else { 0 };
+        assert_eq!(marked, want_marked, "{what} {dtype}: {fused}");
         assert!(!fused.contains("interpreter"), "{what} {dtype}: {fused}");
         for seed in 1..3 {
             let args = inputs(&func, seed);
@@ -68,6 +80,15 @@ fn plain_and_batched_half_products_run_on_gemm() {
 }",
         64,
         "batched",
+    );
+    // Large enough for the bf16 kernel, with more products than threads (one a thread).
+    check_on_gemm(
+        "func @main(%0: f32[4,64,95], %1: f32[4,95,80]) -> (f32[4,64,80]) {
+  %2 = dot_general %0, %1, batch=[0]x[0], contract=[2]x[1] : f32[4,64,80]
+  return %2
+}",
+        95,
+        "batched, larger",
     );
 }
 
@@ -109,6 +130,17 @@ fn attention_half_products_run_on_gemm() {
 }",
         8,
         "attention",
+    );
+    // Large enough for the bf16 kernel; the two products apart, since a result rounded one
+    // way here and the other in the interpreter would move the next product past the bound.
+    check_on_gemm(
+        "func @attention(%q: f32[2,40,3,32], %k: f32[2,40,3,32], %s: f32[2,3,40,40], %v: f32[2,40,3,32]) -> (f32[2,3,40,40], f32[2,3,40,32]) {
+  %scores = dot_general %q, %k, batch=[0,2]x[0,2], contract=[3]x[3] : f32[2,3,40,40]
+  %o = dot_general %s, %v, batch=[0,1]x[0,2], contract=[3]x[1] : f32[2,3,40,32]
+  return %scores, %o
+}",
+        40,
+        "attention, larger",
     );
 }
 
@@ -348,7 +380,10 @@ fn bf16_attention_runs_on_gemm_and_tracks_f32() {
         let on_host = step.contains("interpreter") && line.contains("dot_general");
         assert!(!on_host, "a product on the interpreter: {fused}");
     }
-    assert!(fused.contains("// gemm"), "{fused}");
+    let (products, marked) = gemm_steps(fused);
+    assert!(products > 0, "{fused}");
+    // Each product's operands, the backward pass's cotangents included, are bf16 values.
+    assert_eq!(marked, products, "{fused}");
 
     let attend = |precision: Option<DotPrecision>| {
         let f = move |(x, p): (Tensor, nn::Attention)| match precision {

@@ -48,6 +48,7 @@ pub fn plan_gemm(func: &Func, index: usize, dims: &DotDims, dtypes: &[DType]) ->
         k,
         lhs_k_first,
         rhs_k_last,
+        bf16_operands: false,
     })
 }
 
@@ -85,6 +86,7 @@ pub fn plan_permuted_gemm(
         k,
         lhs_k_first: false,
         rhs_k_last: false,
+        bf16_operands: false,
     };
     (batch * k > 0).then_some((lhs_perm, rhs_perm, gemm))
 }

@@ -8,6 +8,8 @@ use crate::code::Code;
 use crate::control::{self, CompiledCall, Region};
 use crate::error::ArtifactError;
 use crate::gemm::{self, matmul, nt_layout, Gemm, NtLayout, Unit};
+#[cfg(target_arch = "x86_64")]
+use crate::gemm_bf16;
 use crate::indexing;
 use crate::kernel::Role;
 use crate::launch::{data_ptr, data_ptr_mut, launch, launch_rows};
@@ -228,6 +230,24 @@ impl Executable {
         Some(T::elements(c))
     }
 
+    /// The product `g` of f32 operands holding bf16 values in a pooled buffer, where the bf16
+    /// kernel runs it on this CPU.
+    #[cfg(target_arch = "x86_64")]
+    fn gemm_bf16(&self, g: &Gemm, a: &[f32], b: &[f32]) -> Option<Elements> {
+        if !gemm_bf16::runs(g) {
+            return None;
+        }
+        let mut c = f32::vec_of(self.buffer(DType::F32, g.batch * g.m * g.n).ok()?)?;
+        gemm_bf16::matmul(g, a, b, &mut c);
+        Some(Elements::F32(c))
+    }
+
+    /// The bf16 kernel needs x86-64's AVX-512 BF16.
+    #[cfg(not(target_arch = "x86_64"))]
+    fn gemm_bf16(&self, _: &Gemm, _: &[f32], _: &[f32]) -> Option<Elements> {
+        None
+    }
+
     pub fn run(&self, args: &[Array]) -> Result<Vec<Array>, RuntimeError> {
         self.run_donated(args.to_vec())
     }
@@ -291,7 +311,9 @@ impl Executable {
                     };
                     let (a, b) = permuted.as_ref().map_or((&lhs, &rhs), |(a, b)| (a, b));
                     let out = match (a.elements(), b.elements()) {
-                        (Elements::F32(a), Elements::F32(b)) => self.gemm(&g, a, b),
+                        (Elements::F32(a), Elements::F32(b)) => {
+                            self.gemm_bf16(&g, a, b).or_else(|| self.gemm(&g, a, b))
+                        }
                         (Elements::F64(a), Elements::F64(b)) => self.gemm(&g, a, b),
                         _ => None,
                     };

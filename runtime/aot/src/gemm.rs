@@ -18,6 +18,9 @@ pub struct Gemm {
     pub lhs_k_first: bool,
     /// The rhs is stored `[N, K]` rather than `[K, N]`.
     pub rhs_k_last: bool,
+    /// Both operands are f32 holding bf16 values (a bf16 product widened by the compiler), so
+    /// a bf16 kernel may compute it ([`crate::gemm_bf16`]).
+    pub bf16_operands: bool,
 }
 
 /// Products below this many multiply-adds run on one thread.
@@ -198,6 +201,7 @@ mod tests {
             k,
             lhs_k_first: false,
             rhs_k_last: true,
+            bf16_operands: false,
         };
         assert_eq!(nt_layout(&nt(1, 128, 256, 256)), NtLayout::TransposeRhs);
         assert_eq!(nt_layout(&nt(1, 515, 61, 250)), NtLayout::TransposeRhs);

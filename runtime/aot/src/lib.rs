@@ -24,6 +24,8 @@ mod control;
 mod error;
 mod executable;
 mod gemm;
+#[cfg(target_arch = "x86_64")]
+mod gemm_bf16;
 pub mod gpu;
 mod gpu_artifact;
 pub mod host;
@@ -57,7 +59,7 @@ pub use target::CpuTarget;
 
 /// The format this build writes and reads: the container, the plan's types and the kernels'
 /// calling convention.
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 
 /// Elements per kernel launch below which splitting across threads does not pay.
 const PARALLEL_THRESHOLD: usize = 1 << 16;

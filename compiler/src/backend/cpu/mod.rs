@@ -12,7 +12,7 @@ mod rounding;
 pub mod support;
 mod widen;
 
-use crate::backend::gemm::{plan_gemm, plan_permuted_gemm};
+use crate::backend::gemm::{plan_gemm, plan_permuted_gemm, Gemm};
 use crate::backend::liveness::{
     liveness, memory, peak_listing, Liveness, MemoryReport, StepValues,
 };
@@ -72,11 +72,16 @@ impl CpuExecutable {
                     let step = match &func.body[index].op {
                         Op::DotGeneral(dims) => {
                             let dtypes = [DType::F32, DType::F64];
+                            let bf16_operands = func.body[index]
+                                .args
+                                .iter()
+                                .all(|&a| widen::holds_bf16(func, a));
+                            let with = |g: Gemm| Gemm { bf16_operands, ..g };
                             match plan_gemm(func, index, dims, &dtypes) {
-                                Some(g) => ExecStep::Gemm(index, g, None, None),
+                                Some(g) => ExecStep::Gemm(index, with(g), None, None),
                                 None => match plan_permuted_gemm(func, index, dims, &dtypes) {
                                     Some((l, r, g)) => {
-                                        ExecStep::Gemm(index, g, Some(Box::new((l, r))), None)
+                                        ExecStep::Gemm(index, with(g), Some(Box::new((l, r))), None)
                                     }
                                     None => ExecStep::Op(index),
                                 },
@@ -95,6 +100,7 @@ impl CpuExecutable {
                         _ => ExecStep::Op(index),
                     };
                     let runner = match step {
+                        ExecStep::Gemm(_, g, ..) if g.bf16_operands => "gemm, bf16 operands",
                         ExecStep::Gemm(..) => "gemm",
                         ExecStep::Gather(..) | ExecStep::Scatter(..) => "indexing",
                         _ => "interpreter",

@@ -53,30 +53,41 @@ fn moves(op: &Op) -> bool {
     )
 }
 
-/// Where `v` rounds to a half type an f32 value whose elements are already of that type (an
-/// f32 widening of a half value, moved), that f32 value: rounding it again changes nothing
-/// (a NaN stays a NaN), so a product's operand is the value itself, with no pass to round it.
-fn already_half(func: &Func, v: ValueId) -> Option<ValueId> {
+/// The half type whose values f32 value `v` holds where it is a widening of a half value,
+/// moved.
+fn widening_of(func: &Func, v: ValueId) -> Option<DType> {
     let n = func.params.len();
-    let def = |v: ValueId| v.index().checked_sub(n).and_then(|i| func.body.get(i));
-    let rounding = def(v)?;
-    let Op::Convert { to: half } = rounding.op else {
-        return None;
-    };
-    widened(half)?;
-    let wide = *rounding.args.first()?;
-    let mut at = wide;
+    let mut at = v;
     loop {
-        let d = def(at)?;
+        let d = func.body.get(at.index().checked_sub(n)?)?;
         match d.op {
             Op::Convert { to: DType::F32 } => {
-                let from = func.value_type(*d.args.first()?)?;
-                return (from.dtype == half && d.ty.dtype == DType::F32).then_some(wide);
+                let from = func.value_type(*d.args.first()?)?.dtype;
+                return widened(from).map(|_| from);
             }
             ref op if moves(op) => at = *d.args.first()?,
             _ => return None,
         }
     }
+}
+
+/// Whether `v` is f32 holding bf16 values (a widening of a bf16 value, moved): a product of
+/// two such operands may run on a bf16 kernel.
+pub(super) fn holds_bf16(func: &Func, v: ValueId) -> bool {
+    widening_of(func, v) == Some(DType::BF16)
+}
+
+/// Where `v` rounds to a half type an f32 value whose elements are already of that type (an
+/// f32 widening of a half value, moved), that f32 value: rounding it again changes nothing
+/// (a NaN stays a NaN), so a product's operand is the value itself, with no pass to round it.
+fn already_half(func: &Func, v: ValueId) -> Option<ValueId> {
+    let rounding = func.body.get(v.index().checked_sub(func.params.len())?)?;
+    let Op::Convert { to: half } = rounding.op else {
+        return None;
+    };
+    widened(half)?;
+    let wide = *rounding.args.first()?;
+    (widening_of(func, wide) == Some(half)).then_some(wide)
 }
 
 /// `func` with its half-precision `dot_general`s computed in f32 (see the module doc); `func`
