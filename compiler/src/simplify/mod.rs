@@ -19,6 +19,7 @@ mod lang;
 mod nested;
 mod regions;
 mod rules;
+mod transposed_products;
 
 use egg::{Id, Runner, Symbol};
 use ferrax_ir::{verify, Func, FuncBuilder, Op, ValueId, VerifyError};
@@ -111,6 +112,7 @@ pub fn simplify_with(func: &Func, limits: &Limits) -> Result<(Func, Report), Sim
     } else {
         simplify_regions(func, &stages, limits, &mut report)?
     };
+    let simplified = transposed_products::swap_transposed_products(&simplified);
     verify(&simplified)?;
     report.instructions_after = simplified.body.len();
     Ok((simplified, report))

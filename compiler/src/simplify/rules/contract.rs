@@ -69,6 +69,29 @@ fn absorb_rhs(egraph: &mut Graph, subst: &Subst) -> Option<Id> {
     absorb(egraph, subst, false)
 }
 
+/// The dimension numbers of `dot(b, a)` where `transpose(dot(a, b), perm)` equals it: where
+/// `perm` moves the rhs's free dimensions before the lhs's (ranks `lhs_rank`, `rhs_rank`).
+pub fn swapped_operands(
+    d: &DotDims,
+    lhs_rank: usize,
+    rhs_rank: usize,
+    perm: &[usize],
+) -> Option<DotDims> {
+    let nb = d.lhs_batch.len();
+    let nl = lhs_rank.checked_sub(nb + d.lhs_contract.len())?;
+    let nr = rhs_rank.checked_sub(nb + d.rhs_contract.len())?;
+    let swapped: Vec<usize> = (0..nb)
+        .chain(nb + nl..nb + nl + nr)
+        .chain(nb..nb + nl)
+        .collect();
+    (perm == swapped).then(|| DotDims {
+        lhs_batch: d.rhs_batch.clone(),
+        rhs_batch: d.lhs_batch.clone(),
+        lhs_contract: d.rhs_contract.clone(),
+        rhs_contract: d.lhs_contract.clone(),
+    })
+}
+
 /// `transpose(dot(a, b))` that moves the rhs free dimensions before the lhs ones is `dot(b, a)`.
 fn swap_operands(egraph: &mut Graph, subst: &Subst) -> Option<Id> {
     let Op::Transpose { perm } = leaf_op(egraph, subst, var("?p"))? else {
@@ -80,22 +103,7 @@ fn swap_operands(egraph: &mut Graph, subst: &Subst) -> Option<Id> {
     let [a, b] = operands.as_slice() else {
         return None;
     };
-    let nb = d.lhs_batch.len();
-    let nl = rank(egraph, *a)? - nb - d.lhs_contract.len();
-    let nr = rank(egraph, *b)? - nb - d.rhs_contract.len();
-    let swapped: Vec<usize> = (0..nb)
-        .chain(nb + nl..nb + nl + nr)
-        .chain(nb..nb + nl)
-        .collect();
-    if perm != swapped {
-        return None;
-    }
-    let dims = DotDims {
-        lhs_batch: d.rhs_batch,
-        rhs_batch: d.lhs_batch,
-        lhs_contract: d.rhs_contract,
-        rhs_contract: d.lhs_contract,
-    };
+    let dims = swapped_operands(&d, rank(egraph, *a)?, rank(egraph, *b)?, &perm)?;
     Some(add_op(egraph, &Op::DotGeneral(dims), &[*b, *a]))
 }
 

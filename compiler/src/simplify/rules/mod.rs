@@ -2,7 +2,7 @@
 //! no rule changes a result for any input, NaN, infinities and signed zeros included.
 
 mod algebra;
-mod contract;
+pub mod contract;
 mod indexing;
 mod layout;
 mod sort;
