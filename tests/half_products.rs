@@ -36,8 +36,14 @@ fn assert_half_close(got: &Array, want: &Array, dtype: &str, k: usize, what: &st
 /// The product steps of a fused listing, and how many of them are marked for the bf16 kernel.
 fn gemm_steps(fused: &str) -> (usize, usize) {
     let steps: Vec<&str> = fused.lines().map(str::trim).collect();
-    let marked = steps.iter().filter(|l| **l == "// gemm, bf16 operands").count();
-    (steps.iter().filter(|l| **l == "// gemm").count() + marked, marked)
+    let marked = steps
+        .iter()
+        .filter(|l| **l == "// gemm, bf16 operands")
+        .count();
+    (
+        steps.iter().filter(|l| **l == "// gemm").count() + marked,
+        marked,
+    )
 }
 
 /// Compiles `text` in each half type, checks that its products all run on gemm (bf16 ones

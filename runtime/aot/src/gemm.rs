@@ -19,7 +19,7 @@ pub struct Gemm {
     /// The rhs is stored `[N, K]` rather than `[K, N]`.
     pub rhs_k_last: bool,
     /// Both operands are f32 holding bf16 values (a bf16 product widened by the compiler), so
-    /// a bf16 kernel may compute it ([`crate::gemm_bf16`]).
+    /// ferrax's bf16 kernel (`gemm_bf16.rs`) may compute it.
     pub bf16_operands: bool,
 }
 

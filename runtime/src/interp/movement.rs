@@ -5,6 +5,7 @@
 
 use crate::{Array, RuntimeError};
 use ferrax_ir::{map_elements, Element, Elements, Shape, TensorType};
+use rayon::prelude::*;
 
 /// Calls `f(offset_a, offset_b)` once per innermost row of the index space `dims` (every
 /// index but the last), where `offset = base + Σ idx[k] * strides[k]` in each of two
@@ -43,19 +44,78 @@ pub(super) fn for_each_row(
     }
 }
 
-/// `out[i] = f(src[base + Σ idx_k(i) * strides[k]])` over the row-major positions of `dims`.
-pub(super) fn gather_with<T: Copy, U>(
+/// Results with at least this many elements are gathered by parts of their leading dimension
+/// across rayon's threads.
+const PARALLEL_ELEMENTS: usize = 1 << 16;
+
+/// `out[i] = f(src[base + Σ idx_k(i) * strides[k]])` over the row-major positions of `dims`;
+/// large results by parts of the leading dimension across the cores (each element is written
+/// once either way, so the result is the same).
+pub(super) fn gather_with<T: Copy + Sync, U: Copy + Send>(
     src: &[T],
     base: usize,
     dims: &[usize],
     strides: &[usize],
-    f: impl Fn(T) -> U,
+    f: impl Fn(T) -> U + Sync,
 ) -> Vec<U> {
-    let mut out = Vec::with_capacity(dims.iter().product());
-    let (inner, step) = match (dims.last(), strides.last()) {
+    let len: usize = dims.iter().product();
+    let (Some(&lead), Some(&lead_stride)) = (dims.first(), strides.first()) else {
+        return gather_part(src, base, dims, strides, &f);
+    };
+    if len < PARALLEL_ELEMENTS || lead < 2 || dims.len() < 2 || rayon::current_num_threads() < 2 {
+        return gather_part(src, base, dims, strides, &f);
+    }
+    let row = len / lead;
+    let rows = lead.div_ceil(rayon::current_num_threads() * 4);
+    let (inner, step) = innermost(dims, strides);
+    let mut out: Vec<U> = Vec::with_capacity(len);
+    out.spare_capacity_mut()[..len]
+        .par_chunks_mut(rows * row)
+        .enumerate()
+        .for_each(|(part, dst)| {
+            let mut sub = dims.to_vec();
+            sub[0] = dst.len() / row;
+            let first = base + part * rows * lead_stride;
+            let mut rest = dst;
+            let unused = vec![0; sub.len()];
+            for_each_row(&sub, (first, strides), (0, &unused), |at, _| {
+                let (here, after) = std::mem::take(&mut rest).split_at_mut(inner);
+                rest = after;
+                if step == 1 {
+                    for (slot, &x) in here.iter_mut().zip(&src[at..at + inner]) {
+                        slot.write(f(x));
+                    }
+                } else {
+                    for (j, slot) in here.iter_mut().enumerate() {
+                        slot.write(f(src[at + j * step]));
+                    }
+                }
+            });
+        });
+    // SAFETY: the parts cover the first `len` slots, and each part's rows (its share of the
+    // leading dimension times the rest, `inner` elements each) write every slot of it once.
+    unsafe { out.set_len(len) };
+    out
+}
+
+/// The innermost dimension's length and stride (one element, stride 0, at rank 0).
+fn innermost(dims: &[usize], strides: &[usize]) -> (usize, usize) {
+    match (dims.last(), strides.last()) {
         (Some(&n), Some(&s)) => (n, s),
         _ => (1, 0),
-    };
+    }
+}
+
+/// [`gather_with`] on the calling thread.
+fn gather_part<T: Copy, U>(
+    src: &[T],
+    base: usize,
+    dims: &[usize],
+    strides: &[usize],
+    f: &impl Fn(T) -> U,
+) -> Vec<U> {
+    let mut out = Vec::with_capacity(dims.iter().product());
+    let (inner, step) = innermost(dims, strides);
     let unused = vec![0; dims.len()];
     for_each_row(dims, (base, strides), (0, &unused), |row, _| {
         if step == 1 {
@@ -67,20 +127,25 @@ pub(super) fn gather_with<T: Copy, U>(
     out
 }
 
-pub(super) fn gather<T: Copy>(src: &[T], base: usize, dims: &[usize], strides: &[usize]) -> Vec<T> {
+pub(super) fn gather<T: Copy + Send + Sync>(
+    src: &[T],
+    base: usize,
+    dims: &[usize],
+    strides: &[usize],
+) -> Vec<T> {
     gather_with(src, base, dims, strides, |x| x)
 }
 
 /// `x`'s elements with its dimensions reordered to `order` (a permutation of its axes).
-pub(super) fn permuted<T: Copy>(src: &[T], x: &Array, order: &[usize]) -> Vec<T> {
+pub(super) fn permuted<T: Copy + Send + Sync>(src: &[T], x: &Array, order: &[usize]) -> Vec<T> {
     permuted_with(src, x, order, |v| v)
 }
 
-pub(super) fn permuted_with<T: Copy, U>(
+pub(super) fn permuted_with<T: Copy + Sync, U: Copy + Send>(
     src: &[T],
     x: &Array,
     order: &[usize],
-    f: impl Fn(T) -> U,
+    f: impl Fn(T) -> U + Sync,
 ) -> Vec<U> {
     let strides = x.shape().strides();
     let dims: Vec<usize> = order.iter().map(|&a| x.dims()[a]).collect();
@@ -168,8 +233,9 @@ fn last_two_swapped(perm: &[usize]) -> bool {
 
 /// `src` (row-major, of shape `dims`) with its last two axes swapped, by square tiles, so that
 /// both the reads and the writes run along cache lines (read one element per line of the
-/// source's rows, a large transpose misses the cache at every element).
-fn swap_last_two<T: Copy>(src: &[T], dims: &[usize]) -> Vec<T> {
+/// source's rows, a large transpose misses the cache at every element); large ones by bands of
+/// output rows across the cores.
+fn swap_last_two<T: Copy + Send + Sync>(src: &[T], dims: &[usize]) -> Vec<T> {
     const TILE: usize = 16;
     let r = dims.len();
     let (rows, cols) = (dims[r - 2], dims[r - 1]);
@@ -178,16 +244,30 @@ fn swap_last_two<T: Copy>(src: &[T], dims: &[usize]) -> Vec<T> {
     };
     let mut out = vec![first; src.len()];
     let block = rows * cols;
-    for (s, o) in src.chunks_exact(block).zip(out.chunks_exact_mut(block)) {
+    // Output rows `band * TILE..` (source columns) of one matrix.
+    let band = |s: &[T], band: usize, o: &mut [T]| {
+        let c0 = band * TILE;
         for r0 in (0..rows).step_by(TILE) {
-            for c0 in (0..cols).step_by(TILE) {
-                for c in c0..(c0 + TILE).min(cols) {
-                    for r in r0..(r0 + TILE).min(rows) {
-                        o[c * rows + r] = s[r * cols + c];
-                    }
+            for (c, o) in (c0..).zip(o.chunks_exact_mut(rows)) {
+                for (r, o) in (r0..(r0 + TILE).min(rows)).zip(&mut o[r0..]) {
+                    *o = s[r * cols + c];
                 }
             }
         }
+    };
+    let matrices = src.chunks_exact(block).zip(out.chunks_exact_mut(block));
+    if src.len() < PARALLEL_ELEMENTS || rayon::current_num_threads() < 2 {
+        for (s, o) in matrices {
+            for (b, o) in o.chunks_mut(TILE * rows).enumerate() {
+                band(s, b, o);
+            }
+        }
+    } else {
+        matrices.par_bridge().for_each(|(s, o)| {
+            o.par_chunks_mut(TILE * rows)
+                .enumerate()
+                .for_each(|(b, o)| band(s, b, o));
+        });
     }
     out
 }
@@ -329,6 +409,25 @@ mod tests {
             assert!(last_two_swapped(&perm));
             let v = x.as_slice::<f32>().unwrap();
             assert_eq!(swap_last_two(v, &dims), permuted(v, &x, &perm), "{dims:?}");
+        }
+        // Large enough to split across the cores: both paths against the sequential gather.
+        for dims in [vec![300, 257], vec![3, 130, 170], vec![8, 128, 4, 64]] {
+            let n: usize = dims.iter().product();
+            let x = Array::from_vec(dims.clone(), (0..n).map(|i| i as f32).collect()).unwrap();
+            let v = x.as_slice::<f32>().unwrap();
+            let r = dims.len();
+            let mut swap: Vec<usize> = (0..r).collect();
+            swap.swap(r - 2, r - 1);
+            let strides = x.shape().strides();
+            let sequential = |order: &[usize]| {
+                let d: Vec<usize> = order.iter().map(|&a| dims[a]).collect();
+                let st: Vec<usize> = order.iter().map(|&a| strides[a]).collect();
+                gather_part(v, 0, &d, &st, &|x| x)
+            };
+            assert_eq!(swap_last_two(v, &dims), sequential(&swap), "{dims:?}");
+            let mut rotate: Vec<usize> = (1..r).collect();
+            rotate.push(0);
+            assert_eq!(permuted(v, &x, &rotate), sequential(&rotate), "{dims:?}");
         }
         assert!(!last_two_swapped(&[1, 0, 2]));
         assert!(!last_two_swapped(&[2, 1, 0]));

@@ -24,7 +24,11 @@ enum Groups {
 
 /// `x`'s data laid out for reducing `axes`: in place when they are the trailing axes (runs) or
 /// the leading ones (columns), else with them moved last.
-fn grouped<'a, T: Copy>(data: &'a [T], x: &Array, axes: &[usize]) -> (Cow<'a, [T]>, Groups) {
+fn grouped<'a, T: Copy + Send + Sync>(
+    data: &'a [T],
+    x: &Array,
+    axes: &[usize],
+) -> (Cow<'a, [T]>, Groups) {
     let rank = x.dims().len();
     let kept: Vec<usize> = (0..rank).filter(|a| !axes.contains(a)).collect();
     let groups = kept.iter().map(|&a| x.dims()[a]).product();
