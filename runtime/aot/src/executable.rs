@@ -14,7 +14,7 @@ use crate::indexing;
 use crate::kernel::Role;
 use crate::launch::{data_ptr, data_ptr_mut, launch, launch_rows};
 use crate::memory::{live, MemoryReport};
-use crate::plan::{ExecStep, RunPlan};
+use crate::plan::{ExecStep, Permutes, RunPlan};
 use crate::reuse::{in_place, take_unique};
 use crate::rounding;
 use crate::{threads, PARALLEL_THRESHOLD};
@@ -248,6 +248,57 @@ impl Executable {
         None
     }
 
+    /// The product `g` of f32 operands holding bf16 values, read through permutations `perms`
+    /// where they lie (no permuted copies), where the bf16 kernel runs it and each operand's
+    /// free and contracting dimensions merge into one stride each.
+    #[cfg(target_arch = "x86_64")]
+    fn gemm_bf16_permuted(
+        &self,
+        g: &Gemm,
+        lhs: &Array,
+        rhs: &Array,
+        (l, r): &Permutes,
+    ) -> Option<Elements> {
+        if !gemm_bf16::runs(g) {
+            return None;
+        }
+        let (Elements::F32(a), Elements::F32(b)) = (lhs.elements(), rhs.elements()) else {
+            return None;
+        };
+        // How many of a permutation's leading dimensions make up the batch, and how many of
+        // the rest the first group (of `first` elements).
+        let groups = |dims: &[usize], perm: &[usize], first: usize| {
+            let sizes: Vec<usize> = perm
+                .iter()
+                .map(|&d| dims.get(d).copied())
+                .collect::<Option<_>>()?;
+            let prefix = |from: usize, want: usize| {
+                let mut product = 1usize;
+                (from..=sizes.len()).find(|&end| {
+                    if end > from {
+                        product = product.saturating_mul(sizes[end - 1]);
+                    }
+                    product == want
+                })
+            };
+            let nb = prefix(0, g.batch)?;
+            Some((nb, prefix(nb, first)? - nb))
+        };
+        let (lb, lo) = groups(lhs.dims(), l, g.m)?;
+        let (rb, ro) = groups(rhs.dims(), r, g.k)?;
+        let lhs = gemm_bf16::Batch::permuted(a, lhs.dims(), l, lb, lo, true)?;
+        let rhs = gemm_bf16::Batch::permuted(b, rhs.dims(), r, rb, ro, false)?;
+        let mut c = f32::vec_of(self.buffer(DType::F32, g.batch * g.m * g.n).ok()?)?;
+        gemm_bf16::matmul_batches(g, &lhs, &rhs, &mut c);
+        Some(Elements::F32(c))
+    }
+
+    /// The bf16 kernel needs x86-64's AVX-512 BF16.
+    #[cfg(not(target_arch = "x86_64"))]
+    fn gemm_bf16_permuted(&self, _: &Gemm, _: &Array, _: &Array, _: &Permutes) -> Option<Elements> {
+        None
+    }
+
     pub fn run(&self, args: &[Array]) -> Result<Vec<Array>, RuntimeError> {
         self.run_donated(args.to_vec())
     }
@@ -305,17 +356,26 @@ impl Executable {
                 ExecStep::Gemm(i, g, ref permutes, rounded) => {
                     let ins = &func.body[i];
                     let (lhs, rhs) = (live(&values, ins.args[0])?, live(&values, ins.args[1])?);
-                    let permuted = match permutes.as_deref() {
-                        Some((l, r)) => Some((permute(&lhs, l)?, permute(&rhs, r)?)),
-                        None => None,
-                    };
-                    let (a, b) = permuted.as_ref().map_or((&lhs, &rhs), |(a, b)| (a, b));
-                    let out = match (a.elements(), b.elements()) {
-                        (Elements::F32(a), Elements::F32(b)) => {
-                            self.gemm_bf16(&g, a, b).or_else(|| self.gemm(&g, a, b))
+                    // The bf16 kernel reads permuted operands where they lie.
+                    let in_place = permutes
+                        .as_deref()
+                        .and_then(|p| self.gemm_bf16_permuted(&g, &lhs, &rhs, p));
+                    let out = match in_place {
+                        Some(out) => Some(out),
+                        None => {
+                            let permuted = match permutes.as_deref() {
+                                Some((l, r)) => Some((permute(&lhs, l)?, permute(&rhs, r)?)),
+                                None => None,
+                            };
+                            let (a, b) = permuted.as_ref().map_or((&lhs, &rhs), |(a, b)| (a, b));
+                            match (a.elements(), b.elements()) {
+                                (Elements::F32(a), Elements::F32(b)) => {
+                                    self.gemm_bf16(&g, a, b).or_else(|| self.gemm(&g, a, b))
+                                }
+                                (Elements::F64(a), Elements::F64(b)) => self.gemm(&g, a, b),
+                                _ => None,
+                            }
                         }
-                        (Elements::F64(a), Elements::F64(b)) => self.gemm(&g, a, b),
-                        _ => None,
                     };
                     let mut out = match out {
                         Some(out) => out,

@@ -366,31 +366,135 @@ fn product(g: &Gemm, a: Lines, b: Lines, c: &mut [f32], parallel: bool) {
     }
 }
 
+/// A batch of operand matrices as lines ([`Lines`]): matrix `b` starts at `offsets[b]`.
+pub(crate) struct Batch<'a> {
+    data: &'a [f32],
+    offsets: Vec<usize>,
+    line: usize,
+    step: usize,
+}
+
+impl<'a> Batch<'a> {
+    /// Matrix `b`, if its offset lies in the data (the packers check the rest).
+    fn matrix(&self, b: usize) -> Lines<'a> {
+        let start = self.offsets.get(b).copied().unwrap_or(usize::MAX);
+        Lines {
+            data: self.data.get(start..).unwrap_or(&[]),
+            line: self.line,
+            step: self.step,
+        }
+    }
+
+    /// `x` (row-major, of shape `dims`) read through `perm`: the batch dimensions `perm[..nb]`
+    /// (row-major order), one group of dimensions merged into the lines, and one into the
+    /// steps, `lines_first` saying which group comes first in `perm` (the lhs: lines, then the
+    /// contracting steps; the rhs: the steps first). `None` where a group's dimensions do not
+    /// merge into one stride, or neither stride is 1 (the packers read along one of them).
+    pub(crate) fn permuted(
+        x: &'a [f32],
+        dims: &[usize],
+        perm: &[usize],
+        nb: usize,
+        outer: usize,
+        lines_first: bool,
+    ) -> Option<Batch<'a>> {
+        let rank = dims.len();
+        if perm.len() != rank || nb + outer > rank {
+            return None;
+        }
+        let mut strides = vec![1usize; rank];
+        for d in (0..rank.saturating_sub(1)).rev() {
+            strides[d] = strides[d + 1].checked_mul(dims[d + 1])?;
+        }
+        // The one stride of a group (1 for a group of one element).
+        let merged = |group: &[usize]| -> Option<usize> {
+            let kept: Vec<usize> = group.iter().copied().filter(|&d| dims[d] != 1).collect();
+            let ok = kept
+                .windows(2)
+                .all(|w| strides[w[0]] == strides[w[1]] * dims[w[1]]);
+            ok.then(|| kept.last().map_or(1, |&d| strides[d]))
+        };
+        let first = merged(&perm[nb..nb + outer])?;
+        let second = merged(&perm[nb + outer..])?;
+        let (line, step) = if lines_first {
+            (first, second)
+        } else {
+            (second, first)
+        };
+        if line != 1 && step != 1 {
+            return None;
+        }
+        let batch: Vec<usize> = perm[..nb].to_vec();
+        let count: usize = batch.iter().map(|&d| dims[d]).product();
+        let mut offsets = Vec::with_capacity(count);
+        let mut index = vec![0usize; nb];
+        for _ in 0..count {
+            offsets.push(
+                index
+                    .iter()
+                    .zip(&batch)
+                    .map(|(&i, &d)| i * strides[d])
+                    .sum(),
+            );
+            for k in (0..nb).rev() {
+                index[k] += 1;
+                if index[k] < dims[batch[k]] {
+                    break;
+                }
+                index[k] = 0;
+            }
+        }
+        Some(Batch {
+            data: x,
+            offsets,
+            line,
+            step,
+        })
+    }
+
+    /// `g`'s lhs (`lhs`) or rhs, stored as `g` says, batch after batch.
+    fn stored(g: &Gemm, x: &'a [f32], lhs: bool) -> Batch<'a> {
+        let (m, n, k) = (g.m, g.n, g.k);
+        let (size, (line, step)) = if lhs {
+            (m * k, if g.lhs_k_first { (1, m) } else { (k, 1) })
+        } else {
+            (k * n, if g.rhs_k_last { (k, 1) } else { (1, n) })
+        };
+        Batch {
+            data: x,
+            offsets: (0..g.batch).map(|b| b * size).collect(),
+            line,
+            step,
+        }
+    }
+}
+
 /// `c` (batch·m·n elements, overwritten) = the row-major product `g` describes, of f32
 /// operands holding bf16 values. Callers check [`runs`] first (which also rules out empty
 /// products).
 pub(crate) fn matmul(g: &Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
-    let (m, n, k) = (g.m, g.n, g.k);
-    let lhs = |batch: usize| Lines {
-        data: &a[batch * m * k..][..m * k],
-        line: if g.lhs_k_first { 1 } else { k },
-        step: if g.lhs_k_first { m } else { 1 },
-    };
-    let rhs = |batch: usize| Lines {
-        data: &b[batch * k * n..][..k * n],
-        line: if g.rhs_k_last { k } else { 1 },
-        step: if g.rhs_k_last { 1 } else { n },
-    };
+    matmul_batches(
+        g,
+        &Batch::stored(g, a, true),
+        &Batch::stored(g, b, false),
+        c,
+    );
+}
+
+/// `c` (batch·m·n elements, overwritten) = the products of the lhs and rhs matrices of each
+/// batch, `g` giving the sizes. Callers check [`runs`] first.
+pub(crate) fn matmul_batches(g: &Gemm, lhs: &Batch, rhs: &Batch, c: &mut [f32]) {
+    let (m, n) = (g.m, g.n);
     let c = &mut c[..g.batch * m * n];
     if g.batch >= threads() && threads() > 1 {
         // Whole products per thread: a batch of small products (attention's) splits evenly.
         c.par_chunks_mut(m * n)
             .enumerate()
-            .for_each(|(i, c)| product(g, lhs(i), rhs(i), c, false));
+            .for_each(|(i, c)| product(g, lhs.matrix(i), rhs.matrix(i), c, false));
     } else {
         let parallel = crate::gemm::splits(g);
         for (i, c) in c.chunks_mut(m * n).enumerate() {
-            product(g, lhs(i), rhs(i), c, parallel);
+            product(g, lhs.matrix(i), rhs.matrix(i), c, parallel);
         }
     }
 }
@@ -495,6 +599,102 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `x` (row-major, `dims`) permuted by `perm` into a new row-major buffer.
+    fn permute(x: &[f32], dims: &[usize], perm: &[usize]) -> Vec<f32> {
+        let rank = dims.len();
+        let mut strides = vec![1; rank];
+        for d in (0..rank - 1).rev() {
+            strides[d] = strides[d + 1] * dims[d + 1];
+        }
+        let out_dims: Vec<usize> = perm.iter().map(|&d| dims[d]).collect();
+        let mut index = vec![0; rank];
+        (0..x.len())
+            .map(|_| {
+                let at: usize = index.iter().zip(perm).map(|(&i, &d)| i * strides[d]).sum();
+                for k in (0..rank).rev() {
+                    index[k] += 1;
+                    if index[k] < out_dims[k] {
+                        break;
+                    }
+                    index[k] = 0;
+                }
+                x[at]
+            })
+            .collect()
+    }
+
+    /// Attention's products read through their permutations give the bits of the same
+    /// products of permuted copies; permutations whose groups do not merge, or that read
+    /// along no unit stride, are refused.
+    #[test]
+    fn permuted_operands_read_in_place() {
+        if !available() {
+            eprintln!("skipped: this CPU has no AVX-512 BF16");
+            return;
+        }
+        let (b, t, s, h, d) = (2, 37, 29, 3, 40);
+        let q = values(b * t * h * d, 3);
+        let k = values(b * s * h * d, 5);
+        let v = values(b * s * h * d, 9);
+        let p = values(b * h * t * s, 13);
+        let cases: [(
+            &[f32],
+            &[usize],
+            &[usize],
+            &[f32],
+            &[usize],
+            &[usize],
+            (usize, usize, usize),
+        ); 2] = [
+            // Scores: q [b,t,h,d] as [b,h | t | d] times k [b,s,h,d] as [b,h | d | s].
+            (
+                &q,
+                &[b, t, h, d],
+                &[0, 2, 1, 3],
+                &k,
+                &[b, s, h, d],
+                &[0, 2, 3, 1],
+                (t, s, d),
+            ),
+            // Mixing: p [b,h,t,s] as it is times v [b,s,h,d] as [b,h | s | d].
+            (
+                &p,
+                &[b, h, t, s],
+                &[0, 1, 2, 3],
+                &v,
+                &[b, s, h, d],
+                &[0, 2, 1, 3],
+                (t, d, s),
+            ),
+        ];
+        for (x, xd, xp, y, yd, yp, (m, n, kk)) in cases {
+            let g = Gemm {
+                batch: b * h,
+                m,
+                n,
+                k: kk,
+                lhs_k_first: false,
+                rhs_k_last: false,
+                bf16_operands: true,
+            };
+            let lhs = Batch::permuted(x, xd, xp, 2, 1, true).expect("lhs view");
+            let rhs = Batch::permuted(y, yd, yp, 2, 1, false).expect("rhs view");
+            let mut in_place = vec![f32::NAN; b * h * m * n];
+            matmul_batches(&g, &lhs, &rhs, &mut in_place);
+            let mut copied = vec![f32::NAN; b * h * m * n];
+            matmul(&g, &permute(x, xd, xp), &permute(y, yd, yp), &mut copied);
+            assert_eq!(
+                in_place.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                copied.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "{g:?}"
+            );
+        }
+        // [b,t,h,d] as [b | t,h... ]: batch b, lines over (h, t) do not merge.
+        assert!(Batch::permuted(&q, &[b, t, h, d], &[0, 2, 1, 3], 1, 2, true).is_none());
+        // Lines along t and steps along h: neither stride is 1.
+        assert!(Batch::permuted(&q, &[b, t, h, d], &[0, 3, 1, 2], 2, 1, true).is_none());
     }
 
     /// Operands that are not bf16 values are rounded to bf16 (to nearest even), as the
