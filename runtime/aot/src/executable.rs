@@ -7,7 +7,7 @@
 use crate::code::Code;
 use crate::control::{self, CompiledCall, Region};
 use crate::error::ArtifactError;
-use crate::gemm::{self, matmul, nt_layout, Gemm, NtLayout, Unit};
+use crate::gemm::{self, matmul, nt_layout, Batch, Gemm, NtLayout, Unit};
 #[cfg(target_arch = "x86_64")]
 use crate::gemm_bf16;
 use crate::indexing;
@@ -248,23 +248,18 @@ impl Executable {
         None
     }
 
-    /// The product `g` of f32 operands holding bf16 values, read through permutations `perms`
-    /// where they lie (no permuted copies), where the bf16 kernel runs it and each operand's
-    /// free and contracting dimensions merge into one stride each.
-    #[cfg(target_arch = "x86_64")]
-    fn gemm_bf16_permuted(
+    /// The product `g` of operands read through permutations `perms` where they lie, with no
+    /// permuted copies: where each operand's batch, line and contracting dimensions merge into
+    /// one stride per group (and one of the last two strides is 1), on the bf16 kernel where
+    /// it runs, else on `gemm` unless the layout is `gemm`'s slow one at a size where the
+    /// copies pay.
+    fn gemm_permuted(
         &self,
         g: &Gemm,
         lhs: &Array,
         rhs: &Array,
         (l, r): &Permutes,
     ) -> Option<Elements> {
-        if !gemm_bf16::runs(g) {
-            return None;
-        }
-        let (Elements::F32(a), Elements::F32(b)) = (lhs.elements(), rhs.elements()) else {
-            return None;
-        };
         // How many of a permutation's leading dimensions make up the batch, and how many of
         // the rest the first group (of `first` elements).
         let groups = |dims: &[usize], perm: &[usize], first: usize| {
@@ -286,16 +281,51 @@ impl Executable {
         };
         let (lb, lo) = groups(lhs.dims(), l, g.m)?;
         let (rb, ro) = groups(rhs.dims(), r, g.k)?;
-        let lhs = gemm_bf16::Batch::permuted(a, lhs.dims(), l, lb, lo, true)?;
-        let rhs = gemm_bf16::Batch::permuted(b, rhs.dims(), r, rb, ro, false)?;
+        match (lhs.elements(), rhs.elements()) {
+            (Elements::F32(a), Elements::F32(b)) => {
+                let lv = Batch::permuted(a, lhs.dims(), l, lb, lo, true)?;
+                let rv = Batch::permuted(b, rhs.dims(), r, rb, ro, false)?;
+                self.gemm_bf16_batches(g, &lv, &rv)
+                    .or_else(|| self.gemm_batches(g, &lv, &rv))
+            }
+            (Elements::F64(a), Elements::F64(b)) => {
+                let lv = Batch::permuted(a, lhs.dims(), l, lb, lo, true)?;
+                let rv = Batch::permuted(b, rhs.dims(), r, rb, ro, false)?;
+                self.gemm_batches(g, &lv, &rv)
+            }
+            _ => None,
+        }
+    }
+
+    /// The product `g` of the matrices of `lhs` and `rhs` on `gemm`, in a pooled buffer, unless
+    /// `gemm` would run their layout in its slow form at a size where copies pay.
+    fn gemm_batches<T: Unit>(&self, g: &Gemm, lhs: &Batch<T>, rhs: &Batch<T>) -> Option<Elements> {
+        if gemm::slow_in_place(g, lhs.step, rhs.step) {
+            return None;
+        }
+        let mut c = T::vec_of(self.buffer(T::DTYPE, g.batch * g.m * g.n).ok()?)?;
+        if !gemm::matmul_batches(g, lhs, rhs, &mut c) {
+            self.keep(T::elements(c));
+            return None;
+        }
+        Some(T::elements(c))
+    }
+
+    /// The product `g` of batches of f32 operands holding bf16 values on the bf16 kernel, in
+    /// a pooled buffer, where it runs on this CPU.
+    #[cfg(target_arch = "x86_64")]
+    fn gemm_bf16_batches(&self, g: &Gemm, lhs: &Batch<f32>, rhs: &Batch<f32>) -> Option<Elements> {
+        if !gemm_bf16::runs(g) {
+            return None;
+        }
         let mut c = f32::vec_of(self.buffer(DType::F32, g.batch * g.m * g.n).ok()?)?;
-        gemm_bf16::matmul_batches(g, &lhs, &rhs, &mut c);
+        gemm_bf16::matmul_batches(g, lhs, rhs, &mut c);
         Some(Elements::F32(c))
     }
 
     /// The bf16 kernel needs x86-64's AVX-512 BF16.
     #[cfg(not(target_arch = "x86_64"))]
-    fn gemm_bf16_permuted(&self, _: &Gemm, _: &Array, _: &Array, _: &Permutes) -> Option<Elements> {
+    fn gemm_bf16_batches(&self, _: &Gemm, _: &Batch<f32>, _: &Batch<f32>) -> Option<Elements> {
         None
     }
 
@@ -356,10 +386,10 @@ impl Executable {
                 ExecStep::Gemm(i, g, ref permutes, rounded) => {
                     let ins = &func.body[i];
                     let (lhs, rhs) = (live(&values, ins.args[0])?, live(&values, ins.args[1])?);
-                    // The bf16 kernel reads permuted operands where they lie.
+                    // Permuted operands are read where they lie where they can be.
                     let in_place = permutes
                         .as_deref()
-                        .and_then(|p| self.gemm_bf16_permuted(&g, &lhs, &rhs, p));
+                        .and_then(|p| self.gemm_permuted(&g, &lhs, &rhs, p));
                     let out = match in_place {
                         Some(out) => Some(out),
                         None => {

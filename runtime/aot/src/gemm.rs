@@ -75,6 +75,12 @@ pub(crate) enum NtLayout {
 /// Products with fewer multiply-adds run as they are: the copies would cost more than they save.
 const NT_TRANSPOSE_THRESHOLD: usize = 1 << 22;
 
+/// Whether `gemm` would run operands read along these contracting strides in its slow form
+/// (`a · bᵀ`: both contiguous along the contraction) at a size where copying one pays.
+pub(crate) fn slow_in_place(g: &Gemm, lhs_step: usize, rhs_step: usize) -> bool {
+    lhs_step == 1 && rhs_step == 1 && g.m * g.n * g.k >= NT_TRANSPOSE_THRESHOLD
+}
+
 pub(crate) fn nt_layout(g: &Gemm) -> NtLayout {
     let (m, n, k) = (g.m, g.n, g.k);
     if !g.rhs_k_last || g.lhs_k_first || m * n * k < NT_TRANSPOSE_THRESHOLD {
@@ -187,9 +193,227 @@ pub(crate) fn matmul<T: Unit>(
     }
 }
 
+/// A batch of operand matrices read where they lie: matrix `b` starts at `offsets[b]`, and
+/// element `l` of its line `i` (the lhs's rows, the rhs's columns) at `i * line + l * step`
+/// from there, `l` along the contracting dimension.
+pub(crate) struct Batch<'a, T> {
+    pub(crate) data: &'a [T],
+    pub(crate) offsets: Vec<usize>,
+    pub(crate) line: usize,
+    pub(crate) step: usize,
+}
+
+impl<'a, T> Batch<'a, T> {
+    /// `x` (row-major, of shape `dims`) read through `perm`: the batch dimensions `perm[..nb]`
+    /// (row-major order), one group of dimensions merged into the lines, and one into the
+    /// steps, `lines_first` saying which group comes first in `perm` (the lhs: lines, then the
+    /// contracting steps; the rhs: the steps first). `None` where a group's dimensions do not
+    /// merge into one stride, or neither stride is 1 (bf16 packing reads along one of them).
+    pub(crate) fn permuted(
+        x: &'a [T],
+        dims: &[usize],
+        perm: &[usize],
+        nb: usize,
+        outer: usize,
+        lines_first: bool,
+    ) -> Option<Batch<'a, T>> {
+        let rank = dims.len();
+        if perm.len() != rank || nb + outer > rank {
+            return None;
+        }
+        let mut strides = vec![1usize; rank];
+        for d in (0..rank.saturating_sub(1)).rev() {
+            strides[d] = strides[d + 1].checked_mul(dims[d + 1])?;
+        }
+        // The one stride of a group (1 for a group of one element).
+        let merged = |group: &[usize]| -> Option<usize> {
+            let kept: Vec<usize> = group.iter().copied().filter(|&d| dims[d] != 1).collect();
+            let ok = kept
+                .windows(2)
+                .all(|w| strides[w[0]] == strides[w[1]] * dims[w[1]]);
+            ok.then(|| kept.last().map_or(1, |&d| strides[d]))
+        };
+        let first = merged(&perm[nb..nb + outer])?;
+        let second = merged(&perm[nb + outer..])?;
+        let (line, step) = if lines_first {
+            (first, second)
+        } else {
+            (second, first)
+        };
+        if line != 1 && step != 1 {
+            return None;
+        }
+        let batch: Vec<usize> = perm[..nb].to_vec();
+        let count: usize = batch.iter().map(|&d| dims[d]).product();
+        let mut offsets = Vec::with_capacity(count);
+        let mut index = vec![0usize; nb];
+        for _ in 0..count {
+            offsets.push(
+                index
+                    .iter()
+                    .zip(&batch)
+                    .map(|(&i, &d)| i * strides[d])
+                    .sum(),
+            );
+            for k in (0..nb).rev() {
+                index[k] += 1;
+                if index[k] < dims[batch[k]] {
+                    break;
+                }
+                index[k] = 0;
+            }
+        }
+        Some(Batch {
+            data: x,
+            offsets,
+            line,
+            step,
+        })
+    }
+
+    /// `g`'s lhs (`lhs`) or rhs, stored as `g` says, batch after batch.
+    pub(crate) fn stored(g: &Gemm, x: &'a [T], lhs: bool) -> Batch<'a, T> {
+        let (m, n, k) = (g.m, g.n, g.k);
+        let (size, (line, step)) = if lhs {
+            (m * k, if g.lhs_k_first { (1, m) } else { (k, 1) })
+        } else {
+            (k * n, if g.rhs_k_last { (k, 1) } else { (1, n) })
+        };
+        Batch {
+            data: x,
+            offsets: (0..g.batch).map(|b| b * size).collect(),
+            line,
+            step,
+        }
+    }
+
+    /// Whether each of the `count` matrices of `lines` lines of `k` elements lies in the data.
+    fn fits(&self, count: usize, lines: usize, k: usize) -> bool {
+        let span = lines
+            .saturating_sub(1)
+            .checked_mul(self.line)
+            .and_then(|a| {
+                k.saturating_sub(1)
+                    .checked_mul(self.step)
+                    .and_then(|b| a.checked_add(b))
+            });
+        self.offsets.len() == count
+            && span.is_some_and(|span| {
+                self.offsets
+                    .iter()
+                    .all(|&o| o.checked_add(span).is_some_and(|end| end < self.data.len()))
+            })
+    }
+}
+
+/// `c` (batch·m·n elements, overwritten) = the products of `lhs`'s and `rhs`'s matrices, read
+/// where they lie, `g` giving the sizes; a batch at least as large as the pool's threads by
+/// whole products per thread. False, with `c` untouched, where a matrix would reach past its
+/// data.
+pub(crate) fn matmul_batches<T: Unit>(
+    g: &Gemm,
+    lhs: &Batch<T>,
+    rhs: &Batch<T>,
+    c: &mut [T],
+) -> bool {
+    let (m, n, k) = (g.m, g.n, g.k);
+    let fits = lhs.fits(g.batch, m, k) && rhs.fits(g.batch, n, k) && c.len() >= g.batch * m * n;
+    if !fits || m * n == 0 {
+        return fits;
+    }
+    let by_product = g.batch >= threads() && threads() > 1;
+    let parallelism = if !by_product && splits(g) {
+        ::gemm::Parallelism::Rayon(threads())
+    } else {
+        ::gemm::Parallelism::None
+    };
+    let one = |(b, c): (usize, &mut [T])| {
+        let (a, x) = (
+            lhs.data[lhs.offsets[b]..].as_ptr(),
+            rhs.data[rhs.offsets[b]..].as_ptr(),
+        );
+        // SAFETY: `fits` checked every element each matrix reaches; `c` holds m·n here.
+        unsafe {
+            ::gemm::gemm(
+                m,
+                n,
+                k,
+                c.as_mut_ptr(),
+                1,
+                n as isize,
+                false,
+                a,
+                lhs.step as isize,
+                lhs.line as isize,
+                x,
+                rhs.line as isize,
+                rhs.step as isize,
+                T::default(),
+                T::ONE,
+                false,
+                false,
+                false,
+                parallelism,
+            )
+        }
+    };
+    let c = &mut c[..g.batch * m * n];
+    if by_product {
+        c.par_chunks_mut(m * n).enumerate().for_each(one);
+    } else {
+        c.chunks_mut(m * n).enumerate().for_each(one);
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Attention's products read through their permutations (batch dimensions not leading),
+    /// by whole products per thread and within one product, against the sums in order; a
+    /// matrix reaching past its data is refused.
+    #[test]
+    fn permuted_operands_multiply_where_they_lie() {
+        let (b, t, s, h, d) = (2, 9, 7, 3, 5);
+        let value = |i: usize| ((i * 37 % 101) as f64 - 50.0) / 16.0;
+        let q: Vec<f64> = (0..b * t * h * d).map(value).collect();
+        let k: Vec<f64> = (0..b * s * h * d).map(|i| value(i + 7)).collect();
+        let lhs = Batch::permuted(&q, &[b, t, h, d], &[0, 2, 1, 3], 2, 1, true).unwrap();
+        let rhs = Batch::permuted(&k, &[b, s, h, d], &[0, 2, 3, 1], 2, 1, false).unwrap();
+        let g = Gemm {
+            batch: b * h,
+            m: t,
+            n: s,
+            k: d,
+            lhs_k_first: false,
+            rhs_k_last: false,
+            bf16_operands: false,
+        };
+        let mut c = vec![f64::NAN; b * h * t * s];
+        assert!(matmul_batches(&g, &lhs, &rhs, &mut c));
+        for (bi, hi, ti, si) in (0..b).flat_map(|bi| {
+            (0..h).flat_map(move |hi| {
+                (0..t).flat_map(move |ti| (0..s).map(move |si| (bi, hi, ti, si)))
+            })
+        }) {
+            let want: f64 = (0..d)
+                .map(|di| {
+                    q[((bi * t + ti) * h + hi) * d + di] * k[((bi * s + si) * h + hi) * d + di]
+                })
+                .sum();
+            let got = c[((bi * h + hi) * t + ti) * s + si];
+            assert!(
+                (got - want).abs() <= 1e-12 * want.abs().max(1.0),
+                "{got} against {want}"
+            );
+        }
+        let short = Batch {
+            data: &q[..q.len() - 1],
+            ..lhs
+        };
+        assert!(!matmul_batches(&g, &short, &rhs, &mut c));
+    }
 
     /// The shapes `tests/cpu.rs` checks the transposed products with take each layout.
     #[test]

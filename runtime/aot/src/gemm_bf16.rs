@@ -16,7 +16,7 @@
 //! bf16 product of a model reaches). Packing rounds to bf16 to nearest even, so operands that
 //! are not bf16 values would be rounded, never truncated.
 
-use crate::gemm::Gemm;
+use crate::gemm::{Batch, Gemm};
 use crate::threads;
 use rayon::prelude::*;
 use std::arch::x86_64::*;
@@ -366,109 +366,6 @@ fn product(g: &Gemm, a: Lines, b: Lines, c: &mut [f32], parallel: bool) {
     }
 }
 
-/// A batch of operand matrices as lines ([`Lines`]): matrix `b` starts at `offsets[b]`.
-pub(crate) struct Batch<'a> {
-    data: &'a [f32],
-    offsets: Vec<usize>,
-    line: usize,
-    step: usize,
-}
-
-impl<'a> Batch<'a> {
-    /// Matrix `b`, if its offset lies in the data (the packers check the rest).
-    fn matrix(&self, b: usize) -> Lines<'a> {
-        let start = self.offsets.get(b).copied().unwrap_or(usize::MAX);
-        Lines {
-            data: self.data.get(start..).unwrap_or(&[]),
-            line: self.line,
-            step: self.step,
-        }
-    }
-
-    /// `x` (row-major, of shape `dims`) read through `perm`: the batch dimensions `perm[..nb]`
-    /// (row-major order), one group of dimensions merged into the lines, and one into the
-    /// steps, `lines_first` saying which group comes first in `perm` (the lhs: lines, then the
-    /// contracting steps; the rhs: the steps first). `None` where a group's dimensions do not
-    /// merge into one stride, or neither stride is 1 (the packers read along one of them).
-    pub(crate) fn permuted(
-        x: &'a [f32],
-        dims: &[usize],
-        perm: &[usize],
-        nb: usize,
-        outer: usize,
-        lines_first: bool,
-    ) -> Option<Batch<'a>> {
-        let rank = dims.len();
-        if perm.len() != rank || nb + outer > rank {
-            return None;
-        }
-        let mut strides = vec![1usize; rank];
-        for d in (0..rank.saturating_sub(1)).rev() {
-            strides[d] = strides[d + 1].checked_mul(dims[d + 1])?;
-        }
-        // The one stride of a group (1 for a group of one element).
-        let merged = |group: &[usize]| -> Option<usize> {
-            let kept: Vec<usize> = group.iter().copied().filter(|&d| dims[d] != 1).collect();
-            let ok = kept
-                .windows(2)
-                .all(|w| strides[w[0]] == strides[w[1]] * dims[w[1]]);
-            ok.then(|| kept.last().map_or(1, |&d| strides[d]))
-        };
-        let first = merged(&perm[nb..nb + outer])?;
-        let second = merged(&perm[nb + outer..])?;
-        let (line, step) = if lines_first {
-            (first, second)
-        } else {
-            (second, first)
-        };
-        if line != 1 && step != 1 {
-            return None;
-        }
-        let batch: Vec<usize> = perm[..nb].to_vec();
-        let count: usize = batch.iter().map(|&d| dims[d]).product();
-        let mut offsets = Vec::with_capacity(count);
-        let mut index = vec![0usize; nb];
-        for _ in 0..count {
-            offsets.push(
-                index
-                    .iter()
-                    .zip(&batch)
-                    .map(|(&i, &d)| i * strides[d])
-                    .sum(),
-            );
-            for k in (0..nb).rev() {
-                index[k] += 1;
-                if index[k] < dims[batch[k]] {
-                    break;
-                }
-                index[k] = 0;
-            }
-        }
-        Some(Batch {
-            data: x,
-            offsets,
-            line,
-            step,
-        })
-    }
-
-    /// `g`'s lhs (`lhs`) or rhs, stored as `g` says, batch after batch.
-    fn stored(g: &Gemm, x: &'a [f32], lhs: bool) -> Batch<'a> {
-        let (m, n, k) = (g.m, g.n, g.k);
-        let (size, (line, step)) = if lhs {
-            (m * k, if g.lhs_k_first { (1, m) } else { (k, 1) })
-        } else {
-            (k * n, if g.rhs_k_last { (k, 1) } else { (1, n) })
-        };
-        Batch {
-            data: x,
-            offsets: (0..g.batch).map(|b| b * size).collect(),
-            line,
-            step,
-        }
-    }
-}
-
 /// `c` (batch·m·n elements, overwritten) = the row-major product `g` describes, of f32
 /// operands holding bf16 values. Callers check [`runs`] first (which also rules out empty
 /// products).
@@ -481,20 +378,31 @@ pub(crate) fn matmul(g: &Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
     );
 }
 
+/// Matrix `b` of `batch` as lines (empty where its offset lies outside the data; the packers
+/// check the rest).
+fn matrix<'a>(batch: &Batch<'a, f32>, b: usize) -> Lines<'a> {
+    let start = batch.offsets.get(b).copied().unwrap_or(usize::MAX);
+    Lines {
+        data: batch.data.get(start..).unwrap_or(&[]),
+        line: batch.line,
+        step: batch.step,
+    }
+}
+
 /// `c` (batch·m·n elements, overwritten) = the products of the lhs and rhs matrices of each
 /// batch, `g` giving the sizes. Callers check [`runs`] first.
-pub(crate) fn matmul_batches(g: &Gemm, lhs: &Batch, rhs: &Batch, c: &mut [f32]) {
+pub(crate) fn matmul_batches(g: &Gemm, lhs: &Batch<f32>, rhs: &Batch<f32>, c: &mut [f32]) {
     let (m, n) = (g.m, g.n);
     let c = &mut c[..g.batch * m * n];
     if g.batch >= threads() && threads() > 1 {
         // Whole products per thread: a batch of small products (attention's) splits evenly.
         c.par_chunks_mut(m * n)
             .enumerate()
-            .for_each(|(i, c)| product(g, lhs.matrix(i), rhs.matrix(i), c, false));
+            .for_each(|(i, c)| product(g, matrix(lhs, i), matrix(rhs, i), c, false));
     } else {
         let parallel = crate::gemm::splits(g);
         for (i, c) in c.chunks_mut(m * n).enumerate() {
-            product(g, lhs.matrix(i), rhs.matrix(i), c, parallel);
+            product(g, matrix(lhs, i), matrix(rhs, i), c, parallel);
         }
     }
 }
