@@ -547,37 +547,23 @@ mod tests {
         let k = values(b * s * h * d, 5);
         let v = values(b * s * h * d, 9);
         let p = values(b * h * t * s, 13);
-        let cases: [(
-            &[f32],
-            &[usize],
-            &[usize],
-            &[f32],
-            &[usize],
-            &[usize],
-            (usize, usize, usize),
-        ); 2] = [
+        // Each operand as its elements, its shape and the permutation read; then m, n, k.
+        type Operand<'a> = (&'a [f32], [usize; 4], [usize; 4]);
+        let cases: [(Operand, Operand, (usize, usize, usize)); 2] = [
             // Scores: q [b,t,h,d] as [b,h | t | d] times k [b,s,h,d] as [b,h | d | s].
             (
-                &q,
-                &[b, t, h, d],
-                &[0, 2, 1, 3],
-                &k,
-                &[b, s, h, d],
-                &[0, 2, 3, 1],
+                (&q, [b, t, h, d], [0, 2, 1, 3]),
+                (&k, [b, s, h, d], [0, 2, 3, 1]),
                 (t, s, d),
             ),
             // Mixing: p [b,h,t,s] as it is times v [b,s,h,d] as [b,h | s | d].
             (
-                &p,
-                &[b, h, t, s],
-                &[0, 1, 2, 3],
-                &v,
-                &[b, s, h, d],
-                &[0, 2, 1, 3],
+                (&p, [b, h, t, s], [0, 1, 2, 3]),
+                (&v, [b, s, h, d], [0, 2, 1, 3]),
                 (t, d, s),
             ),
         ];
-        for (x, xd, xp, y, yd, yp, (m, n, kk)) in cases {
+        for ((x, xd, xp), (y, yd, yp), (m, n, kk)) in cases {
             let g = Gemm {
                 batch: b * h,
                 m,
@@ -587,12 +573,17 @@ mod tests {
                 rhs_k_last: false,
                 bf16_operands: true,
             };
-            let lhs = Batch::permuted(x, xd, xp, 2, 1, true).expect("lhs view");
-            let rhs = Batch::permuted(y, yd, yp, 2, 1, false).expect("rhs view");
+            let lhs = Batch::permuted(x, &xd, &xp, 2, 1, true).expect("lhs view");
+            let rhs = Batch::permuted(y, &yd, &yp, 2, 1, false).expect("rhs view");
             let mut in_place = vec![f32::NAN; b * h * m * n];
             matmul_batches(&g, &lhs, &rhs, &mut in_place);
             let mut copied = vec![f32::NAN; b * h * m * n];
-            matmul(&g, &permute(x, xd, xp), &permute(y, yd, yp), &mut copied);
+            matmul(
+                &g,
+                &permute(x, &xd, &xp),
+                &permute(y, &yd, &yp),
+                &mut copied,
+            );
             assert_eq!(
                 in_place.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
                 copied.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
