@@ -123,6 +123,46 @@ fn transpose<T: Unit>(x: &[T], rows: usize, cols: usize, out: &mut [T]) {
         .for_each(|(i, part)| band(i * band_rows, part));
 }
 
+/// A matrix for `gemm`: its first element and its (row, column) strides in elements.
+type Strided<P> = (P, (usize, usize));
+
+/// `dst` (`m` x `n`) = `a` (`m` x `k`) · `b` (`k` x `n`) on `gemm`.
+///
+/// # Safety
+/// Each matrix's elements, at its strides, lie in its allocation.
+unsafe fn product<T: Unit>(
+    (m, n, k): (usize, usize, usize),
+    (dst, (dst_rs, dst_cs)): Strided<*mut T>,
+    (a, (a_rs, a_cs)): Strided<*const T>,
+    (b, (b_rs, b_cs)): Strided<*const T>,
+    parallelism: ::gemm::Parallelism,
+) {
+    // SAFETY: as the caller promises.
+    unsafe {
+        ::gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            dst_cs as isize,
+            dst_rs as isize,
+            false,
+            a,
+            a_cs as isize,
+            a_rs as isize,
+            b,
+            b_cs as isize,
+            b_rs as isize,
+            T::default(),
+            T::ONE,
+            false,
+            false,
+            false,
+            parallelism,
+        )
+    }
+}
+
 /// `c` (batch·m·n elements, overwritten) = the row-major product `g` describes, batch by batch,
 /// laid out as `layout` says, with `scratch` for its copies.
 pub(crate) fn matmul<T: Unit>(
@@ -162,28 +202,14 @@ pub(crate) fn matmul<T: Unit>(
         } else {
             (&mut *c, (n, 1))
         };
-        let ((a, (a_rs, a_cs)), (b, (b_rs, b_cs))) = (lhs, rhs);
+        let ((a, a_strides), (b, b_strides)) = (lhs, rhs);
         // SAFETY: the slices hold at least m·k, k·n and m·n elements at these strides.
         unsafe {
-            ::gemm::gemm(
-                m,
-                n,
-                k,
-                dst.as_mut_ptr(),
-                dst_cs as isize,
-                dst_rs as isize,
-                false,
-                a.as_ptr(),
-                a_cs as isize,
-                a_rs as isize,
-                b.as_ptr(),
-                b_cs as isize,
-                b_rs as isize,
-                T::default(),
-                T::ONE,
-                false,
-                false,
-                false,
+            product(
+                (m, n, k),
+                (dst.as_mut_ptr(), (dst_rs, dst_cs)),
+                (a.as_ptr(), a_strides),
+                (b.as_ptr(), b_strides),
                 parallelism,
             )
         };
@@ -334,25 +360,11 @@ pub(crate) fn matmul_batches<T: Unit>(
         );
         // SAFETY: `fits` checked every element each matrix reaches; `c` holds m·n here.
         unsafe {
-            ::gemm::gemm(
-                m,
-                n,
-                k,
-                c.as_mut_ptr(),
-                1,
-                n as isize,
-                false,
-                a,
-                lhs.step as isize,
-                lhs.line as isize,
-                x,
-                rhs.line as isize,
-                rhs.step as isize,
-                T::default(),
-                T::ONE,
-                false,
-                false,
-                false,
+            product(
+                (m, n, k),
+                (c.as_mut_ptr(), (n, 1)),
+                (a, (lhs.line, lhs.step)),
+                (x, (rhs.step, rhs.line)),
                 parallelism,
             )
         }
