@@ -230,24 +230,6 @@ impl Executable {
         Some(T::elements(c))
     }
 
-    /// The product `g` of f32 operands holding bf16 values in a pooled buffer, where the bf16
-    /// kernel runs it on this CPU.
-    #[cfg(target_arch = "x86_64")]
-    fn gemm_bf16(&self, g: &Gemm, a: &[f32], b: &[f32]) -> Option<Elements> {
-        if !gemm_bf16::runs(g) {
-            return None;
-        }
-        let mut c = f32::vec_of(self.buffer(DType::F32, g.batch * g.m * g.n).ok()?)?;
-        gemm_bf16::matmul(g, a, b, &mut c);
-        Some(Elements::F32(c))
-    }
-
-    /// The bf16 kernel needs x86-64's AVX-512 BF16.
-    #[cfg(not(target_arch = "x86_64"))]
-    fn gemm_bf16(&self, _: &Gemm, _: &[f32], _: &[f32]) -> Option<Elements> {
-        None
-    }
-
     /// The product `g` of operands read through permutations `perms` where they lie, with no
     /// permuted copies: where each operand's batch, line and contracting dimensions merge into
     /// one stride per group (and one of the last two strides is 1), on the bf16 kernel where
@@ -260,37 +242,16 @@ impl Executable {
         rhs: &Array,
         (l, r): &Permutes,
     ) -> Option<Elements> {
-        // How many of a permutation's leading dimensions make up the batch, and how many of
-        // the rest the first group (of `first` elements).
-        let groups = |dims: &[usize], perm: &[usize], first: usize| {
-            let sizes: Vec<usize> = perm
-                .iter()
-                .map(|&d| dims.get(d).copied())
-                .collect::<Option<_>>()?;
-            let prefix = |from: usize, want: usize| {
-                let mut product = 1usize;
-                (from..=sizes.len()).find(|&end| {
-                    if end > from {
-                        product = product.saturating_mul(sizes[end - 1]);
-                    }
-                    product == want
-                })
-            };
-            let nb = prefix(0, g.batch)?;
-            Some((nb, prefix(nb, first)? - nb))
-        };
-        let (lb, lo) = groups(lhs.dims(), l, g.m)?;
-        let (rb, ro) = groups(rhs.dims(), r, g.k)?;
         match (lhs.elements(), rhs.elements()) {
             (Elements::F32(a), Elements::F32(b)) => {
-                let lv = Batch::permuted(a, lhs.dims(), l, lb, lo, true)?;
-                let rv = Batch::permuted(b, rhs.dims(), r, rb, ro, false)?;
+                let lv = Batch::of_lhs(g, a, lhs.dims(), l)?;
+                let rv = Batch::of_rhs(g, b, rhs.dims(), r)?;
                 self.gemm_bf16_batches(g, &lv, &rv)
                     .or_else(|| self.gemm_batches(g, &lv, &rv))
             }
             (Elements::F64(a), Elements::F64(b)) => {
-                let lv = Batch::permuted(a, lhs.dims(), l, lb, lo, true)?;
-                let rv = Batch::permuted(b, rhs.dims(), r, rb, ro, false)?;
+                let lv = Batch::of_lhs(g, a, lhs.dims(), l)?;
+                let rv = Batch::of_rhs(g, b, rhs.dims(), r)?;
                 self.gemm_batches(g, &lv, &rv)
             }
             _ => None,
@@ -400,7 +361,10 @@ impl Executable {
                             let (a, b) = permuted.as_ref().map_or((&lhs, &rhs), |(a, b)| (a, b));
                             match (a.elements(), b.elements()) {
                                 (Elements::F32(a), Elements::F32(b)) => {
-                                    self.gemm_bf16(&g, a, b).or_else(|| self.gemm(&g, a, b))
+                                    let (l, r) =
+                                        (Batch::stored(&g, a, true), Batch::stored(&g, b, false));
+                                    self.gemm_bf16_batches(&g, &l, &r)
+                                        .or_else(|| self.gemm(&g, a, b))
                                 }
                                 (Elements::F64(a), Elements::F64(b)) => self.gemm(&g, a, b),
                                 _ => None,

@@ -313,6 +313,19 @@ impl<'a, T> Batch<'a, T> {
         }
     }
 
+    /// `g`'s lhs `x` (row-major, of shape `dims`) read through `perm` (batch, free, then
+    /// contracting dimensions), as [`Batch::permuted`] takes it.
+    pub(crate) fn of_lhs(g: &Gemm, x: &'a [T], dims: &[usize], perm: &[usize]) -> Option<Self> {
+        let (nb, free) = groups(dims, perm, g.batch, g.m)?;
+        Batch::permuted(x, dims, perm, nb, free, true)
+    }
+
+    /// `g`'s rhs `x` read through `perm` (batch, contracting, then free dimensions).
+    pub(crate) fn of_rhs(g: &Gemm, x: &'a [T], dims: &[usize], perm: &[usize]) -> Option<Self> {
+        let (nb, contracting) = groups(dims, perm, g.batch, g.k)?;
+        Batch::permuted(x, dims, perm, nb, contracting, false)
+    }
+
     /// Whether each of the `count` matrices of `lines` lines of `k` elements lies in the data.
     fn fits(&self, count: usize, lines: usize, k: usize) -> bool {
         let span = lines
@@ -330,6 +343,26 @@ impl<'a, T> Batch<'a, T> {
                     .all(|&o| o.checked_add(span).is_some_and(|end| end < self.data.len()))
             })
     }
+}
+
+/// How many of `perm`'s leading dimensions of `dims` make up a batch of `batch` elements, and
+/// how many of the rest a group of `first` elements.
+fn groups(dims: &[usize], perm: &[usize], batch: usize, first: usize) -> Option<(usize, usize)> {
+    let sizes: Vec<usize> = perm
+        .iter()
+        .map(|&d| dims.get(d).copied())
+        .collect::<Option<_>>()?;
+    let prefix = |from: usize, want: usize| {
+        let mut product = 1usize;
+        (from..=sizes.len()).find(|&end| {
+            if end > from {
+                product = product.saturating_mul(sizes[end - 1]);
+            }
+            product == want
+        })
+    };
+    let nb = prefix(0, batch)?;
+    Some((nb, prefix(nb, first)? - nb))
 }
 
 /// `c` (batch·m·n elements, overwritten) = the products of `lhs`'s and `rhs`'s matrices, read

@@ -366,18 +366,6 @@ fn product(g: &Gemm, a: Lines, b: Lines, c: &mut [f32], parallel: bool) {
     }
 }
 
-/// `c` (batch·m·n elements, overwritten) = the row-major product `g` describes, of f32
-/// operands holding bf16 values. Callers check [`runs`] first (which also rules out empty
-/// products).
-pub(crate) fn matmul(g: &Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
-    matmul_batches(
-        g,
-        &Batch::stored(g, a, true),
-        &Batch::stored(g, b, false),
-        c,
-    );
-}
-
 /// Matrix `b` of `batch` as lines (empty where its offset lies outside the data; the packers
 /// check the rest).
 fn matrix<'a>(batch: &Batch<'a, f32>, b: usize) -> Lines<'a> {
@@ -429,6 +417,16 @@ mod tests {
                 f32::from_bits(bf16_bits(x) << 16)
             })
             .collect()
+    }
+
+    /// `c` = the row-major product `g` describes, of operands stored as `g` says.
+    fn matmul(g: &Gemm, a: &[f32], b: &[f32], c: &mut [f32]) {
+        matmul_batches(
+            g,
+            &Batch::stored(g, a, true),
+            &Batch::stored(g, b, false),
+            c,
+        );
     }
 
     /// The product in f64 of the stored layouts `g` describes.
