@@ -389,3 +389,163 @@ fn the_forward_kernel_writes_output_and_log_sum_exps_in_one_launch() {
         }
     }
 }
+
+/// The forward kernel on the tensor cores (products at bf16 over multiples of 16 head
+/// features: GPT-2's 64, and 16 and 32) on the emulated GPU: queries of 64 to 256 positions,
+/// causal and not, fewer and more keys than queries, partial blocks of rows and of key
+/// tiles. The output and log-sum-exps equal the interpreter's to bf16 rounding (the weights
+/// are rounded relative to the running maximum, the plain-op spelling's normalized: a bf16
+/// rounding apart), and the plan launches a warp per 16 query rows.
+#[test]
+fn the_tensor_core_forward_kernel_computes_the_interpreters_values_on_the_emulated_gpu() {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    use ferrax_ptx_emu::Emulator;
+    let cases = [
+        ([1, 64, 2, 64], 64, true),
+        ([2, 100, 1, 16], 100, true),
+        ([1, 70, 2, 32], 130, false),
+        ([1, 96, 1, 64], 40, true),
+        ([1, 256, 1, 16], 256, true),
+        ([1, 33, 3, 48], 200, false),
+    ];
+    for (q_shape, keys, causal) in cases {
+        let [b, t, h, d] = q_shape;
+        let what = format!("q {q_shape:?}, {keys} keys, causal {causal}");
+        let flag = if causal { ", causal=1" } else { "" };
+        let text = format!(
+            "func @main(%q: f32[{b},{t},{h},{d}], %k: f32[{b},{keys},{h},{d}], %v: f32[{b},{keys},{h},{d}]) -> (f32[{b},{t},{h},{d}], f32[{b},{h},{t}]) {{
+  %o = attention %q, %k, %v{flag}, precision=bf16 : f32[{b},{t},{h},{d}]
+  %l = attention_lse %q, %k, %v{flag}, precision=bf16 : f32[{b},{h},{t}]
+  return %o, %l
+}}"
+        );
+        let func = ferrax::ir::parse_func(&text).unwrap();
+        let kv_shape = [b, keys, h, d];
+        let args = vec![
+            operand_f32(q_shape, 7),
+            operand_f32(kv_shape, 8),
+            operand_f32(kv_shape, 9),
+        ];
+        let emulator = Emulator::default();
+        let program = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
+        let threads: Vec<usize> = program
+            .plan()
+            .attentions
+            .iter()
+            .map(|a| a.threads())
+            .collect();
+        assert_eq!(threads, [128], "{what}");
+        let got = program.run(&args).unwrap();
+        assert_eq!(emulator.launched(), ["main_a0"], "{what}");
+        let want = ferrax::runtime::interpret(&func, &args).unwrap();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let (g, w) = (g.to_f64_vec(), w.to_f64_vec());
+            let scale = w.iter().fold(1f64, |m, x| m.max(x.abs()));
+            for (k, (a, e)) in g.iter().zip(&w).enumerate() {
+                // The output: two bf16 roundings apart at most (the weights' and the
+                // result's, 2^-8 of the largest value each); the log-sum-exps: f32 sums of
+                // the same rounded scores, within 4 ulp.
+                let tol = scale
+                    * if i == 0 {
+                        2f64.powi(-7)
+                    } else {
+                        2f64.powi(-21)
+                    };
+                assert!(
+                    (a - e).abs() <= tol,
+                    "{what}: result {i} [{k}] = {a}, interpreter {e}"
+                );
+            }
+        }
+    }
+}
+
+/// The gradient kernels on the tensor cores (products at bf16 over multiples of 16 head
+/// features) on the emulated GPU, each part given the forward results and cotangents:
+/// queries of 64 to 256 positions, causal and not, fewer and more keys than queries, partial
+/// blocks and tiles. The gradients equal the interpreter's to bf16 rounding, each part one
+/// launch of a warp per 16 rows.
+#[test]
+fn the_tensor_core_gradient_kernels_compute_the_interpreters_values_on_the_emulated_gpu() {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    use ferrax_ptx_emu::Emulator;
+    let cases = [
+        ([1, 64, 2, 64], 64, true),
+        ([2, 100, 1, 16], 100, true),
+        ([1, 70, 2, 32], 130, false),
+        ([1, 96, 1, 64], 40, true),
+        ([1, 40, 1, 16], 96, true),
+        ([1, 256, 1, 16], 256, true),
+        ([1, 33, 3, 48], 200, false),
+    ];
+    for (q_shape, keys, causal) in cases {
+        let [b, t, h, d] = q_shape;
+        let what = format!("q {q_shape:?}, {keys} keys, causal {causal}");
+        let flag = if causal { ", causal=1" } else { "" };
+        let (q, kv, rows) = (
+            format!("f32[{b},{t},{h},{d}]"),
+            format!("f32[{b},{keys},{h},{d}]"),
+            format!("f32[{b},{h},{t}]"),
+        );
+        let text = format!(
+            "func @main(%q: {q}, %k: {kv}, %v: {kv}, %g: {q}, %gl: {rows}) -> ({q}, {kv}, {kv}) {{
+  %o = attention %q, %k, %v{flag}, precision=bf16 : {q}
+  %l = attention_lse %q, %k, %v{flag}, precision=bf16 : {rows}
+  %dq = attention_dq %q, %k, %v, %o, %l, %g, %gl{flag}, precision=bf16 : {q}
+  %dk = attention_dk %q, %k, %v, %o, %l, %g, %gl{flag}, precision=bf16 : {kv}
+  %dv = attention_dv %q, %k, %v, %o, %l, %g, %gl{flag}, precision=bf16 : {kv}
+  return %dq, %dk, %dv
+}}"
+        );
+        let func = ferrax::ir::parse_func(&text).unwrap();
+        let kv_shape = [b, keys, h, d];
+        let args = vec![
+            operand_f32(q_shape, 11),
+            operand_f32(kv_shape, 12),
+            operand_f32(kv_shape, 13),
+            operand_f32(q_shape, 14),
+            operand_f32([b, h, t, 1], 15)
+                .reshaped([b, h, t].into())
+                .unwrap(),
+        ];
+        let emulator = Emulator::default();
+        let program = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
+        let threads: Vec<usize> = program
+            .plan()
+            .attentions
+            .iter()
+            .map(|a| a.threads())
+            .collect();
+        assert_eq!(threads, [128; 4], "{what}");
+        assert_eq!(program.host_steps(), 0, "{what}");
+        let got = program.run(&args).unwrap();
+        let want = ferrax::runtime::interpret(&func, &args).unwrap();
+        // The values' gradient rounds the same weights as the plain-op spelling, up to f32
+        // sums: a bf16 rounding apart at most. The queries' and keys' gradients round the
+        // weights' cotangents and `ds`, computed from weights a few f32 ulp apart (from the
+        // log-sum-exps, not the normalized exponentials), so a rounding there flips now and
+        // then, and sums over up to 256 visited rows carry it: the scalar kernels are as far
+        // from the interpreter on these inputs (up to 5% of the largest value, 1% on average).
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let (g, w) = (g.to_f64_vec(), w.to_f64_vec());
+            let scale = w.iter().fold(1f64, |m, x| m.max(x.abs()));
+            let (worst, mean) = match i {
+                2 => (2f64.powi(-7), 2f64.powi(-7)),
+                _ => (2f64.powi(-4), 2f64.powi(-6)),
+            };
+            let mut total = 0.0;
+            for (k, (a, e)) in g.iter().zip(&w).enumerate() {
+                total += (a - e).abs();
+                assert!(
+                    (a - e).abs() <= worst * scale,
+                    "{what}: result {i} [{k}] = {a}, interpreter {e}"
+                );
+            }
+            let average = total / g.len() as f64;
+            assert!(
+                average <= mean * scale,
+                "{what}: result {i} off by {average} on average"
+            );
+        }
+    }
+}

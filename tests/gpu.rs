@@ -1287,3 +1287,60 @@ fn gpu_artifacts_load_their_cubins_on_the_device() {
     let want = compiled.run(std::slice::from_ref(&x)).unwrap();
     assert_eq!(loaded.run(&[x]).unwrap(), want);
 }
+
+/// The attention kernels on the device, against the same kernels on the emulated GPU (which
+/// `tests/attention.rs` checks against the interpreter): GPT-2's heads (64 features, causal)
+/// and smaller ones, f32 products on the scalar kernels and bf16 products on the tensor cores
+/// (whose fragment layouts only hardware can confirm). The forward parts and the three
+/// gradients agree to f32 sums in another order: the tensor cores' own, and bf16 roundings
+/// they may flip.
+#[test]
+fn attention_kernels_run_on_the_device_as_on_the_emulator() {
+    let Some(dev) = device() else { return };
+    for (shape, keys, causal, precision) in [
+        ([2, 256, 2, 64], 256, true, ", precision=bf16"),
+        ([1, 100, 3, 32], 130, false, ", precision=bf16"),
+        ([2, 256, 2, 64], 256, true, ""),
+        ([1, 70, 2, 16], 40, false, ""),
+    ] {
+        let [b, t, h, d] = shape;
+        let flag = format!("{}{precision}", if causal { ", causal=1" } else { "" });
+        let (q, kv, rows) = (
+            format!("f32[{b},{t},{h},{d}]"),
+            format!("f32[{b},{keys},{h},{d}]"),
+            format!("f32[{b},{h},{t}]"),
+        );
+        let text = format!(
+            "func @main(%q: {q}, %k: {kv}, %v: {kv}, %g: {q}, %gl: {rows}) -> ({q}, {rows}, {q}, {kv}, {kv}) {{
+  %o = attention %q, %k, %v{flag} : {q}
+  %l = attention_lse %q, %k, %v{flag} : {rows}
+  %dq = attention_dq %q, %k, %v, %o, %l, %g, %gl{flag} : {q}
+  %dk = attention_dk %q, %k, %v, %o, %l, %g, %gl{flag} : {kv}
+  %dv = attention_dv %q, %k, %v, %o, %l, %g, %gl{flag} : {kv}
+  return %o, %l, %dq, %dk, %dv
+}}"
+        );
+        let func = ferrax::ir::parse_func(&text).unwrap();
+        let args = inputs(&func, 3);
+        let on_device = GpuProgram::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
+        let emulator = Emulator::default();
+        let emulated = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(on_device.plan().attentions.len(), 4, "{text}");
+        let (got, want) = (on_device.run(&args).unwrap(), emulated.run(&args).unwrap());
+        let tol = if precision.is_empty() {
+            2e-5
+        } else {
+            2f64.powi(-4)
+        };
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            let (g, w) = (g.to_f64_vec(), w.to_f64_vec());
+            let scale = w.iter().fold(1f64, |m, x| m.max(x.abs()));
+            for (i, (a, e)) in g.iter().zip(&w).enumerate() {
+                assert!(
+                    (a - e).abs() <= tol * scale,
+                    "{shape:?}{flag}: result {k} [{i}] = {a}, emulated {e}"
+                );
+            }
+        }
+    }
+}

@@ -2130,8 +2130,9 @@ fn the_gpu_memory_plan_counts_a_view_with_its_operand() {
 }
 
 /// The attention kernels (flash attention's forward and backward passes) of GPT-2's heads (64
-/// features, causal; with w10's bf16 products too) and smaller ones, the forward ones writing
-/// the output, the log-sum-exps or both: a forward kernel's PTX as snapshotted, and every one
+/// features, causal; with w10's bf16 products too, forward on the tensor cores) and smaller
+/// ones, the forward ones writing the output, the log-sum-exps or both: two forward kernels'
+/// PTX (one on the tensor cores) as snapshotted, and every one
 /// assembled by `ptxas` for sm_80 and sm_90, with accurate and fast math, without a register
 /// spilled.
 #[test]
@@ -2165,6 +2166,10 @@ fn attention_kernels_assemble_with_ptxas_without_spills() {
         kernel("gpt2_out", (64, true), (true, false)),
         kernel("plain_lse", (32, false), (false, true)),
         kernel("small", (8, true), (true, true)),
+        AttentionKernel {
+            precision: Some(DType::BF16),
+            ..kernel("small_bf16", (16, true), (true, true))
+        },
     ];
     let mut grads = Vec::new();
     for part in [
@@ -2174,6 +2179,7 @@ fn attention_kernels_assemble_with_ptxas_without_spills() {
     ] {
         for (features, causal, precision) in [
             (64, true, Some(DType::BF16)),
+            (32, false, Some(DType::BF16)),
             (64, true, None),
             (16, false, None),
         ] {
@@ -2196,6 +2202,11 @@ fn attention_kernels_assemble_with_ptxas_without_spills() {
     insta::assert_snapshot!(
         "attention_small_kernel",
         render_attention(&kernels[4], MathMode::Accurate).unwrap()
+    );
+    // bf16 products over 16 features: the tensor-core kernel.
+    insta::assert_snapshot!(
+        "attention_small_tensor_core_kernel",
+        render_attention(&kernels[5], MathMode::Accurate).unwrap()
     );
     let Some(ptxas) = ptxas() else {
         assert!(

@@ -15,7 +15,7 @@ use crate::EmulatorError;
 #[derive(Clone, Copy, PartialEq, Debug)]
 pub(crate) enum State {
     Running,
-    /// Waiting at the `bar.sync` or `shfl.sync` at this instruction.
+    /// Waiting at the `bar.sync`, `shfl.sync` or `mma.sync` at this instruction.
     Waiting(usize),
     Exited,
 }
@@ -133,8 +133,9 @@ impl Block<'_> {
         &mut self.shared[at..at + len]
     }
 
-    /// Completes the shuffle every live lane of `lanes` (a warp) waits at, if they do.
-    fn shuffle(&mut self, lanes: std::ops::Range<usize>) -> bool {
+    /// Completes the warp instruction (a shuffle or a matrix product) every live lane of
+    /// `lanes` (a warp) waits at, if they do.
+    fn complete_warp(&mut self, lanes: std::ops::Range<usize>) -> bool {
         let live: Vec<usize> = lanes
             .filter(|&t| self.threads[t].state != State::Exited)
             .collect();
@@ -148,23 +149,92 @@ impl Block<'_> {
         let all = live
             .iter()
             .all(|&t| self.threads[t].state == State::Waiting(pc));
-        if ins.op[0] != "shfl" || !all {
+        if !matches!(ins.op[0].as_str(), "shfl" | "mma") || !all {
             return false;
         }
-        assert_eq!(live.len(), 32, "shuffle with exited lanes: {}", ins.line);
+        assert_eq!(
+            live.len(),
+            32,
+            "warp instruction with exited lanes: {}",
+            ins.line
+        );
+        if ins.op[0] == "mma" {
+            self.matrix_product(&live, pc);
+        } else {
+            self.shuffle(&live, pc);
+        }
+        for &t in &live {
+            self.threads[t].pc = pc + 1;
+            self.threads[t].state = State::Running;
+        }
+        true
+    }
+
+    /// The butterfly shuffle at `pc` of the warp's lanes `live`.
+    fn shuffle(&mut self, live: &[usize], pc: usize) {
+        let ins = &self.entry.instrs[pc];
         assert!(ins.op.iter().any(|m| m == "bfly"), "{}", ins.line);
         let sources: Vec<u64> = live
             .iter()
             .map(|&t| self.value(t, &ins.args[1], &ins.line))
             .collect();
-        for &t in &live {
+        for &t in live {
             let offset = self.value(t, &ins.args[2], &ins.line) as usize;
             let v = sources[(t % 32) ^ offset];
             self.set(t, &ins.args[0], v);
-            self.threads[t].pc = pc + 1;
-            self.threads[t].state = State::Running;
         }
-        true
+    }
+
+    /// `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 d, a, b, c` at `pc`: the warp's
+    /// `D = A·B + C` of a 16x16 bf16 `A`, a 16x8 bf16 `B` and 16x8 f32 `C`, each spread over
+    /// the lanes as PTX lays out their fragments. Each element of `D` is summed in f64 (the bf16
+    /// products are exact there) and rounded once to f32: the tensor cores' own order and
+    /// intermediate precision are unspecified.
+    fn matrix_product(&mut self, live: &[usize], pc: usize) {
+        let ins = &self.entry.instrs[pc];
+        let form = [
+            "mma", "sync", "aligned", "m16n8k16", "row", "col", "f32", "bf16", "bf16", "f32",
+        ];
+        assert!(ins.op == form, "matrix product form: {}", ins.line);
+        let regs = |k: usize, n: usize| match &ins.args[k] {
+            Operand::Vector(r) if r.len() == n => r.clone(),
+            other => panic!("mma operand {k} {other:?}: {}", ins.line),
+        };
+        let (d, a, b, c) = (regs(0, 4), regs(1, 4), regs(2, 2), regs(3, 4));
+        let mut ma = [[0f64; 16]; 16];
+        let mut mb = [[0f64; 8]; 16];
+        let mut mc = [[0f64; 8]; 16];
+        let bf16 = |bits: u64| f64::from(f32::from_bits((bits as u32) << 16));
+        let read = |t: usize, r: usize| self.value(t, &Operand::Reg(r), &ins.line);
+        for &t in live {
+            let (group, pair) = ((t % 32) / 4, 2 * (t % 4));
+            for (i, &r) in a.iter().enumerate() {
+                // a0..a7 in pairs: rows g, g + 8, g, g + 8; columns +8 for the last two.
+                let bits = read(t, r);
+                let row = group + 8 * (i % 2);
+                let col = pair + 8 * (i / 2);
+                ma[row][col] = bf16(bits & 0xFFFF);
+                ma[row][col + 1] = bf16(bits >> 16);
+            }
+            for (i, &r) in b.iter().enumerate() {
+                let bits = read(t, r);
+                let row = pair + 8 * i;
+                mb[row][group] = bf16(bits & 0xFFFF);
+                mb[row + 1][group] = bf16(bits >> 16);
+            }
+            for (i, &r) in c.iter().enumerate() {
+                let x = f64::from(f32::from_bits(read(t, r) as u32));
+                mc[group + 8 * (i / 2)][pair + i % 2] = x;
+            }
+        }
+        for &t in live {
+            let (group, pair) = ((t % 32) / 4, 2 * (t % 4));
+            for (i, &r) in d.iter().enumerate() {
+                let (row, col) = (group + 8 * (i / 2), pair + i % 2);
+                let sum = (0..16).fold(mc[row][col], |s, k| s + ma[row][k] * mb[k][col]);
+                self.threads[t].regs[r] = Some(u64::from((sum as f32).to_bits()));
+            }
+        }
     }
 
     /// Runs thread `t` until it waits or exits.
@@ -180,7 +250,7 @@ impl Block<'_> {
                 }
             }
             match ins.op[0].as_str() {
-                "bar" | "shfl" => {
+                "bar" | "shfl" | "mma" => {
                     self.threads[t].state = State::Waiting(pc);
                     return;
                 }
@@ -195,7 +265,7 @@ impl Block<'_> {
 ///
 /// A launch the driver would refuse is an [`EmulatorError::Launch`]: a parameter count not the
 /// entry's, an empty grid or block, more threads than a block may have or than the entry's
-/// `.maxntid` allows, more static shared memory than 48 KiB.
+/// `.maxntid` allows, other than its `.reqntid` requires, more static shared memory than 48 KiB.
 ///
 /// # Panics
 /// On a bug of the kernel's that the emulator detects (see the crate docs).
@@ -220,6 +290,11 @@ pub fn launch(
     let max_threads = entry.max_threads.unwrap_or(1024).min(1024);
     if block > max_threads {
         return refuse(format!("block of {block} threads, more than {max_threads}"));
+    }
+    if let Some(required) = entry.required_threads.filter(|&n| n != block) {
+        return refuse(format!(
+            "block of {block} threads, not the {required} required"
+        ));
     }
     if entry.shared_bytes > 48 * 1024 {
         return refuse(format!("{} bytes of shared memory", entry.shared_bytes));
@@ -269,7 +344,7 @@ fn run_block(entry: &Entry, b: u32, grid: u32, block: u32, params: &[u64], memor
                 for t in lanes.clone() {
                     blk.run(t, memory);
                 }
-                if !blk.shuffle(lanes.clone()) {
+                if !blk.complete_warp(lanes.clone()) {
                     break;
                 }
             }

@@ -61,7 +61,7 @@ impl Block<'_> {
             "ld" => self.load(&x, memory),
             "st" => self.store(&x, memory),
             "red" => self.reduce_into(&x, memory),
-            "add" | "sub" | "mul" | "div" | "neg" | "abs" | "sqrt"
+            "add" | "sub" | "mul" | "div" | "neg" | "abs" | "sqrt" | "max" | "min"
                 if matches!(x.ty, "f32" | "f64") =>
             {
                 self.float(&x);
@@ -238,6 +238,34 @@ impl Block<'_> {
                 };
                 of_f32(r as f32)
             }
+            // A NaN operand gives the other; +0 is the greater zero.
+            "max" | "min" => {
+                let (a, b) = (self.operand(x, 1), self.operand(x, 2));
+                let max = x.op[0] == "max";
+                let pick = |x: f64, y: f64| match (x.is_nan(), y.is_nan()) {
+                    (true, _) => false,
+                    (_, true) => true,
+                    _ if x == y => x.is_sign_positive() == max,
+                    _ => (x > y) == max,
+                };
+                match ty {
+                    "f32" => {
+                        let (fa, fb) = (f64::from(f32_of(a)), f64::from(f32_of(b)));
+                        if pick(fa, fb) {
+                            a
+                        } else {
+                            b
+                        }
+                    }
+                    _ => {
+                        if pick(f64_of(a), f64_of(b)) {
+                            a
+                        } else {
+                            b
+                        }
+                    }
+                }
+            }
             "copysign" => {
                 // d = |b| with the sign of a.
                 let (a, b) = (self.operand(x, 1), self.operand(x, 2));
@@ -329,6 +357,12 @@ impl Block<'_> {
                     self.operand(x, 2)
                 };
                 r & mask(x.ty)
+            }
+            // Two f32 rounded to bf16 into one register, the first operand's in the upper half.
+            "cvt" if op[2] == "bf16x2" => {
+                assert!(op == ["cvt", "rn", "bf16x2", "f32"], "{}", x.line);
+                let half = |k: usize| convert(self.operand(x, k), "bf16", "f32", Some("rn"));
+                (half(1) << 16) | half(2)
             }
             "cvt" => {
                 // cvt[.mode].to.from

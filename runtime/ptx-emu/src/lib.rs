@@ -1,15 +1,17 @@
 //! An emulator for the PTX ferrax's renderer emits, so that kernels are run, not only
 //! assembled, where there is no GPU: each thread is interpreted on its own (registers,
 //! predicates, its own program counter, so divergent branches need nothing special);
-//! `shfl.sync` waits for every live lane of the warp and `bar.sync` for every live thread of the
+//! `shfl.sync` and `mma.sync` wait for every live lane of the warp and `bar.sync` for every live thread of the
 //! block, as on the hardware; the warps of a block run in a varying order, each as far as it can
 //! alone (through its shuffles, up to a barrier).
 //!
 //! It implements what the renderer uses, with PTX's semantics: IEEE arithmetic rounded to
 //! nearest (`.rn`; fma fused), ordered and unordered compares, conversions with their rounding
 //! modes (float to integer saturating, NaN to 0), `copysign`, predicated instructions, 128-bit
-//! vector loads and stores, reductions into global memory (`red`), shared memory and butterfly
-//! shuffles. Fast math's approximate instructions are computed correctly rounded.
+//! vector loads and stores, reductions into global memory (`red`), shared memory, butterfly
+//! shuffles, packing conversions (`cvt.rn.bf16x2.f32`) and the tensor cores' bf16 matrix product
+//! (`mma.sync ... m16n8k16 ... bf16`, a warp instruction like a shuffle). Fast math's
+//! approximate instructions are computed correctly rounded.
 //!
 //! Kernels run one launch at a time ([`Module::parse`], [`Module::entry`], [`launch`] over a
 //! [`Memory`]), or whole programs run on an [`Emulator`], a
@@ -25,7 +27,7 @@
 //! is what the emulator is for in tests. Reading a register no instruction has written, touching
 //! global memory outside every buffer (the padding between buffers and the next buffer
 //! included), a load or store not aligned to its size, shared memory out of bounds, threads
-//! waiting at different barriers, a shuffle with exited lanes, dividing an integer by zero, or
+//! waiting at different barriers, a shuffle or matrix product with exited lanes, dividing an integer by zero, or
 //! shared memory one warp uses after another wrote it (or writes after another used it) with no
 //! barrier between. So does an instruction, type, rounding mode or operand it does not know,
 //! which it rejects by name.

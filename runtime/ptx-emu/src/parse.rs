@@ -1,5 +1,5 @@
 //! Reading a PTX module: its entries' parameters, declared registers, shared variables,
-//! `.maxntid` bounds, labels and instructions. What `ptxas` or the driver would refuse to load
+//! `.maxntid` bounds and `.reqntid` counts, labels and instructions. What `ptxas` or the driver would refuse to load
 //! (malformed text, a register the entry does not declare) is an [`EmulatorError`].
 
 use crate::EmulatorError;
@@ -38,6 +38,8 @@ pub struct Entry {
     pub(crate) shared_bytes: u64,
     /// The `.maxntid` bound on a block's threads, where declared.
     pub(crate) max_threads: Option<u32>,
+    /// The `.reqntid` count a block's threads must be, where declared.
+    pub(crate) required_threads: Option<u32>,
     pub(crate) instrs: Vec<Instr>,
     pub(crate) labels: HashMap<String, usize>,
 }
@@ -77,6 +79,7 @@ impl Module {
                     shared: body.shared,
                     shared_bytes: body.shared_bytes,
                     max_threads: body.max_threads,
+                    required_threads: body.required_threads,
                     instrs: body.instrs,
                     labels: body.labels,
                 },
@@ -99,6 +102,7 @@ struct Body {
     shared: HashMap<String, (u64, u64)>,
     shared_bytes: u64,
     max_threads: Option<u32>,
+    required_threads: Option<u32>,
     instrs: Vec<Instr>,
     labels: HashMap<String, usize>,
 }
@@ -122,6 +126,7 @@ fn parse_body<'a>(
     // better aligned than it promises; addresses below 16 are never valid.
     let mut shared_bytes: u64 = 16;
     let mut max_threads = None;
+    let mut required_threads = None;
     let mut instrs = Vec::new();
     let mut labels = HashMap::new();
     for l in lines {
@@ -132,14 +137,21 @@ fn parse_body<'a>(
         if l.is_empty() || l.starts_with("//") || l == "{" {
             continue;
         }
-        // Hints to the assembler (`.pragma "nounroll";`) change nothing that runs.
-        if l.starts_with(".pragma ") {
+        // Hints to the assembler (`.pragma "nounroll";`, `.minnctapersm 1`) change nothing
+        // that runs.
+        if l.starts_with(".pragma ") || l.starts_with(".minnctapersm ") {
             continue;
         }
-        if let Some(dims) = l.strip_prefix(".maxntid ") {
-            let x = dims.split(',').next().unwrap_or_default().trim();
-            let x = x.parse().map_err(|_| malformed(l, "thread bound"))?;
-            max_threads = Some(x);
+        for (directive, threads) in [
+            (".maxntid ", &mut max_threads),
+            (".reqntid ", &mut required_threads),
+        ] {
+            if let Some(dims) = l.strip_prefix(directive) {
+                let x = dims.split(',').next().unwrap_or_default().trim();
+                *threads = Some(x.parse().map_err(|_| malformed(l, "thread bound"))?);
+            }
+        }
+        if l.starts_with(".maxntid ") || l.starts_with(".reqntid ") {
             continue;
         }
         if let Some(label) = l.strip_suffix(':') {
@@ -201,6 +213,7 @@ fn parse_body<'a>(
         shared,
         shared_bytes,
         max_threads,
+        required_threads,
         instrs,
         labels,
     })

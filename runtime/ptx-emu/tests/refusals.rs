@@ -105,6 +105,29 @@ fn blocks_beyond_maxntid_do_not_launch() {
     assert!(too_many.contains("more than 64"), "{too_many}");
 }
 
+/// A block of other than the entry's `.reqntid` threads does not launch; one of them does.
+#[test]
+fn blocks_other_than_reqntid_do_not_launch() {
+    let text = module(
+        "exact",
+        0,
+        "\
+.reqntid 64, 1, 1
+	ret;",
+    );
+    let module = Module::parse(&text).unwrap();
+    let entry = module.entry("exact").unwrap();
+    let mut memory = Memory::default();
+    for block in [32, 96] {
+        let refused = launch(entry, 1, block, &[], &mut memory).unwrap_err();
+        assert!(
+            refused.to_string().contains("not the 64 required"),
+            "{refused}"
+        );
+    }
+    launch(entry, 1, 64, &[], &mut memory).unwrap();
+}
+
 /// Neither does an empty grid or block, nor a launch with the wrong parameter count.
 #[test]
 fn empty_launches_and_missing_parameters_are_refused() {
@@ -276,7 +299,10 @@ fn shuffles_with_exited_lanes_are_refused() {
     let module = Module::parse(&module("lanes", 0, body)).unwrap();
     let mut memory = Memory::default();
     let refused = complaint(|| launch(module.entry("lanes")?, 1, 32, &[], &mut memory)).unwrap();
-    assert!(refused.contains("shuffle with exited lanes"), "{refused}");
+    assert!(
+        refused.contains("warp instruction with exited lanes"),
+        "{refused}"
+    );
 }
 
 /// Host copies, like kernels' accesses, stay within one buffer.

@@ -181,3 +181,155 @@ fn reductions_into_global_memory_combine_every_thread() {
         10 + 2016
     );
 }
+
+/// The lanes of a warp each hold their fragments of a 16x16 bf16 `A`, a 16x8 bf16 `B` and a
+/// 16x8 f32 `C`, laid out as the PTX ISA's tables for `mma.m16n8k16` say (written here element
+/// by element, independently of the emulator's register-pair loops); the warp's `mma.sync`
+/// leaves each lane its fragment of `A·B + C`.
+#[test]
+fn tensor_core_products_follow_the_fragment_layouts() {
+    let body = "\
+	.reg .b32 %r<12>;
+	.reg .f32 %f<9>;
+	.reg .b64 %rd<5>;
+	mov.u32 %r1, %tid.x;
+	mul.wide.u32 %rd1, %r1, 48;
+	ld.param.u64 %rd2, [mma_param_0];
+	add.s64 %rd3, %rd2, %rd1;
+	ld.global.v4.b32 {%r2, %r3, %r4, %r5}, [%rd3];
+	ld.global.v2.b32 {%r6, %r7}, [%rd3+16];
+	ld.global.v2.f32 {%f1, %f2}, [%rd3+24];
+	ld.global.v2.f32 {%f3, %f4}, [%rd3+32];
+	mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%f5, %f6, %f7, %f8}, {%r2, %r3, %r4, %r5}, {%r6, %r7}, {%f1, %f2, %f3, %f4};
+	mul.wide.u32 %rd1, %r1, 16;
+	ld.param.u64 %rd2, [mma_param_1];
+	add.s64 %rd4, %rd2, %rd1;
+	st.global.v4.f32 [%rd4], {%f5, %f6, %f7, %f8};
+	ret;";
+    // Small integers and halves: exact in bf16, and every sum exact in f32.
+    let a = |r: usize, c: usize| ((r * 16 + c) % 7) as f32 - 3.0;
+    let b = |r: usize, c: usize| ((r * 8 + c) % 5) as f32 * 0.5 - 1.0;
+    let c = |r: usize, col: usize| (r * 8 + col) as f32;
+    let bf16 = |x: f32| (x.to_bits() >> 16) as u16;
+    let mut lanes = Vec::new();
+    for lane in 0..32 {
+        let (group, in_group) = (lane >> 2, lane % 4);
+        // a_i: row groupID for 0 <= i < 2 or 4 <= i < 6, else groupID + 8; column
+        // threadID_in_group * 2 + (i & 1), plus 8 for i >= 4.
+        let a_elements: Vec<u16> = (0..8)
+            .map(|i| {
+                let row = if i < 2 || (4..6).contains(&i) {
+                    group
+                } else {
+                    group + 8
+                };
+                let col = in_group * 2 + (i & 1) + if i >= 4 { 8 } else { 0 };
+                bf16(a(row, col))
+            })
+            .collect();
+        // b_i: row threadID_in_group * 2 + (i & 1), plus 8 for i >= 2; column groupID.
+        let b_elements: Vec<u16> = (0..4)
+            .map(|i| {
+                let row = in_group * 2 + (i & 1) + if i >= 2 { 8 } else { 0 };
+                bf16(b(row, group))
+            })
+            .collect();
+        // c_i: row groupID for i < 2, else groupID + 8; column threadID_in_group * 2 + (i & 1).
+        let c_elements: Vec<f32> = (0..4)
+            .map(|i| c(group + if i < 2 { 0 } else { 8 }, in_group * 2 + (i & 1)))
+            .collect();
+        // Each register holds two elements, the lower-numbered in its low half.
+        for pair in a_elements.chunks(2).chain(b_elements.chunks(2)) {
+            let word = u32::from(pair[0]) | (u32::from(pair[1]) << 16);
+            lanes.extend_from_slice(&word.to_le_bytes());
+        }
+        for x in c_elements {
+            lanes.extend_from_slice(&x.to_le_bytes());
+        }
+        // Padding, so that each lane's first load is aligned to its 16 bytes.
+        lanes.extend_from_slice(&[0; 8]);
+    }
+    let module = module("mma", 2, body);
+    let mut memory = Memory::default();
+    let input = memory.alloc(&lanes);
+    let output = memory.alloc(&[0; 32 * 16]);
+    launch(
+        module.entry("mma").unwrap(),
+        1,
+        32,
+        &[input, output],
+        &mut memory,
+    )
+    .unwrap();
+    let got = memory.read(output, 32 * 16).unwrap();
+    for lane in 0..32 {
+        let (group, in_group) = (lane >> 2, lane % 4);
+        for i in 0..4 {
+            let row = group + if i < 2 { 0 } else { 8 };
+            let col = in_group * 2 + (i & 1);
+            let want = (0..16).fold(c(row, col), |s, k| s + a(row, k) * b(k, col));
+            let at = 16 * lane + 4 * i;
+            let d = f32::from_le_bytes(got[at..at + 4].try_into().unwrap());
+            assert_eq!(d, want, "lane {lane}, d{i} (row {row}, column {col})");
+        }
+    }
+}
+
+/// `cvt.rn.bf16x2.f32` rounds two f32 to bf16 to nearest (ties to even) and packs them, the
+/// first operand's in the upper half.
+#[test]
+fn packing_conversions_round_two_floats_into_one_register() {
+    let body = "\
+	.reg .b32 %r<3>;
+	.reg .f32 %f<5>;
+	.reg .b64 %rd<2>;
+	mov.f32 %f1, 0f3F808000;
+	mov.f32 %f2, 0f3F818000;
+	mov.f32 %f3, 0fC0490FDB;
+	mov.f32 %f4, 0f7F800000;
+	cvt.rn.bf16x2.f32 %r1, %f1, %f2;
+	cvt.rn.bf16x2.f32 %r2, %f3, %f4;
+	ld.param.u64 %rd1, [pack_param_0];
+	st.global.v2.b32 [%rd1], {%r1, %r2};
+	ret;";
+    let module = module("pack", 1, body);
+    let mut memory = Memory::default();
+    let out = memory.alloc(&[0; 8]);
+    launch(module.entry("pack").unwrap(), 1, 1, &[out], &mut memory).unwrap();
+    let got = u32s(memory.read(out, 8).unwrap());
+    // 1 + 2^-8 ties down to 1 (0x3F80), 1 + 3 * 2^-8 up to 1 + 2^-6 (0x3F82); -pi to
+    // 0xC049; infinity stays 0x7F80.
+    assert_eq!(got, [0x3F80_3F82, 0xC049_7F80]);
+}
+
+/// `max.f32` and `min.f32` compare as floats: negative values, infinities, a NaN operand
+/// giving the other, +0 the greater zero.
+#[test]
+fn float_maxima_and_minima_compare_floats() {
+    let body = "\
+	.reg .f32 %f<13>;
+	.reg .b64 %rd<2>;
+	mov.f32 %f1, 0fC0000000;
+	mov.f32 %f2, 0fBF800000;
+	mov.f32 %f3, 0fFF800000;
+	mov.f32 %f4, 0f7FC00000;
+	mov.f32 %f5, 0f80000000;
+	mov.f32 %f6, 0f00000000;
+	max.f32 %f7, %f1, %f2;
+	min.f32 %f8, %f1, %f2;
+	max.f32 %f9, %f3, %f1;
+	max.f32 %f10, %f4, %f1;
+	max.f32 %f11, %f5, %f6;
+	min.f32 %f12, %f6, %f5;
+	ld.param.u64 %rd1, [minmax_param_0];
+	st.global.v4.f32 [%rd1], {%f7, %f8, %f9, %f10};
+	st.global.v2.f32 [%rd1+16], {%f11, %f12};
+	ret;";
+    let module = module("minmax", 1, body);
+    let mut memory = Memory::default();
+    let out = memory.alloc(&[0; 24]);
+    launch(module.entry("minmax").unwrap(), 1, 1, &[out], &mut memory).unwrap();
+    let got = u32s(memory.read(out, 24).unwrap());
+    let f = |x: f32| x.to_bits();
+    assert_eq!(got, [f(-1.0), f(-2.0), f(-2.0), f(-2.0), f(0.0), f(-0.0)]);
+}

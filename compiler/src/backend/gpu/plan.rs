@@ -4,9 +4,7 @@
 
 use crate::backend::gemm::{plan_gemm, plan_permuted_gemm};
 use crate::backend::liveness::{liveness, Liveness, StepValues};
-use crate::backend::ptx::attention::{
-    render_attention, supports, AttentionKernel, ROWS as ATTENTION_ROWS,
-};
+use crate::backend::ptx::attention::{render_attention, supports, AttentionKernel};
 use crate::backend::ptx::attention_grad::{render_attention_grad, AttentionGradKernel};
 use crate::backend::ptx::copy::CopyKernel;
 use crate::backend::ptx::element_scatter::ElementScatter;
@@ -490,6 +488,14 @@ impl AttentionLaunch {
         }
     }
 
+    /// Threads of a block.
+    pub fn threads(&self) -> usize {
+        match self {
+            AttentionLaunch::Forward(k) => k.threads(),
+            AttentionLaunch::Grad(k) => k.threads(),
+        }
+    }
+
     /// The kernel's `.entry`.
     pub fn render(&self, mode: MathMode) -> Result<String, PtxError> {
         match self {
@@ -529,7 +535,7 @@ fn attention_launches(
             name: k.name().to_string(),
             params,
             blocks: k.blocks(),
-            block: ATTENTION_ROWS as u32,
+            block: k.threads() as u32,
         });
     }
     specs

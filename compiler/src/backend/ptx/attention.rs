@@ -9,12 +9,14 @@
 //! row sees. Exponentials and logarithms are the kernels' own (`kernel::math`'s expansions, or
 //! fast math's approximations). Under a product precision the operands, scores, weights and
 //! results are rounded where the plain-op spelling rounds them, but for the weights, rounded
-//! relative to the running maximum rather than normalized (a rounding apart). The gradient
-//! parts have kernels of their own (`attention_grad`).
+//! relative to the running maximum rather than normalized (a rounding apart). Products at bf16
+//! over multiples of 16 features run on the tensor cores instead (`attention_mma`). The
+//! gradient parts have kernels of their own (`attention_grad`).
 
+use super::attention_mma::{self, on_tensor_cores, render_attention_mma};
 use super::emit::{Class, Emitter};
 use super::legalize::legalize;
-use super::loops::{entry_header, global_addresses, Thread};
+use super::loops::{entry_header, global_addresses, Thread, Threads};
 use super::select::emit_op;
 use super::{MathMode, PtxError};
 use crate::kernel::{Access, Buffer, KInstr, KOp, Kernel, KernelSig, Role};
@@ -91,6 +93,14 @@ impl AttentionKernel {
     /// Blocks of the launch: the query rows' blocks of each batch and head.
     pub fn blocks(&self) -> usize {
         self.queries.div_ceil(ROWS) * self.batch * self.heads
+    }
+
+    /// Threads of a block: a row each, or on the tensor cores a warp per 16 rows.
+    pub fn threads(&self) -> usize {
+        match on_tensor_cores(self.precision, self.features) {
+            true => attention_mma::THREADS,
+            false => ROWS,
+        }
     }
 }
 
@@ -332,6 +342,9 @@ pub(super) fn load_tiles(
 /// The kernel's `.entry`: parameters q, k, v, then the output and the log-sum-exps (those it
 /// writes).
 pub fn render_attention(k: &AttentionKernel, mode: MathMode) -> Result<String, PtxError> {
+    if on_tensor_cores(k.precision, k.features) {
+        return render_attention_mma(k, mode);
+    }
     let mut e = Emitter::new(mode);
     let name = &k.name;
     let (t_len, s_len, heads, d) = (k.queries, k.keys, k.heads, k.features);
@@ -528,7 +541,7 @@ pub fn render_attention(k: &AttentionKernel, mode: MathMode) -> Result<String, P
          products {:?}, out {}, lse {}",
         k.batch, k.causal, k.precision, k.out, k.lse
     );
-    entry_header(&mut s, name, &params, Some(ROWS));
+    entry_header(&mut s, name, &params, Threads::AtMost(ROWS));
     e.declare(&mut s);
     let _ = writeln!(
         s,

@@ -7,14 +7,17 @@
 //! `rowsum(d_out * out) - d_lse`, computed as the tile loads). A causal block of queries stops
 //! at its last row's keys, one of keys starts at its first key's query. Products round their
 //! operands and results to the attention's precision where it has one, as its plain-op
-//! spelling does.
+//! spelling does. Products at bf16 over multiples of 16 features run on the tensor cores
+//! instead (`attention_grad_mma`).
 
 use super::attention::{
     block_row, clamped_row, load_row, load_tiles, round_in_setup, rounded, row_element, supports,
     unary, BlockRow, Tiles, ROWS, TILE,
 };
+use super::attention_grad_mma::render_attention_grad_mma;
+use super::attention_mma::{self, on_tensor_cores};
 use super::emit::{Class, Emitter};
-use super::loops::{entry_header, global_addresses, Thread};
+use super::loops::{entry_header, global_addresses, Thread, Threads};
 use super::{MathMode, PtxError};
 use ferrax_ir::{Attention, AttentionPart, DType, Scalar, TensorType, UnaryOp};
 use std::fmt::Write;
@@ -68,6 +71,14 @@ impl AttentionGradKernel {
             | AttentionPart::LogSumExp => self.keys,
         };
         rows.div_ceil(ROWS) * self.batch * self.heads
+    }
+
+    /// Threads of a block: a row each, or on the tensor cores a warp per 16 rows.
+    pub fn threads(&self) -> usize {
+        match on_tensor_cores(self.precision, self.features) {
+            true => attention_mma::THREADS,
+            false => ROWS,
+        }
     }
 }
 
@@ -130,6 +141,9 @@ fn add_scaled_shared(e: &mut Emitter, acc: &[String], w: &str, base: &str) {
 
 /// The kernel's `.entry`: parameters q, k, v, out, lse, d_out, d_lse, then the gradient.
 pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<String, PtxError> {
+    if on_tensor_cores(k.precision, k.features) {
+        return render_attention_grad_mma(k, mode);
+    }
     let mut e = Emitter::new(mode);
     let name = &k.name;
     let (t_len, s_len, heads, d, h16) = (k.queries, k.keys, k.heads, k.features, k.precision);
@@ -437,7 +451,7 @@ pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<
          products {:?}",
         k.part, k.batch, k.causal, k.precision
     );
-    entry_header(&mut s, name, &params, Some(ROWS));
+    entry_header(&mut s, name, &params, Threads::AtMost(ROWS));
     e.declare(&mut s);
     let _ = writeln!(
         s,

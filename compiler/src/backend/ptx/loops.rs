@@ -81,7 +81,7 @@ pub(super) fn render_entry(
         loops.push_str(&text);
     }
     let mut out = comments;
-    entry_header(&mut out, name, &params, None);
+    entry_header(&mut out, name, &params, Threads::Any);
     e.declare(&mut out);
     out.push('\n');
     out.push_str(&e.pre);
@@ -91,21 +91,32 @@ pub(super) fn render_entry(
 }
 
 /// `.visible .entry name(params)`, with its largest block size where given, up to the `{`.
-pub(super) fn entry_header(
-    out: &mut String,
-    name: &str,
-    params: &[String],
-    threads: Option<usize>,
-) {
+pub(super) fn entry_header(out: &mut String, name: &str, params: &[String], threads: Threads) {
     let declared: Vec<String> = params
         .iter()
         .map(|p| format!("\t.param .u64 {p}"))
         .collect();
     let _ = writeln!(out, ".visible .entry {name}(\n{}\n)", declared.join(",\n"));
-    if let Some(n) = threads {
-        let _ = writeln!(out, ".maxntid {n}, 1, 1");
+    match threads {
+        Threads::Any => {}
+        Threads::AtMost(n) => {
+            let _ = writeln!(out, ".maxntid {n}, 1, 1");
+        }
+        // One block a multiprocessor is all it asks: without it, ptxas at times spilled
+        // registers to fit more blocks.
+        Threads::Exactly(n) => {
+            let _ = writeln!(out, ".reqntid {n}, 1, 1\n.minnctapersm 1");
+        }
     }
     out.push_str("{\n");
+}
+
+/// What an entry tells the assembler of its blocks' threads.
+#[derive(Clone, Copy)]
+pub(super) enum Threads {
+    Any,
+    AtMost(usize),
+    Exactly(usize),
 }
 
 /// A grid-stride entry of one element a thread and step, over `len` elements (32-bit indices)
@@ -140,7 +151,7 @@ pub(super) fn grid_stride_entry(
     e.line(format!("setp.lt.u32 {more}, {index}, {len}"));
     e.line(format!("@{more} bra $L_{label}"));
     let mut s = String::new();
-    entry_header(&mut s, name, &params, None);
+    entry_header(&mut s, name, &params, Threads::Any);
     e.declare(&mut s);
     s.push_str(&e.pre);
     let _ = writeln!(s, "$L_{label}:");

@@ -25,6 +25,8 @@
 pub mod assemble;
 pub mod attention;
 pub mod attention_grad;
+pub mod attention_grad_mma;
+pub mod attention_mma;
 pub mod copy;
 pub mod element_scatter;
 mod emit;

@@ -15,7 +15,7 @@
 //! run, as JAX's GPU scatter-add does.
 
 use super::emit::{reg_class, suffix, Class, Emitter};
-use super::loops::{entry_header, global_addresses, grid_stride_entry, Thread};
+use super::loops::{entry_header, global_addresses, grid_stride_entry, Thread, Threads};
 use super::MathMode;
 use ferrax_ir::{DType, Scatter, ScatterCombine, TensorType};
 use std::fmt::Write;
@@ -294,7 +294,12 @@ fn render_rank(k: &ScatterKernels) -> String {
     e.line(format!("add.s32 {base}, {base}, {stride}"));
     e.line("bra $L_rank".to_string());
     let mut out = String::new();
-    entry_header(&mut out, &name, &params, Some(RANK_BLOCK as usize));
+    entry_header(
+        &mut out,
+        &name,
+        &params,
+        Threads::AtMost(RANK_BLOCK as usize),
+    );
     let _ = writeln!(
         out,
         "\t.shared .align 8 .b8 {name}_keys[{}];",

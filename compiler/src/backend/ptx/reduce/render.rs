@@ -6,7 +6,7 @@
 use super::body::reduce_body;
 use super::regs::{Reg, Regs};
 use super::{ReduceKernel, ReduceLaunch, ReduceLayout};
-use crate::backend::ptx::loops::entry_header;
+use crate::backend::ptx::loops::{entry_header, Threads};
 use ferrax_ir::{DType, ReduceOp, Scalar};
 use std::fmt::Write;
 
@@ -237,7 +237,7 @@ pub fn render_reduce(k: &ReduceKernel) -> String {
     code.push_str(&reduce_body(&mut r, k, &shared));
     let mut s = describe(k);
     let params = [format!("{name}_param_0"), format!("{name}_param_1")];
-    entry_header(&mut s, name, &params, None);
+    entry_header(&mut s, name, &params, Threads::Any);
     s.push_str(&declarations(
         &r,
         &shared,
@@ -297,7 +297,7 @@ pub fn render_reduce_launch(launch: &ReduceLaunch, reductions: &[ReduceKernel]) 
     let params: Vec<String> = (0..2 * parts.len())
         .map(|i| format!("{name}_param_{i}"))
         .collect();
-    entry_header(&mut s, name, &params, None);
+    entry_header(&mut s, name, &params, Threads::Any);
     let columns = parts.iter().any(|k| k.layout == ReduceLayout::Columns);
     s.push_str(&declarations(&r, &shared, columns));
     s.push_str(&code);

@@ -8,7 +8,7 @@ use super::memory::{load, store, RowAddresses};
 use super::reduction::{fold, reduce_row, Partials};
 use super::{row_layout, RowLayout, MAX_COLS};
 use crate::backend::ptx::emit::{float_literal, reg_class, suffix, Class, Emitter};
-use crate::backend::ptx::loops::{entry_header, Thread};
+use crate::backend::ptx::loops::{entry_header, Thread, Threads};
 use crate::backend::ptx::select::emit_op;
 use crate::backend::ptx::{MathMode, PtxError};
 use crate::kernel::{Access, KInstr, KOp, Kernel, Role, Rows, Stage};
@@ -431,7 +431,7 @@ impl<'a> RowEntry<'a> {
             };
             let _ = writeln!(out, "//   #{i} {role} {} {:?}", b.dtype, b.access);
         }
-        entry_header(&mut out, name, params, Some(threads));
+        entry_header(&mut out, name, params, Threads::AtMost(threads));
         e.declare(&mut out);
         if let Some(p) = &self.partials {
             let bytes = self.reductions.len() * p.warps * 8;

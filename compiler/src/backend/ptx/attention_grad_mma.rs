@@ -1,0 +1,389 @@
+//! Dot-product attention's gradient parts on the tensor cores (products at bf16 over multiples
+//! of 16 head features), with the warp machinery of `attention_mma`. Each recomputes the
+//! weights from the scores and the row log-sum-exps, as the scalar kernels (`attention_grad`)
+//! do, and rounds where the plain-op spelling rounds.
+//!
+//! - The queries' gradient: a warp's 16 queries hold their query and output cotangent rows as
+//!   operand fragments, and each row's `rowsum(d_out * out) - d_lse`; per tile of keys, the
+//!   scores against the keys, the weights' cotangents against the values, and
+//!   `dq += ds · k` against the keys transposed.
+//! - The keys' gradient: a warp's 16 keys hold their key and value rows; per tile of queries
+//!   (whose log-sum-exps and deltas the block computes as it loads the tile), the transposed
+//!   scores against the queries, the transposed weights' cotangents against the output
+//!   cotangents, and `dk += dsᵀ · q` against the queries transposed.
+//! - The values' gradient: the transposed scores as for the keys', and `dv += pᵀ · d_out`
+//!   against the output cotangents transposed.
+
+use super::attention::{rounded, unary, ROWS};
+use super::attention_grad::AttentionGradKernel;
+use super::attention_mma::{
+    accumulators, across_row, entry_text, lane_rows, load_pairs, load_tiles, mask, mix,
+    operand_fragments, packed, scores, skip_unseen, store_rows, tile, warp_rows, Layout, Own, Tile,
+    Visited, KEYS,
+};
+use super::emit::{Class, Emitter};
+use super::loops::{global_addresses, Thread};
+use super::{MathMode, PtxError};
+use ferrax_ir::{AttentionPart, DType, Scalar, UnaryOp};
+
+/// What a kernel does with the weights of a tile.
+enum Work {
+    /// The values' gradient: `dv += pᵀ · d_out`, the output cotangents transposed in a tile.
+    Weights { d_out_t: Tile },
+    /// The queries' or keys' gradient: the weights' cotangents from the warp's `second`
+    /// fragments (a query's d_out, a key's value) against `second_tile` (values, output
+    /// cotangents), then their product with the visited rows, `transposed` in a tile.
+    Cotangents {
+        second: Vec<Vec<String>>,
+        second_tile: Tile,
+        transposed: Tile,
+    },
+}
+
+/// The kernel's `.entry`: parameters q, k, v, out, lse, d_out, d_lse, then the gradient, as
+/// the scalar kernel's.
+pub fn render_attention_grad_mma(
+    k: &AttentionGradKernel,
+    mode: MathMode,
+) -> Result<String, PtxError> {
+    let mut e = Emitter::new(mode);
+    let name = &k.name;
+    let (t_len, s_len, heads, d) = (k.queries, k.keys, k.heads, k.features);
+    let own = match k.part {
+        AttentionPart::QueryGrad => Own::Queries,
+        AttentionPart::KeyGrad
+        | AttentionPart::ValueGrad
+        | AttentionPart::Output
+        | AttentionPart::LogSumExp => Own::Keys,
+    };
+    let params: Vec<String> = (0..8).map(|p| format!("{name}_param_{p}")).collect();
+    let a = global_addresses(&mut e, &params);
+    let (q_in, k_in, v_in, o_in, lse_in, do_in, dlse_in, result) =
+        (&a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7]);
+    let Thread { ctaid, tid, .. } = Thread::new(&mut e);
+    let c = |e: &mut Emitter, v: f32| e.constant(Scalar::F32(v), DType::F32);
+    let (zero, minus_inf) = (c(&mut e, 0.0), c(&mut e, f32::NEG_INFINITY));
+    let (own_len, other_len) = match own {
+        Own::Queries => (t_len, s_len),
+        Own::Keys => (s_len, t_len),
+    };
+    let w = warp_rows(&mut e, (&ctaid, &tid), own_len, heads);
+    // The visited rows: keys up to the block's last query (causal) for queries; for keys,
+    // queries from the block's first key on (causal).
+    let [start, end] = e.regs::<2>(Class::R);
+    match (own, k.causal) {
+        (Own::Queries, true) => {
+            e.pre_line(format!("mov.u32 {start}, 0"));
+            e.pre_line(format!("mad.lo.s32 {end}, {}, {ROWS}, {ROWS}", w.rb));
+            e.pre_line(format!("min.u32 {end}, {end}, {}", t_len.min(s_len)));
+        }
+        (Own::Keys, true) => {
+            e.pre_line(format!("mul.lo.s32 {start}, {}, {ROWS}", w.rb));
+            e.pre_line(format!("mov.u32 {end}, {t_len}"));
+        }
+        (_, false) => {
+            e.pre_line(format!("mov.u32 {start}, 0"));
+            e.pre_line(format!("mov.u32 {end}, {other_len}"));
+        }
+    }
+    // The visited operands' batch and head's first row; a row is `heads * d` further.
+    let other_base = e.reg(Class::R);
+    e.pre_line(format!(
+        "mul.lo.s32 {other_base}, {}, {}",
+        w.b,
+        other_len * heads
+    ));
+    e.pre_line(format!("add.s32 {other_base}, {other_base}, {}", w.h));
+    e.pre_line(format!("mul.lo.s32 {other_base}, {other_base}, {d}"));
+
+    // The warp's rows as operand fragments: a query's q and d_out, with its log-sum-exp and
+    // delta = rowsum(d_out * out) - d_lse (d_out unrounded there, its partial sums over the
+    // lane's columns added across the row's lanes); a key's k, and v for the keys' gradient.
+    let own_dims = (own_len, heads, d);
+    let fragments = |e: &mut Emitter, base: &str| {
+        let rows = lane_rows(e, &w, base, own_dims);
+        load_pairs(e, &rows, d)
+    };
+    let mut row_values = None;
+    let (first, second) = match own {
+        Own::Queries => {
+            let q = fragments(&mut e, q_in);
+            let d_out = fragments(&mut e, do_in);
+            let out = fragments(&mut e, o_in);
+            let partial = e.regs::<2>(Class::F);
+            for p in &partial {
+                e.pre_line(format!("mov.f32 {p}, {zero}"));
+            }
+            // Pair `k` of a step is row `k % 2`'s.
+            let pairs = d_out.iter().flatten().zip(out.iter().flatten());
+            for (k, (g, o)) in pairs.enumerate() {
+                for (x, y) in g.iter().zip(o) {
+                    e.pre_line(format!("fma.rn.f32 {0}, {x}, {y}, {0}", partial[k % 2]));
+                }
+            }
+            let mut lse_delta = Vec::with_capacity(2);
+            for (r, p) in partial.iter().enumerate() {
+                let (at, address) = (e.reg(Class::R), e.reg(Class::Rd));
+                e.pre_line(format!("min.u32 {at}, {}, {}", w.rows[r], t_len - 1));
+                e.pre_line(format!("mad.lo.s32 {at}, {}, {t_len}, {at}", w.bh));
+                e.pre_line(format!("mul.wide.u32 {address}, {at}, 4"));
+                let [lse, dlse] = e.regs::<2>(Class::F);
+                let [lse_at, dlse_at] = e.regs::<2>(Class::Rd);
+                e.pre_line(format!("add.s64 {lse_at}, {lse_in}, {address}"));
+                e.pre_line(format!("ld.global.nc.f32 {lse}, [{lse_at}]"));
+                e.pre_line(format!("add.s64 {dlse_at}, {dlse_in}, {address}"));
+                e.pre_line(format!("ld.global.nc.f32 {dlse}, [{dlse_at}]"));
+                let sum = across_row(&mut e, p, "add.rn.f32");
+                let delta = e.reg(Class::F);
+                e.line(format!("sub.rn.f32 {delta}, {sum}, {dlse}"));
+                lse_delta.push((lse, delta));
+            }
+            row_values = Some(lse_delta);
+            (packed(&mut e, &q), Some(packed(&mut e, &d_out)))
+        }
+        Own::Keys => {
+            let key = fragments(&mut e, k_in);
+            let value = match k.part {
+                AttentionPart::KeyGrad => {
+                    let value = fragments(&mut e, v_in);
+                    Some(packed(&mut e, &value))
+                }
+                AttentionPart::ValueGrad
+                | AttentionPart::QueryGrad
+                | AttentionPart::Output
+                | AttentionPart::LogSumExp => None,
+            };
+            (packed(&mut e, &key), value)
+        }
+    };
+    let acc = accumulators(&mut e, d / 8, &zero);
+
+    // The shared tiles of the visited rows, from their operands: keys (as they are and
+    // transposed) and values, or queries (as they are and, for the keys' gradient,
+    // transposed) and output cotangents (as they are for the keys' gradient, transposed for
+    // the values'); then a key block's per-query log-sum-exps and deltas.
+    let mut shared = |what: &str, layout| tile(&mut e, &w, format!("{name}_{what}"), layout, d);
+    let (first_in, second_in) = match own {
+        Own::Queries => (k_in, v_in),
+        Own::Keys => (q_in, do_in),
+    };
+    let (rows_tile, work) = match (k.part, second) {
+        (AttentionPart::QueryGrad, Some(second)) => (
+            shared("keys", Layout::Rows),
+            Work::Cotangents {
+                transposed: shared("keys_t", Layout::Transposed),
+                second,
+                second_tile: shared("values", Layout::Rows),
+            },
+        ),
+        (AttentionPart::KeyGrad, Some(second)) => (
+            shared("queries", Layout::Rows),
+            Work::Cotangents {
+                transposed: shared("queries_t", Layout::Transposed),
+                second,
+                second_tile: shared("d_out", Layout::Rows),
+            },
+        ),
+        _ => (
+            shared("queries", Layout::Rows),
+            Work::Weights {
+                d_out_t: shared("d_out_t", Layout::Transposed),
+            },
+        ),
+    };
+    let sources = match &work {
+        Work::Cotangents {
+            transposed,
+            second_tile,
+            ..
+        } => vec![
+            (first_in.as_str(), vec![&rows_tile, transposed]),
+            (second_in.as_str(), vec![second_tile]),
+        ],
+        Work::Weights { d_out_t } => vec![
+            (first_in.as_str(), vec![&rows_tile]),
+            (second_in.as_str(), vec![d_out_t]),
+        ],
+    };
+    let per_query = match k.part {
+        AttentionPart::KeyGrad => 2,
+        AttentionPart::ValueGrad => 1,
+        AttentionPart::QueryGrad | AttentionPart::Output | AttentionPart::LogSumExp => 0,
+    };
+    let [rows_base, columns] = e.regs::<2>(Class::R);
+    if per_query > 0 {
+        e.pre_line(format!("mov.u32 {rows_base}, {name}_rows"));
+        e.pre_line(format!("mad.lo.s32 {columns}, {}, 4, {rows_base}", w.pair));
+    }
+
+    let tile_loop = e.label("tile");
+    e.body.push_str(&format!("{tile_loop}:\n"));
+    e.line("bar.sync 0".into());
+    let visited = Visited {
+        base: &other_base,
+        len: other_len,
+        row: heads * d,
+        start: &start,
+    };
+    load_tiles(&mut e, &visited, &sources, (d, &tid, &zero));
+    if per_query > 0 {
+        // The first KEYS threads: their query's log-sum-exp and (keys' gradient) delta;
+        // zeros past the last query.
+        let (rows_done, query) = (e.label("rows"), e.reg(Class::R));
+        let (skip, inside) = (e.reg(Class::P), e.reg(Class::P));
+        e.line(format!("setp.ge.u32 {skip}, {tid}, {KEYS}"));
+        e.line(format!("@{skip} bra {rows_done}"));
+        e.line(format!("add.u32 {query}, {start}, {tid}"));
+        e.line(format!("setp.lt.u32 {inside}, {query}, {t_len}"));
+        e.line(format!("min.u32 {query}, {query}, {}", t_len - 1));
+        let (slot_at, address, at) = (e.reg(Class::R), e.reg(Class::Rd), e.reg(Class::Rd));
+        e.line(format!("mad.lo.s32 {slot_at}, {}, {t_len}, {query}", w.bh));
+        e.line(format!("mul.wide.u32 {address}, {slot_at}, 4"));
+        e.line(format!("add.s64 {at}, {lse_in}, {address}"));
+        let lse = e.reg(Class::F);
+        e.line(format!("ld.global.nc.f32 {lse}, [{at}]"));
+        e.line(format!("selp.f32 {lse}, {lse}, {zero}, {inside}"));
+        let slot = e.reg(Class::R);
+        e.line(format!("mad.lo.s32 {slot}, {tid}, 4, {rows_base}"));
+        e.line(format!("st.shared.f32 [{slot}], {lse}"));
+        if per_query == 2 {
+            let (delta, dlse) = (e.reg(Class::F), e.reg(Class::F));
+            e.line(format!("add.s64 {at}, {dlse_in}, {address}"));
+            e.line(format!("ld.global.nc.f32 {dlse}, [{at}]"));
+            e.line(format!("mov.f32 {delta}, {zero}"));
+            // rowsum(d_out * out) over the query's row, d_out unrounded.
+            let row_at = e.reg(Class::R);
+            e.line(format!(
+                "mad.lo.s32 {row_at}, {query}, {}, {other_base}",
+                heads * d
+            ));
+            let (o_address, g_address) = (e.reg(Class::Rd), e.reg(Class::Rd));
+            e.line(format!("mul.wide.u32 {o_address}, {row_at}, 4"));
+            e.line(format!("add.s64 {g_address}, {do_in}, {o_address}"));
+            e.line(format!("add.s64 {o_address}, {o_in}, {o_address}"));
+            for g in 0..d / 4 {
+                let (ov, gv) = (e.regs::<4>(Class::F), e.regs::<4>(Class::F));
+                e.line(format!(
+                    "ld.global.nc.v4.f32 {{{}}}, [{o_address}+{}]",
+                    ov.join(", "),
+                    16 * g
+                ));
+                e.line(format!(
+                    "ld.global.nc.v4.f32 {{{}}}, [{g_address}+{}]",
+                    gv.join(", "),
+                    16 * g
+                ));
+                for (x, y) in ov.iter().zip(&gv) {
+                    e.line(format!("fma.rn.f32 {delta}, {x}, {y}, {delta}"));
+                }
+            }
+            e.line(format!("sub.rn.f32 {delta}, {delta}, {dlse}"));
+            e.line(format!("selp.f32 {delta}, {delta}, {zero}, {inside}"));
+            e.line(format!("st.shared.f32 [{slot}+{}], {delta}", 4 * KEYS));
+        }
+        e.body.push_str(&format!("{rows_done}:\n"));
+    }
+    e.line("bar.sync 0".into());
+    let next = e.label("next");
+    if k.causal {
+        skip_unseen(&mut e, &w, &start, own, &next);
+    }
+    let s = scores(&mut e, &first, &rows_tile, d, &zero)?;
+    mask(
+        &mut e,
+        &s,
+        &w,
+        (&start, other_len),
+        k.causal.then_some(own),
+        &minus_inf,
+    );
+    // Per 8 visited rows, a value per own row (a query's) or per visited column (a key
+    // block's, from shared memory: `offset` bytes into the per-query rows).
+    let row_or_column =
+        |e: &mut Emitter, j: usize, offset: usize, pick: fn(&(String, String)) -> &String| {
+            match &row_values {
+                Some(rows) => [0, 1, 2, 3].map(|i| pick(&rows[i / 2]).clone()),
+                None => {
+                    let v = e.regs::<2>(Class::F);
+                    e.line(format!(
+                        "ld.shared.v2.f32 {{{}, {}}}, [{columns}+{}]",
+                        v[0],
+                        v[1],
+                        offset + 32 * j
+                    ));
+                    [0, 1, 2, 3].map(|i| v[i % 2].clone())
+                }
+            }
+        };
+    let mut weights = Vec::with_capacity(s.len());
+    for (j, scores) in s.iter().enumerate() {
+        let lse = row_or_column(&mut e, j, 0, |(l, _)| l);
+        let mut p = Vec::with_capacity(4);
+        for (x, l) in scores.iter().zip(&lse) {
+            let shifted = e.reg(Class::F);
+            e.line(format!("sub.rn.f32 {shifted}, {x}, {l}"));
+            p.push(unary(&mut e, UnaryOp::Exp, &shifted)?);
+        }
+        weights.push(p);
+    }
+    match &work {
+        // dv += pᵀ · d_out.
+        Work::Weights { d_out_t } => {
+            let p = operand_fragments(&mut e, &weights);
+            mix(&mut e, &acc, &p, d_out_t);
+        }
+        // ds = p * (d_out . v - delta), rounded as the product's operand; then its product
+        // with the first operand's rows.
+        Work::Cotangents {
+            second,
+            second_tile,
+            transposed,
+        } => {
+            let dp = scores(&mut e, second, second_tile, d, &zero)?;
+            let mut ds = Vec::with_capacity(dp.len());
+            for (j, (dp, p)) in dp.iter().zip(&weights).enumerate() {
+                let delta = row_or_column(&mut e, j, 4 * KEYS, |(_, dl)| dl);
+                let mut row = Vec::with_capacity(4);
+                for ((x, p), dl) in dp.iter().zip(p).zip(&delta) {
+                    let (centred, y) = (e.reg(Class::F), e.reg(Class::F));
+                    e.line(format!("sub.rn.f32 {centred}, {x}, {dl}"));
+                    e.line(format!("mul.rn.f32 {y}, {p}, {centred}"));
+                    row.push(y);
+                }
+                ds.push(row);
+            }
+            let ds = operand_fragments(&mut e, &ds);
+            mix(&mut e, &acc, &ds, transposed);
+        }
+    }
+    e.body.push_str(&format!("{next}:\n"));
+    let more = e.reg(Class::P);
+    e.line(format!("add.u32 {start}, {start}, {KEYS}"));
+    e.line(format!("setp.lt.u32 {more}, {start}, {end}"));
+    e.line(format!("@{more} bra {tile_loop}"));
+
+    store_rows(&mut e, &w, &acc, (result, own_dims), |e, x, _| {
+        rounded(e, Some(DType::BF16), x.to_string())
+    })?;
+    let comment = format!(
+        "attention {:?} on tensor cores: [{}, {t_len}, {heads}, {d}] over {s_len} keys, \
+         causal {}, products bf16",
+        k.part, k.batch, k.causal
+    );
+    let mut tiles = vec![&rows_tile];
+    match &work {
+        Work::Cotangents {
+            transposed,
+            second_tile,
+            ..
+        } => tiles.extend([transposed, second_tile]),
+        Work::Weights { d_out_t } => tiles.push(d_out_t),
+    }
+    Ok(entry_text(
+        &e,
+        (&comment, name, &params),
+        &tiles,
+        d,
+        per_query * KEYS * 4,
+    ))
+}
