@@ -1344,3 +1344,72 @@ fn attention_kernels_run_on_the_device_as_on_the_emulator() {
         }
     }
 }
+
+/// A training step recorded as a graph and replayed: three steps chained through their
+/// parameters, each the bits of a plain run's (the same work in the same order), whether the
+/// arguments are the recording's own buffers or other arrays, on the device and on the
+/// emulated GPU.
+#[test]
+fn recorded_runs_replay_training_steps() {
+    on_each_gpu!(recorded_runs_replay_training_steps_on);
+}
+
+fn recorded_runs_replay_training_steps_on<M: GpuMachine + Clone>(gpu: &M) {
+    let step = |(w1, b1, w2, b2, x, y): (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor)| {
+        let loss = |(w1, b1, w2, b2): (Tensor, Tensor, Tensor, Tensor)| {
+            let h = (x.matmul(&w1) + &b1).tanh();
+            let out = h.matmul(&w2) + &b2;
+            (out - &y).square().mean(..)
+        };
+        let params = (w1, b1, w2, b2);
+        let (g1, gb1, g2, gb2) = ferrax::grad(loss)(params.clone());
+        let (w1, b1, w2, b2) = params;
+        (w1 - g1 * 0.1, b1 - gb1 * 0.1, w2 - g2 * 0.1, b2 - gb2 * 0.1)
+    };
+    let spec = |d: &[usize]| Tensor::spec(DType::F32, d.to_vec());
+    let specs = (
+        spec(&[16, 32]),
+        spec(&[32]),
+        spec(&[32, 8]),
+        spec(&[8]),
+        spec(&[64, 16]),
+        spec(&[64, 8]),
+    );
+    let func = jit(step).lower(&specs).unwrap().simplified().clone();
+    let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
+    assert_eq!(exe.host_steps(), 0);
+    let host = inputs(&func, 7);
+    let args: Vec<M::Array> = host.iter().map(|a| gpu.upload(a).unwrap()).collect();
+    let recorded = exe.capture().unwrap();
+    let (mut plain, mut replayed) = (args.clone(), args.clone());
+    for _ in 0..3 {
+        let want = exe.run_device(&plain).unwrap();
+        let got = recorded.run(&replayed).unwrap();
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            let (g, w) = (gpu.download(g).unwrap(), gpu.download(w).unwrap());
+            assert_eq!(g.to_f64_vec(), w.to_f64_vec(), "result {k}");
+        }
+        plain.splice(..4, want);
+        replayed.splice(..4, got);
+    }
+}
+
+/// A program with work on the host is not recorded, and says why.
+#[test]
+fn runs_with_host_steps_are_not_recorded() {
+    let func = jit(|x: Tensor| {
+        ferrax::lax::while_loop(|w: Tensor| w.sum(..).greater(1.0), |w: Tensor| w * 0.5, x)
+    })
+    .lower(&Tensor::spec(DType::F32, [8]))
+    .unwrap()
+    .simplified()
+    .clone();
+    let exe = GpuProgram::compile(&func, &Emulator::default(), GpuOptions::HIGHEST).unwrap();
+    let Err(refused) = exe.capture() else {
+        panic!("a run with a while loop was recorded")
+    };
+    assert!(
+        refused.to_string().contains("cannot be recorded"),
+        "{refused}"
+    );
+}

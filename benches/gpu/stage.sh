@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds what the GPU measurements run (release benchmark, training example, tests/gpu.rs)
 # here and stages it in .gpu/ (git-ignored), for a device machine that has no Rust toolchain:
-# carry .gpu there and run `bash .gpu/measure.sh`.
+# carry .gpu there and run `bash .gpu/measure.sh` (or `bash .gpu/measure_gpt.sh`: the GPT steps).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo build --release -p ferrax-bench
@@ -16,6 +16,6 @@ target=${CARGO_TARGET_DIR:-target}
 cp "$target/release/ferrax-bench" "$target/release/examples/train_mlp" .gpu/
 cp "$tests" .gpu/gpu-tests
 strip .gpu/ferrax-bench .gpu/train_mlp .gpu/gpu-tests
-cp benches/gpu/measure.sh benches/gpu/copy_bandwidth.py \
+cp benches/gpu/measure.sh benches/gpu/measure_gpt.sh benches/gpu/copy_bandwidth.py \
     ../shared/bench/compare.py ../shared/bench/jax_reference.py .gpu/
 du -sh .gpu

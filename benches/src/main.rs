@@ -2,7 +2,7 @@
 //! `../shared/bench/compare.py` pairs with JAX:
 //!
 //! `cargo run --release -p ferrax-bench -- [--only w2_softmax,w5_mlp_step] [--reps 20]
-//! [--device cuda [--fast-math]]`
+//! [--device cuda [--fast-math] [--cuda-graphs]]`
 //!
 //! On the CPU (`impl` is `ferrax-cpu`), programs run through `jit`: fused elementwise kernels
 //! compiled with Cranelift, other ops on the reference interpreter's evaluator. With
@@ -11,7 +11,9 @@
 //! time tracing, differentiation, simplification and code generation from nothing.
 //! `--fast-math` renders the GPU programs with the approximate instructions
 //! ([`MathMode::Fast`]) and reports them as `ferrax-gpu-fast-math`, apart from the accurate
-//! rows that are compared with JAX.
+//! rows that are compared with JAX. `--cuda-graphs` records each program's run once as a
+//! CUDA graph and times its replays (`ferrax-gpu-graphs`: arguments copied in, results
+//! copied out, one launch for the rest).
 
 use ferrax::compiler::backend::gpu::{GpuExecutable, GpuOptions};
 use ferrax::compiler::backend::ptx::MathMode;
@@ -34,6 +36,8 @@ struct Args {
     reps: usize,
     cuda: bool,
     fast_math: bool,
+    /// GPU steps recorded once as CUDA graphs and replayed.
+    graphs: bool,
 }
 
 impl Args {
@@ -43,6 +47,7 @@ impl Args {
             reps: 20,
             cuda: false,
             fast_math: false,
+            graphs: false,
         };
         let mut it = std::env::args().skip(1);
         while let Some(a) = it.next() {
@@ -58,6 +63,7 @@ impl Args {
                 "--reps" => args.reps = it.next().and_then(|n| n.parse().ok()).unwrap_or(20),
                 "--device" => args.cuda = it.next().as_deref() == Some("cuda"),
                 "--fast-math" => args.fast_math = true,
+                "--cuda-graphs" => args.graphs = true,
                 other => eprintln!("ignoring unknown argument {other}"),
             }
         }
@@ -244,6 +250,8 @@ struct Gpu {
     dev: Arc<CudaDevice>,
     options: GpuOptions,
     imp: &'static str,
+    /// Whether steps run as recorded graphs.
+    graphs: bool,
 }
 
 /// Traces, simplifies and compiles `f` for the GPU from nothing.
@@ -273,8 +281,15 @@ fn gpu_case<I: Tree, O: Tree>(
         .iter()
         .map(|t| dev.upload(&t.to_array()?).map_err(backend))
         .collect::<Result<Vec<DeviceArray>>>()?;
+    let recorded = match gpu.graphs {
+        true => Some(exe.capture().map_err(backend)?),
+        false => None,
+    };
     let t = timed(reps, || {
-        exe.run_device(&inputs).map_err(backend)?;
+        match &recorded {
+            Some(r) => r.run(&inputs).map_err(backend)?,
+            None => exe.run_device(&inputs).map_err(backend)?,
+        };
         dev.synchronize().map_err(backend)
     })?;
     emit_as(gpu.imp, name, t, bytes, flops);
@@ -299,12 +314,18 @@ fn main_gpu(args: &Args) -> Result<()> {
                 ..GpuOptions::default()
             },
             imp: "ferrax-gpu-fast-math",
+            graphs: args.graphs,
         }
     } else {
         Gpu {
             dev,
             options: GpuOptions::default(),
-            imp: "ferrax-gpu",
+            imp: if args.graphs {
+                "ferrax-gpu-graphs"
+            } else {
+                "ferrax-gpu"
+            },
+            graphs: args.graphs,
         }
     };
     let reps = args.reps;
@@ -408,8 +429,13 @@ fn main_gpu(args: &Args) -> Result<()> {
                 atomic_float_scatter: true,
                 ..gpu.options
             };
-            let (dev, imp) = (gpu.dev.clone(), gpu.imp);
-            let gpu = &Gpu { dev, options, imp };
+            let (dev, imp, graphs) = (gpu.dev.clone(), gpu.imp, gpu.graphs);
+            let gpu = &Gpu {
+                dev,
+                options,
+                imp,
+                graphs,
+            };
             gpu_case(gpu, reps, atomic, f, (g, idx), moved)?;
         }
     }

@@ -4,7 +4,13 @@
 //! One context and one stream per device: every copy, launch and GEMM is queued on that stream
 //! and runs in order, so only reading results back waits. Device memory comes from a caching
 //! allocator (freed buffers are kept by size and reused), and loaded PTX modules are cached by
-//! their text, so executing a compiled program again allocates and loads nothing.
+//! their text, so executing a compiled program again allocates and loads nothing. The work of
+//! a run can be recorded once and replayed by one launch (`graph`: CUDA graphs).
+
+mod graph;
+
+pub use graph::CudaGraph;
+use graph::GraphPool;
 
 use crate::{Array, RuntimeError};
 use cudarc::cublas::{result as blas, sys as blas_sys};
@@ -41,6 +47,8 @@ pub enum CudaError {
     DType(DType),
     #[error("module has no kernel named {0}")]
     NoKernel(String),
+    #[error("recording a graph: {0}")]
+    Capture(String),
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
 }
@@ -68,6 +76,8 @@ pub struct CudaDevice {
     modules: Mutex<HashMap<String, Weak<Module>>>,
     /// The cuBLAS handle, with the precision its math mode is set for.
     blas: Mutex<Option<(Handle<blas_sys::cublasHandle_t>, MatmulPrecision)>>,
+    /// The pool of the graph being recorded, while one is.
+    capture: Mutex<Option<Arc<GraphPool>>>,
 }
 
 impl std::fmt::Debug for CudaDevice {
@@ -126,6 +136,7 @@ impl CudaDevice {
             free: Mutex::new(HashMap::new()),
             modules: Mutex::new(HashMap::new()),
             blas: Mutex::new(None),
+            capture: Mutex::new(None),
         });
         all.insert(ordinal, device.clone());
         Ok(device)
@@ -152,9 +163,18 @@ impl CudaDevice {
         Ok(self.ctx.bind_to_thread()?)
     }
 
-    /// A buffer of at least `bytes`, from the cache when one of that size was freed.
+    /// A buffer of at least `bytes`, from the cache when one of that size was freed (from the
+    /// graph's pool while one is recorded).
     pub fn alloc(self: &Arc<Self>, bytes: usize) -> Result<DeviceBuffer, CudaError> {
         let size = bytes.max(1).div_ceil(GRANULE) * GRANULE;
+        if let Some(pool) = self.recording() {
+            return Ok(DeviceBuffer {
+                ptr: pool.take(size)?,
+                size,
+                device: self.clone(),
+                pool: Some(pool),
+            });
+        }
         let cached = lock(&self.free).get_mut(&size).and_then(Vec::pop);
         let ptr = match cached {
             Some(p) => p,
@@ -176,6 +196,7 @@ impl CudaDevice {
             ptr,
             size,
             device: self.clone(),
+            pool: None,
         })
     }
 
@@ -502,11 +523,12 @@ impl CudaDevice {
     }
 }
 
-/// Device memory; dropping it returns it to the device's cache.
+/// Device memory; dropping it returns it to the device's cache (or its graph's pool).
 pub struct DeviceBuffer {
     ptr: sys::CUdeviceptr,
     size: usize,
     device: Arc<CudaDevice>,
+    pool: Option<Arc<GraphPool>>,
 }
 
 impl DeviceBuffer {
@@ -517,10 +539,13 @@ impl DeviceBuffer {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
-        lock(&self.device.free)
-            .entry(self.size)
-            .or_default()
-            .push(self.ptr);
+        match &self.pool {
+            Some(pool) => pool.give(self.ptr, self.size),
+            None => lock(&self.device.free)
+                .entry(self.size)
+                .or_default()
+                .push(self.ptr),
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! shapes, deferred launches, releases, GEMM operand layouts and host path) runs and is checked
 //! where there is no GPU.
 
-use crate::cuda::{CudaDevice, CudaError, DeviceArray, Function, MatmulPrecision};
+use crate::cuda::{CudaDevice, CudaError, CudaGraph, DeviceArray, Function, MatmulPrecision};
 use crate::Array;
 use ferrax_ir::{DType, Shape, TensorType};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -84,6 +84,8 @@ pub trait GpuMachine {
     type Array: Clone;
     /// An entry of a loaded module.
     type Function;
+    /// A recorded run, replayed by one call.
+    type Graph;
 
     /// The machine's compute capability, `(major, minor)`: which PTX target it runs.
     fn compute_capability(&self) -> (i32, i32);
@@ -177,6 +179,17 @@ pub trait GpuMachine {
         unsafe { self.launch(function, grid, block, args) }
     }
 
+    /// Starts recording the work queued from now on (launches, products, copies between
+    /// arrays) instead of running it, until [`GpuMachine::end_capture`]. The arrays allocated
+    /// meanwhile belong to the recording: their buffers are reused only within it, and live as
+    /// long as its graph or an array over them. Nothing may be copied to or from the host
+    /// while recording.
+    fn begin_capture(&self) -> Result<(), MachineError>;
+    /// Ends the recording: its graph, which runs nothing until replayed.
+    fn end_capture(&self) -> Result<Self::Graph, MachineError>;
+    /// Queues the recorded work of `graph`, on the buffers it was recorded with.
+    fn replay(&self, graph: &Self::Graph) -> Result<(), MachineError>;
+
     /// Batched column-major matrix product with cuBLAS's conventions:
     /// `C[i] = op(A[i]) · op(B[i])`, `C` being `m × n`, `op` transposing where asked.
     ///
@@ -200,6 +213,19 @@ pub trait GpuMachine {
 impl GpuMachine for Arc<CudaDevice> {
     type Array = DeviceArray;
     type Function = Function;
+    type Graph = CudaGraph;
+
+    fn begin_capture(&self) -> Result<(), MachineError> {
+        Ok(CudaDevice::begin_capture(self)?)
+    }
+
+    fn end_capture(&self) -> Result<CudaGraph, MachineError> {
+        Ok(CudaDevice::end_capture(self)?)
+    }
+
+    fn replay(&self, graph: &CudaGraph) -> Result<(), MachineError> {
+        Ok(CudaDevice::replay(self, graph)?)
+    }
 
     fn compute_capability(&self) -> (i32, i32) {
         CudaDevice::compute_capability(self)

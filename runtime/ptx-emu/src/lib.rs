@@ -43,7 +43,7 @@ mod values;
 
 pub use block::launch;
 pub use bytes::{array_of, bytes_of};
-pub use machine::{EmulatedArray, Emulator};
+pub use machine::{EmulatedArray, EmulatedGraph, Emulator};
 pub use memory::Memory;
 pub use parse::{Entry, Module};
 

@@ -16,9 +16,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// ([`GpuMachine`]): modules parsed, memory allocated one buffer after another and never
 /// reused, launches run at once with at most two blocks (so grid-stride loops go round), and
 /// matrix products computed with cuBLAS's conventions, summed exactly in f64 whatever the
-/// precision asked (TF32 is a device test's). It reports compute capability 8.0 (sm_80).
+/// precision asked (TF32 is a device test's). It reports compute capability 8.0 (sm_80). A
+/// graph is its launches, products and copies recorded in order (buffers are never reused,
+/// so a replay writes those of the recording), and a host copy while recording is refused.
 ///
-/// Clones share the machine: its memory and its record of launches.
+/// Clones share the machine: its memory, its record of launches and the recording under way.
 #[derive(Clone, Default)]
 pub struct Emulator {
     memory: Arc<Mutex<Memory>>,
@@ -26,7 +28,35 @@ pub struct Emulator {
     launched: Arc<Mutex<Vec<String>>>,
     /// Bytes its allocations may take in all (never given back), if bounded.
     capacity: Option<usize>,
+    /// The work recorded so far, while a graph is recorded.
+    recording: Arc<Mutex<Option<Vec<Work>>>>,
 }
+
+/// A unit of work the emulator runs, or records for a graph.
+#[derive(Clone)]
+enum Work {
+    Launch {
+        function: (Arc<Module>, String),
+        grid: u32,
+        block: u32,
+        args: Vec<u64>,
+    },
+    Gemm {
+        dtype: DType,
+        transposes: (bool, bool),
+        mnk: (usize, usize, usize),
+        operands: [GemmOperand; 3],
+        batch: usize,
+    },
+    Copy {
+        from: u64,
+        to: u64,
+        bytes: usize,
+    },
+}
+
+/// Work an [`Emulator`] recorded, replayed in order on the same buffers.
+pub struct EmulatedGraph(Vec<Work>);
 
 /// An array in an [`Emulator`]'s memory.
 #[derive(Clone, Debug)]
@@ -62,9 +92,70 @@ impl Emulator {
     }
 
     /// The entries launched so far, in order, `gemm` standing for each matrix product and
-    /// `copy` for each copy between arrays.
+    /// `copy` for each copy between arrays (replays' included).
     pub fn launched(&self) -> Vec<String> {
         lock(&self.launched).clone()
+    }
+
+    /// Runs `work`, or records it while a graph is recorded.
+    fn queue(&self, work: Work) -> Result<(), MachineError> {
+        match lock(&self.recording).as_mut() {
+            Some(recorded) => {
+                recorded.push(work);
+                Ok(())
+            }
+            None => self.run(&work),
+        }
+    }
+
+    /// A refusal of a host copy while a graph is recorded.
+    fn not_recording(&self, what: &str) -> Result<(), MachineError> {
+        match lock(&self.recording).is_some() {
+            true => Err(MachineError::Refused(format!(
+                "{what} while recording a graph"
+            ))),
+            false => Ok(()),
+        }
+    }
+
+    /// Runs `work` at once.
+    fn run(&self, work: &Work) -> Result<(), MachineError> {
+        match work {
+            Work::Launch {
+                function: (module, name),
+                grid,
+                block,
+                args,
+            } => {
+                let entry = module.entry(name)?;
+                launch(entry, *grid, *block, args, &mut lock(&self.memory))?;
+                lock(&self.launched).push(name.clone());
+            }
+            Work::Gemm {
+                dtype,
+                transposes,
+                mnk,
+                operands,
+                batch,
+            } => {
+                multiply(
+                    &mut lock(&self.memory),
+                    *dtype,
+                    *transposes,
+                    *mnk,
+                    operands,
+                    *batch,
+                )?;
+                lock(&self.launched).push("gemm".into());
+            }
+            Work::Copy { from, to, bytes } => {
+                let mut memory = lock(&self.memory);
+                let data = memory.read(*from, *bytes)?.to_vec();
+                memory.write(*to, &data)?;
+                lock(&self.launched).push("copy".into());
+            }
+        }
+        Ok(())
     }
 }
 
@@ -99,6 +190,7 @@ fn element_io(dtype: DType) -> Option<(fn(&[u8]) -> f64, fn(f64) -> Vec<u8>)> {
 impl GpuMachine for Emulator {
     type Array = EmulatedArray;
     type Function = (Arc<Module>, String);
+    type Graph = EmulatedGraph;
 
     fn compute_capability(&self) -> (i32, i32) {
         (8, 0)
@@ -138,6 +230,7 @@ impl GpuMachine for Emulator {
     }
 
     fn upload(&self, array: &Array) -> Result<EmulatedArray, MachineError> {
+        self.not_recording("an upload")?;
         Ok(EmulatedArray {
             address: self.allocate(&bytes_of(array))?,
             ty: array.ty().clone(),
@@ -145,6 +238,7 @@ impl GpuMachine for Emulator {
     }
 
     fn download(&self, array: &EmulatedArray) -> Result<Array, MachineError> {
+        self.not_recording("a download")?;
         let bytes = array.ty.numel() * array.ty.dtype.size_bytes();
         let memory = lock(&self.memory);
         let array = array_of(memory.read(array.address, bytes)?, &array.ty);
@@ -189,27 +283,27 @@ impl GpuMachine for Emulator {
     ) -> Result<(), MachineError> {
         let bytes = checked_copy((&from.ty, from_start), (&to.ty, to_start), len)?;
         let size = from.ty.dtype.size_bytes() as u64;
-        let mut memory = lock(&self.memory);
-        let data = memory
-            .read(from.address + from_start as u64 * size, bytes)?
-            .to_vec();
-        memory.write(to.address + to_start as u64 * size, &data)?;
-        lock(&self.launched).push("copy".into());
-        Ok(())
+        self.queue(Work::Copy {
+            from: from.address + from_start as u64 * size,
+            to: to.address + to_start as u64 * size,
+            bytes,
+        })
     }
 
     /// Runs the launch at once (see [`launch`]).
     unsafe fn launch(
         &self,
-        (module, name): &Self::Function,
+        function: &Self::Function,
         grid: u32,
         block: u32,
         args: &[u64],
     ) -> Result<(), MachineError> {
-        let entry = module.entry(name)?;
-        launch(entry, grid, block, args, &mut lock(&self.memory))?;
-        lock(&self.launched).push(name.clone());
-        Ok(())
+        self.queue(Work::Launch {
+            function: function.clone(),
+            grid,
+            block,
+            args: args.to_vec(),
+        })
     }
 
     /// An operand element outside every buffer is an error, as is a dtype cuBLAS does not
@@ -217,50 +311,89 @@ impl GpuMachine for Emulator {
     unsafe fn gemm(
         &self,
         dtype: DType,
-        (transpose_a, transpose_b): (bool, bool),
-        (m, n, k): (usize, usize, usize),
-        (a, lda, stride_a): GemmOperand,
-        (b, ldb, stride_b): GemmOperand,
-        (c, ldc, stride_c): GemmOperand,
+        transposes: (bool, bool),
+        mnk: (usize, usize, usize),
+        a: GemmOperand,
+        b: GemmOperand,
+        c: GemmOperand,
         batch: usize,
         _: MatmulPrecision,
     ) -> Result<(), MachineError> {
-        let Some((read, write)) = element_io(dtype) else {
+        if element_io(dtype).is_none() {
             return Err(MachineError::Refused(format!("a {dtype} matrix product")));
-        };
-        let size = dtype.size_bytes();
-        let mut memory = lock(&self.memory);
-        let at = |memory: &Memory, base: u64, index: usize| {
-            Ok::<_, EmulatorError>(read(memory.read(base + (index * size) as u64, size)?))
-        };
-        // Column-major: element (row, col) of a matrix with leading dimension ld is at
-        // row + col·ld; op(A) is m × k, op(B) k × n.
-        for i in 0..batch {
-            for col in 0..n {
-                for row in 0..m {
-                    let products = (0..k)
-                        .map(|l| {
-                            let x = match transpose_a {
-                                false => row + l * lda,
-                                true => l + row * lda,
-                            };
-                            let y = match transpose_b {
-                                false => l + col * ldb,
-                                true => col + l * ldb,
-                            };
-                            Ok(at(&memory, a, i * stride_a + x)?
-                                * at(&memory, b, i * stride_b + y)?)
-                        })
-                        .collect::<Result<Vec<f64>, EmulatorError>>()?;
-                    let sum: f64 = products.iter().sum();
-                    let to = c + ((i * stride_c + row + col * ldc) * size) as u64;
-                    memory.write(to, &write(sum))?;
-                }
-            }
         }
-        lock(&self.launched).push("gemm".into());
+        self.queue(Work::Gemm {
+            dtype,
+            transposes,
+            mnk,
+            operands: [a, b, c],
+            batch,
+        })
+    }
+
+    fn begin_capture(&self) -> Result<(), MachineError> {
+        let mut recording = lock(&self.recording);
+        if recording.is_some() {
+            return Err(MachineError::Refused("already recording a graph".into()));
+        }
+        *recording = Some(Vec::new());
         Ok(())
     }
+
+    fn end_capture(&self) -> Result<EmulatedGraph, MachineError> {
+        let recorded = lock(&self.recording).take();
+        recorded
+            .map(EmulatedGraph)
+            .ok_or_else(|| MachineError::Refused("not recording a graph".into()))
+    }
+
+    fn replay(&self, graph: &EmulatedGraph) -> Result<(), MachineError> {
+        graph.0.iter().try_for_each(|work| self.run(work))
+    }
+}
+
+/// The batched product `C[i] = op(A[i]) · op(B[i])` in `memory`, column-major with cuBLAS's
+/// conventions, each element summed exactly in f64 and rounded once to `dtype`.
+fn multiply(
+    memory: &mut Memory,
+    dtype: DType,
+    (transpose_a, transpose_b): (bool, bool),
+    (m, n, k): (usize, usize, usize),
+    [(a, lda, stride_a), (b, ldb, stride_b), (c, ldc, stride_c)]: &[GemmOperand; 3],
+    batch: usize,
+) -> Result<(), MachineError> {
+    let Some((read, write)) = element_io(dtype) else {
+        return Err(MachineError::Refused(format!("a {dtype} matrix product")));
+    };
+    let size = dtype.size_bytes();
+    let at = |memory: &Memory, base: u64, index: usize| {
+        Ok::<_, EmulatorError>(read(memory.read(base + (index * size) as u64, size)?))
+    };
+    // Column-major: element (row, col) of a matrix with leading dimension ld is at
+    // row + col·ld; op(A) is m × k, op(B) k × n.
+    for i in 0..batch {
+        for col in 0..n {
+            for row in 0..m {
+                let products = (0..k)
+                    .map(|l| {
+                        let x = match transpose_a {
+                            false => row + l * lda,
+                            true => l + row * lda,
+                        };
+                        let y = match transpose_b {
+                            false => l + col * ldb,
+                            true => col + l * ldb,
+                        };
+                        Ok(at(memory, *a, i * stride_a + x)? * at(memory, *b, i * stride_b + y)?)
+                    })
+                    .collect::<Result<Vec<f64>, EmulatorError>>()?;
+                let sum: f64 = products.iter().sum();
+                let to = c + ((i * stride_c + row + col * ldc) * size) as u64;
+                memory.write(to, &write(sum))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The emulator's state behind `m`; a launch that panicked (an emulated fault) leaves it usable.

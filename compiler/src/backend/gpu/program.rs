@@ -132,6 +132,13 @@ impl<M: GpuMachine> GpuProgram<M> {
         Ok(self.program.run_device(args)?)
     }
 
+    /// A run recorded as a graph, replayed by one launch per call
+    /// ([`CapturedRun::run`]); refused for a program
+    /// with steps on the host.
+    pub fn capture(&self) -> Result<CapturedRun<'_, M>, GpuError> {
+        Ok(self.program.capture()?)
+    }
+
     /// This program as a GPU artifact (for devices of its target's compute capability or
     /// later), with the caller's `metadata` and the compiler's `notes`.
     pub fn to_artifact(&self, metadata: &[u8], notes: &[u8]) -> Result<Vec<u8>, GpuError> {

@@ -4,12 +4,14 @@
 
 mod check;
 mod control;
+mod graph;
 mod plan;
 mod program;
 
 pub(crate) use check::check_gpu_plan;
 pub use ferrax_runtime::cuda::MatmulPrecision;
 pub use ferrax_runtime::machine::{GpuMachine, MachineError};
+pub use graph::CapturedRun;
 pub use plan::{
     BlocksLaunchSpec, CallKind, CopySpec, Cubins, ElementsSpec, GpuCallPlan, GpuRunPlan, GpuStep,
     GpuTarget, KernelLaunchSpec, Param, ReduceLaunchSpec, ScanShape, ScatterLaunches, ScatterSpec,
@@ -44,6 +46,12 @@ pub enum GpuRunError {
         available: usize,
         peak_step: usize,
     },
+    /// A run with work on the host (step `.0` is the first) cannot be recorded as a graph.
+    #[error(
+        "a run with steps on the host (the first is step {0}: a host instruction or control \
+         flow) cannot be recorded as a graph"
+    )]
+    NotRecordable(usize),
     #[error("internal error: value %{0} is not on the device")]
     Missing(u32),
     #[error("internal error: a control-flow call lacks its region or result {0}")]

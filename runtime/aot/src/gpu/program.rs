@@ -182,6 +182,13 @@ impl<M: GpuMachine> GpuProgram<M> {
     /// waited for, unless a host step needs a value. A memory plan whose peak, beyond the
     /// inputs, exceeds what the device can still allocate is refused before anything runs.
     pub fn run_device(&self, args: &[M::Array]) -> Result<Vec<M::Array>, GpuRunError> {
+        self.check_memory()?;
+        self.run_planned(args)
+    }
+
+    /// Refuses a memory plan whose peak, beyond the inputs, exceeds what the device can
+    /// still allocate.
+    pub(super) fn check_memory(&self) -> Result<(), GpuRunError> {
         let memory = &self.plan.memory;
         let needed = memory.peak.saturating_sub(memory.inputs);
         if needed > 0 {
@@ -194,12 +201,11 @@ impl<M: GpuMachine> GpuProgram<M> {
                 });
             }
         }
-        self.run_planned(args)
+        Ok(())
     }
 
-    /// [`Self::run_device`] without the memory check: a control-flow region's run, inside
-    /// one its caller checked.
-    pub(super) fn run_planned(&self, args: &[M::Array]) -> Result<Vec<M::Array>, GpuRunError> {
+    /// Refuses arguments other than the program's parameters in number and type.
+    pub(super) fn check_device_args(&self, args: &[M::Array]) -> Result<(), GpuRunError> {
         let func = &self.plan.func;
         if args.len() != func.params.len() {
             return Err(RuntimeError::ArgCount {
@@ -219,6 +225,14 @@ impl<M: GpuMachine> GpuProgram<M> {
                 .into());
             }
         }
+        Ok(())
+    }
+
+    /// [`Self::run_device`] without the memory check: a control-flow region's run, inside
+    /// one its caller checked.
+    pub(super) fn run_planned(&self, args: &[M::Array]) -> Result<Vec<M::Array>, GpuRunError> {
+        self.check_device_args(args)?;
+        let func = &self.plan.func;
         let mut values: Vec<Option<M::Array>> = args.iter().cloned().map(Some).collect();
         values.resize(func.num_values(), None);
         for (step, released) in self.plan.steps.iter().zip(&self.plan.releases) {
