@@ -112,10 +112,12 @@ fn reduced_w10_step() -> (ferrax::Func, Vec<ferrax::Array>, usize) {
 /// The w10 step at a reduced size runs whole on the emulated GPU, through the executor the
 /// CUDA device uses: every step a kernel, a copy or a GEMM (none on the host), attention by
 /// its flash kernels, the optimizer's updates grouped into few launches, and its loss,
-/// parameters and optimizer state are the interpreter's.
+/// parameters and optimizer state are the interpreter's; recorded as a graph, it replays to
+/// the same bits.
 #[test]
 fn the_w10_step_at_a_reduced_size_runs_on_the_emulated_gpu() {
     use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    use ferrax::runtime::GpuMachine;
     let (simple, args, params_len) = reduced_w10_step();
     let emulator = ferrax_ptx_emu::Emulator::default();
     let program = GpuProgram::compile(&simple, &emulator, GpuOptions::default()).expect("planned");
@@ -159,6 +161,17 @@ fn the_w10_step_at_a_reduced_size_runs_on_the_emulated_gpu() {
     // where the plain-op spelling rounds the normalized ones (a few 2^-8 relative).
     for i in n + 2..got.len() {
         close(i, 3e-2, 0.0);
+    }
+    // Recorded once as a graph (every step on the device), the step replays to the bits of
+    // the plain run.
+    let up: Vec<_> = args
+        .iter()
+        .map(|a| emulator.upload(a).expect("uploaded"))
+        .collect();
+    let recording = program.record().expect("recorded");
+    let replayed = program.replay(&recording, &up).expect("replayed");
+    for (i, (r, g)) in replayed.iter().zip(&got).enumerate() {
+        assert_eq!(&emulator.download(r).expect("downloaded"), g, "result {i}");
     }
 }
 

@@ -1380,17 +1380,51 @@ fn recorded_runs_replay_training_steps_on<M: GpuMachine + Clone>(gpu: &M) {
     assert_eq!(exe.host_steps(), 0);
     let host = inputs(&func, 7);
     let args: Vec<M::Array> = host.iter().map(|a| gpu.upload(a).unwrap()).collect();
-    let recorded = exe.capture().unwrap();
+    let recording = exe.record().unwrap();
     let (mut plain, mut replayed) = (args.clone(), args.clone());
     for _ in 0..3 {
         let want = exe.run_device(&plain).unwrap();
-        let got = recorded.run(&replayed).unwrap();
+        let got = exe.replay(&recording, &replayed).unwrap();
         for (k, (g, w)) in got.iter().zip(&want).enumerate() {
             let (g, w) = (gpu.download(g).unwrap(), gpu.download(w).unwrap());
             assert_eq!(g.to_f64_vec(), w.to_f64_vec(), "result {k}");
         }
         plain.splice(..4, want);
         replayed.splice(..4, got);
+    }
+}
+
+/// `jit(f).cuda_graphs()` on the device: a training step recorded on its first call and
+/// replayed after, three steps chained through their parameters, each the bits of the same
+/// `jit` without graphs.
+#[test]
+fn jit_replays_recorded_steps_on_the_device() {
+    let Some(dev) = device() else { return };
+    let gpu = Device::Cuda(dev);
+    let step = |(w, b, x): (Tensor, Tensor, Tensor)| {
+        let (gw, gb) =
+            ferrax::grad(|(w, b): (Tensor, Tensor)| (x.matmul(&w) + &b).tanh().square().mean(..))(
+                (w.clone(), b.clone()),
+            );
+        (w - gw * 0.1, b - gb * 0.1)
+    };
+    let (plain, recorded) = (jit(step), jit(step).cuda_graphs());
+    let data = |n: usize, s: f32| (0..n).map(|i| (i as f32 * s).sin()).collect::<Vec<_>>();
+    let on = |t: Tensor| t.to_device(&gpu).unwrap();
+    let x = on(Tensor::from_vec([32, 16], data(512, 0.37)));
+    let mut a = (
+        on(Tensor::from_vec([16, 8], data(128, 0.11))),
+        on(Tensor::from_vec([8], vec![0.0f32; 8])),
+    );
+    let mut b = a.clone();
+    for k in 0..3 {
+        a = plain.call((a.0, a.1, x.clone())).unwrap();
+        b = recorded.call((b.0, b.1, x.clone())).unwrap();
+        assert_eq!(b.0.device(), gpu, "results stay on the GPU");
+        for (p, q) in [(&a.0, &b.0), (&a.1, &b.1)] {
+            let (p, q) = (p.to_array().unwrap(), q.to_array().unwrap());
+            assert_eq!(p.to_f64_vec(), q.to_f64_vec(), "step {k}");
+        }
     }
 }
 
@@ -1405,7 +1439,7 @@ fn runs_with_host_steps_are_not_recorded() {
     .simplified()
     .clone();
     let exe = GpuProgram::compile(&func, &Emulator::default(), GpuOptions::HIGHEST).unwrap();
-    let Err(refused) = exe.capture() else {
+    let Err(refused) = exe.record() else {
         panic!("a run with a while loop was recorded")
     };
     assert!(

@@ -282,12 +282,12 @@ fn gpu_case<I: Tree, O: Tree>(
         .map(|t| dev.upload(&t.to_array()?).map_err(backend))
         .collect::<Result<Vec<DeviceArray>>>()?;
     let recorded = match gpu.graphs {
-        true => Some(exe.capture().map_err(backend)?),
+        true => Some(exe.record().map_err(backend)?),
         false => None,
     };
     let t = timed(reps, || {
         match &recorded {
-            Some(r) => r.run(&inputs).map_err(backend)?,
+            Some(r) => exe.replay(r, &inputs).map_err(backend)?,
             None => exe.run_device(&inputs).map_err(backend)?,
         };
         dev.synchronize().map_err(backend)

@@ -225,6 +225,7 @@ impl CudaDevice {
 
     /// Copies `array` to this device.
     pub fn upload(self: &Arc<Self>, array: &Array) -> Result<DeviceArray, CudaError> {
+        self.not_recording("an upload")?;
         let dtype = array.dtype();
         let bytes = array.shape().numel() * dtype.size_bytes();
         let buffer = self.alloc(bytes)?;
@@ -620,6 +621,7 @@ impl DeviceArray {
     /// Copies the array back to the host (waiting for the work that produces it).
     pub fn to_host(&self) -> Result<Array, CudaError> {
         let device = &self.buffer.device;
+        device.not_recording("a download")?;
         device.bind()?;
         let n = self.shape.numel();
         let stream = device.stream.0;

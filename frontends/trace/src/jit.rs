@@ -15,12 +15,15 @@ use crate::persistent::CacheDir;
 use crate::tensor::Inner;
 use crate::trace::{trace_named, Traced};
 use crate::{Error, Result, Tensor, Tree, TreeDef};
-use ferrax_compiler::backend::gpu::{compile_artifact, GpuOptions};
+use ferrax_aot_runtime::gpu::GpuRunError;
+use ferrax_compiler::backend::gpu::{
+    compile_artifact, GpuError, GpuExecutable, GpuOptions, Recording,
+};
 use ferrax_compiler::backend::ptx::{MathMode, PtxTarget};
 use ferrax_compiler::pipeline::{self, Backend, Executable};
 use ferrax_ir::{Func, TensorType};
 use ferrax_runtime::interpret;
-use ferrax_runtime::MatmulPrecision;
+use ferrax_runtime::{CudaDevice, DeviceArray, MatmulPrecision};
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -49,6 +52,10 @@ struct Program {
     options: GpuOptions,
     /// Loaded from the persistent cache rather than compiled.
     from_persistent_cache: bool,
+    /// Whether GPU runs replay a recording of the first ([`Jit::cuda_graphs`]).
+    graphs: bool,
+    /// That recording, once made.
+    recording: Mutex<Option<Recording<Arc<CudaDevice>>>>,
 }
 
 /// Runs `program` on `leaves` (whose device the program was compiled for). Leaves given by
@@ -62,9 +69,11 @@ fn run_program<O: Tree>(program: &Program, leaves: Vec<Tensor>, device: &Device)
                 _ => Err(Error::Device("an input did not reach the GPU".into())),
             })
             .collect::<Result<Vec<_>>>()?;
-        let outputs = gpu
-            .run_device(&inputs)
-            .map_err(|e| Error::Device(e.to_string()))?;
+        let outputs = match program.graphs {
+            true => replay(program, gpu, &inputs),
+            false => gpu.run_device(&inputs),
+        }
+        .map_err(|e| Error::Device(e.to_string()))?;
         let mut out_leaves = outputs.into_iter().map(Tensor::on_device);
         return O::unflatten(&program.traced.out_def, &mut out_leaves);
     }
@@ -78,6 +87,30 @@ fn run_program<O: Tree>(program: &Program, leaves: Vec<Tensor>, device: &Device)
     };
     let mut out_leaves = outputs.into_iter().map(Tensor::new);
     O::unflatten(&program.traced.out_def, &mut out_leaves)
+}
+
+/// The results of `gpu` on `inputs` by a replay of its recording, made on the first call; a
+/// program that cannot be recorded (steps on the host) runs as usual.
+fn replay(
+    program: &Program,
+    gpu: &GpuExecutable,
+    inputs: &[DeviceArray],
+) -> std::result::Result<Vec<DeviceArray>, GpuError> {
+    let mut recording = program
+        .recording
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if recording.is_none() {
+        match gpu.record() {
+            Ok(r) => *recording = Some(r),
+            Err(GpuError::Run(GpuRunError::NotRecordable(_))) => return gpu.run_device(inputs),
+            Err(e) => return Err(e),
+        }
+    }
+    match recording.as_ref() {
+        Some(r) => gpu.replay(r, inputs),
+        None => gpu.run_device(inputs),
+    }
 }
 
 /// A function lowered for one input signature (`jax.jit(f).lower(...)`): its program at every
@@ -287,6 +320,7 @@ pub struct Jit<F, I, O> {
     last_miss: Mutex<Option<String>>,
     options: GpuOptions,
     persistent: CacheDir,
+    cuda_graphs: bool,
     _types: PhantomData<fn(I) -> O>,
 }
 
@@ -339,6 +373,7 @@ pub fn jit<I: Tree, O: Tree, F: Fn(I) -> O + Send + Sync>(f: F) -> Jit<F, I, O> 
         last_miss: Mutex::new(None),
         options: GpuOptions::default(),
         persistent: CacheDir::Default,
+        cuda_graphs: false,
         _types: PhantomData,
     }
 }
@@ -360,6 +395,17 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
     /// Compiles this function's programs in every process: no persistent cache.
     pub fn no_persistent_cache(mut self) -> Self {
         self.persistent = CacheDir::Off;
+        self
+    }
+
+    /// Runs on the GPU by replaying a recording (a CUDA graph) of the first run of each
+    /// signature, one launch for all of a step's kernels instead of a host call each: for steps
+    /// of many small kernels, whose launches would otherwise take longer than the kernels.
+    /// Each call copies its inputs into the recording's and the results out; the recording
+    /// holds its run's device memory while the signature stays cached. A program with work on
+    /// the host runs as usual. CPU programs are unaffected.
+    pub fn cuda_graphs(mut self) -> Self {
+        self.cuda_graphs = true;
         self
     }
 
@@ -564,6 +610,8 @@ impl<I: Tree, O: Tree, F: Fn(I) -> O> Jit<F, I, O> {
             executable,
             options: self.options,
             from_persistent_cache,
+            graphs: self.cuda_graphs,
+            recording: Mutex::new(None),
         });
         self.traces.fetch_add(1, Ordering::Relaxed);
         if !program.traced.captures.is_empty() {

@@ -58,7 +58,8 @@ impl Drop for GraphPool {
 /// A recorded run, replayed on its device's stream.
 pub struct CudaGraph {
     graph: Handle<sys::CUgraph>,
-    exec: Handle<sys::CUgraphExec>,
+    /// The executable graph; the driver wants its launches serialized.
+    exec: Mutex<Handle<sys::CUgraphExec>>,
     /// Its buffers, kept while it lives.
     _pool: Arc<GraphPool>,
     device: Arc<CudaDevice>,
@@ -69,7 +70,7 @@ impl Drop for CudaGraph {
         if self.device.bind().is_ok() {
             // SAFETY: the graph and its executable are this object's; replays still queued
             // hold the executable until they finish.
-            let _ = unsafe { result::graph::exec_destroy(self.exec.0) };
+            let _ = unsafe { result::graph::exec_destroy(lock(&self.exec).0) };
             // SAFETY: as above.
             let _ = unsafe { result::graph::destroy(self.graph.0) };
         }
@@ -123,7 +124,7 @@ impl CudaDevice {
             };
         Ok(CudaGraph {
             graph: Handle(graph),
-            exec: Handle(exec),
+            exec: Mutex::new(Handle(exec)),
             _pool: pool,
             device: self.clone(),
         })
@@ -131,10 +132,24 @@ impl CudaDevice {
 
     /// Queues a replay of `graph` on the device's stream.
     pub fn replay(&self, graph: &CudaGraph) -> Result<(), CudaError> {
+        if !Arc::ptr_eq(&graph.device.ctx, &self.ctx) {
+            return Err(CudaError::Capture(
+                "a graph recorded on another device".into(),
+            ));
+        }
         self.bind()?;
+        let exec = lock(&graph.exec);
         // SAFETY: the graph is live and was recorded on this device; its buffers are its pool's.
-        unsafe { result::graph::launch(graph.exec.0, self.stream.0)? };
+        unsafe { result::graph::launch(exec.0, self.stream.0)? };
         Ok(())
+    }
+
+    /// Refuses a copy between host and device while a graph is recorded.
+    pub(crate) fn not_recording(&self, what: &str) -> Result<(), CudaError> {
+        match lock(&self.capture).is_some() {
+            true => Err(CudaError::Capture(format!("{what} while recording"))),
+            false => Ok(()),
+        }
     }
 
     /// The pool of the recording under way, if any.

@@ -26,7 +26,7 @@ mod grouping;
 mod plan;
 mod program;
 
-pub use ferrax_aot_runtime::gpu::CapturedRun;
+pub use ferrax_aot_runtime::gpu::Recording;
 pub use plan::GpuPlan;
 pub use program::{compile_artifact, gpu_target};
 

@@ -132,11 +132,20 @@ impl<M: GpuMachine> GpuProgram<M> {
         Ok(self.program.run_device(args)?)
     }
 
-    /// A run recorded as a graph, replayed by one launch per call
-    /// ([`CapturedRun::run`]); refused for a program
-    /// with steps on the host.
-    pub fn capture(&self) -> Result<CapturedRun<'_, M>, GpuError> {
-        Ok(self.program.capture()?)
+    /// A run recorded as a graph, for [`GpuProgram::replay`]; refused for a program with
+    /// steps on the host.
+    pub fn record(&self) -> Result<Recording<M>, GpuError> {
+        Ok(self.program.record()?)
+    }
+
+    /// The results on `args` (on the device) by one launch of `recording`, a graph of this
+    /// program's; work is queued, not waited for.
+    pub fn replay(
+        &self,
+        recording: &Recording<M>,
+        args: &[M::Array],
+    ) -> Result<Vec<M::Array>, GpuError> {
+        Ok(self.program.replay(recording, args)?)
     }
 
     /// This program as a GPU artifact (for devices of its target's compute capability or

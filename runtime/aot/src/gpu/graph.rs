@@ -1,6 +1,6 @@
 //! A program's run recorded once and replayed by one launch (CUDA graphs), so that a step
-//! costs its kernels' time rather than a host call per kernel: [`GpuProgram::capture`] records
-//! the work of a run on inputs of its own, and [`CapturedRun::run`] copies a call's arguments
+//! costs its kernels' time rather than a host call per kernel: [`GpuProgram::record`] records
+//! the work of a run on inputs of its own, and [`GpuProgram::replay`] copies a call's arguments
 //! into those inputs, replays, and copies the results out of the recording's buffers (which
 //! the next replay overwrites) into arrays of the caller's.
 //!
@@ -12,19 +12,20 @@ use super::program::GpuProgram;
 use super::GpuRunError;
 use ferrax_runtime::machine::GpuMachine;
 
-/// A run of `program` recorded on inputs of its own.
-pub struct CapturedRun<'p, M: GpuMachine> {
-    program: &'p GpuProgram<M>,
+/// A run of one program recorded on inputs of its own, replayed by that program only.
+pub struct Recording<M: GpuMachine> {
+    /// The identity of the program recorded ([`GpuProgram::id`]).
+    program: u64,
     graph: M::Graph,
     inputs: Vec<M::Array>,
     outputs: Vec<M::Array>,
 }
 
 impl<M: GpuMachine> GpuProgram<M> {
-    /// Records a run, for [`CapturedRun::run`] to replay. Refused for a plan with host steps
-    /// or control flow, and (as [`GpuProgram::run_device`]) for one that does not fit in the
-    /// device's memory.
-    pub fn capture(&self) -> Result<CapturedRun<'_, M>, GpuRunError> {
+    /// Records a run, for [`GpuProgram::replay`]. Refused for a plan with host steps or
+    /// control flow, and (as [`GpuProgram::run_device`]) for one that does not fit in the
+    /// device's memory. The recording holds the run's buffers while it lives.
+    pub fn record(&self) -> Result<Recording<M>, GpuRunError> {
         let host = self
             .plan
             .steps
@@ -46,31 +47,36 @@ impl<M: GpuMachine> GpuProgram<M> {
         // The recording ends whatever the run did.
         let graph = self.machine.end_capture();
         let (outputs, graph) = (outputs?, graph?);
-        Ok(CapturedRun {
-            program: self,
+        Ok(Recording {
+            program: self.id(),
             graph,
             inputs,
             outputs,
         })
     }
-}
 
-impl<M: GpuMachine> CapturedRun<'_, M> {
-    /// The program's results on `args` (arrays on the device), by a replay of the recording:
+    /// The program's results on `args` (arrays on the device) by a replay of `recording`:
     /// `args` copied into its inputs, its results copied into new arrays. Work is queued, not
-    /// waited for.
-    pub fn run(&self, args: &[M::Array]) -> Result<Vec<M::Array>, GpuRunError> {
-        let program = self.program;
-        program.check_device_args(args)?;
-        let machine = &program.machine;
+    /// waited for. A recording of another program is refused.
+    pub fn replay(
+        &self,
+        recording: &Recording<M>,
+        args: &[M::Array],
+    ) -> Result<Vec<M::Array>, GpuRunError> {
+        if recording.program != self.id() {
+            return Err(GpuRunError::ForeignRecording);
+        }
+        self.check_device_args(args)?;
+        let machine = &self.machine;
         let len = |a: &M::Array| M::array_type(a).numel();
-        for (arg, input) in args.iter().zip(&self.inputs) {
+        for (arg, input) in args.iter().zip(&recording.inputs) {
             if len(arg) > 0 && M::address(arg) != M::address(input) {
                 machine.copy_elements((arg, 0), (input, 0), len(arg))?;
             }
         }
-        machine.replay(&self.graph)?;
-        self.outputs
+        machine.replay(&recording.graph)?;
+        recording
+            .outputs
             .iter()
             .map(|o| {
                 let out = machine.alloc(&M::array_type(o))?;

@@ -11,7 +11,7 @@ mod program;
 pub(crate) use check::check_gpu_plan;
 pub use ferrax_runtime::cuda::MatmulPrecision;
 pub use ferrax_runtime::machine::{GpuMachine, MachineError};
-pub use graph::CapturedRun;
+pub use graph::Recording;
 pub use plan::{
     BlocksLaunchSpec, CallKind, CopySpec, Cubins, ElementsSpec, GpuCallPlan, GpuRunPlan, GpuStep,
     GpuTarget, KernelLaunchSpec, Param, ReduceLaunchSpec, ScanShape, ScatterLaunches, ScatterSpec,
@@ -52,6 +52,8 @@ pub enum GpuRunError {
          flow) cannot be recorded as a graph"
     )]
     NotRecordable(usize),
+    #[error("a recording of another program")]
+    ForeignRecording,
     #[error("internal error: value %{0} is not on the device")]
     Missing(u32),
     #[error("internal error: a control-flow call lacks its region or result {0}")]

@@ -12,6 +12,7 @@ use ferrax_runtime::cuda::MatmulPrecision;
 use ferrax_runtime::machine::GpuMachine;
 use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A GPU program loaded on a machine: its plan, its entries and its constants there.
 pub struct GpuProgram<M: GpuMachine> {
@@ -32,6 +33,8 @@ pub struct GpuProgram<M: GpuMachine> {
     matmul: MatmulPrecision,
     /// Whether its modules were loaded as machine code (cubins), not compiled from PTX.
     machine_code: bool,
+    /// This program's identity among the process's, for its recordings.
+    id: u64,
 }
 
 impl<M: GpuMachine + Clone> GpuProgram<M> {
@@ -127,11 +130,20 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
             calls,
             matmul,
             machine_code,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         })
     }
 }
 
+/// The identity the next program loaded takes.
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
 impl<M: GpuMachine> GpuProgram<M> {
+    /// This program's identity among the process's.
+    pub(super) fn id(&self) -> u64 {
+        self.id
+    }
+
     /// The plan this program runs (its regions' plans are those of [`GpuProgram::regions`]).
     pub fn plan(&self) -> &GpuRunPlan {
         &self.plan
