@@ -85,7 +85,11 @@ impl CudaDevice {
         if capture.is_some() {
             return Err(CudaError::Capture("already recording".into()));
         }
+        // The recording allocates anew: the cache's buffers go back to the device first.
+        self.release_cached()?;
         self.bind()?;
+        // SAFETY: the stream is live; the frees queued just now complete first.
+        unsafe { result::stream::synchronize(self.stream.0)? };
         // SAFETY: the stream is live; relaxed mode lets the recording allocate its buffers.
         unsafe {
             result::stream::begin_capture(

@@ -139,6 +139,88 @@ fn add_scaled_shared(e: &mut Emitter, acc: &[String], w: &str, base: &str) {
     }
 }
 
+/// Where a key block's tile loop finds its queries' rows: the log-sum-exps, their cotangents,
+/// the output and its cotangent (global addresses, in that order), the first element of the
+/// batch and head's queries (`base`), the tile's first query (`start`), the thread, and the
+/// shared rows the results go to.
+pub(super) struct QueryRows<'a> {
+    pub(super) sources: [&'a str; 4],
+    pub(super) base: &'a str,
+    pub(super) bh: &'a str,
+    pub(super) start: &'a str,
+    pub(super) tid: &'a str,
+    pub(super) shared: &'a str,
+    pub(super) zero: &'a str,
+}
+
+/// The first `count` threads of a key block: their query's log-sum-exp, and (with `delta`)
+/// `rowsum(d_out * out) - d_lse` (zero without), into the shared rows (the deltas `4 * count`
+/// bytes on); zeros past the last query.
+pub(super) fn load_query_rows(
+    e: &mut Emitter,
+    q: &QueryRows<'_>,
+    (count, t_len, heads, d): (usize, usize, usize, usize),
+    delta: bool,
+) {
+    let [lse_in, dlse_in, o_in, do_in] = q.sources;
+    let (zero, tid) = (q.zero, q.tid);
+    let (rows_done, query) = (e.label("rows"), e.reg(Class::R));
+    let (skip, inside) = (e.reg(Class::P), e.reg(Class::P));
+    e.line(format!("setp.ge.u32 {skip}, {tid}, {count}"));
+    e.line(format!("@{skip} bra {rows_done}"));
+    e.line(format!("add.u32 {query}, {}, {tid}", q.start));
+    e.line(format!("setp.lt.u32 {inside}, {query}, {t_len}"));
+    e.line(format!("min.u32 {query}, {query}, {}", t_len - 1));
+    let [lse, sum] = e.regs::<2>(Class::F);
+    let (slot_at, address) = (e.reg(Class::R), e.reg(Class::Rd));
+    e.line(format!("mad.lo.s32 {slot_at}, {}, {t_len}, {query}", q.bh));
+    e.line(format!("mul.wide.u32 {address}, {slot_at}, 4"));
+    let at = e.reg(Class::Rd);
+    e.line(format!("add.s64 {at}, {lse_in}, {address}"));
+    e.line(format!("ld.global.nc.f32 {lse}, [{at}]"));
+    e.line(format!("selp.f32 {lse}, {lse}, {zero}, {inside}"));
+    e.line(format!("mov.f32 {sum}, {zero}"));
+    if delta {
+        let dlse = e.reg(Class::F);
+        e.line(format!("add.s64 {at}, {dlse_in}, {address}"));
+        e.line(format!("ld.global.nc.f32 {dlse}, [{at}]"));
+        // rowsum(d_out * out) over the query's row, d_out unrounded.
+        let row_at = e.reg(Class::R);
+        e.line(format!(
+            "mad.lo.s32 {row_at}, {query}, {}, {}",
+            heads * d,
+            q.base
+        ));
+        let (o_address, g_address) = (e.reg(Class::Rd), e.reg(Class::Rd));
+        e.line(format!("mul.wide.u32 {o_address}, {row_at}, 4"));
+        e.line(format!("add.s64 {g_address}, {do_in}, {o_address}"));
+        e.line(format!("add.s64 {o_address}, {o_in}, {o_address}"));
+        for g in 0..d / 4 {
+            let (ov, gv) = (e.regs::<4>(Class::F), e.regs::<4>(Class::F));
+            e.line(format!(
+                "ld.global.nc.v4.f32 {{{}}}, [{o_address}+{}]",
+                ov.join(", "),
+                16 * g
+            ));
+            e.line(format!(
+                "ld.global.nc.v4.f32 {{{}}}, [{g_address}+{}]",
+                gv.join(", "),
+                16 * g
+            ));
+            for (x, y) in ov.iter().zip(&gv) {
+                e.line(format!("fma.rn.f32 {sum}, {x}, {y}, {sum}"));
+            }
+        }
+        e.line(format!("sub.rn.f32 {sum}, {sum}, {dlse}"));
+        e.line(format!("selp.f32 {sum}, {sum}, {zero}, {inside}"));
+    }
+    let slot = e.reg(Class::R);
+    e.line(format!("mad.lo.s32 {slot}, {tid}, 4, {}", q.shared));
+    e.line(format!("st.shared.f32 [{slot}], {lse}"));
+    e.line(format!("st.shared.f32 [{slot}+{}], {sum}", 4 * count));
+    e.body.push_str(&format!("{rows_done}:\n"));
+}
+
 /// The kernel's `.entry`: parameters q, k, v, out, lse, d_out, d_lse, then the gradient.
 pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<String, PtxError> {
     if on_tensor_cores(k.precision, k.features) {
@@ -286,61 +368,17 @@ pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<
     let loaded = load_tiles(&mut e, &tiles, (d, &tid, &zero), h16)?;
     e.body.push_str(&format!("{loaded}:\n"));
     if !by_query {
-        // The first TILE threads: their query's log-sum-exp and (keys' gradient) delta.
-        let (rows_done, query) = (e.label("rows"), e.reg(Class::R));
-        let (skip, inside) = (e.reg(Class::P), e.reg(Class::P));
-        e.line(format!("setp.ge.u32 {skip}, {tid}, {TILE}"));
-        e.line(format!("@{skip} bra {rows_done}"));
-        e.line(format!("add.u32 {query}, {start}, {tid}"));
-        e.line(format!("setp.lt.u32 {inside}, {query}, {t_len}"));
-        e.line(format!("min.u32 {query}, {query}, {}", t_len - 1));
-        let [lse, delta] = e.regs::<2>(Class::F);
-        let (slot_at, address) = (e.reg(Class::R), e.reg(Class::Rd));
-        e.line(format!("mad.lo.s32 {slot_at}, {bh}, {t_len}, {query}"));
-        e.line(format!("mul.wide.u32 {address}, {slot_at}, 4"));
-        let at_lse = e.reg(Class::Rd);
-        e.line(format!("add.s64 {at_lse}, {lse_in}, {address}"));
-        e.line(format!("ld.global.nc.f32 {lse}, [{at_lse}]"));
-        e.line(format!("selp.f32 {lse}, {lse}, {zero}, {inside}"));
-        e.line(format!("mov.f32 {delta}, {zero}"));
-        if k.part == AttentionPart::KeyGrad {
-            let dlse = e.reg(Class::F);
-            e.line(format!("add.s64 {at_lse}, {dlse_in}, {address}"));
-            e.line(format!("ld.global.nc.f32 {dlse}, [{at_lse}]"));
-            // rowsum(d_out * out) over the query's row, d_out unrounded.
-            let row_at = e.reg(Class::R);
-            e.line(format!(
-                "mad.lo.s32 {row_at}, {query}, {}, {other_base}",
-                heads * d
-            ));
-            let (o_address, g_address) = (e.reg(Class::Rd), e.reg(Class::Rd));
-            e.line(format!("mul.wide.u32 {o_address}, {row_at}, 4"));
-            e.line(format!("add.s64 {g_address}, {do_in}, {o_address}"));
-            e.line(format!("add.s64 {o_address}, {o_in}, {o_address}"));
-            for g in 0..d / 4 {
-                let (ov, gv) = (e.regs::<4>(Class::F), e.regs::<4>(Class::F));
-                e.line(format!(
-                    "ld.global.nc.v4.f32 {{{}}}, [{o_address}+{}]",
-                    ov.join(", "),
-                    16 * g
-                ));
-                e.line(format!(
-                    "ld.global.nc.v4.f32 {{{}}}, [{g_address}+{}]",
-                    gv.join(", "),
-                    16 * g
-                ));
-                for (x, y) in ov.iter().zip(&gv) {
-                    e.line(format!("fma.rn.f32 {delta}, {x}, {y}, {delta}"));
-                }
-            }
-            e.line(format!("sub.rn.f32 {delta}, {delta}, {dlse}"));
-        }
-        let row_slot = e.reg(Class::R);
-        e.line(format!("shl.b32 {row_slot}, {tid}, 2"));
-        e.line(format!("add.u32 {row_slot}, {row_slot}, {rows_base}"));
-        e.line(format!("st.shared.f32 [{row_slot}], {lse}"));
-        e.line(format!("st.shared.f32 [{row_slot}+{}], {delta}", TILE * 4));
-        e.body.push_str(&format!("{rows_done}:\n"));
+        let rows = QueryRows {
+            sources: [lse_in, dlse_in, o_in, do_in],
+            base: &other_base,
+            bh,
+            start: &start,
+            tid: &tid,
+            shared: &rows_base,
+            zero: &zero,
+        };
+        let delta = k.part == AttentionPart::KeyGrad;
+        load_query_rows(&mut e, &rows, (TILE, t_len, heads, d), delta);
     }
     e.line("bar.sync 0".into());
 

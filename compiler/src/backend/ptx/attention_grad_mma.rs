@@ -15,7 +15,7 @@
 //!   against the output cotangents transposed.
 
 use super::attention::{rounded, unary, ROWS};
-use super::attention_grad::AttentionGradKernel;
+use super::attention_grad::{load_query_rows, AttentionGradKernel, QueryRows};
 use super::attention_mma::{
     accumulators, across_row, entry_text, lane_rows, load_pairs, load_tiles, mask, mix,
     operand_fragments, packed, scores, skip_unseen, store_rows, tile, warp_rows, Layout, Own, Tile,
@@ -205,13 +205,13 @@ pub fn render_attention_grad_mma(
             (second_in.as_str(), vec![d_out_t]),
         ],
     };
-    let per_query = match k.part {
-        AttentionPart::KeyGrad => 2,
-        AttentionPart::ValueGrad => 1,
-        AttentionPart::QueryGrad | AttentionPart::Output | AttentionPart::LogSumExp => 0,
+    // A key block's per-query rows: log-sum-exps, then deltas.
+    let per_query = match own {
+        Own::Keys => 2 * KEYS * 4,
+        Own::Queries => 0,
     };
     let [rows_base, columns] = e.regs::<2>(Class::R);
-    if per_query > 0 {
+    if own == Own::Keys {
         e.pre_line(format!("mov.u32 {rows_base}, {name}_rows"));
         e.pre_line(format!("mad.lo.s32 {columns}, {}, 4, {rows_base}", w.pair));
     }
@@ -226,62 +226,18 @@ pub fn render_attention_grad_mma(
         start: &start,
     };
     load_tiles(&mut e, &visited, &sources, (d, &tid, &zero));
-    if per_query > 0 {
-        // The first KEYS threads: their query's log-sum-exp and (keys' gradient) delta;
-        // zeros past the last query.
-        let (rows_done, query) = (e.label("rows"), e.reg(Class::R));
-        let (skip, inside) = (e.reg(Class::P), e.reg(Class::P));
-        e.line(format!("setp.ge.u32 {skip}, {tid}, {KEYS}"));
-        e.line(format!("@{skip} bra {rows_done}"));
-        e.line(format!("add.u32 {query}, {start}, {tid}"));
-        e.line(format!("setp.lt.u32 {inside}, {query}, {t_len}"));
-        e.line(format!("min.u32 {query}, {query}, {}", t_len - 1));
-        let (slot_at, address, at) = (e.reg(Class::R), e.reg(Class::Rd), e.reg(Class::Rd));
-        e.line(format!("mad.lo.s32 {slot_at}, {}, {t_len}, {query}", w.bh));
-        e.line(format!("mul.wide.u32 {address}, {slot_at}, 4"));
-        e.line(format!("add.s64 {at}, {lse_in}, {address}"));
-        let lse = e.reg(Class::F);
-        e.line(format!("ld.global.nc.f32 {lse}, [{at}]"));
-        e.line(format!("selp.f32 {lse}, {lse}, {zero}, {inside}"));
-        let slot = e.reg(Class::R);
-        e.line(format!("mad.lo.s32 {slot}, {tid}, 4, {rows_base}"));
-        e.line(format!("st.shared.f32 [{slot}], {lse}"));
-        if per_query == 2 {
-            let (delta, dlse) = (e.reg(Class::F), e.reg(Class::F));
-            e.line(format!("add.s64 {at}, {dlse_in}, {address}"));
-            e.line(format!("ld.global.nc.f32 {dlse}, [{at}]"));
-            e.line(format!("mov.f32 {delta}, {zero}"));
-            // rowsum(d_out * out) over the query's row, d_out unrounded.
-            let row_at = e.reg(Class::R);
-            e.line(format!(
-                "mad.lo.s32 {row_at}, {query}, {}, {other_base}",
-                heads * d
-            ));
-            let (o_address, g_address) = (e.reg(Class::Rd), e.reg(Class::Rd));
-            e.line(format!("mul.wide.u32 {o_address}, {row_at}, 4"));
-            e.line(format!("add.s64 {g_address}, {do_in}, {o_address}"));
-            e.line(format!("add.s64 {o_address}, {o_in}, {o_address}"));
-            for g in 0..d / 4 {
-                let (ov, gv) = (e.regs::<4>(Class::F), e.regs::<4>(Class::F));
-                e.line(format!(
-                    "ld.global.nc.v4.f32 {{{}}}, [{o_address}+{}]",
-                    ov.join(", "),
-                    16 * g
-                ));
-                e.line(format!(
-                    "ld.global.nc.v4.f32 {{{}}}, [{g_address}+{}]",
-                    gv.join(", "),
-                    16 * g
-                ));
-                for (x, y) in ov.iter().zip(&gv) {
-                    e.line(format!("fma.rn.f32 {delta}, {x}, {y}, {delta}"));
-                }
-            }
-            e.line(format!("sub.rn.f32 {delta}, {delta}, {dlse}"));
-            e.line(format!("selp.f32 {delta}, {delta}, {zero}, {inside}"));
-            e.line(format!("st.shared.f32 [{slot}+{}], {delta}", 4 * KEYS));
-        }
-        e.body.push_str(&format!("{rows_done}:\n"));
+    if own == Own::Keys {
+        let rows = QueryRows {
+            sources: [lse_in, dlse_in, o_in, do_in],
+            base: &other_base,
+            bh: &w.bh,
+            start: &start,
+            tid: &tid,
+            shared: &rows_base,
+            zero: &zero,
+        };
+        let delta = k.part == AttentionPart::KeyGrad;
+        load_query_rows(&mut e, &rows, (KEYS, t_len, heads, d), delta);
     }
     e.line("bar.sync 0".into());
     let next = e.label("next");
@@ -384,6 +340,6 @@ pub fn render_attention_grad_mma(
         (&comment, name, &params),
         &tiles,
         d,
-        per_query * KEYS * 4,
+        per_query,
     ))
 }
