@@ -111,19 +111,26 @@ fn reduced_w10_step() -> (ferrax::Func, Vec<ferrax::Array>, usize) {
 
 /// The w10 step at a reduced size runs whole on the emulated GPU, through the executor the
 /// CUDA device uses: every step a kernel, a copy or a GEMM (none on the host), attention by
-/// its flash kernels, the optimizer's updates grouped into few launches, and its loss,
-/// parameters and optimizer state are the interpreter's; recorded as a graph, it replays to
-/// the same bits.
+/// its flash kernels, products on their operands as stored, the optimizer's updates grouped
+/// into few launches, and its loss, parameters and optimizer state are the interpreter's;
+/// recorded as a graph, it replays to the same bits.
 #[test]
 fn the_w10_step_at_a_reduced_size_runs_on_the_emulated_gpu() {
     use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
     use ferrax::runtime::GpuMachine;
+    use ferrax_aot_runtime::gpu::GpuStep;
     let (simple, args, params_len) = reduced_w10_step();
     let emulator = ferrax_ptx_emu::Emulator::default();
     let program = GpuProgram::compile(&simple, &emulator, GpuOptions::default()).expect("planned");
     assert_eq!(program.host_steps(), 0, "host steps");
     // Attention by its kernels: the forward parts and the three gradients, in each layer.
     assert_eq!(program.plan().attentions.len(), 4 * 2, "attention kernels");
+    // Every matrix product reads its operands where they lie (cuBLAS's transpose flags), with
+    // no transposed copy.
+    let copied = program.plan().run.steps.iter().filter(|s| {
+        matches!(s, GpuStep::Gemm { lhs_copy, rhs_copy, .. } if lhs_copy.is_some() || rhs_copy.is_some())
+    });
+    assert_eq!(copied.count(), 0, "products with transposed operands");
     let got = program.run(&args).expect("ran");
     let want = ferrax::runtime::interpret(&simple, &args).expect("interpreted");
     assert_eq!(got.len(), want.len());
