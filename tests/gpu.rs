@@ -1428,6 +1428,35 @@ fn jit_replays_recorded_steps_on_the_device() {
     }
 }
 
+/// A recorded run with an empty input and result replays like a plain run, and a recording
+/// is refused by another program.
+#[test]
+fn recordings_take_empty_arrays_and_belong_to_their_program() {
+    let gpu = Emulator::default();
+    let f = |(x, y): (Tensor, Tensor)| (x * 2.0, y + 1.0);
+    let specs = (
+        Tensor::spec(DType::F32, [0, 3]),
+        Tensor::spec(DType::F32, [4]),
+    );
+    let func = jit(f).lower(&specs).unwrap().simplified().clone();
+    let exe = GpuProgram::compile(&func, &gpu, GpuOptions::HIGHEST).unwrap();
+    let other = GpuProgram::compile(&func, &gpu, GpuOptions::HIGHEST).unwrap();
+    let args: Vec<_> = inputs(&func, 1)
+        .iter()
+        .map(|a| gpu.upload(a).unwrap())
+        .collect();
+    let recording = exe.record().unwrap();
+    let want = exe.run_device(&args).unwrap();
+    let got = exe.replay(&recording, &args).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(gpu.download(g).unwrap(), gpu.download(w).unwrap());
+    }
+    let Err(refused) = other.replay(&recording, &args) else {
+        panic!("another program's recording was replayed")
+    };
+    assert!(refused.to_string().contains("another program"), "{refused}");
+}
+
 /// A program with work on the host is not recorded, and says why.
 #[test]
 fn runs_with_host_steps_are_not_recorded() {
