@@ -184,12 +184,25 @@ pub fn render_attention_grad_mma(
                 second_tile: shared("d_out", Layout::Rows),
             },
         ),
-        _ => (
+        (AttentionPart::ValueGrad, None) => (
             shared("queries", Layout::Rows),
             Work::Weights {
                 d_out_t: shared("d_out_t", Layout::Transposed),
             },
         ),
+        (
+            part @ (AttentionPart::QueryGrad
+            | AttentionPart::KeyGrad
+            | AttentionPart::ValueGrad
+            | AttentionPart::Output
+            | AttentionPart::LogSumExp),
+            _,
+        ) => {
+            return Err(PtxError::Unsupported {
+                kernel: name.clone(),
+                what: format!("{part:?} as a gradient kernel"),
+            })
+        }
     };
     let sources = match &work {
         Work::Cotangents {
