@@ -2258,3 +2258,36 @@ fn attention_kernels_assemble_with_ptxas_without_spills() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Modules assembled at once (one `ptxas` process each, as many as the host has cores) come
+/// back in their order, each its own module's; an assembler that fails is an error.
+#[test]
+fn modules_assemble_at_once_in_their_order() {
+    use ferrax::compiler::backend::ptx::assemble::assemble_all;
+    let dir = std::env::temp_dir().join(format!("ferrax-assemble-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fake = dir.join("ptxas");
+    let script = |path: &std::path::Path, text: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    // `ptxas -arch=sm_XX -o OUT IN`: OUT is the architecture and IN's text.
+    script(
+        &fake,
+        "#!/bin/sh\n{ printf 'CUBIN %s\\n' \"$1\"; cat \"$4\"; } > \"$3\"\n",
+    );
+    let modules: Vec<String> = (0..9).map(|i| format!("// module {i}\n")).collect();
+    let texts: Vec<&str> = modules.iter().map(String::as_str).collect();
+    let cubins = assemble_all(&fake, &texts, PtxTarget::Sm90).unwrap();
+    assert_eq!(cubins.len(), modules.len());
+    for (i, cubin) in cubins.iter().enumerate() {
+        let want = format!("CUBIN -arch=sm_90\n// module {i}\n");
+        assert_eq!(String::from_utf8_lossy(cubin), want, "module {i}");
+    }
+    let failing = dir.join("failing");
+    script(&failing, "#!/bin/sh\necho 'no such target' >&2\nexit 1\n");
+    let refused = assemble_all(&failing, &texts, PtxTarget::Sm90).unwrap_err();
+    assert!(refused.to_string().contains("no such target"), "{refused}");
+    std::fs::remove_dir_all(&dir).ok();
+}

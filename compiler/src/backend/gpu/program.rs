@@ -1,7 +1,7 @@
 //! A planned program loaded on a [`GpuMachine`] by the runtime's executor, and its artifact.
 
 use crate::backend::liveness::MemoryReport;
-use crate::backend::ptx::assemble::{assemble, ptxas};
+use crate::backend::ptx::assemble::{assemble_all, ptxas};
 use crate::backend::ptx::PtxTarget;
 use crate::kernel::Kernel;
 use ferrax_aot_runtime::gpu::{Cubins, GpuRunPlan, GpuTarget};
@@ -53,11 +53,8 @@ fn assembled(
     // Every plan of the tree, each assembled in place (iteratively: regions nest).
     let mut work = vec![&mut plan];
     while let Some(p) = work.pop() {
-        let modules = p
-            .modules
-            .iter()
-            .map(|(ptx, _)| assemble(&ptxas, ptx, target))
-            .collect::<Result<_, _>>()?;
+        let texts: Vec<&str> = p.modules.iter().map(|(ptx, _)| ptx.as_str()).collect();
+        let modules = assemble_all(&ptxas, &texts, target)?;
         p.cubins = Some(Cubins {
             arch: gpu_target(target),
             modules,

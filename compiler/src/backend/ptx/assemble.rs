@@ -63,3 +63,50 @@ pub fn assemble(ptxas: &Path, ptx: &str, target: PtxTarget) -> Result<Vec<u8>, P
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
+
+/// Each of `modules` assembled by `ptxas` for `target` ([`assemble`]), in order: as many at
+/// once as the host has cores, each module its own `ptxas` process.
+pub fn assemble_all(
+    ptxas: &Path,
+    modules: &[&str],
+    target: PtxTarget,
+) -> Result<Vec<Vec<u8>>, PtxError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = threads.min(modules.len());
+    let next = AtomicUsize::new(0);
+    let mut assembled: Vec<Option<Result<Vec<u8>, PtxError>>> =
+        modules.iter().map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(ptx) = modules.get(i) else {
+                            break;
+                        };
+                        done.push((i, assemble(ptxas, ptx, target)));
+                    }
+                    done
+                })
+            })
+            .collect();
+        for worker in workers {
+            for (i, result) in worker.join().unwrap_or_default() {
+                assembled[i] = Some(result);
+            }
+        }
+    });
+    assembled
+        .into_iter()
+        .map(|result| {
+            result.unwrap_or_else(|| {
+                Err(PtxError::Assembler {
+                    ptxas: ptxas.display().to_string(),
+                    what: "an assembling thread stopped".into(),
+                })
+            })
+        })
+        .collect()
+}
