@@ -6,6 +6,7 @@ mod array;
 pub mod cuda;
 mod interp;
 pub mod machine;
+pub mod parallel;
 pub mod recycle;
 
 pub use array::Array;

@@ -5,9 +5,9 @@
 //! where there is no GPU.
 
 use crate::cuda::{CudaDevice, CudaError, CudaGraph, DeviceArray, Function, MatmulPrecision};
+use crate::parallel::map_on_cores;
 use crate::Array;
 use ferrax_ir::{DType, Shape, TensorType};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// One operand of a [`GpuMachine::gemm`]: its address, leading dimension and batch stride, in
@@ -253,33 +253,7 @@ impl GpuMachine for Arc<CudaDevice> {
     /// On as many threads as the host has cores (at most one a module): the driver compiles
     /// each module on the thread that loads it.
     fn load_modules(&self, modules: &[(&str, &[&str])]) -> Result<Vec<Function>, MachineError> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let threads = threads.min(modules.len());
-        let next = AtomicUsize::new(0);
-        let mut loaded: Vec<Option<Result<Vec<Function>, MachineError>>> =
-            modules.iter().map(|_| None).collect();
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut done = Vec::new();
-                        loop {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            let Some((ptx, names)) = modules.get(i) else {
-                                break;
-                            };
-                            done.push((i, self.load(ptx, names)));
-                        }
-                        done
-                    })
-                })
-                .collect();
-            for worker in workers {
-                for (i, result) in worker.join().unwrap_or_default() {
-                    loaded[i] = Some(result);
-                }
-            }
-        });
+        let loaded = map_on_cores(modules, |(ptx, names)| self.load(ptx, names));
         let mut functions = Vec::new();
         for result in loaded {
             let result =

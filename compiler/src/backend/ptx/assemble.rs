@@ -4,6 +4,7 @@
 //! alone and the driver compiles it when they load.
 
 use super::{PtxError, PtxTarget};
+use ferrax_runtime::parallel::map_on_cores;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -71,33 +72,7 @@ pub fn assemble_all(
     modules: &[&str],
     target: PtxTarget,
 ) -> Result<Vec<Vec<u8>>, PtxError> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let threads = threads.min(modules.len());
-    let next = AtomicUsize::new(0);
-    let mut assembled: Vec<Option<Result<Vec<u8>, PtxError>>> =
-        modules.iter().map(|_| None).collect();
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(ptx) = modules.get(i) else {
-                            break;
-                        };
-                        done.push((i, assemble(ptxas, ptx, target)));
-                    }
-                    done
-                })
-            })
-            .collect();
-        for worker in workers {
-            for (i, result) in worker.join().unwrap_or_default() {
-                assembled[i] = Some(result);
-            }
-        }
-    });
+    let assembled = map_on_cores(modules, |ptx| assemble(ptxas, ptx, target));
     assembled
         .into_iter()
         .map(|result| {

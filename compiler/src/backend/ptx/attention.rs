@@ -168,6 +168,32 @@ fn inline(e: &mut Emitter, ops: &[(KOp, DType)], x: &str) -> Result<String, PtxE
     result.ok_or_else(|| PtxError::unsupported(&kernel, format!("{ops:?} stores nothing")))
 }
 
+/// An attention entry's start: its `count` parameters' names and global addresses, the
+/// special registers, and the f32 constants 0 and -inf, set up before the loops.
+pub(super) struct EntryStart {
+    pub(super) params: Vec<String>,
+    pub(super) addresses: Vec<String>,
+    pub(super) thread: Thread,
+    pub(super) zero: String,
+    pub(super) minus_inf: String,
+}
+
+/// The [`EntryStart`] of entry `name` with `count` parameters.
+pub(super) fn entry_start(e: &mut Emitter, name: &str, count: usize) -> EntryStart {
+    let params: Vec<String> = (0..count).map(|p| format!("{name}_param_{p}")).collect();
+    let addresses = global_addresses(e, &params);
+    let thread = Thread::new(e);
+    let zero = e.constant(Scalar::F32(0.0), DType::F32);
+    let minus_inf = e.constant(Scalar::F32(f32::NEG_INFINITY), DType::F32);
+    EntryStart {
+        params,
+        addresses,
+        thread,
+        zero,
+        minus_inf,
+    }
+}
+
 /// A block's place and its thread's row: the batch-and-head index `bh`, the block of rows
 /// `rb`, the batch `b` and head `h`, the row, and whether the row exists (`active`), set up
 /// before the loops; blocks take `ROWS` rows of one batch and head in turn.
@@ -349,13 +375,13 @@ pub fn render_attention(k: &AttentionKernel, mode: MathMode) -> Result<String, P
     let name = &k.name;
     let (t_len, s_len, heads, d) = (k.queries, k.keys, k.heads, k.features);
     let outputs = usize::from(k.out) + usize::from(k.lse);
-    let params: Vec<String> = (0..3 + outputs)
-        .map(|p| format!("{name}_param_{p}"))
-        .collect();
-    let a = global_addresses(&mut e, &params);
-    let Thread { ctaid, tid, .. } = Thread::new(&mut e);
-    let c = |e: &mut Emitter, v: f32| e.constant(Scalar::F32(v), DType::F32);
-    let (zero, minus_inf) = (c(&mut e, 0.0), c(&mut e, f32::NEG_INFINITY));
+    let EntryStart {
+        params,
+        addresses: a,
+        thread: Thread { ctaid, tid, .. },
+        zero,
+        minus_inf,
+    } = entry_start(&mut e, name, 3 + outputs);
 
     // The block's batch and head, and this thread's row.
     let at = block_row(&mut e, (&ctaid, &tid), t_len, heads);

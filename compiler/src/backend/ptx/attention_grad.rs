@@ -11,15 +11,15 @@
 //! instead (`attention_grad_mma`).
 
 use super::attention::{
-    block_row, clamped_row, load_row, load_tiles, round_in_setup, rounded, row_element, supports,
-    unary, BlockRow, Tiles, ROWS, TILE,
+    block_row, clamped_row, entry_start, load_row, load_tiles, round_in_setup, rounded,
+    row_element, supports, unary, BlockRow, EntryStart, Tiles, ROWS, TILE,
 };
 use super::attention_grad_mma::render_attention_grad_mma;
 use super::attention_mma::{self, on_tensor_cores};
 use super::emit::{Class, Emitter};
-use super::loops::{entry_header, global_addresses, Thread, Threads};
+use super::loops::{entry_header, Thread, Threads};
 use super::{MathMode, PtxError};
-use ferrax_ir::{Attention, AttentionPart, DType, Scalar, TensorType, UnaryOp};
+use ferrax_ir::{Attention, AttentionPart, DType, TensorType, UnaryOp};
 use std::fmt::Write;
 
 /// The kernel of one gradient part of an attention.
@@ -139,6 +139,45 @@ fn add_scaled_shared(e: &mut Emitter, acc: &[String], w: &str, base: &str) {
     }
 }
 
+/// The rows a block of gradient kernel `k` visits, set up before the loops: the first
+/// (`start`) and the end, keys up to the block's last query (causal) for a block of queries
+/// (`by_query`), for one of keys queries from its first key on (causal); and the first element
+/// of the visited operands' batch and head (a row is `heads * d` further), for a block's
+/// place `rb` among the blocks of batch `b` and head `h`.
+pub(super) fn visited_rows(
+    e: &mut Emitter,
+    k: &AttentionGradKernel,
+    by_query: bool,
+    (rb, b, h): (&str, &str, &str),
+) -> [String; 3] {
+    let (t_len, s_len, heads, d) = (k.queries, k.keys, k.heads, k.features);
+    let other_len = if by_query { s_len } else { t_len };
+    let [start, end] = e.regs::<2>(Class::R);
+    match (by_query, k.causal) {
+        (true, true) => {
+            e.pre_line(format!("mov.u32 {start}, 0"));
+            e.pre_line(format!("mad.lo.s32 {end}, {rb}, {ROWS}, {ROWS}"));
+            e.pre_line(format!("min.u32 {end}, {end}, {}", t_len.min(s_len)));
+        }
+        (false, true) => {
+            e.pre_line(format!("mul.lo.s32 {start}, {rb}, {ROWS}"));
+            e.pre_line(format!("mov.u32 {end}, {t_len}"));
+        }
+        (_, false) => {
+            e.pre_line(format!("mov.u32 {start}, 0"));
+            e.pre_line(format!("mov.u32 {end}, {other_len}"));
+        }
+    }
+    let other_base = e.reg(Class::R);
+    e.pre_line(format!(
+        "mul.lo.s32 {other_base}, {b}, {}",
+        other_len * heads
+    ));
+    e.pre_line(format!("add.s32 {other_base}, {other_base}, {h}"));
+    e.pre_line(format!("mul.lo.s32 {other_base}, {other_base}, {d}"));
+    [start, end, other_base]
+}
+
 /// Where a key block's tile loop finds its queries' rows: the log-sum-exps, their cotangents,
 /// the output and its cotangent (global addresses, in that order), the first element of the
 /// batch and head's queries (`base`), the tile's first query (`start`), the thread, and the
@@ -230,13 +269,15 @@ pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<
     let name = &k.name;
     let (t_len, s_len, heads, d, h16) = (k.queries, k.keys, k.heads, k.features, k.precision);
     let by_query = k.part == AttentionPart::QueryGrad;
-    let params: Vec<String> = (0..8).map(|p| format!("{name}_param_{p}")).collect();
-    let a = global_addresses(&mut e, &params);
+    let EntryStart {
+        params,
+        addresses: a,
+        thread: Thread { ctaid, tid, .. },
+        zero,
+        minus_inf,
+    } = entry_start(&mut e, name, 8);
     let (q_in, k_in, v_in, o_in, lse_in, do_in, dlse_in, result) =
         (&a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7]);
-    let Thread { ctaid, tid, .. } = Thread::new(&mut e);
-    let c = |e: &mut Emitter, v: f32| e.constant(Scalar::F32(v), DType::F32);
-    let (zero, minus_inf) = (c(&mut e, 0.0), c(&mut e, f32::NEG_INFINITY));
 
     // The block's batch and head, and this thread's row (a query's or a key's).
     let (own_len, other_len) = if by_query {
@@ -255,32 +296,7 @@ pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<
     } = &at;
     let clamped = clamped_row(&mut e, &at, own_len);
     let own_at = row_element(&mut e, &at, &clamped, (own_len, heads, d));
-    // The other rows visited: keys up to the last query row's (causal) for a query block; for a
-    // key block, queries from its first key on (causal).
-    let [start, end] = e.regs::<2>(Class::R);
-    match (by_query, k.causal) {
-        (true, true) => {
-            e.pre_line(format!("mov.u32 {start}, 0"));
-            e.pre_line(format!("mad.lo.s32 {end}, {rb}, {ROWS}, {ROWS}"));
-            e.pre_line(format!("min.u32 {end}, {end}, {}", t_len.min(s_len)));
-        }
-        (false, true) => {
-            e.pre_line(format!("mul.lo.s32 {start}, {rb}, {ROWS}"));
-            e.pre_line(format!("mov.u32 {end}, {t_len}"));
-        }
-        (_, false) => {
-            e.pre_line(format!("mov.u32 {start}, 0"));
-            e.pre_line(format!("mov.u32 {end}, {other_len}"));
-        }
-    }
-    // The first row of the visited operands' batch and head; a row is `heads * d` further.
-    let other_base = e.reg(Class::R);
-    e.pre_line(format!(
-        "mul.lo.s32 {other_base}, {b}, {}",
-        other_len * heads
-    ));
-    e.pre_line(format!("add.s32 {other_base}, {other_base}, {h}"));
-    e.pre_line(format!("mul.lo.s32 {other_base}, {other_base}, {d}"));
+    let [start, end, other_base] = visited_rows(&mut e, k, by_query, (rb, b, h));
 
     // This thread's rows. A query: q, d_out (raw for delta, then rounded), its log-sum-exp
     // and delta = rowsum(d_out * out) - d_lse. A key: k, and v for the keys' gradient.

@@ -14,17 +14,17 @@
 //! - The values' gradient: the transposed scores as for the keys', and `dv += pᵀ · d_out`
 //!   against the output cotangents transposed.
 
-use super::attention::{rounded, unary, ROWS};
-use super::attention_grad::{load_query_rows, AttentionGradKernel, QueryRows};
+use super::attention::{entry_start, rounded, unary, EntryStart};
+use super::attention_grad::{load_query_rows, visited_rows, AttentionGradKernel, QueryRows};
 use super::attention_mma::{
     accumulators, across_row, entry_text, lane_rows, load_pairs, load_tiles, mask, mix,
     operand_fragments, packed, scores, skip_unseen, store_rows, tile, warp_rows, Layout, Own, Tile,
     Visited, KEYS,
 };
 use super::emit::{Class, Emitter};
-use super::loops::{global_addresses, Thread};
+use super::loops::Thread;
 use super::{MathMode, PtxError};
-use ferrax_ir::{AttentionPart, DType, Scalar, UnaryOp};
+use ferrax_ir::{AttentionPart, DType, UnaryOp};
 
 /// What a kernel does with the weights of a tile.
 enum Work {
@@ -56,45 +56,22 @@ pub fn render_attention_grad_mma(
         | AttentionPart::Output
         | AttentionPart::LogSumExp => Own::Keys,
     };
-    let params: Vec<String> = (0..8).map(|p| format!("{name}_param_{p}")).collect();
-    let a = global_addresses(&mut e, &params);
+    let EntryStart {
+        params,
+        addresses: a,
+        thread: Thread { ctaid, tid, .. },
+        zero,
+        minus_inf,
+    } = entry_start(&mut e, name, 8);
     let (q_in, k_in, v_in, o_in, lse_in, do_in, dlse_in, result) =
         (&a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7]);
-    let Thread { ctaid, tid, .. } = Thread::new(&mut e);
-    let c = |e: &mut Emitter, v: f32| e.constant(Scalar::F32(v), DType::F32);
-    let (zero, minus_inf) = (c(&mut e, 0.0), c(&mut e, f32::NEG_INFINITY));
     let (own_len, other_len) = match own {
         Own::Queries => (t_len, s_len),
         Own::Keys => (s_len, t_len),
     };
     let w = warp_rows(&mut e, (&ctaid, &tid), own_len, heads);
-    // The visited rows: keys up to the block's last query (causal) for queries; for keys,
-    // queries from the block's first key on (causal).
-    let [start, end] = e.regs::<2>(Class::R);
-    match (own, k.causal) {
-        (Own::Queries, true) => {
-            e.pre_line(format!("mov.u32 {start}, 0"));
-            e.pre_line(format!("mad.lo.s32 {end}, {}, {ROWS}, {ROWS}", w.rb));
-            e.pre_line(format!("min.u32 {end}, {end}, {}", t_len.min(s_len)));
-        }
-        (Own::Keys, true) => {
-            e.pre_line(format!("mul.lo.s32 {start}, {}, {ROWS}", w.rb));
-            e.pre_line(format!("mov.u32 {end}, {t_len}"));
-        }
-        (_, false) => {
-            e.pre_line(format!("mov.u32 {start}, 0"));
-            e.pre_line(format!("mov.u32 {end}, {other_len}"));
-        }
-    }
-    // The visited operands' batch and head's first row; a row is `heads * d` further.
-    let other_base = e.reg(Class::R);
-    e.pre_line(format!(
-        "mul.lo.s32 {other_base}, {}, {}",
-        w.b,
-        other_len * heads
-    ));
-    e.pre_line(format!("add.s32 {other_base}, {other_base}, {}", w.h));
-    e.pre_line(format!("mul.lo.s32 {other_base}, {other_base}, {d}"));
+    let [start, end, other_base] =
+        visited_rows(&mut e, k, own == Own::Queries, (&w.rb, &w.b, &w.h));
 
     // The warp's rows as operand fragments: a query's q and d_out, with its log-sum-exp and
     // delta = rowsum(d_out * out) - d_lse (d_out unrounded there, its partial sums over the

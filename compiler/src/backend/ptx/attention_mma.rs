@@ -19,11 +19,11 @@
 //! products and results to bf16; the forward weights relative to the running maximum. The
 //! products' sums are the tensor cores' (exact bf16 products, f32 sums in their own order).
 
-use super::attention::{rounded, unary, AttentionKernel, ROWS};
+use super::attention::{entry_start, rounded, unary, AttentionKernel, EntryStart, ROWS};
 use super::emit::{Class, Emitter};
-use super::loops::{entry_header, global_addresses, Thread, Threads};
+use super::loops::{entry_header, Thread, Threads};
 use super::{MathMode, PtxError};
-use ferrax_ir::{DType, Scalar, UnaryOp};
+use ferrax_ir::{DType, UnaryOp};
 use std::fmt::Write;
 
 /// Rows a warp takes: the rows of one matrix product.
@@ -569,13 +569,13 @@ pub fn render_attention_mma(k: &AttentionKernel, mode: MathMode) -> Result<Strin
     let (t_len, s_len, heads, d) = (k.queries, k.keys, k.heads, k.features);
     let precision = Some(DType::BF16);
     let outputs = usize::from(k.out) + usize::from(k.lse);
-    let params: Vec<String> = (0..3 + outputs)
-        .map(|p| format!("{name}_param_{p}"))
-        .collect();
-    let a = global_addresses(&mut e, &params);
-    let Thread { ctaid, tid, .. } = Thread::new(&mut e);
-    let c = |e: &mut Emitter, v: f32| e.constant(Scalar::F32(v), DType::F32);
-    let (zero, minus_inf) = (c(&mut e, 0.0), c(&mut e, f32::NEG_INFINITY));
+    let EntryStart {
+        params,
+        addresses: a,
+        thread: Thread { ctaid, tid, .. },
+        zero,
+        minus_inf,
+    } = entry_start(&mut e, name, 3 + outputs);
 
     let w = warp_rows(&mut e, (&ctaid, &tid), t_len, heads);
     let q_rows = lane_rows(&mut e, &w, &a[0], (t_len, heads, d));
