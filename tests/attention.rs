@@ -549,3 +549,34 @@ fn the_tensor_core_gradient_kernels_compute_the_interpreters_values_on_the_emula
         }
     }
 }
+
+/// A program `jit` compiled for the CPU (which spells attention in plain ops before
+/// simplifying) still plans for a GPU with its attention kernels: its PTX and its GPU artifact
+/// launch the kernels, as a program compiled for a GPU does.
+#[test]
+fn gpu_plans_of_a_cpu_program_keep_their_attention_kernels() {
+    use ferrax::compiler::pipeline::simplify_for_gpu;
+    let f = jit(|(q, k, v): (Tensor, Tensor, Tensor)| {
+        dot_product_attention(&q, &k, &v, None, true).sum(..)
+    });
+    let x = Tensor::spec(DType::F32, [1, 40, 2, 16]);
+    let lowered = f.lower(&(x.clone(), x.clone(), x)).unwrap();
+    let (on_gpu, _) = simplify_for_gpu(lowered.traced()).unwrap();
+    let plan = ferrax::compiler::backend::gpu::GpuPlan::new(
+        &on_gpu,
+        ferrax::PtxTarget::Sm80,
+        ferrax::compiler::backend::ptx::MathMode::Accurate,
+    )
+    .unwrap();
+    let [kernel] = &plan.run.attentions[..] else {
+        panic!("{} attention launches", plan.run.attentions.len());
+    };
+    let ptx = lowered.ptx().unwrap();
+    assert!(
+        ptx.contains(&format!(".entry {}(", kernel.name)),
+        "no attention kernel"
+    );
+    let bytes = lowered.export_gpu(ferrax::PtxTarget::Sm80).unwrap();
+    let info = ferrax::aot_runtime::inspect_artifact(&bytes).unwrap();
+    assert!(info.kernels.contains(&kernel.name), "{:?}", info.kernels);
+}

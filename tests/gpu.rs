@@ -1476,3 +1476,47 @@ fn runs_with_host_steps_are_not_recorded() {
         "{refused}"
     );
 }
+
+/// A step of four identical layers, `h = tanh(h·wᵢ)`, and each weight's update by its
+/// gradient. The layers' kernels are one entry each way (the forward tanh, the backward
+/// derivative), which every layer's launch shares; the four updates, which fusion joins in one
+/// kernel, are cut into its independent parts and launched as one loop over their buffers. On
+/// the GPU, all as the interpreter computes them.
+#[test]
+fn repeated_layers_share_entries_and_their_updates_one_loop() {
+    on_each_gpu!(repeated_layers_share_entries_and_their_updates_one_loop_on);
+}
+
+fn repeated_layers_share_entries_and_their_updates_one_loop_on<M: GpuMachine + Clone>(gpu: &M) {
+    let (layers, width, batch) = (4, 24, 6);
+    let (simple, _) = simplify(&common::repeated_layers_step(layers, width, batch)).unwrap();
+    let plan = GpuPlan::new(&simple, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+    let updates = plan.launches.last().unwrap();
+    assert_eq!(updates.kernels.len(), layers, "the updates launch together");
+    let entry = plan
+        .ptx
+        .split(".visible .entry ")
+        .find(|e| e.starts_with(&format!("{}(", updates.name)))
+        .unwrap();
+    assert_eq!(
+        entry.matches("$L_repeat_0:").count(),
+        1,
+        "one loop over the updates"
+    );
+    // One element loop (its label and its branch back).
+    assert_eq!(entry.matches("$L_loop").count(), 2, "element loops");
+    assert_eq!(entry.matches(".param .u64").count(), layers * 3);
+    // Each layer's launches name the entry the first layer's do.
+    let names: std::collections::BTreeSet<&str> =
+        plan.run.launches.iter().map(|l| l.name.as_str()).collect();
+    let entries = plan.ptx.matches(".visible .entry ").count();
+    assert!(plan.run.launches.len() > entries, "{entries} entries");
+    assert_eq!(names.len() + plan.run.copies.len(), entries);
+    let program = GpuProgram::load(plan, PtxTarget::Sm80, gpu, MatmulPrecision::Highest).unwrap();
+    let args = inputs(&simple, 7);
+    let want = interpret(&simple, &args).unwrap();
+    let got = program.run(&args).unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert_close(g, w, 2e-5, "updated weight");
+    }
+}

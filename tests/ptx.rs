@@ -420,6 +420,8 @@ fn every_kernel_assembles_with_ptxas() {
     programs.push(("i64_arithmetic", i64_arithmetic()));
     programs.push(("bool_compares", bool_compares()));
     programs.push(("half_conversions", half_conversions(18)));
+    // Launches that loop over repeats of one kernel.
+    programs.push(("repeated_layers", common::repeated_layers_step(3, 8, 2)));
     // The GPU's own partition (f16/bf16 kernels included).
     let mut kernels = Vec::new();
     let mut launches = Vec::new();
@@ -744,7 +746,7 @@ fn emulate(
     let (len, block) = plan.launch_shape(index.unwrap());
     let grid = len.div_ceil(block as usize).clamp(1, 2) as u32;
     launch(
-        module.entry(&launched.name).unwrap(),
+        module.entry(plan.entry(&launched.name)).unwrap(),
         grid,
         block,
         &params,
@@ -1603,7 +1605,7 @@ fn emulate_copies(plan: &GpuPlan, module: &Module, values: &[Array]) -> Vec<(usi
                     addresses.push(memory.alloc(&bytes_of(value)));
                 }
                 launch(
-                    module.entry(&copy.name).unwrap(),
+                    module.entry(plan.entry(&copy.name)).unwrap(),
                     grid,
                     256,
                     &addresses,
@@ -1634,7 +1636,7 @@ fn emulate_reductions(plan: &GpuPlan, module: &Module, values: &[Array]) -> Vec<
         }
         let launched = &plan.reduce_launches[l];
         launch(
-            module.entry(&launched.name).unwrap(),
+            module.entry(plan.entry(&launched.name)).unwrap(),
             launched.grid(&plan.reductions, 2),
             launched.block(&plan.reductions),
             &params,

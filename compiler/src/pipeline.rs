@@ -79,18 +79,29 @@ pub struct Compiled {
 /// `func` with its scans unrolled, its attention spelled in plain ops where `backend` has no
 /// kernel for it, simplified and compiled for `backend`.
 pub fn compile(func: &Func, backend: &Backend) -> Result<Compiled, PipelineError> {
-    let func = match backend {
-        Backend::Interpreter => func.clone(),
-        Backend::Cpu => expand_attention(func)?,
-        Backend::Gpu { .. } => expand_attention_except(func, &attention::supports)?,
+    let (simplified, simplify_report) = match backend {
+        Backend::Interpreter => unrolled_and_simplified(func)?,
+        Backend::Cpu => unrolled_and_simplified(&expand_attention(func)?)?,
+        Backend::Gpu { .. } => simplify_for_gpu(func)?,
     };
-    let (simplified, report) = simplify(&unroll_scans(&func)?)?;
     let executable = compile_simplified(&simplified, backend)?;
     Ok(Compiled {
         simplified,
-        simplify_report: report.to_string(),
+        simplify_report,
         executable,
     })
+}
+
+/// `func` as a GPU compiles it, with no device needed: its attention spelled in plain ops where
+/// no GPU kernel computes it, its scans unrolled, simplified; and what the simplifier did.
+pub fn simplify_for_gpu(func: &Func) -> Result<(Func, String), PipelineError> {
+    unrolled_and_simplified(&expand_attention_except(func, &attention::supports)?)
+}
+
+/// `func` with its scans unrolled, simplified; and what the simplifier did.
+fn unrolled_and_simplified(func: &Func) -> Result<(Func, String), PipelineError> {
+    let (simplified, report) = simplify(&unroll_scans(func)?)?;
+    Ok((simplified, report.to_string()))
 }
 
 /// `func` compiled for `backend` as it is, without simplifying it first (a program already

@@ -818,3 +818,25 @@ pub fn conversion_edges() -> Vec<f32> {
         -1e-30,
     ]
 }
+
+/// A training step of `layers` identical layers, `h = tanh(h·wᵢ)` over a batch of `[batch,
+/// width]`, whose result is each weight less half its gradient of the sum of `h`: repeated
+/// kernels (each layer's, both ways) and independent updates of one size.
+pub fn repeated_layers_step(layers: usize, width: usize, batch: usize) -> Func {
+    let step = |(ws, x): (Vec<Tensor>, Tensor)| -> Vec<Tensor> {
+        let loss = |ws: Vec<Tensor>| {
+            let mut h = x.clone();
+            for w in &ws {
+                h = h.matmul(w).tanh();
+            }
+            h.sum(..)
+        };
+        let grads = grad(loss)(ws.clone());
+        ws.iter().zip(&grads).map(|(w, g)| w - &(g * 0.5)).collect()
+    };
+    let specs = (
+        vec![Tensor::spec(DType::F32, [width, width]); layers],
+        Tensor::spec(DType::F32, [batch, width]),
+    );
+    trace(step, &specs).unwrap()
+}

@@ -11,6 +11,7 @@ mod access;
 pub mod halves;
 mod integers;
 pub mod math;
+pub mod parts;
 mod print;
 pub mod rows;
 
@@ -109,6 +110,23 @@ pub struct Kernel {
 }
 
 impl Kernel {
+    /// Whether `other` computes as this kernel does, on buffers of its own: equal but for
+    /// its name and the values its buffers hold, so one kernel's code runs either.
+    pub fn same_code(&self, other: &Kernel) -> bool {
+        let same =
+            |a: &Buffer, b: &Buffer| (a.role, a.dtype, a.access) == (b.role, b.dtype, b.access);
+        self.len == other.len
+            && self.body == other.body
+            && self.rows == other.rows
+            && self.sig.buffers.len() == other.sig.buffers.len()
+            && self
+                .sig
+                .buffers
+                .iter()
+                .zip(&other.sig.buffers)
+                .all(|(a, b)| same(a, b))
+    }
+
     /// The kernel as its launches see it, a flat one cut into parts at multiples of `step`.
     pub fn launch(&self, step: usize) -> KernelLaunch {
         KernelLaunch {

@@ -169,11 +169,24 @@ impl<I: Tree, O: Tree> Lowered<I, O> {
         if let Some(ptx) = self.program.executable.as_ref().and_then(Executable::ptx) {
             return Ok(ptx.to_string());
         }
+        let func = self.simplified_for_gpu()?;
         Ok(pipeline::render_ptx(
-            self.simplified(),
+            &func,
             PtxTarget::Sm80,
             self.program.options,
         )?)
+    }
+
+    /// The program simplified as a GPU compiles it: [`Lowered::simplified`] where it was
+    /// compiled for one, else simplified again from the trace, since other backends spell
+    /// attention in plain ops before simplifying and a GPU computes it by its kernels.
+    fn simplified_for_gpu(&self) -> Result<std::borrow::Cow<'_, Func>> {
+        use std::borrow::Cow;
+        if let Some(Executable::Gpu(_)) = &self.program.executable {
+            return Ok(Cow::Borrowed(self.simplified()));
+        }
+        let (func, _) = pipeline::simplify_for_gpu(&self.program.raw)?;
+        Ok(Cow::Owned(func))
     }
 
     /// The executable, callable on inputs of this signature without tracing again.
@@ -219,8 +232,8 @@ impl<I: Tree, O: Tree> Lowered<I, O> {
         }
         let metadata = crate::aot::signature(&self.key.structure, &self.program.traced.out_def)?;
         let options = self.program.options;
-        let func = self.simplified();
-        compile_artifact(func, target, options, (&metadata, &[]))
+        let func = self.simplified_for_gpu()?;
+        compile_artifact(&func, target, options, (&metadata, &[]))
             .map_err(|e| Error::from(pipeline::PipelineError::Gpu(e)))
     }
 }

@@ -37,6 +37,10 @@ struct SharedUse {
     readers: u32,
 }
 
+/// Bytes of one parameter in the parameter space: every parameter the renderer declares is a
+/// `.u64` address.
+const PARAM_BYTES: usize = 8;
+
 /// One block of one launch.
 pub(crate) struct Block<'a> {
     pub(crate) entry: &'a Entry,
@@ -67,22 +71,32 @@ impl Block<'_> {
             }),
             Operand::Symbol(s) => match self.entry.shared.get(s) {
                 Some(&(offset, _)) => offset,
-                None => panic!("symbol {s}: {line}"),
+                // A parameter's address in the parameter space, where they lie in order, 8
+                // bytes each (all are `.u64`), as the CUDA ABI lays them out.
+                None => match self.entry.params.iter().position(|p| p == s) {
+                    Some(i) => (i * PARAM_BYTES) as u64,
+                    None => panic!("symbol {s}: {line}"),
+                },
             },
             other => panic!("operand {other:?}: {line}"),
         }
     }
 
-    pub(crate) fn address(&self, t: usize, o: &Operand, line: &str) -> (Option<usize>, u64) {
+    /// The address `o` names in its state space.
+    pub(crate) fn address(&self, t: usize, o: &Operand, line: &str) -> u64 {
         let Operand::Address(base, offset) = o else {
             panic!("not an address: {line}")
         };
-        match &**base {
-            Operand::Symbol(s) => match self.entry.params.iter().position(|p| p == s) {
-                Some(i) => (Some(i), 0),
-                None => (None, self.value(t, base, line).wrapping_add(*offset as u64)),
-            },
-            b => (None, self.value(t, b, line).wrapping_add(*offset as u64)),
+        self.value(t, base, line).wrapping_add(*offset as u64)
+    }
+
+    /// The parameter at `address` in the parameter space: a read between or beyond the
+    /// parameters is a bug of the kernel's.
+    pub(crate) fn param(&self, address: u64, line: &str) -> u64 {
+        let at = usize::try_from(address).unwrap_or(usize::MAX);
+        match self.params.get(at / PARAM_BYTES) {
+            Some(&v) if at % PARAM_BYTES == 0 => v,
+            _ => panic!("parameter space read at {address} outside the parameters: {line}"),
         }
     }
 

@@ -109,21 +109,22 @@ impl Block<'_> {
     /// `ld` from a parameter, shared or global memory, into a register or a vector of them.
     fn load(&mut self, x: &Exec, memory: &mut Memory) {
         let (t, line) = (x.t, x.line);
-        let (param, a) = self.address(t, &x.args[1], line);
+        let a = self.address(t, &x.args[1], line);
         let w = width(x.ty);
+        let param = x.op[1] == "param";
         let regs: &[usize] = match &x.args[0] {
             Operand::Vector(r) => r,
             Operand::Reg(r) => std::slice::from_ref(r),
             other => panic!("load into {other:?}"),
         };
-        if param.is_none() {
+        if !param {
             check_aligned(a, w * regs.len(), line);
         }
         for (k, r) in regs.iter().enumerate() {
             let at = a + (k * w) as u64;
             let mut b = [0u8; 8];
-            if let Some(i) = param {
-                b[..w].copy_from_slice(&self.params[i].to_le_bytes()[..w]);
+            if param {
+                b[..w].copy_from_slice(&self.param(at, line).to_le_bytes()[..w]);
             } else if x.op[1] == "shared" {
                 b[..w].copy_from_slice(self.shared_slice(t, at, w, false, line));
             } else {
@@ -136,7 +137,7 @@ impl Block<'_> {
     /// `st` of a register or a vector of them to shared or global memory.
     fn store(&mut self, x: &Exec, memory: &mut Memory) {
         let (t, line) = (x.t, x.line);
-        let (_, a) = self.address(t, &x.args[0], line);
+        let a = self.address(t, &x.args[0], line);
         let w = width(x.ty);
         let values = match &x.args[1] {
             Operand::Vector(r) => r.len(),
@@ -165,7 +166,7 @@ impl Block<'_> {
     fn reduce_into(&mut self, x: &Exec, memory: &mut Memory) {
         let (t, line, ty) = (x.t, x.line, x.ty);
         assert!(x.op.len() == 4 && x.op[1] == "global", "red: {line}");
-        let (_, a) = self.address(t, &x.args[0], line);
+        let a = self.address(t, &x.args[0], line);
         let w = width(ty);
         check_aligned(a, w, line);
         let v = self.operand(x, 1);

@@ -10,7 +10,9 @@
 //! modes (float to integer saturating, NaN to 0), `copysign`, predicated instructions, 128-bit
 //! vector loads and stores, reductions into global memory (`red`), shared memory, butterfly
 //! shuffles, packing conversions (`cvt.rn.bf16x2.f32`) and the tensor cores' bf16 matrix product
-//! (`mma.sync ... m16n8k16 ... bf16`, a warp instruction like a shuffle). Fast math's
+//! (`mma.sync ... m16n8k16 ... bf16`, a warp instruction like a shuffle), and kernel parameters
+//! read through their addresses (`mov` of a parameter's name, `ld.param` at an offset: 8
+//! bytes a parameter, in order, as the CUDA ABI lays out `.u64` ones). Fast math's
 //! approximate instructions are computed correctly rounded.
 //!
 //! Kernels run one launch at a time ([`Module::parse`], [`Module::entry`], [`launch`] over a

@@ -333,3 +333,35 @@ fn float_maxima_and_minima_compare_floats() {
     let f = |x: f32| x.to_bits();
     assert_eq!(got, [f(-1.0), f(-2.0), f(-2.0), f(-2.0), f(0.0), f(-0.0)]);
 }
+
+/// Parameters read through their address, as a launch's loop over repeated kernels reads each
+/// one's buffers: 8 bytes a parameter, in order, from the first's address; a read beyond the
+/// last parameter is a bug of the kernel's.
+#[test]
+fn parameters_read_through_their_addresses() {
+    let body = "\
+	.reg .b32 %r<3>;
+	.reg .b64 %rd<6>;
+	mov.u64 %rd1, params_param_0;
+	ld.param.u64 %rd2, [%rd1+16];
+	ld.param.u64 %rd3, [params_param_1+8];
+	mov.u32 %r1, 7;
+	st.global.b32 [%rd2], %r1;
+	mov.u32 %r2, 9;
+	st.global.b32 [%rd3], %r2;
+	ld.param.u64 %rd4, [%rd1+24];
+	ret;";
+    let module = module("params", 3, body);
+    let mut memory = Memory::default();
+    let buffers: Vec<u64> = (0..3).map(|_| memory.alloc(&[0; 4])).collect();
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        launch(module.entry("params").unwrap(), 1, 1, &buffers, &mut memory)
+    }));
+    let message = run.err().and_then(|e| e.downcast::<String>().ok()).unwrap();
+    assert!(message.contains("outside the parameters"), "{message}");
+    // Both stores went to the third parameter's buffer, the later last.
+    assert_eq!(u32s(memory.read(buffers[2], 4).unwrap()), [9]);
+    for b in &buffers[..2] {
+        assert_eq!(u32s(memory.read(*b, 4).unwrap()), [0]);
+    }
+}

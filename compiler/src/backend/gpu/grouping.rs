@@ -6,6 +6,7 @@ use crate::backend::ptx::reduce::{ReduceKernel, ReduceLaunch};
 use crate::backend::ptx::{symbol, Launch};
 use crate::kernel::{Kernel, Role};
 use ferrax_ir::{Func, TensorType, ValueId};
+use std::collections::HashMap;
 
 use super::plan::step_values;
 use super::*;
@@ -178,7 +179,7 @@ impl Grouping<'_> {
     /// allows; the rest waits on.
     fn flush(&mut self, reads: Option<&[ValueId]>) {
         let waiting = std::mem::take(&mut self.waiting);
-        let mut producer = std::collections::HashMap::new();
+        let mut producer = HashMap::new();
         for (j, w) in waiting.iter().enumerate() {
             producer.extend(w.outputs.iter().map(|&v| (v, j)));
         }
@@ -203,19 +204,12 @@ impl Grouping<'_> {
         let last = (0..waiting.len()).filter(|&j| needed[j]).map(|j| wave[j]);
         for w in (0..=last.max().unwrap_or(0)).rev() {
             let now = |j: &usize| needed[*j] && wave[*j] == w;
-            let mut kernels = Vec::new();
+            let mut wave_kernels = Vec::new();
             let mut reductions: Vec<(usize, usize)> = Vec::new();
             let mut buffers = (0, 0);
             for j in (0..waiting.len()).filter(now) {
                 match waiting[j].work {
-                    Work::Kernel(k) => {
-                        if buffers.0 + waiting[j].buffers > MAX_LAUNCH_BUFFERS {
-                            self.launch(std::mem::take(&mut kernels));
-                            buffers.0 = 0;
-                        }
-                        buffers.0 += waiting[j].buffers;
-                        kernels.push(k);
-                    }
+                    Work::Kernel(k) => wave_kernels.push((j, k)),
                     Work::Reduction(i, r) => {
                         if buffers.1 + waiting[j].buffers > MAX_LAUNCH_BUFFERS {
                             self.flush_reductions(std::mem::take(&mut reductions));
@@ -225,6 +219,15 @@ impl Grouping<'_> {
                         reductions.push((i, r));
                     }
                 }
+            }
+            let mut kernels = Vec::new();
+            for (j, k) in repeats_together(self.kernels, wave_kernels) {
+                if buffers.0 + waiting[j].buffers > MAX_LAUNCH_BUFFERS {
+                    self.launch(std::mem::take(&mut kernels));
+                    buffers.0 = 0;
+                }
+                buffers.0 += waiting[j].buffers;
+                kernels.push(k);
             }
             self.launch(kernels);
             self.flush_reductions(reductions);
@@ -247,4 +250,32 @@ impl Grouping<'_> {
             reductions = rest;
         }
     }
+}
+
+/// `wave` (waiting work and its kernel, independent of one another) with the kernels of the
+/// same code ([`Kernel::same_code`]) next to one another, in the order of each code's first:
+/// a launch renders such a run as one loop over them.
+fn repeats_together(kernels: &[Kernel], wave: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    let mut codes: HashMap<(usize, usize, usize), Vec<(usize, usize)>> = HashMap::new();
+    let mut count = 0;
+    let mut coded: Vec<(usize, (usize, usize))> = Vec::with_capacity(wave.len());
+    for (j, k) in wave {
+        let kernel = &kernels[k];
+        let key = (kernel.len, kernel.body.len(), kernel.sig.buffers.len());
+        let same = codes.entry(key).or_default();
+        let code = match same
+            .iter()
+            .find(|&&(first, _)| kernels[first].same_code(kernel))
+        {
+            Some(&(_, code)) => code,
+            None => {
+                same.push((k, count));
+                count += 1;
+                count - 1
+            }
+        };
+        coded.push((code, (j, k)));
+    }
+    coded.sort_by_key(|&(code, _)| code);
+    coded.into_iter().map(|(_, work)| work).collect()
 }

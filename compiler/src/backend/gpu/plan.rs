@@ -7,6 +7,7 @@ use crate::backend::liveness::{liveness, Liveness, StepValues};
 use crate::backend::ptx::attention::{render_attention, supports, AttentionKernel};
 use crate::backend::ptx::attention_grad::{render_attention_grad, AttentionGradKernel};
 use crate::backend::ptx::copy::CopyKernel;
+use crate::backend::ptx::distinct::distinct_entries;
 use crate::backend::ptx::element_scatter::ElementScatter;
 use crate::backend::ptx::gather::GatherKernel;
 use crate::backend::ptx::matmul::IntGemmKernel;
@@ -19,6 +20,7 @@ use crate::backend::ptx::{
 };
 use crate::expand_attention::expand_attention_except;
 use crate::fuse::{partition, schedule, Step};
+use crate::kernel::parts::independent_parts;
 use crate::kernel::rows::lower_rows;
 use crate::kernel::LastReads;
 use crate::kernel::{Kernel, Role};
@@ -30,6 +32,7 @@ use ferrax_aot_runtime::MemoryReport;
 use ferrax_ir::{
     verify, AttentionPart, DType, DotDims, Func, FuncBuilder, Op, ReduceOp, TensorType, ValueId,
 };
+use std::collections::HashMap;
 
 use super::control::CallPlan;
 use super::grouping::group_launches;
@@ -55,7 +58,11 @@ pub struct GpuPlan {
     pub scatters: Vec<Scatters>,
     pub gathers: Vec<GatherKernel>,
     pub attentions: Vec<AttentionLaunch>,
+    /// The entries of the launches, each once: a launch whose entry repeats an earlier one's
+    /// (but for its name) launches that one instead ([`GpuPlan::entry`]).
     pub ptx: String,
+    /// Per launch whose entry repeats an earlier one, the name of that one.
+    pub repeated: HashMap<String, String>,
     /// The same entries in modules of about [`crate::backend::ptx::MODULE_BYTES`] each, in order, with how many
     /// entry points each defines: what a device loads.
     pub modules: Vec<(String, usize)>,
@@ -111,12 +118,14 @@ impl GpuPlan {
                         _ => crate::kernel::lower(func, &reads, (start, end), name),
                     }
                     .ok_or(GpuError::Lowering { start, end })?;
-                    // Fusion asked the support table: a kernel the renderer refuses is a bug,
-                    // not a program for the host.
-                    let legal = legal_kernel(&kernel, mode)?;
-                    steps.push(GpuStep::Launch(p.kernels.len()));
-                    p.kernels.push(kernel);
-                    p.legal_kernels.push(legal);
+                    for part in independent_parts(kernel) {
+                        // Fusion asked the support table: a kernel the renderer refuses is a
+                        // bug, not a program for the host.
+                        let legal = legal_kernel(&part, mode)?;
+                        steps.push(GpuStep::Launch(p.kernels.len()));
+                        p.kernels.push(part);
+                        p.legal_kernels.push(legal);
+                    }
                 }
                 // The later instructions of a call are the call's step.
                 Step::Op { index } if p.called.contains(&index) => {}
@@ -151,6 +160,11 @@ impl GpuPlan {
         for a in &attentions {
             pieces.push((a.render(mode)?, 1));
         }
+        let names = piece_names(
+            (&launches, &reduce_launches, &copies, &int_gemms),
+            (&scatters, &gathers, &attentions),
+        );
+        let (pieces, repeated) = distinct_entries(pieces, &names);
         let ptx = module_text(target, &pieces);
         let modules = split_modules(target, &pieces);
         let Liveness { frees, memory } = plan_liveness(func, &steps, &kernels, &launches);
@@ -163,6 +177,7 @@ impl GpuPlan {
             (&modules, &calls),
         )?;
         run.attentions = attention_launches(func, &steps, &attentions)?;
+        launch_kept_entries(&mut run, &repeated);
         Ok(GpuPlan {
             run,
             func: func.clone(),
@@ -179,9 +194,16 @@ impl GpuPlan {
             gathers,
             attentions,
             ptx,
+            repeated,
             modules,
             calls,
         })
+    }
+
+    /// The name of the entry in [`GpuPlan::ptx`] that launch `name` (a kernel launch's, a
+    /// reduction's, a copy's, ...) runs: its own, or the earlier one it repeats.
+    pub fn entry<'a>(&'a self, name: &'a str) -> &'a str {
+        self.repeated.get(name).map_or(name, String::as_str)
     }
 
     /// The instructions computed by strided copies: each with its copies (indices into
@@ -463,6 +485,49 @@ fn run_plan(
         calls,
         cubins: None,
     })
+}
+
+/// Per entry piece of a plan (in [`render_pieces`]'s order, then the attention kernels), the
+/// names of its entry points.
+fn piece_names(
+    (launches, reduce_launches, copies, int_gemms): (
+        &[Launch],
+        &[ReduceLaunch],
+        &[CopyKernel],
+        &[IntGemmKernel],
+    ),
+    (scatters, gathers, attentions): (&[Scatters], &[GatherKernel], &[AttentionLaunch]),
+) -> Vec<Vec<String>> {
+    let one = |name: &str| vec![name.to_string()];
+    let mut names: Vec<Vec<String>> = launches.iter().map(|l| one(&l.name)).collect();
+    names.extend(reduce_launches.iter().map(|r| one(&r.name)));
+    names.extend(copies.iter().map(|c| one(&c.name)));
+    names.extend(int_gemms.iter().map(|g| one(&g.name)));
+    names.extend(scatters.iter().map(Scatters::entry_names));
+    names.extend(gathers.iter().map(|g| one(&g.name)));
+    names.extend(attentions.iter().map(|a| one(a.name())));
+    names
+}
+
+/// `run`'s launches of entries dropped as repeats ([`distinct_entries`]) launching the entry
+/// they repeat.
+fn launch_kept_entries(run: &mut GpuRunPlan, renamed: &HashMap<String, String>) {
+    let kept = |name: &mut String| {
+        if let Some(first) = renamed.get(name.as_str()) {
+            name.clone_from(first);
+        }
+    };
+    run.launches.iter_mut().for_each(|l| kept(&mut l.name));
+    run.reduce_launches
+        .iter_mut()
+        .for_each(|r| kept(&mut r.name));
+    run.copies.iter_mut().for_each(|c| kept(&mut c.name));
+    run.int_gemms.iter_mut().for_each(|g| kept(&mut g.name));
+    run.scatters
+        .iter_mut()
+        .for_each(|s| s.entries.iter_mut().for_each(kept));
+    run.gathers.iter_mut().for_each(|g| kept(&mut g.name));
+    run.attentions.iter_mut().for_each(|a| kept(&mut a.name));
 }
 
 /// An attention kernel of a plan: an attention's forward parts, or one gradient part.

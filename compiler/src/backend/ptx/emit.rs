@@ -81,6 +81,9 @@ pub(super) struct Emitter {
     constants: HashMap<(DType, String), String>,
     /// Set-up before the entry's loops.
     pub(super) pre: String,
+    /// Where set-up goes instead while a loop over instances of one kernel is rendered: each
+    /// instance's (its buffers' addresses, its first index); constants still go to `pre`.
+    pub(super) instance: Option<String>,
     /// The loop body being built.
     pub(super) body: String,
 }
@@ -93,6 +96,7 @@ impl Emitter {
             labels: 0,
             constants: HashMap::new(),
             pre: String::new(),
+            instance: None,
             body: String::new(),
         }
     }
@@ -124,9 +128,7 @@ impl Emitter {
 
     /// An instruction of the body.
     pub(super) fn line(&mut self, s: String) {
-        self.body.push('\t');
-        self.body.push_str(&s);
-        self.body.push_str(";\n");
+        push_line(&mut self.body, &s);
     }
 
     /// A new label, named for `what` it marks.
@@ -143,23 +145,33 @@ impl Emitter {
         }
         let (t, _) = suffix(d);
         let r = self.reg(reg_class(d));
-        if let Scalar::Bool(v) = s {
+        let lines = if let Scalar::Bool(v) = s {
             let k = self.reg(Class::R);
-            self.pre_line(format!("mov.u32 {k}, {}", u32::from(v)));
-            self.pre_line(format!("setp.ne.u32 {r}, {k}, 0"));
+            vec![
+                format!("mov.u32 {k}, {}", u32::from(v)),
+                format!("setp.ne.u32 {r}, {k}, 0"),
+            ]
         } else {
-            self.pre_line(format!("mov.{t} {r}, {literal}"));
+            vec![format!("mov.{t} {r}, {literal}")]
+        };
+        for line in lines {
+            push_line(&mut self.pre, &line);
         }
         self.constants.insert((d, literal), r.clone());
         r
     }
 
-    /// An instruction of the set-up.
+    /// An instruction of the set-up (of the instance, while one is rendered).
     pub(super) fn pre_line(&mut self, s: String) {
-        self.pre.push('\t');
-        self.pre.push_str(&s);
-        self.pre.push_str(";\n");
+        push_line(self.instance.as_mut().unwrap_or(&mut self.pre), &s);
     }
+}
+
+/// Instruction `s` appended to `text`.
+fn push_line(text: &mut String, s: &str) {
+    text.push('\t');
+    text.push_str(s);
+    text.push_str(";\n");
 }
 
 /// The PTX literal of a float `s` (its bits); `None` for other types.

@@ -68,17 +68,30 @@ pub(super) fn render_entry(
     let mut params = Vec::new();
     let mut comments = String::new();
     let mut loops = String::new();
-    for (k, kernel) in kernels.iter().enumerate() {
+    let mut k = 0;
+    while let Some(kernel) = kernels.get(k) {
+        // Repeats of one kernel over other buffers (each parameter's optimizer update) are
+        // one loop over them, so the entry's code does not grow with their number.
+        let repeats = kernels[k..]
+            .iter()
+            .take_while(|o| o.same_code(kernel))
+            .count();
         let first = params.len();
-        params.extend((0..kernel.sig.buffers.len()).map(|i| format!("{name}_param_{}", first + i)));
+        let buffers = repeats * kernel.sig.buffers.len();
+        params.extend((0..buffers).map(|i| format!("{name}_param_{}", first + i)));
         let tag = if kernels.len() > 1 {
             format!("_{k}")
         } else {
             String::new()
         };
-        let (comment, text) = render_loop(&mut e, kernel, &params[first..], &thread, &tag)?;
+        let (comment, text) = if repeats > 1 {
+            render_repeats(&mut e, kernel, (&params[first], repeats), &thread, &tag)?
+        } else {
+            render_loop(&mut e, kernel, &params[first..], &thread, &tag)?
+        };
         comments.push_str(&comment);
         loops.push_str(&text);
+        k += repeats;
     }
     let mut out = comments;
     entry_header(&mut out, name, &params, Threads::Any);
@@ -351,6 +364,40 @@ impl LoopAddresses<'_> {
         self.addresses.insert(buffer, addr.clone());
         addr
     }
+}
+
+/// `kernel`'s loop for each of `repeats` launches of it whose buffers are the parameters from
+/// `first` on, its own after another's: a loop over them that reads each one's addresses from
+/// the parameter space (8 bytes a parameter, in order) and sets up its loop.
+fn render_repeats(
+    e: &mut Emitter,
+    kernel: &Kernel,
+    (first, repeats): (&str, usize),
+    thread: &Thread,
+    tag: &str,
+) -> Result<(String, String), PtxError> {
+    let (base, done) = (e.reg(Class::Rd), e.reg(Class::R));
+    e.pre_line(format!("mov.u64 {base}, {first}"));
+    e.pre_line(format!("mov.u32 {done}, 0"));
+    let buffers = kernel.sig.buffers.len();
+    let params: Vec<String> = (0..buffers).map(|b| format!("{base}+{}", 8 * b)).collect();
+    e.instance = Some(String::new());
+    let rendered = render_loop(e, kernel, &params, thread, tag);
+    let setup = e.instance.take().unwrap_or_default();
+    let (comment, text) = rendered?;
+    let more = e.reg(Class::P);
+    let mut out = String::new();
+    let _ = writeln!(out, "$L_repeat{tag}:");
+    out.push_str(&setup);
+    out.push_str(&text);
+    let _ = writeln!(out, "\tadd.s64 {base}, {base}, {};", 8 * buffers);
+    let _ = writeln!(out, "\tadd.u32 {done}, {done}, 1;");
+    let _ = writeln!(out, "\tsetp.lt.u32 {more}, {done}, {repeats};");
+    let _ = writeln!(out, "\t@{more} bra $L_repeat{tag};");
+    Ok((
+        format!("// {repeats} times, on buffers of their own:\n{comment}"),
+        out,
+    ))
 }
 
 /// One kernel's grid-stride loop (its setup goes to `e.pre`), on the buffers whose addresses

@@ -28,6 +28,7 @@ pub mod attention_grad;
 pub mod attention_grad_mma;
 pub mod attention_mma;
 pub mod copy;
+pub mod distinct;
 pub mod element_scatter;
 mod emit;
 pub mod gather;

@@ -60,14 +60,13 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
             .map(|c| Call::load(c, machine, matmul))
             .collect::<Result<_, _>>()?;
         let names = plan.entry_names();
-        // Each module's entries are the next of `names`, which lists them in module order.
-        let mut modules = Vec::with_capacity(plan.modules.len());
-        let mut rest = names.as_slice();
-        for (ptx, entries) in &plan.modules {
-            let (mine, others) = rest.split_at((*entries).min(rest.len()));
-            modules.push((ptx.as_str(), mine));
-            rest = others;
-        }
+        let (order, wanted) = module_entries(&plan.modules, &names);
+        let modules: Vec<(&str, &[&str])> = plan
+            .modules
+            .iter()
+            .zip(&wanted)
+            .map(|((ptx, _), names)| (ptx.as_str(), names.as_slice()))
+            .collect();
         // Machine code where the plan has it for this device and the device takes it; else
         // the PTX, which the driver compiles.
         let cubins = plan
@@ -84,10 +83,11 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
             machine.load_cubins(&images).ok()
         });
         let machine_code = assembled.is_some();
-        let mut functions = match assembled {
+        let loaded = match assembled {
             Some(functions) => functions,
             None => machine.load_modules(&modules)?,
         };
+        let mut functions = in_launch_order(loaded, &order)?;
         let split = |functions: &mut Vec<M::Function>, n: usize| {
             functions.split_off(functions.len().saturating_sub(n))
         };
@@ -133,6 +133,55 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         })
     }
+}
+
+/// Per module, the names of the launches whose entry it defines, and where each launch stands
+/// in `names` (every launch's entry, in launch order; see [`GpuRunPlan::entry_names`]). The
+/// modules define the distinct names in their first launch's order, `modules[m].1` of them
+/// each: launches of identical entries share one, which the compiler emits once.
+fn module_entries<'a>(
+    modules: &[(String, usize)],
+    names: &[&'a str],
+) -> (Vec<usize>, Vec<Vec<&'a str>>) {
+    let mut module_of: HashMap<&str, usize> = HashMap::with_capacity(names.len());
+    let mut defined = modules
+        .iter()
+        .enumerate()
+        .flat_map(|(m, (_, n))| std::iter::repeat_n(m, *n));
+    let mut wanted: Vec<Vec<(usize, &str)>> = vec![Vec::new(); modules.len()];
+    for (launch, &name) in names.iter().enumerate() {
+        let module = match module_of.get(name) {
+            Some(&m) => m,
+            None => {
+                // Checked: the modules define as many entries as there are distinct names.
+                let m = defined.next().unwrap_or(0);
+                module_of.insert(name, m);
+                m
+            }
+        };
+        if let Some(w) = wanted.get_mut(module) {
+            w.push((launch, name));
+        }
+    }
+    let order = wanted.iter().flatten().map(|&(launch, _)| launch).collect();
+    let names = wanted
+        .into_iter()
+        .map(|w| w.into_iter().map(|(_, name)| name).collect())
+        .collect();
+    (order, names)
+}
+
+/// `functions`, loaded module by module, put back in launch order: `order[i]` is where the
+/// `i`th loaded stands.
+fn in_launch_order<F>(functions: Vec<F>, order: &[usize]) -> Result<Vec<F>, GpuRunError> {
+    if functions.len() != order.len() {
+        return Err(GpuRunError::Plan(ArtifactError::Malformed(
+            "its modules do not define its entries".into(),
+        )));
+    }
+    let mut placed: Vec<(usize, F)> = order.iter().copied().zip(functions).collect();
+    placed.sort_by_key(|&(launch, _)| launch);
+    Ok(placed.into_iter().map(|(_, f)| f).collect())
 }
 
 /// The identity the next program loaded takes.
