@@ -267,19 +267,26 @@ pub fn module_text(target: PtxTarget, pieces: &[(String, usize)]) -> String {
 /// program's entries go into several, which a CUDA device compiles at once.
 pub const MODULE_BYTES: usize = 1 << 16;
 
-/// `pieces` (entries, each with its entry points) as modules of about [`MODULE_BYTES`] of
-/// consecutive pieces, with each module's entry points.
+/// `pieces` (entries, each with its entry points) as modules of consecutive pieces, with each
+/// module's entry points: each module as many pieces as stay within [`MODULE_BYTES`], or one
+/// piece larger than that alone, so that the largest module, which the others wait for, is no
+/// larger than it need be.
 pub fn split_modules(target: PtxTarget, pieces: &[(String, usize)]) -> Vec<(String, usize)> {
+    let module = |part: &[(String, usize)]| {
+        let entries = part.iter().map(|(_, n)| n).sum();
+        (module_text(target, part), entries)
+    };
     let mut modules = Vec::new();
     let (mut start, mut bytes) = (0, 0);
     for (i, (piece, _)) in pieces.iter().enumerate() {
-        bytes += piece.len();
-        if bytes >= MODULE_BYTES || i + 1 == pieces.len() {
-            let part = &pieces[start..=i];
-            let entries = part.iter().map(|(_, n)| n).sum();
-            modules.push((module_text(target, part), entries));
-            (start, bytes) = (i + 1, 0);
+        if i > start && bytes + piece.len() > MODULE_BYTES {
+            modules.push(module(&pieces[start..i]));
+            (start, bytes) = (i, 0);
         }
+        bytes += piece.len();
+    }
+    if start < pieces.len() {
+        modules.push(module(&pieces[start..]));
     }
     modules
 }
