@@ -18,7 +18,7 @@
 use ferrax::compiler::backend::gpu::{GpuExecutable, GpuOptions};
 use ferrax::compiler::backend::ptx::MathMode;
 use ferrax::runtime::{CudaDevice, DeviceArray};
-use ferrax::{grad, jit, nn, ConvPadding, DType, DotPrecision, Error, Func, Result, Tensor, Tree};
+use ferrax::{grad, jit, nn, ConvPadding, DType, DotPrecision, Error, Result, Tensor, Tree};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -254,13 +254,15 @@ struct Gpu {
     graphs: bool,
 }
 
-/// Traces, simplifies and compiles `f` for the GPU from nothing.
+/// Traces, simplifies and compiles `f` for the GPU from nothing (its attention by the GPU's
+/// kernels).
 fn gpu_compile<I: Tree, O: Tree>(
     gpu: &Gpu,
     f: impl Fn(I) -> O + Send + Sync,
     args: &I,
 ) -> Result<GpuExecutable> {
-    let func: Func = jit(f).lower(args)?.simplified().clone();
+    let traced = ferrax::trace(f, args)?;
+    let (func, _) = ferrax::compiler::pipeline::simplify_for_gpu(&traced).map_err(backend)?;
     GpuExecutable::compile(&func, &gpu.dev, gpu.options).map_err(backend)
 }
 

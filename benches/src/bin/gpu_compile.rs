@@ -15,12 +15,13 @@
 )]
 mod gpt;
 
+use ferrax::aot_runtime::gpu::GpuStep;
 use ferrax::compiler::backend::gpu::GpuPlan;
 use ferrax::compiler::backend::ptx::assemble::{assemble, ptxas};
 use ferrax::compiler::backend::ptx::MathMode;
 use ferrax::compiler::pipeline::simplify_for_gpu;
 use ferrax::optim::GradientTransformation;
-use ferrax::{jit, DType, DotPrecision, PtxTarget, Result, Tensor};
+use ferrax::{trace, DType, DotPrecision, PtxTarget, Result, Tensor};
 use std::time::Instant;
 
 fn main() -> Result<()> {
@@ -44,11 +45,8 @@ fn main() -> Result<()> {
     let xs = (params, state, idx.clone(), idx);
     let start = Instant::now();
     let traced = match precision {
-        Some(p) => jit(gpt::train_step_with(c, opt, p))
-            .lower(&xs)?
-            .traced()
-            .clone(),
-        None => jit(gpt::train_step(c, opt)).lower(&xs)?.traced().clone(),
+        Some(p) => trace(gpt::train_step_with(c, opt, p), &xs)?,
+        None => trace(gpt::train_step(c, opt), &xs)?,
     };
     let trace = start.elapsed().as_secs_f64();
     let start = Instant::now();
@@ -77,6 +75,26 @@ fn main() -> Result<()> {
         plan.ptx.matches(".entry ").count(),
         plan.modules.len()
     );
+    let mut steps = std::collections::BTreeMap::new();
+    for step in &plan.run.steps {
+        let kind = match step {
+            GpuStep::Launch(_) => "kernels",
+            GpuStep::Gemm { .. } => "products",
+            GpuStep::Reduce { .. } | GpuStep::SplitReduce { .. } => "reductions",
+            GpuStep::Copies(..) => "copies",
+            GpuStep::Scatter { .. } | GpuStep::Gather { .. } => "indexing",
+            GpuStep::Attention { .. } => "attention",
+            GpuStep::View(_) | GpuStep::Constant(_) => "views and constants",
+            GpuStep::Host(_) | GpuStep::Call { .. } => "host and control flow",
+        };
+        *steps.entry(kind).or_insert(0usize) += 1;
+    }
+    println!("steps: {steps:?}");
+    if std::env::var_os("COPIES").is_some() {
+        for c in &plan.run.copies {
+            println!("copy {} -> {}", c.input, c.output);
+        }
+    }
     if let Ok(path) = std::env::var("PTX_OUT") {
         let _ = std::fs::write(path, &plan.ptx);
     }

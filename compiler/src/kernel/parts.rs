@@ -43,7 +43,21 @@ fn shared(kernel: &Kernel, ins: &KInstr) -> bool {
     match ins.op {
         KOp::Const(_) | KOp::Index { .. } => true,
         KOp::Load(b) => kernel.sig.buffers[b].access == Access::Scalar,
-        _ => false,
+        KOp::Unary(_)
+        | KOp::Binary(_)
+        | KOp::Compare(_)
+        | KOp::Select
+        | KOp::Clamp
+        | KOp::Convert(_)
+        | KOp::Fma
+        | KOp::Bitcast
+        | KOp::ShiftLeft(_)
+        | KOp::ShiftRight(_)
+        | KOp::ShiftRightLogical(_)
+        | KOp::Store(_)
+        | KOp::Reduce(_)
+        | KOp::Accumulate(_)
+        | KOp::Beyond(_) => false,
     }
 }
 

@@ -177,10 +177,11 @@ impl<I: Tree, O: Tree> Lowered<I, O> {
         )?)
     }
 
-    /// The program simplified as a GPU compiles it: [`Lowered::simplified`] where it was
-    /// compiled for one, else simplified again from the trace, since other backends spell
-    /// attention in plain ops before simplifying and a GPU computes it by its kernels.
-    fn simplified_for_gpu(&self) -> Result<std::borrow::Cow<'_, Func>> {
+    /// The program simplified as a GPU compiles it, what to plan for a GPU from a program
+    /// lowered for the CPU: [`Lowered::simplified`] where it was compiled for a GPU, else
+    /// simplified again from the trace, since other backends spell attention in plain ops
+    /// before simplifying and a GPU computes it by its kernels.
+    pub fn simplified_for_gpu(&self) -> Result<std::borrow::Cow<'_, Func>> {
         use std::borrow::Cow;
         if let Some(Executable::Gpu(_)) = &self.program.executable {
             return Ok(Cow::Borrowed(self.simplified()));
