@@ -1,5 +1,5 @@
 """JAX's side of the GPT loss curve (issue 31): trains jax_reference.py's GPT step from the
-parameters and on the batches `gpt_loss_curve` wrote to DIR, writes DIR/jax.json, and prints
+parameters and on the batches `ferrax-bench loss-curve` wrote to DIR, writes DIR/jax.json, and prints
 both curves side by side with their largest difference.
 
 Usage: python3 benches/gpu/jax_loss_curve.py DIR [--reference PATH/jax_reference.py] [--reuse]

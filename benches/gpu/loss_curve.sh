@@ -8,8 +8,8 @@ set -uo pipefail
 out=${OUT:-/tmp/ferrax-gpu}
 data=/tmp/ferrax-loss
 mkdir -p "$out" "$data"
-timeout 300 .gpu/gpt_loss_curve w10 --steps "${STEPS:-300}" --device cuda --out "$data"
-echo "gpt_loss_curve exit $?"
+timeout 300 .gpu/ferrax-bench loss-curve w10 --steps "${STEPS:-300}" --device cuda --out "$data"
+echo "ferrax-bench loss-curve exit $?"
 PYTHONUNBUFFERED=1 timeout 400 python3 .gpu/jax_loss_curve.py "$data" \
     --reference .gpu/jax_reference.py | tee "$out/loss_curve.md"
 echo "jax_loss_curve exit $?"

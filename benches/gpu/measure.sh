@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU, from the repository root, after benches/gpu/stage.sh:
 # the CUDA test suite, the training example, each kernel's device time (ncu, where present),
-# the device-to-device copy bandwidth at w1's and w8's sizes, and compare.py against JAX on
-# the same GPU. Logs go to $OUT (default /tmp/ferrax-gpu); the table prints last. The tests
-# took 109-146 s on an H100; compare.py's two rounds of ten calls are meant to fit what is left of
-# ten minutes.
+# the device-to-device copy bandwidth at w1's and w8's sizes, GPU artifacts' load times, and
+# compare.py against JAX on the same GPU. Logs go to $OUT (default /tmp/ferrax-gpu); the table
+# prints last. The tests took 109-146 s on an H100; compare.py's two rounds of ten calls are
+# meant to fit what is left of ten minutes.
 set -uo pipefail
 out=${OUT:-/tmp/ferrax-gpu}
 mkdir -p "$out"
@@ -24,6 +24,16 @@ if command -v ncu >/dev/null; then
     echo "ncu kernel times: $out/ncu.csv (exit $?)"
 fi
 timeout 60 python3 .gpu/copy_bandwidth.py
+# GPU artifacts' load times (issue 28): with machine code (ptxas on PATH assembles it when
+# the artifact is made), then PTX alone with the driver's cache off, so each load compiles.
+rows=w5_artifact_load,w9_artifact_load
+{
+    timeout 60 .gpu/ferrax-bench --device cuda --reps 10 --only $rows
+    FERRAX_PTXAS=off CUDA_CACHE_DISABLE=1 timeout 90 .gpu/ferrax-bench --device cuda --reps 5 \
+        --only $rows
+} >"$out/artifacts.log" 2>&1
+echo "artifact loads exit $?"
+grep -E "artifact" "$out/artifacts.log"
 # The workloads ferrax runs on the GPU today: JAX's GPT and CNN rows alone outrun the lease.
 only=w1_gelu,w2_softmax,w3_layernorm,w4_matmul,w5_mlp_step,w6_compile_mlp_step,w6_compile_softmax
 only=$only,w7_rowsum,w8_sin_chain,w13_scan_rnn_grad,w14_embedding_gather,w14_embedding_scatter_add

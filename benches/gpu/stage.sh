@@ -2,7 +2,8 @@
 # Builds what the GPU measurements run (release benchmark, training example, tests/gpu.rs)
 # here and stages it in .gpu/ (git-ignored), for a device machine that has no Rust toolchain:
 # carry .gpu there and run `bash .gpu/measure.sh` (or `bash .gpu/measure_gpt.sh`: the GPT steps;
-# `bash .gpu/loss_curve.sh`: w10's loss against JAX's; `.gpu/gpu_compile w10`: the compile's parts).
+# `bash .gpu/loss_curve.sh`: w10's loss against JAX's; `.gpu/ferrax-bench gpu-compile w10`: what
+# compiling it costs).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo build --release -p ferrax-bench
@@ -14,10 +15,9 @@ if [ -d .git ] && ! grep -qx '/.gpu/' .git/info/exclude 2>/dev/null; then
 fi
 rm -rf .gpu && mkdir .gpu
 target=${CARGO_TARGET_DIR:-target}
-cp "$target/release/ferrax-bench" "$target/release/gpu_compile" "$target/release/gpt_loss_curve" \
-    "$target/release/examples/train_mlp" .gpu/
+cp "$target/release/ferrax-bench" "$target/release/examples/train_mlp" .gpu/
 cp "$tests" .gpu/gpu-tests
-strip .gpu/ferrax-bench .gpu/gpu_compile .gpu/gpt_loss_curve .gpu/train_mlp .gpu/gpu-tests
+strip .gpu/ferrax-bench .gpu/train_mlp .gpu/gpu-tests
 cp benches/gpu/measure.sh benches/gpu/measure_gpt.sh benches/gpu/loss_curve.sh \
     benches/gpu/jax_loss_curve.py benches/gpu/copy_bandwidth.py \
     ../shared/bench/compare.py ../shared/bench/jax_reference.py .gpu/

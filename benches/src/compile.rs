@@ -144,3 +144,40 @@ pub fn artifact_load<I: Tree + Clone, O: Tree>(
     crate::emit(name, t, None, None);
     Ok(())
 }
+
+/// What a shipped GPU program does instead of compiling: `f` exported for `gpu`'s
+/// architecture (its modules assembled by `ptxas` where one is at hand, else PTX), and the time
+/// to load it there as row `name`: checks, then the modules loaded (the driver compiles PTX
+/// where there is no machine code; its own cache may hold it from an earlier load). The size,
+/// whether it holds machine code, and the first load's time go to stderr.
+pub fn gpu_artifact_load<I: Tree + Clone, O: Tree>(
+    gpu: &crate::Gpu,
+    name: &str,
+    f: impl Fn(I) -> O + Send + Sync,
+    args: &I,
+    reps: usize,
+) -> Result<()> {
+    use ferrax::runtime::GpuMachine;
+    let (major, minor) = gpu.dev.compute_capability();
+    let target = ferrax::PtxTarget::for_compute_capability(major, minor);
+    let bytes = ferrax::jit(f).lower(args)?.export_gpu(target)?;
+    let info = ferrax::aot_runtime::inspect_artifact(&bytes)
+        .map_err(|e| ferrax::Error::Artifact(e.to_string()))?;
+    let start = std::time::Instant::now();
+    ferrax::Artifact::<I, O>::load_on(&bytes, &gpu.dev)?;
+    let first = start.elapsed().as_secs_f64();
+    eprintln!(
+        "{name}: GPU artifact of {} bytes for {}, {}; first load {first:.4} s",
+        bytes.len(),
+        target.arch(),
+        match info.cubins {
+            Some(_) => "with machine code",
+            None => "PTX only",
+        }
+    );
+    let t = crate::timed(reps, || {
+        ferrax::Artifact::<I, O>::load_on(&bytes, &gpu.dev).map(drop)
+    })?;
+    crate::emit_as(gpu.imp, name, t, None, None);
+    Ok(())
+}

@@ -1,6 +1,7 @@
 //! The GPT rows on the GPU: w9 (the CPU's size, f32) and w10 (GPT-2 124M, T 1024, batch 8,
 //! bf16 products summed in f32, as `jax_reference.py`'s `gpt_step(c10, jnp.bfloat16)`), each
-//! with its compile time (trace to loaded) as a row of its own.
+//! with its compile time (trace to loaded) as a row of its own, and w9's GPU artifact's load
+//! time (`w9_artifact_load`).
 
 use crate::{emit_as, gpt, gpu_case, gpu_compile, uniform_indices, Args, Gpu};
 use ferrax::optim::GradientTransformation;
@@ -12,18 +13,21 @@ pub fn rows(args: &Args, gpu: &Gpu) -> Result<()> {
         (
             "w9_gpt_step",
             "w9_compile_gpt_step_gpu",
+            Some("w9_artifact_load"),
             gpt::Config::W9,
             None,
         ),
         (
             "w10_gpt2_124m_step",
             "w10_compile_gpt2_124m_step",
+            None,
             gpt::Config::W10,
             Some(DotPrecision::new(DType::BF16, DType::BF16)),
         ),
     ];
-    for (row, compile_row, c, precision) in cases {
-        if !args.want(row) {
+    for (row, compile_row, artifact_row, c, precision) in cases {
+        let artifact_row = artifact_row.filter(|r| args.want(r));
+        if !args.want(row) && artifact_row.is_none() {
             continue;
         }
         let opt = gpt::optimizer(3e-4);
@@ -38,6 +42,12 @@ pub fn rows(args: &Args, gpu: &Gpu) -> Result<()> {
             }
             None => Box::new(gpt::train_step(c, opt)),
         };
+        if let Some(name) = artifact_row {
+            crate::compile::gpu_artifact_load(gpu, name, &step, &xs, args.reps)?;
+        }
+        if !args.want(row) {
+            continue;
+        }
         let start = Instant::now();
         gpu_compile(gpu, &step, &xs)?;
         let t = start.elapsed().as_secs_f64();

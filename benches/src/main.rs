@@ -14,6 +14,10 @@
 //! rows that are compared with JAX. `--cuda-graphs` records each program's run once as a
 //! CUDA graph and times its replays (`ferrax-gpu-graphs`: arguments copied in, results
 //! copied out, one launch for the rest).
+//!
+//! Two subcommands measure the GPT step otherwise: `gpu-compile` (what compiling it for a GPU
+//! costs, without one; [`gpu_compile_time`]) and `loss-curve` (its training loss, for JAX's to be
+//! set beside it; [`loss_curve`]).
 
 use ferrax::compiler::backend::gpu::{GpuExecutable, GpuOptions};
 use ferrax::compiler::backend::ptx::MathMode;
@@ -26,7 +30,9 @@ use std::time::Instant;
 #[allow(dead_code)]
 mod compile;
 mod gpt;
+mod gpu_compile_time;
 mod gpu_gpt;
+mod loss_curve;
 mod per_example;
 mod random;
 mod rnn;
@@ -375,6 +381,9 @@ fn main_gpu(args: &Args) -> Result<()> {
         let flops = (None, Some(2.0 * 1024f64.powi(3)));
         gpu_case(gpu, reps, "w4_matmul", f, (m1, m2), flops)?;
     }
+    if args.want("w5_artifact_load") {
+        compile::gpu_artifact_load(gpu, "w5_artifact_load", mlp_step, &mlp, reps)?;
+    }
     if args.want("w5_mlp_step") {
         let flops = 6.0 * 256.0 * (784.0 * 1024.0 + 1024.0 * 1024.0 + 1024.0 * 10.0);
         gpu_case(gpu, reps, "w5_mlp_step", mlp_step, mlp, (None, Some(flops)))?;
@@ -448,6 +457,12 @@ fn main() -> Result<()> {
     // Compile rows time compilation, not loads from the persistent cache an earlier run filled
     // (set before any thread starts).
     std::env::set_var("FERRAX_CACHE_DIR", "off");
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    match argv.first().map(String::as_str) {
+        Some("gpu-compile") => return gpu_compile_time::run(&argv[1..]),
+        Some("loss-curve") => return loss_curve::run(&argv[1..]),
+        _ => {}
+    }
     let args = Args::parse();
     if args.cuda {
         return main_gpu(&args);

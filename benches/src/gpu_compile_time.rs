@@ -4,17 +4,11 @@
 //! same PTX on its host's cores, one module a thread). The driver's compile dominates a cold
 //! GPU compile, and `ptxas` is what it runs.
 //!
-//! `cargo run --release -p ferrax-bench --bin gpu_compile -- [w9|w10] [sm_80|sm_90]`, with
+//! `cargo run --release -p ferrax-bench -- gpu-compile [w9|w10] [sm_80|sm_90]`, with
 //! `FERRAX_PTXAS` or a `ptxas` on `PATH` for the assembler's times, and `PTX_OUT=file` to keep
 //! the PTX.
 
-#[path = "../gpt.rs"]
-#[allow(
-    dead_code,
-    reason = "the benchmark's model; only the step is used here"
-)]
-mod gpt;
-
+use crate::gpt;
 use ferrax::aot_runtime::gpu::GpuStep;
 use ferrax::compiler::backend::gpu::GpuPlan;
 use ferrax::compiler::backend::ptx::assemble::{assemble, ptxas};
@@ -24,8 +18,8 @@ use ferrax::optim::GradientTransformation;
 use ferrax::{trace, DType, DotPrecision, PtxTarget, Result, Tensor};
 use std::time::Instant;
 
-fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+/// Runs with the arguments after the subcommand.
+pub fn run(args: &[String]) -> Result<()> {
     let w9 = args.iter().any(|a| a == "w9");
     let target = match args.iter().any(|a| a == "sm_80") {
         true => PtxTarget::Sm80,

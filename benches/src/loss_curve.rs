@@ -4,7 +4,7 @@
 //! with `jit` and writes its losses. Both sides start from these parameters, so the curves
 //! differ only by how each computes: rounding, and at w10 the bf16 products.
 //!
-//! `cargo run --release -p ferrax-bench --bin gpt_loss_curve -- [w9|w10] [--steps N]
+//! `cargo run --release -p ferrax-bench -- loss-curve [w9|w10] [--steps N]
 //! [--device cpu|cuda] [--out DIR]` (w9, 300 steps, the CPU and `/tmp/ferrax-loss` by default),
 //! then `python3 benches/gpu/jax_loss_curve.py DIR`.
 //!
@@ -13,13 +13,7 @@
 //! its targets, `[batch, time]` each), `run.json` (the configuration) and `ferrax.json` (the
 //! losses).
 
-#[path = "../gpt.rs"]
-#[allow(
-    dead_code,
-    reason = "the benchmark's model; only the step is used here"
-)]
-mod gpt;
-
+use crate::gpt;
 use ferrax::optim::GradientTransformation;
 use ferrax::{jit, DType, Device, DotPrecision, Error, Result, Tensor, Tree};
 use std::io::Write;
@@ -28,7 +22,7 @@ use std::time::Instant;
 
 /// The batches' text, the training example's (bytes as tokens): unlike the benchmark's
 /// synthetic corpus, not learnt by heart in a few hundred steps, so the loss falls smoothly.
-const TEXT: &[u8] = include_bytes!("../../../examples/data/shakespeare.txt");
+const TEXT: &[u8] = include_bytes!("../../examples/data/shakespeare.txt");
 
 /// The parameters under their names in `gpt_init`'s tree (`layers.{i}.{name}` for a block's).
 fn named(p: &gpt::Gpt) -> Vec<(String, &Tensor)> {
@@ -111,8 +105,8 @@ fn on<T: Tree>(tree: &T, device: &Device) -> Result<T> {
     failed.map_or(Ok(moved), Err)
 }
 
-fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+/// Runs with the arguments after the subcommand.
+pub fn run(args: &[String]) -> Result<()> {
     let value = |flag: &str| {
         args.iter()
             .position(|a| a == flag)
