@@ -152,6 +152,46 @@ fn independent_kernels_launch_together() {
     );
 }
 
+/// A wave of many different kernels is cut into several launches, so that no entry, which the
+/// driver compiles on one thread, holds more than about 256 kernel instructions of distinct
+/// code: here twelve independent chains of arithmetic over inputs of twelve sizes.
+#[test]
+fn a_wave_of_much_code_launches_as_several_entries() {
+    let chains = |xs: Vec<Tensor>| -> Vec<Tensor> {
+        xs.iter()
+            .map(|x| {
+                let mut y = x.clone();
+                for k in 0..12 {
+                    y = (y.sin() * (1.0 + k as f64)).exp() - x;
+                }
+                y
+            })
+            .collect()
+    };
+    let specs: Vec<Tensor> = (0..12)
+        .map(|i| Tensor::spec(DType::F32, [100 + i]))
+        .collect();
+    let (simple, _) = simplify(&trace(chains, &specs).unwrap()).unwrap();
+    let plan = plan_of(&simple);
+    let grouped: Vec<&Launch> = plan
+        .launches
+        .iter()
+        .filter(|l| l.kernels.len() > 1)
+        .collect();
+    assert!(grouped.len() >= 2, "{} grouped launches", grouped.len());
+    let kernels: usize = plan.launches.iter().map(|l| l.kernels.len()).sum();
+    assert_eq!(kernels, 12);
+    for l in &plan.launches {
+        let code: usize = l.kernels.iter().map(|&k| plan.kernels[k].body.len()).sum();
+        let largest = l.kernels.iter().map(|&k| plan.kernels[k].body.len()).max();
+        assert!(
+            code <= 256 || l.kernels.len() == 1,
+            "{}: {code} instructions, the largest kernel {largest:?}",
+            l.name
+        );
+    }
+}
+
 /// Rows longer than 256 threads hold in registers (16 columns each) take more threads, up to
 /// 1,024: softmax over 16,384 columns is one launch of 1,024-thread blocks, a layernorm
 /// gradient over 12,288 columns row kernels of 768.

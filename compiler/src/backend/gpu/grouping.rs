@@ -1,6 +1,7 @@
 //! Horizontal fusion of launches: flat kernels and small reductions wait until a step of
 //! another kind reads what they compute, then launch in waves, each wave's kernels as one
-//! entry and its reductions of each dtype as another.
+//! entry (or several, where a wave has more parameters or code than one should take) and its
+//! reductions of each dtype as another.
 
 use crate::backend::ptx::reduce::{ReduceKernel, ReduceLaunch};
 use crate::backend::ptx::{symbol, Launch};
@@ -11,6 +12,11 @@ use std::collections::HashMap;
 use super::plan::step_values;
 use super::*;
 const MAX_LAUNCH_BUFFERS: usize = 4096 / 8;
+/// The most kernel instructions a launch's distinct kernels add up to (repeats of one count
+/// once). The driver compiles an entry on one thread, so a wave of more is several entries,
+/// which it compiles at once: GPT-2's optimizer wave of 402 made the longest module (0.49 s
+/// of `ptxas`; 0.35 s cut at this bound, one launch more), and an MLP step's six updates are 36.
+const MAX_LAUNCH_CODE: usize = 256;
 
 /// `steps`, whose launches are one kernel or reduction each (`Launch(k)` runs kernel `k`,
 /// `Reduce { launch: r, .. }` reduction `r`), with flat kernels and small reductions deferred
@@ -220,13 +226,22 @@ impl Grouping<'_> {
                     }
                 }
             }
-            let mut kernels = Vec::new();
+            let mut kernels: Vec<usize> = Vec::new();
+            let mut code = 0;
             for (j, k) in repeats_together(self.kernels, wave_kernels) {
-                if buffers.0 + waiting[j].buffers > MAX_LAUNCH_BUFFERS {
+                let kernel = &self.kernels[k];
+                let repeat = kernels
+                    .last()
+                    .is_some_and(|&last| self.kernels[last].same_code(kernel));
+                let added = if repeat { 0 } else { kernel.body.len() };
+                let full = buffers.0 + waiting[j].buffers > MAX_LAUNCH_BUFFERS
+                    || (!kernels.is_empty() && code + added > MAX_LAUNCH_CODE);
+                if full {
                     self.launch(std::mem::take(&mut kernels));
-                    buffers.0 = 0;
+                    (buffers.0, code) = (0, 0);
                 }
                 buffers.0 += waiting[j].buffers;
+                code += if full { kernel.body.len() } else { added };
                 kernels.push(k);
             }
             self.launch(kernels);
