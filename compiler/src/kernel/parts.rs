@@ -98,6 +98,28 @@ fn parts(kernel: &Kernel) -> Vec<Option<usize>> {
     part_of
 }
 
+/// The buffer `op` loads, stores or accumulates into, if any.
+fn named_buffer(op: &KOp) -> Option<usize> {
+    match *op {
+        KOp::Load(b) | KOp::Store(b) | KOp::Accumulate(b) => Some(b),
+        KOp::Const(_)
+        | KOp::Unary(_)
+        | KOp::Binary(_)
+        | KOp::Compare(_)
+        | KOp::Select
+        | KOp::Clamp
+        | KOp::Convert(_)
+        | KOp::Fma
+        | KOp::Bitcast
+        | KOp::ShiftLeft(_)
+        | KOp::ShiftRight(_)
+        | KOp::ShiftRightLogical(_)
+        | KOp::Index { .. }
+        | KOp::Reduce(_)
+        | KOp::Beyond(_) => None,
+    }
+}
+
 /// Part `p` of `kernel` as a kernel: its instructions and the shared ones they read, in order,
 /// and the buffers they load and store, in order.
 fn part(kernel: &Kernel, part_of: &[Option<usize>], p: usize) -> Kernel {
@@ -110,14 +132,10 @@ fn part(kernel: &Kernel, part_of: &[Option<usize>], p: usize) -> Kernel {
             }
         }
     }
-    let buffer_of = |ins: &KInstr| match ins.op {
-        KOp::Load(b) | KOp::Store(b) => Some(b),
-        _ => None,
-    };
     let mut used = vec![false; kernel.sig.buffers.len()];
     for b in (0..body.len())
         .filter(|&i| wanted[i])
-        .filter_map(|i| buffer_of(&body[i]))
+        .filter_map(|i| named_buffer(&body[i].op))
     {
         used[b] = true;
     }
@@ -139,7 +157,11 @@ fn part(kernel: &Kernel, part_of: &[Option<usize>], p: usize) -> Kernel {
         let op = match ins.op {
             KOp::Load(b) => KOp::Load(renumbered[b]),
             KOp::Store(b) => KOp::Store(renumbered[b]),
-            ref op => op.clone(),
+            KOp::Accumulate(b) => KOp::Accumulate(renumbered[b]),
+            ref op => {
+                debug_assert!(named_buffer(op).is_none(), "{op:?} names a buffer");
+                op.clone()
+            }
         };
         index[i] = instrs.len();
         instrs.push(KInstr {
