@@ -38,26 +38,11 @@ pub fn independent_parts(kernel: Kernel) -> Vec<Kernel> {
 }
 
 /// Whether every part may compute instruction `ins` for itself: a constant, an element index,
-/// or a scalar's load.
+/// or a scalar's load. Anything else, any op to come included, ties its users into one part.
 fn shared(kernel: &Kernel, ins: &KInstr) -> bool {
     match ins.op {
-        KOp::Const(_) | KOp::Index { .. } => true,
         KOp::Load(b) => kernel.sig.buffers[b].access == Access::Scalar,
-        KOp::Unary(_)
-        | KOp::Binary(_)
-        | KOp::Compare(_)
-        | KOp::Select
-        | KOp::Clamp
-        | KOp::Convert(_)
-        | KOp::Fma
-        | KOp::Bitcast
-        | KOp::ShiftLeft(_)
-        | KOp::ShiftRight(_)
-        | KOp::ShiftRightLogical(_)
-        | KOp::Store(_)
-        | KOp::Reduce(_)
-        | KOp::Accumulate(_)
-        | KOp::Beyond(_) => false,
+        ref op => matches!(op, KOp::Const(_) | KOp::Index { .. }),
     }
 }
 

@@ -178,16 +178,6 @@ pub fn inspect_artifact(bytes: &[u8]) -> Result<ArtifactInfo, ArtifactError> {
     info(&s.plan, s.code.len(), (s.notes, s.metadata))
 }
 
-/// `names` without repeats, each where it first stands: launches of one entry share its name.
-fn distinct(names: Vec<&str>) -> Vec<String> {
-    let mut seen = std::collections::HashSet::new();
-    names
-        .into_iter()
-        .filter(|n| seen.insert(*n))
-        .map(String::from)
-        .collect()
-}
-
 pub(crate) fn info(
     plan: &Plan,
     code_bytes: usize,
@@ -213,7 +203,10 @@ pub(crate) fn info(
             let top = &part.plan;
             (
                 ArtifactTarget::Gpu(g.target),
-                distinct(top.entry_names()),
+                top.defined_entries()
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
                 top.memory,
                 top.describe_steps(),
                 part.cubins.as_ref().map(|c| c.0),

@@ -50,11 +50,7 @@ fn check_one(plan: &GpuRunPlan) -> Result<(), String> {
         .modules
         .iter()
         .try_fold(0usize, |total, (_, n)| total.checked_add(*n));
-    // Launches of identical entries share one: the modules define each name once.
-    let mut names = plan.entry_names();
-    names.sort_unstable();
-    names.dedup();
-    if entries != Some(names.len()) {
+    if entries != Some(plan.defined_entries().len()) {
         return Err("its modules do not define its entries".into());
     }
     for s in &plan.scatters {

@@ -223,7 +223,7 @@ pub struct GpuRunPlan {
     pub gathers: Vec<ElementsSpec>,
     pub attentions: Vec<BlocksLaunchSpec>,
     /// PTX modules, in order, each with how many entries it defines: together the entries of
-    /// [`GpuRunPlan::entry_names`], in that order.
+    /// [`GpuRunPlan::defined_entries`], in that order.
     pub modules: Vec<(String, usize)>,
     /// Per control-flow call, its regions' plans.
     pub calls: Vec<GpuCallPlan>,
@@ -263,6 +263,16 @@ impl GpuRunPlan {
         );
         names.extend(self.gathers.iter().map(|g| g.name.as_str()));
         names.extend(self.attentions.iter().map(|a| a.name.as_str()));
+        names
+    }
+
+    /// The entries the modules define: [`GpuRunPlan::entry_names`] each once, in the order of
+    /// its first launch (launches of identical entries share one, which the compiler emits
+    /// once).
+    pub fn defined_entries(&self) -> Vec<&str> {
+        let mut seen = std::collections::HashSet::new();
+        let mut names = self.entry_names();
+        names.retain(|n| seen.insert(*n));
         names
     }
 

@@ -59,8 +59,7 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
             .into_iter()
             .map(|c| Call::load(c, machine, matmul))
             .collect::<Result<_, _>>()?;
-        let names = plan.entry_names();
-        let (order, wanted) = module_entries(&plan.modules, &names);
+        let (order, wanted) = module_entries(&plan);
         let modules: Vec<(&str, &[&str])> = plan
             .modules
             .iter()
@@ -135,31 +134,20 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
     }
 }
 
-/// Per module, the names of the launches whose entry it defines, and where each launch stands
-/// in `names` (every launch's entry, in launch order; see [`GpuRunPlan::entry_names`]). The
-/// modules define the distinct names in their first launch's order, `modules[m].1` of them
-/// each: launches of identical entries share one, which the compiler emits once.
-fn module_entries<'a>(
-    modules: &[(String, usize)],
-    names: &[&'a str],
-) -> (Vec<usize>, Vec<Vec<&'a str>>) {
-    let mut module_of: HashMap<&str, usize> = HashMap::with_capacity(names.len());
-    let mut defined = modules
+/// Per module of `plan`, the names of the launches whose entry it defines, and where each
+/// launch stands among all of them ([`GpuRunPlan::entry_names`], in launch order). The modules
+/// define [`GpuRunPlan::defined_entries`], `modules[m].1` of them each.
+fn module_entries(plan: &GpuRunPlan) -> (Vec<usize>, Vec<Vec<&str>>) {
+    let modules = plan
+        .modules
         .iter()
         .enumerate()
         .flat_map(|(m, (_, n))| std::iter::repeat_n(m, *n));
-    let mut wanted: Vec<Vec<(usize, &str)>> = vec![Vec::new(); modules.len()];
-    for (launch, &name) in names.iter().enumerate() {
-        let module = match module_of.get(name) {
-            Some(&m) => m,
-            None => {
-                // Checked: the modules define as many entries as there are distinct names.
-                let m = defined.next().unwrap_or(0);
-                module_of.insert(name, m);
-                m
-            }
-        };
-        if let Some(w) = wanted.get_mut(module) {
+    let module_of: HashMap<&str, usize> = plan.defined_entries().into_iter().zip(modules).collect();
+    let mut wanted: Vec<Vec<(usize, &str)>> = vec![Vec::new(); plan.modules.len()];
+    for (launch, name) in plan.entry_names().into_iter().enumerate() {
+        // Checked: the modules define every name.
+        if let Some(w) = module_of.get(name).and_then(|&m| wanted.get_mut(m)) {
             w.push((launch, name));
         }
     }
