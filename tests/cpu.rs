@@ -14,9 +14,11 @@ use common::fusion::{
 };
 use common::inputs;
 use ferrax::compiler::backend::CpuExecutable;
+use ferrax::compiler::kernel::KOp;
 use ferrax::compiler::simplify::simplify;
+use ferrax::ir::Elements;
 use ferrax::runtime::interpret;
-use ferrax::{nn, trace, DType, Tensor};
+use ferrax::{nn, trace, Array, DType, Tensor};
 
 #[test]
 fn compiled_programs_match_the_interpreter_bit_for_bit() {
@@ -1238,4 +1240,42 @@ fn host_steps_reading_a_broadcast_constant_get_its_scalar() {
     let exe = CpuExecutable::compile(&func).unwrap_or_else(|e| panic!("{e}"));
     let args = inputs(&func, 3);
     assert_eq!(exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+}
+
+/// Iotas in a row kernel (along the row, across rows, and of a row value), as the interpreter
+/// computes them; and softmax cross-entropy with its gradient picking labels by class index
+/// in SIMD row kernels (rows of 50 and 13 columns, whole vectors and a tail), no gather.
+#[test]
+fn row_kernels_compute_iotas() {
+    let func = common::row_iota_program();
+    let exe = CpuExecutable::compile(&func).unwrap();
+    assert_eq!(exe.kernels().count(), 1, "{}", exe.fused());
+    let (kernel, _) = exe.kernels().next().unwrap();
+    let indices = kernel
+        .body
+        .iter()
+        .filter(|i| matches!(i.op, KOp::Index { .. }));
+    assert!(kernel.rows.is_some() && indices.count() >= 3, "{kernel}");
+    let args = inputs(&func, 2);
+    let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+    for (g, w) in got.iter().zip(&want) {
+        common::assert_close(g, w, 1e-6, "row iotas");
+    }
+    for cols in [50usize, 13] {
+        let func = common::cross_entropy_with_gradient(6, cols);
+        let (simple, _) = simplify(&func).unwrap();
+        let exe = CpuExecutable::compile(&simple).unwrap();
+        assert!(!exe.fused().contains("gather"), "{}", exe.fused());
+        assert!(!exe.fused().contains("scatter"), "{}", exe.fused());
+        let simd = exe
+            .kernels()
+            .filter(|(k, clif)| k.rows.is_some() && clif.contains("i32x4"));
+        assert_eq!(simd.count(), 1, "{}", exe.fused());
+        let n = cols as i32;
+        let mut args = inputs(&func, 5);
+        args[1] = Array::new([6], Elements::I32(vec![0, n - 1, -1, n + 7, -n - 3, 5])).unwrap();
+        let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+        common::assert_close(&got[0], &want[0], 2e-6, "loss");
+        common::assert_close(&got[1], &want[1], 2e-6, "gradient");
+    }
 }

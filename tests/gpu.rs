@@ -36,7 +36,7 @@ use ferrax::compiler::simplify::simplify;
 use ferrax::ir::DotDims;
 use ferrax::ir::Op;
 use ferrax::runtime::{eval_op, interpret, CudaDevice, CudaError};
-use ferrax::{jit, nn, trace, Array, DType, Device, Tensor};
+use ferrax::{jit, nn, trace, Array, DType, Device, Tensor, TensorType};
 use ferrax_ptx_emu::Emulator;
 use std::f32::consts::PI;
 use std::sync::Arc;
@@ -1519,4 +1519,131 @@ fn repeated_layers_share_entries_and_their_updates_one_loop_on<M: GpuMachine + C
     for (g, w) in got.iter().zip(&want) {
         assert_close(g, w, 2e-5, "updated weight");
     }
+}
+
+/// Softmax cross-entropy against integer labels and its gradient: the label's logit is picked
+/// by comparing class indices (an iota along the row) inside the row kernel, with no gather or
+/// scatter; labels out of range clamp and negative ones count from the end, as
+/// `take_along_axis` reads them. Rows a block holds and streamed rows, against the interpreter.
+#[test]
+fn cross_entropy_runs_as_row_kernels_with_class_indices() {
+    on_each_gpu!(cross_entropy_runs_as_row_kernels_with_class_indices_on);
+}
+
+fn cross_entropy_runs_as_row_kernels_with_class_indices_on<M: GpuMachine + Clone>(gpu: &M) {
+    use ferrax::compiler::kernel::KOp;
+    for cols in [50, 20_000] {
+        let func = common::cross_entropy_with_gradient(6, cols);
+        let (simple, _) = simplify(&func).unwrap();
+        let plan = GpuPlan::new(&simple, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+        assert!(plan.run.gathers.is_empty() && plan.run.scatters.is_empty());
+        let indexed_rows = plan.kernels.iter().filter(|k| {
+            k.rows.is_some() && k.body.iter().any(|i| matches!(i.op, KOp::Index { .. }))
+        });
+        assert_eq!(indexed_rows.count(), 1, "{cols} columns");
+        let exe = GpuProgram::compile(&simple, gpu, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(exe.host_steps(), 0);
+        let n = cols as i32;
+        let labels = vec![0, n - 1, -1, n + 7, -n - 3, 17];
+        let mut args = inputs(&func, 11);
+        args[1] = Array::new([6], ferrax::ir::Elements::I32(labels)).unwrap();
+        let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+        assert_close(&got[0], &want[0], rtol(DType::F32), "loss");
+        assert_close(&got[1], &want[1], rtol(DType::F32), "gradient");
+    }
+}
+
+/// Iotas in a row kernel over rows of two axes: one along the inner axis (stride 25 within
+/// a row of 100), one along the rows, and one of a row value, against the interpreter.
+#[test]
+fn row_kernels_compute_iotas_within_and_across_rows() {
+    on_each_gpu!(row_kernels_compute_iotas_within_and_across_rows_on);
+}
+
+fn row_kernels_compute_iotas_within_and_across_rows_on<M: GpuMachine + Clone>(gpu: &M) {
+    use ferrax::compiler::kernel::KOp;
+    let func = common::row_iota_program();
+    let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+    let indices = plan
+        .kernels
+        .iter()
+        .filter(|k| k.rows.is_some())
+        .flat_map(|k| &k.body)
+        .filter(|i| matches!(i.op, KOp::Index { .. }))
+        .count();
+    assert!(indices >= 3, "{indices} indices in row kernels");
+    let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
+    assert_eq!(exe.host_steps(), 0);
+    let args = inputs(&func, 4);
+    let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+    for (g, w) in got.iter().zip(&want) {
+        assert_close(g, w, rtol(DType::F32), "row iotas");
+    }
+}
+
+/// On the GPU, elementwise values a backward pass reads are computed again in its kernels
+/// from values of fewer bytes, kept alive instead: a GELU layer with bf16 products keeps the
+/// bf16 product for its backward pass, not GELU's f32 intermediates, and the cross-entropy's
+/// gradient kernel reads the logits again rather than their softmax. Against the interpreter.
+#[test]
+fn backward_kernels_recompute_forward_values_from_fewer_bytes() {
+    on_each_gpu!(backward_kernels_recompute_forward_values_from_fewer_bytes_on);
+}
+
+/// The types of the values a plan's kernel launches write.
+fn launch_outputs(plan: &GpuPlan) -> impl Iterator<Item = TensorType> + '_ {
+    use ferrax::aot_runtime::gpu::Param;
+    plan.run
+        .launches
+        .iter()
+        .flat_map(|l| &l.params)
+        .filter_map(|p| match p {
+            Param::Output(_, t) => Some(t.clone()),
+            Param::Input(..) => None,
+        })
+}
+
+fn backward_kernels_recompute_forward_values_from_fewer_bytes_on<M: GpuMachine + Clone>(gpu: &M) {
+    use ferrax::DotPrecision;
+    let bf16 = DotPrecision::new(DType::BF16, DType::BF16);
+    let func = trace(
+        |(w1, w2, x): (Tensor, Tensor, Tensor)| {
+            let loss = |(w1, w2): (Tensor, Tensor)| {
+                let h = x.matmul_with(&w1, bf16).astype(DType::F32);
+                let y = nn::gelu(&h, true).matmul_with(&w2, bf16).astype(DType::F32);
+                y.square().sum(..)
+            };
+            ferrax::grad(loss)((w1, w2))
+        },
+        &(
+            Tensor::spec(DType::F32, [32, 128]),
+            Tensor::spec(DType::F32, [128, 32]),
+            Tensor::spec(DType::F32, [256, 32]),
+        ),
+    )
+    .unwrap();
+    let (simple, _) = simplify(&func).unwrap();
+    let plan = GpuPlan::new(&simple, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+    // Hidden values in f32 ([256, 128], above the bytes worth recomputing) would be GELU's
+    // intermediates kept.
+    let hidden = TensorType::new(DType::F32, [256, 128]);
+    let kept = launch_outputs(&plan).filter(|t| *t == hidden).count();
+    assert_eq!(kept, 0, "{}", plan.run.describe_steps());
+    let exe = GpuProgram::compile(&simple, gpu, GpuOptions::HIGHEST).unwrap();
+    let args = inputs(&func, 8);
+    let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+    for (g, w) in got.iter().zip(&want) {
+        assert_close(g, w, rtol(DType::BF16), "GELU layer gradients");
+    }
+    // Logits of 75 KB, above the bytes worth recomputing.
+    let (func, _) = simplify(&common::cross_entropy_with_gradient(64, 300)).unwrap();
+    let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+    let logits = TensorType::new(DType::F32, [64, 300]);
+    let full = launch_outputs(&plan).filter(|t| *t == logits);
+    assert_eq!(
+        full.count(),
+        1,
+        "the gradient alone: {}",
+        plan.run.describe_steps()
+    );
 }

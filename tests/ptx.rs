@@ -462,6 +462,13 @@ fn every_kernel_assembles_with_ptxas() {
     programs.push(("half_conversions", half_conversions(18)));
     // Launches that loop over repeats of one kernel.
     programs.push(("repeated_layers", common::repeated_layers_step(3, 8, 2)));
+    // Row kernels computing iotas, in rows a block holds and in streamed rows.
+    programs.push(("row_iotas", common::row_iota_program()));
+    programs.push(("cross_entropy", common::cross_entropy_with_gradient(6, 50)));
+    programs.push((
+        "streamed_cross_entropy",
+        common::cross_entropy_with_gradient(6, 20_000),
+    ));
     // The GPU's own partition (f16/bf16 kernels included).
     let mut kernels = Vec::new();
     let mut launches = Vec::new();

@@ -18,13 +18,16 @@ use ferrax::optim::GradientTransformation;
 use ferrax::{trace, DType, DotPrecision, PtxTarget, Result, Tensor};
 use std::time::Instant;
 
-/// Runs with the arguments after the subcommand.
-pub fn run(args: &[String]) -> Result<()> {
-    let w9 = args.iter().any(|a| a == "w9");
-    let target = match args.iter().any(|a| a == "sm_80") {
-        true => PtxTarget::Sm80,
-        false => PtxTarget::Sm90,
-    };
+/// The GPU plan of the w9 or w10 step for `target`, with the times of tracing, simplifying
+/// and planning it.
+pub struct GptPlan {
+    pub plan: GpuPlan,
+    pub instructions: usize,
+    pub seconds: [f64; 3],
+}
+
+/// Traces, simplifies (as a GPU compiles) and plans w9's step (`w9`) or w10's.
+pub fn plan_gpt(w9: bool, target: PtxTarget) -> Result<GptPlan> {
     let (c, precision) = match w9 {
         true => (gpt::Config::W9, None),
         false => (
@@ -50,6 +53,25 @@ pub fn run(args: &[String]) -> Result<()> {
     let plan = GpuPlan::new(&simple, target, MathMode::Accurate)
         .map_err(|e| ferrax::Error::Artifact(e.to_string()))?;
     let planning = start.elapsed().as_secs_f64();
+    Ok(GptPlan {
+        plan,
+        instructions: simple.body.len(),
+        seconds: [trace, simplify, planning],
+    })
+}
+
+/// Runs with the arguments after the subcommand.
+pub fn run(args: &[String]) -> Result<()> {
+    let w9 = args.iter().any(|a| a == "w9");
+    let target = match args.iter().any(|a| a == "sm_80") {
+        true => PtxTarget::Sm80,
+        false => PtxTarget::Sm90,
+    };
+    let GptPlan {
+        plan,
+        instructions,
+        seconds: [trace, simplify, planning],
+    } = plan_gpt(w9, target)?;
     let launches = plan.run.launches.len()
         + plan.run.reduce_launches.len()
         + plan.run.copies.len()
@@ -60,7 +82,7 @@ pub fn run(args: &[String]) -> Result<()> {
     println!(
         "{}: {} instructions; trace {trace:.3} s, simplify {simplify:.3} s, plan {planning:.3} s",
         if w9 { "w9" } else { "w10" },
-        simple.body.len()
+        instructions
     );
     println!(
         "PTX for {}: {} bytes, {} entries for {launches} launches, {} modules",

@@ -32,6 +32,7 @@ mod compile;
 mod gpt;
 mod gpu_compile_time;
 mod gpu_gpt;
+mod gpu_traffic;
 mod loss_curve;
 mod per_example;
 mod random;
@@ -460,6 +461,7 @@ fn main() -> Result<()> {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     match argv.first().map(String::as_str) {
         Some("gpu-compile") => return gpu_compile_time::run(&argv[1..]),
+        Some("gpu-traffic") => return gpu_traffic::run(&argv[1..]),
         Some("loss-curve") => return loss_curve::run(&argv[1..]),
         _ => {}
     }

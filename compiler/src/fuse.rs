@@ -12,7 +12,7 @@
 //! reductions, the per-row arithmetic on their results and the elementwise consumers of those,
 //! all in one pass over each row's data per reduction.
 
-use crate::kernel::rows::RowRole;
+use crate::kernel::rows::{row_index, RowRole};
 use crate::kernel::{broadcast_access, row_gather, splat_constant, Access, LastReads};
 use crate::target::{KernelOp, Target};
 use ferrax_ir::{DType, Func, Instr, Op, TensorType, ValueId};
@@ -127,24 +127,62 @@ pub fn schedule(func: &Func, target: &Target) -> Func {
     let n = func.body.len();
     let params = func.params.len();
     let producer = |a: &ValueId| a.index().checked_sub(params);
-    // Constants and broadcasts of parameters and constants: placed just before their first
-    // user rather than where they were traced.
-    let mut leaf = vec![false; n];
+    // Constants and broadcasts are placed just before their first user rather than where they
+    // were traced, and so is elementwise work on parameters and constants alone that computed
+    // work of its element count reads (`late`). A broadcast of a computed value waits for it (`waits_for`: its
+    // users do). Where they were traced (AdamW's bias corrections and moment decays, after the
+    // whole backward pass), they would hold back the parameter updates that read them, apart
+    // from the gradients they update with. Free work that only free work reads keeps its
+    // place in the schedule, so that it fuses by its element count.
+    let mut free = vec![false; n];
     for (i, ins) in func.body.iter().enumerate() {
-        leaf[i] = match ins.op {
+        let args_free = ins.args.iter().all(|a| producer(a).is_none_or(|j| free[j]));
+        free[i] = match &ins.op {
             Op::Constant(_) => true,
-            Op::BroadcastInDim { .. } => {
-                ins.args.iter().all(|a| producer(a).is_none_or(|j| leaf[j]))
-            }
-            _ => false,
+            op => (op.is_elementwise() || matches!(op, Op::BroadcastInDim { .. })) && args_free,
+        };
+    }
+    let mut users = vec![Vec::new(); n];
+    for (i, ins) in func.body.iter().enumerate() {
+        for j in ins.args.iter().filter_map(producer) {
+            users[j].push(i);
+        }
+    }
+    // Only where the reader counts the same elements: placed before a reader of another
+    // count (a broadcast of a bias correction), free work would cut that reader's run in two.
+    let mut late = vec![false; n];
+    for i in (0..n).rev() {
+        let numel = func.body[i].ty.numel();
+        late[i] = free[i]
+            && users[i]
+                .iter()
+                .any(|&u| (!free[u] || late[u]) && func.body[u].ty.numel() == numel);
+    }
+    let mut leaf = vec![false; n];
+    let mut waits_for: Vec<Option<usize>> = vec![None; n];
+    for (i, ins) in func.body.iter().enumerate() {
+        leaf[i] = match &ins.op {
+            Op::Constant(_) | Op::BroadcastInDim { .. } => true,
+            _ => late[i],
+        };
+        waits_for[i] = match ins.op {
+            Op::BroadcastInDim { .. } => ins.args.iter().filter_map(producer).find_map(|j| {
+                if leaf[j] {
+                    waits_for[j]
+                } else {
+                    Some(j)
+                }
+            }),
+            _ => None,
         };
     }
     let mut graph = DiGraph::<usize, ()>::with_capacity(n, n);
     let nodes: Vec<NodeIndex> = (0..n).map(|i| graph.add_node(i)).collect();
     for (i, ins) in func.body.iter().enumerate() {
         for j in ins.args.iter().filter_map(producer) {
-            if !leaf[j] {
-                graph.update_edge(nodes[j], nodes[i], ());
+            let dependency = if leaf[j] { waits_for[j] } else { Some(j) };
+            if let Some(d) = dependency {
+                graph.update_edge(nodes[d], nodes[i], ());
             }
         }
     }
@@ -561,8 +599,12 @@ fn row_role(
                 Access::Gather { .. } => false,
             }
         }
-        // Row kernels do not index rows by value, nor compute iotas (flat kernels do).
-        Op::Gather(_) | Op::Iota { .. } => false,
+        // Row kernels do not index rows by value (flat kernels do).
+        Op::Gather(_) => false,
+        // An iota along the row or across rows (a one-hot's class index, say).
+        Op::Iota { shape, dim, .. } => {
+            fusible(func, i, target) && row_index(shape.dims(), *dim, role, (rows, cols)).is_some()
+        }
         _ => fusible(func, i, target),
     };
     ok.then_some(role)

@@ -14,6 +14,7 @@ pub mod expand_attention;
 pub mod fuse;
 pub mod kernel;
 pub mod pipeline;
+pub mod remat;
 pub mod simplify;
 pub mod target;
 pub mod unroll;

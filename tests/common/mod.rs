@@ -840,3 +840,38 @@ pub fn repeated_layers_step(layers: usize, width: usize, batch: usize) -> Func {
     );
     trace(step, &specs).unwrap()
 }
+
+/// A row kernel's program with iotas: over rows of `[4, 25]` (reduced over both axes), one
+/// along the inner axis (stride 25), one along the last (stride 1), one along the rows, and
+/// one of a row value.
+pub fn row_iota_program() -> Func {
+    trace(
+        |x: Tensor| {
+            let shape = [6, 4, 25];
+            let iota = |axis| Tensor::iota(DType::I32, shape, axis).astype(DType::F32);
+            let y = &x + iota(1) * 0.5 + iota(0) - iota(2) * 0.25;
+            let rows = Tensor::iota(DType::I32, [6], 0).astype(DType::F32);
+            let s = y.sum([1, 2]) + rows;
+            (&y * s.reshape([6, 1, 1]), s)
+        },
+        &Tensor::spec(DType::F32, [6, 4, 25]),
+    )
+    .unwrap()
+}
+
+/// The mean softmax cross-entropy of `[rows, cols]` logits against i32 labels `[rows]`, and
+/// its gradient with respect to the logits.
+pub fn cross_entropy_with_gradient(rows: usize, cols: usize) -> Func {
+    trace(
+        |(x, labels): (Tensor, Tensor)| {
+            let loss =
+                |x: Tensor| nn::softmax_cross_entropy_with_integer_labels(&x, &labels).mean(..);
+            (loss(x.clone()), grad(loss)(x))
+        },
+        &(
+            Tensor::spec(DType::F32, [rows, cols]),
+            Tensor::spec(DType::I32, [rows]),
+        ),
+    )
+    .unwrap()
+}

@@ -29,6 +29,40 @@ pub enum RowRole {
     Reduce,
 }
 
+/// An iota of `dims` along `dim` taking part in a row kernel over `rows` by `cols` as `role`:
+/// `(stride, size, per_row)` of the [`KOp::Index`] that computes it from the kernel's element
+/// index, `per_row` where it is the same across each row. `None` where its axis runs across
+/// the boundary of rows (never for axes of the reduced operand's shape).
+pub fn row_index(
+    dims: &[usize],
+    dim: usize,
+    role: RowRole,
+    (rows, cols): (usize, usize),
+) -> Option<(usize, usize, bool)> {
+    let size = *dims.get(dim)?;
+    let stride: usize = dims.get(dim + 1..)?.iter().product();
+    let numel = stride
+        .checked_mul(size)?
+        .checked_mul(dims[..dim].iter().product())?;
+    match role {
+        RowRole::Elem if numel == rows.checked_mul(cols)? => {
+            if stride
+                .checked_mul(size)
+                .is_some_and(|n| cols.is_multiple_of(n))
+            {
+                Some((stride, size, false))
+            } else if stride.is_multiple_of(cols) {
+                Some((stride, size, true))
+            } else {
+                None
+            }
+        }
+        // A row value's index counts rows: elements `cols` apart.
+        RowRole::Row if numel == rows => Some((stride.checked_mul(cols)?, size, true)),
+        RowRole::Elem | RowRole::Row | RowRole::Reduce => None,
+    }
+}
+
 /// A program value as the kernel sees it.
 #[derive(Clone, Copy, Debug)]
 enum Operand {
@@ -56,12 +90,23 @@ struct RowLowering<'a> {
     origin: HashMap<usize, ValueId>,
     /// The reciprocal of each row value that elements are divided by.
     reciprocals: HashMap<usize, usize>,
+    /// Per kernel value, whether it is an element value computed from element indices and
+    /// row values alone (so that a later pass computes it again rather than keep it).
+    of_indices: Vec<bool>,
 }
 
 impl RowLowering<'_> {
     fn emit(&mut self, op: KOp, args: Vec<usize>, dtype: DType, stage: Stage) -> usize {
+        let of_indices = match (&op, stage) {
+            (KOp::Index { .. }, _) => true,
+            (KOp::Load(_) | KOp::Store(_) | KOp::Reduce(_), _) | (_, Stage::Row(_)) => false,
+            _ => args
+                .iter()
+                .all(|&a| matches!(self.stages[a], Stage::Row(_)) || self.of_indices[a]),
+        };
         self.body.push(KInstr { op, args, dtype });
         self.stages.push(stage);
+        self.of_indices.push(of_indices);
         self.body.len() - 1
     }
 
@@ -154,8 +199,9 @@ impl RowLowering<'_> {
         }
     }
 
-    /// Element value `k` of pass `p` in later pass `q`: loads are repeated, anything else is
-    /// written to scratch in pass `p` and read back.
+    /// Element value `k` of pass `p` in later pass `q`: loads are repeated, values computed
+    /// from element indices and row values alone (a one-hot's mask) computed again, anything
+    /// else is written to scratch in pass `p` and read back.
     fn carry(&mut self, k: usize, p: usize, q: usize) -> usize {
         if let Some(&c) = self.carried.get(&(k, q)) {
             return c;
@@ -163,6 +209,7 @@ impl RowLowering<'_> {
         let dtype = self.body[k].dtype;
         let c = match self.body[k].op {
             KOp::Load(b) => self.load(b, Stage::Elem(q)),
+            _ if self.of_indices[k] => self.recompute(k, q),
             _ => {
                 let scratch = match self.spills.get(&k) {
                     Some(&s) => s,
@@ -184,6 +231,38 @@ impl RowLowering<'_> {
         };
         self.carried.insert((k, q), c);
         c
+    }
+
+    /// Element value `k`, computed from element indices and row values alone, computed again
+    /// in pass `q`: each instruction of its element work in program order, once.
+    fn recompute(&mut self, k: usize, q: usize) -> usize {
+        let mut cone = vec![k];
+        let mut todo = vec![k];
+        while let Some(i) = todo.pop() {
+            for &a in &self.body[i].args {
+                let elem = matches!(self.stages[a], Stage::Elem(_));
+                if elem && !cone.contains(&a) && !self.carried.contains_key(&(a, q)) {
+                    cone.push(a);
+                    todo.push(a);
+                }
+            }
+        }
+        cone.sort_unstable();
+        for i in cone {
+            let ins = &self.body[i];
+            let (op, dtype) = (ins.op.clone(), ins.dtype);
+            let args = ins
+                .args
+                .iter()
+                .map(|&a| match self.stages[a] {
+                    Stage::Row(_) => a,
+                    Stage::Elem(_) => self.carried[&(a, q)],
+                })
+                .collect();
+            let c = self.emit(op, args, dtype, Stage::Elem(q));
+            self.carried.insert((i, q), c);
+        }
+        self.carried[&(k, q)]
     }
 
     /// `1 / d` for row value `d`, computed once per row where `d` is (row stage `stage`).
@@ -232,6 +311,7 @@ pub fn lower_rows(
         spills: HashMap::new(),
         origin: HashMap::new(),
         reciprocals: HashMap::new(),
+        of_indices: Vec::new(),
     };
     for i in start..end {
         l.instr(i, *roles.get(i - start)?)?;
@@ -305,6 +385,16 @@ impl RowLowering<'_> {
             Op::Constant(lit) => {
                 let stage = Stage::Row(0);
                 let k = self.emit(KOp::Const(lit.data.get(0)), Vec::new(), dtype, stage);
+                self.define(v, k, stage);
+            }
+            Op::Iota { shape, dim, .. } => {
+                let (stride, size, per_row) =
+                    row_index(shape.dims(), *dim, role, (self.rows, self.cols))?;
+                let stage = match per_row {
+                    true => Stage::Row(0),
+                    false => Stage::Elem(0),
+                };
+                let k = self.emit(KOp::Index { stride, size }, Vec::new(), dtype, stage);
                 self.define(v, k, stage);
             }
             op => self.compute(v, op, &ins.args, dtype, role)?,

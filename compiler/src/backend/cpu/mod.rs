@@ -7,7 +7,6 @@
 
 pub mod clif;
 mod control;
-mod remat;
 mod rounding;
 pub mod support;
 mod widen;
@@ -58,7 +57,8 @@ impl CpuExecutable {
         verify(func)?;
         let func = &expand_attention(func)?;
         let func = &schedule(&widen::widen_half_products(func), &support::TARGET);
-        let func = &remat::rematerialize(func, &support::TARGET);
+        let func =
+            &crate::remat::rematerialize(func, &support::TARGET, crate::remat::Remat::KeepLives);
         let mut steps = Vec::new();
         let mut kernels = Vec::new();
         let partition = partition(func, &support::TARGET);

@@ -95,6 +95,8 @@ impl GpuPlan {
         let kernels_target = crate::backend::ptx::support::target(mode);
         let func = &expand_attention_except(func, &supports)?;
         let func = &schedule(&split_reductions(func)?, &kernels_target);
+        let func =
+            &crate::remat::rematerialize(func, &kernels_target, crate::remat::Remat::ExtendLives);
         let mut steps = Vec::new();
         let mut p = Parts {
             atomic_float_scatter: options.atomic_float_scatter,

@@ -49,9 +49,7 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
             KOp::Fma => !int && ins.dtype != DType::Bool,
             KOp::ShiftLeft(_) | KOp::ShiftRight(_) => int,
             KOp::ShiftRightLogical(_) => matches!(ins.dtype, DType::I32 | DType::U32),
-            KOp::Index { .. } => {
-                matches!(ins.dtype, DType::I32 | DType::U32) && kernel.rows.is_none()
-            }
+            KOp::Index { .. } => matches!(ins.dtype, DType::I32 | DType::U32),
             KOp::Beyond(_) => matches!(ins.dtype, DType::F32 | DType::F64),
             KOp::Reduce(_) if kernel.rows.is_none() => false,
             KOp::Unary(_)

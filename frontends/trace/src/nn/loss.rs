@@ -1,5 +1,11 @@
 //! Classification losses and metrics against integer labels, as optax computes them: labels
 //! are indices, so no one-hot matrix of the vocabulary's size is built.
+//!
+//! The label's logit is picked by comparing every class index with the label inside the
+//! row's sum, not gathered: a gather from the shifted logits would make a fused kernel write
+//! them all out for one element a row, and its gradient would be a scatter into an array of
+//! the logits' size. Compared, the pick fuses into the row's reductions and its gradient
+//! into the softmax's, so the loss and its gradient each read the logits' rows once.
 
 use crate::tensor::Tensor;
 use ferrax_ir::{DType, TensorType};
@@ -17,11 +23,41 @@ pub fn softmax_cross_entropy_with_integer_labels(logits: &Tensor, labels: &Tenso
         return failed;
     }
     let shifted = logits - logits.max_keepdims(-1).stop_gradient();
-    let label_logits = shifted
-        .take_along_axis(&labels.expand_dims(-1), -1)
-        .squeeze(-1);
+    let classes = logits.shape().last().copied().unwrap_or(0);
+    let label_logits = is_label(labels, classes).select(&shifted, 0.0).sum(-1);
     let log_normalizers = shifted.exp().sum(-1).log();
     log_normalizers - label_logits
+}
+
+/// `[.., classes]` booleans, true at each row's label: the class `take_along_axis` reads
+/// (negative labels count from the end, then labels clamp to `0..classes`).
+#[track_caller]
+fn is_label(labels: &Tensor, classes: usize) -> Tensor {
+    let dtype = labels.dtype();
+    let bits = 8 * dtype.size_bytes() as u32;
+    let largest = match dtype.is_signed_int() {
+        true => (1u128 << (bits - 1)) - 1,
+        false => (1u128 << bits) - 1,
+    };
+    let last = classes.saturating_sub(1);
+    let normalized = labels.normalized_index(classes);
+    // An upper bound the labels' dtype cannot hold is above every label already.
+    let clamped = match last as u128 <= largest {
+        true => normalized.clip(0, last as f64),
+        false => normalized.clip(0, largest as f64),
+    };
+    let wide = match i32::try_from(last) {
+        Ok(_) => DType::I32,
+        Err(_) => DType::I64,
+    };
+    let mut dims = labels.shape().to_vec();
+    dims.push(classes);
+    let class = Tensor::iota(wide, dims.clone(), dims.len() - 1);
+    clamped
+        .astype(wide)
+        .expand_dims(-1)
+        .broadcast_to(dims.as_slice())
+        .equal(&class)
 }
 
 /// The fraction of rows whose largest logit is at the label's index, as an f32 scalar (the

@@ -17,7 +17,7 @@ impl Tensor {
     /// `indices` with negative entries counted from the end of a dimension of `size`
     /// (JAX's index normalisation); unsigned indices are left as they are.
     #[track_caller]
-    fn normalized_index(&self, size: usize) -> Tensor {
+    pub(crate) fn normalized_index(&self, size: usize) -> Tensor {
         if !self.dtype().is_signed_int() {
             return self.clone();
         }

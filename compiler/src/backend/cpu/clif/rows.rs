@@ -10,7 +10,7 @@ use super::reduce::{positive_zeros, reduce_step, vector_reduce_step};
 use super::{CodegenError, LANES};
 use crate::kernel::{Access, KOp, Kernel, Rows, Stage};
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::{types, ConstantData, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::{FunctionBuilder, Variable};
 use ferrax_ir::{DType, ReduceOp};
 use std::collections::HashMap;
@@ -209,6 +209,37 @@ impl RowCode<'_> {
         b.ins().iadd(base, offset)
     }
 
+    /// The index `(col / stride) % size` of the element at column `col` (a vector's first,
+    /// where `vector`: [`vectorizable`](super::vector::vectorizable) lets only splats and
+    /// consecutive indices be vectors).
+    fn column_index(
+        &self,
+        b: &mut FunctionBuilder,
+        col: Value,
+        (stride, size): (usize, usize),
+        vector: bool,
+    ) -> Value {
+        let mut x = col;
+        if stride > 1 {
+            x = b.ins().udiv_imm_u(x, stride as i64);
+        }
+        if stride.saturating_mul(size) < self.r.cols {
+            x = b.ins().urem_imm_u(x, size as i64);
+        }
+        let x = b.ins().ireduce(types::I32, x);
+        if !vector {
+            return x;
+        }
+        let v = b.ins().splat(types::I32X4, x);
+        if stride.is_multiple_of(LANES as usize) {
+            return v;
+        }
+        let offsets: Vec<u8> = (0..LANES as u32).flat_map(u32::to_le_bytes).collect();
+        let handle = b.func.dfg.constants.insert(ConstantData::from(offsets));
+        let offsets = b.ins().vconst(types::I32X4, handle);
+        b.ins().iadd(v, offsets)
+    }
+
     /// A row-stage instruction (scalar code, run once per row).
     fn row_instr(&mut self, b: &mut FunctionBuilder, k: usize) -> Result<Value, CodegenError> {
         let ins = &self.kernel.body[k];
@@ -225,6 +256,18 @@ impl RowCode<'_> {
                 let addr = self.address(b, *buffer, None);
                 store_elements(b, kernel_dtype(self.kernel, *buffer), flags, x, addr);
                 x
+            }
+            // An index that is the same across the row: of the row's first element.
+            KOp::Index { stride, size } => {
+                let per_row = stride / self.r.cols;
+                let mut x = self.row;
+                if per_row > 1 {
+                    x = b.ins().udiv_imm_u(x, per_row as i64);
+                }
+                if per_row.saturating_mul(*size) < self.r.rows {
+                    x = b.ins().urem_imm_u(x, *size as i64);
+                }
+                b.ins().ireduce(types::I32, x)
             }
             _ => {
                 let args: Vec<Value> = ins.args.iter().map(|a| self.values[a]).collect();
@@ -459,6 +502,9 @@ impl RowCode<'_> {
             }
             for (u, &col) in at.iter().enumerate() {
                 let v = match &ins.op {
+                    KOp::Index { stride, size } => {
+                        self.column_index(b, col, (*stride, *size), vector)
+                    }
                     KOp::Load(buffer) => {
                         let ty = value_type(ins.dtype, vector)
                             .ok_or_else(|| (self.unsupported)(format!("dtype {}", ins.dtype)))?;

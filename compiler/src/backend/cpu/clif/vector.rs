@@ -27,6 +27,7 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
                 ),
                 KOp::Reduce(_) => ins.dtype == DType::F32,
                 KOp::Beyond(_) => false,
+                KOp::Index { stride, size } if elem(k) => vector_index(r.cols, *stride, *size),
                 _ if elem(k) => {
                     vector_op(ins)
                         && ins.args.iter().all(|&a| {

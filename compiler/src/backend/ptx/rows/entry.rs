@@ -242,6 +242,19 @@ impl<'a> RowEntry<'a> {
                 store(e, d, &a, std::slice::from_ref(&v), Some(&self.first));
                 v
             }
+            // An index that is the same across the row: of the row's first element.
+            KOp::Index { stride, size } => {
+                let r = e.reg(Class::R);
+                let per_row = stride / self.shape.cols;
+                match per_row {
+                    1 => e.line(format!("mov.u32 {r}, {row}")),
+                    _ => e.line(format!("div.u32 {r}, {row}, {per_row}")),
+                }
+                if per_row.saturating_mul(*size) < self.shape.rows {
+                    e.line(format!("rem.u32 {r}, {r}, {size}"));
+                }
+                r
+            }
             KOp::Reduce(op) => {
                 let acc = self
                     .accumulators
@@ -360,6 +373,27 @@ impl<'a> RowEntry<'a> {
                     regs
                 }
             },
+            // An index along the row: of each slot's column.
+            KOp::Index { stride, size } => {
+                let columns = &self.addresses.columns;
+                (0..self.slots)
+                    .map(|j| {
+                        let r = e.reg(Class::R);
+                        e.line(format!(
+                            "mad.lo.u32 {r}, {}, {v}, {}",
+                            columns[j / v],
+                            j % v
+                        ));
+                        if *stride > 1 {
+                            e.line(format!("div.u32 {r}, {r}, {stride}"));
+                        }
+                        if stride.saturating_mul(*size) < self.shape.cols {
+                            e.line(format!("rem.u32 {r}, {r}, {size}"));
+                        }
+                        r
+                    })
+                    .collect()
+            }
             KOp::Store(b) if scratch_row(b) => {
                 if self.chunks.is_some() {
                     return Err(PtxError::unsupported(

@@ -5,16 +5,22 @@
 //! elementwise producers into their consumers' fusions; without it, the w9 GPT step kept six
 //! [B, T, 4D] values of each layer's GELU alive from the forward to the backward pass.
 //!
-//! A value is recomputed for a use only when everything the copy reads is live there already
-//! (a parameter, a splat constant, or a value the original program still needs then), so no
-//! value lives longer than it did and the peak never grows. The copies compute exactly what
+//! For the CPU ([`Remat::KeepLives`]), a value is recomputed for a use only when everything the
+//! copy reads is live there already (a parameter, a splat constant, or a value the original
+//! program still needs then), so no value lives longer than it did and the peak never grows.
+//! A GPU step's time is mostly memory traffic, so there ([`Remat::ExtendLives`]) a copy may
+//! also keep values alive until its use, as long as they take no more bytes than the value
+//! it replaces (values of a sixty-fourth of it or less, such as a row's statistics, not
+//! counted): GELU's f32 intermediates are recomputed from the bf16 product they came from,
+//! the softmax of a cross-entropy's gradient from the bf16 logits and the row's maximum, and
+//! the later kernel reads half the bytes or less. The copies compute exactly what
 //! the original did: products that a kernel would contract into an fma with their sum where
 //! the original stored them are kept apart by a conversion to their own dtype (free in code),
 //! so results stay bit for bit the same.
 
 use crate::fuse::{fusible, partition, Step};
 use crate::target::Target;
-use ferrax_ir::{BinaryOp, DType, Func, Instr, Op, ValueId};
+use ferrax_ir::{BinaryOp, DType, Func, Instr, Op, TensorType, ValueId};
 use std::collections::HashMap;
 
 /// The most instructions one value's copy may take: bounds the extra work and compile time.
@@ -22,6 +28,16 @@ const MAX_COPY: usize = 24;
 
 /// Values smaller than this are not worth recomputing.
 const MIN_BYTES: usize = 64 << 10;
+
+/// What a copy may read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Remat {
+    /// Only values live where it is read: no value lives longer.
+    KeepLives,
+    /// Also values that would be dead there, kept alive until then, up to the bytes of the
+    /// value it replaces.
+    ExtendLives,
+}
 
 /// What the analysis of the original program knows of each instruction.
 struct Plan<'a> {
@@ -42,10 +58,11 @@ struct Plan<'a> {
     /// Float products whose only reader is a sum in their own flat kernel: contracted
     /// there into an fma, and copied without a barrier so that the copy contracts alike.
     contracted: Vec<bool>,
+    remat: Remat,
 }
 
 impl Plan<'_> {
-    fn new<'a>(func: &'a Func, target: &Target) -> Plan<'a> {
+    fn new<'a>(func: &'a Func, target: &Target, remat: Remat) -> Plan<'a> {
         let (n, params) = (func.body.len(), func.params.len());
         let steps = partition(func, target);
         let mut step = vec![None; n];
@@ -83,7 +100,8 @@ impl Plan<'_> {
         let copyable = (0..n)
             .map(|i| {
                 let op = &func.body[i].op;
-                let elementwise = op.is_elementwise() || matches!(op, Op::BroadcastInDim { .. });
+                let elementwise = op.is_elementwise()
+                    || matches!(op, Op::BroadcastInDim { .. } | Op::Iota { .. });
                 elementwise && fusible(func, i, target)
             })
             .collect();
@@ -110,6 +128,7 @@ impl Plan<'_> {
             pinned,
             copyable,
             contracted,
+            remat,
         }
     }
 
@@ -144,12 +163,34 @@ impl Plan<'_> {
             self.instr(a).is_none_or(|i| self.step[i] == Some(s)) || self.pinned[a.index()] >= j;
         let broadcast = matches!(self.func.body[copied].op, Op::BroadcastInDim { .. });
         if kept || broadcast {
-            return self.free_at(a, j, s).then_some(false);
+            return self.readable(a, j, s, budget).then_some(false);
         }
         if self.can_copy(a, j, s, budget) {
             Some(true)
         } else {
-            self.free_at(a, j, s).then_some(false)
+            self.readable(a, j, s, budget).then_some(false)
+        }
+    }
+
+    /// Whether a copy made for instruction `j` of step `s` may read `v` as it is: it is free
+    /// there, or the budget lets it live until then.
+    fn readable(&self, v: ValueId, j: usize, s: usize, budget: &mut Budget) -> bool {
+        if self.free_at(v, j, s) || budget.extended.contains(&v) {
+            return true;
+        }
+        let bytes = self.func.value_type(v).and_then(TensorType::checked_bytes);
+        // A value of a sixty-fourth of the limit or less (a row's statistics) costs nothing.
+        if bytes.is_some_and(|b| b.saturating_mul(64) <= budget.extend_limit) {
+            budget.extended.push(v);
+            return true;
+        }
+        match bytes.and_then(|b| b.checked_add(budget.extended_bytes)) {
+            Some(total) if total <= budget.extend_limit => {
+                budget.extended_bytes = total;
+                budget.extended.push(v);
+                true
+            }
+            _ => false,
         }
     }
 
@@ -166,6 +207,7 @@ impl Plan<'_> {
             return false;
         };
         let (size, accepted) = (budget.size, budget.accepted.len());
+        let (extended, extended_bytes) = (budget.extended.len(), budget.extended_bytes);
         budget.size += 1;
         let copied = budget.size <= MAX_COPY
             && self.func.body[i]
@@ -177,6 +219,8 @@ impl Plan<'_> {
         } else {
             // Nothing of a copy that is not made counts.
             budget.size = size;
+            budget.extended.truncate(extended);
+            budget.extended_bytes = extended_bytes;
             for u in budget.accepted.split_off(accepted) {
                 budget.decided.remove(&u);
             }
@@ -187,11 +231,16 @@ impl Plan<'_> {
 }
 
 /// What one question to [`Plan::can_copy`] has settled: how many instructions the copy takes
-/// (each counted once, however many times it is read, as [`Rewrite::copy`] makes it once), and
-/// the values already decided, copied or not.
+/// (each counted once, however many times it is read, as [`Rewrite::copy`] makes it once), the
+/// values already decided, copied or not, and those it keeps alive longer.
 #[derive(Default)]
 struct Budget {
     size: usize,
+    /// Values the copy reads that would be dead where it runs, and their bytes, up to
+    /// `extend_limit`.
+    extended: Vec<ValueId>,
+    extended_bytes: usize,
+    extend_limit: usize,
     decided: HashMap<ValueId, bool>,
     /// The values accepted for copying, in order, so that a copy refused after them can take
     /// back those made for it.
@@ -231,15 +280,23 @@ impl Rewrite<'_> {
                     Op::BroadcastInDim { .. } | Op::Reduce { .. }
                 )
         });
-        if worth && p.can_copy(v, j, s, &mut Budget::default()) {
-            self.copy(v, j, s)
+        let extend_limit = match p.remat {
+            Remat::KeepLives => None,
+            Remat::ExtendLives => p.func.value_type(v).and_then(TensorType::checked_bytes),
+        };
+        let mut budget = Budget {
+            extend_limit: extend_limit.unwrap_or(0),
+            ..Budget::default()
+        };
+        if worth && p.can_copy(v, j, s, &mut budget) {
+            self.copy(v, s, &budget)
         } else {
             self.map[v.index()]
         }
     }
 
-    /// Copies `v` (which [`Plan::can_copy`] accepted) into step `s` for instruction `j`.
-    fn copy(&mut self, v: ValueId, j: usize, s: usize) -> ValueId {
+    /// Copies `v` (which [`Plan::can_copy`] accepted with `budget`) into step `s`.
+    fn copy(&mut self, v: ValueId, s: usize, budget: &Budget) -> ValueId {
         if let Some(&c) = self.copies.get(&(v, s)) {
             return c;
         }
@@ -249,8 +306,8 @@ impl Rewrite<'_> {
         };
         let mut args = p.func.body[i].args.clone();
         for a in &mut args {
-            *a = match self.plan.read(*a, i, j, s, &mut Budget::default()) {
-                Some(true) => self.copy(*a, j, s),
+            *a = match budget.decided.get(a) {
+                Some(true) => self.copy(*a, s, budget),
                 _ => self.map[a.index()],
             };
         }
@@ -279,8 +336,8 @@ impl Rewrite<'_> {
 
 /// `func` (scheduled for fusion) with elementwise values recomputed in the kernels that
 /// read them long after they are made, where that shortens their lives (see the module).
-pub fn rematerialize(func: &Func, target: &Target) -> Func {
-    let plan = Plan::new(func, target);
+pub fn rematerialize(func: &Func, target: &Target, remat: Remat) -> Func {
+    let plan = Plan::new(func, target, remat);
     let params = func.params.len();
     let mut r = Rewrite {
         map: (0..params).map(|p| ValueId(p as u32)).collect(),
