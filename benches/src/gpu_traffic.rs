@@ -69,7 +69,13 @@ pub fn run(args: &[String]) -> Result<()> {
         k.2 += c.seconds;
     }
     let total: f64 = costs.iter().map(|c| c.seconds).sum();
-    println!("estimated step: {:.2} ms", total * 1e3);
+    let memory = &run.memory;
+    println!(
+        "estimated step: {:.2} ms; planned peak {:.2} GB (inputs {:.2} GB)",
+        total * 1e3,
+        memory.peak as f64 / 1e9,
+        memory.inputs as f64 / 1e9
+    );
     println!("| kind | steps | GB moved | ms | share |");
     println!("|---|---|---|---|---|");
     for (kind, (n, bytes, s)) in &kinds {
@@ -208,8 +214,15 @@ fn costs(plan: &GpuRunPlan) -> Vec<Cost> {
                     .sum();
                 memory("copies", name(*i), moved, parts.len())
             }
-            GpuStep::Scatter { index, .. } | GpuStep::Gather { index, .. } => {
+            GpuStep::Scatter { index, .. } => {
                 memory("indexing", name(*index), instr_bytes(*index), 1)
+            }
+            // A gather reads its indices and the elements it picks, not its whole operand.
+            GpuStep::Gather { index, .. } => {
+                let moved = func.body.get(*index).map_or(0.0, |ins| {
+                    2.0 * bytes(&ins.ty) + ins.args.get(1).map_or(0.0, |&i| ty(i))
+                });
+                memory("indexing", name(*index), moved, 1)
             }
             GpuStep::Attention { members, .. } => attention(func, members, &instr_bytes, &name),
             GpuStep::View(_) | GpuStep::Constant(_) | GpuStep::Host(_) | GpuStep::Call { .. } => {

@@ -161,9 +161,12 @@ pub fn schedule(func: &Func, target: &Target) -> Func {
     let mut leaf = vec![false; n];
     let mut waits_for: Vec<Option<usize>> = vec![None; n];
     for (i, ins) in func.body.iter().enumerate() {
+        // Elementwise work waits for nothing: not for a broadcast of a value of another count.
+        let placed_anywhere =
+            |a: &ValueId| producer(a).is_none_or(|j| leaf[j] && waits_for[j].is_none());
         leaf[i] = match &ins.op {
             Op::Constant(_) | Op::BroadcastInDim { .. } => true,
-            _ => late[i],
+            _ => late[i] && ins.args.iter().all(placed_anywhere),
         };
         waits_for[i] = match ins.op {
             Op::BroadcastInDim { .. } => ins.args.iter().filter_map(producer).find_map(|j| {
@@ -231,6 +234,19 @@ pub fn schedule(func: &Func, target: &Target) -> Func {
     // Leaves that only the outputs use.
     for i in 0..n {
         place(func, i, &leaf, &mut placed, &mut order);
+    }
+    // Every instruction once, after what it reads, or the traced order is kept.
+    let mut position = vec![usize::MAX; n];
+    for (k, &i) in order.iter().enumerate() {
+        position[i] = k;
+    }
+    let ordered = order.len() == n
+        && order.iter().enumerate().all(|(k, &i)| {
+            let reads = func.body[i].args.iter().filter_map(producer);
+            reads.into_iter().all(|j| position[j] < k)
+        });
+    if !ordered {
+        return func.clone();
     }
     let mut renamed: Vec<ValueId> = (0..params).map(|i| ValueId(i as u32)).collect();
     renamed.resize(params + n, ValueId(0));
