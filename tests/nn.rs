@@ -580,3 +580,43 @@ fn a_tiny_gpt_trains_with_adamw() {
         .unwrap()[0];
     assert!(acc > 0.5, "accuracy {acc}");
 }
+
+/// The cross-entropy picks the class `take_along_axis` reads for labels of every integer
+/// type: negative labels count from the end, labels past either end clamp, and u8 or i8
+/// labels of a class axis wider than their type compare exactly. Against the loss spelled
+/// with `take_along_axis` of the labels as i64, eagerly; equal to the bit.
+#[test]
+fn cross_entropy_labels_of_every_integer_type_pick_what_take_along_axis_picks() {
+    let classes = 300;
+    let logits = Tensor::from_vec(
+        [4, classes],
+        (0..4 * classes)
+            .map(|i| ((i * 7919) % 1009) as f32 / 97.0 - 5.0)
+            .collect::<Vec<f32>>(),
+    );
+    let by_gather = |labels: &Tensor| {
+        let shifted = &logits - logits.max_keepdims(-1);
+        let picked = shifted
+            .take_along_axis(&labels.expand_dims(-1), -1)
+            .squeeze(-1);
+        shifted.exp().sum(-1).log() - picked
+    };
+    // The gather reads the labels widened: i8 labels cannot count 300 classes from the end.
+    let cases = [
+        Tensor::from_vec([4], vec![0i32, 299, -1, 1000]),
+        Tensor::from_vec([4], vec![-301i64, -300, 7, i64::MAX]),
+        Tensor::from_vec([4], vec![0u8, 255, 17, 200]),
+        Tensor::from_vec([4], vec![-128i8, -1, 127, 3]),
+        Tensor::from_vec([4], vec![0u32, 299, 300, u32::MAX]),
+    ];
+    for labels in &cases {
+        let got = nn::softmax_cross_entropy_with_integer_labels(&logits, labels);
+        let want = by_gather(&labels.astype(DType::I64));
+        assert_eq!(
+            got.to_vec::<f32>().unwrap(),
+            want.to_vec::<f32>().unwrap(),
+            "labels {}",
+            labels.ty()
+        );
+    }
+}

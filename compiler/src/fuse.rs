@@ -129,11 +129,11 @@ pub fn schedule(func: &Func, target: &Target) -> Func {
     let producer = |a: &ValueId| a.index().checked_sub(params);
     // Constants and broadcasts are placed just before their first user rather than where they
     // were traced, and so is elementwise work on parameters and constants alone that computed
-    // work of its element count reads (`late`). A broadcast of a computed value waits for it (`waits_for`: its
-    // users do). Where they were traced (AdamW's bias corrections and moment decays, after the
-    // whole backward pass), they would hold back the parameter updates that read them, apart
-    // from the gradients they update with. Free work that only free work reads keeps its
-    // place in the schedule, so that it fuses by its element count.
+    // work of its element count reads (`late`). A broadcast of a computed value waits for it
+    // (`waits_for`: its users do). Where they were traced (AdamW's bias corrections and moment
+    // decays, after the whole backward pass), they would hold back the parameter updates that
+    // read them, apart from the gradients they update with. Free work that only free work
+    // reads keeps its place in the schedule, so that it fuses by its element count.
     let mut free = vec![false; n];
     for (i, ins) in func.body.iter().enumerate() {
         let args_free = ins.args.iter().all(|a| producer(a).is_none_or(|j| free[j]));
@@ -242,8 +242,8 @@ pub fn schedule(func: &Func, target: &Target) -> Func {
     }
     let ordered = order.len() == n
         && order.iter().enumerate().all(|(k, &i)| {
-            let reads = func.body[i].args.iter().filter_map(producer);
-            reads.into_iter().all(|j| position[j] < k)
+            let mut reads = func.body[i].args.iter().filter_map(producer);
+            reads.all(|j| position[j] < k)
         });
     if !ordered {
         return func.clone();

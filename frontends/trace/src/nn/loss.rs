@@ -30,31 +30,36 @@ pub fn softmax_cross_entropy_with_integer_labels(logits: &Tensor, labels: &Tenso
 }
 
 /// `[.., classes]` booleans, true at each row's label: the class `take_along_axis` reads
-/// (negative labels count from the end, then labels clamp to `0..classes`).
+/// (negative labels count from the end, then labels clamp to `0..classes`), for labels of any
+/// integer type, compared in a type that holds every label and class index exactly.
 #[track_caller]
 fn is_label(labels: &Tensor, classes: usize) -> Tensor {
     let dtype = labels.dtype();
-    let bits = 8 * dtype.size_bytes() as u32;
-    let largest = match dtype.is_signed_int() {
-        true => (1u128 << (bits - 1)) - 1,
-        false => (1u128 << bits) - 1,
-    };
     let last = classes.saturating_sub(1);
-    let normalized = labels.normalized_index(classes);
-    // An upper bound the labels' dtype cannot hold is above every label already.
-    let clamped = match last as u128 <= largest {
-        true => normalized.clip(0, last as f64),
-        false => normalized.clip(0, largest as f64),
+    let wide = match (dtype, i32::try_from(classes)) {
+        (DType::I64 | DType::U64 | DType::U32, _) | (_, Err(_)) => DType::I64,
+        _ => DType::I32,
     };
-    let wide = match i32::try_from(last) {
-        Ok(_) => DType::I32,
-        Err(_) => DType::I64,
+    let index = if dtype.is_signed_int() {
+        labels
+            .astype(wide)
+            .normalized_index(classes)
+            .clip(0, last as f64)
+    } else {
+        // Clamped in their own type where it holds the last class (else every label is below
+        // it), so that widening keeps their values.
+        let bits = 8 * dtype.size_bytes() as u32;
+        let largest = u128::MAX >> (128 - bits);
+        let clamped = match last as u128 <= largest {
+            true => labels.clip(0, last as f64),
+            false => labels.clone(),
+        };
+        clamped.astype(wide)
     };
     let mut dims = labels.shape().to_vec();
     dims.push(classes);
     let class = Tensor::iota(wide, dims.clone(), dims.len() - 1);
-    clamped
-        .astype(wide)
+    index
         .expand_dims(-1)
         .broadcast_to(dims.as_slice())
         .equal(&class)

@@ -282,7 +282,7 @@ impl Tensor {
                 (t, f)
             }
         };
-        if self.dtype() != DType::Bool {
+        if self.dtype() != DType::Bool && self.error().is_none() {
             return self.fail(format!(
                 "select: the condition must be bool, got {}",
                 self.ty()
