@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 31's measurements on a machine with an NVIDIA GPU, from the repository root, after
 # benches/gpu/stage.sh: the attention kernels and recorded graphs on the device (tests/gpu.rs),
-# then the w9 and w10 GPT steps with and without CUDA graphs, and JAX's on the same GPU
+# then w10's estimated traffic floor (ferrax-bench gpu-traffic), the w9 and w10 GPT steps with
+# and without CUDA graphs, and JAX's on the same GPU
 # (compare.py), with each attention kernel's device time under ncu where present. Logs go to
 # $OUT (default /tmp/ferrax-gpu); the table prints last. Meant to fit in ten minutes.
 set -uo pipefail
@@ -13,6 +14,9 @@ FERRAX_REQUIRE_GPU=1 timeout 120 .gpu/gpu-tests --test-threads 1 attention recor
 echo "tests/gpu.rs (attention, recorded runs) exit $?"
 grep -E "FAILED|panicked|test result" "$out/tests.log"
 rows=w9_gpt_step,w10_gpt2_124m_step,w10_compile_gpt2_124m_step
+# The estimated floor of the w10 step (host only, about a second), to set beside its time.
+.gpu/ferrax-bench gpu-traffic w10 --top 15 >"$out/traffic.log" 2>&1
+head -9 "$out/traffic.log"
 timeout 150 .gpu/ferrax-bench --device cuda --cuda-graphs --reps 5 --only $rows \
     >"$out/graphs.jsonl" 2>"$out/graphs.log"
 echo "ferrax-bench --cuda-graphs exit $?"
