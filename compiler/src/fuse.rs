@@ -230,21 +230,6 @@ pub fn schedule(func: &Func, target: &Target) -> Func {
                 }
             }
         }
-        // Ready work of the run's count that reads an array the run reads from memory joins
-        // too (an embedding gradient's two moments), so the kernel reads it once.
-        if let Some(c) = class[i] {
-            let arrays = func.body[i].args.iter().filter_map(producer);
-            for a in arrays.filter(|&a| class[a].is_none() && !leaf[a]) {
-                if func.body[a].ty.numel() != c {
-                    continue;
-                }
-                for &u in &users[a] {
-                    if class[u] == Some(c) && ready.contains(&u) {
-                        joining.insert(u);
-                    }
-                }
-            }
-        }
     }
     // Leaves that only the outputs use.
     for i in 0..n {
