@@ -9,7 +9,7 @@
 //! planned.
 
 use crate::gpu_compile_time::plan_gpt;
-use ferrax::aot_runtime::gpu::{GpuRunPlan, GpuStep, Param};
+use ferrax::aot_runtime::gpu::{CopySpec, GpuRunPlan, GpuStep, Param};
 use ferrax::ir::{AttentionPart, Op, TensorType};
 use ferrax::{DType, Result};
 use std::collections::BTreeMap;
@@ -101,6 +101,11 @@ pub fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// A strided copy's bytes: each element read and written once.
+fn copy_bytes(c: &CopySpec) -> f64 {
+    2.0 * c.len as f64 * c.input.dtype.size_bytes() as f64
+}
+
 fn bytes(t: &TensorType) -> f64 {
     t.checked_bytes().unwrap_or(0) as f64
 }
@@ -178,7 +183,7 @@ fn costs(plan: &GpuRunPlan) -> Vec<Cost> {
                     .into_iter()
                     .flatten()
                     .filter_map(|&c| plan.copies.get(c))
-                    .map(|c| 2.0 * c.len as f64 * c.input.dtype.size_bytes() as f64)
+                    .map(copy_bytes)
                     .sum();
                 let moved = instr_bytes(*index);
                 Cost {
@@ -210,7 +215,7 @@ fn costs(plan: &GpuRunPlan) -> Vec<Cost> {
                 let moved = parts
                     .iter()
                     .filter_map(|&(c, _)| plan.copies.get(c))
-                    .map(|c| 2.0 * c.len as f64 * c.input.dtype.size_bytes() as f64)
+                    .map(copy_bytes)
                     .sum();
                 memory("copies", name(*i), moved, parts.len())
             }

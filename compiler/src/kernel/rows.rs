@@ -97,12 +97,33 @@ struct RowLowering<'a> {
 
 impl RowLowering<'_> {
     fn emit(&mut self, op: KOp, args: Vec<usize>, dtype: DType, stage: Stage) -> usize {
+        let computed_from_indices = || {
+            args.iter()
+                .all(|&a| matches!(self.stages[a], Stage::Row(_)) || self.of_indices[a])
+        };
         let of_indices = match (&op, stage) {
-            (KOp::Index { .. }, _) => true,
-            (KOp::Load(_) | KOp::Store(_) | KOp::Reduce(_), _) | (_, Stage::Row(_)) => false,
-            _ => args
-                .iter()
-                .all(|&a| matches!(self.stages[a], Stage::Row(_)) || self.of_indices[a]),
+            (_, Stage::Row(_)) => false,
+            (KOp::Index { .. }, Stage::Elem(_)) => true,
+            (
+                KOp::Load(_) | KOp::Store(_) | KOp::Reduce(_) | KOp::Accumulate(_),
+                Stage::Elem(_),
+            ) => false,
+            (
+                KOp::Const(_)
+                | KOp::Unary(_)
+                | KOp::Binary(_)
+                | KOp::Compare(_)
+                | KOp::Select
+                | KOp::Clamp
+                | KOp::Convert(_)
+                | KOp::Fma
+                | KOp::Bitcast
+                | KOp::ShiftLeft(_)
+                | KOp::ShiftRight(_)
+                | KOp::ShiftRightLogical(_)
+                | KOp::Beyond(_),
+                Stage::Elem(_),
+            ) => computed_from_indices(),
         };
         self.body.push(KInstr { op, args, dtype });
         self.stages.push(stage);

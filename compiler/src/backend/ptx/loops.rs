@@ -464,18 +464,30 @@ fn element_index(
     let class = if *wide { Class::Rd } else { Class::R };
     let r = e.reg(class);
     e.line(format!("add.{it} {r}, {index}, {lane}"));
-    if stride > 1 {
-        e.line(format!("div.{it} {r}, {r}, {stride}"));
-    }
-    if stride.saturating_mul(size) < len {
-        e.line(format!("rem.{it} {r}, {r}, {size}"));
-    }
+    index_along(e, &r, it, (stride, size), len);
     if !*wide {
         return r;
     }
     let narrow = e.reg(Class::R);
     e.line(format!("cvt.u32.u64 {narrow}, {r}"));
     narrow
+}
+
+/// Element index `r` (of type `it`, among `len`) turned in place into its index along an
+/// axis: `(r / stride) % size`, without the steps that change nothing.
+pub(super) fn index_along(
+    e: &mut Emitter,
+    r: &str,
+    it: &str,
+    (stride, size): (usize, usize),
+    len: usize,
+) {
+    if stride > 1 {
+        e.line(format!("div.{it} {r}, {r}, {stride}"));
+    }
+    if stride.saturating_mul(size) < len {
+        e.line(format!("rem.{it} {r}, {r}, {size}"));
+    }
 }
 
 /// Each lane's register of `buffer`'s elements (of type `d`): a broadcast source's one

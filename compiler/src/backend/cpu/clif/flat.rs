@@ -7,13 +7,12 @@ use super::host::HostFuncs;
 use super::isel::{clif_type, emit_val, value_type, Val};
 use super::memory::{kernel_dtype, load_elements, load_mask, store_elements, store_mask};
 use super::reduce::reduce_step;
+use super::vector::element_index;
 use super::{CodegenError, LANES};
 use crate::kernel::halves::is_half;
 use crate::kernel::{Access, KInstr, KOp, Kernel, Role};
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{
-    types, Block, BlockArg, ConstantData, InstBuilder, MemFlagsData, Type, Value,
-};
+use cranelift_codegen::ir::{types, Block, BlockArg, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::FunctionBuilder;
 use ferrax_ir::{DType, Scalar, UnaryOp};
 use std::collections::HashMap;
@@ -429,7 +428,10 @@ impl<'a> Body<'a> {
                 b.ins().store(flags, combined, addr, 0);
                 combined
             }
-            KOp::Index { stride, size } => self.index(b, p, (*stride, *size), ty),
+            KOp::Index { stride, size } => {
+                let vector = self.vector.then_some(ty);
+                element_index(b, p.i, (*stride, *size), self.kernel.len, vector)
+            }
             KOp::Store(buffer) => {
                 let addr = self.address(b, p, *buffer)?;
                 let x = self.operand(b, consts, k, ins.args[0], c).one();
@@ -450,36 +452,6 @@ impl<'a> Body<'a> {
             }
         };
         Ok(Val::One(v))
-    }
-
-    /// The index `(i / stride) % size` of element `p` (of a vector: its lanes', which
-    /// `vector::vector_index` says are one splat or consecutive), as a value of type `ty`.
-    fn index(
-        &self,
-        b: &mut FunctionBuilder,
-        p: &Position,
-        (stride, size): (usize, usize),
-        ty: Type,
-    ) -> Value {
-        let mut x = p.i;
-        if stride > 1 {
-            x = b.ins().udiv_imm_u(x, stride as i64);
-        }
-        if stride.saturating_mul(size) < self.kernel.len {
-            x = b.ins().urem_imm_u(x, size as i64);
-        }
-        let x = b.ins().ireduce(types::I32, x);
-        if !self.vector {
-            return x;
-        }
-        let v = b.ins().splat(ty, x);
-        if stride.is_multiple_of(LANES as usize) {
-            return v;
-        }
-        let offsets: Vec<u8> = (0..LANES as u32).flat_map(u32::to_le_bytes).collect();
-        let handle = b.func.dfg.constants.insert(ConstantData::from(offsets));
-        let offsets = b.ins().vconst(ty, handle);
-        b.ins().iadd(v, offsets)
     }
 
     /// Load `ins` from `buffer` at `p`, as a value of type `ty`.

@@ -7,10 +7,11 @@ use super::host::HostFuncs;
 use super::isel::{clif_type, emit_op, lanes, value_type};
 use super::memory::{kernel_dtype, load_elements, store_elements};
 use super::reduce::{positive_zeros, reduce_step, vector_reduce_step};
+use super::vector::element_index;
 use super::{CodegenError, LANES};
 use crate::kernel::{Access, KOp, Kernel, Rows, Stage};
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, ConstantData, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_frontend::{FunctionBuilder, Variable};
 use ferrax_ir::{DType, ReduceOp};
 use std::collections::HashMap;
@@ -209,37 +210,6 @@ impl RowCode<'_> {
         b.ins().iadd(base, offset)
     }
 
-    /// The index `(col / stride) % size` of the element at column `col` (a vector's first,
-    /// where `vector`: [`vectorizable`](super::vector::vectorizable) lets only splats and
-    /// consecutive indices be vectors).
-    fn column_index(
-        &self,
-        b: &mut FunctionBuilder,
-        col: Value,
-        (stride, size): (usize, usize),
-        vector: bool,
-    ) -> Value {
-        let mut x = col;
-        if stride > 1 {
-            x = b.ins().udiv_imm_u(x, stride as i64);
-        }
-        if stride.saturating_mul(size) < self.r.cols {
-            x = b.ins().urem_imm_u(x, size as i64);
-        }
-        let x = b.ins().ireduce(types::I32, x);
-        if !vector {
-            return x;
-        }
-        let v = b.ins().splat(types::I32X4, x);
-        if stride.is_multiple_of(LANES as usize) {
-            return v;
-        }
-        let offsets: Vec<u8> = (0..LANES as u32).flat_map(u32::to_le_bytes).collect();
-        let handle = b.func.dfg.constants.insert(ConstantData::from(offsets));
-        let offsets = b.ins().vconst(types::I32X4, handle);
-        b.ins().iadd(v, offsets)
-    }
-
     /// A row-stage instruction (scalar code, run once per row).
     fn row_instr(&mut self, b: &mut FunctionBuilder, k: usize) -> Result<Value, CodegenError> {
         let ins = &self.kernel.body[k];
@@ -260,14 +230,7 @@ impl RowCode<'_> {
             // An index that is the same across the row: of the row's first element.
             KOp::Index { stride, size } => {
                 let per_row = stride / self.r.cols;
-                let mut x = self.row;
-                if per_row > 1 {
-                    x = b.ins().udiv_imm_u(x, per_row as i64);
-                }
-                if per_row.saturating_mul(*size) < self.r.rows {
-                    x = b.ins().urem_imm_u(x, *size as i64);
-                }
-                b.ins().ireduce(types::I32, x)
+                element_index(b, self.row, (per_row, *size), self.r.rows, None)
             }
             _ => {
                 let args: Vec<Value> = ins.args.iter().map(|a| self.values[a]).collect();
@@ -503,7 +466,8 @@ impl RowCode<'_> {
             for (u, &col) in at.iter().enumerate() {
                 let v = match &ins.op {
                     KOp::Index { stride, size } => {
-                        self.column_index(b, col, (*stride, *size), vector)
+                        let vector = vector.then_some(types::I32X4);
+                        element_index(b, col, (*stride, *size), self.r.cols, vector)
                     }
                     KOp::Load(buffer) => {
                         let ty = value_type(ins.dtype, vector)

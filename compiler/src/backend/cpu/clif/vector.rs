@@ -4,6 +4,8 @@
 
 use super::LANES;
 use crate::kernel::{Access, KInstr, KOp, Kernel, Role, Stage};
+use cranelift_codegen::ir::{types, ConstantData, InstBuilder, Type, Value};
+use cranelift_frontend::FunctionBuilder;
 use ferrax_ir::{BinaryOp, DType, UnaryOp};
 
 /// Whether a kernel (with transcendentals already expanded) can run LANES elements at a time:
@@ -108,6 +110,37 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
 pub(super) fn vector_index(len: usize, stride: usize, size: usize) -> bool {
     let lanes = LANES as usize;
     stride.is_multiple_of(lanes) || (stride == 1 && (size.is_multiple_of(lanes) || size >= len))
+}
+
+/// The index `(i / stride) % size` of element `i` of `len` (an i64 value) as an i32; with
+/// `vector`, of the LANES elements from `i` (a multiple of LANES), of that vector type: one
+/// splat or consecutive indices, the forms [`vector_index`] allows.
+pub(super) fn element_index(
+    b: &mut FunctionBuilder,
+    i: Value,
+    (stride, size): (usize, usize),
+    len: usize,
+    vector: Option<Type>,
+) -> Value {
+    let mut x = i;
+    if stride > 1 {
+        x = b.ins().udiv_imm_u(x, stride as i64);
+    }
+    if stride.saturating_mul(size) < len {
+        x = b.ins().urem_imm_u(x, size as i64);
+    }
+    let x = b.ins().ireduce(types::I32, x);
+    let Some(ty) = vector else {
+        return x;
+    };
+    let v = b.ins().splat(ty, x);
+    if stride.is_multiple_of(LANES as usize) {
+        return v;
+    }
+    let offsets: Vec<u8> = (0..LANES as u32).flat_map(u32::to_le_bytes).collect();
+    let handle = b.func.dfg.constants.insert(ConstantData::from(offsets));
+    let offsets = b.ins().vconst(ty, handle);
+    b.ins().iadd(v, offsets)
 }
 
 /// The values a vector kernel holds as two halves of two lanes: f64 and i64 values, and the

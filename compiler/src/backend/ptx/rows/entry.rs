@@ -8,7 +8,7 @@ use super::memory::{load, store, RowAddresses};
 use super::reduction::{fold, reduce_row, Partials};
 use super::{row_layout, RowLayout, MAX_COLS};
 use crate::backend::ptx::emit::{float_literal, reg_class, suffix, Class, Emitter};
-use crate::backend::ptx::loops::{entry_header, Thread, Threads};
+use crate::backend::ptx::loops::{entry_header, index_along, Thread, Threads};
 use crate::backend::ptx::select::emit_op;
 use crate::backend::ptx::{MathMode, PtxError};
 use crate::kernel::{Access, KInstr, KOp, Kernel, Role, Rows, Stage};
@@ -245,14 +245,9 @@ impl<'a> RowEntry<'a> {
             // An index that is the same across the row: of the row's first element.
             KOp::Index { stride, size } => {
                 let r = e.reg(Class::R);
+                e.line(format!("mov.u32 {r}, {row}"));
                 let per_row = stride / self.shape.cols;
-                match per_row {
-                    1 => e.line(format!("mov.u32 {r}, {row}")),
-                    _ => e.line(format!("div.u32 {r}, {row}, {per_row}")),
-                }
-                if per_row.saturating_mul(*size) < self.shape.rows {
-                    e.line(format!("rem.u32 {r}, {r}, {size}"));
-                }
+                index_along(e, &r, "u32", (per_row, *size), self.shape.rows);
                 r
             }
             KOp::Reduce(op) => {
@@ -384,12 +379,7 @@ impl<'a> RowEntry<'a> {
                             columns[j / v],
                             j % v
                         ));
-                        if *stride > 1 {
-                            e.line(format!("div.u32 {r}, {r}, {stride}"));
-                        }
-                        if stride.saturating_mul(*size) < self.shape.cols {
-                            e.line(format!("rem.u32 {r}, {r}, {size}"));
-                        }
+                        index_along(e, &r, "u32", (*stride, *size), self.shape.cols);
                         r
                     })
                     .collect()
