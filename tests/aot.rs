@@ -575,6 +575,73 @@ fn gpu_artifacts_compute_what_their_programs_compute() {
     assert!(entries >= 50, "only {entries} entries");
 }
 
+/// A GPU plan whose column kernel's partials are folded by the wrong launches, into the wrong
+/// type or into a value no reduction computes is refused when an artifact is made of it (and
+/// so when one is loaded: the same check).
+#[test]
+fn gpu_plans_with_misfolded_column_partials_are_refused() {
+    use ferrax::aot_runtime::gpu::{GpuRunPlan, GpuTarget, Param};
+    use ferrax::aot_runtime::gpu_artifact;
+    use ferrax::compiler::backend::gpu::GpuPlan;
+    use ferrax::compiler::backend::ptx::{MathMode, PtxTarget};
+    use ferrax::{MatmulPrecision, TensorType};
+    let f = |x: Tensor| ((&x * 2.0).exp().sum(0), x.max(0) * 3.0);
+    let func = ferrax::trace(f, &Tensor::spec(DType::F32, [2048, 1024])).unwrap();
+    let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+    let artifact = |run: &GpuRunPlan| {
+        gpu_artifact(
+            run,
+            GpuTarget { major: 8, minor: 0 },
+            MatmulPrecision::Highest,
+            (&[], &[]),
+        )
+    };
+    assert!(artifact(&plan.run).is_ok());
+    let partial = |run: &mut GpuRunPlan| -> (usize, usize) {
+        for (l, launch) in run.launches.iter().enumerate() {
+            if let Some(p) = launch
+                .params
+                .iter()
+                .position(|p| matches!(p, Param::Partial { .. }))
+            {
+                return (l, p);
+            }
+        }
+        panic!("no column kernel in\n{}", run.describe_steps());
+    };
+    type Mutation = fn(&mut Param, usize);
+    let mutations: [(&str, Mutation); 4] = [
+        ("a wrong result type", |p, _| {
+            if let Param::Partial { totals, .. } = p {
+                let last = totals.last_mut().unwrap();
+                last.1 = TensorType::new(DType::F32, [1023]);
+            }
+        }),
+        ("no folds", |p, _| {
+            if let Param::Partial { totals, .. } = p {
+                totals.clear();
+            }
+        }),
+        ("a launch that is not there", |p, launches| {
+            if let Param::Partial { totals, .. } = p {
+                totals[0].0 = launches;
+            }
+        }),
+        ("the result of no reduction", |p, _| {
+            if let Param::Partial { value, .. } = p {
+                *value = ferrax::ir::ValueId(0);
+            }
+        }),
+    ];
+    for (what, mutate) in mutations {
+        let mut run = plan.run.clone();
+        let (l, p) = partial(&mut run);
+        let launches = run.reduce_launches.len();
+        mutate(&mut run.launches[l].params[p], launches);
+        assert!(artifact(&run).is_err(), "{what}");
+    }
+}
+
 /// A damaged GPU artifact is refused, as is one for a later architecture than the device's,
 /// a CPU artifact given to the GPU loader and the reverse; a plan with any integer changed
 /// (and the file sealed again) is refused or runs on the emulator, whose every access is

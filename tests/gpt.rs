@@ -138,10 +138,10 @@ fn the_gpt_steps_parameter_updates_fuse_with_their_moments() {
             match p {
                 Param::Input(v, t) if written.contains(v) => read_back.push(t.dims().to_vec()),
                 Param::Input(..) => {}
-                Param::Output(v, _) if results.contains(v) => {
+                Param::Output(v, _) | Param::Partial { value: v, .. } if results.contains(v) => {
                     written.insert(*v);
                 }
-                Param::Output(..) => {}
+                Param::Output(..) | Param::Partial { .. } => {}
             }
         }
     }

@@ -1599,7 +1599,7 @@ fn launch_outputs(plan: &GpuPlan) -> impl Iterator<Item = TensorType> + '_ {
         .flat_map(|l| &l.params)
         .filter_map(|p| match p {
             Param::Output(_, t) => Some(t.clone()),
-            Param::Input(..) => None,
+            Param::Input(..) | Param::Partial { .. } => None,
         })
 }
 
@@ -1646,4 +1646,62 @@ fn backward_kernels_recompute_forward_values_from_fewer_bytes_on<M: GpuMachine +
         "the gradient alone: {}",
         plan.run.describe_steps()
     );
+}
+
+/// Sums, maxima and minima over leading axes (bias and layer-norm gain gradients) fold in the
+/// kernel that computes their operand, which is then not written: each thread owns columns
+/// and writes their partial results, which reduction launches fold. f32 in vectors of four,
+/// f64 in pairs, columns that are not whole vectors, two reductions of different columns in
+/// one kernel, operands of the 2,097,152 elements (`COLUMN_OPERAND`) or more that make a column
+/// kernel worth its partials (threads take several steps, and several slots on the emulator's
+/// two blocks), against the interpreter: maxima and minima bit for bit, sums within rounding.
+/// Smaller operands are reductions of their own.
+#[test]
+fn column_reductions_fold_in_the_kernel_of_their_operand() {
+    on_each_gpu!(column_reductions_fold_in_the_kernel_of_their_operand_on);
+}
+
+fn column_reductions_fold_in_the_kernel_of_their_operand_on<M: GpuMachine + Clone>(gpu: &M) {
+    use ferrax::aot_runtime::gpu::Param;
+    let cases: [(DType, [usize; 3], usize); 4] = [
+        (DType::F32, [32, 256, 256], 3),
+        (DType::F32, [3, 100_003, 7], 3),
+        (DType::F64, [8, 43_691, 6], 3),
+        (DType::F32, [31, 256, 256], 0),
+    ];
+    for (dtype, shape, folded) in cases {
+        let name = format!("{dtype} {shape:?}");
+        let func = trace(
+            |(x, w): (Tensor, Tensor)| {
+                let y = (&x * &w).tanh();
+                // The sum read by a later kernel; maxima and minima of correctly rounded
+                // values: bit for bit.
+                let sum = y.sum([0, 1]) * &w + 1.0;
+                (sum, (&x * &w).max(0), (&x - &w).min([0, 1]))
+            },
+            &(
+                Tensor::spec(dtype, shape.to_vec()),
+                Tensor::spec(dtype, [shape[2]]),
+            ),
+        )
+        .unwrap();
+        let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+        let operand = TensorType::new(dtype, shape.to_vec());
+        let steps = plan.run.describe_steps();
+        let written = launch_outputs(&plan).filter(|t| *t == operand).count();
+        let partials = plan.run.launches.iter().flat_map(|l| &l.params);
+        let partials = partials.filter(|p| matches!(p, Param::Partial { .. }));
+        assert_eq!(partials.count(), folded, "{name}: {steps}");
+        if folded > 0 {
+            assert_eq!(written, 0, "{name}: {steps}");
+            assert!(plan.reduce_steps().is_empty(), "{name}: {steps}");
+        }
+        let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(exe.host_steps(), 0, "{name}");
+        let args = inputs(&func, 11);
+        let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+        assert_close(&got[0], &want[0], rtol(dtype), &format!("{name}: sum"));
+        assert!(got[1] == want[1], "{name}: max");
+        assert!(got[2] == want[2], "{name}: min");
+    }
 }

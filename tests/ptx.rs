@@ -14,13 +14,14 @@
 mod common;
 
 use ferrax::compiler::backend::gpu::{GpuOptions, GpuPlan, GpuProgram};
+use ferrax::compiler::backend::ptx::columns::ColumnSplit;
 use ferrax::compiler::backend::ptx::reduce::{ReduceKernel, ReduceLaunch};
 use ferrax::compiler::backend::ptx::rows::row_layout;
 use ferrax::compiler::backend::ptx::{
     legalize, render_launches, render_module, Launch, MathMode, PtxTarget,
 };
 use ferrax::compiler::kernel::rows::recompute_carried;
-use ferrax::compiler::kernel::{KOp, Role};
+use ferrax::compiler::kernel::{Access, KOp, Role};
 use ferrax::compiler::simplify::simplify;
 use ferrax::ir::Elements;
 use ferrax::ir::ReduceOp;
@@ -364,6 +365,30 @@ fn split_reduction_kernels_ptx_snapshot() {
     let reductions = [sum.partial, sum.total, max.partial, max.total];
     let ptx = render_module(&[], &reductions, &[], PtxTarget::Sm80).unwrap();
     insta::assert_snapshot!("ptx_split_reductions", ptx);
+}
+
+/// A bias gradient beside the kernel that makes its operand: one column kernel (each thread a
+/// column residue over a stride of 524,288 elements, its four lanes folded in registers and
+/// stored as partials), then the fold of its `[512, 1024]` partials.
+#[test]
+fn column_kernel_ptx_snapshot() {
+    let func = trace(
+        |(x, b): (Tensor, Tensor)| (&x + &b).tanh().sum(0),
+        &(
+            Tensor::spec(DType::F32, [4096, 1024]),
+            Tensor::spec(DType::F32, [1024]),
+        ),
+    )
+    .unwrap();
+    let plan = plan_of(&func);
+    let [launch] = &plan.launches[..] else {
+        panic!("{} launches", plan.launches.len());
+    };
+    let split = ColumnSplit::of(&plan.kernels[launch.kernels[0]]).unwrap();
+    assert_eq!((split.lanes, split.stride), (4, 1 << 19));
+    assert_eq!(split.partials(1024), [512, 1024]);
+    assert_eq!(launch.totals.iter().map(Vec::len).collect::<Vec<_>>(), [1]);
+    insta::assert_snapshot!("ptx_column_kernel", plan.ptx);
 }
 
 /// Nothing of the test corpus, the gradients, the benchmark programs or attention scores takes
@@ -773,6 +798,8 @@ fn emulate(
     let mut memory = Memory::default();
     let mut params = Vec::new();
     let mut outputs = Vec::new();
+    // A column reduction's partials, folded here by the interpreter.
+    let mut partials = Vec::new();
     for kernel in launched.kernels.iter().map(|&k| &plan.kernels[k]) {
         for b in &kernel.sig.buffers {
             let value = &values[b.value.index()];
@@ -785,7 +812,17 @@ fn emulate(
                     outputs.push((b.value, address, bytes));
                 }
                 Role::Scratch => {}
-                Role::Partial(_) => panic!("{}: a column reduction in a kernel", kernel.name),
+                Role::Partial(op) => {
+                    let (Some(split), Access::Inner(cols)) = (ColumnSplit::of(kernel), b.access)
+                    else {
+                        panic!("{}: partials of no column kernel", kernel.name);
+                    };
+                    let ty = TensorType::new(b.dtype, split.partials(cols));
+                    let bytes = ty.numel() * b.dtype.size_bytes();
+                    let address = memory.alloc(&vec![0xEE; bytes]);
+                    params.push(address);
+                    partials.push((b.value, op, ty, address));
+                }
             }
         }
     }
@@ -800,7 +837,7 @@ fn emulate(
         &mut memory,
     )
     .unwrap();
-    outputs
+    let mut stored: Vec<(ValueId, Array)> = outputs
         .into_iter()
         .map(|(v, address, bytes)| {
             (
@@ -808,7 +845,16 @@ fn emulate(
                 array_of(memory.read(address, bytes).unwrap(), values[v.index()].ty()).unwrap(),
             )
         })
-        .collect()
+        .collect();
+    for (v, op, ty, address) in partials {
+        let bytes = ty.numel() * ty.dtype.size_bytes();
+        let folded = array_of(memory.read(address, bytes).unwrap(), &ty).unwrap();
+        let reduce = ferrax::ir::Op::Reduce { op, axes: vec![0] };
+        let folded = eval_op(&reduce, &[&folded]).unwrap();
+        let shape = values[v.index()].shape().clone();
+        stored.push((v, folded.reshaped(shape).unwrap()));
+    }
+    stored
 }
 
 /// Every kernel the GPU plans for the corpus, the gradients and small forms of the benchmark

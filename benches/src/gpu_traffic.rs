@@ -55,6 +55,15 @@ pub fn run(args: &[String]) -> Result<()> {
                 .map(|p| match p {
                     Param::Input(v, t) => format!("in %{} {t}", v.0),
                     Param::Output(v, t) => format!("out %{} {t}", v.0),
+                    Param::Partial {
+                        value,
+                        partials,
+                        totals,
+                    } => format!(
+                        "partials {partials} of %{} in {} folds",
+                        value.0,
+                        totals.len()
+                    ),
                 })
                 .collect();
             println!("{}: {}", l.name, params.join(", "));
@@ -142,17 +151,31 @@ fn costs(plan: &GpuRunPlan) -> Vec<Cost> {
                 let Some(launch) = plan.launches.get(*l) else {
                     continue;
                 };
-                let moved = launch
-                    .params
-                    .iter()
-                    .map(|p| match p {
-                        Param::Input(_, t) | Param::Output(_, t) => bytes(t),
-                    })
-                    .sum();
+                let mut moved = 0.0;
+                for p in &launch.params {
+                    match p {
+                        Param::Input(_, t) | Param::Output(_, t) => moved += bytes(t),
+                        // Each fold of a column reduction's partials reads the buffer before
+                        // it and writes its own.
+                        Param::Partial {
+                            value,
+                            partials,
+                            totals,
+                        } => {
+                            moved += bytes(partials);
+                            let mut read = bytes(partials);
+                            for (_, t) in totals {
+                                let what = format!("%{} folded", value.0);
+                                out.push(memory("reductions", what, read + bytes(t), 1));
+                                read = bytes(t);
+                            }
+                        }
+                    }
+                }
                 let outputs = launch
                     .params
                     .iter()
-                    .filter(|p| matches!(p, Param::Output(..)))
+                    .filter(|p| matches!(p, Param::Output(..) | Param::Partial { .. }))
                     .count();
                 memory(
                     "kernels",

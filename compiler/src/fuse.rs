@@ -534,7 +534,8 @@ fn flat_len(func: &Func, i: usize, target: &Target) -> Option<usize> {
 
 /// Whether instruction `i` is a reduction a flat kernel computes as it goes (accumulating
 /// each column in partial results per launch part): one over leading axes that keeps at least
-/// one axis (bias gradients, layernorm's parameter gradients), where the target computes it.
+/// one axis (bias gradients, layernorm's parameter gradients), where the target computes it,
+/// of an operand of at least the target's [`Target::columns`] elements.
 pub fn column_reduction(func: &Func, i: usize, target: &Target) -> bool {
     let ins = &func.body[i];
     let Op::Reduce { op, axes } = &ins.op else {
@@ -549,6 +550,7 @@ pub fn column_reduction(func: &Func, i: usize, target: &Target) -> bool {
         && leading
         && axes.len() < operand.rank()
         && operand.numel() > ins.ty.numel()
+        && operand.numel() >= target.columns
 }
 
 /// `(rows, cols)` of a reduction a row kernel computes: one over the trailing axes (at least

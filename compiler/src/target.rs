@@ -104,6 +104,10 @@ pub struct Target {
     pub table: fn(KernelOp, DType) -> Support,
     /// The rows its row kernels take.
     pub rows: RowLimit,
+    /// The fewest operand elements of a reduction over leading axes that its flat kernels
+    /// fold as they go ([`crate::fuse::column_reduction`]); smaller ones are steps of their
+    /// own.
+    pub columns: usize,
 }
 
 impl std::fmt::Debug for Target {
@@ -111,6 +115,7 @@ impl std::fmt::Debug for Target {
         f.debug_struct("Target")
             .field("name", &self.name)
             .field("rows", &self.rows)
+            .field("columns", &self.columns)
             .finish()
     }
 }

@@ -59,7 +59,7 @@ pub use target::CpuTarget;
 
 /// The format this build writes and reads: the container, the plan's types and the kernels'
 /// calling convention.
-pub const FORMAT_VERSION: u32 = 8;
+pub const FORMAT_VERSION: u32 = 9;
 
 /// Elements per kernel launch below which splitting across threads does not pay.
 const PARALLEL_THRESHOLD: usize = 1 << 16;

@@ -6,12 +6,13 @@
 use crate::target::{KernelOp, RowLimit, Support, Target};
 use ferrax_ir::{BinaryOp, CompareOp, DType, ReduceOp, UnaryOp};
 
-/// The CPU backend: row kernels over rows of any length, column reductions inside flat
-/// kernels.
+/// The CPU backend: row kernels over rows of any length, column reductions of any size inside
+/// flat kernels.
 pub const TARGET: Target = Target {
     name: "cpu",
     table: support,
     rows: RowLimit::NONE,
+    columns: 0,
 };
 
 /// How CPU kernels compute `op` on `dtype`. f16 and bf16 are computed in f32, each operation

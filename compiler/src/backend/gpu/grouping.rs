@@ -26,10 +26,13 @@ const MAX_LAUNCH_CODE: usize = 256;
 /// horizontal fusion). Small independent kernels, such as an optimizer's update of each
 /// parameter, and reductions, such as a backward pass's bias gradients, then cost one launch
 /// instead of one each. Values are immutable, so running a kernel later reads the same inputs.
+///
+/// A column kernel (one with `totals`: per kernel, per partial buffer, the reductions that
+/// fold its partials in turn) launches alone, each fold then as a reduction launch alone.
 pub(super) fn group_launches(
     func: &Func,
     steps: Vec<GpuStep>,
-    kernels: &[Kernel],
+    (kernels, totals): (&[Kernel], &[Vec<Vec<usize>>]),
     reductions: &[ReduceKernel],
 ) -> (Vec<GpuStep>, Vec<Launch>, Vec<ReduceLaunch>) {
     let mut grouping = Grouping {
@@ -42,9 +45,10 @@ pub(super) fn group_launches(
         waiting: Vec::new(),
     };
     for step in steps {
-        // Row kernels launch alone: their blocks are rows.
+        // Row kernels launch alone (their blocks are rows), as do column kernels (their
+        // threads own columns).
         match step {
-            GpuStep::Launch(k) if kernels[k].rows.is_none() => {
+            GpuStep::Launch(k) if kernels[k].rows.is_none() && totals[k].is_empty() => {
                 let kernel = &kernels[k];
                 let of = |role: Role| {
                     let buffers = kernel.sig.buffers.iter().filter(move |b| b.role == role);
@@ -71,7 +75,16 @@ pub(super) fn group_launches(
                 let reads = step_values(func, &step, &|k| vec![&kernels[k]]).reads;
                 grouping.flush(Some(&reads));
                 match step {
-                    GpuStep::Launch(k) => grouping.launch(vec![k]),
+                    GpuStep::Launch(k) => {
+                        let folds = totals[k].iter().map(|chain| {
+                            chain.iter().map(|&r| grouping.reduction_alone(r)).collect()
+                        });
+                        let folds = folds.collect();
+                        grouping.launch(vec![k]);
+                        if let Some(l) = grouping.launches.last_mut() {
+                            l.totals = folds;
+                        }
+                    }
                     GpuStep::Reduce { launch: r, instrs } => {
                         grouping.launch_reductions(instrs.into_iter().map(|i| (i, r)).collect())
                     }
@@ -133,7 +146,17 @@ impl Grouping<'_> {
         self.launches.push(Launch {
             name,
             kernels: together,
+            totals: Vec::new(),
         });
+    }
+
+    /// A launch of reduction `r` alone, which a step of another kind runs; its index.
+    fn reduction_alone(&mut self, r: usize) -> usize {
+        self.reduce_launches.push(ReduceLaunch {
+            name: self.reductions[r].name.clone(),
+            parts: vec![r],
+        });
+        self.reduce_launches.len() - 1
     }
 
     /// Launches reductions `parts` (instruction and reduction kernel, of one dtype) as one
@@ -166,16 +189,12 @@ impl Grouping<'_> {
         (partial, total): (usize, usize),
         partials: TensorType,
     ) {
-        let launches = self.reduce_launches.len();
-        self.reduce_launches
-            .extend([partial, total].map(|r| ReduceLaunch {
-                name: self.reductions[r].name.clone(),
-                parts: vec![r],
-            }));
+        let partial = self.reduction_alone(partial);
+        let total = self.reduction_alone(total);
         self.grouped.push(GpuStep::SplitReduce {
             index,
-            partial: launches,
-            total: launches + 1,
+            partial,
+            total,
             partials,
         });
     }

@@ -50,7 +50,7 @@ pub enum GpuError {
     Run(#[from] GpuRunError),
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
-    #[error("internal error: a launch binds value %{0}, which has no type or is a partial result")]
+    #[error("internal error: a launch binds value %{0}, which has no type, or partial results no reduction folds")]
     Missing(u32),
     #[error("internal error: `{0}` planned as a control-flow call")]
     NotACall(String),

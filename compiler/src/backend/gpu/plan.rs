@@ -6,6 +6,7 @@ use crate::backend::gemm::{plan_gemm, plan_permuted_gemm};
 use crate::backend::liveness::{liveness, Liveness, StepValues};
 use crate::backend::ptx::attention::{render_attention, supports, AttentionKernel};
 use crate::backend::ptx::attention_grad::{render_attention_grad, AttentionGradKernel};
+use crate::backend::ptx::columns::ColumnSplit;
 use crate::backend::ptx::copy::CopyKernel;
 use crate::backend::ptx::distinct::distinct_entries;
 use crate::backend::ptx::element_scatter::ElementScatter;
@@ -23,7 +24,7 @@ use crate::fuse::{partition, schedule, Step};
 use crate::kernel::parts::independent_parts;
 use crate::kernel::rows::lower_rows;
 use crate::kernel::LastReads;
-use crate::kernel::{Kernel, Role};
+use crate::kernel::{Access, Kernel, Role};
 use ferrax_aot_runtime::gpu::{
     BlocksLaunchSpec, CopySpec, ElementsSpec, GpuCallPlan, GpuRunPlan, KernelLaunchSpec, Param,
     ReduceLaunchSpec, ScatterLaunches, ScatterSpec,
@@ -103,9 +104,14 @@ impl GpuPlan {
             ..Parts::default()
         };
         // A reduction alone keeps its reduction kernel, which strides its row with any
-        // number of threads.
+        // number of threads, or folds its columns with no partials buffer.
         let lone = |step| match step {
             Step::Rows { start, end, .. } if end == start + 1 => Step::Op { index: start },
+            Step::Kernel { start, end }
+                if end == start + 1 && matches!(func.body[start].op, Op::Reduce { .. }) =>
+            {
+                Step::Op { index: start }
+            }
             step => step,
         };
         let reads = LastReads::of(func);
@@ -124,9 +130,11 @@ impl GpuPlan {
                         // Fusion asked the support table: a kernel the renderer refuses is a
                         // bug, not a program for the host.
                         let legal = legal_kernel(&part, mode)?;
+                        let totals = p.fold_partials(func, &legal)?;
                         steps.push(GpuStep::Launch(p.kernels.len()));
                         p.kernels.push(part);
                         p.legal_kernels.push(legal);
+                        p.totals.push(totals);
                     }
                 }
                 // The later instructions of a call are the call's step.
@@ -137,6 +145,7 @@ impl GpuPlan {
         let Parts {
             kernels,
             legal_kernels,
+            totals,
             reductions,
             copies,
             int_gemms,
@@ -151,7 +160,8 @@ impl GpuPlan {
             .iter()
             .map(|&i| CallPlan::new(&func.body[i].op, target, options))
             .collect::<Result<Vec<_>, _>>()?;
-        let (steps, launches, reduce_launches) = group_launches(func, steps, &kernels, &reductions);
+        let (steps, launches, reduce_launches) =
+            group_launches(func, steps, (&kernels, &totals), &reductions);
         let mut pieces = render_pieces(
             &legal_kernels,
             &launches,
@@ -302,15 +312,41 @@ fn run_plan(
 ) -> Result<GpuRunPlan, GpuError> {
     let typed = |v: ValueId| func.value_type(v).cloned().ok_or(GpuError::Missing(v.0));
     let mut kernel_launches = Vec::with_capacity(launches.len());
+    // The types each reduction launch reads and writes, from the steps that make it.
+    let mut reduce_parts = vec![Vec::new(); reduce_launches.len()];
     for launch in launches {
         let mut params = Vec::new();
-        for b in launch.kernels.iter().flat_map(|&k| &kernels[k].sig.buffers) {
-            match b.role {
-                Role::Input => params.push(Param::Input(b.value, typed(b.value)?)),
-                Role::Output => params.push(Param::Output(b.value, typed(b.value)?)),
-                // A row kernel keeps its scratch rows in registers.
-                Role::Scratch => {}
-                Role::Partial(_) => return Err(GpuError::Missing(b.value.0)),
+        let mut folds = launch.totals.iter();
+        for &k in &launch.kernels {
+            let split = ColumnSplit::of(&kernels[k]);
+            for b in &kernels[k].sig.buffers {
+                match (b.role, b.access, split) {
+                    (Role::Input, ..) => params.push(Param::Input(b.value, typed(b.value)?)),
+                    (Role::Output, ..) => params.push(Param::Output(b.value, typed(b.value)?)),
+                    // A row kernel keeps its scratch rows in registers.
+                    (Role::Scratch, ..) => {}
+                    (Role::Partial(_), Access::Inner(cols), Some(split)) => {
+                        let partials = TensorType::new(b.dtype, split.partials(cols));
+                        let chain = folds.next().ok_or(GpuError::Missing(b.value.0))?;
+                        let mut read = partials.clone();
+                        let mut totals = Vec::with_capacity(chain.len());
+                        for (n, &l) in chain.iter().enumerate() {
+                            let written = match reduce_launches[l].parts.as_slice() {
+                                [r] if n + 1 < chain.len() => reductions[*r].partials_type(),
+                                _ => typed(b.value)?,
+                            };
+                            reduce_parts[l] = vec![(read, written.clone())];
+                            totals.push((l, written.clone()));
+                            read = written;
+                        }
+                        params.push(Param::Partial {
+                            value: b.value,
+                            partials,
+                            totals,
+                        });
+                    }
+                    (Role::Partial(_), ..) => return Err(GpuError::Missing(b.value.0)),
+                }
             }
         }
         let (threads, block) = launch_shape(kernels, launch);
@@ -325,7 +361,6 @@ fn run_plan(
     let mut copy_types = vec![None; copies.len()];
     let mut int_gemm_types = vec![Vec::new(); int_gemms.len()];
     let mut gather_types = vec![Vec::new(); gathers.len()];
-    let mut reduce_parts = vec![Vec::new(); reduce_launches.len()];
     for step in steps {
         let ins = |i: usize| &func.body[i];
         let arg = |i: usize, k: usize| typed(ins(i).args[k]);
@@ -612,8 +647,8 @@ fn attention_launches(
         .collect()
 }
 
-/// Launch `launch`'s threads and its block size: a block per row for a row kernel, elements
-/// for a flat launch, whose grid strides over them.
+/// Launch `launch`'s threads and its block size: a block per row for a row kernel, a thread
+/// per slot for a column kernel, elements for a flat launch, whose grid strides over them.
 fn launch_shape(kernels: &[Kernel], launch: &Launch) -> (usize, u32) {
     let mut len = 0;
     let mut block = BLOCK;
@@ -622,6 +657,9 @@ fn launch_shape(kernels: &[Kernel], launch: &Launch) -> (usize, u32) {
         if let (Some(r), Some(layout)) = (&kernel.rows, row_layout(kernel)) {
             block = layout.threads;
             len = r.rows * block as usize;
+        }
+        if let Some(split) = ColumnSplit::of(kernel) {
+            len = split.slots();
         }
     }
     (len, block)
@@ -649,6 +687,9 @@ struct Parts {
     attentions: Vec<AttentionLaunch>,
     /// Float scatter-adds may combine by atomics ([`GpuOptions::atomic_float_scatter`]).
     atomic_float_scatter: bool,
+    /// Per kernel, per partial buffer of a column kernel, the reductions folding its
+    /// partials in turn ([`Parts::fold_partials`]).
+    totals: Vec<Vec<Vec<usize>>>,
     /// Control-flow instructions whose call a step runs.
     called: std::collections::HashSet<usize>,
     /// The control-flow calls, by their first instruction.
@@ -878,6 +919,38 @@ impl Parts {
         }
     }
 
+    /// Per partial buffer of `kernel` (legalized; none unless it is a column kernel), the
+    /// reductions that fold its partials (`[stride / cols, cols]`) over the leading axis:
+    /// one, or two where one would leave blocks folding many elements each.
+    fn fold_partials(&mut self, func: &Func, kernel: &Kernel) -> Result<Vec<Vec<usize>>, GpuError> {
+        let Some(split) = ColumnSplit::of(kernel) else {
+            return Ok(Vec::new());
+        };
+        let mut totals = Vec::new();
+        for b in &kernel.sig.buffers {
+            let (Role::Partial(op), Access::Inner(cols)) = (b.role, b.access) else {
+                continue;
+            };
+            let partials = TensorType::new(b.dtype, split.partials(cols));
+            let name = format!("{}_r{}", func.name, self.reductions.len());
+            let total = ReduceKernel::plan(name, op, &partials, &[0])
+                .ok_or(GpuError::Missing(b.value.0))?;
+            let second = format!("{}_r{}", func.name, self.reductions.len() + 1);
+            let first = self.reductions.len();
+            match total.split(second) {
+                Some(s) => {
+                    self.reductions.extend([s.partial, s.total]);
+                    totals.push(vec![first, first + 1]);
+                }
+                None => {
+                    self.reductions.push(total);
+                    totals.push(vec![first]);
+                }
+            }
+        }
+        Ok(totals)
+    }
+
     /// A reduction kernel for instruction `index`, split in two launches where its blocks
     /// would each fold many elements; the host where no kernel takes it.
     fn reduce_step(&mut self, func: &Func, index: usize, op: ReduceOp, axes: &[usize]) -> GpuStep {
@@ -888,10 +961,7 @@ impl Parts {
         let split = planned.as_ref().and_then(|r| r.split(total_name));
         match (planned, split) {
             (_, Some(split)) => {
-                let partials = TensorType::new(
-                    split.partial.result,
-                    [split.partial.outputs * split.partial.segments],
-                );
+                let partials = split.partial.partials_type();
                 self.reductions.extend([split.partial, split.total]);
                 GpuStep::SplitReduce {
                     index,
@@ -1004,9 +1074,17 @@ pub(super) fn step_values<'k>(
                     .map(|b| b.value)
                     .collect()
             };
+            let mut writes: Vec<ValueId> = of(Role::Output);
+            writes.extend(
+                kernels
+                    .iter()
+                    .flat_map(|k| &k.sig.buffers)
+                    .filter(|b| matches!(b.role, Role::Partial(_)))
+                    .map(|b| b.value),
+            );
             StepValues {
                 reads: of(Role::Input),
-                writes: of(Role::Output),
+                writes,
             }
         }
         GpuStep::Reduce { instrs, .. } => StepValues {

@@ -4,7 +4,6 @@
 //! has no selection for; a kernel that fails is left to the host by the plan rather than failing
 //! the program.
 
-use super::loops::render_entry;
 use super::{entry_name, rows, support, MathMode, PtxError};
 use crate::kernel::halves;
 use crate::kernel::{math, KOp, Kernel};
@@ -74,9 +73,6 @@ pub fn legalize(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
 pub fn legal_kernel(kernel: &Kernel, mode: MathMode) -> Result<Kernel, PtxError> {
     let legal = legalize(kernel, mode)?;
     let name = entry_name(kernel);
-    match legal.rows {
-        Some(_) => rows::render_row_entry(&name, &legal, mode)?,
-        None => render_entry(&name, &[&legal], mode)?,
-    };
+    super::render_alone(&name, &legal, mode)?;
     Ok(legal)
 }

@@ -6,11 +6,12 @@
 //! Copies and integer products are grid-stride entries too, of one element a thread and step
 //! ([`grid_stride_entry`]).
 
+use super::columns::accumulate;
 use super::emit::{reg_class, suffix, Class, Emitter};
 use super::select::emit_op;
 use super::{entry_name, MathMode, PtxError};
 use crate::kernel::{Access, KOp, Kernel, Role};
-use ferrax_ir::DType;
+use ferrax_ir::{DType, ReduceOp};
 use std::collections::HashMap;
 use std::fmt::Write;
 
@@ -21,6 +22,9 @@ use std::fmt::Write;
 pub struct Launch {
     pub name: String,
     pub kernels: Vec<usize>,
+    /// For a column kernel launched alone ([`super::columns`]), per partial buffer in
+    /// parameter order, the reduction launches that fold its partials in turn.
+    pub totals: Vec<Vec<usize>>,
 }
 
 impl Launch {
@@ -30,6 +34,7 @@ impl Launch {
             .map(|k| Launch {
                 name: entry_name(&kernels[k]),
                 kernels: vec![k],
+                totals: Vec::new(),
             })
             .collect()
     }
@@ -37,7 +42,7 @@ impl Launch {
 
 /// Elements per thread and iteration: 16 bytes of f32 (or of an 8-byte type) when every access
 /// pattern keeps groups of that many consecutive elements together, else 1.
-fn vector_width(kernel: &Kernel) -> usize {
+pub(super) fn vector_width(kernel: &Kernel) -> usize {
     let v = if kernel.sig.buffers.iter().any(|b| b.dtype.size_bytes() == 8) {
         2
     } else {
@@ -219,12 +224,12 @@ impl Thread {
 
 /// A loop's element index: this thread's first, and the grid's stride, both in elements, in
 /// 64 bits (`wide`) where the length needs them.
-struct Index {
-    index: String,
-    stride: String,
+pub(super) struct Index {
+    pub(super) index: String,
+    pub(super) stride: String,
     /// The PTX type of index arithmetic: `u32` or `u64`.
-    it: &'static str,
-    wide: bool,
+    pub(super) it: &'static str,
+    pub(super) wide: bool,
 }
 
 impl Index {
@@ -268,7 +273,7 @@ impl Index {
 
 /// Per-iteration addresses of element `index` (or its broadcast source), one per buffer,
 /// computed where first needed.
-struct LoopAddresses<'a> {
+pub(super) struct LoopAddresses<'a> {
     kernel: &'a Kernel,
     /// Buffer base addresses.
     bases: Vec<String>,
@@ -276,7 +281,17 @@ struct LoopAddresses<'a> {
     addresses: HashMap<usize, String>,
 }
 
-impl LoopAddresses<'_> {
+impl<'a> LoopAddresses<'a> {
+    /// Addresses of `kernel`'s buffers, whose base addresses are in `bases`, at `index`.
+    pub(super) fn new(kernel: &'a Kernel, bases: Vec<String>, index: &'a Index) -> Self {
+        LoopAddresses {
+            kernel,
+            bases,
+            index,
+            addresses: HashMap::new(),
+        }
+    }
+
     fn address(&mut self, e: &mut Emitter, buffer: usize) -> String {
         if let Some(a) = self.addresses.get(&buffer) {
             return a.clone();
@@ -413,26 +428,47 @@ fn render_loop(
     let lanes = vector_width(kernel);
     let bases = global_addresses(e, params);
     let index = Index::new(e, thread, lanes, kernel.len > i32::MAX as usize);
-    let mut addresses = LoopAddresses {
-        kernel,
-        bases,
-        index: &index,
-        addresses: HashMap::new(),
-    };
+    let mut addresses = LoopAddresses::new(kernel, bases, &index);
+    emit_body(e, kernel, &mut addresses, lanes, &HashMap::new())?;
+    Ok((
+        describe(kernel, lanes),
+        close_loop(e, kernel.len, &index, tag),
+    ))
+}
+
+/// The body of one step of `lanes` elements at `addresses`' index, into `e.body`. A column
+/// reduction's accumulate folds its lanes into `accumulators` (per partial buffer, its
+/// reduction and a register a lane), which only a column kernel has
+/// ([`super::columns`]).
+pub(super) fn emit_body(
+    e: &mut Emitter,
+    kernel: &Kernel,
+    addresses: &mut LoopAddresses,
+    lanes: usize,
+    accumulators: &HashMap<usize, (ReduceOp, Vec<String>)>,
+) -> Result<(), PtxError> {
+    let index = addresses.index;
     // Per instruction, its register in each lane.
     let mut values: Vec<Vec<String>> = Vec::with_capacity(kernel.body.len());
     for ins in &kernel.body {
         let out = match &ins.op {
-            KOp::Load(buffer) => load(e, ins.dtype, *buffer, lanes, &mut addresses),
+            KOp::Load(buffer) => load(e, ins.dtype, *buffer, lanes, addresses),
             KOp::Const(s) => vec![e.constant(*s, ins.dtype); lanes],
             KOp::Index { stride, size } => (0..lanes)
-                .map(|lane| element_index(e, &index, lane, (*stride, *size), kernel.len))
+                .map(|lane| element_index(e, index, lane, (*stride, *size), kernel.len))
                 .collect(),
             KOp::Store(buffer) => {
                 let v = values[ins.args[0]].clone();
                 let a = addresses.address(e, *buffer);
                 store(e, ins.dtype, &a, &v);
                 v
+            }
+            KOp::Accumulate(buffer) => {
+                let (op, acc) = accumulators.get(buffer).ok_or_else(|| {
+                    PtxError::unsupported(kernel, "a column reduction outside a column kernel")
+                })?;
+                accumulate(e, (*op, ins.dtype), acc, &values[ins.args[0]]);
+                acc.clone()
             }
             _ => (0..lanes)
                 .map(|lane| {
@@ -444,10 +480,7 @@ fn render_loop(
         };
         values.push(out);
     }
-    Ok((
-        describe(kernel, lanes),
-        close_loop(e, kernel.len, &index, tag),
-    ))
+    Ok(())
 }
 
 /// The index `(i / stride) % size` of lane `lane`'s element `i`, in a 32-bit register.
@@ -540,7 +573,7 @@ fn load(
 }
 
 /// Stores the lanes' values `v` (of type `d`) at address `a`.
-fn store(e: &mut Emitter, d: DType, a: &str, v: &[String]) {
+pub(super) fn store(e: &mut Emitter, d: DType, a: &str, v: &[String]) {
     let (t, _) = suffix(d);
     if d == DType::Bool {
         for (lane, p) in v.iter().enumerate() {
@@ -560,7 +593,7 @@ fn store(e: &mut Emitter, d: DType, a: &str, v: &[String]) {
 }
 
 /// The comment describing a kernel's loop.
-fn describe(kernel: &Kernel, lanes: usize) -> String {
+pub(super) fn describe(kernel: &Kernel, lanes: usize) -> String {
     let mut comment = String::new();
     let _ = writeln!(
         comment,
@@ -568,7 +601,12 @@ fn describe(kernel: &Kernel, lanes: usize) -> String {
         kernel.len
     );
     for (i, b) in kernel.sig.buffers.iter().enumerate() {
-        let role = if b.role == Role::Input { "in" } else { "out" };
+        let role = match b.role {
+            Role::Input => "in",
+            Role::Output => "out",
+            Role::Partial(_) => "partials",
+            Role::Scratch => "scratch",
+        };
         let _ = writeln!(comment, "//   #{i} {role} {} {:?}", b.dtype, b.access);
     }
     comment

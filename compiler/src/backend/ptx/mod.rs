@@ -27,6 +27,7 @@ pub mod attention;
 pub mod attention_grad;
 pub mod attention_grad_mma;
 pub mod attention_mma;
+pub mod columns;
 pub mod copy;
 pub mod distinct;
 pub mod element_scatter;
@@ -228,7 +229,7 @@ pub fn render_pieces(
     for launch in launches {
         let legal: Vec<&Kernel> = launch.kernels.iter().map(|&k| &legal[k]).collect();
         pieces.push(match legal.as_slice() {
-            [one] if one.rows.is_some() => rows::render_row_entry(&launch.name, one, mode)?,
+            [one] => render_alone(&launch.name, one, mode)?,
             _ => render_entry(&launch.name, &legal, mode)?,
         });
     }
@@ -247,6 +248,18 @@ pub fn render_pieces(
     }
     pieces.extend(gathers.iter().map(|g| (gather::render_gather(g), 1)));
     Ok(pieces)
+}
+
+/// The entry `name` of legalized `kernel` launched alone: a row kernel's, a column kernel's
+/// ([`columns`]) or a flat one's.
+fn render_alone(name: &str, kernel: &Kernel, mode: MathMode) -> Result<String, PtxError> {
+    if kernel.rows.is_some() {
+        rows::render_row_entry(name, kernel, mode)
+    } else if columns::ColumnSplit::of(kernel).is_some() {
+        columns::render_column_entry(name, kernel, mode)
+    } else {
+        render_entry(name, &[kernel], mode)
+    }
 }
 
 /// A module of `pieces` (see [`render_pieces`]) for `target`.

@@ -3,13 +3,15 @@
 //! what it marks [`Support::Expand`] and refuses any instruction it does not mark
 //! [`Support::Native`] afterwards, and the renderer renders exactly those.
 
+use super::columns::COLUMN_OPERAND;
 use super::rows::ROW_LIMIT;
 use super::MathMode;
 use crate::target::{KernelOp, Support, Target};
 use ferrax_ir::{BinaryOp, CompareOp, DType, ReduceOp, UnaryOp};
 
 /// The GPU backend compiling with `mode`: row kernels over the rows [`ROW_LIMIT`] admits;
-/// reductions over leading axes are kernels of their own, not part of flat kernels.
+/// reductions over leading axes of operands of [`COLUMN_OPERAND`] elements or more folded by
+/// the flat kernels that compute their operands ([`super::columns`]).
 pub fn target(mode: MathMode) -> Target {
     Target {
         name: "gpu",
@@ -18,6 +20,7 @@ pub fn target(mode: MathMode) -> Target {
             MathMode::Fast => support_fast,
         },
         rows: ROW_LIMIT,
+        columns: COLUMN_OPERAND,
     }
 }
 
@@ -118,9 +121,12 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
             (ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min, true) => kept(Native),
             (ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min, false) | (ReduceOp::Prod, _) => Host,
         },
-        KernelOp::ColumnReduce(ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min | ReduceOp::Prod) => {
-            Host
-        }
+        // Folded per thread in registers by a column kernel (`columns.rs`), its partials then
+        // by a reduction launch.
+        KernelOp::ColumnReduce(r) => match (r, dtype) {
+            (ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min, DType::F32 | DType::F64) => Native,
+            (ReduceOp::Sum | ReduceOp::Max | ReduceOp::Min, _) | (ReduceOp::Prod, _) => Host,
+        },
     }
 }
 

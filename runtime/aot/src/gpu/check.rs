@@ -35,6 +35,11 @@ fn check_one(plan: &GpuRunPlan) -> Result<(), String> {
         let fits = whole_warps(launch.block)
             && launch.params.iter().all(|p| match p {
                 Param::Input(v, ty) | Param::Output(v, ty) => func.value_type(*v) == Some(ty),
+                Param::Partial {
+                    value,
+                    partials,
+                    totals,
+                } => partials_fit(plan, *value, partials, totals),
             });
         if !fits {
             return Err(format!(
@@ -75,6 +80,35 @@ fn check_one(plan: &GpuRunPlan) -> Result<(), String> {
         return Err("a reduction launches blocks other than whole warps of at most 256".into());
     }
     Ok(())
+}
+
+/// Whether `totals` fold `partials` into column reduction `value`: a reduction's result,
+/// each fold a reduction launch alone that reads the buffer before it and writes its own
+/// type, the last `value`'s.
+fn partials_fit(
+    plan: &GpuRunPlan,
+    value: ValueId,
+    partials: &TensorType,
+    totals: &[(usize, TensorType)],
+) -> bool {
+    let func = &plan.func;
+    let reduction = value
+        .index()
+        .checked_sub(func.params.len())
+        .and_then(|i| func.body.get(i))
+        .is_some_and(|ins| matches!(ins.op, Op::Reduce { .. }));
+    let mut read = partials;
+    for (l, written) in totals {
+        let fits = plan
+            .reduce_launches
+            .get(*l)
+            .is_some_and(|r| r.alone && r.parts == [(read.clone(), written.clone())]);
+        if !fits {
+            return false;
+        }
+        read = written;
+    }
+    reduction && !totals.is_empty() && func.value_type(value) == Some(read)
 }
 
 /// Whether a block of `threads` is whole warps, as every kernel's warp shuffles assume, and

@@ -84,6 +84,14 @@ pub enum GpuStep {
 pub enum Param {
     Input(ValueId, TensorType),
     Output(ValueId, TensorType),
+    /// The partial results of a column reduction whose result is `value`: a buffer of type
+    /// `partials` the launch writes, which the reduction launches `totals` then fold in turn,
+    /// each into a buffer of its type, the last `value`'s.
+    Partial {
+        value: ValueId,
+        partials: TensorType,
+        totals: Vec<(usize, TensorType)>,
+    },
 }
 
 /// One launch of fused kernels: its entry, its parameters in order, and its shape (`threads`
@@ -292,7 +300,7 @@ impl GpuRunPlan {
                     let outputs = launch.map_or(0, |l| {
                         l.params
                             .iter()
-                            .filter(|p| matches!(p, Param::Output(..)))
+                            .filter(|p| matches!(p, Param::Output(..) | Param::Partial { .. }))
                             .count()
                     });
                     let name = named(launch.map(|l| l.name.as_str()));

@@ -501,8 +501,8 @@ impl<M: GpuMachine> GpuProgram<M> {
         Ok(out)
     }
 
-    /// The addresses of `params` in order: each input's live value, and each output newly
-    /// allocated (returned with its value).
+    /// The addresses of `params` in order: each input's live value, and each output and
+    /// partials buffer newly allocated (returned with its value).
     #[allow(clippy::type_complexity)]
     fn bind(
         &self,
@@ -514,7 +514,12 @@ impl<M: GpuMachine> GpuProgram<M> {
         for param in params {
             match param {
                 Param::Input(v, _) => addresses.push(M::address(&get(values, *v)?)),
-                Param::Output(v, ty) => {
+                Param::Output(v, ty)
+                | Param::Partial {
+                    value: v,
+                    partials: ty,
+                    ..
+                } => {
                     let array = self.machine.alloc(ty)?;
                     addresses.push(M::address(&array));
                     outputs.push((*v, array));
@@ -522,6 +527,40 @@ impl<M: GpuMachine> GpuProgram<M> {
             }
         }
         Ok((addresses, outputs))
+    }
+
+    /// Each column reduction's result from the partials its launch wrote (in `outputs`, in
+    /// `params`' order): folded by its reduction launches in turn.
+    fn fold_partials(
+        &self,
+        params: &[Param],
+        outputs: &mut [(ValueId, M::Array)],
+    ) -> Result<(), GpuRunError> {
+        let machine = &self.machine;
+        let written = params
+            .iter()
+            .filter(|p| matches!(p, Param::Output(..) | Param::Partial { .. }));
+        for (param, (_, array)) in written.zip(outputs.iter_mut()) {
+            let Param::Partial { totals, .. } = param else {
+                continue;
+            };
+            for (l, ty) in totals {
+                let folded = machine.alloc(ty)?;
+                let launch = &self.plan.reduce_launches[*l];
+                // SAFETY: the plan's check matched each fold's parts with the buffer it reads
+                // (the partials, or the fold before) and the one it writes.
+                unsafe {
+                    machine.launch_blocks(
+                        &self.reduce_functions[*l],
+                        launch.grid(machine.multiprocessors()),
+                        launch.block,
+                        &[M::address(array), M::address(&folded)],
+                    )?
+                };
+                *array = folded;
+            }
+        }
+        Ok(())
     }
 
     /// Attention launch `l`: its results allocated, one block a unit of work.
@@ -556,11 +595,13 @@ impl<M: GpuMachine> GpuProgram<M> {
     ) -> Result<Vec<(ValueId, M::Array)>, GpuRunError> {
         let machine = &self.machine;
         let launch = &self.plan.launches[l];
-        let (addresses, outputs) = self.bind(&launch.params, values)?;
+        let (addresses, mut outputs) = self.bind(&launch.params, values)?;
         let grid = machine.grid_for(launch.threads, launch.block);
         // SAFETY: every address is a live buffer of its kernel's element count (inputs are
-        // kept alive in `values`, outputs in `outputs`).
+        // kept alive in `values`, outputs in `outputs`), a column reduction's partials
+        // buffer of the partials it writes.
         unsafe { machine.launch_blocks(&self.functions[l], grid, launch.block, &addresses)? };
+        self.fold_partials(&launch.params, &mut outputs)?;
         Ok(outputs)
     }
 

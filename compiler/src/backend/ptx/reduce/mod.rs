@@ -105,6 +105,11 @@ impl ReduceKernel {
         })
     }
 
+    /// The type of the results it writes: one per output and segment.
+    pub fn partials_type(&self) -> TensorType {
+        TensorType::new(self.result, [self.outputs * self.segments])
+    }
+
     /// Threads per block: rows get up to 256 threads (whole warps), columns 256.
     pub fn block(&self) -> u32 {
         match self.layout {

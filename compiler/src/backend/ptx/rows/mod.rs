@@ -31,6 +31,7 @@ mod memory;
 mod reduction;
 
 pub(super) use entry::render_row_entry;
+pub(super) use reduction::combine;
 
 use crate::kernel::Kernel;
 use crate::target::RowLimit;

@@ -88,7 +88,13 @@ pub(super) fn reduce_row(
 }
 
 /// `op(a, b)` into a new register.
-fn combine(e: &mut Emitter, op: ReduceOp, d: DType, a: &str, b: &str) -> String {
+pub(in crate::backend::ptx) fn combine(
+    e: &mut Emitter,
+    op: ReduceOp,
+    d: DType,
+    a: &str,
+    b: &str,
+) -> String {
     let (t, _) = suffix(d);
     match op {
         ReduceOp::Max | ReduceOp::Min => e.min_max(a, b, d, op == ReduceOp::Max),
