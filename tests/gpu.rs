@@ -1705,3 +1705,51 @@ fn column_reductions_fold_in_the_kernel_of_their_operand_on<M: GpuMachine + Clon
         assert!(got[2] == want[2], "{name}: min");
     }
 }
+
+/// Slices of the last axis of a value a kernel computes (a fused projection's q, k and v) are
+/// stored by that kernel, each its window of every row, rather than the whole value written and
+/// copied three times: f32 windows of whole vectors, bf16, windows that are not whole vectors,
+/// a window a later kernel reads, and windows of an input, bit for bit the interpreter's.
+#[test]
+fn slices_of_the_last_axis_are_stored_by_the_kernel_of_their_operand() {
+    on_each_gpu!(slices_of_the_last_axis_are_stored_by_the_kernel_of_their_operand_on);
+}
+
+fn slices_of_the_last_axis_are_stored_by_the_kernel_of_their_operand_on<M: GpuMachine + Clone>(
+    gpu: &M,
+) {
+    for (dtype, width) in [(DType::F32, 64), (DType::BF16, 64), (DType::F32, 5)] {
+        let name = format!("{dtype} windows of {width}");
+        let func = trace(
+            |(x, b): (Tensor, Tensor)| {
+                let y = &x * 2.0 + &b;
+                let q = y.slice(&[0, 0, 0], &[2, 33, width]);
+                let k = y.slice(&[0, 0, width], &[2, 33, 2 * width]);
+                let v = y.slice(&[0, 0, 2 * width], &[2, 33, 3 * width]);
+                // Windows of an input alone: a kernel of loads and window stores.
+                let first = x.slice(&[0, 0, 0], &[2, 33, width]);
+                let last = x.slice(&[0, 0, 2 * width], &[2, 33, 3 * width]);
+                (q * 0.125, k, v, first, last)
+            },
+            &(
+                Tensor::spec(dtype, [2, 33, 3 * width]),
+                Tensor::spec(dtype, [3 * width]),
+            ),
+        )
+        .unwrap();
+        let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+        let steps = plan.run.describe_steps();
+        assert!(plan.copy_steps().is_empty(), "{name}: {steps}");
+        let whole = TensorType::new(dtype, [2, 33, 3 * width]);
+        assert_eq!(
+            launch_outputs(&plan).filter(|t| *t == whole).count(),
+            0,
+            "{name}: {steps}"
+        );
+        let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(exe.host_steps(), 0, "{name}");
+        let args = inputs(&func, 12);
+        let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+        assert!(got == want, "{name}");
+    }
+}

@@ -149,8 +149,10 @@ fn program(op: KernelOp, dtype: DType) -> Option<(Func, Vec<Array>)> {
             },
             vec![],
         ),
-        // Held values and reductions are walked by their own tests below.
-        KernelOp::Hold | KernelOp::RowReduce(_) | KernelOp::ColumnReduce(_) => return None,
+        // Held values, reductions and windows are walked by their own tests.
+        KernelOp::Hold | KernelOp::RowReduce(_) | KernelOp::ColumnReduce(_) | KernelOp::Window => {
+            return None
+        }
     };
     let params: Vec<_> = operands.iter().map(|&d| b.param(ty(d))).collect();
     let y = b.push(ir_op, &params).ok()?;

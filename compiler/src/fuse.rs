@@ -339,20 +339,21 @@ pub fn partition(func: &Func, target: &Target) -> Vec<Step> {
             i += 1;
             continue;
         };
-        // A column reduction's value is whole only after the kernel: what reads it is not in.
-        let mut columns: Vec<ValueId> = Vec::new();
+        // A column reduction's value is whole only after the kernel, and a window's elements
+        // are not the kernel's: what reads either is not in.
+        let mut stored: Vec<ValueId> = Vec::new();
         let mut end = i;
         while end < func.body.len()
             && flat_len(func, end, target) == Some(len)
-            && !func.body[end].args.iter().any(|a| columns.contains(a))
+            && !func.body[end].args.iter().any(|a| stored.contains(a))
             && !reads_from_memory(func, end, i..end)
         {
             if end - i == KERNEL_BOUND {
                 end = split_point(func, &reads, i);
                 break;
             }
-            if column_reduction(func, end, target) {
-                columns.push(func.instr_value(end));
+            if column_reduction(func, end, target) || window(func, end, target) {
+                stored.push(func.instr_value(end));
             }
             end += 1;
         }
@@ -487,7 +488,8 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
                 .and_then(|t| broadcast_access(t, &ins.ty, dims));
             in_run(&operand) && !matches!(access, Some(Access::Each | Access::Scalar))
         }
-        // Elementwise ops read the run's values in registers; the rest never join a run.
+        // Elementwise ops, column reductions and windows read the run's values in registers;
+        // the rest never join a run.
         Op::Constant(_)
         | Op::Iota { .. }
         | Op::Unary(_)
@@ -521,15 +523,42 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
 }
 
 /// The element count of the flat kernel instruction `i` can be part of: its own for a fusible
-/// instruction, its operand's for a column reduction.
+/// instruction, its operand's for a column reduction or a window.
 fn flat_len(func: &Func, i: usize, target: &Target) -> Option<usize> {
     if fusible(func, i, target) {
         return Some(func.body[i].ty.numel());
     }
-    if !column_reduction(func, i, target) {
+    if !column_reduction(func, i, target) && !window(func, i, target) {
         return None;
     }
     func.value_type(func.body[i].args[0]).map(TensorType::numel)
+}
+
+/// Whether instruction `i` is a slice a flat kernel stores as it computes its operand, where
+/// the target does: a window of the last axis (unit strides, every other axis whole, the
+/// q, k and v of a fused projection), of a value of more elements.
+pub fn window(func: &Func, i: usize, target: &Target) -> bool {
+    let ins = &func.body[i];
+    let Op::Slice {
+        start,
+        limit,
+        strides,
+    } = &ins.op
+    else {
+        return false;
+    };
+    let Some(operand) = ins.args.first().and_then(|&a| func.value_type(a)) else {
+        return false;
+    };
+    let rank = operand.rank();
+    let whole = (0..rank.saturating_sub(1))
+        .all(|a| start.get(a) == Some(&0) && limit.get(a) == operand.dims().get(a));
+    target.computes(KernelOp::Window, ins.ty.dtype)
+        && rank > 0
+        && whole
+        && strides.iter().all(|&s| s == 1)
+        && ins.ty.numel() > 0
+        && operand.numel() > ins.ty.numel()
 }
 
 /// Whether instruction `i` is a reduction a flat kernel computes as it goes (accumulating
@@ -614,7 +643,7 @@ fn row_role(
                 Access::Outer(m) => role == RowRole::Elem && m == cols,
                 // A row of columns is read from memory, never from a value of the kernel.
                 Access::Inner(m) => role == RowRole::Elem && m == cols && !defined_here,
-                Access::Gather { .. } => false,
+                Access::Gather { .. } | Access::Window { .. } => false,
             }
         }
         // Row kernels do not index rows by value (flat kernels do).

@@ -49,6 +49,9 @@ pub enum KernelOp {
     RowGather,
     /// Each element's index along one axis (an iota), on the iota's type.
     Iota,
+    /// A window of the last axis of a value a flat kernel computes (a slice), stored as the
+    /// kernel computes the whole rows (the kernel IR's window access), on its type.
+    Window,
 }
 
 impl KernelOp {
@@ -58,6 +61,7 @@ impl KernelOp {
             KernelOp::Hold,
             KernelOp::RowGather,
             KernelOp::Iota,
+            KernelOp::Window,
             KernelOp::Select,
             KernelOp::Clamp,
         ];
@@ -105,8 +109,7 @@ pub struct Target {
     /// The rows its row kernels take.
     pub rows: RowLimit,
     /// The fewest operand elements of a reduction over leading axes that its flat kernels
-    /// fold as they go ([`crate::fuse::column_reduction`]); smaller ones are steps of their
-    /// own.
+    /// fold as they go (fusion's column reductions); smaller ones are steps of their own.
     pub columns: usize,
 }
 

@@ -152,6 +152,7 @@ impl Kernel {
             KernelOp::Hold
             | KernelOp::RowGather
             | KernelOp::Iota
+            | KernelOp::Window
             | KernelOp::Unary(_)
             | KernelOp::Binary(_)
             | KernelOp::Select
@@ -252,10 +253,10 @@ pub fn lower(
     (start, end): (usize, usize),
     name: String,
 ) -> Option<Kernel> {
-    // A column reduction runs over its operand's elements.
+    // A column reduction and a window run over their operand's elements.
     let first = func.body.get(start)?;
     let len = match first.op {
-        Op::Reduce { .. } => func.value_type(*first.args.first()?)?.numel(),
+        Op::Reduce { .. } | Op::Slice { .. } => func.value_type(*first.args.first()?)?.numel(),
         _ => first.ty.numel(),
     };
     let mut l = Lowering {
@@ -299,6 +300,25 @@ pub fn lower(
                 });
                 let index = l.sig.buffers.len() - 1;
                 l.load(operand, Access::Gather { index, n, rows })?
+            }
+            // A window of the last axis: stored as the rows are computed, not a kernel
+            // value.
+            Op::Slice { start, .. } => {
+                let x = l.value(ins.args[0])?;
+                let row = *func.value_type(ins.args[0])?.dims().last()?;
+                l.sig.buffers.push(Buffer {
+                    role: Role::Output,
+                    dtype,
+                    access: Access::Window {
+                        row,
+                        start: *start.last()?,
+                        len: *ins.ty.dims().last()?,
+                    },
+                    value: func.instr_value(i),
+                });
+                let buffer = l.sig.buffers.len() - 1;
+                l.emit(KOp::Store(buffer), vec![x], dtype);
+                continue;
             }
             // A column reduction: its value is the combined partial
             // buffer, not a kernel value.
@@ -359,15 +379,11 @@ pub fn lower(
         };
         l.values.insert(func.instr_value(i), k);
     }
-    let partial = |v: &ValueId| {
-        l.sig
-            .buffers
-            .iter()
-            .any(|b| b.value == *v && matches!(b.role, Role::Partial(_)))
-    };
+    // Column reductions and windows have their buffers already.
+    let stored = |v: &ValueId| l.sig.buffers.iter().any(|b| b.value == *v);
     let outputs: Vec<ValueId> = kernel_outputs(func, reads, start, end)
         .into_iter()
-        .filter(|v| !partial(v))
+        .filter(|v| !stored(v))
         .collect();
     for v in outputs {
         let k = *l.values.get(&v)?;

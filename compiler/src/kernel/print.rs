@@ -35,6 +35,10 @@ impl fmt::Display for Kernel {
                 Access::Gather { index, n, rows } => {
                     format!(" [clamp(#{index}[i / {n}], 0, {rows} - 1) * {n} + i % {n}]")
                 }
+                Access::Window { row, start, len } => format!(
+                    " [(i / {row}) * {len} + i % {row} - {start}, where {start} <= i % {row} < {}]",
+                    start + len
+                ),
             };
             write!(
                 f,

@@ -156,6 +156,8 @@ fn kernel_fits(func: &Func, k: &KernelLaunch) -> Result<(), String> {
                                 && rows > 0
                                 && rows.checked_mul(width) == Some(n)
                         }
+                        // The GPU's alone: CPU kernels store no windows.
+                        Access::Window { .. } => false,
                     }
             }
         };

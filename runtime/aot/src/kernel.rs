@@ -38,6 +38,14 @@ pub enum Access {
     /// buffer `index` (read with `Outer(n)`): rows of `n` elements picked by indices (a row
     /// gather, such as an embedding lookup).
     Gather { index: usize, n: usize, rows: usize },
+    /// Stored only where `start <= i % row < start + len`, at `(i / row) * len + i % row -
+    /// start`: a window of the last axis (a slice of every row of `row` elements), which a
+    /// kernel stores as it computes the whole rows.
+    Window {
+        row: usize,
+        start: usize,
+        len: usize,
+    },
 }
 
 /// One buffer of a kernel.

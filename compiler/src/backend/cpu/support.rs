@@ -40,6 +40,8 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
     }
     match op {
         KernelOp::Hold | KernelOp::Select => Native,
+        // Slices are the interpreter's (the GPU's kernels store windows).
+        KernelOp::Window => Host,
         // Flat kernels compute an iota from the element index (i64 returned above).
         KernelOp::Iota => match dtype {
             DType::I32 | DType::U32 => Native,

@@ -104,11 +104,13 @@ impl GpuPlan {
             ..Parts::default()
         };
         // A reduction alone keeps its reduction kernel, which strides its row with any
-        // number of threads, or folds its columns with no partials buffer.
+        // number of threads, or folds its columns with no partials buffer; a slice alone is
+        // a copy.
         let lone = |step| match step {
             Step::Rows { start, end, .. } if end == start + 1 => Step::Op { index: start },
             Step::Kernel { start, end }
-                if end == start + 1 && matches!(func.body[start].op, Op::Reduce { .. }) =>
+                if end == start + 1
+                    && matches!(func.body[start].op, Op::Reduce { .. } | Op::Slice { .. }) =>
             {
                 Step::Op { index: start }
             }

@@ -51,6 +51,8 @@ pub(super) fn vector_width(kernel: &Kernel) -> usize {
     let fits = kernel.len.is_multiple_of(v)
         && kernel.sig.buffers.iter().all(|b| match b.access {
             Access::Outer(n) | Access::Inner(n) | Access::Gather { n, .. } => n.is_multiple_of(v),
+            // A vector is all inside a window or all outside it.
+            Access::Window { row, start, len } => [row, start, len].iter().all(|n| n % v == 0),
             Access::Each | Access::Scalar => true,
         });
     if fits {
@@ -279,6 +281,8 @@ pub(super) struct LoopAddresses<'a> {
     bases: Vec<String>,
     index: &'a Index,
     addresses: HashMap<usize, String>,
+    /// Per window buffer, the predicate of the step's elements lying in its window.
+    inside: HashMap<usize, String>,
 }
 
 impl<'a> LoopAddresses<'a> {
@@ -289,6 +293,7 @@ impl<'a> LoopAddresses<'a> {
             bases,
             index,
             addresses: HashMap::new(),
+            inside: HashMap::new(),
         }
     }
 
@@ -320,6 +325,20 @@ impl<'a> LoopAddresses<'a> {
             Access::Inner(n) => {
                 let q = e.reg(idx_class);
                 e.line(format!("rem.{it} {q}, {index}, {n}"));
+                q
+            }
+            // `(i / row) * len + (i % row - start)`; the column's offset in the window, as
+            // unsigned, is below `len` exactly inside it.
+            Access::Window { row, start, len } => {
+                let (q, c) = (e.reg(idx_class), e.reg(idx_class));
+                let signed = if *wide { "s64" } else { "s32" };
+                e.line(format!("rem.{it} {c}, {index}, {row}"));
+                e.line(format!("sub.{signed} {c}, {c}, {start}"));
+                let inside = e.reg(Class::P);
+                e.line(format!("setp.lt.{it} {inside}, {c}, {len}"));
+                self.inside.insert(buffer, inside);
+                e.line(format!("div.{it} {q}, {index}, {row}"));
+                e.line(format!("mad.lo.{signed} {q}, {q}, {len}, {c}"));
                 q
             }
             Access::Gather { .. } => unreachable!("gathers return above"),
@@ -460,7 +479,15 @@ pub(super) fn emit_body(
             KOp::Store(buffer) => {
                 let v = values[ins.args[0]].clone();
                 let a = addresses.address(e, *buffer);
-                store(e, ins.dtype, &a, &v);
+                match addresses.inside.get(buffer).cloned() {
+                    Some(inside) => {
+                        let outside = e.label("outside");
+                        e.line(format!("@!{inside} bra {outside}"));
+                        store(e, ins.dtype, &a, &v);
+                        e.body.push_str(&format!("{outside}:\n"));
+                    }
+                    None => store(e, ins.dtype, &a, &v),
+                }
                 v
             }
             KOp::Accumulate(buffer) => {

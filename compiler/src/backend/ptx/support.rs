@@ -60,6 +60,7 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
             | KernelOp::Hold
             | KernelOp::RowGather
             | KernelOp::Iota
+            | KernelOp::Window
             | KernelOp::Select
             | KernelOp::Clamp
             | KernelOp::Unary(_)
@@ -71,6 +72,8 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
     }
     match op {
         KernelOp::Hold => Native,
+        // A predicated store of whatever the kernel holds (`loops::store`).
+        KernelOp::Window => Native,
         // Flat kernels compute an iota from the element index.
         KernelOp::Iota => match dtype {
             DType::I32 | DType::U32 => Native,

@@ -207,7 +207,7 @@ impl Divisors {
             .iter()
             .filter_map(|b| match b.access {
                 Access::Outer(n) | Access::Inner(n) | Access::Gather { n, .. } => Some(n),
-                Access::Each | Access::Scalar => None,
+                Access::Each | Access::Scalar | Access::Window { .. } => None,
             })
             .collect();
         ns.sort_unstable();
@@ -304,6 +304,8 @@ impl Divisors {
             // The column; the row comes from the index buffer (`Body::address`).
             Access::Inner(n) | Access::Gather { n, .. } => of(n).map(|rc| rc.1),
             Access::Each | Access::Scalar => Some(p.i),
+            // `compile` refuses windows.
+            Access::Window { .. } => None,
         }
     }
 }
@@ -506,9 +508,11 @@ impl<'a> Body<'a> {
             if let Some(pointer) = d.pointers[buffer] {
                 return Ok(match buffer_of.access {
                     Access::Outer(_) => pointer,
-                    Access::Each | Access::Scalar | Access::Inner(_) | Access::Gather { .. } => {
-                        b.ins().iadd_imm_s(pointer, d.offset * size as i64)
-                    }
+                    Access::Each
+                    | Access::Scalar
+                    | Access::Inner(_)
+                    | Access::Gather { .. }
+                    | Access::Window { .. } => b.ins().iadd_imm_s(pointer, d.offset * size as i64),
                 });
             }
         }
@@ -527,7 +531,11 @@ impl<'a> Body<'a> {
                 let start = b.ins().imul_imm_s(row, n as i64);
                 b.ins().iadd(start, index)
             }
-            Access::Each | Access::Scalar | Access::Outer(_) | Access::Inner(_) => index,
+            Access::Each
+            | Access::Scalar
+            | Access::Outer(_)
+            | Access::Inner(_)
+            | Access::Window { .. } => index,
         };
         // A shift, which x64 folds into the address (element sizes are powers of two).
         let offset = b.ins().ishl_imm_u(index, i64::from(size.trailing_zeros()));

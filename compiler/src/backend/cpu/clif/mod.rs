@@ -244,6 +244,17 @@ pub fn compile(kernels: &[Kernel]) -> Result<Compiled, CodegenError> {
             continue;
         }
         candidates.push(k);
+        if kernel
+            .sig
+            .buffers
+            .iter()
+            .any(|b| matches!(b.access, Access::Window { .. }))
+        {
+            return Err(CodegenError::Unsupported {
+                kernel: kernel.name.clone(),
+                what: "a window store (the GPU's)".into(),
+            });
+        }
         let (id, text) = jit.define(kernel, &mut fctx)?;
         ids.push(id);
         clif.push(text);

@@ -205,6 +205,7 @@ impl RowCode<'_> {
             (Access::Each, Some(c)) => (self.row_bases[buffer], c),
             // Fusion keeps gathers out of row kernels (`fuse::row_role`).
             (Access::Gather { .. }, Some(_)) => unreachable!("a gather in a row kernel"),
+            (Access::Window { .. }, Some(_)) => unreachable!("a window in a row kernel"),
         };
         let offset = b.ins().ishl_imm_u(index, i64::from(size.trailing_zeros()));
         b.ins().iadd(base, offset)

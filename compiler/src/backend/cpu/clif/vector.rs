@@ -50,7 +50,11 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
         .iter()
         .filter_map(|b| match b.access {
             Access::Gather { index, .. } => Some(index),
-            Access::Each | Access::Scalar | Access::Outer(_) | Access::Inner(_) => None,
+            Access::Each
+            | Access::Scalar
+            | Access::Outer(_)
+            | Access::Inner(_)
+            | Access::Window { .. } => None,
         })
         .collect();
     let buffers_ok =
@@ -77,6 +81,7 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
                             n.is_multiple_of(lanes)
                         }
                         Access::Each | Access::Scalar => true,
+                        Access::Window { .. } => false,
                     }
                 }
                 // Kernels with 64-bit or byte buffers run as scalar code.

@@ -46,7 +46,7 @@ pub(crate) fn chunk_len(kernel: &Kernel) -> Option<usize> {
         .iter()
         .filter_map(|b| match b.access {
             Access::Outer(n) | Access::Inner(n) | Access::Gather { n, .. } => Some(n),
-            Access::Each | Access::Scalar => None,
+            Access::Each | Access::Scalar | Access::Window { .. } => None,
         })
         .fold(0, gcd);
     (chunk.is_multiple_of(FLAT_STEP) && chunk >= MIN_STEPS * FLAT_STEP).then_some(chunk)
@@ -92,9 +92,14 @@ pub(super) fn build_chunks(
         .enumerate()
         .map(|(k, buffer)| match (buffer.access, mem.scalars[k]) {
             (Access::Scalar, _) | (_, Some(_)) => Ok(None),
-            (Access::Each | Access::Outer(_) | Access::Inner(_) | Access::Gather { .. }, None) => {
-                body.address(b, &p, k).map(Some)
-            }
+            (
+                Access::Each
+                | Access::Outer(_)
+                | Access::Inner(_)
+                | Access::Gather { .. }
+                | Access::Window { .. },
+                None,
+            ) => body.address(b, &p, k).map(Some),
         })
         .collect::<Result<Vec<_>, _>>()?;
     let zero = b.ins().iconst(types::I64, 0);
@@ -114,7 +119,11 @@ pub(super) fn build_chunks(
             let pointer = pointer?;
             Some(match buffer.access {
                 Access::Outer(_) => pointer,
-                Access::Each | Access::Scalar | Access::Inner(_) | Access::Gather { .. } => {
+                Access::Each
+                | Access::Scalar
+                | Access::Inner(_)
+                | Access::Gather { .. }
+                | Access::Window { .. } => {
                     let shift = buffer.dtype.size_bytes().trailing_zeros();
                     let offset = *bytes
                         .entry(shift)
