@@ -1753,3 +1753,45 @@ fn slices_of_the_last_axis_are_stored_by_the_kernel_of_their_operand_on<M: GpuMa
         assert!(got == want, "{name}");
     }
 }
+
+/// A concatenation along the last axis joins the kernel that reads it, each operand loaded in
+/// its window of the row and picked by the column (a backward pass's q, k and v gradients
+/// joined for their projection's gradient), rather than copied into a value of its own: f32
+/// windows of whole vectors, bf16, windows of single elements, an empty operand, and operands
+/// computed by another kernel, bit for bit the interpreter's.
+#[test]
+fn concatenations_of_the_last_axis_are_loaded_in_windows() {
+    on_each_gpu!(concatenations_of_the_last_axis_are_loaded_in_windows_on);
+}
+
+fn concatenations_of_the_last_axis_are_loaded_in_windows_on<M: GpuMachine + Clone>(gpu: &M) {
+    for (dtype, width, empty) in [
+        (DType::F32, 64, 0),
+        (DType::BF16, 32, 0),
+        (DType::F32, 5, 0),
+        (DType::F32, 8, 1),
+    ] {
+        let name = format!("{dtype} windows of {width}, {empty} empty");
+        let func = trace(
+            |(a, b, c, e): (Tensor, Tensor, Tensor, Tensor)| {
+                let parts = [&a * 2.0, e, b, &c - 1.0];
+                Tensor::concatenate(&parts, -1) * 4.0 + 1.0
+            },
+            &(
+                Tensor::spec(dtype, [2, 33, width]),
+                Tensor::spec(dtype, [2, 33, 2 * width]),
+                Tensor::spec(dtype, [2, 33, width]),
+                Tensor::spec(dtype, [2, 33, empty]),
+            ),
+        )
+        .unwrap();
+        let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+        let steps = plan.run.describe_steps();
+        assert!(plan.copy_steps().is_empty(), "{name}: {steps}");
+        let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(exe.host_steps(), 0, "{name}");
+        let args = inputs(&func, 13);
+        let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+        assert!(got == want, "{name}");
+    }
+}

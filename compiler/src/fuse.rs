@@ -15,7 +15,7 @@
 use crate::kernel::rows::{row_index, RowRole};
 use crate::kernel::{broadcast_access, row_gather, splat_constant, Access, LastReads};
 use crate::target::{KernelOp, Target};
-use ferrax_ir::{DType, Func, Instr, Op, TensorType, ValueId};
+use ferrax_ir::{CompareOp, DType, Func, Instr, Op, TensorType, ValueId};
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::Direction;
 use std::collections::{BTreeSet, HashMap};
@@ -74,6 +74,19 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         Op::Iota { dtype, shape, dim } => {
             computes(KernelOp::Iota, *dtype) && iota_fits(*dtype, shape.dims(), *dim)
         }
+        // Along the last axis: each operand loaded in its window of the row, picked by the
+        // column (a backward pass's q, k and v gradients joined for their projection).
+        Op::Concatenate { axis } => {
+            let row = ins.ty.dims().last().copied().unwrap_or(0);
+            computes(KernelOp::Window, d)
+                && computes(KernelOp::Select, d)
+                && computes(KernelOp::Iota, DType::I32)
+                && computes(KernelOp::Compare(CompareOp::Lt), DType::I32)
+                && computes(KernelOp::Hold, DType::Bool)
+                && *axis + 1 == ins.ty.rank()
+                && ins.ty.numel() > 0
+                && row <= i32::MAX as usize
+        }
         Op::Reshape { .. }
         | Op::Transpose { .. }
         | Op::Reverse { .. }
@@ -81,7 +94,6 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::DotGeneral(_)
         | Op::Slice { .. }
         | Op::Pad { .. }
-        | Op::Concatenate { .. }
         | Op::Scatter(_)
         | Op::DynamicSlice { .. }
         | Op::DynamicUpdateSlice
@@ -480,7 +492,8 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
             .is_some_and(|k| run.contains(&k))
     };
     match &ins.op {
-        Op::Gather(_) => ins.args.iter().any(in_run),
+        // A concatenation loads its operands' windows.
+        Op::Gather(_) | Op::Concatenate { .. } => ins.args.iter().any(in_run),
         Op::BroadcastInDim { dims, .. } => {
             let operand = ins.args[0];
             let access = func
@@ -506,7 +519,6 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::DotGeneral(_)
         | Op::Slice { .. }
         | Op::Pad { .. }
-        | Op::Concatenate { .. }
         | Op::Scatter(_)
         | Op::DynamicSlice { .. }
         | Op::DynamicUpdateSlice
@@ -646,8 +658,8 @@ fn row_role(
                 Access::Gather { .. } | Access::Window { .. } => false,
             }
         }
-        // Row kernels do not index rows by value (flat kernels do).
-        Op::Gather(_) => false,
+        // Row kernels do not index rows by value, nor load windows (flat kernels do).
+        Op::Gather(_) | Op::Concatenate { .. } => false,
         // An iota along the row or across rows (a one-hot's class index, say).
         Op::Iota { shape, dim, .. } => {
             fusible(func, i, target) && row_index(shape.dims(), *dim, role, (rows, cols)).is_some()

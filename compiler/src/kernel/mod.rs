@@ -301,6 +301,47 @@ pub fn lower(
                 let index = l.sig.buffers.len() - 1;
                 l.load(operand, Access::Gather { index, n, rows })?
             }
+            // Along the last axis (as fusion takes it): each operand loaded in its window,
+            // the last one whose window starts at or before the column picked.
+            Op::Concatenate { .. } => {
+                let row = *ins.ty.dims().last()?;
+                let column = l.emit(
+                    KOp::Index {
+                        stride: 1,
+                        size: row,
+                    },
+                    Vec::new(),
+                    DType::I32,
+                );
+                let mut picked = None;
+                let mut start = 0;
+                for &a in &ins.args {
+                    let len = *func.value_type(a)?.dims().last()?;
+                    if len == 0 {
+                        continue;
+                    }
+                    // Kernels inline splat constants rather than read them.
+                    let part = match splat_constant(func, a) {
+                        Some(_) => l.value(a)?,
+                        None => l.load(a, Access::Window { row, start, len })?,
+                    };
+                    picked = Some(match picked {
+                        None => part,
+                        Some(before) => {
+                            let at = i32::try_from(start).ok()?;
+                            let bound = l.emit(KOp::Const(Scalar::I32(at)), Vec::new(), DType::I32);
+                            let inside = l.emit(
+                                KOp::Compare(CompareOp::Lt),
+                                vec![column, bound],
+                                DType::Bool,
+                            );
+                            l.emit(KOp::Select, vec![inside, before, part], dtype)
+                        }
+                    });
+                    start += len;
+                }
+                picked?
+            }
             // A window of the last axis: stored as the rows are computed, not a kernel
             // value.
             Op::Slice { start, .. } => {

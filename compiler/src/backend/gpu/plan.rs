@@ -104,13 +104,21 @@ impl GpuPlan {
             ..Parts::default()
         };
         // A reduction alone keeps its reduction kernel, which strides its row with any
-        // number of threads, or folds its columns with no partials buffer; a slice alone is
-        // a copy.
+        // number of threads, or folds its columns with no partials buffer; a slice or a
+        // concatenation alone is copies, with no window tests. (Not where it reads a splat
+        // constant, which its kernel inlines and no step makes.)
         let lone = |step| match step {
             Step::Rows { start, end, .. } if end == start + 1 => Step::Op { index: start },
             Step::Kernel { start, end }
                 if end == start + 1
-                    && matches!(func.body[start].op, Op::Reduce { .. } | Op::Slice { .. }) =>
+                    && matches!(
+                        func.body[start].op,
+                        Op::Reduce { .. } | Op::Slice { .. } | Op::Concatenate { .. }
+                    )
+                    && !func.body[start]
+                        .args
+                        .iter()
+                        .any(|&a| crate::kernel::splat_constant(func, a).is_some()) =>
             {
                 Step::Op { index: start }
             }

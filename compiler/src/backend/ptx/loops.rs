@@ -297,6 +297,19 @@ impl<'a> LoopAddresses<'a> {
         }
     }
 
+    /// The predicate of the step's elements lying in `buffer`'s window, or `None` where it has
+    /// no window.
+    fn inside_of(&mut self, e: &mut Emitter, buffer: usize) -> Option<String> {
+        if !matches!(
+            self.kernel.sig.buffers[buffer].access,
+            Access::Window { .. }
+        ) {
+            return None;
+        }
+        self.address(e, buffer);
+        self.inside.get(&buffer).cloned()
+    }
+
     fn address(&mut self, e: &mut Emitter, buffer: usize) -> String {
         if let Some(a) = self.addresses.get(&buffer) {
             return a.clone();
@@ -570,19 +583,48 @@ fn load(
         "ld.global.nc"
     };
     let mut text = Vec::new();
+    // A window's elements are loaded only inside it (outside, the address is not the
+    // buffer's, and what is picked there is another operand's); its registers are zero
+    // before, so none is read unwritten.
+    let inside = addresses.inside_of(e, buffer);
+    let guard = |line: String| match &inside {
+        Some(p) => format!("@{p} {line}"),
+        None => line,
+    };
     if d == DType::Bool {
         for (lane, r) in regs.iter().enumerate() {
             let s = e.reg(Class::Rs);
-            text.push(format!("{space}.u8 {s}, [ADDR+{lane}]"));
+            if inside.is_some() {
+                text.push(format!("mov.u16 {s}, 0"));
+            }
+            text.push(guard(format!("{space}.u8 {s}, [ADDR+{lane}]")));
             text.push(format!("setp.ne.u16 {r}, {s}, 0"));
         }
-    } else if count == 1 {
-        text.push(format!("{space}.{t} {}, [ADDR]", regs[0]));
     } else {
-        text.push(format!(
-            "{space}.v{count}.{t} {{{}}}, [ADDR]",
-            regs.join(", ")
-        ));
+        if inside.is_some() {
+            let zero = match d {
+                DType::F32 => "0f00000000",
+                DType::F64 => "0d0000000000000000",
+                DType::F16
+                | DType::BF16
+                | DType::I32
+                | DType::I64
+                | DType::U32
+                | DType::U8
+                | DType::I8
+                | DType::I16
+                | DType::U16
+                | DType::U64
+                | DType::Bool => "0",
+            };
+            text.extend(regs.iter().map(|r| format!("mov.{t} {r}, {zero}")));
+        }
+        let loaded = if count == 1 {
+            format!("{space}.{t} {}, [ADDR]", regs[0])
+        } else {
+            format!("{space}.v{count}.{t} {{{}}}, [ADDR]", regs.join(", "))
+        };
+        text.push(guard(loaded));
     }
     for line in text {
         if b.access == Access::Scalar {
