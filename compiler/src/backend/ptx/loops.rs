@@ -602,20 +602,13 @@ fn load(
         }
     } else {
         if inside.is_some() {
-            let zero = match d {
-                DType::F32 => "0f00000000",
-                DType::F64 => "0d0000000000000000",
-                DType::F16
-                | DType::BF16
-                | DType::I32
-                | DType::I64
-                | DType::U32
-                | DType::U8
-                | DType::I8
-                | DType::I16
-                | DType::U16
-                | DType::U64
-                | DType::Bool => "0",
+            // Float registers take float literals; the rest, integers and raw halves, `0`.
+            let zero = if d == DType::F32 {
+                "0f00000000"
+            } else if d == DType::F64 {
+                "0d0000000000000000"
+            } else {
+                "0"
             };
             text.extend(regs.iter().map(|r| format!("mov.{t} {r}, {zero}")));
         }
