@@ -42,7 +42,7 @@ pub struct ColumnSplit {
 
 impl ColumnSplit {
     /// The split of `kernel`, a flat kernel with at least one partial buffer, or `None` if it
-    /// has none or a column count that does not divide its length.
+    /// has none, no elements, or a column count that does not divide its length.
     pub fn of(kernel: &Kernel) -> Option<ColumnSplit> {
         let mut common = 1usize;
         let mut any = false;
@@ -58,7 +58,7 @@ impl ColumnSplit {
                 any = true;
             }
         }
-        if !any || kernel.rows.is_some() || !kernel.len.is_multiple_of(common) {
+        if !any || kernel.len == 0 || kernel.rows.is_some() || !kernel.len.is_multiple_of(common) {
             return None;
         }
         let lanes = vector_width(kernel);
