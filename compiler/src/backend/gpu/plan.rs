@@ -341,9 +341,15 @@ fn run_plan(
                         let mut read = partials.clone();
                         let mut totals = Vec::with_capacity(chain.len());
                         for (n, &l) in chain.iter().enumerate() {
-                            let written = match reduce_launches[l].parts.as_slice() {
-                                [r] if n + 1 < chain.len() => reductions[*r].partials_type(),
-                                _ => typed(b.value)?,
+                            // A split's partial kernel writes its partials, the last fold
+                            // the reduction's result.
+                            let partial = reduce_launches[l]
+                                .parts
+                                .first()
+                                .filter(|_| n + 1 < chain.len());
+                            let written = match partial {
+                                Some(&r) => reductions[r].partials_type(),
+                                None => typed(b.value)?,
                             };
                             reduce_parts[l] = vec![(read, written.clone())];
                             totals.push((l, written.clone()));
@@ -942,52 +948,56 @@ impl Parts {
                 continue;
             };
             let partials = TensorType::new(b.dtype, split.partials(cols));
-            let name = format!("{}_r{}", func.name, self.reductions.len());
-            let total = ReduceKernel::plan(name, op, &partials, &[0])
+            let folds = self
+                .reduction(func, op, &partials, &[0])
                 .ok_or(GpuError::Missing(b.value.0))?;
-            let second = format!("{}_r{}", func.name, self.reductions.len() + 1);
-            let first = self.reductions.len();
-            match total.split(second) {
-                Some(s) => {
-                    self.reductions.extend([s.partial, s.total]);
-                    totals.push(vec![first, first + 1]);
-                }
-                None => {
-                    self.reductions.push(total);
-                    totals.push(vec![first]);
-                }
-            }
+            totals.push(folds);
         }
         Ok(totals)
+    }
+
+    /// The reduction kernels that reduce `input` over `axes`, kept in the plan: one, or the
+    /// partial and total kernels of a split where one would leave blocks folding many
+    /// elements each; `None` where no kernel takes it.
+    fn reduction(
+        &mut self,
+        func: &Func,
+        op: ReduceOp,
+        input: &TensorType,
+        axes: &[usize],
+    ) -> Option<Vec<usize>> {
+        let first = self.reductions.len();
+        let name = |k: usize| format!("{}_r{}", func.name, first + k);
+        let whole = ReduceKernel::plan(name(0), op, input, axes)?;
+        match whole.split(name(1)) {
+            Some(split) => {
+                self.reductions.extend([split.partial, split.total]);
+                Some(vec![first, first + 1])
+            }
+            None => {
+                self.reductions.push(whole);
+                Some(vec![first])
+            }
+        }
     }
 
     /// A reduction kernel for instruction `index`, split in two launches where its blocks
     /// would each fold many elements; the host where no kernel takes it.
     fn reduce_step(&mut self, func: &Func, index: usize, op: ReduceOp, axes: &[usize]) -> GpuStep {
-        let name = format!("{}_r{}", func.name, self.reductions.len());
-        let input = func.value_type(func.body[index].args[0]);
-        let planned = input.and_then(|t| ReduceKernel::plan(name, op, t, axes));
-        let total_name = format!("{}_r{}", func.name, self.reductions.len() + 1);
-        let split = planned.as_ref().and_then(|r| r.split(total_name));
-        match (planned, split) {
-            (_, Some(split)) => {
-                let partials = split.partial.partials_type();
-                self.reductions.extend([split.partial, split.total]);
-                GpuStep::SplitReduce {
-                    index,
-                    partial: self.reductions.len() - 2,
-                    total: self.reductions.len() - 1,
-                    partials,
-                }
-            }
-            (Some(r), None) => {
-                self.reductions.push(r);
-                GpuStep::Reduce {
-                    launch: self.reductions.len() - 1,
-                    instrs: vec![index],
-                }
-            }
-            (None, _) => GpuStep::Host(index),
+        let input = func.value_type(func.body[index].args[0]).cloned();
+        let planned = input.and_then(|t| self.reduction(func, op, &t, axes));
+        match planned.as_deref() {
+            Some(&[partial, total]) => GpuStep::SplitReduce {
+                index,
+                partial,
+                total,
+                partials: self.reductions[partial].partials_type(),
+            },
+            Some(&[whole]) => GpuStep::Reduce {
+                launch: whole,
+                instrs: vec![index],
+            },
+            Some(_) | None => GpuStep::Host(index),
         }
     }
 }

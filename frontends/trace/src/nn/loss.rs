@@ -36,9 +36,12 @@ pub fn softmax_cross_entropy_with_integer_labels(logits: &Tensor, labels: &Tenso
 fn is_label(labels: &Tensor, classes: usize) -> Tensor {
     let dtype = labels.dtype();
     let last = classes.saturating_sub(1);
-    let wide = match (dtype, i32::try_from(classes)) {
-        (DType::I64 | DType::U64 | DType::U32, _) | (_, Err(_)) => DType::I64,
-        _ => DType::I32,
+    let wide = if matches!(dtype, DType::I64 | DType::U64 | DType::U32)
+        || i32::try_from(classes).is_err()
+    {
+        DType::I64
+    } else {
+        DType::I32
     };
     let index = if dtype.is_signed_int() {
         labels
