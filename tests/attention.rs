@@ -580,3 +580,88 @@ fn gpu_plans_of_a_cpu_program_keep_their_attention_kernels() {
     let info = ferrax::aot_runtime::inspect_artifact(&bytes).unwrap();
     assert!(info.kernels.contains(&kernel.name), "{:?}", info.kernels);
 }
+
+/// Half operands (queries, keys and values already of the precision's type, as
+/// `dot_product_attention` makes them under a half precision) compute exactly what f32
+/// operands do, the products rounding those: the output and log-sum-exps bit for bit, and the
+/// gradients (of the operands' half type) at the same values. On the emulated GPU (the
+/// tensor-core kernels for bf16 over multiples of 16 features, the scalar ones for f16 or 12
+/// features) and in the interpreter, both against the f32 program.
+#[test]
+fn half_operands_compute_the_values_of_rounded_f32_operands() {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    use ferrax_ptx_emu::Emulator;
+    let cases = [
+        ([1, 70, 2, 64], 130, true, "bf16"),
+        ([2, 40, 1, 16], 96, false, "bf16"),
+        ([1, 33, 2, 12], 50, true, "bf16"),
+        ([1, 40, 1, 8], 40, true, "f16"),
+    ];
+    for (q_shape, keys, causal, half) in cases {
+        let [b, t, h, d] = q_shape;
+        let what = format!("q {q_shape:?}, {keys} keys, causal {causal}, {half}");
+        let flag = format!(
+            "{}, precision={half}",
+            if causal { ", causal=1" } else { "" }
+        );
+        let program = |operands: &str| {
+            let (q, kv, rows) = (
+                format!("f32[{b},{t},{h},{d}]"),
+                format!("f32[{b},{keys},{h},{d}]"),
+                format!("f32[{b},{h},{t}]"),
+            );
+            let (qh, kvh) = (q.replace("f32", operands), kv.replace("f32", operands));
+            format!(
+                "func @main(%q0: {q}, %k0: {kv}, %v0: {kv}, %g: {q}, %gl: {rows}) -> ({q}, {rows}, {qh}, {kvh}, {kvh}) {{
+  %q = convert %q0 : {qh}
+  %k = convert %k0 : {kvh}
+  %v = convert %v0 : {kvh}
+  %o = attention %q, %k, %v{flag} : {q}
+  %l = attention_lse %q, %k, %v{flag} : {rows}
+  %dq = attention_dq %q, %k, %v, %o, %l, %g, %gl{flag} : {qh}
+  %dk = attention_dk %q, %k, %v, %o, %l, %g, %gl{flag} : {kvh}
+  %dv = attention_dv %q, %k, %v, %o, %l, %g, %gl{flag} : {kvh}
+  return %o, %l, %dq, %dk, %dv
+}}"
+            )
+        };
+        let kv_shape = [b, keys, h, d];
+        let args = vec![
+            operand_f32(q_shape, 21),
+            operand_f32(kv_shape, 22),
+            operand_f32(kv_shape, 23),
+            operand_f32(q_shape, 24),
+            operand_f32([b, h, t, 1], 25)
+                .reshaped([b, h, t].into())
+                .unwrap(),
+        ];
+        let mut results = Vec::new();
+        for operands in [half, "f32"] {
+            let func = ferrax::ir::parse_func(&program(operands)).unwrap();
+            let emulator = Emulator::default();
+            let gpu = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
+            assert_eq!(gpu.plan().attentions.len(), 4, "{what}: {operands}");
+            assert_eq!(gpu.host_steps(), 0, "{what}: {operands}");
+            let got = gpu.run(&args).unwrap();
+            let interpreted = ferrax::runtime::interpret(&func, &args).unwrap();
+            let dtypes: Vec<DType> = got.iter().map(|a| a.dtype()).collect();
+            let gradients = DType::from_name(operands).unwrap();
+            assert_eq!(
+                dtypes,
+                [DType::F32, DType::F32, gradients, gradients, gradients],
+                "{what}"
+            );
+            results.push((got, interpreted));
+        }
+        let bits = |a: &ferrax::Array| -> Vec<u64> {
+            a.to_f64_vec().iter().map(|x| x.to_bits()).collect()
+        };
+        let (half_results, f32_results) = (&results[0], &results[1]);
+        for (i, (h, f)) in half_results.0.iter().zip(&f32_results.0).enumerate() {
+            assert_eq!(bits(h), bits(f), "{what}: kernel result {i}");
+        }
+        for (i, (h, f)) in half_results.1.iter().zip(&f32_results.1).enumerate() {
+            assert_eq!(bits(h), bits(f), "{what}: interpreted result {i}");
+        }
+    }
+}

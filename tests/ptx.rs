@@ -1758,7 +1758,7 @@ fn concatenations_and_pads_compute_the_interpreters_values_in_the_emulator() {
             |x| {
                 let parts = [
                     x.clone(),
-                    &x * 2.0,
+                    &x + 2.0,
                     x.slice(&[0, 1], &[3, 4]),
                     x.slice(&[0, 0], &[3, 0]),
                 ];
@@ -2248,11 +2248,14 @@ fn attention_kernels_assemble_with_ptxas_without_spills() {
             features,
             causal,
             precision: None,
+            operands: DType::F32,
             out,
             lse,
         };
+    // w10's: bf16 products of bf16 operands.
     let w10 = AttentionKernel {
         precision: Some(DType::BF16),
+        operands: DType::BF16,
         ..kernel("gpt2_bf16", (64, true), (true, true))
     };
     let kernels = [
@@ -2265,6 +2268,16 @@ fn attention_kernels_assemble_with_ptxas_without_spills() {
             precision: Some(DType::BF16),
             ..kernel("small_bf16", (16, true), (true, true))
         },
+        AttentionKernel {
+            precision: Some(DType::BF16),
+            operands: DType::BF16,
+            ..kernel("small_bf16_operands", (16, true), (true, true))
+        },
+        AttentionKernel {
+            precision: Some(DType::F16),
+            operands: DType::F16,
+            ..kernel("small_f16_operands", (8, true), (true, true))
+        },
     ];
     let mut grads = Vec::new();
     for part in [
@@ -2272,16 +2285,18 @@ fn attention_kernels_assemble_with_ptxas_without_spills() {
         AttentionPart::KeyGrad,
         AttentionPart::ValueGrad,
     ] {
-        for (features, causal, precision) in [
-            (64, true, Some(DType::BF16)),
-            (32, false, Some(DType::BF16)),
-            (64, true, None),
-            (16, false, None),
+        for (features, causal, precision, operands) in [
+            (64, true, Some(DType::BF16), DType::BF16),
+            (64, true, Some(DType::BF16), DType::F32),
+            (32, false, Some(DType::BF16), DType::F32),
+            (64, true, None, DType::F32),
+            (16, false, None, DType::F32),
+            (24, true, Some(DType::F16), DType::F16),
         ] {
             grads.push(AttentionGradKernel {
                 name: format!(
-                    "grad_{part:?}_{features}_{causal}_{}",
-                    precision.map_or("f32", |_| "bf16")
+                    "grad_{part:?}_{features}_{causal}_{}_{operands}",
+                    precision.map_or("f32", |h| h.name())
                 ),
                 batch: 8,
                 queries: 1024,
@@ -2290,6 +2305,7 @@ fn attention_kernels_assemble_with_ptxas_without_spills() {
                 features,
                 causal,
                 precision,
+                operands,
                 part,
             });
         }
@@ -2302,6 +2318,11 @@ fn attention_kernels_assemble_with_ptxas_without_spills() {
     insta::assert_snapshot!(
         "attention_small_tensor_core_kernel",
         render_attention(&kernels[5], MathMode::Accurate).unwrap()
+    );
+    // The same with bf16 operands, loaded as they are.
+    insta::assert_snapshot!(
+        "attention_small_tensor_core_kernel_bf16_operands",
+        render_attention(&kernels[6], MathMode::Accurate).unwrap()
     );
     let Some(ptxas) = ptxas() else {
         assert!(

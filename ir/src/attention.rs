@@ -13,6 +13,11 @@
 //! what the forward parts compute from the same operands: a kernel recomputes the softmax
 //! from `lse`, the plain-op spelling from the scores (so that, spelled out next to the
 //! forward pass, it shares the forward pass's softmax).
+//!
+//! Under a precision `h`, queries, keys and values may be of dtype `h` itself (half
+//! operands): the products read nothing else of them, so a kernel reads half the bytes. The
+//! softmax, the output, `out`, `d_out` and the log-sum-exps are then f32, and the three
+//! gradients of dtype `h`: each is a product rounded to `h`, so its values do not change.
 
 use crate::{
     BinaryOp, CompareOp, DType, DotDims, Func, FuncBuilder, Literal, Op, ReduceOp, Scalar,
@@ -72,7 +77,7 @@ pub struct Attention {
     pub causal: bool,
     /// A half type (f16 or bf16) that every product's operands and result are rounded to, each
     /// summed in f32 (`DotPrecision::new(h, h)`): mixed precision, the softmax in the
-    /// operands' dtype. `None`: products in the operands' dtype.
+    /// operands' dtype (f32 for half operands). `None`: products in the operands' dtype.
     pub precision: Option<DType>,
 }
 
@@ -84,7 +89,11 @@ pub struct AttentionDims {
     pub keys: usize,
     pub heads: usize,
     pub features: usize,
+    /// The softmax's dtype: that of the output, `out`, `d_out` and the log-sum-exps.
     pub dtype: DType,
+    /// The dtype of queries, keys and values (and of their gradients): `dtype`, or the
+    /// precision's half type.
+    pub operands: DType,
 }
 
 impl Attention {
@@ -139,14 +148,19 @@ impl Attention {
                 "keys {k} do not fit queries {q}: batch, heads, features and dtype must agree"
             )));
         }
+        // Half operands compute the softmax in f32.
+        let mut dtype = q.dtype;
         if let Some(h) = self.precision {
             let wider = matches!(q.dtype, DType::F32 | DType::F64);
-            if !matches!(h, DType::F16 | DType::BF16) || !wider {
+            if !matches!(h, DType::F16 | DType::BF16) || !(wider || q.dtype == h) {
                 return Err(invalid(format!(
                     "products at {h} for {} operands: the precision must be a half type \
-                     narrower than the operands",
+                     narrower than the operands, or theirs",
                     q.dtype
                 )));
+            }
+            if q.dtype == h {
+                dtype = DType::F32;
             }
         }
         if v != k {
@@ -162,14 +176,16 @@ impl Attention {
             keys,
             heads,
             features,
-            dtype: q.dtype,
+            dtype,
+            operands: q.dtype,
         };
         if self.part.arity() == 7 {
             let rows = dims.rows();
+            let out = dims.output();
             for (i, name, want) in [
-                (3, "out", q),
+                (3, "out", &out),
                 (4, "lse", &rows),
-                (5, "d_out", q),
+                (5, "d_out", &out),
                 (6, "d_lse", &rows),
             ] {
                 if args[i] != want {
@@ -184,7 +200,8 @@ impl Attention {
     pub fn result_type(self, args: &[&TensorType]) -> Result<TensorType, TypeError> {
         let dims = self.dims(args)?;
         Ok(match self.part {
-            AttentionPart::Output | AttentionPart::QueryGrad => args[0].clone(),
+            AttentionPart::Output => dims.output(),
+            AttentionPart::QueryGrad => args[0].clone(),
             AttentionPart::LogSumExp => dims.rows(),
             AttentionPart::KeyGrad => args[1].clone(),
             AttentionPart::ValueGrad => args[2].clone(),
@@ -230,23 +247,35 @@ impl Attention {
                 rhs_contract: vec![rhs_contract],
             })
         };
-        // A product, its operands and result rounded to the precision where there is one.
+        // A product, its operands and result rounded to the precision where there is one
+        // (half operands are already), its result widened to the softmax's dtype where
+        // `widen` says.
         let precision = self.precision;
-        let product = |b: &mut FuncBuilder, dot: Op, lhs: ValueId, rhs: ValueId| {
+        let half = d.operands != d.dtype;
+        let product = |b: &mut FuncBuilder, dot: Op, operands: [(ValueId, bool); 2], widen| {
             let Some(h) = precision else {
-                return b.push(dot, &[lhs, rhs]);
+                return b.push(dot, &[operands[0].0, operands[1].0]);
             };
-            let lhs = b.push(Op::Convert { to: h }, &[lhs])?;
-            let rhs = b.push(Op::Convert { to: h }, &[rhs])?;
-            let result = b.push(dot, &[lhs, rhs])?;
-            b.push(Op::Convert { to: d.dtype }, &[result])
+            let mut rounded = [operands[0].0; 2];
+            for (r, (x, is_half)) in rounded.iter_mut().zip(operands) {
+                *r = match is_half {
+                    true => x,
+                    false => b.push(Op::Convert { to: h }, &[x])?,
+                };
+            }
+            let result = b.push(dot, &rounded)?;
+            match widen {
+                true => b.push(Op::Convert { to: d.dtype }, &[result]),
+                false => Ok(result),
+            }
         };
+        let (q, k, v) = ((q, half), (k, half), (v, half));
         let sum_rows = Op::Reduce {
             op: ReduceOp::Sum,
             axes: vec![3],
         };
 
-        let mut scores = product(&mut b, dot([0, 2], 3, 3), q, k)?;
+        let mut scores = product(&mut b, dot([0, 2], 3, 3), [q, k], true)?;
         if self.causal {
             let index = match d.queries.max(d.keys) <= i32::MAX as usize {
                 true => DType::I32,
@@ -292,7 +321,7 @@ impl Attention {
         let weights = b.push(Op::Binary(BinaryOp::Div), &[exp, spread_total])?;
         let out = match self.part {
             AttentionPart::Output => {
-                let mixed = product(&mut b, dot([0, 1], 3, 1), weights, v)?;
+                let mixed = product(&mut b, dot([0, 1], 3, 1), [(weights, false), v], true)?;
                 heads_second(&mut b, mixed)?
             }
             AttentionPart::LogSumExp => {
@@ -300,14 +329,14 @@ impl Attention {
                 b.push(Op::Binary(BinaryOp::Add), &[max, log])?
             }
             AttentionPart::ValueGrad => {
-                let d_out = params[5];
-                let dv = product(&mut b, dot([0, 1], 2, 1), weights, d_out)?;
+                let d_out = (params[5], false);
+                let dv = product(&mut b, dot([0, 1], 2, 1), [(weights, false), d_out], !half)?;
                 heads_second(&mut b, dv)?
             }
             AttentionPart::QueryGrad | AttentionPart::KeyGrad => {
                 let (out, d_out, d_lse) = (params[3], params[5], params[6]);
                 // d scores = weights * (d_out . v - rowsum(d_out * out) + d_lse).
-                let d_weights = product(&mut b, dot([0, 2], 3, 3), d_out, v)?;
+                let d_weights = product(&mut b, dot([0, 2], 3, 3), [(d_out, false), v], true)?;
                 let weighted = b.push(Op::Binary(BinaryOp::Mul), &[d_out, out])?;
                 let delta = b.push(sum_rows, &[weighted])?;
                 let delta = b.push(
@@ -321,10 +350,11 @@ impl Attention {
                 let centred = b.push(Op::Binary(BinaryOp::Sub), &[d_weights, spread_delta])?;
                 let d_scores = b.push(Op::Binary(BinaryOp::Mul), &[weights, centred])?;
                 // dq = d scores . k over the keys; dk = d scores . q over the queries.
+                let d_scores = (d_scores, false);
                 let grad = if self.part == AttentionPart::QueryGrad {
-                    product(&mut b, dot([0, 1], 3, 1), d_scores, k)?
+                    product(&mut b, dot([0, 1], 3, 1), [d_scores, k], !half)?
                 } else {
-                    product(&mut b, dot([0, 1], 2, 1), d_scores, q)?
+                    product(&mut b, dot([0, 1], 2, 1), [d_scores, q], !half)?
                 };
                 heads_second(&mut b, grad)?
             }
@@ -337,5 +367,11 @@ impl AttentionDims {
     /// The type of one value per row of scores, `[B, H, T]`: the log-sum-exps.
     pub fn rows(&self) -> TensorType {
         TensorType::new(self.dtype, vec![self.batch, self.heads, self.queries])
+    }
+
+    /// The output's type, `[B, T, H, D]` in the softmax's dtype (also `out`'s and `d_out`'s).
+    pub fn output(&self) -> TensorType {
+        let shape = vec![self.batch, self.queries, self.heads, self.features];
+        TensorType::new(self.dtype, shape)
     }
 }

@@ -49,8 +49,10 @@ pub(super) fn vjp(
         }
         AttentionPart::LogSumExp => {
             // The softmax weights are the log-sum-exps' derivative by the scores; the values
-            // do not enter.
-            let zeros = e.full_like(0.0, q)?;
+            // do not enter. `out` and `d_out` are zeros of the output's type.
+            let types = x.iter().map(|&v| e.ty(v)).collect::<R<Vec<_>>>()?;
+            let dims = a.dims(&types.iter().collect::<Vec<_>>())?;
+            let zeros = e.splat(0.0, &dims.output())?;
             let args = [q, k, v, zeros, y, zeros, g];
             Ok(vec![
                 Some(part(e, AttentionPart::QueryGrad, &args)?),

@@ -9,9 +9,10 @@
 //! row sees. Exponentials and logarithms are the kernels' own (`kernel::math`'s expansions, or
 //! fast math's approximations). Under a product precision the operands, scores, weights and
 //! results are rounded where the plain-op spelling rounds them, but for the weights, rounded
-//! relative to the running maximum rather than normalized (a rounding apart). Products at bf16
-//! over multiples of 16 features run on the tensor cores instead (`attention_mma`). The
-//! gradient parts have kernels of their own (`attention_grad`).
+//! relative to the running maximum rather than normalized (a rounding apart). Half operands
+//! (queries, keys and values already of the precision's type) are loaded as they are and
+//! widened. Products at bf16 over multiples of 16 features run on the tensor cores instead
+//! (`attention_mma`). The gradient parts have kernels of their own (`attention_grad`).
 
 use super::attention_mma::{self, on_tensor_cores, render_attention_mma};
 use super::emit::{Class, Emitter};
@@ -42,13 +43,15 @@ pub struct AttentionKernel {
     pub causal: bool,
     /// The half type the products' operands and results are rounded to, if any.
     pub precision: Option<DType>,
+    /// The dtype of queries, keys and values: f32, or the precision's half type.
+    pub operands: DType,
     pub out: bool,
     pub lse: bool,
 }
 
 /// Whether a kernel computes part `a` on operands of types `args` (this module's for the
-/// forward parts, `attention_grad`'s for the gradients): in f32 (products of f32 or of values
-/// rounded to bf16 or f16), of up to [`MAX_FEATURES`] head features (a multiple of 4,
+/// forward parts, `attention_grad`'s for the gradients): the softmax in f32 (products of f32
+/// or of values rounded to bf16 or f16, half operands included), of up to [`MAX_FEATURES`] head features (a multiple of 4,
 /// for 16-byte loads), non-empty, with 32-bit indices.
 pub fn supports(a: &Attention, args: &[&TensorType]) -> bool {
     let Ok(d) = a.dims(args) else {
@@ -85,6 +88,7 @@ impl AttentionKernel {
             features: d.features,
             causal: a.causal,
             precision: a.precision,
+            operands: d.operands,
             out,
             lse,
         })
@@ -256,19 +260,54 @@ pub(super) fn row_element(
     r
 }
 
-/// Registers of one row of `d` features at element `at` of the buffer at `base`, rounded to
-/// `precision` where given, loaded before the loops.
+/// The lines widening the half `h` (of dtype `dtype`, f16 or bf16) into the f32 register `x`,
+/// with `w` a 32-bit scratch register (bf16 is the upper half of an f32; `cvt.f32.bf16` needs
+/// sm_90).
+pub(super) fn widening(dtype: DType, h: &str, w: &str, x: &str) -> Vec<String> {
+    if dtype == DType::F16 {
+        return vec![format!("cvt.f32.f16 {x}, {h}")];
+    }
+    vec![
+        format!("cvt.u32.u16 {w}, {h}"),
+        format!("shl.b32 {w}, {w}, 16"),
+        format!("mov.b32 {x}, {w}"),
+    ]
+}
+
+/// The f32 register `x` rounded to the half type `h` into a new 16-bit register.
+pub(super) fn narrowed(e: &mut Emitter, h: DType, x: &str) -> String {
+    let r = e.reg(Class::Rs);
+    e.line(format!("cvt.rn.{}.f32 {r}, {x}", h.name()));
+    r
+}
+
+/// Registers of one row of `d` features at element `at` of the buffer at `base` of dtype
+/// `dtype` (f32, rounded to `precision` where given, or a half type, widened), loaded before
+/// the loops.
 pub(super) fn load_row(
     e: &mut Emitter,
-    base: &str,
+    (base, dtype): (&str, DType),
     at: &str,
     d: usize,
     precision: Option<DType>,
 ) -> Result<Vec<String>, PtxError> {
     let address = e.reg(Class::Rd);
-    e.pre_line(format!("mul.wide.u32 {address}, {at}, 4"));
+    e.pre_line(format!(
+        "mul.wide.u32 {address}, {at}, {}",
+        dtype.size_bytes()
+    ));
     e.pre_line(format!("add.s64 {address}, {base}, {address}"));
     let regs: Vec<String> = (0..d).map(|_| e.reg(Class::F)).collect();
+    if dtype != DType::F32 {
+        let (h, w) = (e.reg(Class::Rs), e.reg(Class::R));
+        for (i, x) in regs.iter().enumerate() {
+            e.pre_line(format!("ld.global.nc.b16 {h}, [{address}+{}]", 2 * i));
+            for line in widening(dtype, &h, &w, x) {
+                e.pre_line(line);
+            }
+        }
+        return Ok(regs);
+    }
     for (i, group) in regs.chunks(4).enumerate() {
         e.pre_line(format!(
             "ld.global.nc.v4.f32 {{{}}}, [{address}+{}]",
@@ -299,12 +338,12 @@ pub(super) fn round_in_setup(
     Ok(())
 }
 
-/// Where a tile loop reads its two operands' rows: their global addresses, the element of the
-/// batch and head's first row (`base`), a row's stride in elements, the tile's first row
-/// (`start`, a register) and the rows there are (`len`), and the shared tiles (`shared`: the
-/// first operand's `TILE x d`, then the second's).
+/// Where a tile loop reads its two operands' rows: their global addresses and dtypes, the
+/// element of the batch and head's first row (`base`), a row's stride in elements, the tile's
+/// first row (`start`, a register) and the rows there are (`len`), and the shared tiles
+/// (`shared`: the first operand's `TILE x d`, then the second's).
 pub(super) struct Tiles<'a> {
-    pub(super) sources: (&'a str, &'a str),
+    pub(super) sources: [(&'a str, DType); 2],
     pub(super) base: &'a str,
     pub(super) row: usize,
     pub(super) start: &'a str,
@@ -312,8 +351,9 @@ pub(super) struct Tiles<'a> {
     pub(super) shared: &'a str,
 }
 
-/// A tile loop's loads: `TILE` rows of `d` features of both operands, rounded to `precision`,
-/// into shared memory, zeros for rows past the end; every thread of the block takes part.
+/// A tile loop's loads: `TILE` rows of `d` features of both operands, f32 ones rounded to
+/// `precision` and half ones widened, into shared memory, zeros for rows past the end; every
+/// thread of the block takes part.
 /// Returns the label after the loads (the caller adds what else it loads, then a barrier).
 pub(super) fn load_tiles(
     e: &mut Emitter,
@@ -322,8 +362,6 @@ pub(super) fn load_tiles(
     precision: Option<DType>,
 ) -> Result<String, PtxError> {
     let [i, j, f, row, at, slot] = e.regs::<6>(Class::R);
-    let [first_address, second_address] = e.regs::<2>(Class::Rd);
-    let [x1, x2] = e.regs::<2>(Class::F);
     let inside = e.reg(Class::P);
     let (load_loop, loaded) = (e.label("load"), e.label("loaded"));
     let tile_bytes = TILE * d * 4;
@@ -335,27 +373,32 @@ pub(super) fn load_tiles(
     e.line(format!("rem.u32 {f}, {i}, {d}"));
     e.line(format!("add.u32 {row}, {}, {j}", t.start));
     e.line(format!("setp.lt.u32 {inside}, {row}, {}", t.len));
-    e.line(format!("mov.f32 {x1}, {zero}"));
-    e.line(format!("mov.f32 {x2}, {zero}"));
     e.line(format!("mad.lo.s32 {at}, {row}, {}, {}", t.row, t.base));
     e.line(format!("add.s32 {at}, {at}, {f}"));
-    e.line(format!("mul.wide.u32 {first_address}, {at}, 4"));
-    e.line(format!(
-        "add.s64 {second_address}, {}, {first_address}",
-        t.sources.1
-    ));
-    e.line(format!(
-        "add.s64 {first_address}, {}, {first_address}",
-        t.sources.0
-    ));
-    e.line(format!(
-        "@{inside} ld.global.nc.f32 {x1}, [{first_address}]"
-    ));
-    e.line(format!(
-        "@{inside} ld.global.nc.f32 {x2}, [{second_address}]"
-    ));
-    let x1 = rounded(e, precision, x1)?;
-    let x2 = rounded(e, precision, x2)?;
+    let mut values = Vec::with_capacity(2);
+    for (source, dtype) in t.sources {
+        let address = e.reg(Class::Rd);
+        let x = e.reg(Class::F);
+        e.line(format!(
+            "mul.wide.u32 {address}, {at}, {}",
+            dtype.size_bytes()
+        ));
+        e.line(format!("add.s64 {address}, {source}, {address}"));
+        if dtype == DType::F32 {
+            e.line(format!("mov.f32 {x}, {zero}"));
+            e.line(format!("@{inside} ld.global.nc.f32 {x}, [{address}]"));
+            values.push(rounded(e, precision, x)?);
+        } else {
+            let (h, w) = (e.reg(Class::Rs), e.reg(Class::R));
+            e.line(format!("mov.b16 {h}, 0"));
+            e.line(format!("@{inside} ld.global.nc.b16 {h}, [{address}]"));
+            for line in widening(dtype, &h, &w, &x) {
+                e.line(line);
+            }
+            values.push(x);
+        }
+    }
+    let [x1, x2] = [&values[0], &values[1]];
     e.line(format!("shl.b32 {slot}, {i}, 2"));
     e.line(format!("add.u32 {slot}, {slot}, {}", t.shared));
     e.line(format!("st.shared.f32 [{slot}], {x1}"));
@@ -407,7 +450,7 @@ pub fn render_attention(k: &AttentionKernel, mode: MathMode) -> Result<String, P
     // This row's query (threads past the last row load the last's), rounded to the precision.
     let clamped = clamped_row(&mut e, &at, t_len);
     let q_at = row_element(&mut e, &at, &clamped, (t_len, heads, d));
-    let q = load_row(&mut e, &a[0], &q_at, d, k.precision)?;
+    let q = load_row(&mut e, (&a[0], k.operands), &q_at, d, k.precision)?;
     let acc: Vec<String> = (0..d).map(|_| e.reg(Class::F)).collect();
     for r in &acc {
         e.pre_line(format!("mov.f32 {r}, {zero}"));
@@ -434,7 +477,7 @@ pub fn render_attention(k: &AttentionKernel, mode: MathMode) -> Result<String, P
     e.body.push_str(&format!("{tile_loop}:\n"));
     e.line("bar.sync 0".into());
     let tiles = Tiles {
-        sources: (&a[1], &a[2]),
+        sources: [(&a[1], k.operands), (&a[2], k.operands)],
         base: &kv_base,
         row: heads * d,
         start: &start,

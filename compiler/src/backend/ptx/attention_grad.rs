@@ -11,7 +11,7 @@
 //! instead (`attention_grad_mma`).
 
 use super::attention::{
-    block_row, clamped_row, entry_start, load_row, load_tiles, round_in_setup, rounded,
+    block_row, clamped_row, entry_start, load_row, load_tiles, narrowed, round_in_setup, rounded,
     row_element, supports, unary, BlockRow, EntryStart, Tiles, ROWS, TILE,
 };
 use super::attention_grad_mma::render_attention_grad_mma;
@@ -33,6 +33,9 @@ pub struct AttentionGradKernel {
     pub features: usize,
     pub causal: bool,
     pub precision: Option<DType>,
+    /// The dtype of queries, keys and values, and of the gradient: f32, or the precision's
+    /// half type.
+    pub operands: DType,
     /// [`AttentionPart::QueryGrad`], [`AttentionPart::KeyGrad`] or [`AttentionPart::ValueGrad`].
     pub part: AttentionPart,
 }
@@ -57,6 +60,7 @@ impl AttentionGradKernel {
             features: d.features,
             causal: a.causal,
             precision: a.precision,
+            operands: d.operands,
             part: a.part,
         })
     }
@@ -302,9 +306,9 @@ pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<
     // and delta = rowsum(d_out * out) - d_lse. A key: k, and v for the keys' gradient.
     let lse_slot = e.reg(Class::R);
     let (mine, second, lse_own, delta_own) = if by_query {
-        let q = load_row(&mut e, q_in, &own_at, d, h16)?;
-        let d_out = load_row(&mut e, do_in, &own_at, d, None)?;
-        let out = load_row(&mut e, o_in, &own_at, d, None)?;
+        let q = load_row(&mut e, (q_in, k.operands), &own_at, d, h16)?;
+        let d_out = load_row(&mut e, (do_in, DType::F32), &own_at, d, None)?;
+        let out = load_row(&mut e, (o_in, DType::F32), &own_at, d, None)?;
         let delta = e.reg(Class::F);
         e.pre_line(format!("mov.f32 {delta}, {zero}"));
         for (x, y) in d_out.iter().zip(&out) {
@@ -323,9 +327,9 @@ pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<
         round_in_setup(&mut e, &d_out, h16)?;
         (q, Some(d_out), Some(lse), Some(delta))
     } else {
-        let key = load_row(&mut e, k_in, &own_at, d, h16)?;
+        let key = load_row(&mut e, (k_in, k.operands), &own_at, d, h16)?;
         let value = match k.part {
-            AttentionPart::KeyGrad => Some(load_row(&mut e, v_in, &own_at, d, h16)?),
+            AttentionPart::KeyGrad => Some(load_row(&mut e, (v_in, k.operands), &own_at, d, h16)?),
             AttentionPart::ValueGrad
             | AttentionPart::QueryGrad
             | AttentionPart::Output
@@ -365,16 +369,16 @@ pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<
     e.pre_line(format!("add.u32 {second_base}, {first_base}, {tile_bytes}"));
     e.pre_line(format!("add.u32 {rows_base}, {second_base}, {tile_bytes}"));
     let (first_in, second_in) = if by_query {
-        (k_in, v_in)
+        ((k_in.as_str(), k.operands), (v_in.as_str(), k.operands))
     } else {
-        (q_in, do_in)
+        ((q_in.as_str(), k.operands), (do_in.as_str(), DType::F32))
     };
 
     let tile_loop = e.label("tile");
     e.body.push_str(&format!("{tile_loop}:\n"));
     e.line("bar.sync 0".into());
     let tiles = Tiles {
-        sources: (first_in, second_in),
+        sources: [first_in, second_in],
         base: &other_base,
         row: heads * d,
         start: &start,
@@ -473,7 +477,7 @@ pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<
     e.line(format!("setp.lt.u32 {more}, {start}, {end}"));
     e.line(format!("@{more} bra {tile_loop}"));
 
-    // This row's gradient, rounded to the precision.
+    // This row's gradient, rounded to the precision (of the operands' type).
     let done = e.label("done");
     let outside = e.reg(Class::P);
     e.line(format!("not.pred {outside}, {active}"));
@@ -483,18 +487,31 @@ pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<
     e.line(format!("mad.lo.s32 {out_at}, {b}, {own_len}, {own}"));
     e.line(format!("mad.lo.s32 {out_at}, {out_at}, {heads}, {h}"));
     e.line(format!("mul.lo.s32 {out_at}, {out_at}, {d}"));
-    e.line(format!("mul.wide.u32 {address}, {out_at}, 4"));
+    e.line(format!(
+        "mul.wide.u32 {address}, {out_at}, {}",
+        k.operands.size_bytes()
+    ));
     e.line(format!("add.s64 {address}, {result}, {address}"));
     for (g, group) in acc.chunks(4).enumerate() {
         let mut values = Vec::with_capacity(4);
         for r in group {
             values.push(rounded(&mut e, h16, r.clone())?);
         }
-        e.line(format!(
-            "st.global.v4.f32 [{address}+{}], {{{}}}",
-            16 * g,
-            values.join(", ")
-        ));
+        if k.operands == DType::F32 {
+            e.line(format!(
+                "st.global.v4.f32 [{address}+{}], {{{}}}",
+                16 * g,
+                values.join(", ")
+            ));
+            continue;
+        }
+        for (i, x) in values.iter().enumerate() {
+            let h = narrowed(&mut e, k.operands, x);
+            e.line(format!(
+                "st.global.b16 [{address}+{}], {h}",
+                2 * (4 * g + i)
+            ));
+        }
     }
     e.body.push_str(&format!("{done}:\n"));
 

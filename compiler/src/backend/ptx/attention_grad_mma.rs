@@ -17,9 +17,9 @@
 use super::attention::{entry_start, rounded, unary, EntryStart};
 use super::attention_grad::{load_query_rows, visited_rows, AttentionGradKernel, QueryRows};
 use super::attention_mma::{
-    accumulators, across_row, entry_text, lane_rows, load_pairs, load_tiles, mask, mix,
-    operand_fragments, packed, scores, skip_unseen, store_rows, tile, warp_rows, Layout, Own, Tile,
-    Visited, KEYS,
+    accumulators, across_row, entry_text, fragments_of, lane_rows, load_pairs, load_tiles, mask,
+    mix, operand_fragments, packed, scores, skip_unseen, store_rows, tile, warp_rows, Layout, Own,
+    Tile, Visited, KEYS,
 };
 use super::emit::{Class, Emitter};
 use super::loops::Thread;
@@ -77,16 +77,22 @@ pub fn render_attention_grad_mma(
     // delta = rowsum(d_out * out) - d_lse (d_out unrounded there, its partial sums over the
     // lane's columns added across the row's lanes); a key's k, and v for the keys' gradient.
     let own_dims = (own_len, heads, d);
-    let fragments = |e: &mut Emitter, base: &str| {
-        let rows = lane_rows(e, &w, base, own_dims);
+    let operands = k.operands;
+    // An operand's rows: f32 pairs as loaded, or (operands) the packed fragments.
+    let pairs = |e: &mut Emitter, base: &str| {
+        let rows = lane_rows(e, &w, (base, DType::F32), own_dims);
         load_pairs(e, &rows, d)
+    };
+    let fragments = |e: &mut Emitter, base: &str| {
+        let rows = lane_rows(e, &w, (base, operands), own_dims);
+        fragments_of(e, &rows, d, operands)
     };
     let mut row_values = None;
     let (first, second) = match own {
         Own::Queries => {
             let q = fragments(&mut e, q_in);
-            let d_out = fragments(&mut e, do_in);
-            let out = fragments(&mut e, o_in);
+            let d_out = pairs(&mut e, do_in);
+            let out = pairs(&mut e, o_in);
             let partial = e.regs::<2>(Class::F);
             for p in &partial {
                 e.pre_line(format!("mov.f32 {p}, {zero}"));
@@ -116,21 +122,18 @@ pub fn render_attention_grad_mma(
                 lse_delta.push((lse, delta));
             }
             row_values = Some(lse_delta);
-            (packed(&mut e, &q), Some(packed(&mut e, &d_out)))
+            (q, Some(packed(&mut e, &d_out)))
         }
         Own::Keys => {
             let key = fragments(&mut e, k_in);
             let value = match k.part {
-                AttentionPart::KeyGrad => {
-                    let value = fragments(&mut e, v_in);
-                    Some(packed(&mut e, &value))
-                }
+                AttentionPart::KeyGrad => Some(fragments(&mut e, v_in)),
                 AttentionPart::ValueGrad
                 | AttentionPart::QueryGrad
                 | AttentionPart::Output
                 | AttentionPart::LogSumExp => None,
             };
-            (packed(&mut e, &key), value)
+            (key, value)
         }
     };
     let acc = accumulators(&mut e, d / 8, &zero);
@@ -141,8 +144,8 @@ pub fn render_attention_grad_mma(
     // the values'); then a key block's per-query log-sum-exps and deltas.
     let mut shared = |what: &str, layout| tile(&mut e, &w, format!("{name}_{what}"), layout, d);
     let (first_in, second_in) = match own {
-        Own::Queries => (k_in, v_in),
-        Own::Keys => (q_in, do_in),
+        Own::Queries => ((k_in, operands), (v_in, operands)),
+        Own::Keys => ((q_in, operands), (do_in, DType::F32)),
     };
     let (rows_tile, work) = match (k.part, second) {
         (AttentionPart::QueryGrad, Some(second)) => (
@@ -187,12 +190,16 @@ pub fn render_attention_grad_mma(
             second_tile,
             ..
         } => vec![
-            (first_in.as_str(), vec![&rows_tile, transposed]),
-            (second_in.as_str(), vec![second_tile]),
+            (
+                first_in.0.as_str(),
+                first_in.1,
+                vec![&rows_tile, transposed],
+            ),
+            (second_in.0.as_str(), second_in.1, vec![second_tile]),
         ],
         Work::Weights { d_out_t } => vec![
-            (first_in.as_str(), vec![&rows_tile]),
-            (second_in.as_str(), vec![d_out_t]),
+            (first_in.0.as_str(), first_in.1, vec![&rows_tile]),
+            (second_in.0.as_str(), second_in.1, vec![d_out_t]),
         ],
     };
     // A key block's per-query rows: log-sum-exps, then deltas.
@@ -308,7 +315,7 @@ pub fn render_attention_grad_mma(
     e.line(format!("setp.lt.u32 {more}, {start}, {end}"));
     e.line(format!("@{more} bra {tile_loop}"));
 
-    store_rows(&mut e, &w, &acc, (result, own_dims), |e, x, _| {
+    store_rows(&mut e, &w, &acc, (result, operands, own_dims), |e, x, _| {
         rounded(e, Some(DType::BF16), x.to_string())
     })?;
     let comment = format!(

@@ -6,8 +6,8 @@
 //! A block takes [`ROWS`] rows of one batch and head (queries for the forward pass and the
 //! queries' gradient, keys for the keys' and values' gradients), a warp 16 of them: the warp
 //! holds its rows as bf16 operand fragments in registers, and visits the other operand's rows
-//! in tiles of [`KEYS`], which the block's threads load (rounded to bf16) into shared memory
-//! together, as they are and, where a product contracts over the tile's rows, transposed. Per
+//! in tiles of [`KEYS`], which the block's threads load (rounded to bf16, or as they are for
+//! bf16 operands) into shared memory together, as they are and, where a product contracts over the tile's rows, transposed. Per
 //! tile a warp computes its 16 x 64 scores with tensor-core products against the tile, then
 //! works on the score fragments where they lie: masks, exponentials, each row's maximum and
 //! sum over the four lanes that hold it (butterfly shuffles), and packs the resulting weights
@@ -102,11 +102,11 @@ pub(super) fn warp_rows(
 }
 
 /// Where the lane's two rows (the last's for rows past it) start at feature `pair` in the
-/// `[B, len, heads, d]` operand at `base`, set up before the loops.
+/// `[B, len, heads, d]` operand at `base` of dtype `dtype`, set up before the loops.
 pub(super) fn lane_rows(
     e: &mut Emitter,
     w: &WarpRows,
-    base: &str,
+    (base, dtype): (&str, DType),
     (len, heads, d): (usize, usize, usize),
 ) -> [String; 2] {
     w.rows.clone().map(|row| {
@@ -115,10 +115,44 @@ pub(super) fn lane_rows(
         e.pre_line(format!("mad.lo.s32 {at}, {}, {len}, {at}", w.b));
         e.pre_line(format!("mad.lo.s32 {at}, {at}, {heads}, {}", w.h));
         e.pre_line(format!("mad.lo.s32 {at}, {at}, {d}, {}", w.pair));
-        e.pre_line(format!("mul.wide.u32 {address}, {at}, 4"));
+        e.pre_line(format!(
+            "mul.wide.u32 {address}, {at}, {}",
+            dtype.size_bytes()
+        ));
         e.pre_line(format!("add.s64 {address}, {base}, {address}"));
         address
     })
+}
+
+/// The lane's operand fragments of its rows (at [`lane_rows`]) of a `dtype` operand, loaded
+/// before the loops: f32 ones loaded as [`load_pairs`] and rounded to bf16, bf16 ones a pair
+/// per load, as they are.
+pub(super) fn fragments_of(
+    e: &mut Emitter,
+    rows: &[String; 2],
+    d: usize,
+    dtype: DType,
+) -> Vec<Vec<String>> {
+    if dtype == DType::F32 {
+        let pairs = load_pairs(e, rows, d);
+        return packed(e, &pairs);
+    }
+    (0..d / 16)
+        .map(|step| {
+            let mut pairs = Vec::with_capacity(4);
+            for half in 0..2 {
+                for address in rows {
+                    let r = e.reg(Class::R);
+                    e.pre_line(format!(
+                        "ld.global.nc.b32 {r}, [{address}+{}]",
+                        2 * (16 * step + 8 * half)
+                    ));
+                    pairs.push(r);
+                }
+            }
+            pairs
+        })
+        .collect()
 }
 
 /// The lane's elements of its rows' operand fragments (f32, as loaded before the loops), per
@@ -239,12 +273,12 @@ pub(super) struct Visited<'a> {
 }
 
 /// The tile's loads, every thread of the block taking part: `KEYS` rows of `d` features of
-/// each operand at its global address, rounded to bf16, into its tiles; zeros for rows past the
-/// end. A unit of work is two rows' four features.
+/// each operand at its global address, f32 ones rounded to bf16 and bf16 ones as they are,
+/// into its tiles; zeros for rows past the end. A unit of work is two rows' four features.
 pub(super) fn load_tiles(
     e: &mut Emitter,
     v: &Visited<'_>,
-    sources: &[(&str, Vec<&Tile>)],
+    sources: &[(&str, DType, Vec<&Tile>)],
     (d, tid, zero): (usize, &str, &str),
 ) {
     let quads = d / 4;
@@ -264,25 +298,22 @@ pub(super) fn load_tiles(
     e.line(format!("setp.lt.u32 {}, {at}, {}", inside[1], v.len));
     e.line(format!("mad.lo.s32 {at}, {row}, {}, {}", v.row, v.base));
     e.line(format!("add.s32 {at}, {at}, {feature}"));
-    let offset = e.reg(Class::Rd);
-    e.line(format!("mul.wide.u32 {offset}, {at}, 4"));
-    for (source, tiles) in sources {
+    // The rows' byte offsets, per element size.
+    let mut offsets: Vec<(usize, String)> = Vec::with_capacity(2);
+    for (source, dtype, tiles) in sources {
+        let bytes = dtype.size_bytes();
+        let offset = match offsets.iter().find(|(b, _)| *b == bytes) {
+            Some((_, offset)) => offset.clone(),
+            None => {
+                let offset = e.reg(Class::Rd);
+                e.line(format!("mul.wide.u32 {offset}, {at}, {bytes}"));
+                offsets.push((bytes, offset.clone()));
+                offset
+            }
+        };
         let address = e.reg(Class::Rd);
         e.line(format!("add.s64 {address}, {source}, {offset}"));
-        // The two rows' features; zeros past the last row.
-        let mut two = Vec::with_capacity(2);
-        for (k, on) in inside.iter().enumerate() {
-            let x = e.regs::<4>(Class::F);
-            for r in &x {
-                e.line(format!("mov.f32 {r}, {zero}"));
-            }
-            e.line(format!(
-                "@{on} ld.global.nc.v4.f32 {{{}}}, [{address}+{}]",
-                x.join(", "),
-                4 * k * v.row
-            ));
-            two.push(x);
-        }
+        let two = load_quads(e, (&address, *dtype), (&inside, v.row), zero);
         for t in tiles {
             match t.layout {
                 Layout::Rows => {
@@ -292,9 +323,14 @@ pub(super) fn load_tiles(
                         2 * (d + PAD)
                     ));
                     e.line(format!("mad.lo.s32 {slot}, {slot}, 2, {}", t.base));
-                    for (k, x) in two.iter().enumerate() {
-                        let low = pack(e, &x[1], &x[0], false);
-                        let high = pack(e, &x[3], &x[2], false);
+                    for k in 0..2 {
+                        let [low, high] = match &two {
+                            Quads::Wide(x) => [
+                                pack(e, &x[k][1], &x[k][0], false),
+                                pack(e, &x[k][3], &x[k][2], false),
+                            ],
+                            Quads::Packed(w) => w[k].clone(),
+                        };
                         e.line(format!(
                             "st.shared.v2.b32 [{slot}+{}], {{{low}, {high}}}",
                             k * Layout::Rows.row_bytes(d)
@@ -308,8 +344,13 @@ pub(super) fn load_tiles(
                         (KEYS + PAD) / 2
                     ));
                     e.line(format!("mad.lo.s32 {slot}, {slot}, 4, {}", t.base));
-                    for (f, (x0, x1)) in two[0].iter().zip(&two[1]).enumerate() {
-                        let packed = pack(e, x1, x0, false);
+                    for f in 0..4 {
+                        let packed = match &two {
+                            Quads::Wide(x) => pack(e, &x[1][f], &x[0][f], false),
+                            Quads::Packed(w) => {
+                                interleaved(e, &w[0][f / 2], &w[1][f / 2], f % 2 == 1)
+                            }
+                        };
                         e.line(format!(
                             "st.shared.b32 [{slot}+{}], {packed}",
                             f * Layout::Transposed.row_bytes(d)
@@ -322,6 +363,71 @@ pub(super) fn load_tiles(
     e.line(format!("add.u32 {unit}, {unit}, {THREADS}"));
     e.line(format!("bra {load_loop}"));
     e.body.push_str(&format!("{loaded}:\n"));
+}
+
+/// Four features of each of two rows, as loaded.
+enum Quads {
+    /// f32 registers, to be rounded to bf16 as they are packed.
+    Wide([[String; 4]; 2]),
+    /// Two bf16 pairs a row, the first feature in the first pair's lower half.
+    Packed([[String; 2]; 2]),
+}
+
+/// Four features of two rows, at `address` (of dtype `dtype`, f32 or bf16) and `row` elements
+/// on; zeros for a row whose predicate in `inside` is false.
+fn load_quads(
+    e: &mut Emitter,
+    (address, dtype): (&str, DType),
+    (inside, row): (&[String; 2], usize),
+    zero: &str,
+) -> Quads {
+    if dtype == DType::F32 {
+        let x = [0, 1].map(|k| {
+            let x = e.regs::<4>(Class::F);
+            for r in &x {
+                e.line(format!("mov.f32 {r}, {zero}"));
+            }
+            e.line(format!(
+                "@{} ld.global.nc.v4.f32 {{{}}}, [{address}+{}]",
+                inside[k],
+                x.join(", "),
+                4 * k * row
+            ));
+            x
+        });
+        return Quads::Wide(x);
+    }
+    Quads::Packed([0, 1].map(|k| {
+        let w = e.regs::<2>(Class::R);
+        for r in &w {
+            e.line(format!("mov.b32 {r}, 0"));
+        }
+        e.line(format!(
+            "@{} ld.global.nc.v2.b32 {{{}}}, [{address}+{}]",
+            inside[k],
+            w.join(", "),
+            2 * k * row
+        ));
+        w
+    }))
+}
+
+/// One register of the bf16 halves of `first` and `second` (pairs of two rows' features), the
+/// first row's in the lower half: their upper halves where `upper`, else their lower ones.
+fn interleaved(e: &mut Emitter, first: &str, second: &str, upper: bool) -> String {
+    let [a, b, r] = e.regs::<3>(Class::R);
+    match upper {
+        true => {
+            e.line(format!("shr.b32 {a}, {first}, 16"));
+            e.line(format!("and.b32 {b}, {second}, 0xFFFF0000"));
+        }
+        false => {
+            e.line(format!("and.b32 {a}, {first}, 0xFFFF"));
+            e.line(format!("shl.b32 {b}, {second}, 16"));
+        }
+    }
+    e.line(format!("or.b32 {r}, {a}, {b}"));
+    r
 }
 
 /// `acc += a · b` for a warp: `a` four registers of bf16 pairs, `b` two, `acc` four f32.
@@ -500,25 +606,36 @@ pub(super) fn across_row(e: &mut Emitter, x: &str, op: &str) -> String {
 
 /// Stores the lane's part of the warp's result rows `acc` (per 8 features, rows `group`
 /// (0, 1) and `group + 8` (2, 3)), each value through `finish`, into the `[B, len, heads, d]`
-/// result at `base`, for the rows inside.
+/// result at `base` of dtype `dtype` (f32, or bf16 for values `finish` rounded to it), for the
+/// rows inside.
 pub(super) fn store_rows(
     e: &mut Emitter,
     w: &WarpRows,
     acc: &[Vec<String>],
-    (base, (len, heads, d)): (&str, (usize, usize, usize)),
+    (base, dtype, (len, heads, d)): (&str, DType, (usize, usize, usize)),
     mut finish: impl FnMut(&mut Emitter, &str, usize) -> Result<String, PtxError>,
 ) -> Result<(), PtxError> {
+    let bytes = dtype.size_bytes();
     for r in 0..2 {
         let (at, address) = (e.reg(Class::R), e.reg(Class::Rd));
         e.line(format!("mad.lo.s32 {at}, {}, {len}, {}", w.b, w.rows[r]));
         e.line(format!("mad.lo.s32 {at}, {at}, {heads}, {}", w.h));
         e.line(format!("mad.lo.s32 {at}, {at}, {d}, {}", w.pair));
-        e.line(format!("mul.wide.u32 {address}, {at}, 4"));
+        e.line(format!("mul.wide.u32 {address}, {at}, {bytes}"));
         e.line(format!("add.s64 {address}, {base}, {address}"));
         for (f, o) in acc.iter().enumerate() {
             let mut results = Vec::with_capacity(2);
             for x in &o[2 * r..2 * r + 2] {
                 results.push(finish(e, x, r)?);
+            }
+            if dtype != DType::F32 {
+                let pair = pack(e, &results[1], &results[0], false);
+                e.line(format!(
+                    "@{} st.global.b32 [{address}+{}], {pair}",
+                    w.active[r],
+                    8 * bytes * f
+                ));
+                continue;
             }
             e.line(format!(
                 "@{} st.global.v2.f32 [{address}+{}], {{{}}}",
@@ -578,9 +695,8 @@ pub fn render_attention_mma(k: &AttentionKernel, mode: MathMode) -> Result<Strin
     } = entry_start(&mut e, name, 3 + outputs);
 
     let w = warp_rows(&mut e, (&ctaid, &tid), t_len, heads);
-    let q_rows = lane_rows(&mut e, &w, &a[0], (t_len, heads, d));
-    let q_pairs = load_pairs(&mut e, &q_rows, d);
-    let queries = packed(&mut e, &q_pairs);
+    let q_rows = lane_rows(&mut e, &w, (&a[0], k.operands), (t_len, heads, d));
+    let queries = fragments_of(&mut e, &q_rows, d, k.operands);
     // The output rows' accumulators; each row's running maximum and partial sum.
     let acc = accumulators(&mut e, d / 8, &zero);
     let (max, total) = (e.regs::<2>(Class::F), e.regs::<2>(Class::F));
@@ -614,7 +730,10 @@ pub fn render_attention_mma(k: &AttentionKernel, mode: MathMode) -> Result<Strin
         row: heads * d,
         start: &start,
     };
-    let sources = [(a[1].as_str(), vec![&keys]), (a[2].as_str(), vec![&values])];
+    let sources = [
+        (a[1].as_str(), k.operands, vec![&keys]),
+        (a[2].as_str(), k.operands, vec![&values]),
+    ];
     load_tiles(&mut e, &visited, &sources, (d, &tid, &zero));
     e.line("bar.sync 0".into());
     let next = e.label("next");
@@ -678,7 +797,7 @@ pub fn render_attention_mma(k: &AttentionKernel, mode: MathMode) -> Result<Strin
         .collect();
     let mut param = 3;
     if k.out {
-        let out = (a[param].as_str(), (t_len, heads, d));
+        let out = (a[param].as_str(), DType::F32, (t_len, heads, d));
         store_rows(&mut e, &w, &acc, out, |e, x, r| {
             let y = e.reg(Class::F);
             e.line(format!("div.rn.f32 {y}, {x}, {}", totals[r]));
