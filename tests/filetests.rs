@@ -15,8 +15,8 @@
 //! See docs/testing.md.
 
 use ferrax::compiler::autodiff::{jvp, vjp};
-use ferrax::compiler::backend::gpu::GpuPlan;
-use ferrax::compiler::backend::ptx::{MathMode, PtxTarget};
+use ferrax::compiler::backend::gpu::{move_across_windows, GpuPlan};
+use ferrax::compiler::backend::ptx::{self, MathMode, PtxTarget};
 use ferrax::compiler::backend::CpuExecutable;
 use ferrax::compiler::batching;
 use ferrax::compiler::simplify::simplify;
@@ -95,6 +95,10 @@ fn run(text: &str) -> Result<String, (usize, String)> {
             let clif: Vec<&str> = e.kernels().map(|(_kernel, clif)| clif).collect();
             clif.join("\n")
         })),
+        "move-across-windows" => show(move_across_windows(
+            &func,
+            &ptx::support::target(MathMode::Accurate),
+        )),
         "lower-ptx" => {
             let target = match option("target", &["sm_80", "sm_90"])? {
                 Some("sm_90") => PtxTarget::Sm90,

@@ -1754,6 +1754,79 @@ fn slices_of_the_last_axis_are_stored_by_the_kernel_of_their_operand_on<M: GpuMa
     }
 }
 
+/// Elementwise ops move across windows (the attention's q, k and v, and their gradients):
+/// scaled and converted windows of a value a kernel computes are stored by that kernel,
+/// converted and scaled, at their own dtype (through the reshapes to heads); a concatenation
+/// of converted and scaled operands is loaded by its reader from the unconverted operands, which
+/// converts and scales them in registers. No launch writes the f32 windows or the converted
+/// operands; bit for bit the interpreter's.
+#[test]
+fn elementwise_ops_move_across_windows() {
+    on_each_gpu!(elementwise_ops_move_across_windows_on);
+}
+
+fn elementwise_ops_move_across_windows_on<M: GpuMachine + Clone>(gpu: &M) {
+    let width = 32;
+    let heads = [2, 33, 4, width / 4];
+    let stored = trace(
+        |(x, b): (Tensor, Tensor)| {
+            let y = &x * 2.0 + &b;
+            let window = |i: usize| {
+                y.slice(&[0, 0, i * width], &[2, 33, (i + 1) * width])
+                    .reshape(heads)
+            };
+            let q = (window(0) * 0.125).astype(DType::BF16);
+            (
+                q,
+                window(1).astype(DType::BF16),
+                window(2).astype(DType::BF16),
+            )
+        },
+        &(
+            Tensor::spec(DType::F32, [2, 33, 3 * width]),
+            Tensor::spec(DType::F32, [3 * width]),
+        ),
+    )
+    .unwrap();
+    let loaded = trace(
+        |(a, b, c): (Tensor, Tensor, Tensor)| {
+            let flat = |t: Tensor| t.reshape([2, 33, width]);
+            let parts = [
+                flat(a.astype(DType::F32) * 0.125),
+                flat(b.astype(DType::F32)),
+                flat(c.astype(DType::F32) * -3.0),
+            ];
+            let joined = Tensor::concatenate(&parts, -1);
+            (joined.sum(&[0, 1][..]), joined.astype(DType::BF16))
+        },
+        &(
+            Tensor::spec(DType::BF16, heads),
+            Tensor::spec(DType::BF16, heads),
+            Tensor::spec(DType::BF16, heads),
+        ),
+    )
+    .unwrap();
+    for (name, func) in [("stored", stored), ("loaded", loaded)] {
+        let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+        let steps = plan.run.describe_steps();
+        assert!(plan.copy_steps().is_empty(), "{name}: {steps}");
+        let f32_windows = TensorType::new(DType::F32, [2, 33, width]);
+        let f32_heads = TensorType::new(DType::F32, heads);
+        let written: Vec<TensorType> = launch_outputs(&plan).collect();
+        assert!(
+            !written.contains(&f32_windows) && !written.contains(&f32_heads),
+            "{name}: {written:?}\n{steps}"
+        );
+        let kernels = plan.run.launches.len();
+        assert_eq!(kernels, 1, "{name}: one kernel\n{steps}");
+        let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
+        assert_eq!(exe.host_steps(), 0, "{name}");
+        let args = inputs(&func, 14);
+        let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+        assert!(got == want, "{name}");
+    }
+}
+
 /// A concatenation along the last axis joins the kernel that reads it, each operand loaded in
 /// its window of the row and picked by the column (a backward pass's q, k and v gradients
 /// joined for their projection's gradient), rather than copied into a value of its own: f32

@@ -25,10 +25,12 @@ mod control;
 mod grouping;
 mod plan;
 mod program;
+mod windows;
 
 pub use ferrax_aot_runtime::gpu::Recording;
 pub use plan::GpuPlan;
 pub use program::{compile_artifact, gpu_target};
+pub use windows::move_across_windows;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {

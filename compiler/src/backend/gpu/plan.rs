@@ -2,6 +2,7 @@
 //! matrix products, views, constants and host steps), their launches, the PTX module, and
 //! when each value is let go of.
 
+use super::windows::move_across_windows;
 use crate::backend::gemm::{plan_gemm, plan_permuted_gemm};
 use crate::backend::liveness::{liveness, Liveness, StepValues};
 use crate::backend::ptx::attention::{render_attention, supports, AttentionKernel};
@@ -95,6 +96,7 @@ impl GpuPlan {
         verify(func)?;
         let kernels_target = crate::backend::ptx::support::target(mode);
         let func = &expand_attention_except(func, &supports)?;
+        let func = &move_across_windows(func, &kernels_target)?;
         let func = &schedule(&split_reductions(func)?, &kernels_target);
         let func =
             &crate::remat::rematerialize(func, &kernels_target, crate::remat::Remat::ExtendLives);
