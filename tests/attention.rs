@@ -463,8 +463,8 @@ fn the_tensor_core_forward_kernel_computes_the_interpreters_values_on_the_emulat
 /// The gradient kernels on the tensor cores (products at bf16 over multiples of 16 head
 /// features) on the emulated GPU, each part given the forward results and cotangents:
 /// queries of 64 to 256 positions, causal and not, fewer and more keys than queries, partial
-/// blocks and tiles. The gradients equal the interpreter's to bf16 rounding, each part one
-/// launch of a warp per 16 rows.
+/// blocks and tiles. The gradients equal the interpreter's to bf16 rounding; the queries'
+/// gradient is one launch and the keys' and values' gradients another, a warp per 16 rows.
 #[test]
 fn the_tensor_core_gradient_kernels_compute_the_interpreters_values_on_the_emulated_gpu() {
     use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
@@ -516,7 +516,8 @@ fn the_tensor_core_gradient_kernels_compute_the_interpreters_values_on_the_emula
             .iter()
             .map(|a| a.threads())
             .collect();
-        assert_eq!(threads, [128; 4], "{what}");
+        // The forward parts, the queries' gradient, and the keys' and values' gradients.
+        assert_eq!(threads, [128; 3], "{what}");
         assert_eq!(program.host_steps(), 0, "{what}");
         let got = program.run(&args).unwrap();
         let want = ferrax::runtime::interpret(&func, &args).unwrap();
@@ -640,7 +641,9 @@ fn half_operands_compute_the_values_of_rounded_f32_operands() {
             let func = ferrax::ir::parse_func(&program(operands)).unwrap();
             let emulator = Emulator::default();
             let gpu = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
-            assert_eq!(gpu.plan().attentions.len(), 4, "{what}: {operands}");
+            // The keys' and values' gradients are one launch on the tensor cores.
+            let launches = if half == "bf16" && d % 16 == 0 { 3 } else { 4 };
+            assert_eq!(gpu.plan().attentions.len(), launches, "{what}: {operands}");
             assert_eq!(gpu.host_steps(), 0, "{what}: {operands}");
             let got = gpu.run(&args).unwrap();
             let interpreted = ferrax::runtime::interpret(&func, &args).unwrap();
@@ -663,5 +666,87 @@ fn half_operands_compute_the_values_of_rounded_f32_operands() {
         for (i, (h, f)) in half_results.1.iter().zip(&f32_results.1).enumerate() {
             assert_eq!(bits(h), bits(f), "{what}: interpreted result {i}");
         }
+    }
+}
+
+/// On the tensor cores, one kernel computes the keys' and the values' gradients of the same
+/// operands: bit for bit what each part's own kernel computes (a program with only one of
+/// them), causal and not, with f32 and bf16 operands, in one launch instead of two.
+#[test]
+fn keys_and_values_gradients_in_one_kernel_equal_their_own_kernels() {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    use ferrax_ptx_emu::Emulator;
+    for (q_shape, keys, causal, operands) in [
+        ([1, 70, 2, 64], 130, true, "bf16"),
+        ([2, 40, 1, 16], 96, false, "f32"),
+    ] {
+        let [b, t, h, d] = q_shape;
+        let what = format!("q {q_shape:?}, {keys} keys, causal {causal}, {operands}");
+        let flag = format!("{}, precision=bf16", if causal { ", causal=1" } else { "" });
+        let (q, kv, rows) = (
+            format!("{operands}[{b},{t},{h},{d}]"),
+            format!("{operands}[{b},{keys},{h},{d}]"),
+            format!("f32[{b},{h},{t}]"),
+        );
+        let out = format!("f32[{b},{t},{h},{d}]");
+        let program = |parts: &[(&str, &str)]| {
+            let lines: Vec<String> = parts
+                .iter()
+                .map(|(name, op)| {
+                    format!("  %{name} = {op} %q, %k, %v, %o, %l, %g, %gl{flag} : {kv}")
+                })
+                .collect();
+            let results: Vec<String> = parts.iter().map(|(name, _)| format!("%{name}")).collect();
+            let types = vec![kv.as_str(); parts.len()].join(", ");
+            format!(
+                "func @main(%q: {q}, %k: {kv}, %v: {kv}, %g: {out}, %gl: {rows}) -> ({types}) {{
+  %o = attention %q, %k, %v{flag} : {out}
+  %l = attention_lse %q, %k, %v{flag} : {rows}
+{}
+  return {}
+}}",
+                lines.join("\n"),
+                results.join(", ")
+            )
+        };
+        let dtype = DType::from_name(operands).unwrap();
+        let cast = |a: ferrax::Array| {
+            let dims: Vec<String> = a.dims().iter().map(|n| n.to_string()).collect();
+            let ty = format!("[{}]", dims.join(","));
+            let f = ferrax::ir::parse_func(&format!(
+                "func @c(%x: f32{ty}) -> ({operands}{ty}) {{\n  %y = convert %x : {operands}{ty}\n  return %y\n}}"
+            ))
+            .unwrap();
+            ferrax::runtime::interpret(&f, &[a]).unwrap().remove(0)
+        };
+        let args = vec![
+            cast(operand_f32(q_shape, 31)),
+            cast(operand_f32([b, keys, h, d], 32)),
+            cast(operand_f32([b, keys, h, d], 33)),
+            operand_f32(q_shape, 34),
+            operand_f32([b, h, t, 1], 35)
+                .reshaped([b, h, t].into())
+                .unwrap(),
+        ];
+        assert!(args[..3].iter().all(|a| a.dtype() == dtype), "{what}");
+        let run = |parts: &[(&str, &str)]| {
+            let func = ferrax::ir::parse_func(&program(parts)).unwrap();
+            let emulator = Emulator::default();
+            let gpu = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
+            let results = gpu.run(&args).unwrap();
+            (results, gpu.plan().attentions.len())
+        };
+        let (both, launches) = run(&[("dk", "attention_dk"), ("dv", "attention_dv")]);
+        assert_eq!(
+            launches, 2,
+            "{what}: the forward parts, then both gradients"
+        );
+        let (keys_alone, _) = run(&[("dk", "attention_dk")]);
+        let (values_alone, _) = run(&[("dv", "attention_dv")]);
+        let bits = |a: &ferrax::Array| -> Vec<u64> {
+            a.to_f64_vec().iter().map(|x| x.to_bits()).collect()
+        };
+        assert_eq!(bits(&both[0]), bits(&keys_alone[0]), "{what}: keys");
+        assert_eq!(bits(&both[1]), bits(&values_alone[0]), "{what}: values");
     }
 }

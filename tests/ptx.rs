@@ -2307,9 +2307,24 @@ fn attention_kernels_assemble_with_ptxas_without_spills() {
                 precision,
                 operands,
                 part,
+                values_too: false,
             });
         }
     }
+    // w10's keys' and values' gradients in one kernel.
+    grads.push(AttentionGradKernel {
+        name: "grad_keys_and_values".into(),
+        batch: 8,
+        queries: 1024,
+        keys: 1024,
+        heads: 12,
+        features: 64,
+        causal: true,
+        precision: Some(DType::BF16),
+        operands: DType::BF16,
+        part: AttentionPart::KeyGrad,
+        values_too: true,
+    });
     insta::assert_snapshot!(
         "attention_small_kernel",
         render_attention(&kernels[4], MathMode::Accurate).unwrap()

@@ -252,7 +252,7 @@ fn costs(plan: &GpuRunPlan) -> Vec<Cost> {
                 });
                 memory("indexing", name(*index), moved, 1)
             }
-            GpuStep::Attention { members, .. } => attention(func, members, &instr_bytes, &name),
+            GpuStep::Attention { members, .. } => attention(func, members, &name),
             GpuStep::View(_) | GpuStep::Constant(_) | GpuStep::Host(_) | GpuStep::Call { .. } => {
                 continue
             }
@@ -262,14 +262,10 @@ fn costs(plan: &GpuRunPlan) -> Vec<Cost> {
     out
 }
 
-/// An attention launch: its score products (halved when causal) at the tensor cores' rate
-/// for bf16 operands, the f32 FMAs' otherwise.
-fn attention(
-    func: &ferrax::ir::Func,
-    members: &[usize],
-    instr_bytes: &dyn Fn(usize) -> f64,
-    name: &dyn Fn(usize) -> String,
-) -> Cost {
+/// An attention launch: its operands read once and its results written once, and its score
+/// products (halved when causal) at the tensor cores' rate for bf16 products, the f32 FMAs'
+/// otherwise; the keys' and values' gradients in one launch share their scores.
+fn attention(func: &ferrax::ir::Func, members: &[usize], name: &dyn Fn(usize) -> String) -> Cost {
     let Some(first) = members.first().and_then(|&i| func.body.get(i)) else {
         return Cost {
             kind: "attention",
@@ -278,7 +274,13 @@ fn attention(
             seconds: 0.0,
         };
     };
-    let moved: f64 = members.iter().map(|&i| instr_bytes(i)).sum();
+    let ty = |v| func.value_type(v).map_or(0.0, bytes);
+    let results: f64 = members
+        .iter()
+        .filter_map(|&i| func.body.get(i))
+        .map(|ins| bytes(&ins.ty))
+        .sum();
+    let moved = results + first.args.iter().map(|&a| ty(a)).sum::<f64>();
     let (q, k) = match (
         first.args.first().and_then(|&v| func.value_type(v)),
         first.args.get(1).and_then(|&v| func.value_type(v)),
@@ -304,6 +306,10 @@ fn attention(
         ),
         _ => (0.0, false, false),
     };
+    // The values' gradient in the keys' launch: its product alone (the scores are shared).
+    let pair = members.len() == 2
+        && matches!(&first.op, Op::Attention(a) if a.part == AttentionPart::KeyGrad);
+    let products = products + if pair { 1.0 } else { 0.0 };
     let mut macs = products * (b * h * t * s * d) as f64;
     if causal {
         macs /= 2.0;

@@ -822,17 +822,47 @@ impl Parts {
                     None => host,
                 }
             }
-            // A gradient part: a kernel of its own.
+            // A gradient part: a kernel of its own, but for the keys' and the values' gradients
+            // of the same operands, which one kernel computes where it can (the later one's
+            // instruction joins this step).
             Op::Attention(a)
                 if !matches!(a.part, AttentionPart::Output | AttentionPart::LogSumExp) =>
             {
+                let partner = match a.part {
+                    AttentionPart::KeyGrad => Some(AttentionPart::ValueGrad),
+                    AttentionPart::ValueGrad => Some(AttentionPart::KeyGrad),
+                    AttentionPart::QueryGrad | AttentionPart::Output | AttentionPart::LogSumExp => {
+                        None
+                    }
+                };
+                let joins = |j: usize| {
+                    let Op::Attention(b) = &func.body[j].op else {
+                        return false;
+                    };
+                    func.body[j].args == ins.args
+                        && Some(b.part) == partner
+                        && (b.causal, b.precision) == (a.causal, a.precision)
+                };
                 let name = format!("{}_a{}", func.name, self.attentions.len());
                 let types: Option<Vec<_>> = ins.args.iter().map(|&v| func.value_type(v)).collect();
-                match types.and_then(|t| AttentionGradKernel::plan(name, a, &t)) {
-                    Some(k) => {
+                let planned = types.and_then(|t| AttentionGradKernel::plan(name, a, &t));
+                match planned {
+                    Some(mut k) => {
+                        let mut members = vec![index];
+                        let later = (index + 1..func.body.len()).find(|&j| joins(j));
+                        if let Some(j) = later.filter(|_| k.pairs()) {
+                            members.push(j);
+                            // The keys' gradient first, then the values'.
+                            if a.part == AttentionPart::ValueGrad {
+                                members.reverse();
+                            }
+                            k.part = AttentionPart::KeyGrad;
+                            k.values_too = true;
+                            self.called.extend(members.iter().copied());
+                        }
                         self.attentions.push(AttentionLaunch::Grad(k));
                         GpuStep::Attention {
-                            members: vec![index],
+                            members,
                             launch: self.attentions.len() - 1,
                         }
                     }

@@ -38,6 +38,9 @@ pub struct AttentionGradKernel {
     pub operands: DType,
     /// [`AttentionPart::QueryGrad`], [`AttentionPart::KeyGrad`] or [`AttentionPart::ValueGrad`].
     pub part: AttentionPart,
+    /// The keys' gradient kernel writes the values' gradient too (after it), from the same
+    /// weights: on the tensor cores ([`AttentionGradKernel::pairs`]).
+    pub values_too: bool,
 }
 
 impl AttentionGradKernel {
@@ -62,7 +65,15 @@ impl AttentionGradKernel {
             precision: a.precision,
             operands: d.operands,
             part: a.part,
+            values_too: false,
         })
+    }
+
+    /// Whether this part's kernel can compute the keys' and the values' gradients together
+    /// (`values_too`): one of those, on the tensor cores.
+    pub fn pairs(&self) -> bool {
+        let keys = matches!(self.part, AttentionPart::KeyGrad | AttentionPart::ValueGrad);
+        keys && on_tensor_cores(self.precision, self.features)
     }
 
     /// Blocks of the launch: the rows' blocks (queries' or keys') of each batch and head.
@@ -268,6 +279,12 @@ pub(super) fn load_query_rows(
 pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<String, PtxError> {
     if on_tensor_cores(k.precision, k.features) {
         return render_attention_grad_mma(k, mode);
+    }
+    if k.values_too {
+        return Err(PtxError::Unsupported {
+            kernel: k.name.clone(),
+            what: "the keys' and values' gradients in one kernel off the tensor cores".into(),
+        });
     }
     let mut e = Emitter::new(mode);
     let name = &k.name;

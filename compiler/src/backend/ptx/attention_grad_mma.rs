@@ -26,22 +26,24 @@ use super::loops::Thread;
 use super::{MathMode, PtxError};
 use ferrax_ir::{AttentionPart, DType, UnaryOp};
 
-/// What a kernel does with the weights of a tile.
-enum Work {
+/// What a kernel does with the weights of a tile: one or both of these.
+struct Work {
     /// The values' gradient: `dv += pᵀ · d_out`, the output cotangents transposed in a tile.
-    Weights { d_out_t: Tile },
-    /// The queries' or keys' gradient: the weights' cotangents from the warp's `second`
-    /// fragments (a query's d_out, a key's value) against `second_tile` (values, output
-    /// cotangents), then their product with the visited rows, `transposed` in a tile.
-    Cotangents {
-        second: Vec<Vec<String>>,
-        second_tile: Tile,
-        transposed: Tile,
-    },
+    weights: Option<Tile>,
+    cotangents: Option<Cotangents>,
+}
+
+/// The queries' or keys' gradient: the weights' cotangents from the warp's `second` fragments
+/// (a query's d_out, a key's value) against `second_tile` (values, output cotangents), then
+/// their product with the visited rows, `transposed` in a tile.
+struct Cotangents {
+    second: Vec<Vec<String>>,
+    second_tile: Tile,
+    transposed: Tile,
 }
 
 /// The kernel's `.entry`: parameters q, k, v, out, lse, d_out, d_lse, then the gradient, as
-/// the scalar kernel's.
+/// the scalar kernel's (the keys', then the values' where the kernel writes both).
 pub fn render_attention_grad_mma(
     k: &AttentionGradKernel,
     mode: MathMode,
@@ -62,9 +64,10 @@ pub fn render_attention_grad_mma(
         thread: Thread { ctaid, tid, .. },
         zero,
         minus_inf,
-    } = entry_start(&mut e, name, 8);
+    } = entry_start(&mut e, name, 8 + usize::from(k.values_too));
     let (q_in, k_in, v_in, o_in, lse_in, do_in, dlse_in, result) =
         (&a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7]);
+    let values_result = a.get(8);
     let (own_len, other_len) = match own {
         Own::Queries => (t_len, s_len),
         Own::Keys => (s_len, t_len),
@@ -137,6 +140,11 @@ pub fn render_attention_grad_mma(
         }
     };
     let acc = accumulators(&mut e, d / 8, &zero);
+    // The values' gradient's own, where the keys' gradient kernel writes it too.
+    let values_acc = match k.values_too {
+        true => accumulators(&mut e, d / 8, &zero),
+        false => Vec::new(),
+    };
 
     // The shared tiles of the visited rows, from their operands: keys (as they are and
     // transposed) and values, or queries (as they are and, for the keys' gradient,
@@ -150,24 +158,31 @@ pub fn render_attention_grad_mma(
     let (rows_tile, work) = match (k.part, second) {
         (AttentionPart::QueryGrad, Some(second)) => (
             shared("keys", Layout::Rows),
-            Work::Cotangents {
-                transposed: shared("keys_t", Layout::Transposed),
-                second,
-                second_tile: shared("values", Layout::Rows),
+            Work {
+                weights: None,
+                cotangents: Some(Cotangents {
+                    transposed: shared("keys_t", Layout::Transposed),
+                    second,
+                    second_tile: shared("values", Layout::Rows),
+                }),
             },
         ),
         (AttentionPart::KeyGrad, Some(second)) => (
             shared("queries", Layout::Rows),
-            Work::Cotangents {
-                transposed: shared("queries_t", Layout::Transposed),
-                second,
-                second_tile: shared("d_out", Layout::Rows),
+            Work {
+                weights: k.values_too.then(|| shared("d_out_t", Layout::Transposed)),
+                cotangents: Some(Cotangents {
+                    transposed: shared("queries_t", Layout::Transposed),
+                    second,
+                    second_tile: shared("d_out", Layout::Rows),
+                }),
             },
         ),
         (AttentionPart::ValueGrad, None) => (
             shared("queries", Layout::Rows),
-            Work::Weights {
-                d_out_t: shared("d_out_t", Layout::Transposed),
+            Work {
+                weights: Some(shared("d_out_t", Layout::Transposed)),
+                cotangents: None,
             },
         ),
         (
@@ -184,24 +199,20 @@ pub fn render_attention_grad_mma(
             })
         }
     };
-    let sources = match &work {
-        Work::Cotangents {
-            transposed,
-            second_tile,
-            ..
-        } => vec![
-            (
-                first_in.0.as_str(),
-                first_in.1,
-                vec![&rows_tile, transposed],
-            ),
-            (second_in.0.as_str(), second_in.1, vec![second_tile]),
-        ],
-        Work::Weights { d_out_t } => vec![
-            (first_in.0.as_str(), first_in.1, vec![&rows_tile]),
-            (second_in.0.as_str(), second_in.1, vec![d_out_t]),
-        ],
-    };
+    // The visited rows' tiles: the first operand's as they are (and transposed for the
+    // cotangents' product), the second's as they are for the weights' cotangents and
+    // transposed for the values' gradient.
+    let mut first_tiles = vec![&rows_tile];
+    let mut second_tiles = Vec::with_capacity(2);
+    if let Some(c) = &work.cotangents {
+        first_tiles.push(&c.transposed);
+        second_tiles.push(&c.second_tile);
+    }
+    second_tiles.extend(&work.weights);
+    let sources = vec![
+        (first_in.0.as_str(), first_in.1, first_tiles.clone()),
+        (second_in.0.as_str(), second_in.1, second_tiles.clone()),
+    ];
     // A key block's per-query rows: log-sum-exps, then deltas.
     let per_query = match own {
         Own::Keys => 2 * KEYS * 4,
@@ -279,35 +290,38 @@ pub fn render_attention_grad_mma(
         }
         weights.push(p);
     }
-    match &work {
-        // dv += pᵀ · d_out.
-        Work::Weights { d_out_t } => {
-            let p = operand_fragments(&mut e, &weights);
-            mix(&mut e, &acc, &p, d_out_t);
-        }
-        // ds = p * (d_out . v - delta), rounded as the product's operand; then its product
-        // with the first operand's rows.
-        Work::Cotangents {
-            second,
-            second_tile,
-            transposed,
-        } => {
-            let dp = scores(&mut e, second, second_tile, d, &zero)?;
-            let mut ds = Vec::with_capacity(dp.len());
-            for (j, (dp, p)) in dp.iter().zip(&weights).enumerate() {
-                let delta = row_or_column(&mut e, j, 4 * KEYS, |(_, dl)| dl);
-                let mut row = Vec::with_capacity(4);
-                for ((x, p), dl) in dp.iter().zip(p).zip(&delta) {
-                    let (centred, y) = (e.reg(Class::F), e.reg(Class::F));
-                    e.line(format!("sub.rn.f32 {centred}, {x}, {dl}"));
-                    e.line(format!("mul.rn.f32 {y}, {p}, {centred}"));
-                    row.push(y);
-                }
-                ds.push(row);
+    // dv += pᵀ · d_out.
+    if let Some(d_out_t) = &work.weights {
+        let p = operand_fragments(&mut e, &weights);
+        let into = match work.cotangents.is_some() {
+            true => &values_acc,
+            false => &acc,
+        };
+        mix(&mut e, into, &p, d_out_t);
+    }
+    // ds = p * (d_out . v - delta), rounded as the product's operand; then its product with
+    // the first operand's rows.
+    if let Some(Cotangents {
+        second,
+        second_tile,
+        transposed,
+    }) = &work.cotangents
+    {
+        let dp = scores(&mut e, second, second_tile, d, &zero)?;
+        let mut ds = Vec::with_capacity(dp.len());
+        for (j, (dp, p)) in dp.iter().zip(&weights).enumerate() {
+            let delta = row_or_column(&mut e, j, 4 * KEYS, |(_, dl)| dl);
+            let mut row = Vec::with_capacity(4);
+            for ((x, p), dl) in dp.iter().zip(p).zip(&delta) {
+                let (centred, y) = (e.reg(Class::F), e.reg(Class::F));
+                e.line(format!("sub.rn.f32 {centred}, {x}, {dl}"));
+                e.line(format!("mul.rn.f32 {y}, {p}, {centred}"));
+                row.push(y);
             }
-            let ds = operand_fragments(&mut e, &ds);
-            mix(&mut e, &acc, &ds, transposed);
+            ds.push(row);
         }
+        let ds = operand_fragments(&mut e, &ds);
+        mix(&mut e, &acc, &ds, transposed);
     }
     e.body.push_str(&format!("{next}:\n"));
     let more = e.reg(Class::P);
@@ -315,23 +329,26 @@ pub fn render_attention_grad_mma(
     e.line(format!("setp.lt.u32 {more}, {start}, {end}"));
     e.line(format!("@{more} bra {tile_loop}"));
 
-    store_rows(&mut e, &w, &acc, (result, operands, own_dims), |e, x, _| {
-        rounded(e, Some(DType::BF16), x.to_string())
-    })?;
-    let comment = format!(
-        "attention {:?} on tensor cores: [{}, {t_len}, {heads}, {d}] over {s_len} keys, \
-         causal {}, products bf16",
-        k.part, k.batch, k.causal
-    );
-    let mut tiles = vec![&rows_tile];
-    match &work {
-        Work::Cotangents {
-            transposed,
-            second_tile,
-            ..
-        } => tiles.extend([transposed, second_tile]),
-        Work::Weights { d_out_t } => tiles.push(d_out_t),
+    let round = |e: &mut Emitter, x: &str, _| rounded(e, Some(DType::BF16), x.to_string());
+    store_rows(&mut e, &w, &acc, (result, operands, own_dims), round)?;
+    if let Some(values_result) = values_result {
+        store_rows(
+            &mut e,
+            &w,
+            &values_acc,
+            (values_result, operands, own_dims),
+            round,
+        )?;
     }
+    let comment = format!(
+        "attention {:?}{} on tensor cores: [{}, {t_len}, {heads}, {d}] over {s_len} keys, \
+         causal {}, products bf16",
+        k.part,
+        if k.values_too { " and ValueGrad" } else { "" },
+        k.batch,
+        k.causal
+    );
+    let tiles: Vec<&Tile> = first_tiles.into_iter().chain(second_tiles).collect();
     Ok(entry_text(
         &e,
         (&comment, name, &params),

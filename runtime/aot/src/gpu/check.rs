@@ -246,7 +246,8 @@ fn step_instruction(step: &GpuStep) -> Option<usize> {
 }
 
 /// Whether attention launch `launch` computes the attention instructions `members` (the
-/// forward parts, one or two of the same operands, or one gradient part): it reads their
+/// forward parts, one or two of the same operands, one gradient part, or the keys' and the
+/// values' gradients of the same operands): it reads their
 /// operands and writes their results, as typed in the program.
 fn attention_fits(plan: &GpuRunPlan, members: &[usize], launch: usize) -> bool {
     let func = &plan.func;
@@ -286,9 +287,22 @@ fn attention_fits(plan: &GpuRunPlan, members: &[usize], launch: usize) -> bool {
             )
         })
     };
+    // The keys' and the values' gradients of the same attention, in that order.
+    let keys_and_values = |k: usize, v: usize| {
+        let part = |i: usize| match func.body.get(i).map(|ins| &ins.op) {
+            Some(Op::Attention(a)) => Some((a.part, a.causal, a.precision)),
+            Some(_) | None => None,
+        };
+        let (Some((AttentionPart::KeyGrad, kc, kp)), Some((AttentionPart::ValueGrad, vc, vp))) =
+            (part(k), part(v))
+        else {
+            return false;
+        };
+        (kc, kp) == (vc, vp) && func.body.get(v).is_some_and(|ins| ins.args == first.args)
+    };
     let parts = match members {
         [one] => forward(*one) || gradient(*one),
-        [_, _] => members.iter().all(|&i| forward(i)),
+        [a, b] => (forward(*a) && forward(*b)) || keys_and_values(*a, *b),
         _ => false,
     };
     parts
