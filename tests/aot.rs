@@ -575,6 +575,71 @@ fn gpu_artifacts_compute_what_their_programs_compute() {
     assert!(entries >= 50, "only {entries} entries");
 }
 
+/// An attention's keys' and values' gradients in one launch (on the tensor cores) round trip
+/// through a GPU artifact, bit for bit; a plan whose launch claims them in the other order, or
+/// pairs the keys' gradient with the queries', is refused.
+#[test]
+fn gpu_artifacts_carry_paired_attention_gradients() {
+    use ferrax::aot_runtime::gpu::{GpuProgram as Loaded, GpuStep, GpuTarget};
+    use ferrax::aot_runtime::gpu_artifact;
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuPlan, GpuProgram};
+    use ferrax::compiler::backend::ptx::{MathMode, PtxTarget};
+    use ferrax::MatmulPrecision;
+    let (q, kv, rows) = ("bf16[1,40,2,16]", "bf16[1,40,2,16]", "f32[1,2,40]");
+    let out = "f32[1,40,2,16]";
+    let flag = ", causal=1, precision=bf16";
+    let text = format!(
+        "func @main(%q: {q}, %k: {kv}, %v: {kv}, %g: {out}, %gl: {rows}) -> ({q}, {kv}, {kv}) {{
+  %o = attention %q, %k, %v{flag} : {out}
+  %l = attention_lse %q, %k, %v{flag} : {rows}
+  %dq = attention_dq %q, %k, %v, %o, %l, %g, %gl{flag} : {q}
+  %dk = attention_dk %q, %k, %v, %o, %l, %g, %gl{flag} : {kv}
+  %dv = attention_dv %q, %k, %v, %o, %l, %g, %gl{flag} : {kv}
+  return %dq, %dk, %dv
+}}"
+    );
+    let func = ferrax::ir::parse_func(&text).unwrap();
+    let emulator = ferrax_ptx_emu::Emulator::default();
+    let gpu = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
+    assert_eq!(gpu.plan().attentions.len(), 3);
+    let bytes = gpu.to_artifact(b"", b"").unwrap();
+    let (loaded, _) = Loaded::from_artifact(&bytes, &emulator).unwrap();
+    let args = common::inputs(&func, 5);
+    let (want, got) = (gpu.run(&args).unwrap(), loaded.run(&args).unwrap());
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(float_bits(g), float_bits(w), "output {k}");
+    }
+
+    let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
+    let artifact = |run: &ferrax::aot_runtime::gpu::GpuRunPlan| {
+        gpu_artifact(
+            run,
+            GpuTarget { major: 8, minor: 0 },
+            MatmulPrecision::Highest,
+            (&[], &[]),
+        )
+    };
+    assert!(artifact(&plan.run).is_ok());
+    let paired = plan
+        .run
+        .steps
+        .iter()
+        .position(|s| matches!(s, GpuStep::Attention { members, .. } if members.len() == 2 && members[0] > 2))
+        .unwrap_or_else(|| panic!("no paired gradients in\n{}", plan.run.describe_steps()));
+    type Mutation = fn(&mut Vec<usize>);
+    let mutations: [(&str, Mutation); 2] = [
+        ("the values' gradient first", |m| m.reverse()),
+        ("the queries' gradient with the keys'", |m| m[1] -= 2),
+    ];
+    for (what, mutate) in mutations {
+        let mut run = plan.run.clone();
+        if let GpuStep::Attention { members, .. } = &mut run.steps[paired] {
+            mutate(members);
+        }
+        assert!(artifact(&run).is_err(), "{what}");
+    }
+}
+
 /// A GPU plan whose column kernel's partials are folded by the wrong launches, into the wrong
 /// type or into a value no reduction computes is refused when an artifact is made of it (and
 /// so when one is loaded: the same check).
