@@ -575,16 +575,29 @@ fn gpu_artifacts_compute_what_their_programs_compute() {
     assert!(entries >= 50, "only {entries} entries");
 }
 
+/// An sm_80 artifact of `run` (highest matrix precision, no metadata): what the checks at
+/// artifact time make of a plan.
+fn sm80_artifact(
+    run: &ferrax::aot_runtime::gpu::GpuRunPlan,
+) -> Result<Vec<u8>, ferrax::aot_runtime::ArtifactError> {
+    use ferrax::aot_runtime::gpu::GpuTarget;
+    use ferrax::aot_runtime::gpu_artifact;
+    gpu_artifact(
+        run,
+        GpuTarget { major: 8, minor: 0 },
+        ferrax::MatmulPrecision::Highest,
+        (&[], &[]),
+    )
+}
+
 /// An attention's keys' and values' gradients in one launch (on the tensor cores) round trip
 /// through a GPU artifact, bit for bit; a plan whose launch claims them in the other order, or
 /// pairs the keys' gradient with the queries', is refused.
 #[test]
 fn gpu_artifacts_carry_paired_attention_gradients() {
-    use ferrax::aot_runtime::gpu::{GpuProgram as Loaded, GpuStep, GpuTarget};
-    use ferrax::aot_runtime::gpu_artifact;
+    use ferrax::aot_runtime::gpu::{GpuProgram as Loaded, GpuStep};
     use ferrax::compiler::backend::gpu::{GpuOptions, GpuPlan, GpuProgram};
     use ferrax::compiler::backend::ptx::{MathMode, PtxTarget};
-    use ferrax::MatmulPrecision;
     let (q, kv, rows) = ("bf16[1,40,2,16]", "bf16[1,40,2,16]", "f32[1,2,40]");
     let out = "f32[1,40,2,16]";
     let flag = ", causal=1, precision=bf16";
@@ -611,15 +624,7 @@ fn gpu_artifacts_carry_paired_attention_gradients() {
     }
 
     let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
-    let artifact = |run: &ferrax::aot_runtime::gpu::GpuRunPlan| {
-        gpu_artifact(
-            run,
-            GpuTarget { major: 8, minor: 0 },
-            MatmulPrecision::Highest,
-            (&[], &[]),
-        )
-    };
-    assert!(artifact(&plan.run).is_ok());
+    assert!(sm80_artifact(&plan.run).is_ok());
     let paired = plan
         .run
         .steps
@@ -636,7 +641,7 @@ fn gpu_artifacts_carry_paired_attention_gradients() {
         if let GpuStep::Attention { members, .. } = &mut run.steps[paired] {
             mutate(members);
         }
-        assert!(artifact(&run).is_err(), "{what}");
+        assert!(sm80_artifact(&run).is_err(), "{what}");
     }
 }
 
@@ -645,23 +650,14 @@ fn gpu_artifacts_carry_paired_attention_gradients() {
 /// so when one is loaded: the same check).
 #[test]
 fn gpu_plans_with_misfolded_column_partials_are_refused() {
-    use ferrax::aot_runtime::gpu::{GpuRunPlan, GpuTarget, Param};
-    use ferrax::aot_runtime::gpu_artifact;
+    use ferrax::aot_runtime::gpu::{GpuRunPlan, Param};
     use ferrax::compiler::backend::gpu::GpuPlan;
     use ferrax::compiler::backend::ptx::{MathMode, PtxTarget};
-    use ferrax::{MatmulPrecision, TensorType};
+    use ferrax::TensorType;
     let f = |x: Tensor| ((&x * 2.0).exp().sum(0), x.max(0) * 3.0);
     let func = ferrax::trace(f, &Tensor::spec(DType::F32, [2048, 1024])).unwrap();
     let plan = GpuPlan::new(&func, PtxTarget::Sm80, MathMode::Accurate).unwrap();
-    let artifact = |run: &GpuRunPlan| {
-        gpu_artifact(
-            run,
-            GpuTarget { major: 8, minor: 0 },
-            MatmulPrecision::Highest,
-            (&[], &[]),
-        )
-    };
-    assert!(artifact(&plan.run).is_ok());
+    assert!(sm80_artifact(&plan.run).is_ok());
     let partial = |run: &mut GpuRunPlan| -> (usize, usize) {
         for (l, launch) in run.launches.iter().enumerate() {
             if let Some(p) = launch
@@ -703,7 +699,7 @@ fn gpu_plans_with_misfolded_column_partials_are_refused() {
         let (l, p) = partial(&mut run);
         let launches = run.reduce_launches.len();
         mutate(&mut run.launches[l].params[p], launches);
-        assert!(artifact(&run).is_err(), "{what}");
+        assert!(sm80_artifact(&run).is_err(), "{what}");
     }
 }
 
