@@ -1827,6 +1827,88 @@ fn elementwise_ops_move_across_windows_on<M: GpuMachine + Clone>(gpu: &M) {
     }
 }
 
+/// Moving elementwise ops across windows keeps every program's values, bit for bit in the
+/// interpreter: the corpus, the benchmark and gradient programs (simplified, as a GPU plan
+/// takes them), and programs the pass changes only partly (operands converted from two
+/// dtypes, integer scalings, a window read twice, operands scaled alike). (The reduced w10
+/// step's GPU run is checked against the interpreter in `tests/gpt.rs`.)
+#[test]
+fn moving_across_windows_keeps_every_programs_values() {
+    use ferrax::compiler::backend::gpu::move_across_windows;
+    use ferrax::compiler::backend::ptx::support::target;
+    let mut programs: Vec<(String, ferrax::Func, bool)> = common::corpus()
+        .into_iter()
+        .chain(common::benchmark_programs())
+        .chain(common::gradient_programs())
+        .map(|(name, f)| (name.to_string(), simplify(&f).unwrap().0, false))
+        .collect();
+    let edges = [
+        (
+            "two source dtypes",
+            trace(
+                |(a, b): (Tensor, Tensor)| {
+                    let parts = [a.astype(DType::F32), b.astype(DType::F32) * 0.5];
+                    Tensor::concatenate(&parts, -1)
+                },
+                &(
+                    Tensor::spec(DType::BF16, [3, 4]),
+                    Tensor::spec(DType::F16, [3, 2]),
+                ),
+            ),
+        ),
+        (
+            "integer scalings, a window read twice",
+            trace(
+                |(x, i): (Tensor, Tensor)| {
+                    let y = &x * 3.0;
+                    let w = y.slice(&[0, 2], &[3, 5]);
+                    let j = (&i * 2).slice(&[0, 1], &[3, 4]);
+                    let joined = Tensor::concatenate(&[&i * 3, i.clone()], -1);
+                    ((&w * 0.25).astype(DType::BF16), w.exp(), j, joined)
+                },
+                &(
+                    Tensor::spec(DType::F32, [3, 8]),
+                    Tensor::spec(DType::I32, [3, 8]),
+                ),
+            ),
+        ),
+        (
+            "operands scaled alike",
+            trace(
+                |(a, b): (Tensor, Tensor)| {
+                    Tensor::concatenate(&[&a * -2.0, &b * -2.0, a.clone()], -1)
+                },
+                &(
+                    Tensor::spec(DType::F32, [2, 3, 4]),
+                    Tensor::spec(DType::F32, [2, 3, 5]),
+                ),
+            ),
+        ),
+    ];
+    for (name, func) in edges {
+        programs.push((name.to_string(), func.unwrap(), true));
+    }
+    let kernels = target(MathMode::Accurate);
+    for (name, func, moves) in programs {
+        let after = move_across_windows(&func, &kernels).unwrap_or_else(|e| panic!("{name}: {e}"));
+        ferrax::ir::verify(&after).unwrap_or_else(|e| panic!("{name}: {e}"));
+        if moves {
+            assert_ne!(after, func, "{name}: nothing moved");
+        }
+        let args = inputs(&func, 21);
+        let (want, got) = (
+            interpret(&func, &args).unwrap(),
+            interpret(&after, &args).unwrap(),
+        );
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.dtype(), w.dtype(), "{name} output {k}");
+            let bits =
+                |a: &Array| -> Vec<u64> { a.to_f64_vec().iter().map(|x| x.to_bits()).collect() };
+            assert_eq!(bits(g), bits(w), "{name} output {k}");
+        }
+    }
+}
+
 /// A concatenation along the last axis joins the kernel that reads it, each operand loaded in
 /// its window of the row and picked by the column (a backward pass's q, k and v gradients
 /// joined for their projection's gradient), rather than copied into a value of its own: f32
