@@ -197,3 +197,37 @@ func @a(%q: f32[1,4,2,8], %k: f32[1,3,2,8], %v: f32[1,3,2,8]) -> (f32[1,4,2,8], 
         bad("causal=bf16")
     );
 }
+
+/// Half operands under their precision: the output, log-sum-exps, `out` and `d_out` in f32,
+/// the gradients in the half type. Half operands under another precision or none (then the
+/// softmax is in the half type, and `out` must be too), and an f32 `out` for f16 operands of a
+/// bf16 precision, are refused naming why.
+#[test]
+fn attention_takes_half_operands_under_their_precision() {
+    let f = round_trip(
+        r#"
+func @a(%q: bf16[1,4,2,8], %k: bf16[1,3,2,8], %v: bf16[1,3,2,8], %g: f32[1,4,2,8]) -> (f32[1,2,4], bf16[1,4,2,8], bf16[1,3,2,8]) {
+  %o = attention %q, %k, %v, causal=1, precision=bf16 : f32[1,4,2,8]
+  %l = attention_lse %q, %k, %v, causal=1, precision=bf16 : f32[1,2,4]
+  %dq = attention_dq %q, %k, %v, %o, %l, %g, %l, causal=1, precision=bf16 : bf16[1,4,2,8]
+  %dv = attention_dv %q, %k, %v, %o, %l, %g, %l, causal=1, precision=bf16 : bf16[1,3,2,8]
+  return %l, %dq, %dv
+}
+"#,
+    );
+    assert_eq!(f.body.len(), 4);
+    let half = |dtype: &str, precision: &str, result: &str| {
+        parse_err(&format!(
+            "func @a(%q: {dtype}[1,4,2,8]) -> ({result}[1,4,2,8]) {{\n  %o = attention %q, %q, %q{precision} : {result}[1,4,2,8]\n  return %o\n}}"
+        ))
+    };
+    let other = half("f16", ", precision=bf16", "f32");
+    assert!(other.contains("half type"), "{other}");
+    // No precision: the softmax in bf16, so an f32 output is the wrong type.
+    let none = half("bf16", "", "f32");
+    assert!(none.contains("operands give bf16"), "{none}");
+    let wide = parse_err(
+        "func @a(%q: bf16[1,4,2,8], %g: bf16[1,4,2,8], %l: f32[1,2,4]) -> (bf16[1,4,2,8]) {\n  %d = attention_dq %q, %q, %q, %g, %l, %g, %l, precision=bf16 : bf16[1,4,2,8]\n  return %d\n}",
+    );
+    assert!(wide.contains("out is bf16"), "{wide}");
+}
