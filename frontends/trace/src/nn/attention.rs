@@ -78,11 +78,10 @@ fn attention_op(
     };
     // f32 operands of products at a half type are rounded to it once, where they are made:
     // the op reads nothing else of them, and its kernels then read half the bytes.
-    let (q, k, v) = match precision {
-        Some(h) if [q.dtype(), k.dtype(), v.dtype()] == [DType::F32; 3] => {
-            (q.astype(h), k.astype(h), v.astype(h))
-        }
-        _ => (q, k.clone(), v.clone()),
+    let rounded = precision.filter(|_| [q.dtype(), k.dtype(), v.dtype()] == [DType::F32; 3]);
+    let (q, k, v) = match rounded {
+        Some(h) => (q.astype(h), k.astype(h), v.astype(h)),
+        None => (q, k.clone(), v.clone()),
     };
     apply_at(
         location,
