@@ -1827,6 +1827,29 @@ fn elementwise_ops_move_across_windows_on<M: GpuMachine + Clone>(gpu: &M) {
     }
 }
 
+/// A row or column reduction of a splat constant alone in its step (which kernels inline, so
+/// no step makes the constant as an array) stays a kernel: before, a lone row reduction of one
+/// became a reduction launch reading a value never on the device.
+#[test]
+fn lone_reductions_of_splat_constants_run() {
+    on_each_gpu!(lone_reductions_of_splat_constants_run_on);
+}
+
+fn lone_reductions_of_splat_constants_run_on<M: GpuMachine + Clone>(gpu: &M) {
+    let text = "func @f(%x: f32[5,64]) -> (f32[5,64], f32[64], f32[5]) {
+  %c = constant -1.5 : f32[5,64]
+  %y = add %x, %c : f32[5,64]
+  %m = reduce_max %y, axes=[0] : f32[64]
+  %r = reduce_max %c, axes=[1] : f32[5]
+  return %y, %m, %r
+}";
+    let func = ferrax::ir::parse_func(text).unwrap();
+    let exe = GpuProgram::compile(&func, gpu, GpuOptions::HIGHEST).unwrap();
+    let args = inputs(&func, 3);
+    let (got, want) = (exe.run(&args).unwrap(), interpret(&func, &args).unwrap());
+    assert!(got == want);
+}
+
 /// Moving elementwise ops across windows keeps every program's values, bit for bit in the
 /// interpreter: the corpus, the benchmark and gradient programs (simplified, as a GPU plan
 /// takes them), and programs the pass changes only partly (operands converted from two

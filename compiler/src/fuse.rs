@@ -211,6 +211,12 @@ pub fn schedule(func: &Func, target: &Target) -> Func {
             None => flat_len(func, i, target),
         })
         .collect();
+    // A row reduction's rows and element count: work of either count, and reductions of the
+    // same rows, that read the run's values join the run (a loss's gradient over the logits,
+    // after the row statistics), rather than waiting behind other ready work.
+    let row_shape: Vec<Option<(usize, usize)>> = (0..n)
+        .map(|i| row_reduction(func, i, target).map(|(rows, cols)| (rows, rows * cols)))
+        .collect();
     let mut ready: BTreeSet<usize> = (0..n).filter(|&i| !leaf[i] && waiting[i] == 0).collect();
     let mut order = Vec::with_capacity(n);
     let mut placed = vec![false; n];
@@ -219,6 +225,8 @@ pub fn schedule(func: &Func, target: &Target) -> Func {
     // exactly the users made ready during the run that share its class.
     // (Picking from `ready` only when none joins ends the run: `joining` is then empty.)
     let mut joining: BTreeSet<usize> = BTreeSet::new();
+    // The rows the current run reduces and their element count, once it reduces rows.
+    let mut run_rows: Option<(usize, usize)> = None;
     // Between runs, work no kernel computes (a matrix product, say) goes first, so that
     // fusible work that waits for nothing joins, as late as it may, the run that reads it;
     // then scalar work, which larger runs read as broadcasts: done first, it cannot cut a
@@ -232,12 +240,19 @@ pub fn schedule(func: &Func, target: &Target) -> Func {
         ready.remove(&i);
         joining.remove(&i);
         place(func, i, &leaf, &mut placed, &mut order);
+        // Work of another count ends the rows' run.
+        if !of_rows(run_rows, class[i]) {
+            run_rows = None;
+        }
+        run_rows = row_shape[i].or(run_rows);
         for user in graph.neighbors_directed(nodes[i], Direction::Outgoing) {
             let u = graph[user];
             waiting[u] -= 1;
             if waiting[u] == 0 {
                 ready.insert(u);
-                if class[i].is_some() && class[u] == class[i] {
+                let rows = of_rows(run_rows, class[u])
+                    || run_rows.is_some_and(|(_, e)| row_shape[u].is_some_and(|(_, f)| f == e));
+                if class[i].is_some() && (class[u] == class[i] || rows) {
                     joining.insert(u);
                 }
             }
@@ -281,6 +296,11 @@ pub fn schedule(func: &Func, target: &Target) -> Func {
             .collect(),
         outputs: func.outputs.iter().map(|o| renamed[o.index()]).collect(),
     }
+}
+
+/// Whether work of class `c` counts the rows or the elements of a run over rows `rows`.
+fn of_rows(rows: Option<(usize, usize)>, c: Option<usize>) -> bool {
+    rows.is_some_and(|(r, e)| c == Some(r) || c == Some(e))
 }
 
 /// Appends instruction `i` to `order` unless it is there already, after the leaves it reads

@@ -109,18 +109,22 @@ impl GpuPlan {
         // number of threads, or folds its columns with no partials buffer; a slice or a
         // concatenation alone is copies, with no window tests. (Not where it reads a splat
         // constant, which its kernel inlines and no step makes.)
+        let reads_splat = |i: usize| {
+            let args = &func.body[i].args;
+            args.iter()
+                .any(|&a| crate::kernel::splat_constant(func, a).is_some())
+        };
         let lone = |step| match step {
-            Step::Rows { start, end, .. } if end == start + 1 => Step::Op { index: start },
+            Step::Rows { start, end, .. } if end == start + 1 && !reads_splat(start) => {
+                Step::Op { index: start }
+            }
             Step::Kernel { start, end }
                 if end == start + 1
                     && matches!(
                         func.body[start].op,
                         Op::Reduce { .. } | Op::Slice { .. } | Op::Concatenate { .. }
                     )
-                    && !func.body[start]
-                        .args
-                        .iter()
-                        .any(|&a| crate::kernel::splat_constant(func, a).is_some()) =>
+                    && !reads_splat(start) =>
             {
                 Step::Op { index: start }
             }
