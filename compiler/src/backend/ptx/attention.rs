@@ -18,7 +18,7 @@ use super::attention_mma::{self, on_tensor_cores, render_attention_mma};
 use super::emit::{Class, Emitter};
 use super::legalize::legalize;
 use super::loops::{entry_header, global_addresses, Thread, Threads};
-use super::select::emit_op;
+use super::select::{emit_op, half_to_f32};
 use super::{MathMode, PtxError};
 use crate::kernel::{Access, Buffer, KInstr, KOp, Kernel, KernelSig, Role};
 use ferrax_ir::{Attention, AttentionPart, DType, Scalar, TensorType, UnaryOp, ValueId};
@@ -260,20 +260,6 @@ pub(super) fn row_element(
     r
 }
 
-/// The lines widening the half `h` (of dtype `dtype`, f16 or bf16) into the f32 register `x`,
-/// with `w` a 32-bit scratch register (bf16 is the upper half of an f32; `cvt.f32.bf16` needs
-/// sm_90).
-pub(super) fn widening(dtype: DType, h: &str, w: &str, x: &str) -> Vec<String> {
-    if dtype == DType::F16 {
-        return vec![format!("cvt.f32.f16 {x}, {h}")];
-    }
-    vec![
-        format!("cvt.u32.u16 {w}, {h}"),
-        format!("shl.b32 {w}, {w}, 16"),
-        format!("mov.b32 {x}, {w}"),
-    ]
-}
-
 /// The f32 register `x` rounded to the half type `h` into a new 16-bit register.
 pub(super) fn narrowed(e: &mut Emitter, h: DType, x: &str) -> String {
     let r = e.reg(Class::Rs);
@@ -302,7 +288,7 @@ pub(super) fn load_row(
         let (h, w) = (e.reg(Class::Rs), e.reg(Class::R));
         for (i, x) in regs.iter().enumerate() {
             e.pre_line(format!("ld.global.nc.b16 {h}, [{address}+{}]", 2 * i));
-            for line in widening(dtype, &h, &w, x) {
+            for line in half_to_f32(dtype, &h, &w, x) {
                 e.pre_line(line);
             }
         }
@@ -392,7 +378,7 @@ pub(super) fn load_tiles(
             let (h, w) = (e.reg(Class::Rs), e.reg(Class::R));
             e.line(format!("mov.b16 {h}, 0"));
             e.line(format!("@{inside} ld.global.nc.b16 {h}, [{address}]"));
-            for line in widening(dtype, &h, &w, &x) {
+            for line in half_to_f32(dtype, &h, &w, &x) {
                 e.line(line);
             }
             values.push(x);

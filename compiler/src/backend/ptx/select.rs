@@ -331,6 +331,20 @@ fn emit_convert(
     Ok(r)
 }
 
+/// The lines widening the half `h` (of dtype `dtype`: f16, or else bf16) into the f32 register
+/// `x`, with `w` a 32-bit scratch register for bf16, which is the upper half of an f32
+/// (`cvt.f32.bf16` needs sm_90).
+pub(super) fn half_to_f32(dtype: DType, h: &str, w: &str, x: &str) -> Vec<String> {
+    if dtype == DType::F16 {
+        return vec![format!("cvt.f32.f16 {x}, {h}")];
+    }
+    vec![
+        format!("cvt.u32.u16 {w}, {h}"),
+        format!("shl.b32 {w}, {w}, 16"),
+        format!("mov.b32 {x}, {w}"),
+    ]
+}
+
 /// `x` (of type `from`) converted to `to` into a new register, where either is f16 or bf16.
 fn convert_half(
     e: &mut Emitter,
@@ -341,13 +355,16 @@ fn convert_half(
 ) -> Result<String, PtxError> {
     let r = e.reg(reg_class(to));
     match (from, to) {
-        (DType::F16, DType::F32) => e.line(format!("cvt.f32.f16 {r}, {x}")),
+        (DType::F16, DType::F32) => {
+            for line in half_to_f32(from, x, "", &r) {
+                e.line(line);
+            }
+        }
         (DType::BF16, DType::F32) => {
-            // bf16 is the upper half of an f32 (cvt.f32.bf16 needs sm_90).
             let w = e.reg(Class::R);
-            e.line(format!("cvt.u32.u16 {w}, {x}"));
-            e.line(format!("shl.b32 {w}, {w}, 16"));
-            e.line(format!("mov.b32 {r}, {w}"));
+            for line in half_to_f32(from, x, &w, &r) {
+                e.line(line);
+            }
         }
         (DType::F32 | DType::F64, DType::F16) => {
             e.line(format!("cvt.rn.f16.{} {r}, {x}", suffix(from).0))

@@ -7,6 +7,7 @@ use super::body::reduce_body;
 use super::regs::{Reg, Regs};
 use super::{ReduceKernel, ReduceLaunch, ReduceLayout};
 use crate::backend::ptx::loops::{entry_header, Threads};
+use crate::backend::ptx::select::half_to_f32;
 use ferrax_ir::{DType, ReduceOp, Scalar};
 use std::fmt::Write;
 
@@ -124,16 +125,19 @@ pub(super) fn element_types(dtype: DType) -> (&'static str, &'static str, usize)
 /// Loads the element at `address` into `to`, in the type the reduction computes in.
 pub(super) fn load_element(r: &mut Regs, dtype: DType, to: &str, address: &str) -> String {
     match dtype {
-        DType::F16 => {
+        DType::F16 | DType::BF16 => {
             let h = r.get(Reg::Half);
-            format!("\tld.global.nc.b16 {h}, [{address}];\n\tcvt.f32.f16 {to}, {h};\n")
-        }
-        // A bf16 is the high half of the f32 of the same value.
-        DType::BF16 => {
-            let [h, u] = r.all([Reg::Half, Reg::HalfBits]);
-            format!(
-                "\tld.global.nc.b16 {h}, [{address}];\n\tcvt.u32.u16 {u}, {h};\n\tshl.b32 {u}, {u}, 16;\n\tmov.b32 {to}, {u};\n"
-            )
+            // A bf16 widens through 32 bits; an f16 converts.
+            let u = if dtype == DType::BF16 {
+                r.get(Reg::HalfBits)
+            } else {
+                String::new()
+            };
+            let mut s = format!("\tld.global.nc.b16 {h}, [{address}];\n");
+            for line in half_to_f32(dtype, &h, &u, to) {
+                s.push_str(&format!("\t{line};\n"));
+            }
+            s
         }
         DType::Bool => format!("\tld.global.nc.u8 {to}, [{address}];\n"),
         _ => format!(
