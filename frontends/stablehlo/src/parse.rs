@@ -2,7 +2,7 @@
 //! attributes and loose words as tokens, types, nested regions; `import` gives them meaning.
 
 use crate::lex::{lex, Tok};
-use crate::types::{self, MAX_NESTING, MAX_RESULTS, MAX_TOTAL_RESULTS};
+use crate::types::{self, Quant, MAX_NESTING, MAX_RESULTS, MAX_TOTAL_RESULTS};
 use crate::Error;
 use ferrax_ir::TensorType;
 
@@ -13,11 +13,13 @@ pub(crate) struct MFunc {
     pub body: Vec<Operation>,
 }
 
+#[derive(Clone)]
 pub(crate) struct Region {
     pub args: Vec<(String, TensorType)>,
     pub ops: Vec<Operation>,
 }
 
+#[derive(Clone)]
 pub(crate) struct Operation {
     pub line: usize,
     pub name: String,
@@ -33,11 +35,22 @@ pub(crate) struct Operation {
     /// `cond` and `do` regions read.
     pub bound: Vec<String>,
     /// Types after `:`: operand types and result types of a function type, or a plain list.
+    /// Quantized types are their storage types here, with their [`Quant`] beside them.
     pub operand_types: Vec<TensorType>,
     pub result_types: Vec<TensorType>,
+    /// The quantization of each operand and result type (`None` where it is not quantized).
+    pub operand_quant: Vec<Option<Quant>>,
+    pub result_quant: Vec<Option<Quant>>,
 }
 
 impl Operation {
+    pub fn is_quantized(&self) -> bool {
+        self.operand_quant
+            .iter()
+            .chain(&self.result_quant)
+            .any(Option::is_some)
+    }
+
     pub fn attr(&self, keys: &[&str]) -> Option<&[Tok]> {
         self.attrs
             .iter()
@@ -118,7 +131,21 @@ impl P {
         Ok(())
     }
 
+    /// A tensor type that is not quantized: region arguments. (A region's ops would compute
+    /// on the expressed values its op passes it, not on storage.)
     fn tensor_type(&mut self) -> PResult<TensorType> {
+        let line = self.line();
+        match self.quantizable_type()? {
+            (t, None) => Ok(t),
+            (t, Some(_)) => Err(Error::unsupported(
+                line,
+                format!("quantized {t} as a region's argument"),
+            )),
+        }
+    }
+
+    /// A tensor type, quantized or not.
+    fn quantizable_type(&mut self) -> PResult<(TensorType, Option<Quant>)> {
         let line = self.line();
         match self.next() {
             Tok::Word(w) if w == "tensor" => {}
@@ -163,14 +190,23 @@ impl P {
         Ok(t)
     }
 
-    fn type_list(&mut self) -> PResult<Vec<TensorType>> {
+    /// `annotated_type`, quantized or not.
+    fn annotated_quantizable(&mut self) -> PResult<(TensorType, Option<Quant>)> {
+        let t = self.quantizable_type()?;
+        if self.is('{') {
+            self.skip_braces()?;
+        }
+        Ok(t)
+    }
+
+    fn type_list(&mut self) -> PResult<Vec<(TensorType, Option<Quant>)>> {
         self.expect('(')?;
         let mut out = Vec::new();
         if self.eat(')') {
             return Ok(out);
         }
         loop {
-            out.push(self.annotated_type()?);
+            out.push(self.annotated_quantizable()?);
             if self.eat(')') {
                 return Ok(out);
             }
@@ -178,7 +214,9 @@ impl P {
         }
     }
 
-    fn typed_args(&mut self) -> PResult<Vec<(String, TensorType)>> {
+    /// `(%name: T, ...)`: a function's parameters (`quantized`: they may be of quantized types,
+    /// which are their storage types here) or a region's arguments.
+    fn typed_args(&mut self, quantized: bool) -> PResult<Vec<(String, TensorType)>> {
         self.expect('(')?;
         let mut out = Vec::new();
         if self.eat(')') {
@@ -190,7 +228,12 @@ impl P {
                 t => return Err(self.err(format!("expected an argument, found {t}"))),
             };
             self.expect(':')?;
-            out.push((name, self.annotated_type()?));
+            let ty = if quantized {
+                self.annotated_quantizable()?.0
+            } else {
+                self.annotated_type()?
+            };
+            out.push((name, ty));
             if self.eat(')') {
                 return Ok(out);
             }
@@ -209,13 +252,13 @@ impl P {
             Tok::Symbol(s) => s,
             t => return Err(self.err(format!("expected a function name, found {t}"))),
         };
-        let params = self.typed_args()?;
+        let params = self.typed_args(true)?;
         if *self.peek() == Tok::Arrow {
             self.next();
             if self.is('(') {
                 self.type_list()?;
             } else {
-                self.tensor_type()?;
+                self.quantizable_type()?;
             }
         }
         if *self.peek() == Tok::Word("attributes".into()) {
@@ -305,7 +348,7 @@ impl P {
         if let Tok::Block(_) = self.peek() {
             self.next();
             if self.is('(') {
-                args = self.typed_args()?;
+                args = self.typed_args(false)?;
             }
             self.expect(':')?;
         }
@@ -320,7 +363,7 @@ impl P {
         self.next();
         let mut groups = Vec::new();
         while self.is('(') {
-            groups.push(self.typed_args()?);
+            groups.push(self.typed_args(false)?);
         }
         let args = if groups.iter().all(|g| g.len() == 2) {
             let (accumulators, elements): (Vec<_>, Vec<_>) = groups
@@ -405,6 +448,8 @@ impl P {
             bound: Vec::new(),
             operand_types: Vec::new(),
             result_types: Vec::new(),
+            operand_quant: Vec::new(),
+            result_quant: Vec::new(),
         };
         // Operands, attributes and words up to the type.
         let mut depth = 0i32;
@@ -461,36 +506,39 @@ impl P {
             }
         }
         self.expect(':')?;
-        if self.is('(') {
-            op.operand_types = self.type_list()?;
+        let (operands, results) = if self.is('(') {
+            let operands = self.type_list()?;
             if *self.peek() != Tok::Arrow {
                 return Err(self.err(format!("expected '->', found {}", self.peek())));
             }
             self.next();
-            op.result_types = if self.is('(') {
+            let results = if self.is('(') {
                 self.type_list()?
             } else {
-                vec![self.annotated_type()?]
+                vec![self.annotated_quantizable()?]
             };
+            (operands, results)
         } else {
-            let mut plain = vec![self.tensor_type()?];
+            let mut plain = vec![self.quantizable_type()?];
             while self.is(',') && *self.peek_at(1) == Tok::Word("tensor".into()) {
                 self.next();
-                plain.push(self.tensor_type()?);
+                plain.push(self.quantizable_type()?);
             }
-            if *self.peek() == Tok::Arrow {
+            let results = if *self.peek() == Tok::Arrow {
                 // `: T -> T`.
                 self.next();
-                op.result_types = if self.is('(') {
+                if self.is('(') {
                     self.type_list()?
                 } else {
-                    vec![self.annotated_type()?]
-                };
+                    vec![self.annotated_quantizable()?]
+                }
             } else {
-                op.result_types = plain.last().cloned().into_iter().collect();
-            }
-            op.operand_types = plain;
-        }
+                plain.last().cloned().into_iter().collect()
+            };
+            (plain, results)
+        };
+        (op.operand_types, op.operand_quant) = operands.into_iter().unzip();
+        (op.result_types, op.result_quant) = results.into_iter().unzip();
         // Regions the pretty forms write after the types.
         loop {
             match self.peek() {

@@ -57,26 +57,42 @@ pub(crate) fn text(toks: &[Tok]) -> String {
 }
 
 /// The type written `tensor<toks>`: a shape and an element type ferrax has, of a size that
-/// fits in memory's address range.
-pub(crate) fn tensor_type(toks: &[Tok], line: usize) -> Result<TensorType, Error> {
+/// fits in memory's address range. A quantized element type (`!quant.uniform<...>`) gives its
+/// storage type and its [`Quant`].
+pub(crate) fn tensor_type(toks: &[Tok], line: usize) -> Result<(TensorType, Option<Quant>), Error> {
     let spec = text(toks);
-    let [Tok::Word(word)] = toks else {
-        let dialect_type = |t: &Tok| matches!(t, Tok::Word(w) if w.starts_with('!'));
-        let what = if toks.contains(&Tok::Punct('?')) {
-            "dynamic shape"
-        } else if toks.contains(&Tok::Punct('*')) {
-            "unranked shape"
-        } else if toks.iter().any(dialect_type) || toks.contains(&Tok::Punct('<')) {
-            "element type"
-        } else {
-            "tensor encoding"
-        };
-        return Err(Error::unsupported(
-            line,
-            format!("{what} in tensor<{spec}>"),
-        ));
+    let quantized = toks
+        .iter()
+        .position(|t| matches!(t, Tok::Word(w) if w == QUANT_UNIFORM));
+    let (word, quant) = match (quantized, toks) {
+        // `tensor<!quant.uniform<...>>` or `tensor<2x3x!quant.uniform<...>>`.
+        (Some(0), _) => ("", Some(quant_type(&toks[1..], line, &spec)?)),
+        (Some(1), [Tok::Word(w), ..]) if w.ends_with('x') => {
+            (w.as_str(), Some(quant_type(&toks[2..], line, &spec)?))
+        }
+        (None, [Tok::Word(word)]) => (word.as_str(), None),
+        _ => {
+            let dialect_type = |t: &Tok| matches!(t, Tok::Word(w) if w.starts_with('!'));
+            let what = if toks.contains(&Tok::Punct('?')) {
+                "dynamic shape"
+            } else if toks.contains(&Tok::Punct('*')) {
+                "unranked shape"
+            } else if toks.iter().any(dialect_type) || toks.contains(&Tok::Punct('<')) {
+                "element type"
+            } else {
+                "tensor encoding"
+            };
+            return Err(Error::unsupported(
+                line,
+                format!("{what} in tensor<{spec}>"),
+            ));
+        }
     };
-    let mut parts: Vec<&str> = word.split('x').collect();
+    let mut parts: Vec<&str> = if word.is_empty() {
+        vec![""]
+    } else {
+        word.split('x').collect()
+    };
     let elem = parts.pop().unwrap_or_default();
     if parts.len() > MAX_RANK {
         return Err(Error::unsupported(
@@ -102,11 +118,168 @@ pub(crate) fn tensor_type(toks: &[Tok], line: usize) -> Result<TensorType, Error
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let dtype = element_type(elem)
-        .ok_or_else(|| Error::unsupported(line, format!("element type {elem}")))?;
+    let dtype = match &quant {
+        Some(q) => q.storage,
+        None => element_type(elem)
+            .ok_or_else(|| Error::unsupported(line, format!("element type {elem}")))?,
+    };
+    if let Some(axis) = quant.as_ref().and_then(|q| q.axis) {
+        let size = dims.get(axis).copied();
+        let count = quant.as_ref().map_or(0, |q| q.scales.len());
+        if size != Some(count) {
+            return Err(Error::at(
+                line,
+                format!("tensor<{spec}> has {count} scales for its axis {axis}, of size {size:?}"),
+            ));
+        }
+    }
     let ty = TensorType::new(dtype, dims);
     check_size(&ty).map_err(|e| Error::at(line, format!("tensor<{spec}> {e}")))?;
-    Ok(ty)
+    Ok((ty, quant))
+}
+
+const QUANT_UNIFORM: &str = "!quant.uniform";
+
+/// A uniform quantized element type (`!quant.uniform<i8:f32, 0.5:-3>`, or per axis
+/// `!quant.uniform<i8:f32:1, {0.5:-3, 0.25}>`): integers `q` of the storage type stand for
+/// `(q - zero_point) * scale` in the expressed float type.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Quant {
+    pub storage: DType,
+    /// The storage values a quantization may produce (the whole type unless the text narrows it,
+    /// `i8<-127:127>`).
+    pub storage_min: i64,
+    pub storage_max: i64,
+    pub expressed: DType,
+    /// `None`: one scale and zero point for the whole tensor; `Some(d)`: one per index of
+    /// dimension `d`.
+    pub axis: Option<usize>,
+    pub scales: Vec<f64>,
+    pub zero_points: Vec<i64>,
+}
+
+/// Most scales a per-axis quantized type may list.
+const MAX_SCALES: usize = 1 << 20;
+
+/// The quantized type whose parameters are `toks` (`<i8:f32, 0.5:-3>`), after `!quant.uniform`.
+fn quant_type(toks: &[Tok], line: usize, spec: &str) -> Result<Quant, Error> {
+    let bad = |why: &str| Error::at(line, format!("quantized type in tensor<{spec}>: {why}"));
+    let mut it = toks.iter().peekable();
+    let punct = |it: &mut std::iter::Peekable<std::slice::Iter<Tok>>, c: char| {
+        if it.next() == Some(&Tok::Punct(c)) {
+            Ok(())
+        } else {
+            Err(bad(&format!("expected '{c}'")))
+        }
+    };
+    let word = |it: &mut std::iter::Peekable<std::slice::Iter<Tok>>| match it.next() {
+        Some(Tok::Word(w)) => Ok(w.clone()),
+        _ => Err(bad("expected a word")),
+    };
+    let int = |w: &str| {
+        w.parse::<i64>()
+            .map_err(|_| bad(&format!("'{w}' is not an integer")))
+    };
+    punct(&mut it, '<')?;
+    let storage_name = word(&mut it)?;
+    let (storage, lowest, highest) = match storage_name.as_str() {
+        "i8" => (DType::I8, i8::MIN.into(), i8::MAX.into()),
+        "i16" => (DType::I16, i16::MIN.into(), i16::MAX.into()),
+        "i32" => (DType::I32, i32::MIN.into(), i32::MAX.into()),
+        "u8" => (DType::U8, 0, u8::MAX.into()),
+        "u16" => (DType::U16, 0, u16::MAX.into()),
+        other => {
+            return Err(Error::unsupported(
+                line,
+                format!("quantized storage type {other} in tensor<{spec}>"),
+            ))
+        }
+    };
+    let (mut storage_min, mut storage_max) = (lowest, highest);
+    if it.peek() == Some(&&Tok::Punct('<')) {
+        it.next();
+        storage_min = int(&word(&mut it)?)?;
+        punct(&mut it, ':')?;
+        storage_max = int(&word(&mut it)?)?;
+        punct(&mut it, '>')?;
+        if storage_min < lowest || storage_max > highest || storage_min >= storage_max {
+            return Err(bad(&format!(
+                "storage range {storage_min}..{storage_max} outside {storage_name}"
+            )));
+        }
+    }
+    punct(&mut it, ':')?;
+    let expressed_name = word(&mut it)?;
+    let expressed = element_type(&expressed_name)
+        .filter(|d| d.is_float())
+        .ok_or_else(|| {
+            bad(&format!(
+                "expressed type {expressed_name} is not a float type"
+            ))
+        })?;
+    let mut axis = None;
+    if it.peek() == Some(&&Tok::Punct(':')) {
+        it.next();
+        let w = word(&mut it)?;
+        axis = Some(
+            w.parse::<usize>()
+                .map_err(|_| bad(&format!("'{w}' is not an axis")))?,
+        );
+    }
+    punct(&mut it, ',')?;
+    let mut scales = Vec::new();
+    let mut zero_points = Vec::new();
+    let mut parameter = |it: &mut std::iter::Peekable<std::slice::Iter<Tok>>| -> Result<(), Error> {
+        let w = word(it)?;
+        let scale = w
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .ok_or_else(|| bad(&format!("scale '{w}' is not a positive finite number")))?;
+        let zero_point = if it.peek() == Some(&&Tok::Punct(':')) {
+            it.next();
+            int(&word(it)?)?
+        } else {
+            0
+        };
+        if zero_point < storage_min || zero_point > storage_max {
+            return Err(bad(&format!(
+                "zero point {zero_point} outside the storage range {storage_min}..{storage_max}"
+            )));
+        }
+        if scales.len() == MAX_SCALES {
+            return Err(bad(&format!("more than {MAX_SCALES} scales")));
+        }
+        scales.push(scale);
+        zero_points.push(zero_point);
+        Ok(())
+    };
+    if axis.is_some() {
+        punct(&mut it, '{')?;
+        loop {
+            parameter(&mut it)?;
+            match it.next() {
+                Some(Tok::Punct(',')) => {}
+                Some(Tok::Punct('}')) => break,
+                _ => return Err(bad("expected ',' or '}' between scales")),
+            }
+        }
+    } else {
+        parameter(&mut it)?;
+    }
+    punct(&mut it, '>')?;
+    if it.next().is_some() {
+        return Err(bad("unexpected text after the parameters"));
+    }
+    Ok(Quant {
+        storage,
+        storage_min,
+        storage_max,
+        expressed,
+        axis,
+        scales,
+        zero_points,
+    })
 }
 
 /// `Ok` when `ty`'s element count and byte size (counting empty dimensions as 1, as strides

@@ -54,6 +54,13 @@ impl Rng {
 }
 
 const INLINE_SEEDS: &[&str] = &[
+    r#"func.func @main(%x: tensor<2x3xf32>, %q: tensor<3x2x!quant.uniform<i8<-127:127>:f32, 0.5:-3>>) -> (tensor<3x2x!quant.uniform<i8:f32:1, {0.5:1, 0.25}>>, tensor<3x2xf32>) {
+  %0 = stablehlo.uniform_quantize %x : (tensor<2x3xf32>) -> tensor<2x3x!quant.uniform<i8<-127:127>:f32, 0.5:-3>>
+  %1 = stablehlo.transpose %0, dims = [1, 0] : (tensor<2x3x!quant.uniform<i8<-127:127>:f32, 0.5:-3>>) -> tensor<3x2x!quant.uniform<i8<-127:127>:f32, 0.5:-3>>
+  %2 = stablehlo.add %1, %q : (tensor<3x2x!quant.uniform<i8<-127:127>:f32, 0.5:-3>>, tensor<3x2x!quant.uniform<i8<-127:127>:f32, 0.5:-3>>) -> tensor<3x2x!quant.uniform<i8:f32:1, {0.5:1, 0.25}>>
+  %3 = stablehlo.uniform_dequantize %2 : (tensor<3x2x!quant.uniform<i8:f32:1, {0.5:1, 0.25}>>) -> tensor<3x2xf32>
+  return %2, %3 : tensor<3x2x!quant.uniform<i8:f32:1, {0.5:1, 0.25}>>, tensor<3x2xf32>
+}"#,
     r#"module @m {
   func.func public @main(%arg0: tensor<2x3xf32>, %arg1: tensor<3xf32>) -> tensor<3x2xf32> {
     %0 = stablehlo.broadcast_in_dim %arg1, dims = [1] : (tensor<3xf32>) -> tensor<2x3xf32>

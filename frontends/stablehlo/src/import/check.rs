@@ -7,7 +7,7 @@ use crate::dense::literal;
 use crate::lex::Tok;
 use crate::parse::Operation;
 use crate::Error;
-use ferrax_ir::{Literal, ValueId};
+use ferrax_ir::{CompareOp, Literal, Op, ReduceOp, ValueId};
 
 /// How a conformance check compares its actual and expected values.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,15 +37,20 @@ pub enum Expected {
 }
 
 impl Importer<'_> {
-    /// The check `op` on `args`: the compared values become outputs.
-    pub(super) fn check(&mut self, op: &Operation, args: &[ValueId]) -> Result<(), Error> {
+    /// The check `op` on `args`: the compared values become outputs. A check with a result
+    /// (`custom_call @check.eq`, a boolean) gives whether every pair of elements is equal.
+    pub(super) fn check(
+        &mut self,
+        op: &Operation,
+        args: &[ValueId],
+    ) -> Result<Option<ValueId>, Error> {
         let which = op
             .callee
             .clone()
             .filter(|c| c.starts_with("check."))
             .unwrap_or_else(|| op.name.clone());
         let kind = match which.as_str() {
-            "check.expect_eq" | "check.expect_eq_const" => CheckKind::Exact,
+            "check.expect_eq" | "check.expect_eq_const" | "check.eq" => CheckKind::Exact,
             "check.expect_close" => {
                 let bound = |key: &str| {
                     op.attr(&[key]).and_then(|t| match t.first() {
@@ -83,6 +88,29 @@ impl Importer<'_> {
                 .ok_or_else(|| Error::at(op.line, "a check needs an expected value"))?;
             Expected::Output(self.output(e))
         };
+        let equal = match (&expected, op.results.is_empty()) {
+            (Expected::Output(k), false) => {
+                let e = self.outputs[*k];
+                let rank = self.type_of(actual, op.line)?.rank();
+                let eq = self.push(Op::Compare(CompareOp::Eq), &[actual, e], op.line)?;
+                let axes = (0..rank).collect();
+                Some(self.push(
+                    Op::Reduce {
+                        op: ReduceOp::Min,
+                        axes,
+                    },
+                    &[eq],
+                    op.line,
+                )?)
+            }
+            (Expected::Constant(_), false) => {
+                return Err(Error::unsupported(
+                    op.line,
+                    "a constant check with a result",
+                ))
+            }
+            (_, true) => None,
+        };
         let actual = self.output(actual);
         self.checks.push(Check {
             kind,
@@ -90,6 +118,6 @@ impl Importer<'_> {
             expected,
             line: op.line,
         });
-        Ok(())
+        Ok(equal)
     }
 }

@@ -44,7 +44,12 @@ fn float_bits(dtype: DType) -> Option<(u32, u32)> {
 
 impl Importer<'_> {
     /// `value` of `dtype` broadcast to `shape`.
-    fn full(&mut self, value: Scalar, shape: &Shape, line: usize) -> Result<ValueId, Error> {
+    pub(super) fn full(
+        &mut self,
+        value: Scalar,
+        shape: &Shape,
+        line: usize,
+    ) -> Result<ValueId, Error> {
         self.push(
             Op::Constant(Literal::splat(value, shape.clone())),
             &[],
@@ -69,7 +74,7 @@ impl Importer<'_> {
         self.full(value, shape, line)
     }
 
-    fn binary(
+    pub(super) fn binary(
         &mut self,
         op: BinaryOp,
         a: ValueId,

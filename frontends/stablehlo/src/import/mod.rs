@@ -4,7 +4,7 @@
 //! Here: the walk over an entry's operations and the calls it inlines. One op's mapping is in
 //! `ops` (with StableHLO's op names in `names` and attribute reading in `attrs`), reductions
 //! in `reduce`, gathers, scatters and dynamic slices in `indexing`, `while`, `case` and `if`
-//! in `control`, sorts in `sort`, checks in `check`.
+//! in `control`, sorts in `sort`, checks in `check`, quantized types in `quant`.
 
 mod attrs;
 mod check;
@@ -14,6 +14,7 @@ mod conv;
 mod indexing;
 mod names;
 mod ops;
+mod quant;
 mod reduce;
 mod sort;
 mod variadic;
@@ -177,50 +178,47 @@ impl<'a> Importer<'a> {
                         env.insert(name.clone(), v);
                     }
                 }
-                "while" | "case" | "if" => {
-                    let results = self.control(short, op, &args, env, depth)?;
-                    for (name, v) in op.results.iter().zip(results) {
-                        env.insert(name.clone(), v);
-                    }
-                }
-                "reduce_window" => {
-                    let results = self.reduce_window(op, &args, depth)?;
-                    for (name, v) in op.results.iter().zip(results) {
-                        env.insert(name.clone(), v);
-                    }
-                }
-                "reduce" if args.len() > 2 => {
-                    let results = self.variadic_reduce(op, &args, depth)?;
-                    for (name, v) in op.results.iter().zip(results) {
-                        env.insert(name.clone(), v);
-                    }
-                }
-                "chlo.top_k" => {
-                    for (name, v) in op.results.iter().zip(self.top_k(op, &args)?) {
-                        env.insert(name.clone(), v);
-                    }
-                }
-                "sort" => {
-                    for (name, v) in op.results.iter().zip(self.sort(op, &args)?) {
-                        env.insert(name.clone(), v);
-                    }
-                }
                 _ if short.starts_with("check.")
                     || op
                         .callee
                         .as_deref()
                         .is_some_and(|c| c.starts_with("check.")) =>
                 {
-                    self.check(op, &args)?;
+                    if let (Some(v), Some(name)) = (self.check(op, &args)?, op.results.first()) {
+                        env.insert(name.clone(), v);
+                    }
                 }
                 _ => {
-                    let v = self.simple(short, op, &args)?;
-                    if let Some(name) = op.results.first() {
+                    let results = if op.is_quantized() {
+                        self.quantized(short, op, &args, env, depth)?
+                    } else {
+                        self.results(short, op, &args, env, depth)?
+                    };
+                    for (name, v) in op.results.iter().zip(results) {
                         env.insert(name.clone(), v);
                     }
                 }
             }
         }
         Ok(Vec::new())
+    }
+
+    /// The results of `op`, one that computes values (not a call, return or check).
+    fn results(
+        &mut self,
+        short: &str,
+        op: &Operation,
+        args: &[ValueId],
+        env: &Env,
+        depth: usize,
+    ) -> Result<Vec<ValueId>, Error> {
+        match short {
+            "while" | "case" | "if" => self.control(short, op, args, env, depth),
+            "reduce_window" => self.reduce_window(op, args, depth),
+            "reduce" if args.len() > 2 => self.variadic_reduce(op, args, depth),
+            "chlo.top_k" => self.top_k(op, args),
+            "sort" => self.sort(op, args),
+            _ => Ok(vec![self.simple(short, op, args)?]),
+        }
     }
 }
