@@ -465,14 +465,14 @@ fn bad_files_are_errors() {
     let e = checkpoint::safetensors_from_bytes(&bad, &ab()).unwrap_err();
     assert!(matches!(e, CheckpointError::Header { .. }), "{e}");
     // A dtype ferrax lacks.
-    let header = br#"{"x":{"dtype":"C64","shape":[1],"data_offsets":[0,8]}}"#;
-    let mut complex_file = (header.len() as u64).to_le_bytes().to_vec();
-    complex_file.extend(header);
-    complex_file.extend([0; 8]);
+    let header = br#"{"x":{"dtype":"F8_E4M3","shape":[1],"data_offsets":[0,1]}}"#;
+    let mut fp8_file = (header.len() as u64).to_le_bytes().to_vec();
+    fp8_file.extend(header);
+    fp8_file.extend([0; 1]);
     let x = flat(&[("x", t(&[1], vec![0i32]))]);
-    let e = checkpoint::safetensors_from_bytes(&complex_file, &x).unwrap_err();
+    let e = checkpoint::safetensors_from_bytes(&fp8_file, &x).unwrap_err();
     assert!(
-        matches!(&e, CheckpointError::DType { found, .. } if found == "C64"),
+        matches!(&e, CheckpointError::DType { found, .. } if found == "F8_E4M3"),
         "{e}"
     );
 

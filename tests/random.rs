@@ -79,7 +79,9 @@ fn elements(a: &ferrax::Array) -> Vec<Element> {
         | DType::I16
         | DType::U16
         | DType::U64
-        | DType::Bool => None,
+        | DType::Bool
+        | DType::C64
+        | DType::C128 => None,
     };
     values
         .into_iter()

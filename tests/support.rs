@@ -10,7 +10,7 @@ use ferrax::compiler::backend::gpu::{GpuOptions, GpuPlan, GpuProgram};
 use ferrax::compiler::backend::ptx::{self, MathMode, PtxTarget};
 use ferrax::compiler::backend::{cpu, CpuExecutable};
 use ferrax::compiler::target::{KernelOp, Support, Target};
-use ferrax::ir::{ulp_distance, Elements, FuncBuilder, Op};
+use ferrax::ir::{ulp_distance, Complex, Elements, FuncBuilder, Op};
 use ferrax::runtime::interpret;
 use ferrax::{Array, DType, Func, TensorType};
 use ferrax_ptx_emu::Emulator;
@@ -108,6 +108,20 @@ fn values(dtype: DType, shift: usize) -> Array {
                 9,
             ];
             Elements::U64((0..LEN).map(|i| words[pick(i) % words.len()]).collect())
+        }
+        // Pairs of the float values, the parts offset so that they differ.
+        DType::C64 | DType::C128 => {
+            let all: Vec<f64> = floats.iter().chain(&special).copied().collect();
+            let part = |i: usize, k: usize| all[(pick(i) + k) % all.len()];
+            let z = |i: usize| (part(i, 0), part(i, 5));
+            match dtype {
+                DType::C64 => Elements::C64(
+                    (0..LEN)
+                        .map(|i| Complex::new(z(i).0 as f32, z(i).1 as f32))
+                        .collect(),
+                ),
+                _ => Elements::C128((0..LEN).map(|i| Complex::new(z(i).0, z(i).1)).collect()),
+            }
         }
         DType::Bool => Elements::Bool((0..LEN).map(|i| pick(i) % 3 == 0).collect()),
     };
@@ -349,6 +363,16 @@ fn ramp(dtype: DType, shape: [usize; 2]) -> Array {
         DType::U16 => Elements::U16(v.iter().map(|&x| (x + 5) as u16).collect()),
         DType::U64 => Elements::U64(v.iter().map(|&x| (x + 5) as u64).collect()),
         DType::Bool => Elements::Bool(v.iter().map(|&x| x % 3 == 0).collect()),
+        DType::C64 => Elements::C64(
+            v.iter()
+                .map(|&x| Complex::new(x as f32, -x as f32))
+                .collect(),
+        ),
+        DType::C128 => Elements::C128(
+            v.iter()
+                .map(|&x| Complex::new(x as f64, -x as f64))
+                .collect(),
+        ),
     };
     Array::new(shape, data).unwrap()
 }

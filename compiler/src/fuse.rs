@@ -47,7 +47,11 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
     let operand = || ins.args.first().and_then(|&a| func.value_type(a));
     let computes = |op: KernelOp, d: DType| target.computes(op, d);
     match &ins.op {
-        Op::Unary(u) => computes(KernelOp::Unary(*u), d),
+        // Of the operand's type too: a complex number's absolute value is real.
+        Op::Unary(u) => {
+            let op = KernelOp::Unary(*u);
+            computes(op, d) && operand().is_some_and(|t| computes(op, t.dtype))
+        }
         Op::Binary(b) => computes(KernelOp::Binary(*b), d),
         Op::Compare(c) => operand().is_some_and(|t| computes(KernelOp::Compare(*c), t.dtype)),
         Op::Select => computes(KernelOp::Select, d) && computes(KernelOp::Hold, DType::Bool),
@@ -125,7 +129,9 @@ fn iota_fits(dtype: DType, dims: &[usize], dim: usize) -> bool {
         | DType::F64
         | DType::F16
         | DType::BF16
-        | DType::Bool => false,
+        | DType::Bool
+        | DType::C64
+        | DType::C128 => false,
     }
 }
 

@@ -23,10 +23,13 @@ pub enum DType {
     U16,
     U64,
     Bool,
+    /// Complex numbers of two f32 or two f64 parts (JAX's `complex64`, `complex128`).
+    C64,
+    C128,
 }
 
 impl DType {
-    pub const ALL: [DType; 13] = [
+    pub const ALL: [DType; 15] = [
         DType::F32,
         DType::F64,
         DType::F16,
@@ -40,6 +43,8 @@ impl DType {
         DType::U16,
         DType::U64,
         DType::Bool,
+        DType::C64,
+        DType::C128,
     ];
 
     pub fn is_float(self) -> bool {
@@ -64,6 +69,28 @@ impl DType {
         matches!(self, DType::I32 | DType::I64 | DType::I8 | DType::I16)
     }
 
+    pub fn is_complex(self) -> bool {
+        matches!(self, DType::C64 | DType::C128)
+    }
+
+    /// The type of a complex type's real and imaginary parts (`None` for other types).
+    pub fn complex_part(self) -> Option<DType> {
+        match self {
+            DType::C64 => Some(DType::F32),
+            DType::C128 => Some(DType::F64),
+            _ => None,
+        }
+    }
+
+    /// The complex type whose parts are of this float type (f32 and f64 only).
+    pub fn complex_of(self) -> Option<DType> {
+        match self {
+            DType::F32 => Some(DType::C64),
+            DType::F64 => Some(DType::C128),
+            _ => None,
+        }
+    }
+
     pub fn is_bool(self) -> bool {
         self == DType::Bool
     }
@@ -75,7 +102,8 @@ impl DType {
 
     pub fn size_bytes(self) -> usize {
         match self {
-            DType::F64 | DType::I64 | DType::U64 => 8,
+            DType::C128 => 16,
+            DType::F64 | DType::I64 | DType::U64 | DType::C64 => 8,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::U8 | DType::I8 | DType::Bool => 1,
@@ -97,6 +125,8 @@ impl DType {
             DType::U16 => "u16",
             DType::U64 => "u64",
             DType::Bool => "bool",
+            DType::C64 => "c64",
+            DType::C128 => "c128",
         }
     }
 

@@ -28,7 +28,9 @@ pub use dtype::DType;
 pub use error::TypeError;
 pub use func::{Func, FuncBuilder, Instr, ValueId};
 pub use indexing::{Gather, IndexMap, Scatter, ScatterCombine, StartReader};
-pub use literal::{bf16_from_f64, f16_from_f64, ulp_distance, Element, Elements, Literal, Scalar};
+pub use literal::{
+    bf16_from_f64, f16_from_f64, ulp_distance, Complex, Element, Elements, Literal, Scalar,
+};
 pub use op::{BinaryOp, CompareOp, CustomVjp, DotDims, Op, ReduceOp, UnaryOp};
 pub use ops::infer_type;
 #[cfg(feature = "text")]

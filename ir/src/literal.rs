@@ -2,6 +2,7 @@
 
 use crate::{DType, TensorType};
 use half::{bf16, f16};
+pub use num_complex::Complex;
 use serde::{Deserialize, Serialize};
 use std::hash::{Hash, Hasher};
 
@@ -21,6 +22,8 @@ pub enum Elements {
     U16(Vec<u16>),
     U64(Vec<u64>),
     Bool(Vec<bool>),
+    C64(Vec<Complex<f32>>),
+    C128(Vec<Complex<f64>>),
 }
 
 /// Applies `$body` to the inner vector of an [`Elements`], whatever its dtype.
@@ -41,6 +44,8 @@ macro_rules! with_elements {
             $crate::Elements::U16($v) => $body,
             $crate::Elements::U64($v) => $body,
             $crate::Elements::Bool($v) => $body,
+            $crate::Elements::C64($v) => $body,
+            $crate::Elements::C128($v) => $body,
         }
     };
 }
@@ -63,6 +68,8 @@ macro_rules! map_elements {
             $crate::Elements::U16($v) => $crate::Elements::U16($body),
             $crate::Elements::U64($v) => $crate::Elements::U64($body),
             $crate::Elements::Bool($v) => $crate::Elements::Bool($body),
+            $crate::Elements::C64($v) => $crate::Elements::C64($body),
+            $crate::Elements::C128($v) => $crate::Elements::C128($body),
         }
     };
 }
@@ -83,6 +90,8 @@ impl Elements {
             Elements::U16(_) => DType::U16,
             Elements::U64(_) => DType::U64,
             Elements::Bool(_) => DType::Bool,
+            Elements::C64(_) => DType::C64,
+            Elements::C128(_) => DType::C128,
         }
     }
 
@@ -110,6 +119,8 @@ impl Elements {
             Scalar::U16(x) => Elements::U16(vec![x; n]),
             Scalar::U64(x) => Elements::U64(vec![x; n]),
             Scalar::Bool(x) => Elements::Bool(vec![x; n]),
+            Scalar::C64(x) => Elements::C64(vec![x; n]),
+            Scalar::C128(x) => Elements::C128(vec![x; n]),
         }
     }
 
@@ -136,6 +147,8 @@ impl Elements {
             Scalar::U16(x) => Elements::U16(filled(x, n)?),
             Scalar::U64(x) => Elements::U64(filled(x, n)?),
             Scalar::Bool(x) => Elements::Bool(filled(x, n)?),
+            Scalar::C64(x) => Elements::C64(filled(x, n)?),
+            Scalar::C128(x) => Elements::C128(filled(x, n)?),
         })
     }
 
@@ -155,6 +168,8 @@ impl Elements {
             (Elements::U16(v), Scalar::U16(x)) => v.fill(x),
             (Elements::U64(v), Scalar::U64(x)) => v.fill(x),
             (Elements::Bool(v), Scalar::Bool(x)) => v.fill(x),
+            (Elements::C64(v), Scalar::C64(x)) => v.fill(x),
+            (Elements::C128(v), Scalar::C128(x)) => v.fill(x),
             _ => return false,
         }
         true
@@ -180,6 +195,8 @@ impl Elements {
             Elements::U16(v) => Scalar::U16(v[i]),
             Elements::U64(v) => Scalar::U64(v[i]),
             Elements::Bool(v) => Scalar::Bool(v[i]),
+            Elements::C64(v) => Scalar::C64(v[i]),
+            Elements::C128(v) => Scalar::C128(v[i]),
         }
     }
 
@@ -201,19 +218,22 @@ impl Elements {
                 (Elements::U16(v), Scalar::U16(x)) => v.push(x),
                 (Elements::U64(v), Scalar::U64(x)) => v.push(x),
                 (Elements::Bool(v), Scalar::Bool(x)) => v.push(x),
+                (Elements::C64(v), Scalar::C64(x)) => v.push(x),
+                (Elements::C128(v), Scalar::C128(x)) => v.push(x),
                 _ => return None,
             }
         }
         Some(out)
     }
 
-    /// Every element as f64 (integers and bools converted by value).
+    /// Every element as f64 (integers and bools converted by value, complex numbers by their
+    /// real part).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         (0..self.len()).map(|i| self.get(i).to_f64()).collect()
     }
 
-    /// The raw bits of every element, widened to u64; used for bit-exact equality and hashing.
-    fn bits(&self) -> impl Iterator<Item = u64> + '_ {
+    /// The raw bits of every element, widened to u128; used for bit-exact equality and hashing.
+    fn bits(&self) -> impl Iterator<Item = u128> + '_ {
         (0..self.len()).map(|i| self.get(i).bits())
     }
 }
@@ -252,6 +272,8 @@ pub enum Scalar {
     U16(u16),
     U64(u64),
     Bool(bool),
+    C64(Complex<f32>),
+    C128(Complex<f64>),
 }
 
 impl Scalar {
@@ -270,6 +292,8 @@ impl Scalar {
             Scalar::U16(_) => DType::U16,
             Scalar::U64(_) => DType::U64,
             Scalar::Bool(_) => DType::Bool,
+            Scalar::C64(_) => DType::C64,
+            Scalar::C128(_) => DType::C128,
         }
     }
 
@@ -278,7 +302,8 @@ impl Scalar {
     }
 
     /// `value` converted to `dtype`: floats round to nearest, integers truncate toward zero
-    /// and saturate, bools are `value != 0`. Meant for numbers written in source code.
+    /// and saturate, bools are `value != 0`, complex numbers have it as their real part.
+    /// Meant for numbers written in source code.
     pub fn from_f64(dtype: DType, value: f64) -> Scalar {
         match dtype {
             DType::F32 => Scalar::F32(value as f32),
@@ -294,9 +319,12 @@ impl Scalar {
             DType::U16 => Scalar::U16(value as u16),
             DType::U64 => Scalar::U64(value as u64),
             DType::Bool => Scalar::Bool(value != 0.0),
+            DType::C64 => Scalar::C64(Complex::new(value as f32, 0.0)),
+            DType::C128 => Scalar::C128(Complex::new(value, 0.0)),
         }
     }
 
+    /// The value as f64; a complex number's real part.
     pub fn to_f64(self) -> f64 {
         match self {
             Scalar::F32(x) => x as f64,
@@ -312,24 +340,28 @@ impl Scalar {
             Scalar::U16(x) => x as f64,
             Scalar::U64(x) => x as f64,
             Scalar::Bool(x) => x as u8 as f64,
+            Scalar::C64(x) => x.re as f64,
+            Scalar::C128(x) => x.re,
         }
     }
 
-    fn bits(self) -> u64 {
+    fn bits(self) -> u128 {
         match self {
-            Scalar::F32(x) => x.to_bits() as u64,
-            Scalar::F64(x) => x.to_bits(),
-            Scalar::F16(x) => x.to_bits() as u64,
-            Scalar::BF16(x) => x.to_bits() as u64,
-            Scalar::I32(x) => x as u32 as u64,
-            Scalar::I64(x) => x as u64,
-            Scalar::U32(x) => x as u64,
-            Scalar::U8(x) => x as u64,
-            Scalar::I8(x) => x as u8 as u64,
-            Scalar::I16(x) => x as u16 as u64,
-            Scalar::U16(x) => x as u64,
-            Scalar::U64(x) => x,
-            Scalar::Bool(x) => x as u64,
+            Scalar::F32(x) => u128::from(x.to_bits() as u64),
+            Scalar::F64(x) => u128::from(x.to_bits()),
+            Scalar::F16(x) => u128::from(x.to_bits() as u64),
+            Scalar::BF16(x) => u128::from(x.to_bits() as u64),
+            Scalar::I32(x) => u128::from(x as u32 as u64),
+            Scalar::I64(x) => u128::from(x as u64),
+            Scalar::U32(x) => u128::from(x as u64),
+            Scalar::U8(x) => u128::from(x as u64),
+            Scalar::I8(x) => u128::from(x as u8 as u64),
+            Scalar::I16(x) => u128::from(x as u16 as u64),
+            Scalar::U16(x) => u128::from(x as u64),
+            Scalar::U64(x) => u128::from(x),
+            Scalar::Bool(x) => u128::from(x as u64),
+            Scalar::C64(x) => u128::from(x.re.to_bits()) << 64 | u128::from(x.im.to_bits()),
+            Scalar::C128(x) => u128::from(x.re.to_bits()) << 64 | u128::from(x.im.to_bits()),
         }
     }
 }
@@ -415,6 +447,8 @@ impl_element!(i16, I16);
 impl_element!(u16, U16);
 impl_element!(u64, U64);
 impl_element!(bool, Bool);
+impl_element!(Complex<f32>, C64);
+impl_element!(Complex<f64>, C128);
 
 /// The value of a `constant`: either one element repeated over the whole shape (a splat) or
 /// one element per position, row-major.
@@ -454,6 +488,18 @@ impl Literal {
 /// representable values apart they are); NaN is 0 from NaN, and non-finite values that are not
 /// identical are `u64::MAX` apart. The measure of every ULP bound in the tests.
 pub fn ulp_distance(a: Scalar, b: Scalar) -> u64 {
+    // Complex numbers: the larger of their parts' distances.
+    match (a, b) {
+        (Scalar::C64(x), Scalar::C64(y)) => {
+            let part = |p: f32, q: f32| ulp_distance(Scalar::F32(p), Scalar::F32(q));
+            return part(x.re, y.re).max(part(x.im, y.im));
+        }
+        (Scalar::C128(x), Scalar::C128(y)) => {
+            let part = |p: f64, q: f64| ulp_distance(Scalar::F64(p), Scalar::F64(q));
+            return part(x.re, y.re).max(part(x.im, y.im));
+        }
+        _ => {}
+    }
     let (fa, fb) = (a.to_f64(), b.to_f64());
     if !fa.is_finite() || !fb.is_finite() {
         let same = (fa.is_nan() && fb.is_nan()) || fa == fb;

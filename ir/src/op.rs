@@ -3,6 +3,7 @@
 //! an op is a compile error everywhere it still needs handling.
 
 use crate::{Cond, DType, Func, Gather, Literal, Remat, Scalar, Scan, Scatter, Shape, While};
+use num_complex::Complex;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -54,10 +55,14 @@ pub enum UnaryOp {
     ErfInv,
     BesselI0e,
     BesselI1e,
+    /// A complex number's real and imaginary parts (`lax.real`, `lax.imag`), complex only; the
+    /// result is of the parts' type. On the host.
+    Real,
+    Imag,
 }
 
 impl UnaryOp {
-    pub const ALL: [UnaryOp; 35] = [
+    pub const ALL: [UnaryOp; 37] = [
         UnaryOp::Neg,
         UnaryOp::Abs,
         UnaryOp::Sign,
@@ -93,6 +98,8 @@ impl UnaryOp {
         UnaryOp::ErfInv,
         UnaryOp::BesselI0e,
         UnaryOp::BesselI1e,
+        UnaryOp::Real,
+        UnaryOp::Imag,
     ];
 
     pub fn name(self) -> &'static str {
@@ -132,6 +139,8 @@ impl UnaryOp {
             UnaryOp::ErfInv => "erf_inv",
             UnaryOp::BesselI0e => "bessel_i0e",
             UnaryOp::BesselI1e => "bessel_i1e",
+            UnaryOp::Real => "real",
+            UnaryOp::Imag => "imag",
         }
     }
 }
@@ -162,10 +171,12 @@ pub enum BinaryOp {
     /// Floats only. The angle of the point `(y, x)` from the positive x axis (`atan2(y, x)`,
     /// C's and lax's, signed zeros and infinities included), in `[-pi, pi]`.
     Atan2,
+    /// The complex numbers `x + iy` (`lax.complex`) of f32 or f64 parts. On the host.
+    Complex,
 }
 
 impl BinaryOp {
-    pub const ALL: [BinaryOp; 15] = [
+    pub const ALL: [BinaryOp; 16] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -181,6 +192,7 @@ impl BinaryOp {
         BinaryOp::ShiftRightLogical,
         BinaryOp::ShiftRightArithmetic,
         BinaryOp::Atan2,
+        BinaryOp::Complex,
     ];
 
     pub fn name(self) -> &'static str {
@@ -200,6 +212,7 @@ impl BinaryOp {
             BinaryOp::ShiftRightLogical => "shift_right_logical",
             BinaryOp::ShiftRightArithmetic => "shift_right_arithmetic",
             BinaryOp::Atan2 => "atan2",
+            BinaryOp::Complex => "complex",
         }
     }
 
@@ -339,6 +352,21 @@ impl ReduceOp {
             // Sums and maxima of bools are `any`, products and minima `all`.
             (ReduceOp::Sum | ReduceOp::Max, DType::Bool) => Scalar::Bool(false),
             (ReduceOp::Prod | ReduceOp::Min, DType::Bool) => Scalar::Bool(true),
+            // Complex sums and products work on both parts; maxima and minima (which the type
+            // rules refuse) would order lexicographically.
+            (ReduceOp::Sum, DType::C64) => Scalar::C64(Complex::new(-0.0, -0.0)),
+            (ReduceOp::Sum, DType::C128) => Scalar::C128(Complex::new(-0.0, -0.0)),
+            (ReduceOp::Prod, DType::C64 | DType::C128) => float(1.0),
+            (ReduceOp::Max, DType::C64) => {
+                Scalar::C64(Complex::new(f32::NEG_INFINITY, f32::NEG_INFINITY))
+            }
+            (ReduceOp::Max, DType::C128) => {
+                Scalar::C128(Complex::new(f64::NEG_INFINITY, f64::NEG_INFINITY))
+            }
+            (ReduceOp::Min, DType::C64) => Scalar::C64(Complex::new(f32::INFINITY, f32::INFINITY)),
+            (ReduceOp::Min, DType::C128) => {
+                Scalar::C128(Complex::new(f64::INFINITY, f64::INFINITY))
+            }
         }
     }
 }

@@ -332,6 +332,18 @@ pub fn scalar_text(s: Scalar) -> String {
         Scalar::U16(x) => x.to_string(),
         Scalar::U64(x) => x.to_string(),
         Scalar::Bool(x) => x.to_string(),
+        Scalar::C64(x) => complex_text(Scalar::F32(x.re), Scalar::F32(x.im)),
+        Scalar::C128(x) => complex_text(Scalar::F64(x.re), Scalar::F64(x.im)),
+    }
+}
+
+/// `re+imi` or `re-imi`: one word, which the parser splits where both halves parse.
+fn complex_text(re: Scalar, im: Scalar) -> String {
+    let (re, im) = (scalar_text(re), scalar_text(im));
+    if im.starts_with('-') {
+        format!("{re}{im}i")
+    } else {
+        format!("{re}+{im}i")
     }
 }
 

@@ -222,6 +222,18 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
             ),
         ),
         (
+            "complex_numbers",
+            t(
+                |(a, b): (Tensor, Tensor)| {
+                    let z = a.complex(&b);
+                    let w = (&z * &z.conj()).exp() + z.sqrt();
+                    let parts = [w.real(), w.imag(), z.abs()];
+                    Tensor::concatenate(&parts, 0)
+                },
+                (s(&[3]), s(&[3])),
+            ),
+        ),
+        (
             "binary_ops",
             t(
                 |(a, b): (Tensor, Tensor)| {
@@ -715,6 +727,12 @@ pub fn assert_close(got: &Array, want: &Array, rtol: f64, what: &str) {
             Elements::Bool(v) => v.iter().map(|&x| f64::from(u8::from(x))).collect(),
             Elements::F16(v) => v.iter().map(|x| x.to_f64()).collect(),
             Elements::BF16(v) => v.iter().map(|x| x.to_f64()).collect(),
+            // Both parts, one after the other.
+            Elements::C64(v) => v
+                .iter()
+                .flat_map(|z| [f64::from(z.re), f64::from(z.im)])
+                .collect(),
+            Elements::C128(v) => v.iter().flat_map(|z| [z.re, z.im]).collect(),
         }
     };
     let (g, w) = (as_f64(got), as_f64(want));

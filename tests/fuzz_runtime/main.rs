@@ -34,7 +34,7 @@ mod seeds;
 use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
 use ferrax::compiler::backend::CpuExecutable;
 use ferrax::compiler::simplify::simplify;
-use ferrax::ir::{parse_func, BinaryOp, Elements, Op, UnaryOp};
+use ferrax::ir::{parse_func, BinaryOp, Complex, Elements, Op, UnaryOp};
 use ferrax::runtime::interpret;
 use ferrax::{Array, DType, Func, TensorType};
 use ferrax_ptx_emu::Emulator;
@@ -142,6 +142,14 @@ pub fn inputs(func: &Func, seed: u64) -> Vec<Array> {
                 DType::U16 => Elements::U16((0..n).map(|_| (float() + 2.0) as u16).collect()),
                 DType::U64 => Elements::U64((0..n).map(|_| (float() + 2.0) as u64).collect()),
                 DType::Bool => Elements::Bool((0..n).map(|i| i % 2 == 0).collect()),
+                DType::C64 => Elements::C64(
+                    (0..n)
+                        .map(|_| Complex::new(float() as f32, float() as f32))
+                        .collect(),
+                ),
+                DType::C128 => {
+                    Elements::C128((0..n).map(|_| Complex::new(float(), float())).collect())
+                }
             };
             Array::new(t.shape.clone(), data).unwrap()
         })
@@ -184,7 +192,7 @@ fn values_comparable(func: &Func) -> bool {
 /// Tolerance for each float type (transcendentals and sums differ between the backends).
 fn rtol(dtype: DType) -> f64 {
     match dtype {
-        DType::F32 | DType::F64 => 1e-3,
+        DType::F32 | DType::F64 | DType::C64 | DType::C128 => 1e-3,
         DType::F16 => 1e-2,
         DType::BF16 => 5e-2,
         DType::I32

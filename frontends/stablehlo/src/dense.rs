@@ -2,9 +2,11 @@
 
 use crate::lex::Tok;
 use crate::Error;
-use ferrax_ir::{DType, Elements, Literal, Scalar, TensorType};
+use ferrax_ir::{Complex, DType, Elements, Literal, Scalar, TensorType};
 use half::{bf16, f16};
 
+/// The element of real `dtype` whose bits are `bits`'s low ones (complex elements are pairs
+/// of these, [`complex`]).
 fn from_bits(dtype: DType, bits: u64) -> Scalar {
     match dtype {
         DType::F32 => Scalar::F32(f32::from_bits(bits as u32)),
@@ -20,6 +22,21 @@ fn from_bits(dtype: DType, bits: u64) -> Scalar {
         DType::U16 => Scalar::U16(bits as u16),
         DType::U64 => Scalar::U64(bits),
         DType::Bool => Scalar::Bool(bits != 0),
+        // As in memory: the real part in the low half.
+        DType::C64 => Scalar::C64(Complex::new(
+            f32::from_bits(bits as u32),
+            f32::from_bits((bits >> 32) as u32),
+        )),
+        DType::C128 => Scalar::C128(Complex::new(f64::from_bits(bits), 0.0)),
+    }
+}
+
+/// The complex element of parts `re` and `im` (scalars of `dtype`'s part type).
+fn complex(dtype: DType, re: Scalar, im: Scalar, line: usize) -> Result<Scalar, Error> {
+    match (dtype, re, im) {
+        (DType::C64, Scalar::F32(re), Scalar::F32(im)) => Ok(Scalar::C64(Complex::new(re, im))),
+        (DType::C128, Scalar::F64(re), Scalar::F64(im)) => Ok(Scalar::C128(Complex::new(re, im))),
+        _ => Err(Error::at(line, format!("not the parts of a {dtype} value"))),
     }
 }
 
@@ -47,6 +64,8 @@ fn scalar(dtype: DType, word: &str, line: usize) -> Result<Scalar, Error> {
         DType::F32 | DType::F64 | DType::F16 | DType::BF16 => {
             Scalar::from_f64(dtype, word.parse::<f64>().map_err(|_| bad())?)
         }
+        // Written as pairs of parts (`literal`).
+        DType::C64 | DType::C128 => return Err(bad()),
     })
 }
 
@@ -70,7 +89,7 @@ fn blob(dtype: DType, hex: &str, line: usize) -> Result<Vec<Scalar>, Error> {
         .map(|p| (nibble(p[0]) << 4) | nibble(p[1]))
         .collect();
     let width = dtype.size_bytes();
-    if !bytes.len().is_multiple_of(width) {
+    if width == 0 || !bytes.len().is_multiple_of(width) {
         return Err(Error::at(
             line,
             format!(
@@ -79,13 +98,26 @@ fn blob(dtype: DType, hex: &str, line: usize) -> Result<Vec<Scalar>, Error> {
             ),
         ));
     }
-    Ok(bytes
-        .chunks_exact(width)
-        .map(|c| {
-            let bits = c.iter().rev().fold(0u64, |acc, &b| (acc << 8) | b as u64);
-            from_bits(dtype, bits)
-        })
-        .collect())
+    let bits = |c: &[u8]| c.iter().rev().fold(0u64, |acc, &b| (acc << 8) | b as u64);
+    match dtype.complex_part() {
+        // The real part, then the imaginary part.
+        Some(part) => bytes
+            .chunks_exact(width)
+            .map(|c| {
+                let (re, im) = c.split_at(width / 2);
+                complex(
+                    dtype,
+                    from_bits(part, bits(re)),
+                    from_bits(part, bits(im)),
+                    line,
+                )
+            })
+            .collect(),
+        None => Ok(bytes
+            .chunks_exact(width)
+            .map(|c| from_bits(dtype, bits(c)))
+            .collect()),
+    }
 }
 
 /// The literal written by the tokens following `dense` in `words`, of type `ty`.
@@ -95,12 +127,35 @@ pub(crate) fn literal(words: &[Tok], ty: &TensorType, line: usize) -> Result<Lit
         .position(|t| *t == Tok::Word("dense".into()))
         .ok_or_else(|| Error::at(line, "expected a dense<...> constant"))?;
     let mut values = Vec::new();
+    // Complex elements are written `(re,im)`: their parts, paired in order.
+    let part = ty.dtype.complex_part();
+    let mut parts = Vec::new();
+    let mut in_pair = false;
     for t in &words[start + 1..] {
         match t {
             Tok::Punct('>') => break,
+            Tok::Punct('(') => in_pair = true,
+            Tok::Punct(')') => in_pair = false,
             Tok::Str(hex) => values.extend(blob(ty.dtype, hex, line)?),
-            Tok::Word(w) => values.push(scalar(ty.dtype, w, line)?),
+            Tok::Word(w) => match part {
+                Some(p) if in_pair => parts.push(scalar(p, w, line)?),
+                Some(_) => {
+                    return Err(Error::at(
+                        line,
+                        format!("'{w}': complex values are written (re,im)"),
+                    ))
+                }
+                None => values.push(scalar(ty.dtype, w, line)?),
+            },
             _ => {}
+        }
+    }
+    if !parts.is_empty() {
+        if !parts.len().is_multiple_of(2) {
+            return Err(Error::at(line, "complex values are pairs of parts"));
+        }
+        for pair in parts.chunks_exact(2) {
+            values.push(complex(ty.dtype, pair[0], pair[1], line)?);
         }
     }
     let n = ty.numel();

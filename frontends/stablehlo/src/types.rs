@@ -64,11 +64,22 @@ pub(crate) fn tensor_type(toks: &[Tok], line: usize) -> Result<(TensorType, Opti
     let quantized = toks
         .iter()
         .position(|t| matches!(t, Tok::Word(w) if w == QUANT_UNIFORM));
+    let mut complex = None;
     let (word, quant) = match (quantized, toks) {
         // `tensor<!quant.uniform<...>>` or `tensor<2x3x!quant.uniform<...>>`.
         (Some(0), _) => ("", Some(quant_type(&toks[1..], line, &spec)?)),
         (Some(1), [Tok::Word(w), ..]) if w.ends_with('x') => {
             (w.as_str(), Some(quant_type(&toks[2..], line, &spec)?))
+        }
+        // `tensor<2x3xcomplex<f32>>`: the shape's word ends in `complex`.
+        (None, [Tok::Word(w), Tok::Punct('<'), Tok::Word(part), Tok::Punct('>')])
+            if w == "complex" || w.ends_with("xcomplex") =>
+        {
+            let dtype = element_type(part)
+                .and_then(DType::complex_of)
+                .ok_or_else(|| Error::unsupported(line, format!("element type complex<{part}>")))?;
+            complex = Some(dtype);
+            (w.strip_suffix("complex").unwrap_or_default(), None)
         }
         (None, [Tok::Word(word)]) => (word.as_str(), None),
         _ => {
@@ -118,9 +129,10 @@ pub(crate) fn tensor_type(toks: &[Tok], line: usize) -> Result<(TensorType, Opti
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let dtype = match &quant {
-        Some(q) => q.storage,
-        None => element_type(elem)
+    let dtype = match (&quant, complex) {
+        (Some(q), _) => q.storage,
+        (None, Some(c)) => c,
+        (None, None) => element_type(elem)
             .ok_or_else(|| Error::unsupported(line, format!("element type {elem}")))?,
     };
     if let Some(axis) = quant.as_ref().and_then(|q| q.axis) {

@@ -156,7 +156,7 @@ fn errors_name_the_op_and_line() {
             what: "op chlo.polygamma".into()
         }
     );
-    let dtype = "func.func @main(%x: tensor<4xcomplex<f32>>) -> tensor<4xf32> {\n  return %x : tensor<4xf32>\n}";
+    let dtype = "func.func @main(%x: tensor<4xf8E4M3FN>) -> tensor<4xf32> {\n  return %x : tensor<4xf32>\n}";
     assert!(matches!(
         load(dtype).unwrap_err(),
         Error::Syntax { line: 1, .. } | Error::Unsupported { line: 1, .. }

@@ -14,7 +14,7 @@ pub(super) fn dot_general(dims: &DotDims, args: &[&TensorType]) -> Result<Tensor
             rhs: b.clone(),
         });
     }
-    if !a.dtype.is_numeric() {
+    if !a.dtype.is_numeric() && !a.dtype.is_complex() {
         return Err(TypeError::DType {
             op: OP,
             dtype: a.dtype,

@@ -36,18 +36,30 @@ pub(super) fn unary(u: UnaryOp, args: &[&TensorType]) -> Result<TensorType, Type
     let d = x.dtype;
     match u {
         UnaryOp::Not => require(u.name(), d, d.is_int() || d.is_bool(), "an integer or bool")?,
-        UnaryOp::Abs => require(
+        // A complex number's absolute value, real and imaginary parts are of its parts' type.
+        UnaryOp::Abs => {
+            if let Some(part) = d.complex_part() {
+                return Ok(x.with_dtype(part));
+            }
+            require(
+                u.name(),
+                d,
+                d.is_float() || d.is_signed_int(),
+                "a float, complex or signed integer",
+            )?
+        }
+        UnaryOp::Real | UnaryOp::Imag => {
+            let part = d.complex_part();
+            require(u.name(), d, part.is_some(), "a complex type")?;
+            return Ok(x.with_dtype(part.unwrap_or(d)));
+        }
+        UnaryOp::Neg | UnaryOp::Sign => require(
             u.name(),
             d,
-            d.is_float() || d.is_signed_int(),
-            "a float or signed integer",
+            d.is_numeric() || d.is_complex(),
+            "a numeric type",
         )?,
-        UnaryOp::Neg | UnaryOp::Sign => require(u.name(), d, d.is_numeric(), "a numeric type")?,
-        UnaryOp::Floor
-        | UnaryOp::Ceil
-        | UnaryOp::Round
-        | UnaryOp::RoundEven
-        | UnaryOp::Exp
+        UnaryOp::Exp
         | UnaryOp::Expm1
         | UnaryOp::Log
         | UnaryOp::Log1p
@@ -65,7 +77,16 @@ pub(super) fn unary(u: UnaryOp, args: &[&TensorType]) -> Result<TensorType, Type
         | UnaryOp::Cosh
         | UnaryOp::Asinh
         | UnaryOp::Acosh
-        | UnaryOp::Atanh
+        | UnaryOp::Atanh => require(
+            u.name(),
+            d,
+            d.is_float() || d.is_complex(),
+            "a floating-point or complex type",
+        )?,
+        UnaryOp::Floor
+        | UnaryOp::Ceil
+        | UnaryOp::Round
+        | UnaryOp::RoundEven
         | UnaryOp::Cbrt
         | UnaryOp::Lgamma
         | UnaryOp::Digamma
@@ -82,6 +103,17 @@ pub(super) fn binary(b: BinaryOp, args: &[&TensorType]) -> Result<TensorType, Ty
     let [x, y] = arity::<2>(b.name(), args)?;
     same_type(b.name(), x, y)?;
     let d = x.dtype;
+    if b == BinaryOp::Complex {
+        require(b.name(), d, d.complex_of().is_some(), "f32 or f64")?;
+        return Ok(x.with_dtype(d.complex_of().unwrap_or(d)));
+    }
+    if matches!(
+        b,
+        BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow
+    ) && d.is_complex()
+    {
+        return Ok(x.clone());
+    }
     if b.is_shift() {
         require(b.name(), d, d.is_int(), "an integer type")?;
     } else if b == BinaryOp::Atan2 {
@@ -97,6 +129,13 @@ pub(super) fn binary(b: BinaryOp, args: &[&TensorType]) -> Result<TensorType, Ty
 pub(super) fn compare(c: CompareOp, args: &[&TensorType]) -> Result<TensorType, TypeError> {
     let [x, y] = arity::<2>(c.name(), args)?;
     same_type(c.name(), x, y)?;
+    if x.dtype.is_complex() && !matches!(c, CompareOp::Eq | CompareOp::Ne) {
+        return Err(TypeError::DType {
+            op: c.name(),
+            dtype: x.dtype,
+            expected: "an ordered type (complex numbers compare eq and ne only)",
+        });
+    }
     Ok(x.with_dtype(DType::Bool))
 }
 

@@ -15,8 +15,8 @@ pub(super) fn reduce(
     }
     let d = x.dtype;
     let ok = match r {
-        ReduceOp::Sum | ReduceOp::Prod => d.is_numeric(),
-        ReduceOp::Max | ReduceOp::Min => true,
+        ReduceOp::Sum | ReduceOp::Prod => d.is_numeric() || d.is_complex(),
+        ReduceOp::Max | ReduceOp::Min => !d.is_complex(),
     };
     if !ok {
         return Err(TypeError::DType {

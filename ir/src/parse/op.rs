@@ -10,6 +10,7 @@ use crate::{
     Scatter, ScatterCombine, TensorType, UnaryOp, While,
 };
 use half::{bf16, f16};
+use num_complex::Complex;
 
 /// A constant's values as written: one word to splat or a list, starting at token `at`.
 pub(super) struct ConstantText {
@@ -210,6 +211,9 @@ fn constant(p: &Parser, text: &ConstantText, ty: &TensorType) -> PResult<Op> {
 /// One value of `dtype`: decimal, or a float's bits in hexadecimal (`0x7fc00000`), which
 /// the printer writes where decimal would not round-trip (NaN payloads).
 fn parse_scalar(dtype: DType, w: &str) -> Option<Scalar> {
+    if let Some(part) = dtype.complex_part() {
+        return parse_complex(dtype, part, w);
+    }
     if let Some(hex) = w.strip_prefix("0x").filter(|_| dtype.is_float()) {
         let bits = u64::from_str_radix(hex, 16).ok()?;
         return Some(match dtype {
@@ -233,5 +237,26 @@ fn parse_scalar(dtype: DType, w: &str) -> Option<Scalar> {
         DType::U16 => Scalar::U16(w.parse().ok()?),
         DType::U64 => Scalar::U64(w.parse().ok()?),
         DType::Bool => Scalar::Bool(w.parse().ok()?),
+        DType::C64 | DType::C128 => return parse_complex(dtype, DType::F32, w),
+    })
+}
+
+/// A complex value written `re+imi` or `re-imi`, each part as a float of type `part`: split at
+/// the last sign after which both halves parse (an exponent's sign does not split).
+fn parse_complex(dtype: DType, part: DType, w: &str) -> Option<Scalar> {
+    let body = w.strip_suffix('i')?;
+    let signs = body
+        .char_indices()
+        .filter(|&(k, c)| k > 0 && (c == '+' || c == '-'))
+        .map(|(k, _)| k);
+    let (re, im) = signs.collect::<Vec<_>>().into_iter().rev().find_map(|k| {
+        let re = parse_scalar(part, &body[..k])?;
+        let im = parse_scalar(part, body[k..].strip_prefix('+').unwrap_or(&body[k..]))?;
+        Some((re, im))
+    })?;
+    Some(match (dtype, re, im) {
+        (DType::C64, Scalar::F32(re), Scalar::F32(im)) => Scalar::C64(Complex::new(re, im)),
+        (DType::C128, Scalar::F64(re), Scalar::F64(im)) => Scalar::C128(Complex::new(re, im)),
+        _ => return None,
     })
 }

@@ -32,13 +32,15 @@ fn index_values(indices: &Array) -> Option<Vec<i64>> {
         | Elements::F64(_)
         | Elements::F16(_)
         | Elements::BF16(_)
-        | Elements::Bool(_) => return None,
+        | Elements::Bool(_)
+        | Elements::C64(_)
+        | Elements::C128(_) => return None,
     })
 }
 
 /// Whether this module moves and combines `dtype` values as the interpreter does: Rust's
-/// operators on f32, f64, i32 and i64 (halves, the other integers and bools take the
-/// interpreter).
+/// operators on f32, f64, i32 and i64 (halves, the other integers, bools and complex numbers
+/// take the interpreter).
 fn fast(dtype: DType) -> bool {
     match dtype {
         DType::F32 | DType::F64 | DType::I32 | DType::I64 => true,
@@ -50,7 +52,9 @@ fn fast(dtype: DType) -> bool {
         | DType::I16
         | DType::U16
         | DType::U64
-        | DType::Bool => false,
+        | DType::Bool
+        | DType::C64
+        | DType::C128 => false,
     }
 }
 

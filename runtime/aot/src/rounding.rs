@@ -84,7 +84,9 @@ pub(crate) fn round(out: Elements, r: Rounding) -> Elements {
             | DType::I16
             | DType::U16
             | DType::U64
-            | DType::Bool,
+            | DType::Bool
+            | DType::C64
+            | DType::C128,
             _,
         ) => Elements::F32(values),
     }

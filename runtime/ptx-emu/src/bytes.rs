@@ -1,6 +1,7 @@
-//! Arrays as the bytes they are in device memory: elements little-endian, bools one byte each.
+//! Arrays as the bytes they are in device memory: elements little-endian, bools one byte each,
+//! complex numbers their real then imaginary parts.
 
-use ferrax_ir::{DType, Elements, TensorType};
+use ferrax_ir::{Complex, DType, Elements, TensorType};
 use ferrax_runtime::{Array, RuntimeError};
 use half::{bf16, f16};
 
@@ -20,6 +21,17 @@ pub fn bytes_of(a: &Array) -> Vec<u8> {
         Elements::Bool(v) => v.iter().map(|&x| u8::from(x)).collect(),
         Elements::F16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         Elements::BF16(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        // Complex numbers: the real part, then the imaginary part.
+        Elements::C64(v) => v
+            .iter()
+            .flat_map(|z| [z.re.to_le_bytes(), z.im.to_le_bytes()])
+            .flatten()
+            .collect(),
+        Elements::C128(v) => v
+            .iter()
+            .flat_map(|z| [z.re.to_le_bytes(), z.im.to_le_bytes()])
+            .flatten()
+            .collect(),
     }
 }
 
@@ -49,6 +61,12 @@ pub fn array_of(bytes: &[u8], ty: &TensorType) -> Result<Array, RuntimeError> {
         DType::Bool => Elements::Bool(bytes.iter().map(|&b| b != 0).collect()),
         DType::F16 => Elements::F16(each(bytes, f16::from_le_bytes)),
         DType::BF16 => Elements::BF16(each(bytes, bf16::from_le_bytes)),
+        DType::C64 => Elements::C64(each(bytes, |b: [u8; 8]| {
+            Complex::new(f32::from_le_bytes(le(&b)), f32::from_le_bytes(le(&b[4..])))
+        })),
+        DType::C128 => Elements::C128(each(bytes, |b: [u8; 16]| {
+            Complex::new(f64::from_le_bytes(le(&b)), f64::from_le_bytes(le(&b[8..])))
+        })),
     };
     Array::new(ty.shape.clone(), elements)
 }

@@ -3,7 +3,7 @@
 //! checked: NaN payloads, -0 and subnormals come through unchanged.
 
 use crate::RuntimeError;
-use ferrax_ir::{DType, Elements, TypeError};
+use ferrax_ir::{Complex, DType, Elements, TypeError};
 use half::{bf16, f16};
 
 /// Every element's bits, zero-extended to u64.
@@ -21,7 +21,13 @@ fn bits(x: &Elements) -> Result<Vec<u64>, RuntimeError> {
         Elements::I16(v) => v.iter().map(|&x| x as u16 as u64).collect(),
         Elements::U16(v) => v.iter().map(|&x| x as u64).collect(),
         Elements::U64(v) => v.clone(),
+        // As in memory: the real part in the low half.
+        Elements::C64(v) => v
+            .iter()
+            .map(|z| z.re.to_bits() as u64 | (z.im.to_bits() as u64) << 32)
+            .collect(),
         Elements::Bool(_) => return Err(unsupported(DType::Bool)),
+        Elements::C128(_) => return Err(unsupported(DType::C128)),
     })
 }
 
@@ -29,7 +35,7 @@ fn unsupported(dtype: DType) -> RuntimeError {
     RuntimeError::Type(TypeError::DType {
         op: "bitcast_convert",
         dtype,
-        expected: "a dtype with a bit layout",
+        expected: "a dtype of at most 64 bits",
     })
 }
 
@@ -50,6 +56,12 @@ pub(super) fn bitcast_convert(x: &Elements, to: DType) -> Result<Elements, Runti
         DType::I16 => Elements::I16(b.iter().map(|&x| x as i16).collect()),
         DType::U16 => Elements::U16(b.iter().map(|&x| x as u16).collect()),
         DType::U64 => Elements::U64(b),
+        DType::C64 => Elements::C64(
+            b.iter()
+                .map(|&x| Complex::new(f32::from_bits(x as u32), f32::from_bits((x >> 32) as u32)))
+                .collect(),
+        ),
         DType::Bool => return Err(unsupported(DType::Bool)),
+        DType::C128 => return Err(unsupported(DType::C128)),
     })
 }

@@ -1,15 +1,17 @@
 //! `dot_general`. The operands are gathered into contiguous `[batch, m, k]` and
 //! `[batch, k, n]` layouts (batch, free and contracting dimensions each flattened), converted
-//! to the accumulator type on the way: f64 for floats, which round once at the end, and the
+//! to the accumulator type on the way: f64 for floats (c128 for complex numbers), which round
+//! once at the end, and the
 //! dtype itself for integers, whose wrapping arithmetic equals i64's truncated. The product
 //! is an i-k-j loop, blocked over k so that a slab of the right operand stays in cache; every
 //! output element still sums its k terms in ascending order.
 
+use super::complex::{narrow, widen, Part};
 use super::movement::permuted_with;
 use super::num::{Float, Int};
 use super::undefined;
 use crate::{Array, RuntimeError};
-use ferrax_ir::{DType, DotDims, Elements};
+use ferrax_ir::{Complex, DType, DotDims, Elements};
 
 /// Bytes of the right operand's rows kept hot per k block.
 const BLOCK_BYTES: usize = 256 * 1024;
@@ -85,6 +87,20 @@ fn dot_float<T: Float>(a: &[T], x: &Array, b: &[T], y: &Array, l: &Layout) -> Ve
     out.into_iter().map(T::from_f64).collect()
 }
 
+/// Complex products accumulate in c128 and round each part once.
+fn dot_complex<T: Part>(
+    a: &[Complex<T>],
+    x: &Array,
+    b: &[Complex<T>],
+    y: &Array,
+    l: &Layout,
+) -> Elements {
+    let lhs = permuted_with(a, x, &l.lhs_order, widen);
+    let rhs = permuted_with(b, y, &l.rhs_order, widen);
+    let out = matmul(&lhs, &rhs, l, Complex::new(0.0, 0.0), |c, p, q| c + p * q);
+    T::complex_elements(out.into_iter().map(narrow).collect())
+}
+
 fn dot_int<T: Int>(a: &[T], x: &Array, b: &[T], y: &Array, l: &Layout) -> Vec<T> {
     let lhs = permuted_with(a, x, &l.lhs_order, |v| v);
     let rhs = permuted_with(b, y, &l.rhs_order, |v| v);
@@ -106,6 +122,8 @@ pub(super) fn dot_general(x: &Array, y: &Array, d: &DotDims) -> Result<Elements,
         Elements::I16(a) => Elements::I16(dot_int(a, x, y.as_slice()?, y, &l)),
         Elements::U16(a) => Elements::U16(dot_int(a, x, y.as_slice()?, y, &l)),
         Elements::U64(a) => Elements::U64(dot_int(a, x, y.as_slice()?, y, &l)),
+        Elements::C64(a) => dot_complex(a, x, y.as_slice()?, y, &l),
+        Elements::C128(a) => dot_complex(a, x, y.as_slice()?, y, &l),
         Elements::Bool(_) => return Err(undefined("dot_general", DType::Bool)),
     })
 }

@@ -3,13 +3,14 @@
 //! f32 and rounds back (see [`Float`]); transcendentals of every float width are computed in
 //! f64 and rounded once, so they are nearly always correctly rounded. Integers wrap.
 
+use super::complex;
 use super::num::{fmax, fmin, Arith, Float, Int};
 use super::special;
 use super::undefined;
 use crate::{Array, RuntimeError};
 use ferrax_ir::{
-    bf16_from_f64, f16_from_f64, map_elements, with_elements, BinaryOp, CompareOp, DType, Element,
-    Elements, UnaryOp,
+    bf16_from_f64, f16_from_f64, map_elements, with_elements, BinaryOp, CompareOp, Complex, DType,
+    Element, Elements, UnaryOp,
 };
 use half::{bf16, f16};
 
@@ -63,7 +64,7 @@ fn sign(x: f64) -> f64 {
 /// Compiled backends call it for the same results, bit for bit.
 pub fn wide_unary(u: UnaryOp) -> Option<fn(f64) -> f64> {
     Some(match u {
-        UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Not => return None,
+        UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Not | UnaryOp::Real | UnaryOp::Imag => return None,
         // Exact in f64 for every narrower float.
         UnaryOp::Sign => sign,
         UnaryOp::Floor => f64::floor,
@@ -135,6 +136,8 @@ pub(super) fn unary(u: UnaryOp, x: &Array) -> Result<Elements, RuntimeError> {
         Elements::U64(v) => Elements::U64(unary_int(u, v)?),
         Elements::Bool(v) if u == UnaryOp::Not => Elements::Bool(map(v, |b| !b)),
         Elements::Bool(_) => return Err(undefined(u.name(), DType::Bool)),
+        Elements::C64(v) => complex::unary(u, v)?,
+        Elements::C128(v) => complex::unary(u, v)?,
     })
 }
 
@@ -154,7 +157,9 @@ fn binary_float<T: Float>(op: BinaryOp, a: &[T], b: &[T]) -> Result<Vec<T>, Runt
         | BinaryOp::Xor
         | BinaryOp::ShiftLeft
         | BinaryOp::ShiftRightLogical
-        | BinaryOp::ShiftRightArithmetic => return Err(undefined(op.name(), T::DTYPE)),
+        | BinaryOp::ShiftRightArithmetic
+        // Dispatched before the operands' type: its result is complex.
+        | BinaryOp::Complex => return Err(undefined(op.name(), T::DTYPE)),
     })
 }
 
@@ -174,7 +179,7 @@ fn binary_int<T: Int>(op: BinaryOp, a: &[T], b: &[T]) -> Result<Vec<T>, RuntimeE
         BinaryOp::ShiftLeft => zip(a, b, T::shift_left),
         BinaryOp::ShiftRightLogical => zip(a, b, T::shift_right_logical),
         BinaryOp::ShiftRightArithmetic => zip(a, b, T::shift_right_arithmetic),
-        BinaryOp::Atan2 => return Err(undefined(op.name(), T::DTYPE)),
+        BinaryOp::Atan2 | BinaryOp::Complex => return Err(undefined(op.name(), T::DTYPE)),
     })
 }
 
@@ -188,6 +193,13 @@ fn binary_bool(op: BinaryOp, a: &[bool], b: &[bool]) -> Result<Vec<bool>, Runtim
 }
 
 pub(super) fn binary(op: BinaryOp, a: &Array, b: &Array) -> Result<Elements, RuntimeError> {
+    if op == BinaryOp::Complex {
+        return match a.elements() {
+            Elements::F32(x) => Ok(complex::from_parts(x, b.as_slice()?)),
+            Elements::F64(x) => Ok(complex::from_parts(x, b.as_slice()?)),
+            other => Err(undefined(op.name(), other.dtype())),
+        };
+    }
     Ok(match a.elements() {
         Elements::F32(x) => Elements::F32(binary_float(op, x, b.as_slice()?)?),
         Elements::F64(x) => Elements::F64(binary_float(op, x, b.as_slice()?)?),
@@ -202,6 +214,8 @@ pub(super) fn binary(op: BinaryOp, a: &Array, b: &Array) -> Result<Elements, Run
         Elements::U16(x) => Elements::U16(binary_int(op, x, b.as_slice()?)?),
         Elements::U64(x) => Elements::U64(binary_int(op, x, b.as_slice()?)?),
         Elements::Bool(x) => Elements::Bool(binary_bool(op, x, b.as_slice()?)?),
+        Elements::C64(x) => complex::binary(op, x, b.as_slice()?)?,
+        Elements::C128(x) => complex::binary(op, x, b.as_slice()?)?,
     })
 }
 
@@ -237,6 +251,8 @@ pub(super) fn compare(c: CompareOp, a: &Array, b: &Array) -> Result<Elements, Ru
         Elements::U16(x) => compare_by(c, x, b.as_slice()?, |v| v),
         Elements::U64(x) => compare_by(c, x, b.as_slice()?, |v| v),
         Elements::Bool(x) => compare_by(c, x, b.as_slice()?, |v| v),
+        Elements::C64(x) => complex::compare(c, x, b.as_slice()?)?,
+        Elements::C128(x) => complex::compare(c, x, b.as_slice()?)?,
     }))
 }
 
@@ -291,6 +307,8 @@ pub(super) fn clamp(lo: &Array, x: &Array, hi: &Array) -> Result<Elements, Runti
         Elements::U16(v) => Elements::U16(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
         Elements::U64(v) => Elements::U64(clamp_int(lo.as_slice()?, v, hi.as_slice()?)),
         Elements::Bool(_) => return Err(undefined("clamp", DType::Bool)),
+        Elements::C64(_) => return Err(undefined("clamp", DType::C64)),
+        Elements::C128(_) => return Err(undefined("clamp", DType::C128)),
     })
 }
 
@@ -309,6 +327,13 @@ trait Cast: Element {
     fn cast_u16(self) -> u16;
     fn cast_u64(self) -> u64;
     fn cast_bool(self) -> bool;
+    /// To a complex number: the value is its real part.
+    fn cast_c64(self) -> Complex<f32> {
+        Complex::new(self.cast_f32(), 0.0)
+    }
+    fn cast_c128(self) -> Complex<f64> {
+        Complex::new(self.cast_f64(), 0.0)
+    }
 }
 
 /// Floats widen to f64 exactly, then round once to a float dtype, or truncate toward zero and
@@ -495,8 +520,67 @@ fn cast_all<T: Cast>(v: &[T], to: DType) -> Elements {
         DType::U16 => Elements::U16(map(v, T::cast_u16)),
         DType::U64 => Elements::U64(map(v, T::cast_u64)),
         DType::Bool => Elements::Bool(map(v, T::cast_bool)),
+        DType::C64 => Elements::C64(map(v, T::cast_c64)),
+        DType::C128 => Elements::C128(map(v, T::cast_c128)),
     }
 }
+
+/// Complex numbers convert to other types by their real part (XLA's rule), to bools by being
+/// nonzero, and to complex types part by part.
+macro_rules! cast_complex {
+    ($t:ty) => {
+        impl Cast for Complex<$t> {
+            fn cast_f32(self) -> f32 {
+                self.re.cast_f32()
+            }
+            fn cast_f64(self) -> f64 {
+                self.re.cast_f64()
+            }
+            fn cast_f16(self) -> f16 {
+                self.re.cast_f16()
+            }
+            fn cast_bf16(self) -> bf16 {
+                self.re.cast_bf16()
+            }
+            fn cast_i32(self) -> i32 {
+                self.re.cast_i32()
+            }
+            fn cast_i64(self) -> i64 {
+                self.re.cast_i64()
+            }
+            fn cast_u32(self) -> u32 {
+                self.re.cast_u32()
+            }
+            fn cast_u8(self) -> u8 {
+                self.re.cast_u8()
+            }
+            fn cast_i8(self) -> i8 {
+                self.re.cast_i8()
+            }
+            fn cast_i16(self) -> i16 {
+                self.re.cast_i16()
+            }
+            fn cast_u16(self) -> u16 {
+                self.re.cast_u16()
+            }
+            fn cast_u64(self) -> u64 {
+                self.re.cast_u64()
+            }
+            fn cast_bool(self) -> bool {
+                self.re != 0.0 || self.im != 0.0
+            }
+            fn cast_c64(self) -> Complex<f32> {
+                Complex::new(self.re.cast_f32(), self.im.cast_f32())
+            }
+            fn cast_c128(self) -> Complex<f64> {
+                Complex::new(self.re.cast_f64(), self.im.cast_f64())
+            }
+        }
+    };
+}
+
+cast_complex!(f32);
+cast_complex!(f64);
 
 pub(super) fn convert(x: &Elements, to: DType) -> Elements {
     with_elements!(x, v => cast_all(v, to))

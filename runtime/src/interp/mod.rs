@@ -5,6 +5,7 @@
 //! over the element type (see `num`). Files mirror `ir/src/ops/`.
 
 mod bits;
+mod complex;
 mod contract;
 mod control;
 mod elementwise;

@@ -5,11 +5,12 @@
 //! to the dtype; sums are pairwise, so that f64 inputs stay accurate too. Max and min
 //! propagate NaN. Integers wrap.
 
+use super::complex::{narrow, widen, Part};
 use super::movement::permuted;
 use super::num::{fmax, fmin, Arith, Float, Int};
 use super::undefined;
 use crate::{Array, RuntimeError};
-use ferrax_ir::{DType, Elements, ReduceOp};
+use ferrax_ir::{Complex, DType, Elements, ReduceOp};
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -231,6 +232,32 @@ fn reduce_int<T: Int>(op: ReduceOp, data: &[T], groups: Groups) -> Vec<T> {
     }
 }
 
+/// Sums and products accumulate in c128 and round each part once; complex numbers are not
+/// ordered.
+fn reduce_complex<T: Part>(
+    op: ReduceOp,
+    data: &[Complex<T>],
+    groups: Groups,
+) -> Result<Elements, RuntimeError> {
+    let values = match op {
+        ReduceOp::Sum => {
+            let zero = Complex::new(-0.0, -0.0);
+            fold_groups(data, groups, zero, |a, x| a + widen(x), narrow)
+        }
+        ReduceOp::Prod => {
+            let one = Complex::new(1.0, 0.0);
+            fold_groups(data, groups, one, |a, x| a * widen(x), narrow)
+        }
+        ReduceOp::Max | ReduceOp::Min => {
+            return Err(undefined(
+                op.name(),
+                T::DTYPE.complex_of().unwrap_or(T::DTYPE),
+            ))
+        }
+    };
+    Ok(T::complex_elements(values))
+}
+
 /// Max is "any", min is "all"; sums and products are not defined on bools.
 fn reduce_bool(op: ReduceOp, data: &[bool], groups: Groups) -> Result<Vec<bool>, RuntimeError> {
     let same = |a: bool| a;
@@ -262,5 +289,7 @@ pub(super) fn reduce(op: ReduceOp, x: &Array, axes: &[usize]) -> Result<Elements
         Elements::U16(v) => Elements::U16(run!(v, reduce_int)),
         Elements::U64(v) => Elements::U64(run!(v, reduce_int)),
         Elements::Bool(v) => Elements::Bool(run!(v, reduce_bool)?),
+        Elements::C64(v) => run!(v, reduce_complex)?,
+        Elements::C128(v) => run!(v, reduce_complex)?,
     })
 }

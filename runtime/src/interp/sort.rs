@@ -6,7 +6,7 @@
 //! same way on any thread.
 
 use crate::{Array, RuntimeError};
-use ferrax_ir::{map_elements, with_elements, Elements};
+use ferrax_ir::{map_elements, with_elements, Complex, Elements};
 use half::{bf16, f16};
 use rayon::prelude::*;
 use std::cmp::Ordering;
@@ -51,6 +51,13 @@ macro_rules! ord_order {
 }
 
 ord_order!(i32, i64, u32, u8, i8, i16, u16, u64, bool);
+
+/// Complex numbers sort lexicographically: by real part, then imaginary part (lax's order).
+impl<T: SortOrder> SortOrder for Complex<T> {
+    fn order(a: &Self, b: &Self) -> Ordering {
+        T::order(&a.re, &b.re).then(T::order(&a.im, &b.im))
+    }
+}
 
 /// Lines of at least this many elements in all are sorted across the cores.
 const PARALLEL_ELEMENTS: usize = 1 << 15;

@@ -115,6 +115,7 @@ fn unary_factor(e: &mut Emitter, u: UnaryOp, x: ValueId, y: ValueId) -> R<Factor
             Factor::Of(recip(e, product)?)
         }
         UnaryOp::Lgamma => Factor::Of(e.unary(UnaryOp::Digamma, x)?),
+        UnaryOp::Real | UnaryOp::Imag => return Err(complex_unsupported()),
         UnaryOp::Digamma => {
             return Err(AutodiffError::Unsupported(
                 "the derivative of digamma (polygamma(1, x)) is not defined in ferrax".into(),
@@ -160,7 +161,9 @@ fn unary_factor(e: &mut Emitter, u: UnaryOp, x: ValueId, y: ValueId) -> R<Factor
                 | DType::I16
                 | DType::U16
                 | DType::U64
-                | DType::Bool => f64::from(f32::EPSILON),
+                | DType::Bool
+                | DType::C64
+                | DType::C128 => f64::from(f32::EPSILON),
             };
             let eps = e.full_like(epsilon, x)?;
             let magnitude = e.unary(UnaryOp::Abs, x)?;
@@ -279,7 +282,14 @@ fn binary_factors(
         | BinaryOp::ShiftLeft
         | BinaryOp::ShiftRightLogical
         | BinaryOp::ShiftRightArithmetic => (Factor::Zero, Factor::Zero),
+        BinaryOp::Complex => return Err(complex_unsupported()),
     })
+}
+
+/// Differentiating through complex numbers (holomorphic or not, as JAX's `grad` distinguishes)
+/// is not built: an error rather than a gradient that silently stops at them.
+fn complex_unsupported() -> AutodiffError {
+    AutodiffError::Unsupported("differentiating through complex numbers".into())
 }
 
 pub(super) fn binary_jvp(
@@ -387,6 +397,7 @@ pub(super) fn convert_jvp(
     to: DType,
 ) -> R<Option<ValueId>> {
     match t {
+        Some(_) if to.is_complex() => Err(complex_unsupported()),
         Some(t) if e.ty(x)?.dtype.is_float() && to.is_float() => Ok(Some(e.convert(t, to)?)),
         _ => Ok(None),
     }

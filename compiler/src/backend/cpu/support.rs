@@ -29,7 +29,14 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
     let half = matches!(dtype, DType::F16 | DType::BF16);
     let kept = |s: Support| if half { Expand } else { s };
     match dtype {
-        DType::I64 | DType::U8 | DType::I8 | DType::I16 | DType::U16 | DType::U64 => return Host,
+        DType::I64
+        | DType::U8
+        | DType::I8
+        | DType::I16
+        | DType::U16
+        | DType::U64
+        | DType::C64
+        | DType::C128 => return Host,
         DType::F32
         | DType::F64
         | DType::F16
@@ -55,7 +62,9 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
             | DType::I16
             | DType::U16
             | DType::U64
-            | DType::Bool => Host,
+            | DType::Bool
+            | DType::C64
+            | DType::C128 => Host,
         },
         // Flat kernels load rows by index (the address from an index loaded per row).
         KernelOp::RowGather => match dtype {
@@ -68,7 +77,9 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
             | DType::I16
             | DType::U16
             | DType::U64
-            | DType::Bool => Host,
+            | DType::Bool
+            | DType::C64
+            | DType::C128 => Host,
         },
         KernelOp::Clamp => match dtype {
             DType::Bool => Host,
@@ -113,7 +124,9 @@ fn unary(u: UnaryOp, dtype: DType) -> Option<Support> {
         | UnaryOp::Erfc
         | UnaryOp::ErfInv
         | UnaryOp::BesselI0e
-        | UnaryOp::BesselI1e => return None,
+        | UnaryOp::BesselI1e
+        | UnaryOp::Real
+        | UnaryOp::Imag => return None,
         UnaryOp::Not => {
             return matches!(dtype, DType::Bool | DType::I32 | DType::U32)
                 .then_some(Support::Native)
@@ -170,6 +183,8 @@ fn binary(b: BinaryOp, dtype: DType) -> Option<Support> {
         (BinaryOp::Pow, _) => Some(Support::Expand),
         // The interpreter's (f64 `atan2`, rounded once), until kernels have an expansion.
         (BinaryOp::Atan2, _) => None,
+        // Complex results are the interpreter's.
+        (BinaryOp::Complex, _) => None,
     }
 }
 
@@ -178,7 +193,14 @@ fn compare(_: CompareOp, dtype: DType) -> Support {
     match dtype {
         DType::F32 | DType::F64 | DType::I32 => Support::Native,
         DType::Bool | DType::F16 | DType::BF16 | DType::U32 => Support::Expand,
-        DType::I64 | DType::U8 | DType::I8 | DType::I16 | DType::U16 | DType::U64 => Support::Host,
+        DType::I64
+        | DType::U8
+        | DType::I8
+        | DType::I16
+        | DType::U16
+        | DType::U64
+        | DType::C64
+        | DType::C128 => Support::Host,
     }
 }
 

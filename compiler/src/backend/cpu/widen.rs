@@ -41,7 +41,9 @@ fn widened(dtype: DType) -> Option<DType> {
         | DType::I16
         | DType::U16
         | DType::U64
-        | DType::Bool => None,
+        | DType::Bool
+        | DType::C64
+        | DType::C128 => None,
     }
 }
 

@@ -1070,6 +1070,8 @@ fn plan_product(
         // u32 and the 8-, 16- and 64-bit integers' products are the interpreter's (no kernel
         // of their own yet).
         DType::U32 | DType::I8 | DType::I16 | DType::U16 | DType::U64 => return host,
+        // Complex products are the interpreter's.
+        DType::C64 | DType::C128 => return host,
         DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::Bool => None,
     };
     let (lhs_copy, rhs_copy) = match perms {

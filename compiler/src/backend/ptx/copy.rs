@@ -226,7 +226,9 @@ impl CopyKernel {
                     | DType::F64
                     | DType::F16
                     | DType::BF16
-                    | DType::Bool => return None,
+                    | DType::Bool
+                    | DType::C64
+                    | DType::C128 => return None,
                 };
                 Some(DynamicStart {
                     operand: first + d,
@@ -291,12 +293,6 @@ impl CopyKernel {
 pub fn render_copy(k: &CopyKernel) -> String {
     let name = &k.name;
     let len = k.len();
-    let (ty, class) = match k.size {
-        1 => ("u8", Class::Rs),
-        2 => ("b16", Class::Rs),
-        4 => ("b32", Class::R),
-        _ => ("b64", Class::Rd),
-    };
     let mut s = String::new();
     let writes_at_start = k.starts.iter().any(|s| s.write);
     let dense = k.out_base == 0 && k.out_strides == row_major_strides(&k.dims) && !writes_at_start;
@@ -355,13 +351,12 @@ pub fn render_copy(k: &CopyKernel) -> String {
             }
         }
         let written = to.as_deref().unwrap_or(index);
-        let (source, target, value) = (e.reg(Class::Rd), e.reg(Class::Rd), e.reg(class));
+        let (source, target) = (e.reg(Class::Rd), e.reg(Class::Rd));
         e.line(format!("mul.wide.u32 {source}, {from}, {}", k.size));
         e.line(format!("add.s64 {source}, {}, {source}", addresses[0]));
         e.line(format!("mul.wide.u32 {target}, {written}, {}", k.size));
         e.line(format!("add.s64 {target}, {}, {target}", addresses[1]));
-        e.line(format!("ld.global.nc.{ty} {value}, [{source}]"));
-        e.line(format!("st.global.{ty} [{target}], {value}"));
+        move_element(e, k.size, &source, &target);
     };
     s.push_str(&grid_stride_entry(
         name,
@@ -371,6 +366,23 @@ pub fn render_copy(k: &CopyKernel) -> String {
         copy,
     ));
     s
+}
+
+/// Loads the element of `size` bytes at address `source` and stores it at `target`; 16-byte
+/// elements (c128) move as a vector of two 64-bit words.
+pub(super) fn move_element(e: &mut Emitter, size: usize, source: &str, target: &str) {
+    let (ty, value) = match size {
+        1 => ("u8", e.reg(Class::Rs)),
+        2 => ("b16", e.reg(Class::Rs)),
+        4 => ("b32", e.reg(Class::R)),
+        8 => ("b64", e.reg(Class::Rd)),
+        _ => {
+            let [low, high] = e.regs::<2>(Class::Rd);
+            ("v2.b64", format!("{{{low}, {high}}}"))
+        }
+    };
+    e.line(format!("ld.global.nc.{ty} {value}, [{source}]"));
+    e.line(format!("st.global.{ty} [{target}], {value}"));
 }
 
 /// A register holding start index `start` (read from `address`) clamped to `0..=max` and

@@ -41,6 +41,8 @@ pub(super) fn reg_class(d: DType) -> Class {
         DType::Bool => Class::P,
         // u8 values are only loaded, converted and stored (`KernelTypes::conversions`).
         DType::F16 | DType::BF16 | DType::U8 | DType::I8 | DType::I16 | DType::U16 => Class::Rs,
+        // Never in a kernel (the support table leaves complex numbers to the host).
+        DType::C64 | DType::C128 => Class::Rd,
     }
 }
 
@@ -59,6 +61,8 @@ pub(super) fn suffix(d: DType) -> (&'static str, &'static str) {
         DType::U16 => ("u16", "b16"),
         DType::U64 => ("u64", "b64"),
         DType::Bool => ("pred", "pred"),
+        // Never in a kernel (the support table leaves complex numbers to the host).
+        DType::C64 | DType::C128 => ("b64", "b64"),
     }
 }
 

@@ -4,7 +4,7 @@
 //! the gather does, and copies the operand element's bits. Every size and stride is a
 //! constant of the entry, so the address arithmetic is a few multiply-adds.
 
-use super::copy::clamped_start;
+use super::copy::{clamped_start, move_element};
 use super::emit::{Class, Emitter};
 use super::loops::grid_stride_entry;
 use ferrax_ir::{DType, Gather, IndexMap, TensorType};
@@ -124,12 +124,6 @@ fn unravel(e: &mut Emitter, k: &GatherKernel, index: &str, (from, at): (&str, &s
 
 /// The gather's `.entry` (without the module header): params operand, indices, result.
 pub fn render_gather(k: &GatherKernel) -> String {
-    let (ty, class) = match k.size {
-        1 => ("u8", Class::Rs),
-        2 => ("b16", Class::Rs),
-        4 => ("b32", Class::R),
-        _ => ("b64", Class::Rd),
-    };
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -151,13 +145,12 @@ pub fn render_gather(k: &GatherKernel) -> String {
             }
             e.line(format!("mad.lo.s32 {from}, {start}, {stride}, {from}"));
         }
-        let (source, target, value) = (e.reg(Class::Rd), e.reg(Class::Rd), e.reg(class));
+        let (source, target) = (e.reg(Class::Rd), e.reg(Class::Rd));
         e.line(format!("mul.wide.u32 {source}, {from}, {}", k.size));
         e.line(format!("add.s64 {source}, {}, {source}", a[0]));
         e.line(format!("mul.wide.u32 {target}, {index}, {}", k.size));
         e.line(format!("add.s64 {target}, {}, {target}", a[2]));
-        e.line(format!("ld.global.nc.{ty} {value}, [{source}]"));
-        e.line(format!("st.global.{ty} [{target}], {value}"));
+        move_element(e, k.size, &source, &target);
     };
     s.push_str(&grid_stride_entry(&k.name, 3, k.len(), "gather", body));
     s

@@ -154,7 +154,9 @@ fn atomic_mode(dtype: DType, how: ScatterCombine, floats: bool) -> Option<RowSca
         | DType::I16
         | DType::U16
         | DType::U64
-        | DType::Bool => return None,
+        | DType::Bool
+        | DType::C64
+        | DType::C128 => return None,
     };
     let atomic = match how {
         ScatterCombine::Add => integer || floats,
@@ -179,7 +181,9 @@ pub(super) fn exact_here(dtype: DType, how: ScatterCombine) -> bool {
         | DType::I16
         | DType::U16
         | DType::U64
-        | DType::Bool => return false,
+        | DType::Bool
+        | DType::C64
+        | DType::C128 => return false,
     };
     match how {
         ScatterCombine::Replace | ScatterCombine::Add | ScatterCombine::Mul => true,

@@ -221,8 +221,11 @@ fn emit_binary(e: &mut Emitter, op: BinaryOp, d: DType, a: &str, b: &str) -> Str
                 }
                 // Integer and f64 remainders are the sequences above; f32 ones and powers are
                 // expanded by legalization (the support table marks them `Expand`), and
-                // arctangents run on the host (`Host`): neither reaches here.
-                BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Atan2 => op.name().to_string(),
+                // arctangents and complex numbers run on the host (`Host`): neither reaches
+                // here.
+                BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Atan2 | BinaryOp::Complex => {
+                    op.name().to_string()
+                }
                 // Amounts above the width are clamped to it: 0, or every bit the sign's.
                 BinaryOp::ShiftLeft
                 | BinaryOp::ShiftRightLogical

@@ -50,7 +50,7 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
     use Support::{Expand, Host, Native};
     let half = matches!(dtype, DType::F16 | DType::BF16);
     let kept = |s: Support| if half { Expand } else { s };
-    if narrow_or_u64(dtype) {
+    if host_only(dtype) {
         return Host;
     }
     if dtype == DType::U8 {
@@ -87,7 +87,9 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
             | DType::I16
             | DType::U16
             | DType::U64
-            | DType::Bool => Host,
+            | DType::Bool
+            | DType::C64
+            | DType::C128 => Host,
         },
         // Rows loaded by index: the index read per row, clamped, in 64-bit addresses.
         KernelOp::RowGather => match dtype {
@@ -99,7 +101,9 @@ pub fn support(op: KernelOp, dtype: DType) -> Support {
             | DType::I16
             | DType::U16
             | DType::U64
-            | DType::Bool => Host,
+            | DType::Bool
+            | DType::C64
+            | DType::C128 => Host,
         },
         KernelOp::Select => kept(Native),
         KernelOp::Clamp => match dtype {
@@ -170,7 +174,9 @@ fn unary(u: UnaryOp, dtype: DType) -> Option<Support> {
         | UnaryOp::Erfc
         | UnaryOp::ErfInv
         | UnaryOp::BesselI0e
-        | UnaryOp::BesselI1e => None,
+        | UnaryOp::BesselI1e
+        | UnaryOp::Real
+        | UnaryOp::Imag => None,
     }
 }
 
@@ -199,6 +205,8 @@ fn binary(b: BinaryOp, dtype: DType) -> Option<Support> {
         (BinaryOp::Pow, _) => Some(Support::Expand),
         // The interpreter's (f64 `atan2`, rounded once), until kernels have an expansion.
         (BinaryOp::Atan2, _) => None,
+        // Complex results are the interpreter's.
+        (BinaryOp::Complex, _) => None,
     }
 }
 
@@ -208,15 +216,17 @@ fn compare(_: CompareOp, dtype: DType) -> Support {
         DType::F32 | DType::F64 | DType::I32 | DType::I64 => Support::Native,
         DType::Bool | DType::F16 | DType::BF16 => Support::Expand,
         DType::U32 => Support::Native,
-        DType::U8 | DType::I8 | DType::I16 | DType::U16 | DType::U64 => Support::Host,
+        DType::U8 | DType::I8 | DType::I16 | DType::U16 | DType::U64 | DType::C64 | DType::C128 => {
+            Support::Host
+        }
     }
 }
 
-/// The 8-, 16- and 64-bit integers other than u8 and i64, which kernels do not compute yet:
-/// every op on them, and every conversion to them, is a host step.
-fn narrow_or_u64(dtype: DType) -> bool {
+/// The 8-, 16- and 64-bit integers other than u8 and i64, and complex numbers, which kernels
+/// do not compute yet: every op on them, and every conversion to them, is a host step.
+fn host_only(dtype: DType) -> bool {
     match dtype {
-        DType::I8 | DType::I16 | DType::U16 | DType::U64 => true,
+        DType::I8 | DType::I16 | DType::U16 | DType::U64 | DType::C64 | DType::C128 => true,
         DType::F32
         | DType::F64
         | DType::F16
@@ -231,10 +241,10 @@ fn narrow_or_u64(dtype: DType) -> bool {
 
 /// Between any two types but bools (`cvt`, integers to and from halves rounded once); bools
 /// to and from i32, f32 and f64 (`selp`, `setp`); u32 values and the 8-, 16- and 64-bit
-/// integers (u8 aside) stay on the host.
+/// integers (u8 aside) and complex numbers stay on the host.
 fn convert(from: DType, to: DType) -> Support {
     let wide = |d: DType| matches!(d, DType::I32 | DType::F32 | DType::F64);
-    if from == DType::U32 || to == DType::U32 || narrow_or_u64(from) || narrow_or_u64(to) {
+    if from == DType::U32 || to == DType::U32 || host_only(from) || host_only(to) {
         return Support::Host;
     }
     match (from == DType::Bool, to == DType::Bool) {

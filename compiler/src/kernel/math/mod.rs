@@ -77,11 +77,14 @@ pub fn expands(op: &KOp, dtype: DType) -> bool {
                 | UnaryOp::Erfc
                 | UnaryOp::ErfInv
                 | UnaryOp::BesselI0e
-                | UnaryOp::BesselI1e => false,
+                | UnaryOp::BesselI1e
+                | UnaryOp::Real
+                | UnaryOp::Imag => false,
             },
             KOp::Binary(b) => match b {
                 BinaryOp::Pow => true,
                 BinaryOp::Atan2
+                | BinaryOp::Complex
                 | BinaryOp::Add
                 | BinaryOp::Sub
                 | BinaryOp::Mul
@@ -205,7 +208,9 @@ fn expand_with(kernel: &Kernel, host: bool, native: &dyn Fn(&KOp, DType) -> bool
                     | UnaryOp::Erfc
                     | UnaryOp::ErfInv
                     | UnaryOp::BesselI0e
-                    | UnaryOp::BesselI1e => e.op(ins.op.clone(), &args, t),
+                    | UnaryOp::BesselI1e
+                    | UnaryOp::Real
+                    | UnaryOp::Imag => e.op(ins.op.clone(), &args, t),
                 }
             }
             (KOp::Binary(_), true) => e.pow(args[0], args[1], t),

@@ -10,7 +10,7 @@
 
 use ferrax_compiler::backend::gpu::GpuOptions;
 use ferrax_compiler::pipeline::{compile_simplified, Backend};
-use ferrax_ir::ulp_distance as ulps;
+use ferrax_ir::{ulp_distance as ulps, Scalar};
 use ferrax_runtime::CudaDevice;
 use ferrax_runtime::{interpret, Array};
 use ferrax_stablehlo::{test_cases, CheckKind, Expected, TestCase};
@@ -25,7 +25,17 @@ enum Outcome {
     Panic(String),
 }
 
-/// `Ok(())` or the largest error found.
+/// An element's values to compare: a complex number's two parts, or the one value.
+fn parts(x: Scalar) -> Vec<f64> {
+    match x {
+        Scalar::C64(z) => vec![f64::from(z.re), f64::from(z.im)],
+        Scalar::C128(z) => vec![z.re, z.im],
+        other => vec![other.to_f64()],
+    }
+}
+
+/// `Ok(())` or the largest error found. Complex numbers compare part by part (their ULP
+/// distance is their parts' larger one).
 fn compare(kind: &CheckKind, actual: &Array, expected: &Array) -> Result<(), String> {
     if actual.ty() != expected.ty() {
         return Err(format!(
@@ -35,31 +45,14 @@ fn compare(kind: &CheckKind, actual: &Array, expected: &Array) -> Result<(), Str
         ));
     }
     let dtype = actual.dtype();
+    let inexact = dtype.is_float() || dtype.is_complex();
     let (a, e) = (actual.elements(), expected.elements());
     let mut worst = 0f64;
     let mut failed = false;
     for i in 0..a.len() {
         let (x, y) = (a.get(i), e.get(i));
-        let (fx, fy) = (x.to_f64(), y.to_f64());
-        if fx.is_nan() && fy.is_nan() && !matches!(kind, CheckKind::Ulp { .. }) {
-            continue;
-        }
-        let err = match kind {
-            _ if !dtype.is_float() => {
-                if x == y {
-                    0.0
-                } else {
-                    (fx - fy).abs().max(1.0)
-                }
-            }
-            CheckKind::Exact => {
-                if fx == fy {
-                    0.0
-                } else {
-                    (fx - fy).abs()
-                }
-            }
-            CheckKind::Ulp { min, max } => {
+        if let CheckKind::Ulp { min, max } = kind {
+            if inexact {
                 let d = ulps(x, y);
                 if d > *max || d < *min {
                     failed = true;
@@ -67,25 +60,46 @@ fn compare(kind: &CheckKind, actual: &Array, expected: &Array) -> Result<(), Str
                 worst = worst.max(d as f64);
                 continue;
             }
-            CheckKind::Absolute(tol) => {
-                let d = if fx == fy { 0.0 } else { (fx - fy).abs() };
-                if d.is_nan() || d > *tol {
-                    failed = true;
-                }
-                worst = worst.max(if d.is_nan() { f64::INFINITY } else { d });
+        }
+        for (fx, fy) in parts(x).into_iter().zip(parts(y)) {
+            if fx.is_nan() && fy.is_nan() {
                 continue;
             }
-        };
-        if err != 0.0 {
-            failed = true;
-            worst = worst.max(err);
+            let err = match kind {
+                _ if !inexact => {
+                    if x == y {
+                        0.0
+                    } else {
+                        (fx - fy).abs().max(1.0)
+                    }
+                }
+                CheckKind::Exact | CheckKind::Ulp { .. } => {
+                    if fx == fy {
+                        0.0
+                    } else {
+                        (fx - fy).abs()
+                    }
+                }
+                CheckKind::Absolute(tol) => {
+                    let d = if fx == fy { 0.0 } else { (fx - fy).abs() };
+                    if d.is_nan() || d > *tol {
+                        failed = true;
+                    }
+                    worst = worst.max(if d.is_nan() { f64::INFINITY } else { d });
+                    continue;
+                }
+            };
+            if err != 0.0 {
+                failed = true;
+                worst = worst.max(err);
+            }
         }
     }
     if !failed {
         return Ok(());
     }
     Err(match kind {
-        CheckKind::Ulp { .. } if dtype.is_float() => format!("largest error {worst} ulp"),
+        CheckKind::Ulp { .. } if inexact => format!("largest error {worst} ulp"),
         _ => format!("largest error {worst:e}"),
     })
 }

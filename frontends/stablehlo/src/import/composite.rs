@@ -38,7 +38,9 @@ fn float_bits(dtype: DType) -> Option<(u32, u32)> {
         | DType::I16
         | DType::U16
         | DType::U64
-        | DType::Bool => None,
+        | DType::Bool
+        | DType::C64
+        | DType::C128 => None,
     }
 }
 

@@ -215,7 +215,11 @@ impl<'a> Importer<'a> {
         match short {
             "while" | "case" | "if" => self.control(short, op, args, env, depth),
             "reduce_window" => self.reduce_window(op, args, depth),
-            "reduce" if args.len() > 2 => self.variadic_reduce(op, args, depth),
+            // Reductions by one combining op are the IR's; others (several operands, or a body
+            // such as complex numbers' lexicographic maximum) are inlined.
+            "reduce" if args.len() > 2 || !reduce::combines_simply(op) => {
+                self.variadic_reduce(op, args, depth)
+            }
             "chlo.top_k" => self.top_k(op, args),
             "sort" => self.sort(op, args),
             _ => Ok(vec![self.simple(short, op, args)?]),

@@ -41,6 +41,8 @@ pub(super) fn unary(name: &str) -> Option<UnaryOp> {
         "chlo.asinh" => UnaryOp::Asinh,
         "chlo.acosh" => UnaryOp::Acosh,
         "chlo.atanh" => UnaryOp::Atanh,
+        "real" => UnaryOp::Real,
+        "imag" => UnaryOp::Imag,
         _ => return None,
     })
 }
@@ -63,6 +65,7 @@ pub(super) fn binary(name: &str, dtype: DType) -> Option<BinaryOp> {
         "shift_left" => BinaryOp::ShiftLeft,
         "shift_right_logical" => BinaryOp::ShiftRightLogical,
         "shift_right_arithmetic" => BinaryOp::ShiftRightArithmetic,
+        "complex" => BinaryOp::Complex,
         _ => return None,
     };
     if dtype != DType::Bool {

@@ -8,7 +8,7 @@ use crate::dense::literal;
 use crate::lex::Tok;
 use crate::parse::Operation;
 use crate::Error;
-use ferrax_ir::{DotDims, Op, TensorType, ValueId};
+use ferrax_ir::{DotDims, Op, Scalar, TensorType, ValueId};
 
 impl Importer<'_> {
     fn result_type(&self, op: &Operation) -> Result<TensorType, Error> {
@@ -31,6 +31,14 @@ impl Importer<'_> {
             .first()
             .and_then(|&a| self.b.value_type(a))
             .map_or(ty.dtype, |t| t.dtype);
+        // The real part of a real number is itself, its imaginary part zero.
+        match (short, args) {
+            ("real", &[x]) if !arg_dtype.is_complex() => return Ok(x),
+            ("imag", &[_]) if !arg_dtype.is_complex() => {
+                return self.full(Scalar::zero(arg_dtype), &ty.shape, line)
+            }
+            _ => {}
+        }
         if let Some(u) = unary(short) {
             return self.push(Op::Unary(u), args, line);
         }

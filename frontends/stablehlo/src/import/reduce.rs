@@ -9,6 +9,15 @@ use crate::parse::{Operation, Region};
 use crate::Error;
 use ferrax_ir::{BinaryOp, DType, Op, ReduceOp, Scalar, TensorType, ValueId};
 
+/// Whether `op`'s body is one combining op that an IR reduction computes.
+pub(super) fn combines_simply(op: &Operation) -> bool {
+    let dtype = op.result_types.first().map(|t| t.dtype);
+    applied_op(op)
+        .ok()
+        .zip(dtype)
+        .is_some_and(|(body, dtype)| combiner(&body, dtype).is_some())
+}
+
 impl Importer<'_> {
     pub(super) fn reduce(
         &mut self,
@@ -91,6 +100,10 @@ pub(super) fn combiner(body: &str, dtype: DType) -> Option<(ReduceOp, BinaryOp)>
         ("multiply" | "minimum" | "and", true) => ReduceOp::Min,
         _ => return None,
     };
+    // Complex numbers have no IR maximum or minimum.
+    if dtype.is_complex() && matches!(op, ReduceOp::Max | ReduceOp::Min) {
+        return None;
+    }
     Some((op, op.combining_op(dtype)))
 }
 

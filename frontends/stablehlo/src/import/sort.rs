@@ -1,7 +1,8 @@
 //! `stablehlo.sort`: the comparator region must be one `jax.lax.sort` emits, a lexicographic
 //! order on some of the operands (its keys), each compared `LT` (ascending) or `GT`
 //! (descending); float keys must be put in lax's canonical form first (-0 as +0, every NaN as
-//! one NaN, then a `TOTALORDER` comparison), which is the order of ferrax's `sort`. Keys
+//! one NaN, then a `TOTALORDER` comparison), which is the order of ferrax's `sort`; complex
+//! operands are ordered by their canonical real parts, then imaginary parts. Keys
 //! after the first break ties as `or(lt(a, b), and(eq(a, b), rest))`. The import is the
 //! stable permutation of the keys, least significant first (so each stable argsort keeps the
 //! order the later keys gave), gathered from every operand. Other comparators are refused
@@ -12,13 +13,15 @@ use super::names::direction;
 use super::Importer;
 use crate::parse::{Operation, Region};
 use crate::Error;
-use ferrax_ir::{CompareOp, Gather, Op, ValueId};
+use ferrax_ir::{CompareOp, Gather, Op, UnaryOp, ValueId};
 use std::collections::HashMap;
 
-/// One key of the order: the operand it compares, and whether it sorts descending.
+/// One key of the order: the operand it compares (or the real or imaginary part of a complex
+/// operand, as lax orders complex numbers), and whether it sorts descending.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Key {
     operand: usize,
+    part: Option<UnaryOp>,
     descending: bool,
 }
 
@@ -62,10 +65,11 @@ impl<'a> Comparator<'a> {
     }
 
     /// The comparator argument `name` is, directly (`false`) or in lax's canonical float form
-    /// `select(x != x, NaN, select(x == 0, 0, x))` (`true`).
-    fn argument(&self, name: &str) -> Result<(usize, bool), Error> {
+    /// `select(x != x, NaN, select(x == 0, 0, x))` (`true`), where `x` is the argument or its
+    /// real or imaginary part (the part returned).
+    fn argument(&self, name: &str) -> Result<(usize, bool, Option<UnaryOp>), Error> {
         if let Some(&k) = self.args.get(name) {
-            return Ok((k, false));
+            return Ok((k, false, None));
         }
         let not_canonical = || self.refuse("comparing values other than its arguments");
         let outer = self.def(name)?;
@@ -76,8 +80,21 @@ impl<'a> Comparator<'a> {
         let [is_zero, _, x] = inner_op.operands.as_slice() else {
             return Err(not_canonical());
         };
-        let (Some(&k), "select", "select") = (
-            self.args.get(x.as_str()),
+        let part_of = |x: &str| -> Option<(usize, Option<UnaryOp>)> {
+            if let Some(&k) = self.args.get(x) {
+                return Some((k, None));
+            }
+            let def = self.defs.get(x)?;
+            let part = match Self::short(def) {
+                "real" => UnaryOp::Real,
+                "imag" => UnaryOp::Imag,
+                _ => return None,
+            };
+            let k = *self.args.get(def.operands.first()?.as_str())?;
+            Some((k, Some(part)))
+        };
+        let (Some((k, part)), "select", "select") = (
+            part_of(x.as_str()),
             Self::short(outer),
             Self::short(inner_op),
         ) else {
@@ -96,7 +113,7 @@ impl<'a> Comparator<'a> {
         if !canonical {
             return Err(not_canonical());
         }
-        Ok((k, true))
+        Ok((k, true, part))
     }
 
     /// The key a `compare` of two arguments orders by, given its expected direction (`LT`
@@ -114,13 +131,13 @@ impl<'a> Comparator<'a> {
         let [a, b] = compare.operands.as_slice() else {
             return Err(self.refuse("with a malformed comparison"));
         };
-        let ((a, ca), (b, cb)) = (self.argument(a)?, self.argument(b)?);
+        let ((a, ca, pa), (b, cb, pb)) = (self.argument(a)?, self.argument(b)?);
         let (lo, hi) = (a.min(b), a.max(b));
-        if lo % 2 != 0 || hi != lo + 1 {
+        if lo % 2 != 0 || hi != lo + 1 || pa != pb {
             return Err(self.refuse("comparing arguments of different operands"));
         }
         let operand = lo / 2;
-        if float(operand) && !(ca && cb) {
+        if (float(operand) || pa.is_some()) && !(ca && cb) {
             return Err(self.refuse(
                 "ordering floats by a total order that separates -0 from +0 and NaNs by sign \
                  (lax canonicalises them first)",
@@ -138,6 +155,7 @@ impl<'a> Comparator<'a> {
         Ok((
             Key {
                 operand,
+                part: pa,
                 descending,
             },
             dir,
@@ -179,7 +197,10 @@ impl<'a> Comparator<'a> {
                 _ => (y, x),
             };
             let (tie_key, tie_dir) = self.key(self.def(equal)?, float)?;
-            if tie_dir != CompareOp::Eq || tie_key.operand != key.operand {
+            if tie_dir != CompareOp::Eq
+                || tie_key.operand != key.operand
+                || tie_key.part != key.part
+            {
                 return Err(self.refuse("that is not lexicographic"));
             }
             keys.push(key);
@@ -218,7 +239,7 @@ impl Importer<'_> {
                 .is_some_and(|t| t.dtype.is_float())
         };
         let keys = Comparator::new(region, line).keys(&returned, float)?;
-        if let ([only], [key]) = (args, keys.as_slice()) {
+        if let ([only], [key @ Key { part: None, .. }]) = (args, keys.as_slice()) {
             let sorted = Op::Sort {
                 dimension,
                 descending: key.descending,
@@ -235,6 +256,10 @@ impl Importer<'_> {
             let x = *args
                 .get(key.operand)
                 .ok_or_else(|| Error::at(line, "sort: the comparator reads a missing operand"))?;
+            let x = match key.part {
+                Some(part) => self.push(Op::Unary(part), &[x], line)?,
+                None => x,
+            };
             let x = match perm {
                 Some(p) => self.push(gather.clone(), &[x, p], line)?,
                 None => x,

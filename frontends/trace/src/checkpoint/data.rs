@@ -3,7 +3,7 @@
 //! fallibly, so a hostile header cannot panic or exhaust memory.
 
 use super::{CheckpointError, Result};
-use ferrax_ir::{DType, Elements};
+use ferrax_ir::{Complex, DType, Elements};
 use ferrax_runtime::Array;
 use half::{bf16, f16};
 
@@ -26,6 +26,17 @@ pub(super) fn encode(array: &Array) -> Vec<u8> {
         Elements::U16(v) => bytes(v, |x| x.to_le_bytes()),
         Elements::U64(v) => bytes(v, |x| x.to_le_bytes()),
         Elements::Bool(v) => bytes(v, |&x| [u8::from(x)]),
+        // The real part, then the imaginary part (NumPy's and safetensors' layout).
+        Elements::C64(v) => v
+            .iter()
+            .flat_map(|z| [z.re.to_le_bytes(), z.im.to_le_bytes()])
+            .flatten()
+            .collect(),
+        Elements::C128(v) => v
+            .iter()
+            .flat_map(|z| [z.re.to_le_bytes(), z.im.to_le_bytes()])
+            .flatten()
+            .collect(),
     }
 }
 
@@ -93,6 +104,16 @@ pub(super) fn decode(name: &str, dtype: DType, shape: &[usize], bytes: &[u8]) ->
         DType::I16 => Elements::I16(read(name, bytes, i16::from_le_bytes)?),
         DType::U16 => Elements::U16(read(name, bytes, u16::from_le_bytes)?),
         DType::U64 => Elements::U64(read(name, bytes, u64::from_le_bytes)?),
+        DType::C64 => Elements::C64(read(name, bytes, |b: [u8; 8]| {
+            let (re, im) = b.split_at(4);
+            let part = |p: &[u8]| f32::from_le_bytes(p.try_into().unwrap_or([0; 4]));
+            Complex::new(part(re), part(im))
+        })?),
+        DType::C128 => Elements::C128(read(name, bytes, |b: [u8; 16]| {
+            let (re, im) = b.split_at(8);
+            let part = |p: &[u8]| f64::from_le_bytes(p.try_into().unwrap_or([0; 8]));
+            Complex::new(part(re), part(im))
+        })?),
         DType::U8 => {
             let mut v = vec_for(name, bytes.len())?;
             v.extend_from_slice(bytes);

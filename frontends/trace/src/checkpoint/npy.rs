@@ -61,6 +61,8 @@ fn descr(d: DType) -> &'static str {
         DType::U16 => "<u2",
         DType::U64 => "<u8",
         DType::Bool => "|b1",
+        DType::C64 => "<c8",
+        DType::C128 => "<c16",
     }
 }
 
@@ -86,6 +88,8 @@ fn from_descr(descr: &str) -> Option<(DType, bool)> {
         "u2" => DType::U16,
         "u8" => DType::U64,
         "b1" => DType::Bool,
+        "c8" => DType::C64,
+        "c16" => DType::C128,
         _ => return None,
     };
     Some((dtype, big))
@@ -181,7 +185,9 @@ pub(super) fn parse<'a>(name: &str, bytes: &'a [u8]) -> Result<Found<'a>> {
     let mut data = Cow::Borrowed(raw);
     if big {
         let mut swapped = data::copy(name, raw)?;
-        data::swap_bytes(&mut swapped, size);
+        // A complex number's parts are swapped each in place.
+        let word = dtype.complex_part().map_or(size, DType::size_bytes);
+        data::swap_bytes(&mut swapped, word);
         data = Cow::Owned(swapped);
     }
     if dict.fortran_order {

@@ -33,14 +33,21 @@ pub fn read_safetensors(path: impl AsRef<Path>) -> Result<BTreeMap<String, Tenso
 
 /// The safetensors file [`save_safetensors`] writes, in memory.
 pub fn safetensors_to_bytes<T: Tree>(tree: &T) -> Result<Vec<u8>> {
-    let tensors = named_arrays(tree)?.into_iter().map(|(name, a)| {
-        let view = Leaf {
-            dtype: to_dtype(a.dtype()),
-            shape: a.dims().to_vec(),
-            data: data::encode(&a),
-        };
-        (name, view)
-    });
+    let tensors = named_arrays(tree)?
+        .into_iter()
+        .map(|(name, a)| {
+            let dtype = to_dtype(a.dtype()).ok_or_else(|| CheckpointError::Data {
+                name: name.clone(),
+                message: format!("safetensors has no {} type", a.dtype()),
+            })?;
+            let view = Leaf {
+                dtype,
+                shape: a.dims().to_vec(),
+                data: data::encode(&a),
+            };
+            Ok((name, view))
+        })
+        .collect::<Result<Vec<_>>>()?;
     ::safetensors::serialize(tensors, None).map_err(|e| CheckpointError::Header {
         format: FORMAT,
         message: e.to_string(),
@@ -74,8 +81,9 @@ impl View for Leaf {
     }
 }
 
-fn to_dtype(d: DType) -> Dtype {
-    match d {
+/// The file's type of `d`; safetensors has no complex type of f64 parts.
+fn to_dtype(d: DType) -> Option<Dtype> {
+    Some(match d {
         DType::F32 => Dtype::F32,
         DType::F64 => Dtype::F64,
         DType::F16 => Dtype::F16,
@@ -89,7 +97,9 @@ fn to_dtype(d: DType) -> Dtype {
         DType::U16 => Dtype::U16,
         DType::U64 => Dtype::U64,
         DType::Bool => Dtype::BOOL,
-    }
+        DType::C64 => Dtype::C64,
+        DType::C128 => return None,
+    })
 }
 
 fn from_dtype(d: Dtype) -> Option<DType> {
@@ -107,6 +117,7 @@ fn from_dtype(d: Dtype) -> Option<DType> {
         Dtype::U16 => DType::U16,
         Dtype::U64 => DType::U64,
         Dtype::BOOL => DType::Bool,
+        Dtype::C64 => DType::C64,
         _ => return None,
     })
 }

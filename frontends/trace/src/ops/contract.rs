@@ -52,7 +52,9 @@ fn widens_products(from: DType, to: DType) -> bool {
         DType::U16 => matches!(to, DType::I32 | DType::I64 | DType::U32 | DType::U64),
         DType::U32 => matches!(to, DType::I64 | DType::U64),
         DType::I32 => to == DType::I64,
-        DType::F64 | DType::I64 | DType::U64 | DType::Bool => false,
+        // A complex product's parts are sums of products of the parts.
+        DType::C64 => to == DType::C128,
+        DType::F64 | DType::I64 | DType::U64 | DType::Bool | DType::C128 => false,
     }
 }
 

@@ -161,12 +161,30 @@ unary_methods! {
     bessel_i1e => BesselI1e,
     /// Logical not on bools, bitwise not on integers.
     logical_not => Not,
+    /// A complex number's real part (`lax.real`), of its parts' type (f32 for c64).
+    real => Real,
+    /// A complex number's imaginary part (`lax.imag`).
+    imag => Imag,
 }
 
 impl Tensor {
-    /// Where the elements are NaN (`jnp.isnan`); false everywhere for integers and bools.
+    /// The complex conjugate (`jnp.conj`): the imaginary part negated; real values unchanged.
+    #[track_caller]
+    pub fn conj(&self) -> Tensor {
+        if self.dtype().is_complex() {
+            self.real().complex(&-&self.imag())
+        } else {
+            self.clone()
+        }
+    }
+
+    /// Where the elements are NaN (`jnp.isnan`); false everywhere for integers and bools, and
+    /// for complex numbers where either part is NaN.
     #[track_caller]
     pub fn is_nan(&self) -> Tensor {
+        if self.dtype().is_complex() {
+            return self.real().is_nan().logical_or(self.imag().is_nan());
+        }
         if self.dtype().is_float() {
             self.compare(CompareOp::Ne, self)
         } else {
@@ -175,9 +193,12 @@ impl Tensor {
     }
 
     /// Where the elements are neither infinite nor NaN (`jnp.isfinite`); true everywhere for
-    /// integers and bools.
+    /// integers and bools; both parts of a complex number.
     #[track_caller]
     pub fn is_finite(&self) -> Tensor {
+        if self.dtype().is_complex() {
+            return self.real().is_finite().logical_and(self.imag().is_finite());
+        }
         if self.dtype().is_float() {
             self.abs().compare(CompareOp::Lt, f64::INFINITY)
         } else {
@@ -185,9 +206,12 @@ impl Tensor {
         }
     }
 
-    /// Where the elements are +inf or -inf (`jnp.isinf`).
+    /// Where the elements are +inf or -inf (`jnp.isinf`), either part of a complex number.
     #[track_caller]
     pub fn is_inf(&self) -> Tensor {
+        if self.dtype().is_complex() {
+            return self.real().is_inf().logical_or(self.imag().is_inf());
+        }
         if self.dtype().is_float() {
             self.abs().compare(CompareOp::Eq, f64::INFINITY)
         } else {
@@ -220,6 +244,9 @@ binary_methods! {
     /// The angle of the point (`self`, `other`) = (y, x) from the positive x axis, in
     /// [-pi, pi] (`jnp.arctan2(self, other)`, `lax.atan2`); floats only.
     atan2 => Atan2,
+    /// The complex numbers `self + i·other` (`lax.complex`) of f32 parts (c64) or f64 parts
+    /// (c128).
+    complex => Complex,
     logical_and => And,
     logical_or => Or,
     logical_xor => Xor,

@@ -90,7 +90,10 @@ impl Tensor {
     #[track_caller]
     fn fill_value(dtype: DType, shape: &[usize]) -> Tensor {
         let value = match dtype {
-            DType::F32 | DType::F64 | DType::F16 | DType::BF16 => f64::NAN,
+            // Complex numbers: NaN real parts.
+            DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::C64 | DType::C128 => {
+                f64::NAN
+            }
             DType::I32 => f64::from(i32::MIN),
             DType::I64 => i64::MIN as f64,
             DType::U32 => f64::from(u32::MAX),

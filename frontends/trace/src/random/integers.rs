@@ -36,7 +36,9 @@ pub fn randint(
         | DType::F64
         | DType::F16
         | DType::BF16
-        | DType::Bool => {
+        | DType::Bool
+        | DType::C64
+        | DType::C128 => {
             let message = format!("randint: the dtype must be i32, u32 or u8, it is {dtype}");
             return Tensor::failed(location, message, ty);
         }

@@ -112,7 +112,9 @@ fn mantissa_bits(dtype: DType) -> Option<u32> {
         | DType::I16
         | DType::U16
         | DType::U64
-        | DType::Bool => None,
+        | DType::Bool
+        | DType::C64
+        | DType::C128 => None,
     }
 }
 
@@ -233,7 +235,9 @@ fn next_toward(x: f64, dtype: DType, toward: f64) -> f64 {
         | DType::I16
         | DType::U16
         | DType::U64
-        | DType::Bool => v,
+        | DType::Bool
+        | DType::C64
+        | DType::C128 => v,
     }
 }
 
@@ -263,7 +267,9 @@ pub fn gumbel(key: &Key, shape: impl Into<Shape>, dtype: DType) -> Tensor {
         | DType::I16
         | DType::U16
         | DType::U64
-        | DType::Bool => 0.0,
+        | DType::Bool
+        | DType::C64
+        | DType::C128 => 0.0,
     };
     let u = uniform_in(key, shape, dtype, tiny, 1.0);
     -(-u.log()).log()

@@ -92,7 +92,9 @@ pub fn vectorizable(kernel: &Kernel) -> bool {
                     | DType::I8
                     | DType::I16
                     | DType::U16
-                    | DType::U64,
+                    | DType::U64
+                    | DType::C64
+                    | DType::C128,
                     _,
                 ) => false,
             });
@@ -171,7 +173,7 @@ fn vector_op(ins: &KInstr) -> bool {
     ) && match &ins.op {
         KOp::Unary(u) => vector_unary(*u) && (ins.dtype != DType::Bool || *u == UnaryOp::Not),
         KOp::Binary(op) => match op {
-            BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Atan2 => false,
+            BinaryOp::Rem | BinaryOp::Pow | BinaryOp::Atan2 | BinaryOp::Complex => false,
             BinaryOp::Add
             | BinaryOp::Sub
             | BinaryOp::Mul
@@ -226,7 +228,9 @@ fn vector_unary(u: UnaryOp) -> bool {
         | UnaryOp::Erfc
         | UnaryOp::ErfInv
         | UnaryOp::BesselI0e
-        | UnaryOp::BesselI1e => false,
+        | UnaryOp::BesselI1e
+        | UnaryOp::Real
+        | UnaryOp::Imag => false,
         // Expanded into vector primitives before the kernel is built.
         UnaryOp::Exp
         | UnaryOp::Expm1

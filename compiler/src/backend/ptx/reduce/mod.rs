@@ -65,6 +65,7 @@ impl ReduceKernel {
             // u32 and the 8-, 16- and 64-bit integers' reductions are the interpreter's (no
             // kernel of their own yet).
             DType::U8 | DType::U32 | DType::I8 | DType::I16 | DType::U16 | DType::U64 => false,
+            DType::C64 | DType::C128 => false,
             DType::Bool => matches!(op, ReduceOp::Max | ReduceOp::Min),
             DType::F32 | DType::F64 | DType::F16 | DType::BF16 | DType::I32 | DType::I64 => true,
         };

@@ -118,7 +118,9 @@ pub(super) fn element_types(dtype: DType) -> (&'static str, &'static str, usize)
         DType::U32 => ("u32", "b32", 4),
         DType::F64 => ("f64", "b64", 8),
         // Never planned (`ReduceKernel::plan`).
-        DType::U8 | DType::I8 | DType::I16 | DType::U16 | DType::U64 => ("f64", "b64", 8),
+        DType::U8 | DType::I8 | DType::I16 | DType::U16 | DType::U64 | DType::C64 | DType::C128 => {
+            ("f64", "b64", 8)
+        }
     }
 }
 
