@@ -431,3 +431,183 @@ func.func @main(%x: tensor<2xcomplex<f32>>) -> (tensor<2xcomplex<f32>>, tensor<2
         assert!(ferrax::stablehlo::load(&text).is_err(), "{bad}");
     }
 }
+
+/// The direct sum of one dimension's transform, for the reference: `Σ_j x_j e^{∓2πi jk/n}`,
+/// each angle computed from `jk` itself.
+fn naive_dft(line: &[C64], inverse: bool) -> Vec<C64> {
+    let n = line.len();
+    let sign = if inverse { 1.0 } else { -1.0 };
+    (0..n)
+        .map(|k| {
+            let sum = line
+                .iter()
+                .enumerate()
+                .fold(C64::new(0.0, 0.0), |s, (j, &x)| {
+                    let angle = sign * 2.0 * std::f64::consts::PI * ((j * k) as f64) / n as f64;
+                    s + x * C64::new(angle.cos(), angle.sin())
+                });
+            if inverse {
+                sum / n as f64
+            } else {
+                sum
+            }
+        })
+        .collect()
+}
+
+/// `data` of `dims` with `naive_dft` applied along `axis`.
+fn naive_along(data: &mut [C64], dims: &[usize], axis: usize, inverse: bool) {
+    let n = dims[axis];
+    let inner: usize = dims[axis + 1..].iter().product();
+    let outer: usize = dims[..axis].iter().product();
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |k: usize| (o * n + k) * inner + i;
+            let line: Vec<C64> = (0..n).map(|k| data[at(k)]).collect();
+            for (k, v) in naive_dft(&line, inverse).into_iter().enumerate() {
+                data[at(k)] = v;
+            }
+        }
+    }
+}
+
+/// Deterministic values in [-2, 2).
+fn wavy(n: usize, seed: u64) -> Vec<f64> {
+    (0..n)
+        .map(|i| ((i as u64 * 2654435761 + seed * 40503) % 4000) as f64 / 1000.0 - 2.0)
+        .collect()
+}
+
+fn assert_near(got: &[C64], want: &[C64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    let scale = want.iter().map(|z| z.norm()).fold(1.0, f64::max);
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).norm() <= 1e-13 * scale,
+            "{what}: element {i} is {g}, want {w}"
+        );
+    }
+}
+
+/// Complex transforms over two trailing dimensions (a power of two and not) against the
+/// direct sums; the inverse scales by 1/n and undoes the transform.
+#[test]
+fn fourier_transforms_are_the_direct_sums() {
+    let dims = [2usize, 3, 8];
+    let n = dims.iter().product();
+    let (re, im) = (wavy(n, 1), wavy(n, 2));
+    let x: Vec<C64> = re.iter().zip(&im).map(|(&a, &b)| C64::new(a, b)).collect();
+    let text = "func @f(%0: c128[2,3,8]) -> (c128[2,3,8], c128[2,3,8], c128[2,3,8]) {\n  %1 = fft %0, lengths=[3,8] : c128[2,3,8]\n  %2 = ifft %0, lengths=[3,8] : c128[2,3,8]\n  %3 = ifft %1, lengths=[3,8] : c128[2,3,8]\n  return %1, %2, %3\n}\n";
+    let input = Array::new(dims, Complex::into_elements(x.clone())).unwrap();
+    let out = run(text, &[input]);
+    let mut forward = x.clone();
+    let mut inverse = x.clone();
+    for axis in [1, 2] {
+        naive_along(&mut forward, &dims, axis, false);
+        naive_along(&mut inverse, &dims, axis, true);
+    }
+    assert_near(&values::<C64>(&out[0]), &forward, "fft");
+    assert_near(&values::<C64>(&out[1]), &inverse, "ifft");
+    assert_near(&values::<C64>(&out[2]), &x, "ifft(fft)");
+}
+
+/// Real transforms keep the n/2 + 1 non-negative frequencies; their inverse reads those as a
+/// Hermitian spectrum (the zero frequency's imaginary part ignored) and recovers the values;
+/// c64 results are the c128 ones rounded.
+#[test]
+fn real_fourier_transforms_keep_half_the_spectrum() {
+    for n in [1usize, 2, 16, 17] {
+        let x = wavy(3 * n, n as u64);
+        let half = n / 2 + 1;
+        let text = format!(
+            "func @f(%0: f64[3,{n}], %1: f32[3,{n}]) -> (c128[3,{half}], f64[3,{n}], c64[3,{half}]) {{\n  %2 = rfft %0, lengths=[{n}] : c128[3,{half}]\n  %3 = irfft %2, lengths=[{n}] : f64[3,{n}]\n  %4 = rfft %1, lengths=[{n}] : c64[3,{half}]\n  return %2, %3, %4\n}}\n"
+        );
+        let narrow: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+        let inputs = [
+            Array::new([3, n], f64::into_elements(x.clone())).unwrap(),
+            Array::new([3, n], f32::into_elements(narrow.clone())).unwrap(),
+        ];
+        let out = run(&text, &inputs);
+        let mut want = Vec::new();
+        let mut want32 = Vec::new();
+        for r in 0..3 {
+            let line: Vec<C64> = x[r * n..(r + 1) * n]
+                .iter()
+                .map(|&v| C64::new(v, 0.0))
+                .collect();
+            want.extend(naive_dft(&line, false).into_iter().take(half));
+            let line32: Vec<C64> = narrow[r * n..(r + 1) * n]
+                .iter()
+                .map(|&v| C64::new(f64::from(v), 0.0))
+                .collect();
+            want32.extend(naive_dft(&line32, false).into_iter().take(half));
+        }
+        assert_near(&values::<C64>(&out[0]), &want, &format!("rfft {n}"));
+        let back: Vec<C64> = values::<f64>(&out[1])
+            .iter()
+            .map(|&v| C64::new(v, 0.0))
+            .collect();
+        let x_c: Vec<C64> = x.iter().map(|&v| C64::new(v, 0.0)).collect();
+        assert_near(&back, &x_c, &format!("irfft(rfft) {n}"));
+        let got32 = values::<C32>(&out[2]);
+        let scale = want32.iter().map(|z| z.norm()).fold(1.0, f64::max);
+        for (i, (g, w)) in got32.iter().zip(&want32).enumerate() {
+            // The exact sum rounded once: within half an f32 ulp of the reference, which is
+            // exact to ~1e-16 of the largest value.
+            let close = |a: f32, b: f64| (f64::from(a) - b).abs() <= 6e-8 * b.abs() + 1e-14 * scale;
+            assert!(
+                close(g.re, w.re) && close(g.im, w.im),
+                "rfft f32 {n}[{i}]: {g}, {w}"
+            );
+        }
+    }
+    // The imaginary parts of the zero and Nyquist frequencies do not reach the values.
+    let text = "func @f(%0: c128[3]) -> (f64[4]) {\n  %1 = irfft %0, lengths=[4] : f64[4]\n  return %1\n}\n";
+    let spectrum = [C64::new(4.0, 9.0), C64::new(0.0, 0.0), C64::new(0.0, -5.0)];
+    let out = run(text, &[array(&spectrum)]);
+    assert_eq!(values::<f64>(&out[0]), vec![1.0, 1.0, 1.0, 1.0]);
+}
+
+/// Zero-size operands transform to zero-size results; lengths that do not fit, or operands of
+/// the wrong kind, are errors naming why.
+#[test]
+fn fourier_transform_edges() {
+    let text = "func @f(%0: f32[0,17], %1: c64[2,0,9]) -> (c64[0,9], f32[2,0,16]) {\n  %2 = rfft %0, lengths=[17] : c64[0,9]\n  %3 = irfft %1, lengths=[16] : f32[2,0,16]\n  return %2, %3\n}\n";
+    let empty32 = Array::new([0, 17], f32::into_elements(Vec::new())).unwrap();
+    let empty64 = Array::new([2, 0, 9], Complex::into_elements(Vec::<C32>::new())).unwrap();
+    let out = run(text, &[empty32, empty64]);
+    assert_eq!(out[0].dims(), &[0, 9]);
+    assert_eq!(out[1].dims(), &[2, 0, 16]);
+    for (body, why) in [
+        ("%1 = rfft %0, lengths=[8] : c64[5]", "f32 or f64"),
+        ("%1 = fft %0, lengths=[4] : c64[8]", "do not fit"),
+        ("%1 = fft %0, lengths=[] : c64[8]", "1 to 3"),
+        ("%1 = fft %0, lengths=[0] : c64[8]", "include 0"),
+    ] {
+        let e = parse_func(&format!(
+            "func @f(%0: c64[8]) -> (c64[8]) {{\n  {body}\n  return %0\n}}\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(why), "{body}: {e}");
+    }
+}
+
+/// `vmap` of a transform whose batch dimension lands among the transformed ones moves it out
+/// first: the same values as transforming each example.
+#[test]
+fn batched_fourier_transforms_transform_each_example() {
+    let x = Tensor::from_vec(
+        [4, 3],
+        wavy(12, 5).iter().map(|&v| v as f32).collect::<Vec<_>>(),
+    );
+    let rfft = |x: Tensor| x.fft(ferrax::ir::FftKind::Rfft, &[4]);
+    let batched = ferrax::vmap_axes(rfft, 1, 0)(x.clone());
+    let want: Vec<C32> = (0..3)
+        .flat_map(|k| {
+            let column = x.slice(&[0, k], &[4, k + 1]).reshape([4]);
+            rfft(column).to_vec::<C32>().unwrap()
+        })
+        .collect();
+    assert_eq!(batched.to_vec::<C32>().unwrap(), want);
+}

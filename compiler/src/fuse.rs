@@ -103,6 +103,7 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::DynamicUpdateSlice
         | Op::Sort { .. }
         | Op::Argsort { .. }
+        | Op::Fft { .. }
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)
@@ -551,6 +552,7 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::StopGradient
         | Op::Sort { .. }
         | Op::Argsort { .. }
+        | Op::Fft { .. }
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)

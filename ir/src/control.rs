@@ -148,6 +148,7 @@ impl Op {
             | Op::StopGradient
             | Op::Sort { .. }
             | Op::Argsort { .. }
+            | Op::Fft { .. }
             | Op::Attention(_) => Vec::new(),
         }
     }
@@ -216,6 +217,7 @@ impl Op {
             | Op::StopGradient
             | Op::Sort { .. }
             | Op::Argsort { .. }
+            | Op::Fft { .. }
             | Op::Attention(_) => None,
         }
     }

@@ -371,6 +371,32 @@ impl ReduceOp {
     }
 }
 
+/// The transforms of [`Op::Fft`], over trailing dimensions of sizes `lengths`: `Fft` and its
+/// inverse `Ifft` (scaled by 1/n) map complex numbers to complex numbers; `Rfft` takes real
+/// ones (f32, f64) and keeps the `n/2 + 1` non-negative frequencies of the last dimension;
+/// `Irfft` is its inverse, reading those as a Hermitian spectrum (the imaginary parts of the
+/// zero and Nyquist frequencies ignored) into `n` real values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FftKind {
+    Fft,
+    Ifft,
+    Rfft,
+    Irfft,
+}
+
+impl FftKind {
+    pub const ALL: [FftKind; 4] = [FftKind::Fft, FftKind::Ifft, FftKind::Rfft, FftKind::Irfft];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FftKind::Fft => "fft",
+            FftKind::Ifft => "ifft",
+            FftKind::Rfft => "rfft",
+            FftKind::Irfft => "irfft",
+        }
+    }
+}
+
 /// Dimension numbers of a `dot_general`. The result's dimensions are the batch dimensions
 /// (in `lhs_batch` order), then the lhs free dimensions, then the rhs free dimensions, each in
 /// their operand's order.
@@ -477,6 +503,12 @@ pub enum Op {
         dimension: usize,
         descending: bool,
     },
+    /// The discrete Fourier transform of `kind` over the trailing `lengths.len()` dimensions,
+    /// of sizes `lengths` (`stablehlo.fft`, `jnp.fft`; see [`FftKind`]).
+    Fft {
+        kind: FftKind,
+        lengths: Vec<usize>,
+    },
     /// A part of dot-product attention (see [`crate::Attention`]).
     Attention(crate::Attention),
     /// A function with a user-defined reverse-mode derivative (`jax.custom_vjp`).
@@ -530,6 +562,7 @@ impl Op {
             Op::StopGradient => "stop_gradient",
             Op::Sort { .. } => "sort",
             Op::Argsort { .. } => "argsort",
+            Op::Fft { kind, .. } => kind.name(),
             Op::Attention(a) => a.name(),
             Op::CustomVjp(_) => "custom_vjp",
             Op::While(_) => "while",

@@ -170,6 +170,7 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
             items.item(format_args!("dimension={dimension}"))?;
             items.flag("descending", *descending)?;
         }
+        Op::Fft { lengths, .. } => items.item(format_args!("lengths={}", List(lengths)))?,
         Op::Attention(a) => {
             items.flag("causal", a.causal)?;
             if let Some(h) = a.precision {

@@ -234,6 +234,19 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
             ),
         ),
         (
+            "fourier_transforms",
+            t(
+                |x: Tensor| {
+                    use ferrax::ir::FftKind;
+                    let spectrum = x.fft(FftKind::Rfft, &[4]);
+                    let there = spectrum.fft(FftKind::Fft, &[3]);
+                    let back = there.fft(FftKind::Ifft, &[3]);
+                    back.fft(FftKind::Irfft, &[4]) + there.real().sum([1]).reshape([2, 1])
+                },
+                s(&[2, 4]),
+            ),
+        ),
+        (
             "binary_ops",
             t(
                 |(a, b): (Tensor, Tensor)| {

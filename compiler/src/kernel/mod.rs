@@ -408,6 +408,7 @@ pub fn lower(
                     | Op::StopGradient
                     | Op::Sort { .. }
                     | Op::Argsort { .. }
+                    | Op::Fft { .. }
                     | Op::Attention(_)
                     | Op::CustomVjp(_)
                     | Op::While(_)

@@ -489,6 +489,7 @@ impl RowLowering<'_> {
             | Op::StopGradient
             | Op::Sort { .. }
             | Op::Argsort { .. }
+            | Op::Fft { .. }
             | Op::Attention(_)
             | Op::CustomVjp(_)
             | Op::While(_)

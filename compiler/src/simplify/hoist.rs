@@ -60,6 +60,7 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
             | Op::StopGradient
             | Op::Sort { .. }
             | Op::Argsort { .. }
+            | Op::Fft { .. }
             | Op::Attention(_)
             | Op::CustomVjp(_) => None,
         };

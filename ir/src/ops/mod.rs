@@ -6,6 +6,7 @@ mod call;
 mod contract;
 mod control;
 mod elementwise;
+mod fft;
 mod indexing;
 mod movement;
 mod nest;
@@ -60,6 +61,7 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::Remat(r) => control::remat(r, args)?,
         Op::Sort { dimension, .. } => sort::sort(op.name(), *dimension, args)?,
         Op::Argsort { dimension, .. } => sort::argsort(op.name(), *dimension, args)?,
+        Op::Fft { kind, lengths } => fft::fft(*kind, lengths, args)?,
     };
     if ty.rank() > MAX_RANK {
         return Err(TypeError::Rank {

@@ -87,6 +87,7 @@ impl<R> CompiledCall<R> {
             | Op::StopGradient
             | Op::Sort { .. }
             | Op::Argsort { .. }
+            | Op::Fft { .. }
             | Op::Attention(_) => return None,
         };
         regions.next().is_none().then_some(call)

@@ -9,6 +9,7 @@ mod complex;
 mod contract;
 mod control;
 mod elementwise;
+mod fft;
 mod indexing;
 
 pub use control::branch_index;
@@ -245,6 +246,7 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
             dimension,
             descending,
         } => sort::argsort(args[0], *dimension, *descending)?,
+        Op::Fft { kind, lengths } => fft::fft(*kind, lengths, args[0], ty)?,
     };
     Array::new(ty.shape.clone(), data)
 }

@@ -88,6 +88,7 @@ pub(super) fn call_jvp(
                 | Op::StopGradient
                 | Op::Sort { .. }
                 | Op::Argsort { .. }
+                | Op::Fft { .. }
                 | Op::CustomVjp(_)
                 | Op::Attention(_) => return Err(unsupported()),
             };
@@ -125,6 +126,7 @@ pub(super) fn call_jvp(
         | Op::StopGradient
         | Op::Sort { .. }
         | Op::Argsort { .. }
+        | Op::Fft { .. }
         | Op::CustomVjp(_)
         | Op::Attention(_) => return Err(unsupported()),
     };

@@ -288,7 +288,7 @@ fn binary_factors(
 
 /// Differentiating through complex numbers (holomorphic or not, as JAX's `grad` distinguishes)
 /// is not built: an error rather than a gradient that silently stops at them.
-fn complex_unsupported() -> AutodiffError {
+pub(super) fn complex_unsupported() -> AutodiffError {
     AutodiffError::Unsupported("differentiating through complex numbers".into())
 }
 

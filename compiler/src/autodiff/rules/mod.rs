@@ -46,6 +46,7 @@ pub(super) fn call_jvp(
         | Op::BitcastConvert { .. }
         | Op::StopGradient
         | Op::Argsort { .. }
+        | Op::Fft { .. }
         | Op::Sort { .. }
         | Op::Unary(_)
         | Op::Binary(_)
@@ -84,6 +85,11 @@ pub(super) fn jvp(
         | Op::BitcastConvert { .. }
         | Op::StopGradient
         | Op::Argsort { .. } => Ok(None),
+        // Complex results (or operands): see `elementwise::complex_unsupported`.
+        Op::Fft { .. } => match t[0] {
+            Some(_) => Err(elementwise::complex_unsupported()),
+            None => Ok(None),
+        },
         Op::Sort {
             dimension,
             descending,
@@ -148,6 +154,7 @@ pub(super) fn joins_results(op: &Op) -> bool {
         | Op::StopGradient
         | Op::Sort { .. }
         | Op::Argsort { .. }
+        | Op::Fft { .. }
         | Op::Attention(_) => false,
     }
 }
@@ -172,6 +179,7 @@ pub(super) fn vjp(
         Op::Constant(_) | Op::Iota { .. } => Ok(Vec::new()),
         Op::Compare(_) => Ok(vec![None, None]),
         Op::StopGradient | Op::BitcastConvert { .. } | Op::Argsort { .. } => Ok(vec![None]),
+        Op::Fft { .. } => Err(elementwise::complex_unsupported()),
         Op::Sort {
             dimension,
             descending,

@@ -788,6 +788,8 @@ impl Parts {
             // Sorting runs on the host's interpreter: a GPU sort kernel is left for later; so
             // do reverses (a strided copy with negative strides is left for later too).
             Op::Sort { .. } | Op::Argsort { .. } | Op::Reverse { .. } => host,
+            // Fourier transforms are the interpreter's (complex numbers are).
+            Op::Fft { .. } => host,
             // A control-flow call is one step for all its instructions (one per result, the
             // same operands), its regions planned as programs of their own.
             Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {

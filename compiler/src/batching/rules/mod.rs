@@ -7,6 +7,7 @@ mod call;
 mod contract;
 mod control;
 mod elementwise;
+mod fft;
 mod indexing;
 mod movement;
 mod reduce;
@@ -67,6 +68,7 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
             dimension,
             descending: *descending,
         }),
+        Op::Fft { kind, lengths } => fft::batch(bt, *kind, lengths, args[0]),
         Op::CustomVjp(c) => call::custom_vjp(bt, c, args),
         Op::Attention(a) => attention::batch(bt, *a, args),
         Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
@@ -112,6 +114,7 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         | Op::StopGradient
         | Op::Sort { .. }
         | Op::Argsort { .. }
+        | Op::Fft { .. }
         | Op::Attention(_)
         | Op::CustomVjp(_) => Err(BatchError::Malformed(format!(
             "{} is not a control-flow call",

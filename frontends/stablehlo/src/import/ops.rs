@@ -8,7 +8,7 @@ use crate::dense::literal;
 use crate::lex::Tok;
 use crate::parse::Operation;
 use crate::Error;
-use ferrax_ir::{DotDims, Op, Scalar, TensorType, ValueId};
+use ferrax_ir::{DotDims, FftKind, Op, Scalar, TensorType, ValueId};
 
 impl Importer<'_> {
     fn result_type(&self, op: &Operation) -> Result<TensorType, Error> {
@@ -132,6 +132,21 @@ impl Importer<'_> {
                 }
             }
             "slice" => Self::slice(op)?,
+            "fft" => {
+                let kind = attr(&["type", "fft_type"])?
+                    .iter()
+                    .find_map(|t| match t {
+                        Tok::Word(w) => FftKind::ALL
+                            .into_iter()
+                            .find(|k| k.name().eq_ignore_ascii_case(w)),
+                        _ => None,
+                    })
+                    .ok_or_else(|| Error::at(line, "fft needs a type (FFT, IFFT, RFFT, IRFFT)"))?;
+                Op::Fft {
+                    kind,
+                    lengths: usizes(attr(&["length", "fft_length"])?, line)?,
+                }
+            }
             "dot_general" => return self.dot_general(op, args, &ty),
             "convolution" => return self.convolution(op, args, &ty),
             "reduce" => return self.reduce(op, args, &ty),

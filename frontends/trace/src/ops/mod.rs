@@ -11,6 +11,7 @@ mod call;
 mod contract;
 mod conv;
 mod elementwise;
+mod fft;
 mod indexing;
 mod movement;
 mod reduce;
