@@ -7,38 +7,13 @@
 //! for bit; StableHLO import; checkpoints.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
-use ferrax::compiler::backend::CpuExecutable;
+mod common;
+
+use common::{elements_of as values, run_on_every_backend as run, vector as array};
+
 use ferrax::ir::{parse_func, Element, Elements};
 use ferrax::runtime::interpret;
 use ferrax::{Array, DType, Tensor};
-use ferrax_ptx_emu::Emulator;
-
-/// `text`'s results on `inputs` by the interpreter, which the CPU backend and the emulated GPU
-/// equal bit for bit, and whose text prints back as it parses.
-fn run(text: &str, inputs: &[Array]) -> Vec<Array> {
-    let func = parse_func(text).unwrap();
-    assert_eq!(parse_func(&func.to_string()).unwrap(), func, "{text}");
-    let want = interpret(&func, inputs).unwrap();
-    let cpu = CpuExecutable::compile(&func).unwrap().run(inputs).unwrap();
-    let gpu = GpuProgram::compile(&func, &Emulator::default(), GpuOptions::HIGHEST)
-        .unwrap()
-        .run(inputs)
-        .unwrap();
-    for (k, w) in want.iter().enumerate() {
-        assert_eq!(cpu[k].elements(), w.elements(), "CPU, result {k}:\n{text}");
-        assert_eq!(gpu[k].elements(), w.elements(), "GPU, result {k}:\n{text}");
-    }
-    want
-}
-
-fn array<T: Element>(v: &[T]) -> Array {
-    Array::new([v.len()], T::into_elements(v.to_vec())).unwrap()
-}
-
-fn values<T: Element>(a: &Array) -> Vec<T> {
-    a.as_slice::<T>().unwrap().to_vec()
-}
 
 /// `op` applied elementwise to `x` and `y` of dtype `d`.
 fn binary<T: Element>(op: &str, d: DType, x: &[T], y: &[T]) -> Vec<T> {

@@ -78,7 +78,19 @@ impl DType {
         match self {
             DType::C64 => Some(DType::F32),
             DType::C128 => Some(DType::F64),
-            _ => None,
+            DType::F32
+            | DType::F64
+            | DType::F16
+            | DType::BF16
+            | DType::I32
+            | DType::I64
+            | DType::U32
+            | DType::U8
+            | DType::I8
+            | DType::I16
+            | DType::U16
+            | DType::U64
+            | DType::Bool => None,
         }
     }
 
@@ -87,7 +99,19 @@ impl DType {
         match self {
             DType::F32 => Some(DType::C64),
             DType::F64 => Some(DType::C128),
-            _ => None,
+            DType::F16
+            | DType::BF16
+            | DType::I32
+            | DType::I64
+            | DType::U32
+            | DType::U8
+            | DType::I8
+            | DType::I16
+            | DType::U16
+            | DType::U64
+            | DType::Bool
+            | DType::C64
+            | DType::C128 => None,
         }
     }
 

@@ -906,3 +906,38 @@ pub fn cross_entropy_with_gradient(rows: usize, cols: usize) -> Func {
     )
     .unwrap()
 }
+
+/// `text`'s results on `inputs` by the interpreter, which the CPU backend and the emulated GPU
+/// must equal bit for bit, and whose text must print back as it parses.
+pub fn run_on_every_backend(text: &str, inputs: &[Array]) -> Vec<Array> {
+    use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
+    use ferrax::compiler::backend::CpuExecutable;
+    let func = ferrax::ir::parse_func(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(
+        ferrax::ir::parse_func(&func.to_string()).unwrap(),
+        func,
+        "{text}"
+    );
+    let want = ferrax::runtime::interpret(&func, inputs).unwrap();
+    let cpu = CpuExecutable::compile(&func).unwrap().run(inputs).unwrap();
+    let emulator = ferrax_ptx_emu::Emulator::default();
+    let gpu = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST)
+        .unwrap()
+        .run(inputs)
+        .unwrap();
+    for (k, w) in want.iter().enumerate() {
+        assert_eq!(cpu[k].elements(), w.elements(), "CPU, result {k}:\n{text}");
+        assert_eq!(gpu[k].elements(), w.elements(), "GPU, result {k}:\n{text}");
+    }
+    want
+}
+
+/// A one-dimensional array of `v`.
+pub fn vector<T: ferrax::ir::Element>(v: &[T]) -> Array {
+    Array::new([v.len()], T::into_elements(v.to_vec())).unwrap()
+}
+
+/// `a`'s elements, of type `T`.
+pub fn elements_of<T: ferrax::ir::Element>(a: &Array) -> Vec<T> {
+    a.as_slice::<T>().unwrap().to_vec()
+}
