@@ -47,10 +47,11 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
     let operand = || ins.args.first().and_then(|&a| func.value_type(a));
     let computes = |op: KernelOp, d: DType| target.computes(op, d);
     match &ins.op {
-        // Of the operand's type too: a complex number's absolute value is real.
+        // Of the operand's type too where it differs: a complex number's absolute value is
+        // real.
         Op::Unary(u) => {
             let op = KernelOp::Unary(*u);
-            computes(op, d) && operand().is_some_and(|t| computes(op, t.dtype))
+            computes(op, d) && operand().is_some_and(|t| t.dtype == d || computes(op, t.dtype))
         }
         Op::Binary(b) => computes(KernelOp::Binary(*b), d),
         Op::Compare(c) => operand().is_some_and(|t| computes(KernelOp::Compare(*c), t.dtype)),

@@ -489,16 +489,13 @@ impl Literal {
 /// identical are `u64::MAX` apart. The measure of every ULP bound in the tests.
 pub fn ulp_distance(a: Scalar, b: Scalar) -> u64 {
     // Complex numbers: the larger of their parts' distances.
-    match (a, b) {
-        (Scalar::C64(x), Scalar::C64(y)) => {
-            let part = |p: f32, q: f32| ulp_distance(Scalar::F32(p), Scalar::F32(q));
-            return part(x.re, y.re).max(part(x.im, y.im));
-        }
-        (Scalar::C128(x), Scalar::C128(y)) => {
-            let part = |p: f64, q: f64| ulp_distance(Scalar::F64(p), Scalar::F64(q));
-            return part(x.re, y.re).max(part(x.im, y.im));
-        }
-        _ => {}
+    if let (Scalar::C64(x), Scalar::C64(y)) = (a, b) {
+        let part = |p: f32, q: f32| ulp_distance(Scalar::F32(p), Scalar::F32(q));
+        return part(x.re, y.re).max(part(x.im, y.im));
+    }
+    if let (Scalar::C128(x), Scalar::C128(y)) = (a, b) {
+        let part = |p: f64, q: f64| ulp_distance(Scalar::F64(p), Scalar::F64(q));
+        return part(x.re, y.re).max(part(x.im, y.im));
     }
     let (fa, fb) = (a.to_f64(), b.to_f64());
     if !fa.is_finite() || !fb.is_finite() {

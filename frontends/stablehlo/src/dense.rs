@@ -5,10 +5,10 @@ use crate::Error;
 use ferrax_ir::{Complex, DType, Elements, Literal, Scalar, TensorType};
 use half::{bf16, f16};
 
-/// The element of real `dtype` whose bits are `bits`'s low ones (complex elements are pairs
-/// of these, [`complex`]).
-fn from_bits(dtype: DType, bits: u64) -> Scalar {
-    match dtype {
+/// The element of real `dtype` whose bits are `bits`'s low ones; `None` for complex types,
+/// whose elements are pairs of these ([`complex`]).
+fn from_bits(dtype: DType, bits: u64) -> Option<Scalar> {
+    Some(match dtype {
         DType::F32 => Scalar::F32(f32::from_bits(bits as u32)),
         DType::F64 => Scalar::F64(f64::from_bits(bits)),
         DType::F16 => Scalar::F16(f16::from_bits(bits as u16)),
@@ -22,13 +22,8 @@ fn from_bits(dtype: DType, bits: u64) -> Scalar {
         DType::U16 => Scalar::U16(bits as u16),
         DType::U64 => Scalar::U64(bits),
         DType::Bool => Scalar::Bool(bits != 0),
-        // As in memory: the real part in the low half.
-        DType::C64 => Scalar::C64(Complex::new(
-            f32::from_bits(bits as u32),
-            f32::from_bits((bits >> 32) as u32),
-        )),
-        DType::C128 => Scalar::C128(Complex::new(f64::from_bits(bits), 0.0)),
-    }
+        DType::C64 | DType::C128 => return None,
+    })
 }
 
 /// The complex element of parts `re` and `im` (scalars of `dtype`'s part type).
@@ -44,8 +39,9 @@ fn scalar(dtype: DType, word: &str, line: usize) -> Result<Scalar, Error> {
     let bad = || Error::at(line, format!("'{word}' is not a {dtype} value"));
     if let Some(hex) = word.strip_prefix("0x").or_else(|| word.strip_prefix("0X")) {
         return u64::from_str_radix(hex, 16)
-            .map(|b| from_bits(dtype, b))
-            .map_err(|_| bad());
+            .ok()
+            .and_then(|b| from_bits(dtype, b))
+            .ok_or_else(bad);
     }
     Ok(match dtype {
         DType::Bool => Scalar::Bool(match word {
@@ -99,24 +95,22 @@ fn blob(dtype: DType, hex: &str, line: usize) -> Result<Vec<Scalar>, Error> {
         ));
     }
     let bits = |c: &[u8]| c.iter().rev().fold(0u64, |acc, &b| (acc << 8) | b as u64);
+    let element = |d: DType, c: &[u8]| {
+        from_bits(d, bits(c)).ok_or_else(|| Error::at(line, format!("no {d} value of bits")))
+    };
     match dtype.complex_part() {
         // The real part, then the imaginary part.
         Some(part) => bytes
             .chunks_exact(width)
             .map(|c| {
                 let (re, im) = c.split_at(width / 2);
-                complex(
-                    dtype,
-                    from_bits(part, bits(re)),
-                    from_bits(part, bits(im)),
-                    line,
-                )
+                complex(dtype, element(part, re)?, element(part, im)?, line)
             })
             .collect(),
-        None => Ok(bytes
+        None => bytes
             .chunks_exact(width)
-            .map(|c| from_bits(dtype, bits(c)))
-            .collect()),
+            .map(|c| element(dtype, c))
+            .collect(),
     }
 }
 
