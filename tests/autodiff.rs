@@ -407,7 +407,9 @@ fn grad_errors_are_reported() {
     );
     let msg = r.unwrap_err().to_string();
     assert!(
-        msg.contains("grad needs a function returning a float scalar, this one returns f32[3]"),
+        msg.contains(
+            "grad needs a function returning a real float scalar, this one returns f32[3]"
+        ),
         "{msg}"
     );
     assert!(msg.contains("autodiff.rs:"), "{msg}");

@@ -3,8 +3,8 @@
 //! and each part rounded once, so a c64 result is its f64 formula rounded), the small-argument
 //! precision of `expm1` and `log1p`, reductions, products, conversions, bit casts and the
 //! lexicographic sort; the CPU backend and the emulated GPU (whose host steps compute them)
-//! against the interpreter bit for bit; the text format; the tracing API; gradients refused;
-//! checkpoints.
+//! against the interpreter bit for bit; the text format; the tracing API; checkpoints.
+//! Derivatives through complex values are in `complex_autodiff.rs`.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 mod common;
@@ -212,6 +212,41 @@ fn reductions_and_products_accumulate_in_c128() {
     }
 }
 
+/// Scatters of complex values replace, add and multiply (each product in c128, rounded once);
+/// complex numbers have no maximum, so `scatter_max` is a type error.
+#[test]
+fn scatters_combine_complex_values() {
+    let x = operands();
+    let updates: Vec<C32> = x.iter().map(|z| z * 0.5).take(3).collect();
+    let scatter = |op: &str| {
+        format!("func @f(%0: c64[8], %1: i32[3,1], %2: c64[3]) -> (c64[8]) {{\n  %3 = {op} %0, %1, %2, inserted_window_dims=[0], scatter_dims_to_operand_dims=[0], index_vector_dim=1 : c64[8]\n  return %3\n}}\n")
+    };
+    let at = [5usize, 1, 5];
+    let indices = Array::new(
+        [3, 1],
+        i32::into_elements(at.iter().map(|&i| i as i32).collect()),
+    )
+    .unwrap();
+    let wide = |z: C32| C64::new(f64::from(z.re), f64::from(z.im));
+    for op in ["scatter", "scatter_add", "scatter_mul"] {
+        let out = run(&scatter(op), &[array(&x), indices.clone(), array(&updates)]);
+        let mut want = x.clone();
+        for (&i, &u) in at.iter().zip(&updates) {
+            want[i] = match op {
+                "scatter" => u,
+                "scatter_add" => want[i] + u,
+                _ => {
+                    let p = wide(want[i]) * wide(u);
+                    rounded(p.re, p.im)
+                }
+            };
+        }
+        assert_eq!(values::<C32>(&out[0]), want, "{op}");
+    }
+    let e = parse_func(&scatter("scatter_max")).unwrap_err().to_string();
+    assert!(e.contains("ordered"), "{e}");
+}
+
 /// To real types a complex number converts by its real part (XLA's rule), to bools by being
 /// nonzero; reals become complex numbers with imaginary part 0; bit casts keep every bit.
 #[test]
@@ -316,18 +351,6 @@ fn traced_complex_numbers() {
         vec![true, false, false]
     );
     let e = re.real().to_array().unwrap_err().to_string();
-    assert!(e.contains("complex"), "{e}");
-}
-
-/// Gradients through complex numbers are an error, not a gradient that stops at them.
-#[test]
-fn gradients_through_complex_numbers_are_an_error() {
-    let loss = |x: Tensor| {
-        let z = x.complex(&x);
-        (&z * &z).real().sum([0])
-    };
-    let x = Tensor::from_vec([2], vec![1.0f32, 2.0]);
-    let e = ferrax::grad(loss)(x).to_array().unwrap_err().to_string();
     assert!(e.contains("complex"), "{e}");
 }
 

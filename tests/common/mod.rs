@@ -715,6 +715,21 @@ pub fn gradient_programs() -> Vec<(&'static str, Func)> {
             )
             .unwrap(),
         ),
+        (
+            "spectral_loss_grad",
+            trace(
+                |x: Tensor| {
+                    grad(|x: Tensor| {
+                        use ferrax::ir::FftKind;
+                        let s = x.fft(FftKind::Rfft, &[6]);
+                        let z = &s * &s.conj().sin();
+                        z.real().sum(..) + z.abs().sum(..)
+                    })(x)
+                },
+                &spec(&[3, 6]),
+            )
+            .unwrap(),
+        ),
     ]
 }
 

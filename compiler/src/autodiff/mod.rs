@@ -5,9 +5,16 @@
 //! per op family, mirroring `ir/src/ops/`). The results are ordinary `Func`s, so transforms
 //! compose: differentiating a `vjp` program gives second derivatives.
 //!
-//! Only floating-point values carry derivatives. Integer and bool values (and the outputs of
-//! comparisons, rounding and `stop_gradient`) have zero derivative; their tangent and
-//! cotangent slots exist so that signatures stay uniform, and are zeros.
+//! Only floating-point and complex values carry derivatives. Integer and bool values (and the
+//! outputs of comparisons, rounding and `stop_gradient`) have zero derivative; their tangent
+//! and cotangent slots exist so that signatures stay uniform, and are zeros.
+//!
+//! Complex values follow JAX's convention: a cotangent is the transpose of the derivative as a
+//! real-linear map under the pairing `Re(u·v)` (no conjugation). Holomorphic ops then share the
+//! real rules term for term, reverse mode of a real-valued `f(z)` yields `∂f/∂x − i·∂f/∂y`
+//! (the conjugate of the steepest-ascent direction, as `jax.grad` returns), and only the ops
+//! that are not holomorphic (`real`, `imag`, `complex`, the absolute value) have rules of
+//! their own.
 
 mod accumulate;
 mod emit;
@@ -15,7 +22,7 @@ mod partial;
 mod rules;
 
 use emit::Emitter;
-use ferrax_ir::{verify, Func, FuncBuilder, TypeError, ValueId, VerifyError};
+use ferrax_ir::{verify, DType, Func, FuncBuilder, TypeError, ValueId, VerifyError};
 use std::ops::RangeInclusive;
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -28,6 +35,11 @@ pub enum AutodiffError {
     Verify(#[from] VerifyError),
     #[error("not supported: {0}")]
     Unsupported(String),
+}
+
+/// Whether values of `dtype` carry derivatives.
+pub(crate) fn differentiable(dtype: DType) -> bool {
+    dtype.is_float() || dtype.is_complex()
 }
 
 /// Forward mode. The result takes `func`'s parameters followed by one tangent per parameter
@@ -43,7 +55,7 @@ pub fn jvp(func: &Func) -> Result<Func, AutodiffError> {
         .iter()
         .map(|t| {
             let p = e.b.param(t.clone());
-            t.dtype.is_float().then_some(p)
+            differentiable(t.dtype).then_some(p)
         })
         .collect();
     // The JVP calls made so far: a loop or branch runs once, yielding primal and tangent.
@@ -52,10 +64,10 @@ pub fn jvp(func: &Func) -> Result<Func, AutodiffError> {
         let args: Vec<ValueId> = ins.args.iter().map(|a| primal[a.index()]).collect();
         let tangents: Vec<Option<ValueId>> = ins.args.iter().map(|a| tangent[a.index()]).collect();
         let (y, t) = match rules::call_jvp(&mut e, &mut calls, &ins.op, &args, &tangents)? {
-            Some((y, t)) => (y, t.filter(|_| ins.ty.dtype.is_float())),
+            Some((y, t)) => (y, t.filter(|_| differentiable(ins.ty.dtype))),
             None => {
                 let y = e.push(ins.op.clone(), &args)?;
-                let t = if ins.ty.dtype.is_float() && tangents.iter().any(Option::is_some) {
+                let t = if differentiable(ins.ty.dtype) && tangents.iter().any(Option::is_some) {
                     rules::jvp(&mut e, &ins.op, &args, &tangents, y)?
                 } else {
                     None
@@ -98,7 +110,7 @@ pub fn vjp(func: &Func) -> Result<Func, AutodiffError> {
     // Each value's cotangent contributions, summed when its defining instruction is reached.
     let mut ct: Vec<Vec<ValueId>> = vec![Vec::new(); func.num_values()];
     for (o, &g) in func.outputs.iter().zip(&out_cts) {
-        if func.value_type(*o).is_some_and(|t| t.dtype.is_float()) {
+        if func.value_type(*o).is_some_and(|t| differentiable(t.dtype)) {
             ct[o.index()].push(g);
         }
     }
@@ -119,7 +131,7 @@ pub fn vjp(func: &Func) -> Result<Func, AutodiffError> {
         let y = primal[func.instr_value(i).index()];
         let contributions = rules::vjp(&mut e, &ins.op, &args, y, &gs)?;
         for (a, c) in ins.args.iter().zip(contributions) {
-            let differentiable = func.value_type(*a).is_some_and(|t| t.dtype.is_float());
+            let differentiable = func.value_type(*a).is_some_and(|t| differentiable(t.dtype));
             if let (Some(c), true) = (c, differentiable) {
                 ct[a.index()].push(c);
             }

@@ -109,10 +109,18 @@ fn value_and_grad_impl<I: Tree, A: Tree>(
             let shown = out_ty
                 .first()
                 .map_or("nothing".to_string(), |t| t.to_string());
+            // As in JAX: a complex loss has no gradient; its derivative (a holomorphic
+            // function's f'(z)) is the pullback of 1, which `vjp` gives.
+            let hint = match out_ty.first() {
+                Some(t) if t.dtype.is_complex() => {
+                    " (a complex result has no gradient; `vjp` with a cotangent of 1 gives a holomorphic function's derivative)"
+                }
+                _ => "",
+            };
             return Err(Error::Trace {
                 location,
                 message: format!(
-                    "grad needs a function returning a float scalar, this one returns {shown}"
+                    "grad needs a function returning a real float scalar, this one returns {shown}{hint}"
                 ),
             });
         }

@@ -3,7 +3,7 @@
 //! fault.
 
 use super::{arity, invalid};
-use crate::{Gather, IndexMap, Scatter, TensorType, TypeError};
+use crate::{Gather, IndexMap, Scatter, ScatterCombine, TensorType, TypeError};
 
 /// `dims` are distinct and each below `bound`; `what` names them in the error.
 fn check_dims(
@@ -223,6 +223,17 @@ pub(super) fn scatter(s: &Scatter, args: &[&TensorType]) -> Result<TensorType, T
             op,
             lhs: operand.clone(),
             rhs: updates.clone(),
+        });
+    }
+    let ordered = match s.combine {
+        ScatterCombine::Replace | ScatterCombine::Add | ScatterCombine::Mul => false,
+        ScatterCombine::Max | ScatterCombine::Min => true,
+    };
+    if ordered && operand.dtype.is_complex() {
+        return Err(TypeError::DType {
+            op,
+            dtype: operand.dtype,
+            expected: "an ordered type",
         });
     }
     let batch = check_indices(

@@ -8,7 +8,7 @@
 
 use super::undefined;
 use crate::RuntimeError;
-use ferrax_ir::{BinaryOp, CompareOp, Complex, DType, Element, Elements, UnaryOp};
+use ferrax_ir::{BinaryOp, CompareOp, Complex, DType, Element, Elements, ScatterCombine, UnaryOp};
 
 type C = Complex<f64>;
 
@@ -283,6 +283,21 @@ pub(super) fn binary<T: Part>(
             .map(|(&x, &y)| narrow(f(widen(x), widen(y))))
             .collect(),
     ))
+}
+
+/// A complex element and an update combined into the new element.
+type Combine<T> = fn(Complex<T>, Complex<T>) -> Complex<T>;
+
+/// How a scatter combines an element with an update (complex numbers have no maximum).
+pub(super) fn scatter_combine<T: Part>(c: ScatterCombine) -> Result<Combine<T>, RuntimeError> {
+    Ok(match c {
+        ScatterCombine::Replace => |_, u| u,
+        ScatterCombine::Add => |a, u| narrow(widen(a) + widen(u)),
+        ScatterCombine::Mul => |a, u| narrow(widen(a) * widen(u)),
+        ScatterCombine::Max | ScatterCombine::Min => {
+            return Err(undefined(c.name(), complex_dtype::<T>()))
+        }
+    })
 }
 
 /// `lax.complex(re, im)` of f32 or f64 parts.

@@ -3,6 +3,7 @@
 //! window as strided rows, so a row gather moves rows, not elements. Dynamic slices are the
 //! one-window case with the start indices as scalars.
 
+use super::complex;
 use super::movement::for_each_row;
 use super::num::{fmax, fmin, Float, Int};
 use super::undefined;
@@ -178,6 +179,14 @@ pub(super) fn scatter(
                 ScatterCombine::Mul | ScatterCombine::Min => |a, u| a & u,
             };
             Elements::Bool(scatter_with(s, (operand, o), indices, (updates, u), f)?)
+        }
+        (Elements::C64(o), Elements::C64(u)) => {
+            let f = complex::scatter_combine::<f32>(s.combine)?;
+            Elements::C64(scatter_with(s, (operand, o), indices, (updates, u), f)?)
+        }
+        (Elements::C128(o), Elements::C128(u)) => {
+            let f = complex::scatter_combine::<f64>(s.combine)?;
+            Elements::C128(scatter_with(s, (operand, o), indices, (updates, u), f)?)
         }
         (o, u) => {
             return Err(undefined(

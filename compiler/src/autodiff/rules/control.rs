@@ -6,7 +6,7 @@
 //! residuals to store.
 
 use super::{or_zero, Emitter, R};
-use crate::autodiff::{jvp as jvp_program, vjp as vjp_program, AutodiffError};
+use crate::autodiff::{differentiable, jvp as jvp_program, vjp as vjp_program, AutodiffError};
 use ferrax_ir::{Cond, Func, FuncBuilder, Op, TensorType, ValueId, While};
 
 /// `func` taking parameters `extra` after its own, which it does not read.
@@ -131,7 +131,7 @@ pub(super) fn call_jvp(
         | Op::Attention(_) => return Err(unsupported()),
     };
     let y = e.push(jop.with_result(primal), &jargs)?;
-    let dy = match e.ty(y)?.dtype.is_float() {
+    let dy = match differentiable(e.ty(y)?.dtype) {
         true => Some(e.push(jop.with_result(tangent), &jargs)?),
         false => None,
     };
@@ -233,7 +233,7 @@ pub(in crate::autodiff) fn cond_vjp(
     args.extend(gs.iter().flatten());
     let mut out = vec![None];
     for (j, &operand) in operands.iter().enumerate() {
-        if !e.ty(operand)?.dtype.is_float() {
+        if !differentiable(e.ty(operand)?.dtype) {
             out.push(None);
             continue;
         }

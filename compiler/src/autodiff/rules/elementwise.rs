@@ -1,9 +1,11 @@
 //! Elementwise ops. Each rule is stated once as the partial derivative of the result with
 //! respect to each operand (a [`Factor`]); forward mode multiplies tangents by it, reverse
-//! mode multiplies the cotangent by it.
+//! mode multiplies the cotangent by it. Holomorphic functions of complex numbers use the real
+//! rules as they are (see the module docs of `autodiff`); the ops that take complex numbers to
+//! real ones or back have factors of their own, applied differently in each direction.
 
 use super::{or_zero, sum_terms, Emitter, R};
-use crate::autodiff::AutodiffError;
+use crate::autodiff::{differentiable, AutodiffError};
 use ferrax_ir::{BinaryOp, CompareOp, DType, UnaryOp, ValueId};
 
 /// A partial derivative, with the common constant cases kept symbolic.
@@ -12,15 +14,77 @@ enum Factor {
     One,
     NegOne,
     Of(ValueId),
+    /// A complex operand's real part: `t ↦ re(t)`, `g ↦ g + 0i`.
+    RealPart,
+    /// A complex operand's imaginary part: `t ↦ im(t)`, `g ↦ 0 − g·i`.
+    ImagPart,
+    /// A real function of a complex operand whose differential is `re(c·dz)`: `t ↦ re(c·t)`,
+    /// `g ↦ (g + 0i)·c`.
+    RealOf(ValueId),
+    /// A real operand taken as a complex number's real part: `t ↦ t + 0i`, `g ↦ re(g)`.
+    IntoReal,
+    /// A real operand taken as a complex number's imaginary part: `t ↦ 0 + t·i`, `g ↦ −im(g)`.
+    IntoImag,
 }
 
-fn times(e: &mut Emitter, f: &Factor, t: ValueId) -> R<Option<ValueId>> {
-    Ok(match f {
-        Factor::Zero => None,
-        Factor::One => Some(t),
-        Factor::NegOne => Some(e.neg(t)?),
-        Factor::Of(v) => Some(e.mul(t, *v)?),
-    })
+/// `x + 0i`.
+fn real_to_complex(e: &mut Emitter, x: ValueId) -> R {
+    let zero = e.full_like(0.0, x)?;
+    e.binary(BinaryOp::Complex, x, zero)
+}
+
+/// The complex conjugate of `z`.
+pub(super) fn conj(e: &mut Emitter, z: ValueId) -> R {
+    let re = e.unary(UnaryOp::Real, z)?;
+    let im = e.unary(UnaryOp::Imag, z)?;
+    let minus_im = e.neg(im)?;
+    e.binary(BinaryOp::Complex, re, minus_im)
+}
+
+/// The factor applied to a tangent `t` (forward mode).
+fn forward(e: &mut Emitter, f: &Factor, t: ValueId) -> R<Option<ValueId>> {
+    Ok(Some(match f {
+        Factor::Zero => return Ok(None),
+        Factor::One => t,
+        Factor::NegOne => e.neg(t)?,
+        Factor::Of(v) => e.mul(t, *v)?,
+        Factor::RealPart => e.unary(UnaryOp::Real, t)?,
+        Factor::ImagPart => e.unary(UnaryOp::Imag, t)?,
+        Factor::RealOf(c) => {
+            let product = e.mul(t, *c)?;
+            e.unary(UnaryOp::Real, product)?
+        }
+        Factor::IntoReal => real_to_complex(e, t)?,
+        Factor::IntoImag => {
+            let zero = e.full_like(0.0, t)?;
+            e.binary(BinaryOp::Complex, zero, t)?
+        }
+    }))
+}
+
+/// The factor's transpose applied to a cotangent `g` (reverse mode).
+fn backward(e: &mut Emitter, f: &Factor, g: ValueId) -> R<Option<ValueId>> {
+    Ok(Some(match f {
+        Factor::Zero => return Ok(None),
+        Factor::One => g,
+        Factor::NegOne => e.neg(g)?,
+        Factor::Of(v) => e.mul(g, *v)?,
+        Factor::RealPart => real_to_complex(e, g)?,
+        Factor::ImagPart => {
+            let zero = e.full_like(0.0, g)?;
+            let minus_g = e.neg(g)?;
+            e.binary(BinaryOp::Complex, zero, minus_g)?
+        }
+        Factor::RealOf(c) => {
+            let g = real_to_complex(e, g)?;
+            e.mul(g, *c)?
+        }
+        Factor::IntoReal => e.unary(UnaryOp::Real, g)?,
+        Factor::IntoImag => {
+            let im = e.unary(UnaryOp::Imag, g)?;
+            e.neg(im)?
+        }
+    }))
 }
 
 fn recip(e: &mut Emitter, x: ValueId) -> R {
@@ -38,6 +102,16 @@ fn unary_factor(e: &mut Emitter, u: UnaryOp, x: ValueId, y: ValueId) -> R<Factor
         | UnaryOp::Round
         | UnaryOp::RoundEven
         | UnaryOp::Not => Factor::Zero,
+        // d|z| = re(conj(z)/|z|·dz), and 0 at z = 0 (JAX's choice).
+        UnaryOp::Abs if e.ty(x)?.dtype.is_complex() => {
+            let zero = e.full_like(0.0, y)?;
+            let one = e.full_like(1.0, y)?;
+            let at_zero = e.compare(CompareOp::Eq, y, zero)?;
+            let magnitude = e.select(at_zero, one, y)?;
+            let magnitude = real_to_complex(e, magnitude)?;
+            let direction = conj(e, x)?;
+            Factor::RealOf(e.div(direction, magnitude)?)
+        }
         UnaryOp::Abs => Factor::Of(e.unary(UnaryOp::Sign, x)?),
         UnaryOp::Exp => Factor::Of(y),
         UnaryOp::Expm1 => {
@@ -100,6 +174,16 @@ fn unary_factor(e: &mut Emitter, u: UnaryOp, x: ValueId, y: ValueId) -> R<Factor
             let sum = e.add(x2, one)?;
             Factor::Of(e.unary(UnaryOp::Rsqrt, sum)?)
         }
+        // 1/(√(z−1)·√(z+1)): the principal branch's derivative, which 1/√(z²−1) is not
+        // for complex z of negative real part.
+        UnaryOp::Acosh if e.ty(x)?.dtype.is_complex() => {
+            let one = e.full_like(1.0, x)?;
+            let below = e.sub(x, one)?;
+            let above = e.add(x, one)?;
+            let below = e.unary(UnaryOp::Rsqrt, below)?;
+            let above = e.unary(UnaryOp::Rsqrt, above)?;
+            Factor::Of(e.mul(below, above)?)
+        }
         UnaryOp::Acosh => {
             let one = e.full_like(1.0, x)?;
             let below = e.sub(x, one)?;
@@ -115,7 +199,8 @@ fn unary_factor(e: &mut Emitter, u: UnaryOp, x: ValueId, y: ValueId) -> R<Factor
             Factor::Of(recip(e, product)?)
         }
         UnaryOp::Lgamma => Factor::Of(e.unary(UnaryOp::Digamma, x)?),
-        UnaryOp::Real | UnaryOp::Imag => return Err(complex_unsupported()),
+        UnaryOp::Real => Factor::RealPart,
+        UnaryOp::Imag => Factor::ImagPart,
         UnaryOp::Digamma => {
             return Err(AutodiffError::Unsupported(
                 "the derivative of digamma (polygamma(1, x)) is not defined in ferrax".into(),
@@ -197,7 +282,7 @@ pub(super) fn unary_jvp(
 ) -> R<Option<ValueId>> {
     let Some(t) = t else { return Ok(None) };
     let f = unary_factor(e, u, x, y)?;
-    times(e, &f, t)
+    forward(e, &f, t)
 }
 
 pub(super) fn unary_vjp(
@@ -208,7 +293,7 @@ pub(super) fn unary_vjp(
     g: ValueId,
 ) -> R<Option<ValueId>> {
     let f = unary_factor(e, u, x, y)?;
-    times(e, &f, g)
+    backward(e, &f, g)
 }
 
 /// JAX's tie rule for max/min: where both operands equal the result, each gets half.
@@ -282,14 +367,8 @@ fn binary_factors(
         | BinaryOp::ShiftLeft
         | BinaryOp::ShiftRightLogical
         | BinaryOp::ShiftRightArithmetic => (Factor::Zero, Factor::Zero),
-        BinaryOp::Complex => return Err(complex_unsupported()),
+        BinaryOp::Complex => (Factor::IntoReal, Factor::IntoImag),
     })
-}
-
-/// Differentiating through complex numbers (holomorphic or not, as JAX's `grad` distinguishes)
-/// is not built: an error rather than a gradient that silently stops at them.
-pub(super) fn complex_unsupported() -> AutodiffError {
-    AutodiffError::Unsupported("differentiating through complex numbers".into())
 }
 
 pub(super) fn binary_jvp(
@@ -301,11 +380,11 @@ pub(super) fn binary_jvp(
 ) -> R<Option<ValueId>> {
     let (fa, fb) = binary_factors(e, op, x[0], x[1], y)?;
     let ta = match t[0] {
-        Some(t) => times(e, &fa, t)?,
+        Some(t) => forward(e, &fa, t)?,
         None => None,
     };
     let tb = match t[1] {
-        Some(t) => times(e, &fb, t)?,
+        Some(t) => forward(e, &fb, t)?,
         None => None,
     };
     sum_terms(e, [ta, tb])
@@ -319,7 +398,7 @@ pub(super) fn binary_vjp(
     g: ValueId,
 ) -> R<Vec<Option<ValueId>>> {
     let (fa, fb) = binary_factors(e, op, x[0], x[1], y)?;
-    Ok(vec![times(e, &fa, g)?, times(e, &fb, g)?])
+    Ok(vec![backward(e, &fa, g)?, backward(e, &fb, g)?])
 }
 
 pub(super) fn select_jvp(
@@ -396,16 +475,19 @@ pub(super) fn convert_jvp(
     t: Option<ValueId>,
     to: DType,
 ) -> R<Option<ValueId>> {
+    // Complex to real keeps the real part (a linear map), real to complex adds a zero
+    // imaginary part; each is the other's transpose.
     match t {
-        Some(_) if to.is_complex() => Err(complex_unsupported()),
-        Some(t) if e.ty(x)?.dtype.is_float() && to.is_float() => Ok(Some(e.convert(t, to)?)),
+        Some(t) if differentiable(e.ty(x)?.dtype) && differentiable(to) => {
+            Ok(Some(e.convert(t, to)?))
+        }
         _ => Ok(None),
     }
 }
 
 pub(super) fn convert_vjp(e: &mut Emitter, x: ValueId, g: ValueId) -> R<Option<ValueId>> {
     let from = e.ty(x)?.dtype;
-    if from.is_float() {
+    if differentiable(from) {
         Ok(Some(e.convert(g, from)?))
     } else {
         Ok(None)

@@ -7,6 +7,7 @@ mod call;
 mod contract;
 pub(super) mod control;
 mod elementwise;
+mod fft;
 mod indexing;
 mod movement;
 mod reduce;
@@ -85,11 +86,7 @@ pub(super) fn jvp(
         | Op::BitcastConvert { .. }
         | Op::StopGradient
         | Op::Argsort { .. } => Ok(None),
-        // Complex results (or operands): see `elementwise::complex_unsupported`.
-        Op::Fft { .. } => match t[0] {
-            Some(_) => Err(elementwise::complex_unsupported()),
-            None => Ok(None),
-        },
+        Op::Fft { .. } => fft::jvp(e, op, t[0]),
         Op::Sort {
             dimension,
             descending,
@@ -179,7 +176,7 @@ pub(super) fn vjp(
         Op::Constant(_) | Op::Iota { .. } => Ok(Vec::new()),
         Op::Compare(_) => Ok(vec![None, None]),
         Op::StopGradient | Op::BitcastConvert { .. } | Op::Argsort { .. } => Ok(vec![None]),
-        Op::Fft { .. } => Err(elementwise::complex_unsupported()),
+        Op::Fft { kind, lengths } => Ok(vec![Some(fft::vjp(e, *kind, lengths, g()?)?)]),
         Op::Sort {
             dimension,
             descending,

@@ -7,7 +7,7 @@
 
 use super::{Emitter, R};
 use crate::autodiff::partial::{split, Param};
-use crate::autodiff::{jvp as jvp_program, vjp as vjp_program, AutodiffError};
+use crate::autodiff::{differentiable, jvp as jvp_program, vjp as vjp_program, AutodiffError};
 use ferrax_ir::{FuncBuilder, Op, Remat, TensorType, ValueId};
 
 /// The JVP call (yielding result 0) of `remat` `r`: the body's JVP program, under the same
@@ -84,7 +84,7 @@ pub(super) fn vjp(
     operand_types
         .iter()
         .enumerate()
-        .map(|(i, ty)| match ty.dtype.is_float() {
+        .map(|(i, ty)| match differentiable(ty.dtype) {
             true => e.push(backward.with_result(i), &operands).map(Some),
             false => Ok(None),
         })

@@ -8,7 +8,7 @@
 
 use super::{or_zero, Emitter, R};
 use crate::autodiff::partial::{split, Param};
-use crate::autodiff::{jvp as jvp_program, vjp as vjp_program, AutodiffError};
+use crate::autodiff::{differentiable, jvp as jvp_program, vjp as vjp_program, AutodiffError};
 use ferrax_ir::{BinaryOp, Func, FuncBuilder, Op, Scan, Shape, TensorType, ValueId};
 
 /// The operand counts of a scan: constants, carried values, scanned arrays, stacked outputs.
@@ -157,7 +157,7 @@ fn backward_body(s: &Scan, n: &Counts, half: &Func, residuals: &[TensorType]) ->
     let mut outputs = pick(&out, n.k..n.k + n.c)?;
     for (i, ty) in pk.iter().enumerate() {
         let acc = pick(&params, [acc0 + i])?[0];
-        outputs.push(match ty.dtype.is_float() {
+        outputs.push(match differentiable(ty.dtype) {
             true => b.push(Op::Binary(BinaryOp::Add), &[acc, pick(&out, [i])?[0]])?,
             false => acc,
         });
@@ -233,7 +233,7 @@ pub(in crate::autodiff) fn vjp(
     };
     let mut cts = Vec::with_capacity(x.len());
     for (i, &operand) in x.iter().enumerate() {
-        let ct = match e.ty(operand)?.dtype.is_float() {
+        let ct = match differentiable(e.ty(operand)?.dtype) {
             true => Some(e.push(backward.with_result(result_of(i)), &operands)?),
             false => None,
         };

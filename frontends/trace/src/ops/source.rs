@@ -50,6 +50,7 @@ impl Tensor {
 pub(super) fn number_like(x: f64, like: &Tensor) -> Tensor {
     let dtype = like.dtype();
     let representable = dtype.is_float()
+        || dtype.is_complex()
         || (dtype.is_bool() && (x == 0.0 || x == 1.0))
         || (dtype.is_int() && x.fract() == 0.0 && Scalar::from_f64(dtype, x).to_f64() == x);
     if representable {

@@ -1,0 +1,381 @@
+//! Derivatives through complex numbers, in JAX's convention: the gradient of a real loss `f`
+//! at a complex `z = x + iy` is `∂f/∂x − i·∂f/∂y`, checked against central finite differences
+//! along both parts in c128; forward mode along complex directions agrees with it
+//! (`df = Re(Σ g·dz)`); the pullback of 1 through a holomorphic function is its derivative
+//! `f'(z)`; Fourier transforms of every kind (odd, even and several lengths) inside real
+//! losses; and `jit` of the gradient programs on the CPU backend against the interpreter.
+//!
+//! Finite differences use h = 1e-6 on O(1) functions, so about 1e-10 absolute error: 1e-7
+//! relative (floor 1e-7) cannot be met by a rule off by a sign, a conjugate or a factor.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use ferrax::ir::{Complex, FftKind};
+use ferrax::{grad, jit, jvp, vjp, DType, Tensor};
+
+type C64 = Complex<f64>;
+
+/// Deterministic values in [lo, hi).
+fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(7);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
+        })
+        .collect()
+}
+
+/// Complex values with real parts in `re` and imaginary parts in `im`.
+fn complex_values(n: usize, seed: u64, re: (f64, f64), im: (f64, f64)) -> Vec<C64> {
+    let a = values(n, seed, re.0, re.1);
+    let b = values(n, seed + 1, im.0, im.1);
+    a.into_iter().zip(b).map(|(x, y)| C64::new(x, y)).collect()
+}
+
+fn c128(shape: &[usize], data: Vec<C64>) -> Tensor {
+    Tensor::from_vec(shape.to_vec(), data)
+}
+
+fn f64s(shape: &[usize], data: Vec<f64>) -> Tensor {
+    Tensor::from_vec(shape.to_vec(), data)
+}
+
+fn scalar(t: &Tensor) -> f64 {
+    t.to_vec::<f64>().unwrap()[0]
+}
+
+/// An input's elements as complex numbers (real inputs with zero imaginary parts), and
+/// whether it is complex.
+fn elements(t: &Tensor) -> (Vec<C64>, bool) {
+    match t.dtype() {
+        DType::C128 => (t.to_vec::<C64>().unwrap(), true),
+        _ => (
+            t.to_vec::<f64>()
+                .unwrap()
+                .into_iter()
+                .map(|x| C64::new(x, 0.0))
+                .collect(),
+            false,
+        ),
+    }
+}
+
+fn rebuilt(like: &Tensor, data: Vec<C64>, complex: bool) -> Tensor {
+    match complex {
+        true => c128(like.shape(), data),
+        false => f64s(like.shape(), data.iter().map(|z| z.re).collect()),
+    }
+}
+
+/// Checks `grad(f)` (a real scalar of real and complex inputs) against central differences
+/// along each part, and `jvp` along a complex direction against the gradient.
+fn check_grad(name: &str, f: impl Fn(Vec<Tensor>) -> Tensor, xs: Vec<Tensor>) {
+    let grads = grad(&f)(xs.clone());
+    let h = 1e-6;
+    for (k, x) in xs.iter().enumerate() {
+        let (base, complex) = elements(x);
+        let (g, g_complex) = elements(&grads[k]);
+        assert_eq!(g_complex, complex, "{name}: gradient {k}'s type");
+        assert_eq!(grads[k].shape(), x.shape(), "{name}: gradient shape");
+        for i in 0..base.len() {
+            let eval = |delta: C64| {
+                let mut v = base.clone();
+                v[i] += delta;
+                let mut args = xs.clone();
+                args[k] = rebuilt(x, v, complex);
+                scalar(&f(args))
+            };
+            let along = |d: C64| (eval(d * h) - eval(-d * h)) / (2.0 * h);
+            let want = match complex {
+                true => C64::new(along(C64::new(1.0, 0.0)), -along(C64::new(0.0, 1.0))),
+                false => C64::new(along(C64::new(1.0, 0.0)), 0.0),
+            };
+            let tol = 1e-7 * want.norm().max(1.0);
+            assert!(
+                (g[i] - want).norm() <= tol,
+                "{name}: gradient {k}[{i}] = {} but finite differences give {want}",
+                g[i]
+            );
+        }
+    }
+    let dirs: Vec<Tensor> = xs
+        .iter()
+        .enumerate()
+        .map(|(k, x)| {
+            let d = complex_values(x.numel(), 100 + k as u64, (-1.0, 1.0), (-1.0, 1.0));
+            rebuilt(x, d, x.dtype() == DType::C128)
+        })
+        .collect();
+    let (_, tangent) = jvp(&f, &xs, &dirs).unwrap();
+    let expected: f64 = grads
+        .iter()
+        .zip(&dirs)
+        .map(|(g, d)| {
+            let (g, d) = (elements(g).0, elements(d).0);
+            g.iter().zip(&d).map(|(a, b)| (a * b).re).sum::<f64>()
+        })
+        .sum();
+    let got = scalar(&tangent);
+    assert!(
+        (got - expected).abs() <= 1e-10 * expected.abs().max(1.0),
+        "{name}: jvp gives {got}, Re(grad·v) gives {expected}"
+    );
+}
+
+/// A real loss that reads both parts of every element, each with its own weight: the real
+/// part of a complex-weighted sum.
+fn weighted(y: &Tensor) -> Tensor {
+    let w = c128(
+        y.shape(),
+        complex_values(y.numel(), 999, (0.5, 1.5), (-1.0, 1.0)),
+    );
+    (y * &w).real().sum(..)
+}
+
+/// Points away from every branch cut of the functions below.
+fn upper_right(n: usize) -> Tensor {
+    c128(&[n], complex_values(n, 1, (0.2, 0.8), (0.1, 0.6)))
+}
+
+macro_rules! holomorphic {
+    ($($name:ident => |$z:ident| $body:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            check_grad(stringify!($name), |v| { let $z = &v[0]; weighted(&$body) }, vec![upper_right(5)]);
+        }
+    )*};
+}
+
+holomorphic! {
+    d_neg => |z| -z;
+    d_exp => |z| z.exp();
+    d_expm1 => |z| z.expm1();
+    d_log => |z| z.log();
+    d_log1p => |z| z.log1p();
+    d_sqrt => |z| z.sqrt();
+    d_rsqrt => |z| z.rsqrt();
+    d_tanh => |z| z.tanh();
+    d_sigmoid => |z| z.sigmoid();
+    d_sin => |z| z.sin();
+    d_cos => |z| z.cos();
+    d_tan => |z| z.tan();
+    d_asin => |z| z.asin();
+    d_acos => |z| z.acos();
+    d_atan => |z| z.atan();
+    d_sinh => |z| z.sinh();
+    d_cosh => |z| z.cosh();
+    d_asinh => |z| z.asinh();
+    d_acosh => |z| z.acosh();
+    d_atanh => |z| z.atanh();
+    d_square => |z| z * z;
+    d_reciprocal => |z| z.pow(-1.0);
+    d_pow => |z| z.pow(&(z * 0.5 + 1.0));
+}
+
+/// `acosh` left of the imaginary axis, where `1/√(z²−1)` has the wrong sign.
+#[test]
+fn d_acosh_of_negative_real_part() {
+    let z = c128(&[4], complex_values(4, 3, (-2.5, -1.2), (0.2, 0.9)));
+    check_grad("acosh", |v| weighted(&v[0].acosh()), vec![z]);
+}
+
+/// The ops that are not holomorphic: real and imaginary parts, absolute values (JAX: 0 at 0),
+/// conjugates, and complex numbers made of real parts.
+#[test]
+fn d_parts_abs_conj_and_complex() {
+    let z = upper_right(4);
+    let w = c128(&[4], complex_values(4, 7, (-1.0, 1.0), (-1.0, 1.0)));
+    check_grad(
+        "parts",
+        |v| {
+            let (z, w) = (&v[0], &v[1]);
+            (z.real() * w.imag() + z.imag().exp()).sum(..) + (z * w).abs().sum(..)
+        },
+        vec![z.clone(), w],
+    );
+    check_grad("conj", |v| weighted(&(&v[0] * &v[0].conj().sin())), vec![z]);
+    let (a, b) = (
+        f64s(&[3], values(3, 11, -1.0, 1.0)),
+        f64s(&[3], values(3, 12, -1.0, 1.0)),
+    );
+    check_grad(
+        "complex",
+        |v| weighted(&v[0].complex(&v[1]).exp()),
+        vec![a, b],
+    );
+    // |z|² has gradient 2·conj(z) (JAX: grad(lambda z: abs(z)**2)(3+4j) == 6-8j), and |z| has
+    // gradient 0 at 0.
+    let g = grad(|z: Tensor| (z.abs() * z.abs()).sum(..))(c128(&[1], vec![C64::new(3.0, 4.0)]));
+    assert_eq!(g.to_vec::<C64>().unwrap(), vec![C64::new(6.0, -8.0)]);
+    let g = grad(|z: Tensor| z.abs().sum(..))(c128(&[2], vec![C64::new(0.0, 0.0); 2]));
+    assert_eq!(g.to_vec::<C64>().unwrap(), vec![C64::new(0.0, 0.0); 2]);
+}
+
+/// Conversions between real and complex types (complex to real keeps the real part), products,
+/// reductions and data movement of complex values.
+#[test]
+fn d_conversions_products_reductions_and_movement() {
+    let x = f64s(&[2, 3], values(6, 21, -1.0, 1.0));
+    check_grad(
+        "convert",
+        |v| {
+            let z = v[0].astype(DType::C128);
+            let y = (&z * &z.exp()).astype(DType::F64);
+            (y * &v[0]).sum(..)
+        },
+        vec![x],
+    );
+    let a = c128(&[2, 3], complex_values(6, 22, (-1.0, 1.0), (-1.0, 1.0)));
+    let b = c128(&[3, 4], complex_values(12, 23, (-1.0, 1.0), (-1.0, 1.0)));
+    check_grad(
+        "matmul",
+        |v| weighted(&v[0].matmul(&v[1]).tanh()),
+        vec![a.clone(), b],
+    );
+    check_grad(
+        "reductions",
+        |v| weighted(&(v[0].prod([1]) + v[0].sum([1]).exp())),
+        vec![a.clone()],
+    );
+    check_grad(
+        "movement",
+        |v| {
+            let z = &v[0];
+            let moved = z
+                .t()
+                .reshape([6])
+                .slice(&[1], &[5])
+                .pad(&[(2, 1, 1)], 0.0)
+                .flip([0]);
+            let moved = Tensor::concatenate(&[moved, z.reshape([6]).slice(&[0], &[2])], 0);
+            weighted(&(&moved * &moved))
+        },
+        vec![a.clone()],
+    );
+    check_grad(
+        "select and gather",
+        |v| {
+            let z = &v[0];
+            let keep = z.real().greater(0.0);
+            let picked = keep.select(z, z.sin());
+            let rows = Tensor::from_vec([3], vec![1i32, 0, 1]);
+            weighted(&picked.take(&rows, 0))
+        },
+        vec![a],
+    );
+}
+
+fn real_signal(shape: &[usize], seed: u64) -> Tensor {
+    f64s(shape, values(shape.iter().product(), seed, -1.0, 1.0))
+}
+
+/// Real losses of Fourier transforms of every kind, for odd and even lengths and over several
+/// dimensions: `rfft` and `irfft` weigh the frequencies they fold, `fft` and `ifft` are their
+/// own transposes.
+#[test]
+fn d_fourier_transforms() {
+    for n in [1, 2, 5, 8] {
+        check_grad(
+            &format!("rfft n={n}"),
+            |v| {
+                let s = v[0].fft(FftKind::Rfft, &[n]);
+                (s.abs() * s.abs()).sum(..) + weighted(&s)
+            },
+            vec![real_signal(&[2, n], n as u64)],
+        );
+        let half = n / 2 + 1;
+        check_grad(
+            &format!("irfft n={n}"),
+            |v| {
+                let x = v[0].fft(FftKind::Irfft, &[n]);
+                (&x * &x.sin()).sum(..)
+            },
+            vec![c128(
+                &[2, half],
+                complex_values(2 * half, n as u64, (-1.0, 1.0), (-1.0, 1.0)),
+            )],
+        );
+    }
+    let z = c128(&[2, 3, 4], complex_values(24, 31, (-1.0, 1.0), (-1.0, 1.0)));
+    for kind in [FftKind::Fft, FftKind::Ifft] {
+        check_grad(
+            &format!("{} of 3x4", kind.name()),
+            |v| weighted(&(v[0].fft(kind, &[3, 4]) * &v[0])),
+            vec![z.clone()],
+        );
+    }
+    check_grad(
+        "rfft of 3x5",
+        |v| weighted(&v[0].fft(FftKind::Rfft, &[3, 5]).exp()),
+        vec![real_signal(&[2, 3, 5], 41)],
+    );
+    check_grad(
+        "irfft of 3x6",
+        |v| {
+            let x = v[0].fft(FftKind::Irfft, &[3, 6]);
+            (&x * &x).sum(..)
+        },
+        vec![c128(
+            &[3, 4],
+            complex_values(12, 43, (-1.0, 1.0), (-1.0, 1.0)),
+        )],
+    );
+    // A spectral loss of a real signal: the gradient of Σ|rfft(x)|² is 2·N·x weighted by how
+    // often each frequency is counted, here checked through the round trip irfft(rfft(x)) = x.
+    check_grad(
+        "round trip",
+        |v| {
+            let back = v[0].fft(FftKind::Rfft, &[6]).fft(FftKind::Irfft, &[6]);
+            (&back * &back.cos()).sum(..)
+        },
+        vec![real_signal(&[6], 51)],
+    );
+}
+
+/// The pullback of 1 through a holomorphic function is its complex derivative (what
+/// `jax.grad(f, holomorphic=True)` returns): here `d/dz z·sin(z) = sin(z) + z·cos(z)`.
+#[test]
+fn holomorphic_derivative_is_the_pullback_of_one() {
+    let points = complex_values(4, 61, (-1.0, 1.0), (-1.0, 1.0));
+    let z = c128(&[4], points.clone());
+    let (_, pullback) = vjp(|z: Tensor| &z * &z.sin(), &z).unwrap();
+    let d = pullback
+        .call(&c128(&[4], vec![C64::new(1.0, 0.0); 4]))
+        .unwrap();
+    for (got, z) in d.to_vec::<C64>().unwrap().iter().zip(points) {
+        let want = z.sin() + z * z.cos();
+        assert!(
+            (got - want).norm() <= 1e-14 * want.norm(),
+            "{got} vs {want}"
+        );
+    }
+}
+
+/// `jit` of a gradient program through complex values and transforms (simplified, compiled
+/// for the CPU) gives the interpreter's values.
+#[test]
+fn jitted_complex_gradients_match_the_interpreter() {
+    let loss = |x: Tensor| {
+        let s = x.fft(FftKind::Rfft, &[8]);
+        let z = &s * &s.conj().exp();
+        z.real().sum(..) + z.abs().sum(..)
+    };
+    let x = real_signal(&[3, 8], 71);
+    let want = grad(loss)(x.clone()).to_vec::<f64>().unwrap();
+    let got = jit(grad(loss)).call(x).unwrap().to_vec::<f64>().unwrap();
+    for (g, w) in got.iter().zip(&want) {
+        assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{g} vs {w}");
+    }
+}
+
+/// A complex loss has no gradient: the error says so and points at `vjp`.
+#[test]
+fn grad_of_a_complex_result_is_an_error() {
+    let e = grad(|z: Tensor| z.sum(..))(upper_right(2))
+        .to_array()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("real float scalar") && e.contains("vjp"), "{e}");
+}
