@@ -274,6 +274,32 @@ fn d_dot_general() {
     );
 }
 
+/// Every side, triangle, transpose and unit diagonal, with a batch dimension: the gradient
+/// reaches only the triangle the solve reads (finite differences of the other entries are 0).
+#[test]
+fn d_triangular_solve() {
+    for bits in 0..16u32 {
+        let s = ferrax::ir::TriangularSolve {
+            left_side: bits & 1 != 0,
+            lower: bits & 2 != 0,
+            transpose_a: bits & 4 != 0,
+            conjugate_a: false,
+            unit_diagonal: bits & 8 != 0,
+        };
+        let mut a = values(18, 12, -1.0, 1.0);
+        for k in [0, 4, 8, 9, 13, 17] {
+            a[k] += 3.0;
+        }
+        let b_dims = if s.left_side { [2, 3, 2] } else { [2, 2, 3] };
+        let b = t64(&b_dims, values(12, 13, -1.0, 1.0));
+        check_grad(
+            &format!("triangular_solve {s:?}"),
+            |v| weighted(&v[0].triangular_solve(&v[1], s)),
+            vec![t64(&[2, 3, 3], a), b],
+        );
+    }
+}
+
 #[test]
 fn d_composites() {
     let x = t64(&[3, 5], values(15, 10, -2.0, 2.0));

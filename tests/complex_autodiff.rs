@@ -334,6 +334,32 @@ fn d_fourier_transforms() {
     );
 }
 
+/// Triangular solves with complex operands, conjugated or not (the adjoint among them), on
+/// both sides.
+#[test]
+fn d_triangular_solve() {
+    for bits in [0u32, 1, 2, 5, 7, 8, 12, 13, 14, 15] {
+        let s = ferrax::ir::TriangularSolve {
+            left_side: bits & 1 != 0,
+            lower: bits & 2 != 0,
+            transpose_a: bits & 4 != 0,
+            conjugate_a: bits & 8 != 0,
+            unit_diagonal: false,
+        };
+        let mut a = complex_values(9, 81, (-1.0, 1.0), (-1.0, 1.0));
+        for k in [0, 4, 8] {
+            a[k] += C64::new(3.0, 0.5);
+        }
+        let b = complex_values(6, 83, (-1.0, 1.0), (-1.0, 1.0));
+        let b_dims = if s.left_side { [3, 2] } else { [2, 3] };
+        check_grad(
+            &format!("triangular_solve {s:?}"),
+            |v| weighted(&v[0].triangular_solve(&v[1], s)),
+            vec![c128(&[3, 3], a), c128(&b_dims, b)],
+        );
+    }
+}
+
 /// The pullback of 1 through a holomorphic function is its complex derivative (what
 /// `jax.grad(f, holomorphic=True)` returns): here `d/dz z·sin(z) = sin(z) + z·cos(z)`.
 #[test]

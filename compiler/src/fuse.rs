@@ -105,6 +105,7 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::Sort { .. }
         | Op::Argsort { .. }
         | Op::Fft { .. }
+        | Op::TriangularSolve(_)
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)
@@ -554,6 +555,7 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::Sort { .. }
         | Op::Argsort { .. }
         | Op::Fft { .. }
+        | Op::TriangularSolve(_)
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)

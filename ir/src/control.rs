@@ -149,6 +149,7 @@ impl Op {
             | Op::Sort { .. }
             | Op::Argsort { .. }
             | Op::Fft { .. }
+            | Op::TriangularSolve(_)
             | Op::Attention(_) => Vec::new(),
         }
     }
@@ -218,6 +219,7 @@ impl Op {
             | Op::Sort { .. }
             | Op::Argsort { .. }
             | Op::Fft { .. }
+            | Op::TriangularSolve(_)
             | Op::Attention(_) => None,
         }
     }

@@ -509,6 +509,8 @@ pub enum Op {
         kind: FftKind,
         lengths: Vec<usize>,
     },
+    /// Triangular systems solved for `x` (see [`crate::TriangularSolve`]); operands `a`, `b`.
+    TriangularSolve(crate::TriangularSolve),
     /// A part of dot-product attention (see [`crate::Attention`]).
     Attention(crate::Attention),
     /// A function with a user-defined reverse-mode derivative (`jax.custom_vjp`).
@@ -563,6 +565,7 @@ impl Op {
             Op::Sort { .. } => "sort",
             Op::Argsort { .. } => "argsort",
             Op::Fft { kind, .. } => kind.name(),
+            Op::TriangularSolve(_) => "triangular_solve",
             Op::Attention(a) => a.name(),
             Op::CustomVjp(_) => "custom_vjp",
             Op::While(_) => "while",

@@ -171,6 +171,13 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
             items.flag("descending", *descending)?;
         }
         Op::Fft { lengths, .. } => items.item(format_args!("lengths={}", List(lengths)))?,
+        Op::TriangularSolve(s) => {
+            items.flag("left_side", s.left_side)?;
+            items.flag("lower", s.lower)?;
+            items.flag("transpose_a", s.transpose_a)?;
+            items.flag("conjugate_a", s.conjugate_a)?;
+            items.flag("unit_diagonal", s.unit_diagonal)?;
+        }
         Op::Attention(a) => {
             items.flag("causal", a.causal)?;
             if let Some(h) = a.precision {

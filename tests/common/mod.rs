@@ -247,6 +247,31 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
             ),
         ),
         (
+            "triangular_solves",
+            t(
+                |(a, b): (Tensor, Tensor)| {
+                    use ferrax::ir::TriangularSolve;
+                    let diagonal = Tensor::iota(DType::I32, [3, 3], 0)
+                        .equal(Tensor::iota(DType::I32, [3, 3], 1))
+                        .select(4.0, 0.0);
+                    let a = &a + &diagonal;
+                    let left = TriangularSolve {
+                        left_side: true,
+                        lower: true,
+                        ..TriangularSolve::default()
+                    };
+                    let right = TriangularSolve {
+                        transpose_a: true,
+                        unit_diagonal: true,
+                        ..TriangularSolve::default()
+                    };
+                    let x = a.triangular_solve(&b, left);
+                    a.triangular_solve(&x.t(), right)
+                },
+                (s(&[3, 3]), s(&[3, 2])),
+            ),
+        ),
+        (
             "binary_ops",
             t(
                 |(a, b): (Tensor, Tensor)| {

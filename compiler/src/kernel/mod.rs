@@ -409,6 +409,7 @@ pub fn lower(
                     | Op::Sort { .. }
                     | Op::Argsort { .. }
                     | Op::Fft { .. }
+                    | Op::TriangularSolve(_)
                     | Op::Attention(_)
                     | Op::CustomVjp(_)
                     | Op::While(_)

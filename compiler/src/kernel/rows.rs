@@ -490,6 +490,7 @@ impl RowLowering<'_> {
             | Op::Sort { .. }
             | Op::Argsort { .. }
             | Op::Fft { .. }
+            | Op::TriangularSolve(_)
             | Op::Attention(_)
             | Op::CustomVjp(_)
             | Op::While(_)

@@ -61,6 +61,7 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
             | Op::Sort { .. }
             | Op::Argsort { .. }
             | Op::Fft { .. }
+            | Op::TriangularSolve(_)
             | Op::Attention(_)
             | Op::CustomVjp(_) => None,
         };

@@ -8,6 +8,7 @@ mod control;
 mod elementwise;
 mod fft;
 mod indexing;
+mod linalg;
 mod movement;
 mod nest;
 mod reduce;
@@ -62,6 +63,7 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::Sort { dimension, .. } => sort::sort(op.name(), *dimension, args)?,
         Op::Argsort { dimension, .. } => sort::argsort(op.name(), *dimension, args)?,
         Op::Fft { kind, lengths } => fft::fft(*kind, lengths, args)?,
+        Op::TriangularSolve(s) => linalg::triangular_solve(s, args)?,
     };
     if ty.rank() > MAX_RANK {
         return Err(TypeError::Rank {

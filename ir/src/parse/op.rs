@@ -7,7 +7,7 @@ use super::cursor::{PResult, Parser};
 use crate::{
     bf16_from_f64, f16_from_f64, Attention, AttentionPart, BinaryOp, CompareOp, Cond, CustomVjp,
     DType, DotDims, Elements, FftKind, Gather, Literal, Op, ReduceOp, Remat, RematPolicy, Scalar,
-    Scan, Scatter, ScatterCombine, TensorType, UnaryOp, While,
+    Scan, Scatter, ScatterCombine, TensorType, TriangularSolve, UnaryOp, While,
 };
 use half::{bf16, f16};
 use num_complex::Complex;
@@ -121,6 +121,13 @@ pub(super) fn build_op(
             },
             "dynamic_update_slice" => Op::DynamicUpdateSlice,
             "stop_gradient" => Op::StopGradient,
+            "triangular_solve" => Op::TriangularSolve(TriangularSolve {
+                left_side: attrs.flag(p, "left_side")?,
+                lower: attrs.flag(p, "lower")?,
+                transpose_a: attrs.flag(p, "transpose_a")?,
+                conjugate_a: attrs.flag(p, "conjugate_a")?,
+                unit_diagonal: attrs.flag(p, "unit_diagonal")?,
+            }),
             "sort" => Op::Sort {
                 dimension: attrs.int(p, "dimension")?,
                 descending: attrs.flag(p, "descending")?,

@@ -88,6 +88,7 @@ impl<R> CompiledCall<R> {
             | Op::Sort { .. }
             | Op::Argsort { .. }
             | Op::Fft { .. }
+            | Op::TriangularSolve(_)
             | Op::Attention(_) => return None,
         };
         regions.next().is_none().then_some(call)

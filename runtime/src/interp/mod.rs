@@ -11,6 +11,7 @@ mod control;
 mod elementwise;
 mod fft;
 mod indexing;
+mod linalg;
 
 pub use control::branch_index;
 pub use elementwise::wide_unary;
@@ -247,6 +248,7 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
             descending,
         } => sort::argsort(args[0], *dimension, *descending)?,
         Op::Fft { kind, lengths } => fft::fft(*kind, lengths, args[0], ty)?,
+        Op::TriangularSolve(s) => linalg::triangular_solve(s, args[0], args[1])?,
     };
     Array::new(ty.shape.clone(), data)
 }

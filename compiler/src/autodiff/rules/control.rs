@@ -89,6 +89,7 @@ pub(super) fn call_jvp(
                 | Op::Sort { .. }
                 | Op::Argsort { .. }
                 | Op::Fft { .. }
+                | Op::TriangularSolve(_)
                 | Op::CustomVjp(_)
                 | Op::Attention(_) => return Err(unsupported()),
             };
@@ -127,6 +128,7 @@ pub(super) fn call_jvp(
         | Op::Sort { .. }
         | Op::Argsort { .. }
         | Op::Fft { .. }
+        | Op::TriangularSolve(_)
         | Op::CustomVjp(_)
         | Op::Attention(_) => return Err(unsupported()),
     };

@@ -9,6 +9,7 @@ pub(super) mod control;
 mod elementwise;
 mod fft;
 mod indexing;
+mod linalg;
 mod movement;
 mod reduce;
 mod remat;
@@ -48,6 +49,7 @@ pub(super) fn call_jvp(
         | Op::StopGradient
         | Op::Argsort { .. }
         | Op::Fft { .. }
+        | Op::TriangularSolve(_)
         | Op::Sort { .. }
         | Op::Unary(_)
         | Op::Binary(_)
@@ -87,6 +89,7 @@ pub(super) fn jvp(
         | Op::StopGradient
         | Op::Argsort { .. } => Ok(None),
         Op::Fft { .. } => fft::jvp(e, op, t[0]),
+        Op::TriangularSolve(s) => linalg::jvp(e, s, x, t, y),
         Op::Sort {
             dimension,
             descending,
@@ -152,6 +155,7 @@ pub(super) fn joins_results(op: &Op) -> bool {
         | Op::Sort { .. }
         | Op::Argsort { .. }
         | Op::Fft { .. }
+        | Op::TriangularSolve(_)
         | Op::Attention(_) => false,
     }
 }
@@ -177,6 +181,7 @@ pub(super) fn vjp(
         Op::Compare(_) => Ok(vec![None, None]),
         Op::StopGradient | Op::BitcastConvert { .. } | Op::Argsort { .. } => Ok(vec![None]),
         Op::Fft { kind, lengths } => Ok(vec![Some(fft::vjp(e, *kind, lengths, g()?)?)]),
+        Op::TriangularSolve(s) => linalg::vjp(e, s, x, y, g()?),
         Op::Sort {
             dimension,
             descending,

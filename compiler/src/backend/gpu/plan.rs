@@ -788,8 +788,9 @@ impl Parts {
             // Sorting runs on the host's interpreter: a GPU sort kernel is left for later; so
             // do reverses (a strided copy with negative strides is left for later too).
             Op::Sort { .. } | Op::Argsort { .. } | Op::Reverse { .. } => host,
-            // Fourier transforms are the interpreter's (complex numbers are).
-            Op::Fft { .. } => host,
+            // Fourier transforms are the interpreter's (complex numbers are), and so are
+            // triangular solves (a sequential substitution per right-hand side).
+            Op::Fft { .. } | Op::TriangularSolve(_) => host,
             // A control-flow call is one step for all its instructions (one per result, the
             // same operands), its regions planned as programs of their own.
             Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {

@@ -9,6 +9,7 @@ mod control;
 mod elementwise;
 mod fft;
 mod indexing;
+mod linalg;
 mod movement;
 mod reduce;
 mod scan;
@@ -69,6 +70,7 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
             descending: *descending,
         }),
         Op::Fft { kind, lengths } => fft::batch(bt, *kind, lengths, args[0]),
+        Op::TriangularSolve(s) => linalg::triangular_solve(bt, *s, args[0], args[1]),
         Op::CustomVjp(c) => call::custom_vjp(bt, c, args),
         Op::Attention(a) => attention::batch(bt, *a, args),
         Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
@@ -115,6 +117,7 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         | Op::Sort { .. }
         | Op::Argsort { .. }
         | Op::Fft { .. }
+        | Op::TriangularSolve(_)
         | Op::Attention(_)
         | Op::CustomVjp(_) => Err(BatchError::Malformed(format!(
             "{} is not a control-flow call",

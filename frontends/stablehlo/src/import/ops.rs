@@ -8,7 +8,7 @@ use crate::dense::literal;
 use crate::lex::Tok;
 use crate::parse::Operation;
 use crate::Error;
-use ferrax_ir::{DotDims, FftKind, Op, Scalar, TensorType, ValueId};
+use ferrax_ir::{DotDims, FftKind, Op, Scalar, TensorType, TriangularSolve, ValueId};
 
 impl Importer<'_> {
     fn result_type(&self, op: &Operation) -> Result<TensorType, Error> {
@@ -146,6 +146,36 @@ impl Importer<'_> {
                     kind,
                     lengths: usizes(attr(&["length", "fft_length"])?, line)?,
                 }
+            }
+            "triangular_solve" => {
+                let flag = |key: &str| -> Result<bool, Error> {
+                    match attr(&[key])? {
+                        [Tok::Word(w)] if w == "true" => Ok(true),
+                        [Tok::Word(w)] if w == "false" => Ok(false),
+                        _ => Err(Error::at(line, format!("{key} must be true or false"))),
+                    }
+                };
+                let (transpose_a, conjugate_a) = attr(&["transpose_a"])?
+                    .iter()
+                    .find_map(|t| match t {
+                        Tok::Word(w) if w == "NO_TRANSPOSE" => Some((false, false)),
+                        Tok::Word(w) if w == "TRANSPOSE" => Some((true, false)),
+                        Tok::Word(w) if w == "ADJOINT" => Some((true, true)),
+                        _ => None,
+                    })
+                    .ok_or_else(|| {
+                        Error::at(
+                            line,
+                            "transpose_a must be NO_TRANSPOSE, TRANSPOSE or ADJOINT",
+                        )
+                    })?;
+                Op::TriangularSolve(TriangularSolve {
+                    left_side: flag("left_side")?,
+                    lower: flag("lower")?,
+                    transpose_a,
+                    conjugate_a,
+                    unit_diagonal: flag("unit_diagonal")?,
+                })
             }
             "dot_general" => return self.dot_general(op, args, &ty),
             "convolution" => return self.convolution(op, args, &ty),

@@ -13,6 +13,7 @@ mod conv;
 mod elementwise;
 mod fft;
 mod indexing;
+mod linalg;
 mod movement;
 mod reduce;
 pub(crate) mod sort;

@@ -1,0 +1,121 @@
+//! `triangular_solve` by forward or back substitution, one right-hand side at a time: real
+//! types in f64 and complex ones in c128, each element rounded once at the end (as the
+//! interpreter computes everything).
+
+use super::complex::{narrow, widen};
+use super::undefined;
+use crate::{Array, RuntimeError};
+use ferrax_ir::{Complex, Elements, Scalar, TriangularSolve};
+use std::ops::{Div, Mul, Sub};
+
+type C = Complex<f64>;
+
+/// The arithmetic substitution needs, for f64 and c128.
+trait Field: Copy + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self> {
+    const ZERO: Self;
+    const ONE: Self;
+    fn conj(self) -> Self;
+}
+
+impl Field for f64 {
+    const ZERO: f64 = 0.0;
+    const ONE: f64 = 1.0;
+    fn conj(self) -> f64 {
+        self
+    }
+}
+
+impl Field for C {
+    const ZERO: C = C::new(0.0, 0.0);
+    const ONE: C = C::new(1.0, 0.0);
+    fn conj(self) -> C {
+        Complex::conj(&self)
+    }
+}
+
+/// `x` solving `op(a)·x = b` or `x·op(a) = b` for every batch of `a` (`[batches, m, m]`) and
+/// `b` (`[batches, m, n]` or `[batches, n, m]`).
+fn solve<T: Field>(s: &TriangularSolve, a: &[T], b: &[T], m: usize, n: usize) -> Vec<T> {
+    let mut out = vec![T::ZERO; b.len()];
+    if m == 0 || n == 0 {
+        return out;
+    }
+    let batches = a.len() / (m * m);
+    // The matrix M = op(a) that multiplies x. On the right, x·M = b is Mᵀ·xᵀ = bᵀ, so Mᵀ is
+    // used and its triangle flips.
+    let left = s.left_side;
+    let lower = s.solves_lower() == left;
+    let mut matrix = vec![T::ZERO; m * m];
+    let mut column = vec![T::ZERO; m];
+    for batch in 0..batches {
+        let a = &a[batch * m * m..(batch + 1) * m * m];
+        for (r, row) in matrix.chunks_mut(m).enumerate() {
+            for (c, v) in row.iter_mut().enumerate() {
+                let of_m = if left { (r, c) } else { (c, r) };
+                let (i, j) = if s.transpose_a {
+                    (of_m.1, of_m.0)
+                } else {
+                    of_m
+                };
+                let value = match (s.reads(i, j), i == j) {
+                    (true, _) => a[i * m + j],
+                    (false, true) => T::ONE,
+                    (false, false) => T::ZERO,
+                };
+                *v = if s.conjugate_a { value.conj() } else { value };
+            }
+        }
+        let rhs = &b[batch * m * n..(batch + 1) * m * n];
+        let x = &mut out[batch * m * n..(batch + 1) * m * n];
+        // Each right-hand side: column k of b (left) or row k (right).
+        let at = |i: usize, k: usize| if left { i * n + k } else { k * m + i };
+        for k in 0..n {
+            for step in 0..m {
+                let i = if lower { step } else { m - 1 - step };
+                let known = if lower { 0..i } else { i + 1..m };
+                let mut acc = rhs[at(i, k)];
+                for j in known {
+                    acc = acc - matrix[i * m + j] * column[j];
+                }
+                column[i] = acc / matrix[i * m + i];
+            }
+            for (i, &v) in column.iter().enumerate() {
+                x[at(i, k)] = v;
+            }
+        }
+    }
+    out
+}
+
+pub(super) fn triangular_solve(
+    s: &TriangularSolve,
+    a: &Array,
+    b: &Array,
+) -> Result<Elements, RuntimeError> {
+    let rank = a.dims().len();
+    let m = a.dims().get(rank.wrapping_sub(1)).copied().unwrap_or(0);
+    let n = match s.left_side {
+        true => b.dims().last(),
+        false => b.dims().get(rank.wrapping_sub(2)),
+    }
+    .copied()
+    .unwrap_or(0);
+    let dtype = a.dtype();
+    Ok(match (a.elements(), b.elements()) {
+        (Elements::C64(x), Elements::C64(y)) => {
+            let (x, y): (Vec<C>, Vec<C>) = (
+                x.iter().map(|&z| widen(z)).collect(),
+                y.iter().map(|&z| widen(z)).collect(),
+            );
+            Elements::C64(solve(s, &x, &y, m, n).into_iter().map(narrow).collect())
+        }
+        (Elements::C128(x), Elements::C128(y)) => Elements::C128(solve(s, x, y, m, n)),
+        (x, y) if dtype.is_float() && y.dtype() == dtype => {
+            let solved = solve(s, &x.to_f64_vec(), &y.to_f64_vec(), m, n);
+            let scalars: Vec<Scalar> = solved.iter().map(|&v| Scalar::from_f64(dtype, v)).collect();
+            Elements::from_scalars(dtype, &scalars)
+                .ok_or_else(|| undefined("triangular_solve", dtype))?
+        }
+        _ => return Err(undefined("triangular_solve", dtype)),
+    })
+}
