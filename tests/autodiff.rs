@@ -300,6 +300,30 @@ fn d_triangular_solve() {
     }
 }
 
+/// `cholesky` (symmetrized, as `jnp.linalg.cholesky`) of a batch of positive-definite
+/// matrices, alone and solving a system with it.
+#[test]
+fn d_cholesky() {
+    let mut a = values(18, 14, -0.5, 0.5);
+    for k in [0, 4, 8, 9, 13, 17] {
+        a[k] += 3.0;
+    }
+    let b = t64(&[2, 3, 2], values(12, 15, -1.0, 1.0));
+    check_grad(
+        "cholesky",
+        |v| {
+            let l = v[0].cholesky();
+            let lower = ferrax::ir::TriangularSolve {
+                left_side: true,
+                lower: true,
+                ..Default::default()
+            };
+            weighted(&l) + weighted(&l.triangular_solve(&v[1], lower))
+        },
+        vec![t64(&[2, 3, 3], a), b],
+    );
+}
+
 #[test]
 fn d_composites() {
     let x = t64(&[3, 5], values(15, 10, -2.0, 2.0));

@@ -360,6 +360,20 @@ fn d_triangular_solve() {
     }
 }
 
+/// `cholesky` of a Hermitian positive-definite matrix (symmetrized first, as JAX's).
+#[test]
+fn d_cholesky() {
+    let mut a = complex_values(9, 91, (-0.5, 0.5), (-0.5, 0.5));
+    for k in [0, 4, 8] {
+        a[k] += C64::new(3.0, 0.0);
+    }
+    check_grad(
+        "cholesky",
+        |v| weighted(&v[0].cholesky()),
+        vec![c128(&[3, 3], a)],
+    );
+}
+
 /// The pullback of 1 through a holomorphic function is its complex derivative (what
 /// `jax.grad(f, holomorphic=True)` returns): here `d/dz z·sin(z) = sin(z) + z·cos(z)`.
 #[test]

@@ -344,3 +344,340 @@ fn stablehlo_triangular_solve_imports() {
     let e = ferrax::stablehlo::load(bad).unwrap_err().to_string();
     assert!(e.contains("NO_TRANSPOSE, TRANSPOSE or ADJOINT"), "{e}");
 }
+
+/// Hermitian positive-definite `m × m` matrices `b·bᴴ + m·I`, as c128, in batches.
+fn positive_definite(batches: usize, m: usize, seed: u64, complex: bool) -> Vec<C64> {
+    let re = values(batches * m * m, seed);
+    let im = values(batches * m * m, seed + 1);
+    let b: Vec<C64> = re
+        .iter()
+        .zip(&im)
+        .map(|(&x, &y)| C64::new(x, if complex { y } else { 0.0 }))
+        .collect();
+    let mut a = vec![C64::new(0.0, 0.0); batches * m * m];
+    for batch in 0..batches {
+        let b = &b[batch * m * m..(batch + 1) * m * m];
+        for i in 0..m {
+            for j in 0..m {
+                let mut s: C64 = (0..m).map(|k| b[i * m + k] * b[j * m + k].conj()).sum();
+                if i == j {
+                    s += C64::new(m as f64, 0.0);
+                }
+                a[batch * m * m + i * m + j] = s;
+            }
+        }
+    }
+    a
+}
+
+/// `cholesky` in f64, f32 and c128 with a batch dimension: lower triangular with a positive
+/// real diagonal, zeros above it, and `l·lᴴ` within a few roundings of `a`; on every backend
+/// bit for bit. Only the lower triangle is read: what lies above it changes nothing.
+#[test]
+fn cholesky_factors() {
+    let (batches, m) = (2, 5);
+    for dtype in ["f64", "f32", "c128"] {
+        let a = positive_definite(batches, m, 11, dtype == "c128");
+        let text = format!(
+            "func @f(%0: {dtype}[{batches},{m},{m}]) -> ({dtype}[{batches},{m},{m}]) {{\n  %1 = cholesky %0 : {dtype}[{batches},{m},{m}]\n  return %1\n}}\n"
+        );
+        // The same matrices with noise above the diagonal.
+        let noisy: Vec<C64> = a
+            .iter()
+            .enumerate()
+            .map(|(k, &z)| match (k % (m * m)) / m < k % m {
+                true => z + C64::new(100.0, -7.0),
+                false => z,
+            })
+            .collect();
+        let (l, unit) = match dtype {
+            "f64" => {
+                let input = |v: &[C64]| array(&[batches, m, m], v.iter().map(|z| z.re).collect());
+                let out = run(&text, &[input(&a)]);
+                assert_eq!(
+                    run(&text, &[input(&noisy)])[0],
+                    out[0],
+                    "{dtype}: reads the upper triangle"
+                );
+                let l: Vec<C64> = out[0]
+                    .as_slice::<f64>()
+                    .unwrap()
+                    .iter()
+                    .map(|&x| C64::new(x, 0.0))
+                    .collect();
+                (l, f64::EPSILON)
+            }
+            "f32" => {
+                let input =
+                    |v: &[C64]| array(&[batches, m, m], v.iter().map(|z| z.re as f32).collect());
+                let out = run(&text, &[input(&a)]);
+                assert_eq!(
+                    run(&text, &[input(&noisy)])[0],
+                    out[0],
+                    "{dtype}: reads the upper triangle"
+                );
+                let l: Vec<C64> = out[0]
+                    .as_slice::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|&x| C64::new(f64::from(x), 0.0))
+                    .collect();
+                (l, f64::from(f32::EPSILON))
+            }
+            _ => {
+                let out = run(&text, &[array(&[batches, m, m], a.clone())]);
+                assert_eq!(
+                    run(&text, &[array(&[batches, m, m], noisy.clone())])[0],
+                    out[0],
+                    "{dtype}: reads the upper triangle"
+                );
+                (out[0].as_slice::<C64>().unwrap().to_vec(), f64::EPSILON)
+            }
+        };
+        for batch in 0..batches {
+            let (a, l) = (
+                &a[batch * m * m..(batch + 1) * m * m],
+                &l[batch * m * m..(batch + 1) * m * m],
+            );
+            for i in 0..m {
+                assert!(
+                    l[i * m + i].re > 0.0 && l[i * m + i].im == 0.0,
+                    "{dtype}: diagonal"
+                );
+                for j in 0..m {
+                    if j > i {
+                        assert_eq!(
+                            l[i * m + j],
+                            C64::new(0.0, 0.0),
+                            "{dtype}: above the diagonal"
+                        );
+                    }
+                    let product: C64 = (0..m).map(|k| l[i * m + k] * l[j * m + k].conj()).sum();
+                    let error = (product - a[i * m + j]).norm();
+                    assert!(
+                        error <= 8.0 * unit * 2.0 * m as f64,
+                        "{dtype} ({i}, {j}): {error}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A matrix that is not positive definite (or holds NaN) factors to NaN throughout, and the
+/// other matrices of its batch are unaffected; zero sizes give empty results.
+#[test]
+fn cholesky_of_indefinite_matrices_is_nan() {
+    let text = "func @f(%0: f32[3,2,2]) -> (f32[3,2,2]) {\n  %1 = cholesky %0 : f32[3,2,2]\n  return %1\n}\n";
+    let a = array(
+        &[3, 2, 2],
+        vec![
+            4.0f32,
+            0.0,
+            2.0,
+            5.0,
+            1.0,
+            0.0,
+            2.0,
+            1.0,
+            1.0,
+            0.0,
+            f32::NAN,
+            1.0,
+        ],
+    );
+    let out = run(text, &[a]);
+    let l = out[0].as_slice::<f32>().unwrap();
+    assert_eq!(&l[..4], &[2.0, 0.0, 1.0, 2.0]);
+    assert!(l[4..].iter().all(|x| x.is_nan()), "{l:?}");
+    for ty in ["f32[0,0]", "f64[0,3,3]", "c64[2,0,0]"] {
+        let text =
+            format!("func @f(%0: {ty}) -> ({ty}) {{\n  %1 = cholesky %0 : {ty}\n  return %1\n}}\n");
+        let func = parse_func(&text).unwrap();
+        let input = Array::zeros(func.params[0].dtype, func.params[0].shape.clone());
+        assert_eq!(run(&text, &[input])[0].ty(), &func.params[0], "{ty}");
+    }
+    for (ty, why) in [
+        ("f32[2,3]", "square"),
+        ("i32[2,2]", "floating-point or complex"),
+        ("f32[3]", "square"),
+    ] {
+        let text =
+            format!("func @f(%0: {ty}) -> ({ty}) {{\n  %1 = cholesky %0 : {ty}\n  return %1\n}}\n");
+        let e = parse_func(&text).unwrap_err().to_string();
+        assert!(e.contains(why), "{ty}: {e}");
+    }
+}
+
+/// `Tensor::cholesky` symmetrizes as `jnp.linalg.cholesky` does; with a triangular solve each
+/// way it solves a positive-definite system (`cho_solve`); `vmap` factors each example.
+#[test]
+fn traced_cholesky_solves_positive_definite_systems() {
+    let m = 4;
+    let a: Vec<f64> = positive_definite(1, m, 21, false)
+        .iter()
+        .map(|z| z.re)
+        .collect();
+    let a = Tensor::from_vec([m, m], a);
+    let b = Tensor::from_vec([m, 2], values(2 * m, 22));
+    let l = a.cholesky();
+    let lower = TriangularSolve {
+        left_side: true,
+        lower: true,
+        ..TriangularSolve::default()
+    };
+    let y = l.triangular_solve(&b, lower);
+    let x = l.triangular_solve(
+        &y,
+        TriangularSolve {
+            transpose_a: true,
+            ..lower
+        },
+    );
+    let residual = (&a.matmul(&x) - &b).abs().max(..).to_vec::<f64>().unwrap()[0];
+    assert!(residual < 1e-14, "{residual}");
+    let stack = Tensor::from_vec(
+        [3, m, m],
+        positive_definite(3, m, 23, false)
+            .iter()
+            .map(|z| z.re)
+            .collect::<Vec<f64>>(),
+    );
+    let batched = ferrax::vmap(|a: Tensor| a.cholesky())(stack.clone())
+        .to_vec::<f64>()
+        .unwrap();
+    let each: Vec<f64> = (0..3)
+        .flat_map(|k| {
+            let a = stack.slice(&[k, 0, 0], &[k + 1, m, m]).reshape([m, m]);
+            a.cholesky().to_vec::<f64>().unwrap()
+        })
+        .collect();
+    assert_eq!(batched, each);
+}
+
+/// `stablehlo.cholesky` with `lower = true` is the IR's op; without it (the upper factor `u`,
+/// `a = uᴴ·u`, read from the upper triangle) it is the lower factor of the transpose,
+/// transposed.
+#[test]
+fn stablehlo_cholesky_imports_both_triangles() {
+    let a = positive_definite(1, 3, 31, true);
+    for lower in [true, false] {
+        let text = format!(
+            "func.func @main(%a: tensor<3x3xcomplex<f64>>) -> tensor<3x3xcomplex<f64>> {{\n  %0 = stablehlo.cholesky %a, lower = {lower} : tensor<3x3xcomplex<f64>>\n  return %0 : tensor<3x3xcomplex<f64>>\n}}"
+        );
+        let func = ferrax::stablehlo::load(&text).unwrap();
+        let out = ferrax::runtime::interpret(&func, &[array(&[3, 3], a.clone())]).unwrap();
+        let f = out[0].as_slice::<C64>().unwrap();
+        for i in 0..3 {
+            for j in 0..3 {
+                // l·lᴴ, or uᴴ·u.
+                let product: C64 = (0..3)
+                    .map(|k| match lower {
+                        true => f[i * 3 + k] * f[j * 3 + k].conj(),
+                        false => f[k * 3 + i].conj() * f[k * 3 + j],
+                    })
+                    .sum();
+                assert!(
+                    (product - a[i * 3 + j]).norm() < 1e-13,
+                    "lower={lower} ({i}, {j})"
+                );
+                let zero_side = if lower { j > i } else { j < i };
+                if zero_side {
+                    assert_eq!(f[i * 3 + j], C64::new(0.0, 0.0), "lower={lower}");
+                }
+            }
+        }
+    }
+}
+
+/// The raw op's derivatives (no symmetrization) against central differences of each entry's
+/// real and imaginary parts, in c128 and f64: entries above the diagonal, and the diagonal's
+/// imaginary parts, which the factorization does not read, get zero; forward mode agrees with
+/// reverse mode. The loss is `Re(Σ w·l)` with complex weights `w`.
+#[test]
+fn cholesky_derivatives_of_the_raw_op() {
+    use ferrax::compiler::autodiff::{jvp, vjp};
+    let m = 3;
+    for complex in [true, false] {
+        let dtype = if complex { "c128" } else { "f64" };
+        let text = format!(
+            "func @f(%0: {dtype}[{m},{m}]) -> ({dtype}[{m},{m}]) {{\n  %1 = cholesky %0 : {dtype}[{m},{m}]\n  return %1\n}}\n"
+        );
+        let func = parse_func(&text).unwrap();
+        let a = positive_definite(1, m, 41, complex);
+        let w: Vec<C64> = values(m * m, 42)
+            .iter()
+            .zip(values(m * m, 43))
+            .map(|(&x, y)| C64::new(x, y))
+            .collect();
+        let input = |v: &[C64]| match complex {
+            true => array(&[m, m], v.to_vec()),
+            false => array(&[m, m], v.iter().map(|z| z.re).collect()),
+        };
+        let as_complex = |x: &Array| -> Vec<C64> {
+            match complex {
+                true => x.as_slice::<C64>().unwrap().to_vec(),
+                false => x
+                    .as_slice::<f64>()
+                    .unwrap()
+                    .iter()
+                    .map(|&r| C64::new(r, 0.0))
+                    .collect(),
+            }
+        };
+        let loss = |v: &[C64]| -> f64 {
+            let l = ferrax::runtime::interpret(&func, &[input(v)]).unwrap();
+            as_complex(&l[0])
+                .iter()
+                .zip(&w)
+                .map(|(x, w)| (x * w).re)
+                .sum()
+        };
+        let weights = match complex {
+            true => array(&[m, m], w.clone()),
+            false => array(&[m, m], w.iter().map(|z| z.re).collect()),
+        };
+        let backward = vjp(&func).unwrap();
+        let out = ferrax::runtime::interpret(&backward, &[input(&a), weights]).unwrap();
+        let g = as_complex(&out[1]);
+        let h = 1e-6;
+        for k in 0..m * m {
+            let along = |d: C64| {
+                let (mut up, mut down) = (a.clone(), a.clone());
+                up[k] += d * h;
+                down[k] -= d * h;
+                (loss(&up) - loss(&down)) / (2.0 * h)
+            };
+            let want = match complex {
+                true => C64::new(along(C64::new(1.0, 0.0)), -along(C64::new(0.0, 1.0))),
+                false => C64::new(along(C64::new(1.0, 0.0)), 0.0),
+            };
+            assert!(
+                (g[k] - want).norm() <= 1e-7 * want.norm().max(1.0),
+                "{dtype}[{k}]: {} vs {want}",
+                g[k]
+            );
+            if k / m < k % m {
+                assert_eq!(g[k], C64::new(0.0, 0.0), "{dtype}[{k}] above the diagonal");
+            }
+        }
+        // Forward mode along a direction: Re(Σ w·dl) = Re(Σ g·da).
+        let d: Vec<C64> = values(m * m, 44)
+            .iter()
+            .zip(values(m * m, 45))
+            .map(|(&x, y)| C64::new(x, if complex { y } else { 0.0 }))
+            .collect();
+        let forward = jvp(&func).unwrap();
+        let out = ferrax::runtime::interpret(&forward, &[input(&a), input(&d)]).unwrap();
+        let got: f64 = as_complex(&out[1])
+            .iter()
+            .zip(&w)
+            .map(|(x, w)| (x * w).re)
+            .sum();
+        let expected: f64 = g.iter().zip(&d).map(|(g, d)| (g * d).re).sum();
+        assert!(
+            (got - expected).abs() <= 1e-10 * expected.abs().max(1.0),
+            "{dtype}: {got} vs {expected}"
+        );
+    }
+}

@@ -45,10 +45,11 @@ fn has_complex_values(func: &Func) -> bool {
 
 fn unexpected_host_ops(plan: &GpuPlan) -> Vec<&str> {
     // Sorting, reversing, arctangents and the other elementary and special functions kernels
-    // do not expand, and triangular solves, are host steps on the GPU for now
-    // (docs/architecture.md), as indexing may be.
+    // do not expand, triangular solves and Cholesky factors are host steps on the GPU for
+    // now (docs/architecture.md), as indexing may be.
     let expected = |op: &&str| {
         *op == "triangular_solve"
+            || *op == "cholesky"
             || op.contains("gather")
             || op.contains("scatter")
             || op.starts_with("dynamic_")

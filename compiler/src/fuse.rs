@@ -106,6 +106,7 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::Argsort { .. }
         | Op::Fft { .. }
         | Op::TriangularSolve(_)
+        | Op::Cholesky
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)
@@ -556,6 +557,7 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::Argsort { .. }
         | Op::Fft { .. }
         | Op::TriangularSolve(_)
+        | Op::Cholesky
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)

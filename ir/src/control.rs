@@ -150,6 +150,7 @@ impl Op {
             | Op::Argsort { .. }
             | Op::Fft { .. }
             | Op::TriangularSolve(_)
+            | Op::Cholesky
             | Op::Attention(_) => Vec::new(),
         }
     }
@@ -220,6 +221,7 @@ impl Op {
             | Op::Argsort { .. }
             | Op::Fft { .. }
             | Op::TriangularSolve(_)
+            | Op::Cholesky
             | Op::Attention(_) => None,
         }
     }

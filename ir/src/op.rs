@@ -511,6 +511,11 @@ pub enum Op {
     },
     /// Triangular systems solved for `x` (see [`crate::TriangularSolve`]); operands `a`, `b`.
     TriangularSolve(crate::TriangularSolve),
+    /// The lower Cholesky factor `l` of each Hermitian positive-definite matrix `a`
+    /// (`[.., m, m]`), `a = l·lᴴ`, reading only `a`'s lower triangle
+    /// (`lax.linalg.cholesky` without its symmetrization); zeros above the diagonal, and NaN
+    /// everywhere for a matrix that is not positive definite (as JAX's).
+    Cholesky,
     /// A part of dot-product attention (see [`crate::Attention`]).
     Attention(crate::Attention),
     /// A function with a user-defined reverse-mode derivative (`jax.custom_vjp`).
@@ -566,6 +571,7 @@ impl Op {
             Op::Argsort { .. } => "argsort",
             Op::Fft { kind, .. } => kind.name(),
             Op::TriangularSolve(_) => "triangular_solve",
+            Op::Cholesky => "cholesky",
             Op::Attention(a) => a.name(),
             Op::CustomVjp(_) => "custom_vjp",
             Op::While(_) => "while",

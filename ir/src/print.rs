@@ -244,7 +244,8 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
         | Op::Reshape { .. }
         | Op::DynamicSlice { .. }
         | Op::DynamicUpdateSlice
-        | Op::StopGradient => {}
+        | Op::StopGradient
+        | Op::Cholesky => {}
     }
     write!(items.f, " : {}", ins.ty)
 }

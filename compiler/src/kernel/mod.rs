@@ -410,6 +410,7 @@ pub fn lower(
                     | Op::Argsort { .. }
                     | Op::Fft { .. }
                     | Op::TriangularSolve(_)
+                    | Op::Cholesky
                     | Op::Attention(_)
                     | Op::CustomVjp(_)
                     | Op::While(_)

@@ -491,6 +491,7 @@ impl RowLowering<'_> {
             | Op::Argsort { .. }
             | Op::Fft { .. }
             | Op::TriangularSolve(_)
+            | Op::Cholesky
             | Op::Attention(_)
             | Op::CustomVjp(_)
             | Op::While(_)

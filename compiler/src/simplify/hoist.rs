@@ -62,6 +62,7 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
             | Op::Argsort { .. }
             | Op::Fft { .. }
             | Op::TriangularSolve(_)
+            | Op::Cholesky
             | Op::Attention(_)
             | Op::CustomVjp(_) => None,
         };

@@ -1,4 +1,5 @@
-//! `triangular_solve`: a square (batch of) matrix `a` and right-hand sides `b` of one type.
+//! `triangular_solve` (a square matrix `a`, or a batch of them, and right-hand sides `b` of
+//! one type) and `cholesky` (square matrices).
 
 use super::{arity, invalid};
 use crate::{TensorType, TriangularSolve, TypeError};
@@ -16,6 +17,30 @@ pub(super) fn triangular_solve(
             rhs: b.clone(),
         });
     }
+    let m = square(op, a)?;
+    let rank = a.rank();
+    let side = if s.left_side { rank - 2 } else { rank - 1 };
+    if b.rank() != rank || b.dims()[..rank - 2] != a.dims()[..rank - 2] || b.dims()[side] != m {
+        let (name, shape) = match s.left_side {
+            true => ("left", "[.., m, n]"),
+            false => ("right", "[.., n, m]"),
+        };
+        return Err(invalid(
+            op,
+            format!("b {b} does not fit a {a}: on the {name} side b is {shape} with a's batch dimensions"),
+        ));
+    }
+    Ok(b.clone())
+}
+
+pub(super) fn cholesky(args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let [a] = arity::<1>("cholesky", args)?;
+    square("cholesky", a)?;
+    Ok(a.clone())
+}
+
+/// The size `m` of `a`, a float or complex `[.., m, m]`.
+fn square(op: &'static str, a: &TensorType) -> Result<usize, TypeError> {
     if !a.dtype.is_float() && !a.dtype.is_complex() {
         return Err(TypeError::DType {
             op,
@@ -30,17 +55,5 @@ pub(super) fn triangular_solve(
             format!("a must be a square matrix or a batch of them, not {a}"),
         ));
     }
-    let m = a.dims()[rank - 1];
-    let side = if s.left_side { rank - 2 } else { rank - 1 };
-    if b.rank() != rank || b.dims()[..rank - 2] != a.dims()[..rank - 2] || b.dims()[side] != m {
-        let (name, shape) = match s.left_side {
-            true => ("left", "[.., m, n]"),
-            false => ("right", "[.., n, m]"),
-        };
-        return Err(invalid(
-            op,
-            format!("b {b} does not fit a {a}: on the {name} side b is {shape} with a's batch dimensions"),
-        ));
-    }
-    Ok(b.clone())
+    Ok(a.dims()[rank - 1])
 }

@@ -64,6 +64,7 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::Argsort { dimension, .. } => sort::argsort(op.name(), *dimension, args)?,
         Op::Fft { kind, lengths } => fft::fft(*kind, lengths, args)?,
         Op::TriangularSolve(s) => linalg::triangular_solve(s, args)?,
+        Op::Cholesky => linalg::cholesky(args)?,
     };
     if ty.rank() > MAX_RANK {
         return Err(TypeError::Rank {

@@ -121,6 +121,7 @@ pub(super) fn build_op(
             },
             "dynamic_update_slice" => Op::DynamicUpdateSlice,
             "stop_gradient" => Op::StopGradient,
+            "cholesky" => Op::Cholesky,
             "triangular_solve" => Op::TriangularSolve(TriangularSolve {
                 left_side: attrs.flag(p, "left_side")?,
                 lower: attrs.flag(p, "lower")?,

@@ -89,6 +89,7 @@ impl<R> CompiledCall<R> {
             | Op::Argsort { .. }
             | Op::Fft { .. }
             | Op::TriangularSolve(_)
+            | Op::Cholesky
             | Op::Attention(_) => return None,
         };
         regions.next().is_none().then_some(call)

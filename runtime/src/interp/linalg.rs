@@ -1,20 +1,23 @@
-//! `triangular_solve` by forward or back substitution, one right-hand side at a time: real
-//! types in f64 and complex ones in c128, each element rounded once at the end (as the
-//! interpreter computes everything).
+//! `triangular_solve` by forward or back substitution, one right-hand side at a time, and
+//! `cholesky` row by row (Cholesky–Banachiewicz): real types in f64 and complex ones in c128,
+//! each element rounded once at the end (as the interpreter computes everything).
 
 use super::complex::{narrow, widen};
 use super::undefined;
 use crate::{Array, RuntimeError};
+use ferrax_ir::DType;
 use ferrax_ir::{Complex, Elements, Scalar, TriangularSolve};
 use std::ops::{Div, Mul, Sub};
 
 type C = Complex<f64>;
 
-/// The arithmetic substitution needs, for f64 and c128.
+/// The arithmetic substitution and factorization need, for f64 and c128.
 trait Field: Copy + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self> {
     const ZERO: Self;
     const ONE: Self;
     fn conj(self) -> Self;
+    fn real(self) -> f64;
+    fn from_real(x: f64) -> Self;
 }
 
 impl Field for f64 {
@@ -23,6 +26,12 @@ impl Field for f64 {
     fn conj(self) -> f64 {
         self
     }
+    fn real(self) -> f64 {
+        self
+    }
+    fn from_real(x: f64) -> f64 {
+        x
+    }
 }
 
 impl Field for C {
@@ -30,6 +39,12 @@ impl Field for C {
     const ONE: C = C::new(1.0, 0.0);
     fn conj(self) -> C {
         Complex::conj(&self)
+    }
+    fn real(self) -> f64 {
+        self.re
+    }
+    fn from_real(x: f64) -> C {
+        C::new(x, 0.0)
     }
 }
 
@@ -87,6 +102,57 @@ fn solve<T: Field>(s: &TriangularSolve, a: &[T], b: &[T], m: usize, n: usize) ->
     out
 }
 
+/// The lower Cholesky factor of every `m × m` matrix of `a`, reading its lower triangle: NaN
+/// throughout a matrix whose pivots are not all positive (not positive definite, or NaN).
+fn factor<T: Field>(a: &[T], m: usize) -> Vec<T> {
+    let mut out = vec![T::ZERO; a.len()];
+    if m == 0 {
+        return out;
+    }
+    for (a, l) in a.chunks(m * m).zip(out.chunks_mut(m * m)) {
+        'rows: for i in 0..m {
+            for j in 0..=i {
+                let mut s = a[i * m + j];
+                for k in 0..j {
+                    s = s - l[i * m + k] * l[j * m + k].conj();
+                }
+                if i != j {
+                    l[i * m + j] = s / l[j * m + j];
+                    continue;
+                }
+                let pivot = s.real();
+                // Not positive, or NaN.
+                if pivot.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+                    l.fill(T::from_real(f64::NAN));
+                    break 'rows;
+                }
+                l[i * m + i] = T::from_real(pivot.sqrt());
+            }
+        }
+    }
+    out
+}
+
+/// `values` (f64) rounded to `dtype`.
+fn rounded(values: &[f64], dtype: DType, op: &'static str) -> Result<Elements, RuntimeError> {
+    let scalars: Vec<Scalar> = values.iter().map(|&v| Scalar::from_f64(dtype, v)).collect();
+    Elements::from_scalars(dtype, &scalars).ok_or_else(|| undefined(op, dtype))
+}
+
+pub(super) fn cholesky(a: &Array) -> Result<Elements, RuntimeError> {
+    let m = a.dims().last().copied().unwrap_or(0);
+    let dtype = a.dtype();
+    Ok(match a.elements() {
+        Elements::C64(x) => {
+            let x: Vec<C> = x.iter().map(|&z| widen(z)).collect();
+            Elements::C64(factor(&x, m).into_iter().map(narrow).collect())
+        }
+        Elements::C128(x) => Elements::C128(factor(x, m)),
+        x if dtype.is_float() => rounded(&factor(&x.to_f64_vec(), m), dtype, "cholesky")?,
+        _ => return Err(undefined("cholesky", dtype)),
+    })
+}
+
 pub(super) fn triangular_solve(
     s: &TriangularSolve,
     a: &Array,
@@ -110,12 +176,11 @@ pub(super) fn triangular_solve(
             Elements::C64(solve(s, &x, &y, m, n).into_iter().map(narrow).collect())
         }
         (Elements::C128(x), Elements::C128(y)) => Elements::C128(solve(s, x, y, m, n)),
-        (x, y) if dtype.is_float() && y.dtype() == dtype => {
-            let solved = solve(s, &x.to_f64_vec(), &y.to_f64_vec(), m, n);
-            let scalars: Vec<Scalar> = solved.iter().map(|&v| Scalar::from_f64(dtype, v)).collect();
-            Elements::from_scalars(dtype, &scalars)
-                .ok_or_else(|| undefined("triangular_solve", dtype))?
-        }
+        (x, y) if dtype.is_float() && y.dtype() == dtype => rounded(
+            &solve(s, &x.to_f64_vec(), &y.to_f64_vec(), m, n),
+            dtype,
+            "triangular_solve",
+        )?,
         _ => return Err(undefined("triangular_solve", dtype)),
     })
 }

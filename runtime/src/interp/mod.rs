@@ -249,6 +249,7 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
         } => sort::argsort(args[0], *dimension, *descending)?,
         Op::Fft { kind, lengths } => fft::fft(*kind, lengths, args[0], ty)?,
         Op::TriangularSolve(s) => linalg::triangular_solve(s, args[0], args[1])?,
+        Op::Cholesky => linalg::cholesky(args[0])?,
     };
     Array::new(ty.shape.clone(), data)
 }

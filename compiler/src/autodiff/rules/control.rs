@@ -90,6 +90,7 @@ pub(super) fn call_jvp(
                 | Op::Argsort { .. }
                 | Op::Fft { .. }
                 | Op::TriangularSolve(_)
+                | Op::Cholesky
                 | Op::CustomVjp(_)
                 | Op::Attention(_) => return Err(unsupported()),
             };
@@ -129,6 +130,7 @@ pub(super) fn call_jvp(
         | Op::Argsort { .. }
         | Op::Fft { .. }
         | Op::TriangularSolve(_)
+        | Op::Cholesky
         | Op::CustomVjp(_)
         | Op::Attention(_) => return Err(unsupported()),
     };

@@ -1,13 +1,22 @@
+//! Linear algebra.
+//!
 //! `triangular_solve`: `x = M⁻¹·b` (or `b·M⁻¹`) with `M = op(a)` read from one triangle of
 //! `a`. Forward mode: `dx = M⁻¹·(db − dM·x)` (or `(db − x·dM)·M⁻¹`). Reverse mode: the
 //! cotangent of `b` is `s = M⁻ᵀ·g` (or `g·M⁻ᵀ`), a solve with the transpose flipped; that of
 //! `M` is `−s·xᵀ` (or `−xᵀ·s`), taken back through `op` to `a` and kept to the triangle the
 //! solve reads (without the diagonal when it is a unit one). Transposes are plain ones, not
 //! adjoints: complex cotangents follow JAX's convention (see `autodiff`).
+//!
+//! `cholesky`: `l` with `l·lᴴ = H(a)`, where `H` completes `a`'s lower triangle to the
+//! Hermitian matrix it stands for (the diagonal's real parts). Forward mode is Murray's rule
+//! ("Differentiation of the Cholesky decomposition", 2016), as JAX's:
+//! `dl = l·Φ(l⁻¹·H(da)·l⁻ᴴ)`, `Φ` keeping the lower triangle with the diagonal halved. Reverse
+//! mode transposes it step by step: `s = l⁻ᵀ·Φ(lᵀ·g)·conj(l)⁻¹` (two triangular solves), then
+//! `H`'s transpose (`s + conj(sᵀ)` below the diagonal, the diagonal's real parts).
 
 use super::elementwise::conj;
 use super::{Emitter, R};
-use ferrax_ir::{CompareOp, DType, DotDims, Op, TriangularSolve, ValueId};
+use ferrax_ir::{BinaryOp, CompareOp, DType, DotDims, Op, TriangularSolve, UnaryOp, ValueId};
 
 /// `p·q` over the last two dimensions (`transpose` each operand first where asked), the
 /// leading ones batch dimensions.
@@ -23,8 +32,8 @@ fn product(e: &mut Emitter, p: ValueId, q: ValueId, transpose: (bool, bool)) -> 
     e.push(Op::DotGeneral(dims), &[p, q])
 }
 
-/// `v` (shaped like `a`) with the entries the solve does not read set to zero.
-fn read_part(e: &mut Emitter, s: &TriangularSolve, v: ValueId) -> R {
+/// Where `row ⋄ col` holds for the positions (`row`, `col`) of the matrices of `v`.
+fn positions(e: &mut Emitter, v: ValueId, relation: CompareOp) -> R {
     let ty = e.ty(v)?;
     let rank = ty.rank();
     let index = |e: &mut Emitter, dim| {
@@ -38,15 +47,43 @@ fn read_part(e: &mut Emitter, s: &TriangularSolve, v: ValueId) -> R {
         )
     };
     let (row, col) = (index(e, rank - 2)?, index(e, rank - 1)?);
-    let kept = match (s.lower, s.unit_diagonal) {
+    e.compare(relation, row, col)
+}
+
+/// `v` where `row ⋄ col`, zero elsewhere.
+fn kept(e: &mut Emitter, v: ValueId, relation: CompareOp) -> R {
+    let at = positions(e, v, relation)?;
+    let zero = e.full_like(0.0, v)?;
+    e.select(at, v, zero)
+}
+
+/// `v` (shaped like `a`) with the entries the solve does not read set to zero.
+fn read_part(e: &mut Emitter, s: &TriangularSolve, v: ValueId) -> R {
+    let relation = match (s.lower, s.unit_diagonal) {
         (true, true) => CompareOp::Gt,
         (true, false) => CompareOp::Ge,
         (false, true) => CompareOp::Lt,
         (false, false) => CompareOp::Le,
     };
-    let read = e.compare(kept, row, col)?;
-    let zero = e.full_like(0.0, v)?;
-    e.select(read, v, zero)
+    kept(e, v, relation)
+}
+
+/// The conjugate of complex values; real ones as they are.
+fn conj_of(e: &mut Emitter, v: ValueId) -> R {
+    match e.ty(v)?.dtype.is_complex() {
+        true => conj(e, v),
+        false => Ok(v),
+    }
+}
+
+/// The real parts of complex values (as complex numbers); real ones as they are.
+fn real_of(e: &mut Emitter, v: ValueId) -> R {
+    if !e.ty(v)?.dtype.is_complex() {
+        return Ok(v);
+    }
+    let re = e.unary(UnaryOp::Real, v)?;
+    let zero = e.full_like(0.0, re)?;
+    e.binary(BinaryOp::Complex, re, zero)
 }
 
 /// `v` transposed over its last two dimensions.
@@ -59,8 +96,8 @@ fn swap_last_two(e: &mut Emitter, v: ValueId) -> R {
 
 /// `op(v)`: conjugated (complex values) and transposed as the solve takes `a`.
 fn op_of(e: &mut Emitter, s: &TriangularSolve, v: ValueId) -> R {
-    let v = match s.conjugate_a && e.ty(v)?.dtype.is_complex() {
-        true => conj(e, v)?,
+    let v = match s.conjugate_a {
+        true => conj_of(e, v)?,
         false => v,
     };
     match s.transpose_a {
@@ -114,4 +151,55 @@ pub(super) fn vjp(
     let ct_m = e.neg(ct_m)?;
     let ct_a = op_of(e, s, ct_m)?;
     Ok(vec![Some(read_part(e, s, ct_a)?), Some(ct_b)])
+}
+
+/// The solve with `l` (lower) of the given side and `op`.
+fn solve_with(e: &mut Emitter, l: ValueId, b: ValueId, left: bool, op: (bool, bool)) -> R {
+    let s = TriangularSolve {
+        left_side: left,
+        lower: true,
+        transpose_a: op.0,
+        conjugate_a: op.1,
+        unit_diagonal: false,
+    };
+    e.push(Op::TriangularSolve(s), &[l, b])
+}
+
+/// `Φ(x)`: the lower triangle, the diagonal halved.
+fn lower_half_diagonal(e: &mut Emitter, x: ValueId) -> R {
+    let below = positions(e, x, CompareOp::Gt)?;
+    let half = e.scale(x, 0.5)?;
+    let diagonal = kept(e, half, CompareOp::Eq)?;
+    e.select(below, x, diagonal)
+}
+
+pub(super) fn cholesky_jvp(e: &mut Emitter, t: Option<ValueId>, l: ValueId) -> R<Option<ValueId>> {
+    let Some(t) = t else { return Ok(None) };
+    // H(t): the strict lower triangle, its conjugate transpose, the diagonal's real parts.
+    let below = kept(e, t, CompareOp::Gt)?;
+    let above = swap_last_two(e, below)?;
+    let above = conj_of(e, above)?;
+    let real = real_of(e, t)?;
+    let diagonal = kept(e, real, CompareOp::Eq)?;
+    let sides = e.add(below, above)?;
+    let hermitian = e.add(sides, diagonal)?;
+    let right = solve_with(e, l, hermitian, false, (true, true))?;
+    let inner = solve_with(e, l, right, true, (false, false))?;
+    let phi = lower_half_diagonal(e, inner)?;
+    Ok(Some(product(e, l, phi, (false, false))?))
+}
+
+pub(super) fn cholesky_vjp(e: &mut Emitter, l: ValueId, g: ValueId) -> R {
+    let p = product(e, l, g, (true, false))?;
+    let x = lower_half_diagonal(e, p)?;
+    let left = solve_with(e, l, x, true, (true, false))?;
+    let s = solve_with(e, l, left, false, (false, true))?;
+    // H's transpose.
+    let mirrored = swap_last_two(e, s)?;
+    let mirrored = conj_of(e, mirrored)?;
+    let both = e.add(s, mirrored)?;
+    let below = kept(e, both, CompareOp::Gt)?;
+    let real = real_of(e, s)?;
+    let diagonal = kept(e, real, CompareOp::Eq)?;
+    e.add(below, diagonal)
 }

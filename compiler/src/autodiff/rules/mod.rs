@@ -50,6 +50,7 @@ pub(super) fn call_jvp(
         | Op::Argsort { .. }
         | Op::Fft { .. }
         | Op::TriangularSolve(_)
+        | Op::Cholesky
         | Op::Sort { .. }
         | Op::Unary(_)
         | Op::Binary(_)
@@ -90,6 +91,7 @@ pub(super) fn jvp(
         | Op::Argsort { .. } => Ok(None),
         Op::Fft { .. } => fft::jvp(e, op, t[0]),
         Op::TriangularSolve(s) => linalg::jvp(e, s, x, t, y),
+        Op::Cholesky => linalg::cholesky_jvp(e, t[0], y),
         Op::Sort {
             dimension,
             descending,
@@ -156,6 +158,7 @@ pub(super) fn joins_results(op: &Op) -> bool {
         | Op::Argsort { .. }
         | Op::Fft { .. }
         | Op::TriangularSolve(_)
+        | Op::Cholesky
         | Op::Attention(_) => false,
     }
 }
@@ -182,6 +185,7 @@ pub(super) fn vjp(
         Op::StopGradient | Op::BitcastConvert { .. } | Op::Argsort { .. } => Ok(vec![None]),
         Op::Fft { kind, lengths } => Ok(vec![Some(fft::vjp(e, *kind, lengths, g()?)?)]),
         Op::TriangularSolve(s) => linalg::vjp(e, s, x, y, g()?),
+        Op::Cholesky => Ok(vec![Some(linalg::cholesky_vjp(e, y, g()?)?)]),
         Op::Sort {
             dimension,
             descending,

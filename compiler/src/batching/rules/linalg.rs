@@ -1,5 +1,5 @@
-//! `triangular_solve` takes leading batch dimensions on both operands, so the examples of a
-//! `vmap` become one more, in front (an unbatched operand is broadcast along it).
+//! `triangular_solve` and `cholesky` take leading batch dimensions, so the examples of a `vmap`
+//! become one more, in front (an unbatched operand of a solve is broadcast along it).
 
 use super::{BVal, Batcher, R};
 use ferrax_ir::{Op, TriangularSolve};
@@ -8,5 +8,11 @@ pub(super) fn triangular_solve(bt: &mut Batcher, s: TriangularSolve, a: BVal, b:
     let a = bt.materialize(a, 0)?;
     let b = bt.materialize(b, 0)?;
     let v = bt.push(Op::TriangularSolve(s), &[a, b])?;
+    Ok(BVal::at(v, 0))
+}
+
+pub(super) fn cholesky(bt: &mut Batcher, a: BVal) -> R<BVal> {
+    let a = bt.materialize(a, 0)?;
+    let v = bt.push(Op::Cholesky, &[a])?;
     Ok(BVal::at(v, 0))
 }

@@ -147,14 +147,29 @@ impl Importer<'_> {
                     lengths: usizes(attr(&["length", "fft_length"])?, line)?,
                 }
             }
-            "triangular_solve" => {
-                let flag = |key: &str| -> Result<bool, Error> {
-                    match attr(&[key])? {
-                        [Tok::Word(w)] if w == "true" => Ok(true),
-                        [Tok::Word(w)] if w == "false" => Ok(false),
-                        _ => Err(Error::at(line, format!("{key} must be true or false"))),
-                    }
+            // The upper factor `u` (`a = uᴴ·u`, from `a`'s upper triangle) is the lower factor
+            // of `aᵀ`, transposed.
+            "cholesky" => {
+                let lower = match op.attr(&["lower"]) {
+                    None => false,
+                    Some(tokens) => flag(tokens, "lower", line)?,
                 };
+                if lower {
+                    Op::Cholesky
+                } else {
+                    let rank = ty.rank();
+                    let mut perm: Vec<usize> = (0..rank).collect();
+                    if rank >= 2 {
+                        perm.swap(rank - 2, rank - 1);
+                    }
+                    let swap = Op::Transpose { perm };
+                    let at = self.push(swap.clone(), args, line)?;
+                    let factor = self.push(Op::Cholesky, &[at], line)?;
+                    return self.push(swap, &[factor], line);
+                }
+            }
+            "triangular_solve" => {
+                let flag = |key: &str| flag(attr(&[key])?, key, line);
                 let (transpose_a, conjugate_a) = attr(&["transpose_a"])?
                     .iter()
                     .find_map(|t| match t {
@@ -314,4 +329,13 @@ fn pad_fits(dims: &[usize], low: &[i64], high: &[i64], interior: &[usize]) -> bo
             let stretch = (d - 1).max(0) * i;
             fits(d) && fits(l + h) && fits(l + h + d) && fits(stretch) && fits(l + h + d + stretch)
         })
+}
+
+/// The boolean attribute `key`, written `true` or `false`.
+fn flag(tokens: &[Tok], key: &str, line: usize) -> Result<bool, Error> {
+    match tokens {
+        [Tok::Word(w)] if w == "true" => Ok(true),
+        [Tok::Word(w)] if w == "false" => Ok(false),
+        _ => Err(Error::at(line, format!("{key} must be true or false"))),
+    }
 }
