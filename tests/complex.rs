@@ -431,7 +431,7 @@ func.func @main(%x: tensor<2xcomplex<f32>>) -> (tensor<2xcomplex<f32>>, tensor<2
 }
 
 /// The direct sum of one dimension's transform, for the reference: `Σ_j x_j e^{∓2πi jk/n}`,
-/// each angle computed from `jk` itself.
+/// each angle computed from `jk mod n` (below 2π, so exact to an ulp of it).
 fn naive_dft(line: &[C64], inverse: bool) -> Vec<C64> {
     let n = line.len();
     let sign = if inverse { 1.0 } else { -1.0 };
@@ -441,7 +441,7 @@ fn naive_dft(line: &[C64], inverse: bool) -> Vec<C64> {
                 .iter()
                 .enumerate()
                 .fold(C64::new(0.0, 0.0), |s, (j, &x)| {
-                    let angle = sign * 2.0 * std::f64::consts::PI * ((j * k) as f64) / n as f64;
+                    let angle = sign * 2.0 * std::f64::consts::PI * ((j * k % n) as f64) / n as f64;
                     s + x * C64::new(angle.cos(), angle.sin())
                 });
             if inverse {
@@ -507,6 +507,51 @@ fn fourier_transforms_are_the_direct_sums() {
     assert_near(&values::<C64>(&out[0]), &forward, "fft");
     assert_near(&values::<C64>(&out[1]), &inverse, "ifft");
     assert_near(&values::<C64>(&out[2]), &x, "ifft(fft)");
+}
+
+/// Long lines of lengths that are not powers of two (primes among them) take the chirp
+/// z-transform: the direct sums to 1e-13 of the largest value, and back again; as do real
+/// transforms of such lengths.
+#[test]
+fn long_transforms_of_any_length() {
+    for n in [65usize, 97, 100, 1000] {
+        let (re, im) = (wavy(2 * n, n as u64), wavy(2 * n, n as u64 + 1));
+        let x: Vec<C64> = re.iter().zip(&im).map(|(&a, &b)| C64::new(a, b)).collect();
+        let text = format!("func @f(%0: c128[2,{n}]) -> (c128[2,{n}], c128[2,{n}], c128[2,{n}]) {{\n  %1 = fft %0, lengths=[{n}] : c128[2,{n}]\n  %2 = ifft %0, lengths=[{n}] : c128[2,{n}]\n  %3 = ifft %1, lengths=[{n}] : c128[2,{n}]\n  return %1, %2, %3\n}}\n");
+        let out = run(
+            &text,
+            &[Array::new([2, n], Complex::into_elements(x.clone())).unwrap()],
+        );
+        let (mut forward, mut inverse) = (x.clone(), x.clone());
+        naive_along(&mut forward, &[2, n], 1, false);
+        naive_along(&mut inverse, &[2, n], 1, true);
+        assert_near(&values::<C64>(&out[0]), &forward, &format!("fft n={n}"));
+        assert_near(&values::<C64>(&out[1]), &inverse, &format!("ifft n={n}"));
+        assert_near(&values::<C64>(&out[2]), &x, &format!("ifft(fft) n={n}"));
+        let half = n / 2 + 1;
+        let text = format!("func @f(%0: f64[2,{n}]) -> (c128[2,{half}], f64[2,{n}]) {{\n  %1 = rfft %0, lengths=[{n}] : c128[2,{half}]\n  %2 = irfft %1, lengths=[{n}] : f64[2,{n}]\n  return %1, %2\n}}\n");
+        let out = run(
+            &text,
+            &[Array::new([2, n], f64::into_elements(re.clone())).unwrap()],
+        );
+        let spectrum: Vec<C64> = forward_real(&re, n);
+        assert_near(&values::<C64>(&out[0]), &spectrum, &format!("rfft n={n}"));
+        let back: Vec<C64> = values::<f64>(&out[1])
+            .iter()
+            .map(|&r| C64::new(r, 0.0))
+            .collect();
+        let want: Vec<C64> = re.iter().map(|&r| C64::new(r, 0.0)).collect();
+        assert_near(&back, &want, &format!("irfft(rfft) n={n}"));
+    }
+}
+
+/// The first `n/2 + 1` frequencies of each length-`n` row of real `x`, by direct sums.
+fn forward_real(x: &[f64], n: usize) -> Vec<C64> {
+    let mut full: Vec<C64> = x.iter().map(|&r| C64::new(r, 0.0)).collect();
+    naive_along(&mut full, &[x.len() / n, n], 1, false);
+    full.chunks(n)
+        .flat_map(|row| row[..n / 2 + 1].to_vec())
+        .collect()
 }
 
 /// Real transforms keep the n/2 + 1 non-negative frequencies; their inverse reads those as a

@@ -1,8 +1,9 @@
 //! Fourier transforms over trailing dimensions, one dimension at a time (they are
 //! separable), in c128 whatever the element type, each part rounded once at the end. Lines of
-//! a power-of-two length take an iterative radix-2 transform; others the direct sum, with
-//! each twiddle `e^{-2πi m/n}` computed once from its own angle, so that neither loses more
-//! than a few c128 ulps to accumulated rotations.
+//! a power-of-two length take an iterative radix-2 transform; short lines of other lengths
+//! the direct sum; longer ones Bluestein's chirp z-transform, which is three radix-2
+//! transforms, so every length is O(n log n). Each twiddle and chirp factor is computed once
+//! from its own angle, so that none loses more than a few c128 ulps to accumulated rotations.
 
 use super::complex::{narrow, widen, Part};
 use super::undefined;
@@ -23,43 +24,128 @@ fn twiddles(n: usize, inverse: bool) -> Vec<C> {
         .collect()
 }
 
-/// The unscaled transform of `line` in place, with the twiddles of its length.
-fn transform(line: &mut [C], w: &[C], scratch: &mut Vec<C>) {
+/// The unscaled radix-2 transform of `line` (of a power-of-two length) in place, with the
+/// twiddles of its length.
+fn radix2(line: &mut [C], w: &[C]) {
     let n = line.len();
     if n <= 1 {
         return;
     }
-    if n.is_power_of_two() {
-        // Bit-reversed order, then butterflies of doubling span.
-        let bits = n.trailing_zeros();
-        for i in 0..n {
-            let j = i.reverse_bits() >> (usize::BITS - bits);
-            if i < j {
-                line.swap(i, j);
+    // Bit-reversed order, then butterflies of doubling span.
+    let bits = n.trailing_zeros();
+    for i in 0..n {
+        let j = i.reverse_bits() >> (usize::BITS - bits);
+        if i < j {
+            line.swap(i, j);
+        }
+    }
+    let mut span = 1;
+    while span < n {
+        let step = n / (2 * span);
+        for start in (0..n).step_by(2 * span) {
+            for k in 0..span {
+                let t = line[start + k + span] * w[k * step];
+                let u = line[start + k];
+                line[start + k] = u + t;
+                line[start + k + span] = u - t;
             }
         }
-        let mut span = 1;
-        while span < n {
-            let step = n / (2 * span);
-            for start in (0..n).step_by(2 * span) {
-                for k in 0..span {
-                    let t = line[start + k + span] * w[k * step];
-                    let u = line[start + k];
-                    line[start + k] = u + t;
-                    line[start + k + span] = u - t;
+        span *= 2;
+    }
+}
+
+/// Lines shorter than this that are not powers of two take the direct sum, whose `n²` work is
+/// then no more than Bluestein's three transforms of twice the length.
+const DIRECT_BELOW: usize = 64;
+
+/// How the lines of one length are transformed, with what it precomputes.
+enum Plan {
+    /// Radix-2 butterflies, with the length's twiddles.
+    Radix2(Vec<C>),
+    /// The direct sum, with the length's twiddles.
+    Direct(Vec<C>),
+    /// Bluestein's chirp z-transform: with `c_m = e^{∓πi m²/n}`, `jk = (j² + k² − (k − j)²)/2`
+    /// makes the transform `X_k = c_k·Σ_j (x_j·c_j)·conj(c_{k−j})`, a convolution, computed by
+    /// radix-2 transforms of a power-of-two length of at least `2n − 1`.
+    Chirp {
+        chirp: Vec<C>,
+        /// The transform of `conj(c_m)` laid out for a circular convolution.
+        filter: Vec<C>,
+        forward: Vec<C>,
+        inverse: Vec<C>,
+    },
+}
+
+impl Plan {
+    fn new(n: usize, inverse: bool) -> Plan {
+        if n.is_power_of_two() {
+            return Plan::Radix2(twiddles(n, inverse));
+        }
+        let padded = (2 * n - 1).checked_next_power_of_two();
+        let Some(padded) = padded.filter(|_| n >= DIRECT_BELOW) else {
+            return Plan::Direct(twiddles(n, inverse));
+        };
+        let sign = if inverse { 1.0 } else { -1.0 };
+        // Each angle from m² reduced modulo 2n, so that it stays below 2π exactly.
+        let chirp: Vec<C> = (0..n as u128)
+            .map(|m| {
+                let angle = sign * PI * ((m * m) % (2 * n as u128)) as f64 / n as f64;
+                C::new(angle.cos(), angle.sin())
+            })
+            .collect();
+        let mut filter = vec![C::new(0.0, 0.0); padded];
+        for (m, c) in chirp.iter().enumerate() {
+            filter[m] = c.conj();
+            if m > 0 {
+                filter[padded - m] = c.conj();
+            }
+        }
+        let forward = twiddles(padded, false);
+        radix2(&mut filter, &forward);
+        Plan::Chirp {
+            chirp,
+            filter,
+            forward,
+            inverse: twiddles(padded, true),
+        }
+    }
+
+    /// The unscaled transform of `line` in place.
+    fn apply(&self, line: &mut [C], scratch: &mut Vec<C>) {
+        let n = line.len();
+        match self {
+            Plan::Radix2(w) => radix2(line, w),
+            Plan::Direct(w) => {
+                scratch.clear();
+                scratch.extend((0..n).map(|k| {
+                    line.iter()
+                        .enumerate()
+                        .fold(C::new(0.0, 0.0), |s, (j, &x)| s + x * w[(j * k) % n])
+                }));
+                line.copy_from_slice(scratch);
+            }
+            Plan::Chirp {
+                chirp,
+                filter,
+                forward,
+                inverse,
+            } => {
+                let padded = filter.len();
+                scratch.clear();
+                scratch.extend(line.iter().zip(chirp).map(|(&x, &c)| x * c));
+                scratch.resize(padded, C::new(0.0, 0.0));
+                radix2(scratch, forward);
+                for (v, &f) in scratch.iter_mut().zip(filter) {
+                    *v *= f;
+                }
+                radix2(scratch, inverse);
+                let scale = 1.0 / padded as f64;
+                for ((x, &y), &c) in line.iter_mut().zip(scratch.iter()).zip(chirp) {
+                    *x = y * c * scale;
                 }
             }
-            span *= 2;
         }
-        return;
     }
-    scratch.clear();
-    scratch.extend((0..n).map(|k| {
-        line.iter()
-            .enumerate()
-            .fold(C::new(0.0, 0.0), |s, (j, &x)| s + x * w[(j * k) % n])
-    }));
-    line.copy_from_slice(scratch);
 }
 
 /// `data` (of `dims`) transformed along `axis`, scaled by `1/n` when `inverse`.
@@ -70,7 +156,7 @@ fn along(data: &mut [C], dims: &[usize], axis: usize, inverse: bool) {
     if n == 0 || inner == 0 || outer == 0 {
         return;
     }
-    let w = twiddles(n, inverse);
+    let plan = Plan::new(n, inverse);
     let scale = if inverse { 1.0 / n as f64 } else { 1.0 };
     let (mut line, mut scratch) = (vec![C::new(0.0, 0.0); n], Vec::with_capacity(n));
     for o in 0..outer {
@@ -79,7 +165,7 @@ fn along(data: &mut [C], dims: &[usize], axis: usize, inverse: bool) {
             for (k, v) in line.iter_mut().enumerate() {
                 *v = data[at(k)];
             }
-            transform(&mut line, &w, &mut scratch);
+            plan.apply(&mut line, &mut scratch);
             for (k, v) in line.iter().enumerate() {
                 data[at(k)] = *v * scale;
             }
