@@ -220,6 +220,83 @@ fn bit_casts_keep_every_bit_at_each_width() {
 
 /// Constants of each type print and parse back (the extremes included); out of range is an
 /// error naming the value and type.
+/// Bit casts between widths (`lax.bitcast_convert_type`): each element becomes its parts,
+/// least significant first (its little-endian bytes), and back; traced, printed and run on
+/// every backend bit for bit, and imported from StableHLO. Misfit trailing dimensions, bools
+/// and c128 are errors naming why.
+#[test]
+fn bit_casts_between_widths_split_and_join_elements() {
+    fn program(f: impl Fn(Tensor) -> Tensor, x: &Tensor) -> String {
+        ferrax::trace(f, &Tensor::spec(x.dtype(), x.shape().to_vec()))
+            .unwrap()
+            .to_string()
+    }
+    let floats = [1.5f32, -0.0, f32::NAN, 3.0e-41];
+    let x = Tensor::from_vec([2, 2], floats.to_vec());
+    let out = run(
+        &program(|x| x.bitcast(DType::U8), &x),
+        &[x.to_array().unwrap()],
+    );
+    assert_eq!(out[0].dims(), &[2, 2, 4]);
+    let bytes: Vec<u8> = floats.iter().flat_map(|f| f.to_le_bytes()).collect();
+    assert_eq!(values::<u8>(&out[0]), bytes);
+    let back = Tensor::from_vec([2, 2, 4], bytes.clone());
+    let out = run(
+        &program(|b| b.bitcast(DType::F32), &back),
+        &[back.to_array().unwrap()],
+    );
+    let bits: Vec<u32> = values::<f32>(&out[0]).iter().map(|f| f.to_bits()).collect();
+    assert_eq!(bits, floats.iter().map(|f| f.to_bits()).collect::<Vec<_>>());
+    let words = [0x0123_4567_89ab_cdefu64, u64::MAX, 1 << 63];
+    let x = Tensor::from_vec([3], words.to_vec());
+    let out = run(
+        &program(|x| x.bitcast(DType::U16), &x),
+        &[x.to_array().unwrap()],
+    );
+    let quarters: Vec<u16> = words
+        .iter()
+        .flat_map(|w| (0..4).map(move |k| (w >> (16 * k)) as u16))
+        .collect();
+    assert_eq!(values::<u16>(&out[0]), quarters);
+    let halves = Tensor::from_vec(
+        [3, 2],
+        words
+            .iter()
+            .flat_map(|w| [*w as u32, (w >> 32) as u32])
+            .collect::<Vec<_>>(),
+    );
+    let out = run(
+        &program(|h| h.bitcast(DType::F64), &halves),
+        &[halves.to_array().unwrap()],
+    );
+    let joined: Vec<u64> = values::<f64>(&out[0]).iter().map(|f| f.to_bits()).collect();
+    assert_eq!(joined, words);
+    let z = Tensor::from_vec([1], vec![ferrax::ir::Complex::new(1.0f32, -2.0)]);
+    let parts = z.bitcast(DType::U32).to_vec::<u32>().unwrap();
+    assert_eq!(parts, vec![1.0f32.to_bits(), (-2.0f32).to_bits()]);
+    for (t, to, why) in [
+        (
+            Tensor::from_vec([3], vec![1u32, 2, 3]),
+            DType::U64,
+            "the last dimension must hold the 2 parts",
+        ),
+        (Tensor::from_vec([2], vec![true, false]), DType::U8, "bools"),
+        (
+            Tensor::from_vec([1], vec![ferrax::ir::Complex::new(1.0f64, 0.0)]),
+            DType::U32,
+            "more than 64 bits",
+        ),
+    ] {
+        let e = t.bitcast(to).to_array().unwrap_err().to_string();
+        assert!(e.contains(why) && e.contains("int_widths.rs"), "{e}");
+    }
+    let text = "func.func @main(%x: tensor<2x2xui32>) -> tensor<2x2xui32> {\n  %0 = stablehlo.bitcast_convert %x : (tensor<2x2xui32>) -> tensor<2xui64>\n  %1 = stablehlo.bitcast_convert %0 : (tensor<2xui64>) -> tensor<2x2xui32>\n  return %1 : tensor<2x2xui32>\n}";
+    let func = ferrax::stablehlo::load(text).unwrap();
+    let x = Array::new([2, 2], u32::into_elements(vec![1, 4, 0, 1])).unwrap();
+    let out = interpret(&func, std::slice::from_ref(&x)).unwrap();
+    assert_eq!(out[0], x);
+}
+
 #[test]
 fn constants_round_trip_through_the_text() {
     let text = "func @f() -> (i8[2], i16[2], u16[2], u64[2]) {\n  %0 = constant [-128, 127] : i8[2]\n  %1 = constant [-32768, 32767] : i16[2]\n  %2 = constant [0, 65535] : u16[2]\n  %3 = constant [0, 18446744073709551615] : u64[2]\n  return %0, %1, %2, %3\n}\n";

@@ -12,8 +12,9 @@
 //! is the scatter-add of col2im. The patches cost memory in the kernel's size, which
 //! [`MAX_WINDOW_ELEMENTS`] bounds.
 
-use crate::{infer_type, DType, DotDims, Literal, Op, Scalar, Shape, TensorType, TypeError};
+use crate::lower::{finish, Builder, LowerError, OpSink, Typed};
 use crate::{same_padding, WindowGeometry, MAX_WINDOW_ELEMENTS};
+use crate::{DType, DotDims, Literal, Op, Scalar, Shape, TensorType};
 
 /// Which dimension holds what, for the input (`lhs`), the kernel (`rhs`) and the output, as
 /// `lax.ConvDimensionNumbers` names them.
@@ -168,22 +169,6 @@ pub struct Convolution {
     pub rhs_dilation: Vec<usize>,
     pub feature_groups: usize,
     pub batch_groups: usize,
-}
-
-/// Where a lowered convolution's ops go: the tracing frontend's recorder, the importer's
-/// function builder.
-pub trait OpSink {
-    type Value;
-    type Error;
-    fn emit(&mut self, op: Op, args: &[&Self::Value]) -> Result<Self::Value, Self::Error>;
-}
-
-/// Why a convolution could not be lowered: its parameters do not fit its operands, or the
-/// sink refused an op.
-#[derive(Debug)]
-pub enum ConvError<E> {
-    Invalid(String),
-    Sink(E),
 }
 
 /// Sizes the convolution decided from its operands, in `[batch, feature, spatial...]` terms.
@@ -395,8 +380,8 @@ impl Convolution {
         sink: &mut S,
         (lhs, lhs_ty): (&S::Value, &TensorType),
         (rhs, rhs_ty): (&S::Value, &TensorType),
-    ) -> Result<S::Value, ConvError<S::Error>> {
-        let plan = self.plan(lhs_ty, rhs_ty).map_err(ConvError::Invalid)?;
+    ) -> Result<S::Value, LowerError<S::Error>> {
+        let plan = self.plan(lhs_ty, rhs_ty).map_err(LowerError::Invalid)?;
         let mut b = Builder { sink };
         let zero = b.emit(Op::Constant(Literal::scalar(Scalar::zero(plan.dtype))), &[])?;
         let out_shape = self.out_shape(&plan);
@@ -444,7 +429,7 @@ impl Convolution {
         let rows = padded
             .iter()
             .try_fold(n, |r, &p| r.checked_mul(p))
-            .ok_or_else(|| ConvError::Invalid(format!("padded input {padded:?} overflows")))?;
+            .ok_or_else(|| LowerError::Invalid(format!("padded input {padded:?} overflows")))?;
         let table = b.reshape(x, vec![rows, c])?;
         // The row each (example, output position, kernel position) reads, from iotas:
         // `n·ΠP + Σⱼ (oⱼ·strideⱼ + kⱼ·dilationⱼ)·(row stride of spatial dimension j)`.
@@ -587,88 +572,5 @@ impl Convolution {
             out_perm[at] = j + 1;
         }
         finish(b.transpose(prod, out_perm)?)
-    }
-}
-
-/// The value a lowering ends with, which it always emitted itself (the product is new).
-fn finish<V, E>((arg, _): Typed<'_, V>) -> Result<V, ConvError<E>> {
-    match arg {
-        Arg::Owned(v) => Ok(v),
-        Arg::Borrowed(_) => Err(ConvError::Invalid(
-            "a convolution must compute a new value".into(),
-        )),
-    }
-}
-
-/// An operand of the lowering: one of the caller's values or one it emitted.
-enum Arg<'a, V> {
-    Borrowed(&'a V),
-    Owned(V),
-}
-
-impl<'a, V> From<&'a V> for Arg<'a, V> {
-    fn from(v: &'a V) -> Self {
-        Arg::Borrowed(v)
-    }
-}
-
-impl<V> Arg<'_, V> {
-    fn get(&self) -> &V {
-        match self {
-            Arg::Borrowed(v) => v,
-            Arg::Owned(v) => v,
-        }
-    }
-}
-
-/// The sink with each value's type alongside, checked by [`infer_type`] before it is emitted.
-struct Builder<'s, S> {
-    sink: &'s mut S,
-}
-
-type Typed<'a, V> = (Arg<'a, V>, TensorType);
-
-impl<S: OpSink> Builder<'_, S> {
-    /// `op` of typed operands, its result typed and owned.
-    fn emit<'a>(
-        &mut self,
-        op: Op,
-        args: &[&Typed<'_, S::Value>],
-    ) -> Result<Typed<'a, S::Value>, ConvError<S::Error>> {
-        let types: Vec<&TensorType> = args.iter().map(|a| &a.1).collect();
-        let ty =
-            infer_type(&op, &types).map_err(|e: TypeError| ConvError::Invalid(e.to_string()))?;
-        let values: Vec<&S::Value> = args.iter().map(|a| a.0.get()).collect();
-        let v = self.sink.emit(op, &values).map_err(ConvError::Sink)?;
-        Ok((Arg::Owned(v), ty))
-    }
-
-    /// `x` transposed by `perm`, or `x` itself for the identity.
-    fn transpose<'a>(
-        &mut self,
-        x: Typed<'a, S::Value>,
-        perm: Vec<usize>,
-    ) -> Result<Typed<'a, S::Value>, ConvError<S::Error>> {
-        if perm.iter().enumerate().all(|(i, &p)| i == p) {
-            return Ok(x);
-        }
-        self.emit(Op::Transpose { perm }, &[&x])
-    }
-
-    /// `x` reshaped to `shape`, or `x` itself if it has that shape.
-    fn reshape<'a>(
-        &mut self,
-        x: Typed<'a, S::Value>,
-        shape: Vec<usize>,
-    ) -> Result<Typed<'a, S::Value>, ConvError<S::Error>> {
-        if x.1.dims() == shape.as_slice() {
-            return Ok(x);
-        }
-        self.emit(
-            Op::Reshape {
-                shape: shape.into(),
-            },
-            &[&x],
-        )
     }
 }

@@ -5,6 +5,7 @@
 //! format ([`print_func`] / [`parse_func`]) round-trips exactly.
 
 mod attention;
+mod bitcast;
 mod control;
 mod conv;
 mod dtype;
@@ -13,6 +14,7 @@ mod func;
 mod indexing;
 mod linalg;
 mod literal;
+mod lower;
 mod op;
 mod ops;
 #[cfg(feature = "text")]
@@ -23,8 +25,9 @@ mod verify;
 mod window;
 
 pub use attention::{Attention, AttentionDims, AttentionPart};
+pub use bitcast::lower_bitcast;
 pub use control::{Cond, Remat, RematPolicy, Scan, While};
-pub use conv::{ConvDims, ConvError, ConvPadding, Convolution, OpSink};
+pub use conv::{ConvDims, ConvPadding, Convolution};
 pub use dtype::DType;
 pub use error::TypeError;
 pub use func::{Func, FuncBuilder, Instr, ValueId};
@@ -33,6 +36,7 @@ pub use linalg::TriangularSolve;
 pub use literal::{
     bf16_from_f64, f16_from_f64, ulp_distance, Complex, Element, Elements, Literal, Scalar,
 };
+pub use lower::{LowerError, OpSink};
 pub use op::{BinaryOp, CompareOp, CustomVjp, DotDims, FftKind, Op, ReduceOp, UnaryOp};
 pub use ops::infer_type;
 #[cfg(feature = "text")]

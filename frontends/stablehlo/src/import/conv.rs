@@ -12,12 +12,12 @@ use super::Importer;
 use crate::lex::Tok;
 use crate::parse::Operation;
 use crate::Error;
-use ferrax_ir::{ConvDims, ConvError, ConvPadding, Convolution, Op, OpSink, TensorType, ValueId};
+use ferrax_ir::{ConvDims, ConvPadding, Convolution, LowerError, Op, OpSink, TensorType, ValueId};
 
-/// Emits a lowered convolution's ops into the importer at the op's line.
-struct Sink<'i, 'p> {
-    importer: &'i mut Importer<'p>,
-    line: usize,
+/// Emits a lowered op's ops into the importer at the op's line.
+pub(super) struct Sink<'i, 'p> {
+    pub(super) importer: &'i mut Importer<'p>,
+    pub(super) line: usize,
 }
 
 impl OpSink for Sink<'_, '_> {
@@ -288,8 +288,8 @@ impl Importer<'_> {
                 (&typed[1].0, &typed[1].1),
             )
             .map_err(|e| match e {
-                ConvError::Invalid(m) => Error::at(line, format!("convolution: {m}")),
-                ConvError::Sink(e) => e,
+                LowerError::Invalid(m) => Error::at(line, format!("convolution: {m}")),
+                LowerError::Sink(e) => e,
             })?;
         match self.b.value_type(out) {
             Some(got) if got != ty => Err(Error::at(

@@ -2,15 +2,54 @@
 //! in either syntax; `dot_general` converts mixed-precision operands first.
 
 use super::attrs::{ints, nested_list, pair, usizes};
+use super::conv::Sink;
 use super::names::{binary, direction, unary};
 use super::Importer;
 use crate::dense::literal;
 use crate::lex::Tok;
 use crate::parse::Operation;
 use crate::Error;
-use ferrax_ir::{DotDims, FftKind, Op, Scalar, TensorType, TriangularSolve, ValueId};
+use ferrax_ir::{
+    lower_bitcast, DotDims, FftKind, LowerError, Op, Scalar, TensorType, TriangularSolve, ValueId,
+};
 
 impl Importer<'_> {
+    /// `stablehlo.bitcast_convert` between widths to the declared `result`, spelled by
+    /// `lower_bitcast`.
+    fn bitcast_between_widths(
+        &mut self,
+        args: &[ValueId],
+        result: &TensorType,
+        line: usize,
+    ) -> Result<ValueId, Error> {
+        let &[x] = args else {
+            return Err(Error::at(line, "bitcast_convert takes one operand"));
+        };
+        let ty = self
+            .b
+            .value_type(x)
+            .cloned()
+            .ok_or_else(|| Error::at(line, "bitcast_convert of an unknown value"))?;
+        let mut sink = Sink {
+            importer: self,
+            line,
+        };
+        let v = lower_bitcast(&mut sink, (&x, &ty), result.dtype).map_err(|e| match e {
+            LowerError::Invalid(m) => Error::at(line, m),
+            LowerError::Sink(e) => e,
+        })?;
+        match self.b.value_type(v) {
+            Some(t) if t == result => Ok(v),
+            got => Err(Error::at(
+                line,
+                format!(
+                    "bitcast_convert from {ty} gives {}, not the declared {result}",
+                    got.map_or("nothing".into(), |t| t.to_string())
+                ),
+            )),
+        }
+    }
+
     fn result_type(&self, op: &Operation) -> Result<TensorType, Error> {
         op.result_types
             .first()
@@ -66,17 +105,11 @@ impl Importer<'_> {
             "select" => Op::Select,
             "clamp" => Op::Clamp,
             "convert" => Op::Convert { to: ty.dtype },
-            // Same-width casts; one between widths changes the shape, which the IR's
-            // `bitcast_convert` does not.
+            // A cast between widths changes the shape, which the IR's `bitcast_convert` does
+            // not: `lower_bitcast` spells it in other ops.
             "bitcast_convert" => {
                 if arg_dtype.size_bytes() != ty.dtype.size_bytes() {
-                    return Err(Error::unsupported(
-                        line,
-                        format!(
-                            "bitcast_convert from {arg_dtype} to {} (another width)",
-                            ty.dtype
-                        ),
-                    ));
+                    return self.bitcast_between_widths(args, &ty, line);
                 }
                 Op::BitcastConvert { to: ty.dtype }
             }

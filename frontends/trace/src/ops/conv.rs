@@ -6,12 +6,13 @@
 
 use crate::tensor::apply_at;
 use crate::Tensor;
-use ferrax_ir::{ConvDims, ConvError, ConvPadding, Convolution, Op, OpSink};
+use ferrax_ir::{ConvDims, ConvPadding, Convolution, LowerError, Op, OpSink};
 use std::convert::Infallible;
 use std::panic::Location;
 
-/// Records each op of a lowered convolution at the user's call.
-struct Recorder(&'static Location<'static>);
+/// Records each op of a lowering (a convolution, a bit cast between widths) at the user's
+/// call.
+pub(super) struct Recorder(pub(super) &'static Location<'static>);
 
 impl OpSink for Recorder {
     type Value = Tensor;
@@ -43,10 +44,10 @@ impl Tensor {
         );
         match lowered {
             Ok(t) => t,
-            Err(ConvError::Invalid(m)) => {
+            Err(LowerError::Invalid(m)) => {
                 self.fail_at(location, format!("conv_general_dilated: {m}"))
             }
-            Err(ConvError::Sink(never)) => match never {},
+            Err(LowerError::Sink(never)) => match never {},
         }
     }
 

@@ -2,11 +2,12 @@
 //! (`astype`) and `stop_gradient`. Unlike the IR, which wants operands of one shape, the
 //! methods broadcast them with NumPy's rules first, and take Rust numbers as operands.
 
+use super::conv::Recorder;
 use super::source::number_like;
 use super::{broadcast_shapes, Operand};
 use crate::tensor::{apply, record, Inner};
 use crate::Tensor;
-use ferrax_ir::{BinaryOp, CompareOp, DType, Literal, Op, UnaryOp};
+use ferrax_ir::{lower_bitcast, BinaryOp, CompareOp, DType, Literal, LowerError, Op, UnaryOp};
 use std::panic::Location;
 
 impl Tensor {
@@ -347,14 +348,26 @@ impl Tensor {
         apply(Op::Convert { to: dtype }, &[self])
     }
 
-    /// The bits of each element read as `dtype`, of the same width
-    /// (`lax.bitcast_convert_type`): u32 to f32 and back, i64 to f64, f16 to bf16.
+    /// The bits of each element read as `dtype` (`lax.bitcast_convert_type`): u32 to f32 and
+    /// back, i64 to f64, f16 to bf16; to a narrower type each element becomes a trailing
+    /// dimension of its parts, least significant first (f32 `[n]` to u8 `[n, 4]`), and from
+    /// a narrower one the trailing dimension, which must hold the parts, is joined (u32
+    /// `[n, 2]` to u64 `[n]`).
     #[track_caller]
     pub fn bitcast(&self, dtype: DType) -> Tensor {
-        if self.dtype() == dtype {
+        let location = Location::caller();
+        if self.dtype() == dtype || self.error().is_some() {
             return self.clone();
         }
-        apply(Op::BitcastConvert { to: dtype }, &[self])
+        if self.dtype().size_bytes() == dtype.size_bytes() {
+            return apply(Op::BitcastConvert { to: dtype }, &[self]);
+        }
+        let lowered = lower_bitcast(&mut Recorder(location), (self, self.ty()), dtype);
+        match lowered {
+            Ok(t) => t,
+            Err(LowerError::Invalid(m)) => self.fail_at(location, m),
+            Err(LowerError::Sink(never)) => match never {},
+        }
     }
 
     /// The identity, with a zero derivative.
