@@ -114,6 +114,42 @@ fn array<T: Element>(dims: &[usize], v: Vec<T>) -> Array {
     Array::new(dims.to_vec(), T::into_elements(v)).unwrap()
 }
 
+/// `v` as an array of `dtype`: f64 and f32 take the real parts (f32 rounded), c128 all.
+fn typed(dims: &[usize], v: &[C64], dtype: &str) -> Array {
+    match dtype {
+        "f64" => array(dims, v.iter().map(|z| z.re).collect()),
+        "f32" => array(dims, v.iter().map(|z| z.re as f32).collect()),
+        _ => array(dims, v.to_vec()),
+    }
+}
+
+/// An f32, f64 or c128 array's elements as c128.
+fn widened(x: &Array) -> Vec<C64> {
+    match x.dtype() {
+        DType::F32 => x
+            .as_slice::<f32>()
+            .unwrap()
+            .iter()
+            .map(|&r| C64::new(f64::from(r), 0.0))
+            .collect(),
+        DType::F64 => x
+            .as_slice::<f64>()
+            .unwrap()
+            .iter()
+            .map(|&r| C64::new(r, 0.0))
+            .collect(),
+        _ => x.as_slice::<C64>().unwrap().to_vec(),
+    }
+}
+
+/// The rounding unit of `dtype`.
+fn unit(dtype: &str) -> f64 {
+    match dtype {
+        "f32" => f64::from(f32::EPSILON),
+        _ => f64::EPSILON,
+    }
+}
+
 /// Every variant, in f64, f32 and c128, with a batch dimension: the residual is within a few
 /// roundings of the solution's size (the matrices are well conditioned, so a wrong
 /// substitution order, triangle, transpose or conjugate cannot meet it), and every backend
@@ -144,63 +180,25 @@ fn every_variant_solves_its_system() {
                 "func @f(%0: {ta}, %1: {tb}) -> ({tb}) {{\n  %2 = triangular_solve %0, %1{} : {tb}\n  return %2\n}}\n",
                 flags(&s)
             );
-            let (a, b, x, unit) = match dtype {
-                "f64" => {
-                    let out = run(
-                        &text,
-                        &[
-                            array(&[batches, m, m], a_re.clone()),
-                            array(&b_dims, b_re.clone()),
-                        ],
-                    );
-                    let x: Vec<f64> = out[0].as_slice().unwrap().to_vec();
-                    let widen = |v: &[f64]| v.iter().map(|&r| C64::new(r, 0.0)).collect::<Vec<_>>();
-                    (widen(&a_re), widen(&b_re), widen(&x), f64::EPSILON)
-                }
-                "f32" => {
-                    let (a32, b32): (Vec<f32>, Vec<f32>) = (
-                        a_re.iter().map(|&v| v as f32).collect(),
-                        b_re.iter().map(|&v| v as f32).collect(),
-                    );
-                    let out = run(
-                        &text,
-                        &[
-                            array(&[batches, m, m], a32.clone()),
-                            array(&b_dims, b32.clone()),
-                        ],
-                    );
-                    let widen = |v: &[f32]| {
-                        v.iter()
-                            .map(|&r| C64::new(f64::from(r), 0.0))
-                            .collect::<Vec<_>>()
-                    };
-                    (
-                        widen(&a32),
-                        widen(&b32),
-                        widen(out[0].as_slice().unwrap()),
-                        f64::from(f32::EPSILON),
-                    )
-                }
-                _ => {
-                    let (a, b) = (complex(&a_re, &a_im), complex(&b_re, &b_im));
-                    let out = run(
-                        &text,
-                        &[
-                            array(&[batches, m, m], a.clone()),
-                            array(&b_dims, b.clone()),
-                        ],
-                    );
-                    (
-                        a,
-                        b,
-                        out[0].as_slice::<C64>().unwrap().to_vec(),
-                        f64::EPSILON,
-                    )
+            let imaginary = |part: &[f64]| {
+                if dtype == "c128" {
+                    part.to_vec()
+                } else {
+                    vec![0.0; part.len()]
                 }
             };
+            let inputs = [
+                typed(&[batches, m, m], &complex(&a_re, &imaginary(&a_im)), dtype),
+                typed(&b_dims, &complex(&b_re, &imaginary(&b_im)), dtype),
+            ];
+            let x = widened(&run(&text, &inputs)[0]);
+            let (a, b) = (widened(&inputs[0]), widened(&inputs[1]));
             let scale = x.iter().map(|z| z.norm()).fold(1.0, f64::max);
             let r = residual(&s, &a, &b, &x, m, n);
-            assert!(r <= 16.0 * unit * scale, "{s:?} {dtype}: residual {r}");
+            assert!(
+                r <= 16.0 * unit(dtype) * scale,
+                "{s:?} {dtype}: residual {r}"
+            );
         }
     }
 }
@@ -390,50 +388,11 @@ fn cholesky_factors() {
                 false => z,
             })
             .collect();
-        let (l, unit) = match dtype {
-            "f64" => {
-                let input = |v: &[C64]| array(&[batches, m, m], v.iter().map(|z| z.re).collect());
-                let out = run(&text, &[input(&a)]);
-                assert_eq!(
-                    run(&text, &[input(&noisy)])[0],
-                    out[0],
-                    "{dtype}: reads the upper triangle"
-                );
-                let l: Vec<C64> = out[0]
-                    .as_slice::<f64>()
-                    .unwrap()
-                    .iter()
-                    .map(|&x| C64::new(x, 0.0))
-                    .collect();
-                (l, f64::EPSILON)
-            }
-            "f32" => {
-                let input =
-                    |v: &[C64]| array(&[batches, m, m], v.iter().map(|z| z.re as f32).collect());
-                let out = run(&text, &[input(&a)]);
-                assert_eq!(
-                    run(&text, &[input(&noisy)])[0],
-                    out[0],
-                    "{dtype}: reads the upper triangle"
-                );
-                let l: Vec<C64> = out[0]
-                    .as_slice::<f32>()
-                    .unwrap()
-                    .iter()
-                    .map(|&x| C64::new(f64::from(x), 0.0))
-                    .collect();
-                (l, f64::from(f32::EPSILON))
-            }
-            _ => {
-                let out = run(&text, &[array(&[batches, m, m], a.clone())]);
-                assert_eq!(
-                    run(&text, &[array(&[batches, m, m], noisy.clone())])[0],
-                    out[0],
-                    "{dtype}: reads the upper triangle"
-                );
-                (out[0].as_slice::<C64>().unwrap().to_vec(), f64::EPSILON)
-            }
-        };
+        let dims = [batches, m, m];
+        let out = run(&text, &[typed(&dims, &a, dtype)]);
+        let again = run(&text, &[typed(&dims, &noisy, dtype)]);
+        assert_eq!(again[0], out[0], "{dtype}: reads the upper triangle");
+        let (l, unit) = (widened(&out[0]), unit(dtype));
         for batch in 0..batches {
             let (a, l) = (
                 &a[batch * m * m..(batch + 1) * m * m],
@@ -610,36 +569,15 @@ fn cholesky_derivatives_of_the_raw_op() {
             .zip(values(m * m, 43))
             .map(|(&x, y)| C64::new(x, y))
             .collect();
-        let input = |v: &[C64]| match complex {
-            true => array(&[m, m], v.to_vec()),
-            false => array(&[m, m], v.iter().map(|z| z.re).collect()),
-        };
-        let as_complex = |x: &Array| -> Vec<C64> {
-            match complex {
-                true => x.as_slice::<C64>().unwrap().to_vec(),
-                false => x
-                    .as_slice::<f64>()
-                    .unwrap()
-                    .iter()
-                    .map(|&r| C64::new(r, 0.0))
-                    .collect(),
-            }
-        };
+        let input = |v: &[C64]| typed(&[m, m], v, dtype);
         let loss = |v: &[C64]| -> f64 {
             let l = ferrax::runtime::interpret(&func, &[input(v)]).unwrap();
-            as_complex(&l[0])
-                .iter()
-                .zip(&w)
-                .map(|(x, w)| (x * w).re)
-                .sum()
+            widened(&l[0]).iter().zip(&w).map(|(x, w)| (x * w).re).sum()
         };
-        let weights = match complex {
-            true => array(&[m, m], w.clone()),
-            false => array(&[m, m], w.iter().map(|z| z.re).collect()),
-        };
+        let weights = typed(&[m, m], &w, dtype);
         let backward = vjp(&func).unwrap();
         let out = ferrax::runtime::interpret(&backward, &[input(&a), weights]).unwrap();
-        let g = as_complex(&out[1]);
+        let g = widened(&out[1]);
         let h = 1e-6;
         for k in 0..m * m {
             let along = |d: C64| {
@@ -669,7 +607,7 @@ fn cholesky_derivatives_of_the_raw_op() {
             .collect();
         let forward = jvp(&func).unwrap();
         let out = ferrax::runtime::interpret(&forward, &[input(&a), input(&d)]).unwrap();
-        let got: f64 = as_complex(&out[1])
+        let got: f64 = widened(&out[1])
             .iter()
             .zip(&w)
             .map(|(x, w)| (x * w).re)
