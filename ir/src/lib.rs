@@ -21,6 +21,7 @@ mod ops;
 mod parse;
 mod print;
 mod shape;
+mod threefry;
 mod verify;
 mod window;
 
@@ -43,5 +44,6 @@ pub use ops::infer_type;
 pub use parse::{parse_func, ParseError};
 pub use print::{print_func, scalar_text};
 pub use shape::{Shape, TensorType, MAX_BYTES, MAX_RANK};
+pub use threefry::{threefry2x32, Schedule as ThreefrySchedule, Words};
 pub use verify::{verify, VerifyError};
 pub use window::{same_padding, WindowGeometry, MAX_WINDOW_ELEMENTS};

@@ -16,6 +16,7 @@ mod names;
 mod ops;
 mod quant;
 mod reduce;
+mod rng;
 mod sort;
 mod variadic;
 mod window;
@@ -222,6 +223,7 @@ impl<'a> Importer<'a> {
             }
             "chlo.top_k" => self.top_k(op, args),
             "sort" => self.sort(op, args),
+            "rng_bit_generator" => self.rng_bit_generator(op, args),
             _ => Ok(vec![self.simple(short, op, args)?]),
         }
     }

@@ -1,7 +1,7 @@
 //! Typed PRNG keys (`jax.random.key`): a value holding the generator's state, split and
 //! folded purely, never mutated.
 
-use super::threefry::{iota_2x32, threefry2x32, word, Schedule};
+use super::threefry::{iota_2x32, schedule, threefry2x32, word};
 use crate::tensor::Inner;
 use crate::{Error, Operand, Result, Tensor, Tree, TreeDef};
 use ferrax_ir::{DType, TensorType};
@@ -62,7 +62,7 @@ pub fn fold_in<'a>(key: &Key, data: impl Into<Operand<'a>>) -> Key {
         );
     }
     // JAX hashes the counter pair (0, data): `threefry_2x32(key, threefry_seed(data))`.
-    let schedule = Schedule::new(&k1, &k2);
+    let schedule = schedule(&k1, &k2);
     let [b1, b2] = threefry2x32(&schedule, [word(0), data.astype(DType::U32)]);
     Key {
         data: Tensor::concatenate(&[b1.reshape([1]), b2.reshape([1])], 0),
@@ -106,7 +106,7 @@ impl Key {
             Ok(words) => words,
             Err(unusable) => return unusable.key(location, shape),
         };
-        let schedule = Schedule::new(&k1, &k2);
+        let schedule = schedule(&k1, &k2);
         let counts = match iota_2x32(shape) {
             Ok(counts) => counts,
             Err(message) => return Key::failed(location, format!("split: {message}"), shape),

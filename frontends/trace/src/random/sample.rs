@@ -3,7 +3,7 @@
 //! exact, its values).
 
 use super::key::{Key, Unusable};
-use super::threefry::{iota_2x32, threefry2x32, word, Schedule};
+use super::threefry::{iota_2x32, schedule, threefry2x32, word};
 use crate::lax::{erf, erf_inv};
 use crate::{Operand, Tensor};
 use ferrax_ir::{DType, Scalar, Shape, TensorType};
@@ -18,7 +18,7 @@ pub(super) fn hashed_counters(
     shape: &[usize],
 ) -> Result<[Tensor; 2], Unusable> {
     let (k1, k2) = key.words(op)?;
-    let schedule = Schedule::new(&k1, &k2);
+    let schedule = schedule(&k1, &k2);
     let counts = iota_2x32(shape).map_err(|m| Unusable::New(format!("{op}: {m}")))?;
     Ok(threefry2x32(&schedule, counts))
 }
