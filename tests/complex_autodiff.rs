@@ -9,23 +9,12 @@
 //! relative (floor 1e-7) cannot be met by a rule off by a sign, a conjugate or a factor.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use ferrax::ir::{Complex, FftKind};
+#[path = "common/numbers.rs"]
+mod numbers;
+
+use ferrax::ir::FftKind;
 use ferrax::{grad, jit, jvp, vjp, DType, Tensor};
-
-type C64 = Complex<f64>;
-
-/// Deterministic values in [lo, hi).
-fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(7);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
-        })
-        .collect()
-}
+use numbers::{uniform as values, C64};
 
 /// Complex values with real parts in `re` and imaginary parts in `im`.
 fn complex_values(n: usize, seed: u64, re: (f64, f64), im: (f64, f64)) -> Vec<C64> {
@@ -371,6 +360,45 @@ fn d_cholesky() {
         "cholesky",
         |v| weighted(&v[0].cholesky()),
         vec![c128(&[3, 3], a)],
+    );
+}
+
+/// `lu`'s packed factors, square, tall and wide, real and complex (real inputs through a
+/// conversion, so the same complex weights read them), and what is built on them: `det`,
+/// `slogdet`'s log, `solve` in both operands and `inv`.
+#[test]
+fn d_lu() {
+    for (dims, seed) in [([3, 3], 101), ([4, 2], 103), ([2, 4], 105)] {
+        let n = dims[0] * dims[1];
+        let z = complex_values(n, seed, (-1.0, 1.0), (-1.0, 1.0));
+        check_grad("lu", |v| weighted(&v[0].lu().0), vec![c128(&dims, z)]);
+        let x = values(n, seed + 7, -1.0, 1.0);
+        check_grad(
+            "lu of reals",
+            |v| weighted(&v[0].lu().0.astype(DType::C128)),
+            vec![f64s(&dims, x)],
+        );
+    }
+    let mut a = complex_values(9, 111, (-1.0, 1.0), (-1.0, 1.0));
+    for k in [0, 4, 8] {
+        a[k] += C64::new(1.5, -0.5);
+    }
+    let a = c128(&[3, 3], a);
+    let b = c128(&[3, 2], complex_values(6, 113, (-1.0, 1.0), (-1.0, 1.0)));
+    check_grad("det", |v| weighted(&v[0].det()), vec![a.clone()]);
+    check_grad("slogdet", |v| v[0].slogdet().1, vec![a.clone()]);
+    check_grad(
+        "solve",
+        |v| weighted(&v[0].solve(&v[1])),
+        vec![a.clone(), b],
+    );
+    check_grad("inv", |v| weighted(&v[0].inv()), vec![a]);
+    let x = f64s(&[3, 3], values(9, 115, -1.0, 1.0));
+    check_grad("det of reals", |v| v[0].det(), vec![x.clone()]);
+    check_grad(
+        "inv of reals",
+        |v| weighted(&v[0].inv().astype(DType::C128)),
+        vec![x],
     );
 }
 

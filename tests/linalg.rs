@@ -7,24 +7,15 @@
 
 mod common;
 
+use common::numbers::{array, typed, uniform, widened, C64};
 use common::run_on_every_backend as run;
 
-use ferrax::ir::{parse_func, Complex, Element, TriangularSolve};
+use ferrax::ir::{parse_func, TriangularSolve};
 use ferrax::{Array, DType, Tensor};
-
-type C64 = Complex<f64>;
 
 /// Deterministic values in [-1, 1).
 fn values(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(7);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            2.0 * ((s >> 11) as f64 / (1u64 << 53) as f64) - 1.0
-        })
-        .collect()
+    uniform(n, seed, -1.0, 1.0)
 }
 
 /// Batches of `m × m` matrices whose diagonal (4 + …) dominates, so every triangle is well
@@ -108,38 +99,6 @@ fn residual(s: &TriangularSolve, a: &[C64], b: &[C64], x: &[C64], m: usize, n: u
         }
     }
     worst
-}
-
-fn array<T: Element>(dims: &[usize], v: Vec<T>) -> Array {
-    Array::new(dims.to_vec(), T::into_elements(v)).unwrap()
-}
-
-/// `v` as an array of `dtype`: f64 and f32 take the real parts (f32 rounded), c128 all.
-fn typed(dims: &[usize], v: &[C64], dtype: &str) -> Array {
-    match dtype {
-        "f64" => array(dims, v.iter().map(|z| z.re).collect()),
-        "f32" => array(dims, v.iter().map(|z| z.re as f32).collect()),
-        _ => array(dims, v.to_vec()),
-    }
-}
-
-/// An f32, f64 or c128 array's elements as c128.
-fn widened(x: &Array) -> Vec<C64> {
-    match x.dtype() {
-        DType::F32 => x
-            .as_slice::<f32>()
-            .unwrap()
-            .iter()
-            .map(|&r| C64::new(f64::from(r), 0.0))
-            .collect(),
-        DType::F64 => x
-            .as_slice::<f64>()
-            .unwrap()
-            .iter()
-            .map(|&r| C64::new(r, 0.0))
-            .collect(),
-        _ => x.as_slice::<C64>().unwrap().to_vec(),
-    }
 }
 
 /// The rounding unit of `dtype`.

@@ -107,6 +107,7 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::Fft { .. }
         | Op::TriangularSolve(_)
         | Op::Cholesky
+        | Op::Lu(_)
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)
@@ -558,6 +559,7 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::Fft { .. }
         | Op::TriangularSolve(_)
         | Op::Cholesky
+        | Op::Lu(_)
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)

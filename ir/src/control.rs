@@ -151,6 +151,7 @@ impl Op {
             | Op::Fft { .. }
             | Op::TriangularSolve(_)
             | Op::Cholesky
+            | Op::Lu(_)
             | Op::Attention(_) => Vec::new(),
         }
     }
@@ -222,6 +223,7 @@ impl Op {
             | Op::Fft { .. }
             | Op::TriangularSolve(_)
             | Op::Cholesky
+            | Op::Lu(_)
             | Op::Attention(_) => None,
         }
     }

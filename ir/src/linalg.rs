@@ -34,3 +34,33 @@ impl TriangularSolve {
         }
     }
 }
+
+/// What an `lu` instruction yields of the LU factorization with partial pivoting
+/// (`lax.linalg.lu`) of `a`, `[.., m, n]`, a float or complex type: `p·a = l·u`, with `l` unit
+/// lower triangular (`m × k`, `k = min(m, n)`), `u` upper triangular (`k × n`) and `p` a row
+/// permutation. Each step takes the first row whose pivot candidate is largest in magnitude
+/// (`|re| + |im|` for complex numbers, as LAPACK's `getrf`); a zero pivot leaves its column
+/// unscaled, so a singular matrix factors without error (a zero on `u`'s diagonal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LuPart {
+    /// `l` below the diagonal and `u` on and above it, packed in `a`'s type and shape.
+    Factors,
+    /// `i32` `[.., k]`: step `i` swapped row `i` with row `pivots[i]` (LAPACK's `ipiv`, counted
+    /// from 0).
+    Pivots,
+    /// `i32` `[.., m]`: row `i` of `p·a` is row `permutation[i]` of `a`.
+    Permutation,
+}
+
+impl LuPart {
+    pub const ALL: [LuPart; 3] = [LuPart::Factors, LuPart::Pivots, LuPart::Permutation];
+
+    /// The op's name in the text format.
+    pub fn name(self) -> &'static str {
+        match self {
+            LuPart::Factors => "lu",
+            LuPart::Pivots => "lu_pivots",
+            LuPart::Permutation => "lu_permutation",
+        }
+    }
+}

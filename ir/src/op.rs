@@ -516,6 +516,8 @@ pub enum Op {
     /// (`lax.linalg.cholesky` without its symmetrization); zeros above the diagonal, and NaN
     /// everywhere for a matrix that is not positive definite (as JAX's).
     Cholesky,
+    /// A part of the LU factorization with partial pivoting (see [`crate::LuPart`]).
+    Lu(crate::LuPart),
     /// A part of dot-product attention (see [`crate::Attention`]).
     Attention(crate::Attention),
     /// A function with a user-defined reverse-mode derivative (`jax.custom_vjp`).
@@ -572,6 +574,7 @@ impl Op {
             Op::Fft { kind, .. } => kind.name(),
             Op::TriangularSolve(_) => "triangular_solve",
             Op::Cholesky => "cholesky",
+            Op::Lu(part) => part.name(),
             Op::Attention(a) => a.name(),
             Op::CustomVjp(_) => "custom_vjp",
             Op::While(_) => "while",

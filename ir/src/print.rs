@@ -245,7 +245,8 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
         | Op::DynamicSlice { .. }
         | Op::DynamicUpdateSlice
         | Op::StopGradient
-        | Op::Cholesky => {}
+        | Op::Cholesky
+        | Op::Lu(_) => {}
     }
     write!(items.f, " : {}", ins.ty)
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod fusion;
+pub mod numbers;
 
 use ferrax::ir::{Elements, TensorType};
 use ferrax::{grad, lax, nn, trace, Array, DType, Func, Tensor, Tree};
@@ -753,6 +754,23 @@ pub fn gradient_programs() -> Vec<(&'static str, Func)> {
                     })(x)
                 },
                 &spec(&[3, 6]),
+            )
+            .unwrap(),
+        ),
+        (
+            "log_det_solve_grad",
+            trace(
+                |x: Tensor| {
+                    grad(|x: Tensor| {
+                        let diagonal = Tensor::iota(DType::I32, [3, 3], 0)
+                            .equal(Tensor::iota(DType::I32, [3, 3], 1))
+                            .select(4.0, 0.0);
+                        let a = &x + &diagonal;
+                        let b = Tensor::from_vec([3], vec![1.0f32, -2.0, 0.5]);
+                        a.slogdet().1 + a.solve(&b).sum(..)
+                    })(x)
+                },
+                &spec(&[3, 3]),
             )
             .unwrap(),
         ),

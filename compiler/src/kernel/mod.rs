@@ -411,6 +411,7 @@ pub fn lower(
                     | Op::Fft { .. }
                     | Op::TriangularSolve(_)
                     | Op::Cholesky
+                    | Op::Lu(_)
                     | Op::Attention(_)
                     | Op::CustomVjp(_)
                     | Op::While(_)

@@ -492,6 +492,7 @@ impl RowLowering<'_> {
             | Op::Fft { .. }
             | Op::TriangularSolve(_)
             | Op::Cholesky
+            | Op::Lu(_)
             | Op::Attention(_)
             | Op::CustomVjp(_)
             | Op::While(_)

@@ -63,6 +63,7 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
             | Op::Fft { .. }
             | Op::TriangularSolve(_)
             | Op::Cholesky
+            | Op::Lu(_)
             | Op::Attention(_)
             | Op::CustomVjp(_) => None,
         };

@@ -1,8 +1,8 @@
 //! `triangular_solve` (a square matrix `a`, or a batch of them, and right-hand sides `b` of
-//! one type) and `cholesky` (square matrices).
+//! one type), `cholesky` (square matrices) and the parts of `lu` (any matrices).
 
 use super::{arity, invalid};
-use crate::{TensorType, TriangularSolve, TypeError};
+use crate::{DType, LuPart, Shape, TensorType, TriangularSolve, TypeError};
 
 pub(super) fn triangular_solve(
     s: &TriangularSolve,
@@ -39,8 +39,49 @@ pub(super) fn cholesky(args: &[&TensorType]) -> Result<TensorType, TypeError> {
     Ok(a.clone())
 }
 
+/// The packed factors keep `a`'s type; pivots (`[.., min(m, n)]`) and the permutation
+/// (`[.., m]`) are `i32` row numbers, so `m` must fit one.
+pub(super) fn lu(part: LuPart, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let op = part.name();
+    let [a] = arity::<1>(op, args)?;
+    matrix(op, a)?;
+    let dims = a.dims();
+    let (batch, m, n) = (
+        &dims[..dims.len() - 2],
+        dims[dims.len() - 2],
+        dims[dims.len() - 1],
+    );
+    if i32::try_from(m).is_err() {
+        return Err(invalid(
+            op,
+            format!("a {a} has {m} rows, more than i32 row numbers can count"),
+        ));
+    }
+    let rows = match part {
+        LuPart::Factors => return Ok(a.clone()),
+        LuPart::Pivots => m.min(n),
+        LuPart::Permutation => m,
+    };
+    let mut shape = batch.to_vec();
+    shape.push(rows);
+    Ok(TensorType::new(DType::I32, Shape::new(shape)))
+}
+
 /// The size `m` of `a`, a float or complex `[.., m, m]`.
 fn square(op: &'static str, a: &TensorType) -> Result<usize, TypeError> {
+    matrix(op, a)?;
+    let rank = a.rank();
+    if a.dims()[rank - 1] != a.dims()[rank - 2] {
+        return Err(invalid(
+            op,
+            format!("a must be a square matrix or a batch of them, not {a}"),
+        ));
+    }
+    Ok(a.dims()[rank - 1])
+}
+
+/// Checks that `a` is a float or complex matrix, or a batch of them.
+fn matrix(op: &'static str, a: &TensorType) -> Result<(), TypeError> {
     if !a.dtype.is_float() && !a.dtype.is_complex() {
         return Err(TypeError::DType {
             op,
@@ -48,12 +89,11 @@ fn square(op: &'static str, a: &TensorType) -> Result<usize, TypeError> {
             expected: "a floating-point or complex type",
         });
     }
-    let rank = a.rank();
-    if rank < 2 || a.dims()[rank - 1] != a.dims()[rank - 2] {
+    if a.rank() < 2 {
         return Err(invalid(
             op,
-            format!("a must be a square matrix or a batch of them, not {a}"),
+            format!("a must be a matrix or a batch of them, not {a}"),
         ));
     }
-    Ok(a.dims()[rank - 1])
+    Ok(())
 }

@@ -65,6 +65,7 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::Fft { kind, lengths } => fft::fft(*kind, lengths, args)?,
         Op::TriangularSolve(s) => linalg::triangular_solve(s, args)?,
         Op::Cholesky => linalg::cholesky(args)?,
+        Op::Lu(part) => linalg::lu(*part, args)?,
     };
     if ty.rank() > MAX_RANK {
         return Err(TypeError::Rank {

@@ -6,8 +6,8 @@ use super::attrs::Attrs;
 use super::cursor::{PResult, Parser};
 use crate::{
     bf16_from_f64, f16_from_f64, Attention, AttentionPart, BinaryOp, CompareOp, Cond, CustomVjp,
-    DType, DotDims, Elements, FftKind, Gather, Literal, Op, ReduceOp, Remat, RematPolicy, Scalar,
-    Scan, Scatter, ScatterCombine, TensorType, TriangularSolve, UnaryOp, While,
+    DType, DotDims, Elements, FftKind, Gather, Literal, LuPart, Op, ReduceOp, Remat, RematPolicy,
+    Scalar, Scan, Scatter, ScatterCombine, TensorType, TriangularSolve, UnaryOp, While,
 };
 use half::{bf16, f16};
 use num_complex::Complex;
@@ -46,6 +46,8 @@ pub(super) fn build_op(
             Attention::new(part, attrs.flag(p, "causal")?)
                 .with_precision(attrs.dtype_or_none(p, "precision")?),
         )
+    } else if let Some(part) = LuPart::ALL.into_iter().find(|l| l.name() == name) {
+        Op::Lu(part)
     } else if let Some(kind) = FftKind::ALL.into_iter().find(|k| k.name() == name) {
         Op::Fft {
             kind,

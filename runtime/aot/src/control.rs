@@ -90,6 +90,7 @@ impl<R> CompiledCall<R> {
             | Op::Fft { .. }
             | Op::TriangularSolve(_)
             | Op::Cholesky
+            | Op::Lu(_)
             | Op::Attention(_) => return None,
         };
         regions.next().is_none().then_some(call)

@@ -1,12 +1,13 @@
-//! `triangular_solve` by forward or back substitution, one right-hand side at a time, and
-//! `cholesky` row by row (Cholesky–Banachiewicz): real types in f64 and complex ones in c128,
-//! each element rounded once at the end (as the interpreter computes everything).
+//! `triangular_solve` by forward or back substitution, one right-hand side at a time,
+//! `cholesky` row by row (Cholesky–Banachiewicz) and `lu` by Gaussian elimination with partial
+//! pivoting (LAPACK's `getf2`): real types in f64 and complex ones in c128, each element
+//! rounded once at the end (as the interpreter computes everything).
 
 use super::complex::{narrow, widen};
 use super::undefined;
 use crate::{Array, RuntimeError};
 use ferrax_ir::DType;
-use ferrax_ir::{Complex, Elements, Scalar, TriangularSolve};
+use ferrax_ir::{Complex, Elements, LuPart, Scalar, TriangularSolve};
 use std::ops::{Div, Mul, Sub};
 
 type C = Complex<f64>;
@@ -18,6 +19,8 @@ trait Field: Copy + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self>
     fn conj(self) -> Self;
     fn real(self) -> f64;
     fn from_real(x: f64) -> Self;
+    /// The size a pivot is chosen by: `|x|`, or `|re| + |im|` (LAPACK's `cabs1`).
+    fn magnitude(self) -> f64;
 }
 
 impl Field for f64 {
@@ -32,6 +35,9 @@ impl Field for f64 {
     fn from_real(x: f64) -> f64 {
         x
     }
+    fn magnitude(self) -> f64 {
+        self.abs()
+    }
 }
 
 impl Field for C {
@@ -45,6 +51,9 @@ impl Field for C {
     }
     fn from_real(x: f64) -> C {
         C::new(x, 0.0)
+    }
+    fn magnitude(self) -> f64 {
+        self.re.abs() + self.im.abs()
     }
 }
 
@@ -133,6 +142,61 @@ fn factor<T: Field>(a: &[T], m: usize) -> Vec<T> {
     out
 }
 
+/// Factors every `m × n` matrix of `a` in place (`l` below the diagonal, `u` on and above it)
+/// and returns each one's pivot rows, `min(m, n)` per matrix. A step's pivot is the first
+/// largest candidate (a NaN is never larger, as in LAPACK); a zero pivot scales nothing.
+fn factor_lu<T: Field>(a: &mut [T], m: usize, n: usize) -> Vec<usize> {
+    let k = m.min(n);
+    let mut pivots = Vec::new();
+    if k == 0 {
+        return pivots;
+    }
+    for a in a.chunks_mut(m * n) {
+        for j in 0..k {
+            let mut pivot = j;
+            let mut largest = a[j * n + j].magnitude();
+            for i in j + 1..m {
+                let size = a[i * n + j].magnitude();
+                if size > largest {
+                    (pivot, largest) = (i, size);
+                }
+            }
+            pivots.push(pivot);
+            if pivot != j {
+                for c in 0..n {
+                    a.swap(j * n + c, pivot * n + c);
+                }
+            }
+            let diagonal = a[j * n + j];
+            if largest == 0.0 {
+                continue;
+            }
+            for i in j + 1..m {
+                let factor = a[i * n + j] / diagonal;
+                a[i * n + j] = factor;
+                for c in j + 1..n {
+                    a[i * n + c] = a[i * n + c] - factor * a[j * n + c];
+                }
+            }
+        }
+    }
+    pivots
+}
+
+/// The row permutations the pivots of `batches` matrices of `m` rows make (`k` pivots each):
+/// row `i` of `p·a` is row `permutation[i]` of `a`.
+fn permutations(pivots: &[usize], batches: usize, m: usize, k: usize) -> Vec<usize> {
+    let mut out = Vec::with_capacity(batches * m);
+    for batch in 0..batches {
+        let start = out.len();
+        out.extend(0..m);
+        for (j, &p) in pivots[batch * k..(batch + 1) * k].iter().enumerate() {
+            out.swap(start + j, start + p);
+        }
+    }
+    out
+}
+
 /// `values` (f64) rounded to `dtype`.
 fn rounded(values: &[f64], dtype: DType, op: &'static str) -> Result<Elements, RuntimeError> {
     let scalars: Vec<Scalar> = values.iter().map(|&v| Scalar::from_f64(dtype, v)).collect();
@@ -182,5 +246,43 @@ pub(super) fn triangular_solve(
             "triangular_solve",
         )?,
         _ => return Err(undefined("triangular_solve", dtype)),
+    })
+}
+
+/// Part `part` of the LU factorization of every matrix of `a` (`[.., m, n]`).
+pub(super) fn lu(part: LuPart, a: &Array) -> Result<Elements, RuntimeError> {
+    let dims = a.dims();
+    let rank = dims.len();
+    let (m, n) = match rank {
+        0 | 1 => return Err(undefined(part.name(), a.dtype())),
+        _ => (dims[rank - 2], dims[rank - 1]),
+    };
+    let dtype = a.dtype();
+    let (factors, pivots) = match a.elements() {
+        Elements::C64(x) => {
+            let mut x: Vec<C> = x.iter().map(|&z| widen(z)).collect();
+            let pivots = factor_lu(&mut x, m, n);
+            (Elements::C64(x.into_iter().map(narrow).collect()), pivots)
+        }
+        Elements::C128(x) => {
+            let mut x = x.clone();
+            let pivots = factor_lu(&mut x, m, n);
+            (Elements::C128(x), pivots)
+        }
+        x if dtype.is_float() => {
+            let mut x = x.to_f64_vec();
+            let pivots = factor_lu(&mut x, m, n);
+            (rounded(&x, dtype, part.name())?, pivots)
+        }
+        _ => return Err(undefined(part.name(), dtype)),
+    };
+    let rows = |v: Vec<usize>| Elements::I32(v.into_iter().map(|r| r as i32).collect());
+    Ok(match part {
+        LuPart::Factors => factors,
+        LuPart::Pivots => rows(pivots),
+        LuPart::Permutation => {
+            let batches = dims[..rank - 2].iter().product();
+            rows(permutations(&pivots, batches, m, m.min(n)))
+        }
     })
 }

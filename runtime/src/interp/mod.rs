@@ -250,6 +250,7 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
         Op::Fft { kind, lengths } => fft::fft(*kind, lengths, args[0], ty)?,
         Op::TriangularSolve(s) => linalg::triangular_solve(s, args[0], args[1])?,
         Op::Cholesky => linalg::cholesky(args[0])?,
+        Op::Lu(part) => linalg::lu(*part, args[0])?,
     };
     Array::new(ty.shape.clone(), data)
 }

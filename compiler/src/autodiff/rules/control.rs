@@ -91,6 +91,7 @@ pub(super) fn call_jvp(
                 | Op::Fft { .. }
                 | Op::TriangularSolve(_)
                 | Op::Cholesky
+                | Op::Lu(_)
                 | Op::CustomVjp(_)
                 | Op::Attention(_) => return Err(unsupported()),
             };
@@ -131,6 +132,7 @@ pub(super) fn call_jvp(
         | Op::Fft { .. }
         | Op::TriangularSolve(_)
         | Op::Cholesky
+        | Op::Lu(_)
         | Op::CustomVjp(_)
         | Op::Attention(_) => return Err(unsupported()),
     };

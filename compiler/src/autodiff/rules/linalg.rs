@@ -13,10 +13,19 @@
 //! `dl = l·Φ(l⁻¹·H(da)·l⁻ᴴ)`, `Φ` keeping the lower triangle with the diagonal halved. Reverse
 //! mode transposes it step by step: `s = l⁻ᵀ·Φ(lᵀ·g)·conj(l)⁻¹` (two triangular solves), then
 //! `H`'s transpose (`s + conj(sᵀ)` below the diagonal, the diagonal's real parts).
+//!
+//! `lu`: `p·a = l·u`. Forward mode is JAX's rule: with `l` completed to a unit lower `m × m`
+//! matrix `L` and `u` to an upper `n × n` one `U` (ones on the diagonal past `u`'s rows),
+//! `w = L⁻¹·(p·da)·U⁻¹` and `d(lu) = L·tril(w, −1) + triu(w)·U`. Reverse mode transposes it:
+//! `c = tril(Lᵀ·g, −1) + triu(g·Uᵀ)`, `da = pᵀ·L⁻ᵀ·c·U⁻ᵀ`. The pivots and the permutation are
+//! integers, without derivatives.
 
 use super::elementwise::conj;
 use super::{Emitter, R};
-use ferrax_ir::{BinaryOp, CompareOp, DType, DotDims, Op, TriangularSolve, UnaryOp, ValueId};
+use ferrax_ir::{
+    BinaryOp, CompareOp, DType, DotDims, LuPart, Op, Shape, TensorType, TriangularSolve, UnaryOp,
+    ValueId,
+};
 
 /// `p·q` over the last two dimensions (`transpose` each operand first where asked), the
 /// leading ones batch dimensions.
@@ -202,4 +211,135 @@ pub(super) fn cholesky_vjp(e: &mut Emitter, l: ValueId, g: ValueId) -> R {
     let real = real_of(e, s)?;
     let diagonal = kept(e, real, CompareOp::Eq)?;
     e.add(below, diagonal)
+}
+
+/// What the LU rules read of the factorization of `a` (`[.., m, n]`): `L` (`m × m`), `U`
+/// (`n × n`) and the permutation matrix `p` (`m × m`, `p·a` permutes `a`'s rows).
+struct LuFactors {
+    l: ValueId,
+    u: ValueId,
+    p: ValueId,
+}
+
+/// `v` (`[.., rows, cols]`) cropped or padded with zeros to `[.., rows', cols']`.
+fn resized(e: &mut Emitter, v: ValueId, rows: usize, cols: usize) -> R {
+    let ty = e.ty(v)?;
+    let rank = ty.rank();
+    let dims = ty.dims();
+    let mut high = vec![0i64; rank];
+    high[rank - 2] = rows as i64 - dims[rank - 2] as i64;
+    high[rank - 1] = cols as i64 - dims[rank - 1] as i64;
+    if high.iter().all(|&h| h == 0) {
+        return Ok(v);
+    }
+    let zero = e.splat(0.0, &TensorType::new(ty.dtype, Shape::new(Vec::new())))?;
+    e.push(
+        Op::Pad {
+            low: vec![0; rank],
+            high,
+            interior: vec![0; rank],
+        },
+        &[v, zero],
+    )
+}
+
+/// Ones on the diagonal of `v`'s matrices, zeros elsewhere, in `v`'s type.
+fn identity_like(e: &mut Emitter, v: ValueId) -> R {
+    let one = e.full_like(1.0, v)?;
+    kept(e, one, CompareOp::Eq)
+}
+
+fn lu_factors(e: &mut Emitter, a: ValueId, packed: ValueId) -> R<LuFactors> {
+    let ty = e.ty(a)?;
+    let rank = ty.rank();
+    let (m, n) = (ty.dims()[rank - 2], ty.dims()[rank - 1]);
+    let k = m.min(n);
+    // L: the strict lower triangle of the first m columns (zeros past k), and ones.
+    let l = resized(e, packed, m, m)?;
+    let l = kept(e, l, CompareOp::Gt)?;
+    let eye_m = identity_like(e, l)?;
+    let l = e.add(l, eye_m)?;
+    // U: the upper triangle of the first n rows, and ones on the diagonal past row k.
+    let u = resized(e, packed, n, n)?;
+    let mut u = kept(e, u, CompareOp::Le)?;
+    if k < n {
+        let u_ty = e.ty(u)?;
+        let rows = e.push(
+            Op::Iota {
+                dtype: DType::I64,
+                shape: u_ty.shape.clone(),
+                dim: rank - 2,
+            },
+            &[],
+        )?;
+        let first = e.splat(k as f64, &TensorType::new(DType::I64, u_ty.shape.clone()))?;
+        let past = e.compare(CompareOp::Ge, rows, first)?;
+        let eye_n = identity_like(e, u)?;
+        u = e.select(past, eye_n, u)?;
+    }
+    // p[i, j] = 1 where permutation[i] = j.
+    let permutation = e.push(Op::Lu(LuPart::Permutation), &[a])?;
+    let mut square = ty.dims()[..rank - 1].to_vec();
+    square.push(m);
+    let square = Shape::new(square);
+    let rows = e.broadcast(permutation, &square, (0..rank - 1).collect())?;
+    let cols = e.push(
+        Op::Iota {
+            dtype: DType::I32,
+            shape: square.clone(),
+            dim: rank - 1,
+        },
+        &[],
+    )?;
+    let at = e.compare(CompareOp::Eq, rows, cols)?;
+    let square_ty = TensorType::new(ty.dtype, square);
+    let one = e.splat(1.0, &square_ty)?;
+    let zero = e.splat(0.0, &square_ty)?;
+    let p = e.select(at, one, zero)?;
+    Ok(LuFactors { l, u, p })
+}
+
+/// A solve with `L` (unit lower) or `U` (upper) on the given side, transposed or not.
+fn solve_factor(e: &mut Emitter, f: ValueId, b: ValueId, lower: bool, transpose: bool) -> R {
+    let s = TriangularSolve {
+        left_side: lower,
+        lower,
+        transpose_a: transpose,
+        conjugate_a: false,
+        unit_diagonal: lower,
+    };
+    e.push(Op::TriangularSolve(s), &[f, b])
+}
+
+pub(super) fn lu_jvp(
+    e: &mut Emitter,
+    part: LuPart,
+    a: ValueId,
+    t: Option<ValueId>,
+    y: ValueId,
+) -> R<Option<ValueId>> {
+    let (LuPart::Factors, Some(t)) = (part, t) else {
+        return Ok(None);
+    };
+    let LuFactors { l, u, p } = lu_factors(e, a, y)?;
+    let x = product(e, p, t, (false, false))?;
+    let la = solve_factor(e, l, x, true, false)?;
+    let w = solve_factor(e, u, la, false, false)?;
+    let below = kept(e, w, CompareOp::Gt)?;
+    let upper = kept(e, w, CompareOp::Le)?;
+    let l_dot = product(e, l, below, (false, false))?;
+    let u_dot = product(e, upper, u, (false, false))?;
+    Ok(Some(e.add(l_dot, u_dot)?))
+}
+
+pub(super) fn lu_vjp(e: &mut Emitter, a: ValueId, y: ValueId, g: ValueId) -> R {
+    let LuFactors { l, u, p } = lu_factors(e, a, y)?;
+    let from_l = product(e, l, g, (true, false))?;
+    let from_l = kept(e, from_l, CompareOp::Gt)?;
+    let from_u = product(e, g, u, (false, true))?;
+    let from_u = kept(e, from_u, CompareOp::Le)?;
+    let c = e.add(from_l, from_u)?;
+    let c = solve_factor(e, u, c, false, true)?;
+    let c = solve_factor(e, l, c, true, true)?;
+    product(e, p, c, (true, false))
 }

@@ -19,7 +19,7 @@ mod sort;
 use super::emit::{Emitter, R};
 use super::AutodiffError;
 pub(super) use control::Calls;
-use ferrax_ir::{Op, ValueId};
+use ferrax_ir::{LuPart, Op, ValueId};
 
 /// Forward mode through a call that yields the primal result too, as `(primal, tangent)`:
 /// `while`, `cond`, `scan` and `remat` with some tangent (the primal call is then not
@@ -51,6 +51,7 @@ pub(super) fn call_jvp(
         | Op::Fft { .. }
         | Op::TriangularSolve(_)
         | Op::Cholesky
+        | Op::Lu(_)
         | Op::Sort { .. }
         | Op::Unary(_)
         | Op::Binary(_)
@@ -92,6 +93,7 @@ pub(super) fn jvp(
         Op::Fft { .. } => fft::jvp(e, op, t[0]),
         Op::TriangularSolve(s) => linalg::jvp(e, s, x, t, y),
         Op::Cholesky => linalg::cholesky_jvp(e, t[0], y),
+        Op::Lu(part) => linalg::lu_jvp(e, *part, x[0], t[0], y),
         Op::Sort {
             dimension,
             descending,
@@ -159,6 +161,7 @@ pub(super) fn joins_results(op: &Op) -> bool {
         | Op::Fft { .. }
         | Op::TriangularSolve(_)
         | Op::Cholesky
+        | Op::Lu(_)
         | Op::Attention(_) => false,
     }
 }
@@ -186,6 +189,8 @@ pub(super) fn vjp(
         Op::Fft { kind, lengths } => Ok(vec![Some(fft::vjp(e, *kind, lengths, g()?)?)]),
         Op::TriangularSolve(s) => linalg::vjp(e, s, x, y, g()?),
         Op::Cholesky => Ok(vec![Some(linalg::cholesky_vjp(e, y, g()?)?)]),
+        Op::Lu(LuPart::Factors) => Ok(vec![Some(linalg::lu_vjp(e, x[0], y, g()?)?)]),
+        Op::Lu(LuPart::Pivots | LuPart::Permutation) => Ok(vec![None]),
         Op::Sort {
             dimension,
             descending,

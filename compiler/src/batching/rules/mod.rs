@@ -72,6 +72,7 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
         Op::Fft { kind, lengths } => fft::batch(bt, *kind, lengths, args[0]),
         Op::TriangularSolve(s) => linalg::triangular_solve(bt, *s, args[0], args[1]),
         Op::Cholesky => linalg::cholesky(bt, args[0]),
+        Op::Lu(part) => linalg::lu(bt, *part, args[0]),
         Op::CustomVjp(c) => call::custom_vjp(bt, c, args),
         Op::Attention(a) => attention::batch(bt, *a, args),
         Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
@@ -120,6 +121,7 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         | Op::Fft { .. }
         | Op::TriangularSolve(_)
         | Op::Cholesky
+        | Op::Lu(_)
         | Op::Attention(_)
         | Op::CustomVjp(_) => Err(BatchError::Malformed(format!(
             "{} is not a control-flow call",
