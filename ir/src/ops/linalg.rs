@@ -69,9 +69,9 @@ pub(super) fn lu(part: LuPart, args: &[&TensorType]) -> Result<TensorType, TypeE
 
 /// The size `m` of `a`, a float or complex `[.., m, m]`.
 fn square(op: &'static str, a: &TensorType) -> Result<usize, TypeError> {
-    matrix(op, a)?;
+    numeric(op, a)?;
     let rank = a.rank();
-    if a.dims()[rank - 1] != a.dims()[rank - 2] {
+    if rank < 2 || a.dims()[rank - 1] != a.dims()[rank - 2] {
         return Err(invalid(
             op,
             format!("a must be a square matrix or a batch of them, not {a}"),
@@ -82,13 +82,7 @@ fn square(op: &'static str, a: &TensorType) -> Result<usize, TypeError> {
 
 /// Checks that `a` is a float or complex matrix, or a batch of them.
 fn matrix(op: &'static str, a: &TensorType) -> Result<(), TypeError> {
-    if !a.dtype.is_float() && !a.dtype.is_complex() {
-        return Err(TypeError::DType {
-            op,
-            dtype: a.dtype,
-            expected: "a floating-point or complex type",
-        });
-    }
+    numeric(op, a)?;
     if a.rank() < 2 {
         return Err(invalid(
             op,
@@ -96,4 +90,16 @@ fn matrix(op: &'static str, a: &TensorType) -> Result<(), TypeError> {
         ));
     }
     Ok(())
+}
+
+/// Checks that `a` holds floats or complex numbers.
+fn numeric(op: &'static str, a: &TensorType) -> Result<(), TypeError> {
+    match a.dtype.is_float() || a.dtype.is_complex() {
+        true => Ok(()),
+        false => Err(TypeError::DType {
+            op,
+            dtype: a.dtype,
+            expected: "a floating-point or complex type",
+        }),
+    }
 }

@@ -12,6 +12,7 @@ mod composite;
 mod control;
 mod conv;
 mod indexing;
+mod lapack;
 mod names;
 mod ops;
 mod quant;
@@ -224,6 +225,7 @@ impl<'a> Importer<'a> {
             "chlo.top_k" => self.top_k(op, args),
             "sort" => self.sort(op, args),
             "rng_bit_generator" => self.rng_bit_generator(op, args),
+            "custom_call" => self.custom_call(op, args),
             _ => Ok(vec![self.simple(short, op, args)?]),
         }
     }
