@@ -402,6 +402,35 @@ fn d_lu() {
     );
 }
 
+/// `qr`'s factors, both of them, of tall and square matrices (full factors of square ones),
+/// real and complex.
+#[test]
+fn d_qr() {
+    for (dims, full, seed) in [
+        ([4, 3], false, 121),
+        ([3, 3], true, 123),
+        ([5, 2], false, 125),
+    ] {
+        let n = dims[0] * dims[1];
+        let z = complex_values(n, seed, (-1.0, 1.0), (-1.0, 1.0));
+        let x = values(n, seed + 7, -1.0, 1.0);
+        check_grad(
+            "qr q",
+            |v| weighted(&v[0].qr(full).0),
+            vec![c128(&dims, z.clone())],
+        );
+        check_grad("qr r", |v| weighted(&v[0].qr(full).1), vec![c128(&dims, z)]);
+        check_grad(
+            "qr of reals",
+            |v| {
+                let (q, r) = v[0].qr(full);
+                weighted(&q.astype(DType::C128)) + weighted(&r.astype(DType::C128))
+            },
+            vec![f64s(&dims, x)],
+        );
+    }
+}
+
 /// The pullback of 1 through a holomorphic function is its complex derivative (what
 /// `jax.grad(f, holomorphic=True)` returns): here `d/dz z·sin(z) = sin(z) + z·cos(z)`.
 #[test]

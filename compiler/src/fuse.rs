@@ -108,6 +108,7 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::TriangularSolve(_)
         | Op::Cholesky
         | Op::Lu(_)
+        | Op::Qr(_)
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)
@@ -560,6 +561,7 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::TriangularSolve(_)
         | Op::Cholesky
         | Op::Lu(_)
+        | Op::Qr(_)
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)

@@ -152,6 +152,7 @@ impl Op {
             | Op::TriangularSolve(_)
             | Op::Cholesky
             | Op::Lu(_)
+            | Op::Qr(_)
             | Op::Attention(_) => Vec::new(),
         }
     }
@@ -224,6 +225,7 @@ impl Op {
             | Op::TriangularSolve(_)
             | Op::Cholesky
             | Op::Lu(_)
+            | Op::Qr(_)
             | Op::Attention(_) => None,
         }
     }

@@ -64,3 +64,47 @@ impl LuPart {
         }
     }
 }
+
+/// What a `qr` instruction yields of the QR factorization of `a`, `[.., m, n]`, a float or
+/// complex type (`lax.linalg.qr`): `a = q·r` with `q`'s columns orthonormal and `r` upper
+/// triangular, by Householder reflections as LAPACK's `geqrf` and `orgqr` make them (each
+/// reflection maps its column onto `−sign(re(a_jj))·‖column‖`, so `r`'s diagonal is real and
+/// of the sign opposite the column's leading entry). With `full_matrices`, `q` is `m × m` and
+/// `r` is `m × n`; without, `q` is `m × k` and `r` is `k × n` (`k = min(m, n)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Qr {
+    pub part: QrPart,
+    pub full_matrices: bool,
+}
+
+/// The factor a `qr` instruction yields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum QrPart {
+    Q,
+    R,
+}
+
+impl QrPart {
+    pub const ALL: [QrPart; 2] = [QrPart::Q, QrPart::R];
+
+    /// The op's name in the text format.
+    pub fn name(self) -> &'static str {
+        match self {
+            QrPart::Q => "qr_q",
+            QrPart::R => "qr_r",
+        }
+    }
+}
+
+impl Qr {
+    /// The factor's rows and columns for an `m × n` matrix.
+    pub fn dims(&self, m: usize, n: usize) -> (usize, usize) {
+        let k = m.min(n);
+        match (self.part, self.full_matrices) {
+            (QrPart::Q, true) => (m, m),
+            (QrPart::Q, false) => (m, k),
+            (QrPart::R, true) => (m, n),
+            (QrPart::R, false) => (k, n),
+        }
+    }
+}

@@ -518,6 +518,8 @@ pub enum Op {
     Cholesky,
     /// A part of the LU factorization with partial pivoting (see [`crate::LuPart`]).
     Lu(crate::LuPart),
+    /// A factor of the QR factorization (see [`crate::Qr`]).
+    Qr(crate::Qr),
     /// A part of dot-product attention (see [`crate::Attention`]).
     Attention(crate::Attention),
     /// A function with a user-defined reverse-mode derivative (`jax.custom_vjp`).
@@ -575,6 +577,7 @@ impl Op {
             Op::TriangularSolve(_) => "triangular_solve",
             Op::Cholesky => "cholesky",
             Op::Lu(part) => part.name(),
+            Op::Qr(qr) => qr.part.name(),
             Op::Attention(a) => a.name(),
             Op::CustomVjp(_) => "custom_vjp",
             Op::While(_) => "while",

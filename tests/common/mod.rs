@@ -774,6 +774,19 @@ pub fn gradient_programs() -> Vec<(&'static str, Func)> {
             )
             .unwrap(),
         ),
+        (
+            "qr_grad",
+            trace(
+                |x: Tensor| {
+                    grad(|x: Tensor| {
+                        let (q, r) = x.qr(false);
+                        (&q * &q.sin()).sum(..) + r.sum(..)
+                    })(x)
+                },
+                &spec(&[4, 3]),
+            )
+            .unwrap(),
+        ),
     ]
 }
 

@@ -412,6 +412,7 @@ pub fn lower(
                     | Op::TriangularSolve(_)
                     | Op::Cholesky
                     | Op::Lu(_)
+                    | Op::Qr(_)
                     | Op::Attention(_)
                     | Op::CustomVjp(_)
                     | Op::While(_)

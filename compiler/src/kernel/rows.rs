@@ -493,6 +493,7 @@ impl RowLowering<'_> {
             | Op::TriangularSolve(_)
             | Op::Cholesky
             | Op::Lu(_)
+            | Op::Qr(_)
             | Op::Attention(_)
             | Op::CustomVjp(_)
             | Op::While(_)

@@ -64,6 +64,7 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
             | Op::TriangularSolve(_)
             | Op::Cholesky
             | Op::Lu(_)
+            | Op::Qr(_)
             | Op::Attention(_)
             | Op::CustomVjp(_) => None,
         };

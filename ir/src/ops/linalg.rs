@@ -1,8 +1,8 @@
 //! `triangular_solve` (a square matrix `a`, or a batch of them, and right-hand sides `b` of
-//! one type), `cholesky` (square matrices) and the parts of `lu` (any matrices).
+//! one type), `cholesky` (square matrices) and the parts of `lu` and `qr` (any matrices).
 
 use super::{arity, invalid};
-use crate::{DType, LuPart, Shape, TensorType, TriangularSolve, TypeError};
+use crate::{DType, LuPart, Qr, Shape, TensorType, TriangularSolve, TypeError};
 
 pub(super) fn triangular_solve(
     s: &TriangularSolve,
@@ -65,6 +65,18 @@ pub(super) fn lu(part: LuPart, args: &[&TensorType]) -> Result<TensorType, TypeE
     let mut shape = batch.to_vec();
     shape.push(rows);
     Ok(TensorType::new(DType::I32, Shape::new(shape)))
+}
+
+/// `q` or `r` of `a`'s type, of the sizes [`Qr::dims`] gives.
+pub(super) fn qr(qr: &Qr, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let [a] = arity::<1>(qr.part.name(), args)?;
+    matrix(qr.part.name(), a)?;
+    let dims = a.dims();
+    let rank = dims.len();
+    let (rows, cols) = qr.dims(dims[rank - 2], dims[rank - 1]);
+    let mut shape = dims[..rank - 2].to_vec();
+    shape.extend([rows, cols]);
+    Ok(TensorType::new(a.dtype, Shape::new(shape)))
 }
 
 /// The size `m` of `a`, a float or complex `[.., m, m]`.

@@ -66,6 +66,7 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::TriangularSolve(s) => linalg::triangular_solve(s, args)?,
         Op::Cholesky => linalg::cholesky(args)?,
         Op::Lu(part) => linalg::lu(*part, args)?,
+        Op::Qr(qr) => linalg::qr(qr, args)?,
     };
     if ty.rank() > MAX_RANK {
         return Err(TypeError::Rank {

@@ -91,6 +91,7 @@ impl<R> CompiledCall<R> {
             | Op::TriangularSolve(_)
             | Op::Cholesky
             | Op::Lu(_)
+            | Op::Qr(_)
             | Op::Attention(_) => return None,
         };
         regions.next().is_none().then_some(call)

@@ -1,19 +1,22 @@
 //! `triangular_solve` by forward or back substitution, one right-hand side at a time,
-//! `cholesky` row by row (Cholesky–Banachiewicz) and `lu` by Gaussian elimination with partial
-//! pivoting (LAPACK's `getf2`): real types in f64 and complex ones in c128, each element
-//! rounded once at the end (as the interpreter computes everything).
+//! `cholesky` row by row (Cholesky–Banachiewicz), `lu` by Gaussian elimination with partial
+//! pivoting (LAPACK's `getf2`) and `qr` by Householder reflections (LAPACK's `geqr2`, `larfg`
+//! and `org2r`): real types in f64 and complex ones in c128, each element rounded once at the
+//! end (as the interpreter computes everything).
 
 use super::complex::{narrow, widen};
 use super::undefined;
 use crate::{Array, RuntimeError};
 use ferrax_ir::DType;
-use ferrax_ir::{Complex, Elements, LuPart, Scalar, TriangularSolve};
-use std::ops::{Div, Mul, Sub};
+use ferrax_ir::{Complex, Elements, LuPart, Qr, QrPart, Scalar, TriangularSolve};
+use std::ops::{Add, Div, Mul, Sub};
 
 type C = Complex<f64>;
 
 /// The arithmetic substitution and factorization need, for f64 and c128.
-trait Field: Copy + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self> {
+trait Field:
+    Copy + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self>
+{
     const ZERO: Self;
     const ONE: Self;
     fn conj(self) -> Self;
@@ -21,6 +24,9 @@ trait Field: Copy + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self>
     fn from_real(x: f64) -> Self;
     /// The size a pivot is chosen by: `|x|`, or `|re| + |im|` (LAPACK's `cabs1`).
     fn magnitude(self) -> f64;
+    /// `|x|`.
+    fn modulus(self) -> f64;
+    fn imag(self) -> f64;
 }
 
 impl Field for f64 {
@@ -38,6 +44,12 @@ impl Field for f64 {
     fn magnitude(self) -> f64 {
         self.abs()
     }
+    fn modulus(self) -> f64 {
+        self.abs()
+    }
+    fn imag(self) -> f64 {
+        0.0
+    }
 }
 
 impl Field for C {
@@ -54,6 +66,12 @@ impl Field for C {
     }
     fn magnitude(self) -> f64 {
         self.re.abs() + self.im.abs()
+    }
+    fn modulus(self) -> f64 {
+        self.norm()
+    }
+    fn imag(self) -> f64 {
+        self.im
     }
 }
 
@@ -197,6 +215,85 @@ fn permutations(pivots: &[usize], batches: usize, m: usize, k: usize) -> Vec<usi
     out
 }
 
+/// The Householder QR factorization of every `m × n` matrix of `a` (none empty): `q`
+/// (`m × cols`) and `r` (`rows × n`, zeros below the diagonal), `cols` and `rows` as
+/// `qr.dims` gives them. Reflection `j` is `I − τ·v·vᴴ` with `v_j = 1`, mapping column `j`
+/// from the diagonal down onto `β = −sign(re(a_jj))·‖column‖` (none where nothing lies below
+/// a real diagonal entry: τ = 0).
+fn factor_qr<T: Field>(a: &[T], m: usize, n: usize, qr: &Qr) -> Vec<T> {
+    let k = m.min(n);
+    let (rows, cols) = qr.dims(m, n);
+    let batches = a.len() / (m * n);
+    let mut out = Vec::with_capacity(batches * rows * cols);
+    let mut w = a.to_vec();
+    let mut taus = vec![T::ZERO; k];
+    for batch in 0..batches {
+        let a = &mut w[batch * m * n..(batch + 1) * m * n];
+        for j in 0..k {
+            let alpha = a[j * n + j];
+            let below = (j + 1..m).fold(0.0f64, |s, i| s.hypot(a[i * n + j].modulus()));
+            if below == 0.0 && alpha.imag() == 0.0 {
+                taus[j] = T::ZERO;
+                continue;
+            }
+            let beta = -alpha.modulus().hypot(below).copysign(alpha.real());
+            let beta_t = T::from_real(beta);
+            taus[j] = (beta_t - alpha) / beta_t;
+            let scale = T::ONE / (alpha - beta_t);
+            for i in j + 1..m {
+                a[i * n + j] = a[i * n + j] * scale;
+            }
+            a[j * n + j] = beta_t;
+            // Hᴴ applied to the columns on the right.
+            let tau = taus[j].conj();
+            for c in j + 1..n {
+                let mut dot = a[j * n + c];
+                for i in j + 1..m {
+                    dot = dot + a[i * n + j].conj() * a[i * n + c];
+                }
+                let step = tau * dot;
+                a[j * n + c] = a[j * n + c] - step;
+                for i in j + 1..m {
+                    a[i * n + c] = a[i * n + c] - a[i * n + j] * step;
+                }
+            }
+        }
+        match qr.part {
+            QrPart::R => {
+                for r in 0..rows {
+                    for c in 0..cols {
+                        out.push(if r <= c { a[r * n + c] } else { T::ZERO });
+                    }
+                }
+            }
+            QrPart::Q => {
+                // H(0)·H(1)···H(k−1) applied to the identity's first `cols` columns, the last
+                // reflection first.
+                let mut q = vec![T::ZERO; m * cols];
+                for d in 0..m.min(cols) {
+                    q[d * cols + d] = T::ONE;
+                }
+                for j in (0..k).rev() {
+                    let tau = taus[j];
+                    for c in 0..cols {
+                        let mut dot = q[j * cols + c];
+                        for i in j + 1..m {
+                            dot = dot + a[i * n + j].conj() * q[i * cols + c];
+                        }
+                        let step = tau * dot;
+                        q[j * cols + c] = q[j * cols + c] - step;
+                        for i in j + 1..m {
+                            q[i * cols + c] = q[i * cols + c] - a[i * n + j] * step;
+                        }
+                    }
+                }
+                out.extend(q);
+            }
+        }
+    }
+    out
+}
+
 /// `values` (f64) rounded to `dtype`.
 fn rounded(values: &[f64], dtype: DType, op: &'static str) -> Result<Elements, RuntimeError> {
     let scalars: Vec<Scalar> = values.iter().map(|&v| Scalar::from_f64(dtype, v)).collect();
@@ -284,5 +381,46 @@ pub(super) fn lu(part: LuPart, a: &Array) -> Result<Elements, RuntimeError> {
             let batches = dims[..rank - 2].iter().product();
             rows(permutations(&pivots, batches, m, m.min(n)))
         }
+    })
+}
+
+/// Factor `qr.part` of the QR factorization of every matrix of `a` (`[.., m, n]`), the result
+/// of dims `result`.
+pub(super) fn qr(qr: &Qr, a: &Array, result: &[usize]) -> Result<Elements, RuntimeError> {
+    let dims = a.dims();
+    let rank = dims.len();
+    let name = qr.part.name();
+    let (m, n) = match rank {
+        0 | 1 => return Err(undefined(name, a.dtype())),
+        _ => (dims[rank - 2], dims[rank - 1]),
+    };
+    let dtype = a.dtype();
+    if m * n == 0 {
+        // No reflections: `q` is the identity's columns, `r` zeros.
+        let count: usize = result.iter().product();
+        let (rows, cols) = qr.dims(m, n);
+        let one = |i: usize| qr.part == QrPart::Q && (i % (rows * cols)) / cols == i % cols;
+        let values: Vec<f64> = (0..count).map(|i| if one(i) { 1.0 } else { 0.0 }).collect();
+        return match dtype {
+            DType::C64 => Ok(Elements::C64(
+                values
+                    .iter()
+                    .map(|&v| Complex::new(v as f32, 0.0))
+                    .collect(),
+            )),
+            DType::C128 => Ok(Elements::C128(
+                values.iter().map(|&v| C::new(v, 0.0)).collect(),
+            )),
+            _ => rounded(&values, dtype, name),
+        };
+    }
+    Ok(match a.elements() {
+        Elements::C64(x) => {
+            let x: Vec<C> = x.iter().map(|&z| widen(z)).collect();
+            Elements::C64(factor_qr(&x, m, n, qr).into_iter().map(narrow).collect())
+        }
+        Elements::C128(x) => Elements::C128(factor_qr(x, m, n, qr)),
+        x if dtype.is_float() => rounded(&factor_qr(&x.to_f64_vec(), m, n, qr), dtype, name)?,
+        _ => return Err(undefined(name, dtype)),
     })
 }

@@ -251,6 +251,7 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
         Op::TriangularSolve(s) => linalg::triangular_solve(s, args[0], args[1])?,
         Op::Cholesky => linalg::cholesky(args[0])?,
         Op::Lu(part) => linalg::lu(*part, args[0])?,
+        Op::Qr(qr) => linalg::qr(qr, args[0], ty.dims())?,
     };
     Array::new(ty.shape.clone(), data)
 }

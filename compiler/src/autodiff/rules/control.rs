@@ -92,6 +92,7 @@ pub(super) fn call_jvp(
                 | Op::TriangularSolve(_)
                 | Op::Cholesky
                 | Op::Lu(_)
+                | Op::Qr(_)
                 | Op::CustomVjp(_)
                 | Op::Attention(_) => return Err(unsupported()),
             };
@@ -133,6 +134,7 @@ pub(super) fn call_jvp(
         | Op::TriangularSolve(_)
         | Op::Cholesky
         | Op::Lu(_)
+        | Op::Qr(_)
         | Op::CustomVjp(_)
         | Op::Attention(_) => return Err(unsupported()),
     };

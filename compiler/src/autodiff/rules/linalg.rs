@@ -19,12 +19,17 @@
 //! `w = L⁻¹·(p·da)·U⁻¹` and `d(lu) = L·tril(w, −1) + triu(w)·U`. Reverse mode transposes it:
 //! `c = tril(Lᵀ·g, −1) + triu(g·Uᵀ)`, `da = pᵀ·L⁻ᵀ·c·U⁻ᵀ`. The pivots and the permutation are
 //! integers, without derivatives.
+//!
+//! `qr` (JAX's rule, for `m ≥ n` and the reduced factors, or square matrices): with
+//! `D = da·r⁻¹`, `C = qᴴ·D` and the skew-Hermitian `Ω = tril(C, −1) − tril(C, −1)ᴴ` (plus
+//! `C`'s imaginary diagonal for complex numbers), `dq = q·(Ω − C) + D` and `dr = (C − Ω)·r`.
+//! Reverse mode transposes each step; other shapes are unsupported, as in JAX.
 
 use super::elementwise::conj;
-use super::{Emitter, R};
+use super::{AutodiffError, Emitter, R};
 use ferrax_ir::{
-    BinaryOp, CompareOp, DType, DotDims, LuPart, Op, Shape, TensorType, TriangularSolve, UnaryOp,
-    ValueId,
+    BinaryOp, CompareOp, DType, DotDims, LuPart, Op, Qr, QrPart, Shape, TensorType,
+    TriangularSolve, UnaryOp, ValueId,
 };
 
 /// `p·q` over the last two dimensions (`transpose` each operand first where asked), the
@@ -342,4 +347,109 @@ pub(super) fn lu_vjp(e: &mut Emitter, a: ValueId, y: ValueId, g: ValueId) -> R {
     let c = solve_factor(e, u, c, false, true)?;
     let c = solve_factor(e, l, c, true, true)?;
     product(e, p, c, (true, false))
+}
+
+/// The reduced factors `q`, `r` of `a`, where QR's rules are defined (`m ≥ n`, and `m = n`
+/// for the full ones).
+fn qr_factors(e: &mut Emitter, qr: &Qr, a: ValueId) -> R<(ValueId, ValueId)> {
+    let ty = e.ty(a)?;
+    let rank = ty.rank();
+    let (m, n) = (ty.dims()[rank - 2], ty.dims()[rank - 1]);
+    if m < n || (qr.full_matrices && m != n) {
+        return Err(AutodiffError::Unsupported(format!(
+            "the derivative of the QR factorization of {ty} (JAX's needs m >= n, and square \
+             matrices for the full factors)"
+        )));
+    }
+    let reduced = |part| {
+        Op::Qr(Qr {
+            part,
+            full_matrices: false,
+        })
+    };
+    Ok((
+        e.push(reduced(QrPart::Q), &[a])?,
+        e.push(reduced(QrPart::R), &[a])?,
+    ))
+}
+
+/// `v·r⁻¹` (or `v·r⁻ᵀ`) for `r` upper triangular.
+fn right_solve(e: &mut Emitter, r: ValueId, v: ValueId, transpose: bool) -> R {
+    let s = TriangularSolve {
+        transpose_a: transpose,
+        ..TriangularSolve::default()
+    };
+    e.push(Op::TriangularSolve(s), &[r, v])
+}
+
+/// The diagonal of `v`'s imaginary parts (as complex numbers): `I∘(v − re(v))`.
+fn imaginary_diagonal(e: &mut Emitter, v: ValueId) -> R {
+    let real = real_of(e, v)?;
+    let imaginary = e.sub(v, real)?;
+    kept(e, imaginary, CompareOp::Eq)
+}
+
+pub(super) fn qr_jvp(
+    e: &mut Emitter,
+    qr: &Qr,
+    a: ValueId,
+    t: Option<ValueId>,
+) -> R<Option<ValueId>> {
+    let Some(t) = t else { return Ok(None) };
+    let (q, r) = qr_factors(e, qr, a)?;
+    let complex = e.ty(a)?.dtype.is_complex();
+    let d = right_solve(e, r, t, false)?;
+    let q_conj = conj_of(e, q)?;
+    let c = product(e, q_conj, d, (true, false))?;
+    let l = kept(e, c, CompareOp::Gt)?;
+    let l_h = swap_last_two(e, l)?;
+    let l_h = conj_of(e, l_h)?;
+    let mut omega = e.sub(l, l_h)?;
+    if complex {
+        let diagonal = imaginary_diagonal(e, c)?;
+        omega = e.add(omega, diagonal)?;
+    }
+    Ok(Some(match qr.part {
+        QrPart::Q => {
+            let inner = e.sub(omega, c)?;
+            let rotated = product(e, q, inner, (false, false))?;
+            e.add(rotated, d)?
+        }
+        QrPart::R => {
+            let inner = e.sub(c, omega)?;
+            product(e, inner, r, (false, false))?
+        }
+    }))
+}
+
+pub(super) fn qr_vjp(e: &mut Emitter, qr: &Qr, a: ValueId, g: ValueId) -> R {
+    let (q, r) = qr_factors(e, qr, a)?;
+    let complex = e.ty(a)?.dtype.is_complex();
+    // The cotangents of Ω and C, and of D from dq = q·(Ω − C) + D or dr = (C − Ω)·r.
+    let (ct_omega, ct_direct) = match qr.part {
+        QrPart::Q => {
+            let ct_inner = product(e, q, g, (true, false))?;
+            (ct_inner, Some(g))
+        }
+        QrPart::R => {
+            let ct_inner = product(e, g, r, (false, true))?;
+            (e.neg(ct_inner)?, None)
+        }
+    };
+    let mut ct_c = e.neg(ct_omega)?;
+    let mirrored = swap_last_two(e, ct_omega)?;
+    let mirrored = conj_of(e, mirrored)?;
+    let ct_l = e.sub(ct_omega, mirrored)?;
+    let below = kept(e, ct_l, CompareOp::Gt)?;
+    ct_c = e.add(ct_c, below)?;
+    if complex {
+        let diagonal = imaginary_diagonal(e, ct_omega)?;
+        ct_c = e.add(ct_c, diagonal)?;
+    }
+    let q_conj = conj_of(e, q)?;
+    let mut ct_d = product(e, q_conj, ct_c, (false, false))?;
+    if let Some(direct) = ct_direct {
+        ct_d = e.add(ct_d, direct)?;
+    }
+    right_solve(e, r, ct_d, true)
 }

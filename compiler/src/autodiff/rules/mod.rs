@@ -52,6 +52,7 @@ pub(super) fn call_jvp(
         | Op::TriangularSolve(_)
         | Op::Cholesky
         | Op::Lu(_)
+        | Op::Qr(_)
         | Op::Sort { .. }
         | Op::Unary(_)
         | Op::Binary(_)
@@ -94,6 +95,7 @@ pub(super) fn jvp(
         Op::TriangularSolve(s) => linalg::jvp(e, s, x, t, y),
         Op::Cholesky => linalg::cholesky_jvp(e, t[0], y),
         Op::Lu(part) => linalg::lu_jvp(e, *part, x[0], t[0], y),
+        Op::Qr(qr) => linalg::qr_jvp(e, qr, x[0], t[0]),
         Op::Sort {
             dimension,
             descending,
@@ -162,6 +164,7 @@ pub(super) fn joins_results(op: &Op) -> bool {
         | Op::TriangularSolve(_)
         | Op::Cholesky
         | Op::Lu(_)
+        | Op::Qr(_)
         | Op::Attention(_) => false,
     }
 }
@@ -191,6 +194,7 @@ pub(super) fn vjp(
         Op::Cholesky => Ok(vec![Some(linalg::cholesky_vjp(e, y, g()?)?)]),
         Op::Lu(LuPart::Factors) => Ok(vec![Some(linalg::lu_vjp(e, x[0], y, g()?)?)]),
         Op::Lu(LuPart::Pivots | LuPart::Permutation) => Ok(vec![None]),
+        Op::Qr(qr) => Ok(vec![Some(linalg::qr_vjp(e, qr, x[0], g()?)?)]),
         Op::Sort {
             dimension,
             descending,

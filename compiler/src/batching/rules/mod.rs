@@ -73,6 +73,7 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
         Op::TriangularSolve(s) => linalg::triangular_solve(bt, *s, args[0], args[1]),
         Op::Cholesky => linalg::cholesky(bt, args[0]),
         Op::Lu(part) => linalg::lu(bt, *part, args[0]),
+        Op::Qr(qr) => linalg::qr(bt, *qr, args[0]),
         Op::CustomVjp(c) => call::custom_vjp(bt, c, args),
         Op::Attention(a) => attention::batch(bt, *a, args),
         Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
@@ -122,6 +123,7 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         | Op::TriangularSolve(_)
         | Op::Cholesky
         | Op::Lu(_)
+        | Op::Qr(_)
         | Op::Attention(_)
         | Op::CustomVjp(_) => Err(BatchError::Malformed(format!(
             "{} is not a control-flow call",

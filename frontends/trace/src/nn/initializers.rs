@@ -59,6 +59,13 @@ pub enum Initializer {
         in_axis: i64,
         out_axis: i64,
     },
+    /// `scale` times a uniformly distributed orthogonal matrix: the `q` of a normal matrix's
+    /// QR factorization, its columns' signs set by `r`'s diagonal, as rows and columns of
+    /// `column_axis` (JAX's `orthogonal`).
+    Orthogonal {
+        scale: f64,
+        column_axis: i64,
+    },
 }
 
 /// The standard deviation of N(0, 1) truncated to [-2, 2] (JAX's constant).
@@ -108,6 +115,12 @@ impl Initializer {
             Initializer::VarianceScaling {
                 in_axis, out_axis, ..
             } => fans(dims, in_axis, out_axis).map(drop),
+            Initializer::Orthogonal { column_axis, .. } => match dims.len() {
+                0 | 1 => Err(format!(
+                    "an orthogonal matrix needs rank >= 2, not shape {dims:?}"
+                )),
+                _ => axis_index(dims, column_axis).map(drop),
+            },
             Initializer::Constant(_)
             | Initializer::Normal { .. }
             | Initializer::Uniform { .. }
@@ -157,22 +170,61 @@ impl Initializer {
                     }
                 }
             }
+            Initializer::Orthogonal { scale, column_axis } => {
+                orthogonal_draw(key, dims, column_axis, dtype) * scale
+            }
         }
     }
+}
+
+/// JAX's `orthogonal` draw (unscaled): `q·sign(diag(r))` of a normal `max × min` matrix over
+/// the rows and columns of `column_axis`, transposed when there are fewer rows than columns,
+/// then laid back out with the columns along `column_axis`.
+#[track_caller]
+fn orthogonal_draw(key: &Key, dims: &[usize], column_axis: i64, dtype: DType) -> Tensor {
+    let Ok(axis) = axis_index(dims, column_axis) else {
+        return Tensor::zeros(dtype, dims.to_vec());
+    };
+    let cols = dims[axis];
+    let total: usize = dims.iter().product();
+    if total == 0 {
+        return Tensor::zeros(dtype, dims.to_vec());
+    }
+    let rows = total / cols;
+    let tall = [rows.max(cols), rows.min(cols)];
+    let a = random::normal(key, tall.to_vec(), dtype);
+    let (q, r) = a.qr(false);
+    let mut q = q * r.matrix_diagonal().sign();
+    if rows < cols {
+        q = q.t();
+    }
+    // `[other axes.., cols]`, then the columns moved to `column_axis`.
+    let mut laid: Vec<usize> = dims.to_vec();
+    laid.remove(axis);
+    laid.push(cols);
+    let rank = dims.len();
+    let mut perm: Vec<usize> = (0..rank - 1).collect();
+    perm.insert(axis, rank - 1);
+    q.reshape(laid).transpose(perm)
+}
+
+/// `axis` (negative from the end) as an index into `dims`.
+fn axis_index(dims: &[usize], axis: i64) -> Result<usize, String> {
+    let i = if axis < 0 {
+        axis + dims.len() as i64
+    } else {
+        axis
+    };
+    usize::try_from(i)
+        .ok()
+        .filter(|&i| i < dims.len())
+        .ok_or_else(|| format!("axis {axis} is out of range for shape {dims:?}"))
 }
 
 /// `(fan_in, fan_out)` as JAX's `_compute_fans`: the sizes of `in_axis` and `out_axis`, each
 /// times the product of the other axes.
 fn fans(dims: &[usize], in_axis: i64, out_axis: i64) -> Result<(f64, f64), String> {
-    let axis = |a: i64| {
-        let i = if a < 0 { a + dims.len() as i64 } else { a };
-        usize::try_from(i)
-            .ok()
-            .filter(|&i| i < dims.len())
-            .ok_or_else(|| {
-                format!("axis {a} is out of range for shape {dims:?} (fans need rank >= 2)")
-            })
-    };
+    let axis = |a: i64| axis_index(dims, a).map_err(|e| format!("{e} (fans need rank >= 2)"));
     let (i, o) = (axis(in_axis)?, axis(out_axis)?);
     let (fan_in, fan_out) = (dims[i] as f64, dims[o] as f64);
     let total: f64 = dims.iter().map(|&d| d as f64).product();
@@ -254,6 +306,17 @@ pub fn he_uniform() -> Initializer {
 /// He (Kaiming) normal: variance `2 / fan_in`, truncated normal.
 pub fn he_normal() -> Initializer {
     variance_scaling(2.0, FanMode::FanIn, Distribution::TruncatedNormal)
+}
+
+/// A uniformly distributed orthogonal matrix times `scale`, its columns along the last axis
+/// (`jax.nn.initializers.orthogonal`; JAX's default scale is 1). With more rows than columns
+/// the columns are orthonormal, with fewer the rows; a tensor of higher rank is a matrix of
+/// its last axis against the others.
+pub fn orthogonal(scale: f64) -> Initializer {
+    Initializer::Orthogonal {
+        scale,
+        column_axis: -1,
+    }
 }
 
 pub use glorot_normal as xavier_normal;

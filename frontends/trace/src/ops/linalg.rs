@@ -4,7 +4,7 @@
 
 use crate::tensor::apply;
 use crate::Tensor;
-use ferrax_ir::{DType, LuPart, Op, TriangularSolve};
+use ferrax_ir::{DType, LuPart, Op, Qr, QrPart, TriangularSolve};
 
 impl Tensor {
     /// `x` with `op(self)·x = b` (`options.left_side`) or `x·op(self) = b`
@@ -45,6 +45,27 @@ impl Tensor {
             apply(Op::Lu(LuPart::Factors), &[self]),
             apply(Op::Lu(LuPart::Pivots), &[self]),
             apply(Op::Lu(LuPart::Permutation), &[self]),
+        )
+    }
+
+    /// The QR factorization of each matrix of `self` (`[.., m, n]`, float or complex),
+    /// `self = q·r` (`lax.linalg.qr`): `q` with orthonormal columns, `r` upper triangular, by
+    /// Householder reflections with LAPACK's signs (`r`'s diagonal real, of the sign opposite
+    /// each column's leading entry). `full_matrices`: `q` is `m × m` and `r` `m × n`
+    /// (`jnp.linalg.qr(mode="complete")`); else `m × k` and `k × n`, `k = min(m, n)`
+    /// (`mode="reduced"`). Differentiable where JAX's is: `m ≥ n`, and square matrices for
+    /// the full factors.
+    #[track_caller]
+    pub fn qr(&self, full_matrices: bool) -> (Tensor, Tensor) {
+        let part = |part| {
+            Op::Qr(Qr {
+                part,
+                full_matrices,
+            })
+        };
+        (
+            apply(part(QrPart::Q), &[self]),
+            apply(part(QrPart::R), &[self]),
         )
     }
 
@@ -141,7 +162,7 @@ impl Tensor {
 
     /// The diagonal of each square matrix of `self`, `[.., m]`.
     #[track_caller]
-    fn matrix_diagonal(&self) -> Tensor {
+    pub(crate) fn matrix_diagonal(&self) -> Tensor {
         let rank = self.ndim();
         let rows = Tensor::iota(DType::I32, self.shape(), rank - 2);
         let cols = Tensor::iota(DType::I32, self.shape(), rank - 1);
