@@ -431,6 +431,45 @@ fn d_qr() {
     }
 }
 
+/// `eigh`: the eigenvalues, and for complex matrices losses that do not depend on each
+/// eigenvector's phase (JAX's rule fixes `vᴴ·dv`'s diagonal at 0, not any phase convention):
+/// `|v|²` and `v·diag(sin w)·vᴴ`; real eigenvectors directly.
+#[test]
+fn d_eigh() {
+    let z = c128(&[3, 3], complex_values(9, 131, (-1.0, 1.0), (-1.0, 1.0)));
+    check_grad(
+        "eigh values",
+        |v| (v[0].eigh().0 * 1.5).sin().sum(..),
+        vec![z.clone()],
+    );
+    check_grad(
+        "eigh |v|²",
+        |v| {
+            let (_, vectors) = v[0].eigh();
+            weighted(&(&vectors * &vectors.conj()))
+        },
+        vec![z.clone()],
+    );
+    check_grad(
+        "eigh v·f(w)·vᴴ",
+        |v| {
+            let (w, vectors) = v[0].eigh();
+            let scaled = &vectors * &w.sin().astype(DType::C128).reshape([1, 3]);
+            weighted(&scaled.matmul(&vectors.conj().t()))
+        },
+        vec![z],
+    );
+    let x = f64s(&[4, 4], values(16, 133, -1.0, 1.0));
+    check_grad(
+        "eigh of reals",
+        |v| {
+            let (w, vectors) = v[0].eigh();
+            (&w * &w).sum(..) + weighted(&vectors.astype(DType::C128))
+        },
+        vec![x],
+    );
+}
+
 /// The pullback of 1 through a holomorphic function is its complex derivative (what
 /// `jax.grad(f, holomorphic=True)` returns): here `d/dz z·sin(z) = sin(z) + z·cos(z)`.
 #[test]

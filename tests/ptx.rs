@@ -45,13 +45,14 @@ fn has_complex_values(func: &Func) -> bool {
 
 fn unexpected_host_ops(plan: &GpuPlan) -> Vec<&str> {
     // Sorting, reversing, arctangents and the other elementary and special functions kernels
-    // do not expand, triangular solves, Cholesky, LU and QR factors are host steps on the GPU for
+    // do not expand, triangular solves and the factorizations are host steps on the GPU for
     // now (docs/architecture.md), as indexing may be.
     let expected = |op: &&str| {
         *op == "triangular_solve"
             || *op == "cholesky"
             || op.starts_with("lu")
             || op.starts_with("qr_")
+            || op.starts_with("eigh_")
             || op.contains("gather")
             || op.contains("scatter")
             || op.starts_with("dynamic_")

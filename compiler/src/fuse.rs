@@ -109,6 +109,7 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::Cholesky
         | Op::Lu(_)
         | Op::Qr(_)
+        | Op::Eigh(_)
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)
@@ -562,6 +563,7 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::Cholesky
         | Op::Lu(_)
         | Op::Qr(_)
+        | Op::Eigh(_)
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)

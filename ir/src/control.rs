@@ -153,6 +153,7 @@ impl Op {
             | Op::Cholesky
             | Op::Lu(_)
             | Op::Qr(_)
+            | Op::Eigh(_)
             | Op::Attention(_) => Vec::new(),
         }
     }
@@ -226,6 +227,7 @@ impl Op {
             | Op::Cholesky
             | Op::Lu(_)
             | Op::Qr(_)
+            | Op::Eigh(_)
             | Op::Attention(_) => None,
         }
     }

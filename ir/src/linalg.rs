@@ -108,3 +108,27 @@ impl Qr {
         }
     }
 }
+
+/// What an `eigh` instruction yields of the eigendecomposition of each Hermitian (real
+/// symmetric) matrix `a`, `[.., m, m]`, read from its lower triangle (the diagonal's real
+/// parts): `a = v·diag(w)·vᴴ` (`lax.linalg.eigh`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EighPart {
+    /// `w`, `[.., m]`, ascending, of the real type (f32 for c64).
+    Values,
+    /// `v`, `[.., m, m]`, `a`'s type: column `i` is a unit eigenvector of `w[i]`, its entry of
+    /// largest magnitude (the first of equals) real and positive.
+    Vectors,
+}
+
+impl EighPart {
+    pub const ALL: [EighPart; 2] = [EighPart::Values, EighPart::Vectors];
+
+    /// The op's name in the text format.
+    pub fn name(self) -> &'static str {
+        match self {
+            EighPart::Values => "eigh_values",
+            EighPart::Vectors => "eigh_vectors",
+        }
+    }
+}

@@ -520,6 +520,8 @@ pub enum Op {
     Lu(crate::LuPart),
     /// A factor of the QR factorization (see [`crate::Qr`]).
     Qr(crate::Qr),
+    /// A part of the eigendecomposition of Hermitian matrices (see [`crate::EighPart`]).
+    Eigh(crate::EighPart),
     /// A part of dot-product attention (see [`crate::Attention`]).
     Attention(crate::Attention),
     /// A function with a user-defined reverse-mode derivative (`jax.custom_vjp`).
@@ -578,6 +580,7 @@ impl Op {
             Op::Cholesky => "cholesky",
             Op::Lu(part) => part.name(),
             Op::Qr(qr) => qr.part.name(),
+            Op::Eigh(part) => part.name(),
             Op::Attention(a) => a.name(),
             Op::CustomVjp(_) => "custom_vjp",
             Op::While(_) => "while",

@@ -247,7 +247,8 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
         | Op::DynamicUpdateSlice
         | Op::StopGradient
         | Op::Cholesky
-        | Op::Lu(_) => {}
+        | Op::Lu(_)
+        | Op::Eigh(_) => {}
     }
     write!(items.f, " : {}", ins.ty)
 }

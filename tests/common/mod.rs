@@ -787,6 +787,19 @@ pub fn gradient_programs() -> Vec<(&'static str, Func)> {
             )
             .unwrap(),
         ),
+        (
+            "eigh_grad",
+            trace(
+                |x: Tensor| {
+                    grad(|x: Tensor| {
+                        let (w, v) = x.eigh();
+                        w.exp().sum(..) + (&v * &v).sum_keepdims(0).sqrt().sum(..)
+                    })(x)
+                },
+                &spec(&[3, 3]),
+            )
+            .unwrap(),
+        ),
     ]
 }
 

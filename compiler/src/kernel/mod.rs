@@ -413,6 +413,7 @@ pub fn lower(
                     | Op::Cholesky
                     | Op::Lu(_)
                     | Op::Qr(_)
+                    | Op::Eigh(_)
                     | Op::Attention(_)
                     | Op::CustomVjp(_)
                     | Op::While(_)

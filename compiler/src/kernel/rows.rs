@@ -494,6 +494,7 @@ impl RowLowering<'_> {
             | Op::Cholesky
             | Op::Lu(_)
             | Op::Qr(_)
+            | Op::Eigh(_)
             | Op::Attention(_)
             | Op::CustomVjp(_)
             | Op::While(_)

@@ -65,6 +65,7 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
             | Op::Cholesky
             | Op::Lu(_)
             | Op::Qr(_)
+            | Op::Eigh(_)
             | Op::Attention(_)
             | Op::CustomVjp(_) => None,
         };

@@ -1,8 +1,9 @@
 //! `triangular_solve` (a square matrix `a`, or a batch of them, and right-hand sides `b` of
-//! one type), `cholesky` (square matrices) and the parts of `lu` and `qr` (any matrices).
+//! one type), `cholesky` and the parts of `eigh` (square matrices) and the parts of `lu` and
+//! `qr` (any matrices).
 
 use super::{arity, invalid};
-use crate::{DType, LuPart, Qr, Shape, TensorType, TriangularSolve, TypeError};
+use crate::{DType, EighPart, LuPart, Qr, Shape, TensorType, TriangularSolve, TypeError};
 
 pub(super) fn triangular_solve(
     s: &TriangularSolve,
@@ -77,6 +78,24 @@ pub(super) fn qr(qr: &Qr, args: &[&TensorType]) -> Result<TensorType, TypeError>
     let mut shape = dims[..rank - 2].to_vec();
     shape.extend([rows, cols]);
     Ok(TensorType::new(a.dtype, Shape::new(shape)))
+}
+
+/// `eigh`'s eigenvalues (`[.., m]` of the real type) or eigenvectors (`a`'s type) of square
+/// `a`.
+pub(super) fn eigh(part: EighPart, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let [a] = arity::<1>(part.name(), args)?;
+    square(part.name(), a)?;
+    match part {
+        EighPart::Vectors => Ok(a.clone()),
+        EighPart::Values => {
+            let dims = a.dims();
+            let dtype = a.dtype.complex_part().unwrap_or(a.dtype);
+            Ok(TensorType::new(
+                dtype,
+                Shape::new(dims[..dims.len() - 1].to_vec()),
+            ))
+        }
+    }
 }
 
 /// The size `m` of `a`, a float or complex `[.., m, m]`.

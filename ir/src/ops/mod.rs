@@ -67,6 +67,7 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::Cholesky => linalg::cholesky(args)?,
         Op::Lu(part) => linalg::lu(*part, args)?,
         Op::Qr(qr) => linalg::qr(qr, args)?,
+        Op::Eigh(part) => linalg::eigh(*part, args)?,
     };
     if ty.rank() > MAX_RANK {
         return Err(TypeError::Rank {

@@ -6,9 +6,9 @@ use super::attrs::Attrs;
 use super::cursor::{PResult, Parser};
 use crate::{
     bf16_from_f64, f16_from_f64, Attention, AttentionPart, BinaryOp, CompareOp, Cond, CustomVjp,
-    DType, DotDims, Elements, FftKind, Gather, Literal, LuPart, Op, Qr, QrPart, ReduceOp, Remat,
-    RematPolicy, Scalar, Scan, Scatter, ScatterCombine, TensorType, TriangularSolve, UnaryOp,
-    While,
+    DType, DotDims, EighPart, Elements, FftKind, Gather, Literal, LuPart, Op, Qr, QrPart, ReduceOp,
+    Remat, RematPolicy, Scalar, Scan, Scatter, ScatterCombine, TensorType, TriangularSolve,
+    UnaryOp, While,
 };
 use half::{bf16, f16};
 use num_complex::Complex;
@@ -54,6 +54,8 @@ pub(super) fn build_op(
             part,
             full_matrices: attrs.flag(p, "full_matrices")?,
         })
+    } else if let Some(part) = EighPart::ALL.into_iter().find(|e| e.name() == name) {
+        Op::Eigh(part)
     } else if let Some(kind) = FftKind::ALL.into_iter().find(|k| k.name() == name) {
         Op::Fft {
             kind,

@@ -92,6 +92,7 @@ impl<R> CompiledCall<R> {
             | Op::Cholesky
             | Op::Lu(_)
             | Op::Qr(_)
+            | Op::Eigh(_)
             | Op::Attention(_) => return None,
         };
         regions.next().is_none().then_some(call)

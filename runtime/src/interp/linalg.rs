@@ -1,14 +1,14 @@
 //! `triangular_solve` by forward or back substitution, one right-hand side at a time,
 //! `cholesky` row by row (Cholesky–Banachiewicz), `lu` by Gaussian elimination with partial
-//! pivoting (LAPACK's `getf2`) and `qr` by Householder reflections (LAPACK's `geqr2`, `larfg`
-//! and `org2r`): real types in f64 and complex ones in c128, each element rounded once at the
-//! end (as the interpreter computes everything).
+//! pivoting (LAPACK's `getf2`), `qr` by Householder reflections (LAPACK's `geqr2`, `larfg`
+//! and `org2r`) and `eigh` by cyclic Jacobi rotations: real types in f64 and complex ones in
+//! c128, each element rounded once at the end (as the interpreter computes everything).
 
 use super::complex::{narrow, widen};
 use super::undefined;
 use crate::{Array, RuntimeError};
 use ferrax_ir::DType;
-use ferrax_ir::{Complex, Elements, LuPart, Qr, QrPart, Scalar, TriangularSolve};
+use ferrax_ir::{Complex, EighPart, Elements, LuPart, Qr, QrPart, Scalar, TriangularSolve};
 use std::ops::{Add, Div, Mul, Sub};
 
 type C = Complex<f64>;
@@ -294,6 +294,107 @@ fn factor_qr<T: Field>(a: &[T], m: usize, n: usize, qr: &Qr) -> Vec<T> {
     out
 }
 
+/// Sweeps after which Jacobi's method stops even if some rotation is still due; it converges
+/// quadratically, in well under 20 sweeps for any finite matrix.
+const MAX_SWEEPS: usize = 60;
+
+/// The eigenvalues (ascending) and unit eigenvectors (columns, each one's entry of largest
+/// magnitude made real and positive) of the Hermitian `m × m` matrix `a`'s lower triangle
+/// stands for, by cyclic Jacobi rotations: each turns the pair (`p`, `q`) so that `h_pq`
+/// becomes 0, first taking `h_pq`'s phase onto row `q`, then the real rotation of the 2 × 2
+/// symmetric problem (Numerical Recipes' `jacobi`). NaN throughout for a matrix with a value
+/// that is not finite.
+fn eigen<T: Field>(a: &[T], m: usize) -> (Vec<f64>, Vec<T>) {
+    let mut h = vec![T::ZERO; m * m];
+    for i in 0..m {
+        for j in 0..i {
+            h[i * m + j] = a[i * m + j];
+            h[j * m + i] = a[i * m + j].conj();
+        }
+        h[i * m + i] = T::from_real(a[i * m + i].real());
+    }
+    if h.iter().any(|x| !x.modulus().is_finite()) {
+        return (vec![f64::NAN; m], vec![T::from_real(f64::NAN); m * m]);
+    }
+    let mut v = vec![T::ZERO; m * m];
+    for d in 0..m {
+        v[d * m + d] = T::ONE;
+    }
+    // x ← x·J on columns p and q (J = [[jpp, jpq], [jqp, jqq]] in that plane).
+    let columns = |x: &mut [T], p: usize, q: usize, j: [T; 4]| {
+        for k in 0..m {
+            let (a, b) = (x[k * m + p], x[k * m + q]);
+            x[k * m + p] = a * j[0] + b * j[2];
+            x[k * m + q] = a * j[1] + b * j[3];
+        }
+    };
+    for sweep in 0..MAX_SWEEPS {
+        let mut rotated = false;
+        for p in 0..m {
+            for q in p + 1..m {
+                let apq = h[p * m + q];
+                let r = apq.modulus();
+                let (app, aqq) = (h[p * m + p].real(), h[q * m + q].real());
+                let negligible = 100.0 * r;
+                if r == 0.0
+                    || (sweep > 3
+                        && negligible + app.abs() == app.abs()
+                        && negligible + aqq.abs() == aqq.abs())
+                {
+                    h[p * m + q] = T::ZERO;
+                    h[q * m + p] = T::ZERO;
+                    continue;
+                }
+                rotated = true;
+                let phase = apq.conj() / T::from_real(r);
+                let theta = (aqq - app) / (2.0 * r);
+                let t = match theta.abs() > 1e150 {
+                    true => 0.5 / theta,
+                    false => 1f64.copysign(theta) / (theta.abs() + theta.hypot(1.0)),
+                };
+                let c = 1.0 / t.hypot(1.0);
+                let s = t * c;
+                let (c_t, s_t) = (T::from_real(c), T::from_real(s));
+                let j = [c_t, s_t, T::ZERO - s_t * phase, c_t * phase];
+                columns(&mut h, p, q, j);
+                // h ← Jᴴ·h on rows p and q.
+                for k in 0..m {
+                    let (x, y) = (h[p * m + k], h[q * m + k]);
+                    h[p * m + k] = j[0].conj() * x + j[2].conj() * y;
+                    h[q * m + k] = j[1].conj() * x + j[3].conj() * y;
+                }
+                h[p * m + q] = T::ZERO;
+                h[q * m + p] = T::ZERO;
+                h[p * m + p] = T::from_real(h[p * m + p].real());
+                h[q * m + q] = T::from_real(h[q * m + q].real());
+                columns(&mut v, p, q, j);
+            }
+        }
+        if !rotated {
+            break;
+        }
+    }
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|&x, &y| h[x * m + x].real().total_cmp(&h[y * m + y].real()));
+    let values = order.iter().map(|&d| h[d * m + d].real()).collect();
+    let mut vectors = vec![T::ZERO; m * m];
+    for (to, &from) in order.iter().enumerate() {
+        let mut largest = 0;
+        for k in 1..m {
+            if v[k * m + from].modulus() > v[largest * m + from].modulus() {
+                largest = k;
+            }
+        }
+        let pivot = v[largest * m + from];
+        let unit = pivot.conj() / T::from_real(pivot.modulus());
+        for k in 0..m {
+            vectors[k * m + to] = v[k * m + from] * unit;
+        }
+        vectors[largest * m + to] = T::from_real(pivot.modulus());
+    }
+    (values, vectors)
+}
+
 /// `values` (f64) rounded to `dtype`.
 fn rounded(values: &[f64], dtype: DType, op: &'static str) -> Result<Elements, RuntimeError> {
     let scalars: Vec<Scalar> = values.iter().map(|&v| Scalar::from_f64(dtype, v)).collect();
@@ -421,6 +522,52 @@ pub(super) fn qr(qr: &Qr, a: &Array, result: &[usize]) -> Result<Elements, Runti
         }
         Elements::C128(x) => Elements::C128(factor_qr(x, m, n, qr)),
         x if dtype.is_float() => rounded(&factor_qr(&x.to_f64_vec(), m, n, qr), dtype, name)?,
+        _ => return Err(undefined(name, dtype)),
+    })
+}
+
+/// Part `part` of the eigendecomposition of every Hermitian matrix of `a` (`[.., m, m]`).
+pub(super) fn eigh(part: EighPart, a: &Array) -> Result<Elements, RuntimeError> {
+    let dims = a.dims();
+    let m = dims.last().copied().unwrap_or(0);
+    let dtype = a.dtype();
+    let name = part.name();
+    fn each<T: Field>(a: &[T], m: usize) -> (Vec<f64>, Vec<T>) {
+        let (mut values, mut vectors) = (Vec::new(), Vec::new());
+        for matrix in a.chunks(m * m) {
+            let (w, v) = eigen(matrix, m);
+            values.extend(w);
+            vectors.extend(v);
+        }
+        (values, vectors)
+    }
+    if m == 0 {
+        return Ok(Elements::zeros(
+            match part {
+                EighPart::Values => dtype.complex_part().unwrap_or(dtype),
+                EighPart::Vectors => dtype,
+            },
+            0,
+        ));
+    }
+    Ok(match (a.elements(), part) {
+        (Elements::C64(x), _) => {
+            let x: Vec<C> = x.iter().map(|&z| widen(z)).collect();
+            let (w, v) = each(&x, m);
+            match part {
+                EighPart::Values => rounded(&w, DType::F32, name)?,
+                EighPart::Vectors => Elements::C64(v.into_iter().map(narrow).collect()),
+            }
+        }
+        (Elements::C128(x), EighPart::Values) => Elements::F64(each(x, m).0),
+        (Elements::C128(x), EighPart::Vectors) => Elements::C128(each(x, m).1),
+        (x, _) if dtype.is_float() => {
+            let (w, v) = each(&x.to_f64_vec(), m);
+            match part {
+                EighPart::Values => rounded(&w, dtype, name)?,
+                EighPart::Vectors => rounded(&v, dtype, name)?,
+            }
+        }
         _ => return Err(undefined(name, dtype)),
     })
 }

@@ -93,6 +93,7 @@ pub(super) fn call_jvp(
                 | Op::Cholesky
                 | Op::Lu(_)
                 | Op::Qr(_)
+                | Op::Eigh(_)
                 | Op::CustomVjp(_)
                 | Op::Attention(_) => return Err(unsupported()),
             };
@@ -135,6 +136,7 @@ pub(super) fn call_jvp(
         | Op::Cholesky
         | Op::Lu(_)
         | Op::Qr(_)
+        | Op::Eigh(_)
         | Op::CustomVjp(_)
         | Op::Attention(_) => return Err(unsupported()),
     };

@@ -24,11 +24,16 @@
 //! `D = da·r⁻¹`, `C = qᴴ·D` and the skew-Hermitian `Ω = tril(C, −1) − tril(C, −1)ᴴ` (plus
 //! `C`'s imaginary diagonal for complex numbers), `dq = q·(Ω − C) + D` and `dr = (C − Ω)·r`.
 //! Reverse mode transposes each step; other shapes are unsupported, as in JAX.
+//!
+//! `eigh` (JAX's rule): with `M = vᴴ·H(da)·v`, `dw = re(diag(M))` and `dv = v·(F∘M)`,
+//! `F_ij = 1/(w_j − w_i)` off the diagonal and 0 on it (infinite for repeated eigenvalues, as
+//! in JAX). Reverse mode: `M`'s cotangent is `diag(g_w)` or `F∘(vᵀ·g_v)`, then
+//! `conj(v)·ct_M·vᵀ` and `H`'s transpose.
 
 use super::elementwise::conj;
 use super::{AutodiffError, Emitter, R};
 use ferrax_ir::{
-    BinaryOp, CompareOp, DType, DotDims, LuPart, Op, Qr, QrPart, Shape, TensorType,
+    BinaryOp, CompareOp, DType, DotDims, EighPart, LuPart, Op, Qr, QrPart, Shape, TensorType,
     TriangularSolve, UnaryOp, ValueId,
 };
 
@@ -187,16 +192,33 @@ fn lower_half_diagonal(e: &mut Emitter, x: ValueId) -> R {
     e.select(below, x, diagonal)
 }
 
-pub(super) fn cholesky_jvp(e: &mut Emitter, t: Option<ValueId>, l: ValueId) -> R<Option<ValueId>> {
-    let Some(t) = t else { return Ok(None) };
-    // H(t): the strict lower triangle, its conjugate transpose, the diagonal's real parts.
+/// `H(t)`: the Hermitian matrix `t`'s lower triangle stands for (the strict lower triangle,
+/// its conjugate transpose, the diagonal's real parts).
+fn hermitian(e: &mut Emitter, t: ValueId) -> R {
     let below = kept(e, t, CompareOp::Gt)?;
     let above = swap_last_two(e, below)?;
     let above = conj_of(e, above)?;
     let real = real_of(e, t)?;
     let diagonal = kept(e, real, CompareOp::Eq)?;
     let sides = e.add(below, above)?;
-    let hermitian = e.add(sides, diagonal)?;
+    e.add(sides, diagonal)
+}
+
+/// The transpose of `H`: `s + conj(sᵀ)` below the diagonal, the diagonal's real parts, zero
+/// above.
+fn hermitian_transpose(e: &mut Emitter, s: ValueId) -> R {
+    let mirrored = swap_last_two(e, s)?;
+    let mirrored = conj_of(e, mirrored)?;
+    let both = e.add(s, mirrored)?;
+    let below = kept(e, both, CompareOp::Gt)?;
+    let real = real_of(e, s)?;
+    let diagonal = kept(e, real, CompareOp::Eq)?;
+    e.add(below, diagonal)
+}
+
+pub(super) fn cholesky_jvp(e: &mut Emitter, t: Option<ValueId>, l: ValueId) -> R<Option<ValueId>> {
+    let Some(t) = t else { return Ok(None) };
+    let hermitian = hermitian(e, t)?;
     let right = solve_with(e, l, hermitian, false, (true, true))?;
     let inner = solve_with(e, l, right, true, (false, false))?;
     let phi = lower_half_diagonal(e, inner)?;
@@ -208,14 +230,7 @@ pub(super) fn cholesky_vjp(e: &mut Emitter, l: ValueId, g: ValueId) -> R {
     let x = lower_half_diagonal(e, p)?;
     let left = solve_with(e, l, x, true, (true, false))?;
     let s = solve_with(e, l, left, false, (false, true))?;
-    // H's transpose.
-    let mirrored = swap_last_two(e, s)?;
-    let mirrored = conj_of(e, mirrored)?;
-    let both = e.add(s, mirrored)?;
-    let below = kept(e, both, CompareOp::Gt)?;
-    let real = real_of(e, s)?;
-    let diagonal = kept(e, real, CompareOp::Eq)?;
-    e.add(below, diagonal)
+    hermitian_transpose(e, s)
 }
 
 /// What the LU rules read of the factorization of `a` (`[.., m, n]`): `L` (`m × m`), `U`
@@ -452,4 +467,91 @@ pub(super) fn qr_vjp(e: &mut Emitter, qr: &Qr, a: ValueId, g: ValueId) -> R {
         ct_d = e.add(ct_d, direct)?;
     }
     right_solve(e, r, ct_d, true)
+}
+
+/// `w` and `v` of `a`, and `a`'s type.
+fn eigen_factors(e: &mut Emitter, a: ValueId) -> R<(ValueId, ValueId, TensorType)> {
+    let ty = e.ty(a)?;
+    let w = e.push(Op::Eigh(EighPart::Values), &[a])?;
+    let v = e.push(Op::Eigh(EighPart::Vectors), &[a])?;
+    Ok((w, v, ty))
+}
+
+/// `F` (`F_ij = 1/(w_j − w_i)` off the diagonal, 0 on it) in `ty`'s dtype and shape.
+fn eigen_gaps(e: &mut Emitter, w: ValueId, ty: &TensorType) -> R {
+    let rank = ty.rank();
+    let real = e.ty(w)?.dtype;
+    let square = TensorType::new(real, ty.shape.clone());
+    let batch: Vec<usize> = (0..rank - 2).collect();
+    let along = |e: &mut Emitter, dim: usize| {
+        let mut dims = batch.clone();
+        dims.push(dim);
+        e.broadcast(w, &square.shape, dims)
+    };
+    let (by_column, by_row) = (along(e, rank - 1)?, along(e, rank - 2)?);
+    let gaps = e.sub(by_column, by_row)?;
+    let one = e.splat(1.0, &square)?;
+    let inverse = e.div(one, gaps)?;
+    let zero = e.splat(0.0, &square)?;
+    let diagonal = positions(e, inverse, CompareOp::Eq)?;
+    let f = e.select(diagonal, zero, inverse)?;
+    e.convert(f, ty.dtype)
+}
+
+/// `vᴴ·x·v`.
+fn in_basis(e: &mut Emitter, v: ValueId, x: ValueId) -> R {
+    let v_conj = conj_of(e, v)?;
+    let left = product(e, v_conj, x, (true, false))?;
+    product(e, left, v, (false, false))
+}
+
+pub(super) fn eigh_jvp(
+    e: &mut Emitter,
+    part: EighPart,
+    a: ValueId,
+    t: Option<ValueId>,
+) -> R<Option<ValueId>> {
+    let Some(t) = t else { return Ok(None) };
+    let (w, v, ty) = eigen_factors(e, a)?;
+    let h = hermitian(e, t)?;
+    let m = in_basis(e, v, h)?;
+    Ok(Some(match part {
+        EighPart::Values => {
+            let diagonal = kept(e, m, CompareOp::Eq)?;
+            let real = match ty.dtype.is_complex() {
+                true => e.unary(UnaryOp::Real, diagonal)?,
+                false => diagonal,
+            };
+            e.reduce(ferrax_ir::ReduceOp::Sum, real, vec![ty.rank() - 1])?
+        }
+        EighPart::Vectors => {
+            let f = eigen_gaps(e, w, &ty)?;
+            let scaled = e.mul(f, m)?;
+            product(e, v, scaled, (false, false))?
+        }
+    }))
+}
+
+pub(super) fn eigh_vjp(e: &mut Emitter, part: EighPart, a: ValueId, g: ValueId) -> R {
+    let (w, v, ty) = eigen_factors(e, a)?;
+    let rank = ty.rank();
+    let ct_m = match part {
+        EighPart::Values => {
+            let real = TensorType::new(e.ty(g)?.dtype, ty.shape.clone());
+            let mut dims: Vec<usize> = (0..rank - 2).collect();
+            dims.push(rank - 1);
+            let spread = e.broadcast(g, &real.shape, dims)?;
+            let diagonal = kept(e, spread, CompareOp::Eq)?;
+            e.convert(diagonal, ty.dtype)?
+        }
+        EighPart::Vectors => {
+            let f = eigen_gaps(e, w, &ty)?;
+            let back = product(e, v, g, (true, false))?;
+            e.mul(f, back)?
+        }
+    };
+    let v_conj = conj_of(e, v)?;
+    let left = product(e, v_conj, ct_m, (false, false))?;
+    let s = product(e, left, v, (false, true))?;
+    hermitian_transpose(e, s)
 }

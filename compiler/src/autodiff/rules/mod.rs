@@ -53,6 +53,7 @@ pub(super) fn call_jvp(
         | Op::Cholesky
         | Op::Lu(_)
         | Op::Qr(_)
+        | Op::Eigh(_)
         | Op::Sort { .. }
         | Op::Unary(_)
         | Op::Binary(_)
@@ -96,6 +97,7 @@ pub(super) fn jvp(
         Op::Cholesky => linalg::cholesky_jvp(e, t[0], y),
         Op::Lu(part) => linalg::lu_jvp(e, *part, x[0], t[0], y),
         Op::Qr(qr) => linalg::qr_jvp(e, qr, x[0], t[0]),
+        Op::Eigh(part) => linalg::eigh_jvp(e, *part, x[0], t[0]),
         Op::Sort {
             dimension,
             descending,
@@ -165,6 +167,7 @@ pub(super) fn joins_results(op: &Op) -> bool {
         | Op::Cholesky
         | Op::Lu(_)
         | Op::Qr(_)
+        | Op::Eigh(_)
         | Op::Attention(_) => false,
     }
 }
@@ -195,6 +198,7 @@ pub(super) fn vjp(
         Op::Lu(LuPart::Factors) => Ok(vec![Some(linalg::lu_vjp(e, x[0], y, g()?)?)]),
         Op::Lu(LuPart::Pivots | LuPart::Permutation) => Ok(vec![None]),
         Op::Qr(qr) => Ok(vec![Some(linalg::qr_vjp(e, qr, x[0], g()?)?)]),
+        Op::Eigh(part) => Ok(vec![Some(linalg::eigh_vjp(e, *part, x[0], g()?)?)]),
         Op::Sort {
             dimension,
             descending,

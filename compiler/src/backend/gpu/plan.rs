@@ -790,7 +790,12 @@ impl Parts {
             Op::Sort { .. } | Op::Argsort { .. } | Op::Reverse { .. } => host,
             // Fourier transforms are the interpreter's (complex numbers are), and so are
             // triangular solves (a sequential substitution per right-hand side).
-            Op::Fft { .. } | Op::TriangularSolve(_) | Op::Cholesky | Op::Lu(_) | Op::Qr(_) => host,
+            Op::Fft { .. }
+            | Op::TriangularSolve(_)
+            | Op::Cholesky
+            | Op::Lu(_)
+            | Op::Qr(_)
+            | Op::Eigh(_) => host,
             // A control-flow call is one step for all its instructions (one per result, the
             // same operands), its regions planned as programs of their own.
             Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {

@@ -1,8 +1,8 @@
-//! `triangular_solve`, `cholesky`, `lu` and `qr` take leading batch dimensions, so the examples of a `vmap`
+//! `triangular_solve`, `cholesky`, `lu`, `qr` and `eigh` take leading batch dimensions, so the examples of a `vmap`
 //! become one more, in front (an unbatched operand of a solve is broadcast along it).
 
 use super::{BVal, Batcher, R};
-use ferrax_ir::{LuPart, Op, Qr, TriangularSolve};
+use ferrax_ir::{EighPart, LuPart, Op, Qr, TriangularSolve};
 
 pub(super) fn triangular_solve(bt: &mut Batcher, s: TriangularSolve, a: BVal, b: BVal) -> R<BVal> {
     let a = bt.materialize(a, 0)?;
@@ -26,5 +26,11 @@ pub(super) fn lu(bt: &mut Batcher, part: LuPart, a: BVal) -> R<BVal> {
 pub(super) fn qr(bt: &mut Batcher, qr: Qr, a: BVal) -> R<BVal> {
     let a = bt.materialize(a, 0)?;
     let v = bt.push(Op::Qr(qr), &[a])?;
+    Ok(BVal::at(v, 0))
+}
+
+pub(super) fn eigh(bt: &mut Batcher, part: EighPart, a: BVal) -> R<BVal> {
+    let a = bt.materialize(a, 0)?;
+    let v = bt.push(Op::Eigh(part), &[a])?;
     Ok(BVal::at(v, 0))
 }

@@ -74,6 +74,7 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
         Op::Cholesky => linalg::cholesky(bt, args[0]),
         Op::Lu(part) => linalg::lu(bt, *part, args[0]),
         Op::Qr(qr) => linalg::qr(bt, *qr, args[0]),
+        Op::Eigh(part) => linalg::eigh(bt, *part, args[0]),
         Op::CustomVjp(c) => call::custom_vjp(bt, c, args),
         Op::Attention(a) => attention::batch(bt, *a, args),
         Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
@@ -124,6 +125,7 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         | Op::Cholesky
         | Op::Lu(_)
         | Op::Qr(_)
+        | Op::Eigh(_)
         | Op::Attention(_)
         | Op::CustomVjp(_) => Err(BatchError::Malformed(format!(
             "{} is not a control-flow call",

@@ -4,7 +4,7 @@
 
 use crate::tensor::apply;
 use crate::Tensor;
-use ferrax_ir::{DType, LuPart, Op, Qr, QrPart, TriangularSolve};
+use ferrax_ir::{DType, EighPart, LuPart, Op, Qr, QrPart, TriangularSolve};
 
 impl Tensor {
     /// `x` with `op(self)·x = b` (`options.left_side`) or `x·op(self) = b`
@@ -25,13 +25,33 @@ impl Tensor {
     /// throughout.
     #[track_caller]
     pub fn cholesky(&self) -> Tensor {
+        apply(Op::Cholesky, &[&self.symmetrized()])
+    }
+
+    /// The eigenvalues (ascending, `[.., m]`, of the real type) and unit eigenvectors (the
+    /// columns of `[.., m, m]`) of each Hermitian (real symmetric) matrix of `self`,
+    /// `self = v·diag(w)·vᴴ` (`jnp.linalg.eigh`). As JAX does, the matrix is symmetrized first
+    /// (`(a + aᴴ)/2`). Each eigenvector's entry of largest magnitude is real and positive
+    /// (eigenvectors are unique only up to such a factor; LAPACK's choice is not specified).
+    /// Differentiable; gradients through repeated eigenvalues are infinite or NaN, as in JAX.
+    #[track_caller]
+    pub fn eigh(&self) -> (Tensor, Tensor) {
+        let symmetric = self.symmetrized();
+        (
+            apply(Op::Eigh(EighPart::Values), &[&symmetric]),
+            apply(Op::Eigh(EighPart::Vectors), &[&symmetric]),
+        )
+    }
+
+    /// `(a + aᴴ)/2` over the last two dimensions.
+    #[track_caller]
+    fn symmetrized(&self) -> Tensor {
         let rank = self.shape().len();
         let mut perm: Vec<usize> = (0..rank).collect();
         if rank >= 2 {
             perm.swap(rank - 2, rank - 1);
         }
-        let symmetric = (self + &self.transpose(perm).conj()) * 0.5;
-        apply(Op::Cholesky, &[&symmetric])
+        (self + &self.transpose(perm).conj()) * 0.5
     }
 
     /// The LU factorization with partial pivoting of each matrix of `self` (`[.., m, n]`,
