@@ -8,25 +8,13 @@
 
 mod common;
 
+use common::numbers::uniform as values;
 use common::Gen;
 
 use ferrax::{
     grad, grad_with_aux, hessian, jit, jvp, nn, trace, value_and_grad, value_and_grad_with_aux,
     vjp, DType, IndexMode, Tensor,
 };
-
-/// Deterministic values in [lo, hi).
-fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15).wrapping_add(7);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
-        })
-        .collect()
-}
 
 fn t64(shape: &[usize], data: Vec<f64>) -> Tensor {
     Tensor::from_vec(shape.to_vec(), data)

@@ -16,8 +16,12 @@
 //! autodiff see the same smooth function.
 #![allow(clippy::unwrap_used)]
 
+#[path = "common/numbers.rs"]
+mod numbers;
+
 use ferrax::nn::{self, Attention, Linear};
 use ferrax::{grad, jit, DType, Tensor};
+use numbers::uniform as values;
 use std::collections::BTreeMap;
 
 type Inputs = BTreeMap<String, Tensor>;
@@ -25,19 +29,6 @@ type Inputs = BTreeMap<String, Tensor>;
 const H: f64 = 1e-6;
 const TOLERANCE: f64 = 2e-8;
 const COORDINATES: usize = 20;
-
-/// Deterministic values in [lo, hi) (xorshift).
-fn values(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(7);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            lo + (hi - lo) * ((s >> 11) as f64 / (1u64 << 53) as f64)
-        })
-        .collect()
-}
 
 fn t64(shape: &[usize], seed: u64, lo: f64, hi: f64) -> Tensor {
     let n = shape.iter().product();

@@ -217,6 +217,44 @@ fn forward_of_same_attention(func: &Func, grad: &ferrax::ir::Instr) -> bool {
     made_by(3, AttentionPart::Output) && made_by(4, AttentionPart::LogSumExp)
 }
 
+/// Whether `func`'s results on `args` (`want`) stay within an eighth of the comparison's
+/// tolerance when the f32 and f64 inputs move by a millionth (up and down in turn). Where they
+/// do not (a mutation made a sum cancel, then divided by it), the backends' roundings, which
+/// differ by as much as such a nudge, can move them past the tolerance, so their values cannot
+/// be compared.
+fn well_conditioned(func: &Func, args: &[Array], want: &[Array]) -> bool {
+    const NUDGE: f64 = 1.0 / (1u64 << 20) as f64;
+    let nudge = |i: usize| {
+        if i.is_multiple_of(2) {
+            1.0 + NUDGE
+        } else {
+            1.0 - NUDGE
+        }
+    };
+    let nudged: Vec<Array> = args
+        .iter()
+        .map(|a| {
+            let data = match a.elements() {
+                Elements::F32(v) => Elements::F32(
+                    v.iter()
+                        .enumerate()
+                        .map(|(i, &x)| (f64::from(x) * nudge(i)) as f32)
+                        .collect(),
+                ),
+                Elements::F64(v) => {
+                    Elements::F64(v.iter().enumerate().map(|(i, &x)| x * nudge(i)).collect())
+                }
+                other => other.clone(),
+            };
+            Array::new(a.shape().clone(), data).unwrap_or_else(|_| a.clone())
+        })
+        .collect();
+    match interpret(func, &nudged) {
+        Ok(near) => compare_within(&near, want, true, 1.0 / 8.0).is_ok(),
+        Err(_) => true,
+    }
+}
+
 /// Tolerance for each float type (transcendentals and sums differ between the backends).
 fn rtol(dtype: DType) -> f64 {
     match dtype {
@@ -240,6 +278,16 @@ fn rtol(dtype: DType) -> f64 {
 /// scale; a result of cancellation may be far smaller than the terms it came from), finite
 /// ones only.
 fn compare(got: &[Array], want: &[Array], values: bool) -> Result<(), String> {
+    compare_within(got, want, values, 1.0)
+}
+
+/// [`compare`] with `fraction` of the tolerance.
+fn compare_within(
+    got: &[Array],
+    want: &[Array],
+    values: bool,
+    fraction: f64,
+) -> Result<(), String> {
     if got.len() != want.len() {
         return Err(format!("{} results, want {}", got.len(), want.len()));
     }
@@ -255,7 +303,7 @@ fn compare(got: &[Array], want: &[Array], values: bool) -> Result<(), String> {
             .iter()
             .filter(|x| x.is_finite())
             .fold(0f64, |m, x| m.max(x.abs()));
-        let tol = rtol(w.dtype());
+        let tol = rtol(w.dtype()) * fraction;
         for (i, (&a, &b)) in gv.iter().zip(&wv).enumerate() {
             let close = (a - b).abs() <= tol * (b.abs() + scale + 1.0);
             if b.is_finite() && !close {
@@ -324,7 +372,10 @@ fn exercise(func: &Func, seed: u64) -> Result<Tally, String> {
     let args = inputs(func, seed);
     let want = interpret(func, &args).ok();
     t.interpreted = usize::from(want.is_some());
-    let values = values_comparable(func);
+    let values = values_comparable(func)
+        && want
+            .as_ref()
+            .is_none_or(|w| well_conditioned(func, &args, w));
     let simple = match simplify(func) {
         Ok((simple, _)) => simple,
         Err(e) => {

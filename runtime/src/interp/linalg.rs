@@ -245,18 +245,8 @@ fn factor_qr<T: Field>(a: &[T], m: usize, n: usize, qr: &Qr) -> Vec<T> {
             }
             a[j * n + j] = beta_t;
             // Hᴴ applied to the columns on the right.
-            let tau = taus[j].conj();
-            for c in j + 1..n {
-                let mut dot = a[j * n + c];
-                for i in j + 1..m {
-                    dot = dot + a[i * n + j].conj() * a[i * n + c];
-                }
-                let step = tau * dot;
-                a[j * n + c] = a[j * n + c] - step;
-                for i in j + 1..m {
-                    a[i * n + c] = a[i * n + c] - a[i * n + j] * step;
-                }
-            }
+            let below: Vec<T> = (j + 1..m).map(|i| a[i * n + j]).collect();
+            reflect(a, n, j + 1..n, j, &below, taus[j].conj());
         }
         match qr.part {
             QrPart::R => {
@@ -274,24 +264,38 @@ fn factor_qr<T: Field>(a: &[T], m: usize, n: usize, qr: &Qr) -> Vec<T> {
                     q[d * cols + d] = T::ONE;
                 }
                 for j in (0..k).rev() {
-                    let tau = taus[j];
-                    for c in 0..cols {
-                        let mut dot = q[j * cols + c];
-                        for i in j + 1..m {
-                            dot = dot + a[i * n + j].conj() * q[i * cols + c];
-                        }
-                        let step = tau * dot;
-                        q[j * cols + c] = q[j * cols + c] - step;
-                        for i in j + 1..m {
-                            q[i * cols + c] = q[i * cols + c] - a[i * n + j] * step;
-                        }
-                    }
+                    let below: Vec<T> = (j + 1..m).map(|i| a[i * n + j]).collect();
+                    reflect(&mut q, cols, 0..cols, j, &below, taus[j]);
                 }
                 out.extend(q);
             }
         }
     }
     out
+}
+
+/// `x ← (I − τ·v·vᴴ)·x` on `columns` of `x` (rows `width` wide), where `v` is 1 at row `j`,
+/// `below` under it and 0 above.
+fn reflect<T: Field>(
+    x: &mut [T],
+    width: usize,
+    columns: std::ops::Range<usize>,
+    j: usize,
+    below: &[T],
+    tau: T,
+) {
+    for c in columns {
+        let mut dot = x[j * width + c];
+        for (i, &v) in below.iter().enumerate() {
+            dot = dot + v.conj() * x[(j + 1 + i) * width + c];
+        }
+        let step = tau * dot;
+        x[j * width + c] = x[j * width + c] - step;
+        for (i, &v) in below.iter().enumerate() {
+            let at = (j + 1 + i) * width + c;
+            x[at] = x[at] - v * step;
+        }
+    }
 }
 
 /// Sweeps after which Jacobi's method stops even if some rotation is still due; it converges
