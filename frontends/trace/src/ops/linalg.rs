@@ -62,10 +62,17 @@ impl Tensor {
     #[track_caller]
     pub fn lu(&self) -> (Tensor, Tensor, Tensor) {
         (
-            apply(Op::Lu(LuPart::Factors), &[self]),
-            apply(Op::Lu(LuPart::Pivots), &[self]),
-            apply(Op::Lu(LuPart::Permutation), &[self]),
+            self.lu_part(LuPart::Factors),
+            self.lu_part(LuPart::Pivots),
+            self.lu_part(LuPart::Permutation),
         )
+    }
+
+    /// One part of [`Tensor::lu`]: each part is its own instruction, which factors the matrix
+    /// when it runs eagerly, so the methods below ask only for the parts they use.
+    #[track_caller]
+    fn lu_part(&self, part: LuPart) -> Tensor {
+        apply(Op::Lu(part), &[self])
     }
 
     /// The QR factorization of each matrix of `self` (`[.., m, n]`, float or complex),
@@ -107,7 +114,10 @@ impl Tensor {
                 self.ty()
             ));
         }
-        let (factors, _, permutation) = self.lu();
+        let (factors, permutation) = (
+            self.lu_part(LuPart::Factors),
+            self.lu_part(LuPart::Permutation),
+        );
         let permuted = b.take_along_axis(&permutation.expand_dims(-1), -2);
         let lower = TriangularSolve {
             left_side: true,
@@ -140,7 +150,7 @@ impl Tensor {
         if let Some(failed) = self.square_matrices("det") {
             return failed;
         }
-        let (factors, pivots, _) = self.lu();
+        let (factors, pivots) = (self.lu_part(LuPart::Factors), self.lu_part(LuPart::Pivots));
         self.swap_sign(&pivots) * factors.matrix_diagonal().prod(-1)
     }
 
@@ -152,7 +162,7 @@ impl Tensor {
         if let Some(failed) = self.square_matrices("slogdet") {
             return (failed.clone(), failed);
         }
-        let (factors, pivots, _) = self.lu();
+        let (factors, pivots) = (self.lu_part(LuPart::Factors), self.lu_part(LuPart::Pivots));
         let diagonal = factors.matrix_diagonal();
         let sign = self.swap_sign(&pivots) * diagonal.sign().prod(-1);
         (sign, diagonal.abs().log().sum(-1))
