@@ -6,6 +6,10 @@
 //! `func.call`/`call` (inlined), `return`, the pretty and the generic (`"stablehlo.op"(...)`)
 //! op forms with regions, and every `dense<...>` constant form. Ops map one to one onto the
 //! ferrax IR; anything else is an [`Error::Unsupported`] naming the op and its line.
+//!
+//! Shape-polymorphic programs (`jax.export` with symbolic dimensions, `tensor<?x4xf32>`) are
+//! specialized to the shapes of a call when loaded ([`load_specialized`]), as JAX refines
+//! them before XLA compiles them: ferrax compiles and caches one executable per shape.
 
 mod dense;
 mod import;
@@ -15,7 +19,7 @@ mod types;
 
 pub use import::{Check, CheckKind, Expected, Program};
 
-use ferrax_ir::Func;
+use ferrax_ir::{DType, Func, Literal};
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
@@ -42,21 +46,80 @@ impl Error {
 }
 
 /// Imports the program's entry point (`@main`, or its only public function) as a ferrax
-/// function returning what the entry returns.
+/// function returning what the entry returns. A program whose parameters have dynamic
+/// shapes needs [`load_specialized`].
 pub fn load(text: &str) -> Result<Func, Error> {
+    load_specialized(text, &[])
+}
+
+/// How [`load_specialized`] fixes one parameter of the entry point.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Specialize {
+    /// The parameter stays one, of these dimensions (its static ones as written).
+    Shape(Vec<usize>),
+    /// The parameter is this value, known when loading, and becomes a constant: the
+    /// dimension arguments (`tensor<i64>`) that shape-polymorphic exports before `jax.export`
+    /// passed ahead of the arrays.
+    Value(Literal),
+}
+
+/// `load` of a program specialized to the shapes of one call: `specialize` has one entry per
+/// parameter of the entry point (none for a program without dynamic shapes). The function's
+/// parameters are those specialized with [`Specialize::Shape`], in order. Sizes the program
+/// computes from the shapes are folded; a shape computed from tensor values is unsupported,
+/// and a failed `shape_assertion` (`jax.export`'s check of the shapes) is an error with its
+/// message.
+pub fn load_specialized(text: &str, specialize: &[Specialize]) -> Result<Func, Error> {
     let funcs = parse::parse_module(text)?;
-    let entry = funcs
+    let entry = entry(&funcs)?;
+    let program =
+        import::Importer::new(&funcs, &entry.name, &[]).import_specialized(entry, specialize)?;
+    let mut func = program.func;
+    func.outputs.truncate(program.returned);
+    Ok(ferrax_compiler::dce::eliminate_dead_code(&func))
+}
+
+/// A parameter of a program's entry point as the text declares it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parameter {
+    pub name: String,
+    pub dtype: DType,
+    /// Each dimension's size; `None` where it is dynamic (`?`).
+    pub dims: Vec<Option<usize>>,
+}
+
+/// The parameters of the program's entry point (`@main`, or its only public function): what a
+/// call must give, and for a shape-polymorphic program which sizes vary.
+pub fn parameters(text: &str) -> Result<Vec<Parameter>, Error> {
+    let funcs = parse::parse_module(text)?;
+    let entry = entry(&funcs)?;
+    Ok(entry
+        .params
+        .iter()
+        .zip(&entry.param_dynamic)
+        .map(|((name, ty), dynamic)| Parameter {
+            name: name.clone(),
+            dtype: ty.dtype,
+            dims: ty
+                .dims()
+                .iter()
+                .enumerate()
+                .map(|(k, &d)| (!dynamic.contains(k)).then_some(d))
+                .collect(),
+        })
+        .collect())
+}
+
+/// `@main`, or the only public function.
+fn entry(funcs: &[parse::MFunc]) -> Result<&parse::MFunc, Error> {
+    funcs
         .iter()
         .find(|f| f.name == "main")
         .or_else(|| {
             let mut public = funcs.iter().filter(|f| f.public);
             public.next().filter(|_| public.next().is_none())
         })
-        .ok_or_else(|| Error::at(1, "no @main and no single public function to import"))?;
-    let program = import::Importer::new(&funcs, &entry.name, &[]).import(entry)?;
-    let mut func = program.func;
-    func.outputs.truncate(program.returned);
-    Ok(ferrax_compiler::dce::eliminate_dead_code(&func))
+        .ok_or_else(|| Error::at(1, "no @main and no single public function to import"))
 }
 
 /// A conformance test: an entry point whose external inputs (`@inputs()`, `@samples()`) are

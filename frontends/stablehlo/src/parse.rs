@@ -2,7 +2,7 @@
 //! attributes and loose words as tokens, types, nested regions; `import` gives them meaning.
 
 use crate::lex::{lex, Tok};
-use crate::types::{self, Quant, MAX_NESTING, MAX_RESULTS, MAX_TOTAL_RESULTS};
+use crate::types::{self, Dynamic, Quant, Written, MAX_NESTING, MAX_RESULTS, MAX_TOTAL_RESULTS};
 use crate::Error;
 use ferrax_ir::TensorType;
 
@@ -10,6 +10,8 @@ pub(crate) struct MFunc {
     pub name: String,
     pub public: bool,
     pub params: Vec<(String, TensorType)>,
+    /// Which dimensions of each parameter are dynamic (`?`).
+    pub param_dynamic: Vec<Dynamic>,
     pub body: Vec<Operation>,
 }
 
@@ -41,6 +43,9 @@ pub(crate) struct Operation {
     /// The quantization of each operand and result type (`None` where it is not quantized).
     pub operand_quant: Vec<Option<Quant>>,
     pub result_quant: Vec<Option<Quant>>,
+    /// Which dimensions of each result type are dynamic (`?`); their size in `result_types`
+    /// is 1 until the importer refines them.
+    pub result_dynamic: Vec<Dynamic>,
 }
 
 impl Operation {
@@ -49,6 +54,13 @@ impl Operation {
             .iter()
             .chain(&self.result_quant)
             .any(Option::is_some)
+    }
+
+    /// The dimensions dynamic in any of the op's result types.
+    pub fn dynamic_results(&self) -> Dynamic {
+        self.result_dynamic
+            .iter()
+            .fold(Dynamic::default(), |a, &d| a.union(d))
     }
 
     pub fn attr(&self, keys: &[&str]) -> Option<&[Tok]> {
@@ -135,17 +147,27 @@ impl P {
     /// on the expressed values its op passes it, not on storage.)
     fn tensor_type(&mut self) -> PResult<TensorType> {
         let line = self.line();
-        match self.quantizable_type()? {
-            (t, None) => Ok(t),
-            (t, Some(_)) => Err(Error::unsupported(
+        let w = self.quantizable_type()?;
+        if w.quant.is_some() {
+            return Err(Error::unsupported(
                 line,
-                format!("quantized {t} as a region's argument"),
-            )),
+                format!("quantized {} as a region's argument", w.ty),
+            ));
         }
+        if !w.dynamic.is_static() {
+            return Err(Error::unsupported(
+                line,
+                format!(
+                    "dynamic shape in {} as a region's argument",
+                    w.dynamic.show(&w.ty)
+                ),
+            ));
+        }
+        Ok(w.ty)
     }
 
     /// A tensor type, quantized or not.
-    fn quantizable_type(&mut self) -> PResult<(TensorType, Option<Quant>)> {
+    fn quantizable_type(&mut self) -> PResult<Written> {
         let line = self.line();
         match self.next() {
             Tok::Word(w) if w == "tensor" => {}
@@ -191,7 +213,7 @@ impl P {
     }
 
     /// `annotated_type`, quantized or not.
-    fn annotated_quantizable(&mut self) -> PResult<(TensorType, Option<Quant>)> {
+    fn annotated_quantizable(&mut self) -> PResult<Written> {
         let t = self.quantizable_type()?;
         if self.is('{') {
             self.skip_braces()?;
@@ -199,7 +221,7 @@ impl P {
         Ok(t)
     }
 
-    fn type_list(&mut self) -> PResult<Vec<(TensorType, Option<Quant>)>> {
+    fn type_list(&mut self) -> PResult<Vec<Written>> {
         self.expect('(')?;
         let mut out = Vec::new();
         if self.eat(')') {
@@ -216,7 +238,7 @@ impl P {
 
     /// `(%name: T, ...)`: a function's parameters (`quantized`: they may be of quantized types,
     /// which are their storage types here) or a region's arguments.
-    fn typed_args(&mut self, quantized: bool) -> PResult<Vec<(String, TensorType)>> {
+    fn typed_args(&mut self, quantized: bool) -> PResult<Vec<(String, TensorType, Dynamic)>> {
         self.expect('(')?;
         let mut out = Vec::new();
         if self.eat(')') {
@@ -228,17 +250,27 @@ impl P {
                 t => return Err(self.err(format!("expected an argument, found {t}"))),
             };
             self.expect(':')?;
-            let ty = if quantized {
-                self.annotated_quantizable()?.0
+            let (ty, dynamic) = if quantized {
+                let w = self.annotated_quantizable()?;
+                (w.ty, w.dynamic)
             } else {
-                self.annotated_type()?
+                (self.annotated_type()?, Dynamic::default())
             };
-            out.push((name, ty));
+            out.push((name, ty, dynamic));
             if self.eat(')') {
                 return Ok(out);
             }
             self.expect(',')?;
         }
+    }
+
+    /// A region's arguments (static, as the shapes in a region do not vary).
+    fn region_args(&mut self) -> PResult<Vec<(String, TensorType)>> {
+        Ok(self
+            .typed_args(false)?
+            .into_iter()
+            .map(|(n, t, _)| (n, t))
+            .collect())
     }
 
     fn func(&mut self) -> PResult<MFunc> {
@@ -252,7 +284,11 @@ impl P {
             Tok::Symbol(s) => s,
             t => return Err(self.err(format!("expected a function name, found {t}"))),
         };
-        let params = self.typed_args(true)?;
+        let (params, param_dynamic) = self
+            .typed_args(true)?
+            .into_iter()
+            .map(|(n, t, d)| ((n, t), d))
+            .unzip();
         if *self.peek() == Tok::Arrow {
             self.next();
             if self.is('(') {
@@ -271,6 +307,7 @@ impl P {
             name,
             public,
             params,
+            param_dynamic,
             body,
         })
     }
@@ -348,7 +385,7 @@ impl P {
         if let Tok::Block(_) = self.peek() {
             self.next();
             if self.is('(') {
-                args = self.typed_args(false)?;
+                args = self.region_args()?;
             }
             self.expect(':')?;
         }
@@ -363,7 +400,7 @@ impl P {
         self.next();
         let mut groups = Vec::new();
         while self.is('(') {
-            groups.push(self.typed_args(false)?);
+            groups.push(self.region_args()?);
         }
         let args = if groups.iter().all(|g| g.len() == 2) {
             let (accumulators, elements): (Vec<_>, Vec<_>) = groups
@@ -450,6 +487,7 @@ impl P {
             result_types: Vec::new(),
             operand_quant: Vec::new(),
             result_quant: Vec::new(),
+            result_dynamic: Vec::new(),
         };
         // Operands, attributes and words up to the type.
         let mut depth = 0i32;
@@ -537,8 +575,13 @@ impl P {
             };
             (plain, results)
         };
-        (op.operand_types, op.operand_quant) = operands.into_iter().unzip();
-        (op.result_types, op.result_quant) = results.into_iter().unzip();
+        (op.operand_types, op.operand_quant) =
+            operands.into_iter().map(|w| (w.ty, w.quant)).unzip();
+        for w in results {
+            op.result_types.push(w.ty);
+            op.result_quant.push(w.quant);
+            op.result_dynamic.push(w.dynamic);
+        }
         // Regions the pretty forms write after the types.
         loop {
             match self.peek() {

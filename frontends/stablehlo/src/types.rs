@@ -59,8 +59,10 @@ pub(crate) fn text(toks: &[Tok]) -> String {
 /// The type written `tensor<toks>`: a shape and an element type ferrax has, of a size that
 /// fits in memory's address range. A quantized element type (`!quant.uniform<...>`) gives its
 /// storage type and its [`Quant`].
-pub(crate) fn tensor_type(toks: &[Tok], line: usize) -> Result<(TensorType, Option<Quant>), Error> {
+pub(crate) fn tensor_type(toks: &[Tok], line: usize) -> Result<Written, Error> {
     let spec = text(toks);
+    let (merged, dynamic) = dynamic_dims(toks, line, &spec)?;
+    let toks = merged.as_slice();
     let quantized = toks
         .iter()
         .position(|t| matches!(t, Tok::Word(w) if w == QUANT_UNIFORM));
@@ -147,7 +149,110 @@ pub(crate) fn tensor_type(toks: &[Tok], line: usize) -> Result<(TensorType, Opti
     }
     let ty = TensorType::new(dtype, dims);
     check_size(&ty).map_err(|e| Error::at(line, format!("tensor<{spec}> {e}")))?;
-    Ok((ty, quant))
+    Ok(Written { ty, quant, dynamic })
+}
+
+/// A tensor type as the text writes it.
+#[derive(Clone, Debug)]
+pub(crate) struct Written {
+    /// The type, each dynamic dimension of size 1 until refinement gives it its size.
+    pub ty: TensorType,
+    pub quant: Option<Quant>,
+    pub dynamic: Dynamic,
+}
+
+/// Which dimensions of a type are dynamic (`?`), one bit each (a type has at most
+/// [`MAX_RANK`] = 8 dimensions).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Dynamic(u8);
+
+impl Dynamic {
+    pub fn is_static(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn contains(self, dim: usize) -> bool {
+        dim < MAX_RANK && self.0 & (1 << dim) != 0
+    }
+
+    pub fn union(self, other: Dynamic) -> Dynamic {
+        Dynamic(self.0 | other.0)
+    }
+
+    /// Whether `got` is the type `declared` declares: its element type and rank, and its
+    /// static sizes (a dynamic dimension may have any size).
+    pub fn conforms(self, declared: &TensorType, got: &TensorType) -> bool {
+        got.dtype == declared.dtype
+            && got.rank() == declared.rank()
+            && got
+                .dims()
+                .iter()
+                .zip(declared.dims())
+                .enumerate()
+                .all(|(k, (g, d))| g == d || self.contains(k))
+    }
+
+    /// `ty` as the text writes it, `?` for its dynamic dimensions.
+    pub fn show(self, ty: &TensorType) -> String {
+        let mut s = String::from("tensor<");
+        for (k, d) in ty.dims().iter().enumerate() {
+            if self.contains(k) {
+                s.push('?');
+            } else {
+                s.push_str(&d.to_string());
+            }
+            s.push('x');
+        }
+        s.push_str(&format!("{}>", ty.dtype));
+        s
+    }
+}
+
+/// `toks` with each `?` dimension written as 1 (merged into the words beside it, as a static
+/// shape is one word), and which dimensions were `?`.
+fn dynamic_dims(toks: &[Tok], line: usize, spec: &str) -> Result<(Vec<Tok>, Dynamic), Error> {
+    if !toks.contains(&Tok::Punct('?')) {
+        return Ok((toks.to_vec(), Dynamic::default()));
+    }
+    let mut out: Vec<Tok> = Vec::with_capacity(toks.len());
+    let mut mask = 0u8;
+    // Whether the last word of `out` holds a `?` (so that the next `x..` word joins it).
+    let mut joining = false;
+    for t in toks {
+        match (t, out.last_mut()) {
+            (Tok::Punct('?'), Some(Tok::Word(w))) if w.ends_with('x') => {
+                let dim = w.matches('x').count();
+                if dim >= MAX_RANK {
+                    return Err(Error::unsupported(
+                        line,
+                        format!("rank above {MAX_RANK} of tensor<{spec}>"),
+                    ));
+                }
+                mask |= 1 << dim;
+                w.push('1');
+                joining = true;
+            }
+            (Tok::Punct('?'), None) => {
+                mask |= 1;
+                out.push(Tok::Word("1".into()));
+                joining = true;
+            }
+            (Tok::Word(next), Some(Tok::Word(w))) if joining && next.starts_with('x') => {
+                w.push_str(next);
+            }
+            (Tok::Punct('?'), _) => {
+                return Err(Error::unsupported(
+                    line,
+                    format!("dynamic shape in tensor<{spec}>"),
+                ))
+            }
+            _ => {
+                joining = false;
+                out.push(t.clone());
+            }
+        }
+    }
+    Ok((out, Dynamic(mask)))
 }
 
 const QUANT_UNIFORM: &str = "!quant.uniform";

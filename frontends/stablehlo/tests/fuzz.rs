@@ -11,8 +11,8 @@
 //! input behind an abort). A failing input is written to the temporary directory, as is the
 //! input of a run of one seed.
 
-use ferrax_ir::verify;
-use ferrax_stablehlo::{load, test_cases};
+use ferrax_ir::{verify, DType, Func, Literal, Scalar};
+use ferrax_stablehlo::{load, load_specialized, parameters, test_cases, Specialize};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -295,12 +295,38 @@ fn mutate(rng: &mut Rng, seeds: &[String], input: &mut Vec<u8>) {
     }
 }
 
-/// Imports `text` both ways; an import that succeeds must verify. `Err` says what is wrong
-/// (a panic propagates).
+/// `text` specialized as a caller of a shape-polymorphic export might: leading `tensor<i64>`
+/// parameters (dimension variables) 3, every dynamic size 3. `None` without dynamic shapes.
+fn specialized(text: &str) -> Option<Result<Func, ferrax_stablehlo::Error>> {
+    let params = parameters(text).ok()?;
+    if params.iter().all(|p| p.dims.iter().all(Option::is_some)) {
+        return None;
+    }
+    let mut leading = true;
+    let specs = params
+        .iter()
+        .map(|p| {
+            leading &= p.dtype == DType::I64 && p.dims.is_empty();
+            if leading {
+                Specialize::Value(Literal::scalar(Scalar::I64(3)))
+            } else {
+                Specialize::Shape(p.dims.iter().map(|d| d.unwrap_or(3)).collect())
+            }
+        })
+        .collect::<Vec<_>>();
+    Some(load_specialized(text, &specs))
+}
+
+/// Imports `text` every way (specialized too, where it has dynamic shapes); an import that
+/// succeeds must verify. `Err` says what is wrong (a panic propagates).
 fn exercise(text: &str) -> Result<bool, String> {
     let loaded = load(text);
     if let Ok(func) = &loaded {
         verify(func).map_err(|e| format!("load gave an invalid function: {e}"))?;
+    }
+    if let Some(Ok(func)) = specialized(text) {
+        verify(&func).map_err(|e| format!("load_specialized gave an invalid function: {e}"))?;
+        return Ok(true);
     }
     if let Ok(cases) = test_cases(text) {
         for case in &cases {
@@ -337,7 +363,11 @@ fn seeds() -> Seeds {
     let all = seed_texts();
     let importing: Vec<String> = all
         .iter()
-        .filter(|t| load(t).is_ok() || test_cases(t).is_ok_and(|c| !c.is_empty()))
+        .filter(|t| {
+            load(t).is_ok()
+                || specialized(t).is_some_and(|r| r.is_ok())
+                || test_cases(t).is_ok_and(|c| !c.is_empty())
+        })
         .cloned()
         .collect();
     eprintln!(

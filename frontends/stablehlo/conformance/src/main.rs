@@ -1,12 +1,16 @@
-//! `ferrax-conformance DIR... [--backend reference|cpu|gpu] [--min-passed N]`: imports every `.mlir`
-//! file under the given directories, runs it with the file's inputs passed as runtime
-//! arguments, applies the file's own checks, and prints one line per file and a summary.
+//! `ferrax-conformance DIR... [--backend reference|cpu|gpu] [--min-passed N] [--min-ran N]`:
+//! imports every `.mlir` file under the given directories, runs it with the file's inputs
+//! passed as runtime arguments, applies the file's own checks, and prints one line per file
+//! and a summary.
 //!
 //! A file passes, fails (a wrong result, or an error while importing, compiling or running
 //! it), is unsupported (the importer refuses a form, op or element type ferrax lacks: an
-//! `Error::Unsupported`), or panics. A panic is caught per file so that one bad file cannot
-//! stop the run, and it always makes the exit status 1, as does passing fewer than
-//! `--min-passed` files.
+//! `Error::Unsupported`), or panics. A program with dynamic shapes, which has no expected
+//! values, runs instead of passing (see `dynamic`). A panic is caught per file so that one bad
+//! file cannot stop the run, and it always makes the exit status 1, as does passing fewer
+//! than `--min-passed` files or running fewer than `--min-ran`.
+
+mod dynamic;
 
 use ferrax_compiler::backend::gpu::GpuOptions;
 use ferrax_compiler::pipeline::{compile_simplified, Backend};
@@ -18,8 +22,10 @@ use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-enum Outcome {
+pub(crate) enum Outcome {
     Pass,
+    /// A program without expected values ran, and agreed with what it could be checked against.
+    Ran,
     Fail(String),
     Unsupported(String),
     Panic(String),
@@ -151,6 +157,14 @@ fn run_file(path: &Path, backend: &Backend) -> Outcome {
         Ok(t) => t,
         Err(e) => return Outcome::Fail(format!("cannot read: {e}")),
     };
+    if let Ok(params) = ferrax_stablehlo::parameters(&text) {
+        if dynamic::is_dynamic(&params) {
+            let vmapped = path
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("vmap_"));
+            return dynamic::run_dynamic(&text, &params, backend, vmapped);
+        }
+    }
     let cases = match test_cases(&text) {
         Ok(c) => c,
         Err(e @ ferrax_stablehlo::Error::Unsupported { .. }) => {
@@ -163,7 +177,7 @@ fn run_file(path: &Path, backend: &Backend) -> Outcome {
     }
     for case in &cases {
         match run_case(case, backend) {
-            Outcome::Pass => {}
+            Outcome::Pass | Outcome::Ran => {}
             other => return other,
         }
     }
@@ -201,6 +215,7 @@ fn mlir_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 fn main() -> ExitCode {
     let mut dirs = Vec::new();
     let mut min_passed = 0usize;
+    let mut min_ran = 0usize;
     let mut backend = Backend::Interpreter;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -236,12 +251,20 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             },
+            "--min-ran" => match args.next().and_then(|n| n.parse().ok()) {
+                Some(n) => min_ran = n,
+                None => {
+                    eprintln!("--min-ran needs a number");
+                    return ExitCode::from(2);
+                }
+            },
             _ => dirs.push(PathBuf::from(a)),
         }
     }
     if dirs.is_empty() {
         eprintln!(
-            "usage: ferrax-conformance DIR... [--backend reference|cpu|gpu] [--min-passed N]"
+            "usage: ferrax-conformance DIR... [--backend reference|cpu|gpu] [--min-passed N] \
+             [--min-ran N]"
         );
         return ExitCode::from(2);
     }
@@ -261,7 +284,7 @@ fn main() -> ExitCode {
             .map_or_else(String::new, |l| format!(" at {}:{}", l.file(), l.line()));
         eprintln!("panic{at}");
     }));
-    let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
+    let (mut passed, mut ran, mut failed, mut unsupported) = (0, 0, 0, 0);
     let mut panicked = Vec::new();
     for f in &files {
         let name = f.display();
@@ -269,6 +292,10 @@ fn main() -> ExitCode {
             Outcome::Pass => {
                 passed += 1;
                 println!("pass {name}");
+            }
+            Outcome::Ran => {
+                ran += 1;
+                println!("ran {name}");
             }
             Outcome::Fail(why) => {
                 failed += 1;
@@ -289,7 +316,8 @@ fn main() -> ExitCode {
         eprintln!("panicked: {name}");
     }
     println!(
-        "{passed} passed, {failed} failed, {unsupported} unsupported, {} panicked",
+        "{passed} passed, {failed} failed, {unsupported} unsupported, {} panicked, {ran} ran \
+         without expected values",
         panicked.len()
     );
     let mut status = ExitCode::SUCCESS;
@@ -299,6 +327,10 @@ fn main() -> ExitCode {
     }
     if passed < min_passed {
         eprintln!("expected at least {min_passed} passing files");
+        status = ExitCode::from(1);
+    }
+    if ran < min_ran {
+        eprintln!("expected at least {min_ran} files without expected values to run");
         status = ExitCode::from(1);
     }
     status

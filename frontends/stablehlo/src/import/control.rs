@@ -5,6 +5,7 @@
 
 use super::{Env, Importer};
 use crate::parse::{Operation, Region};
+use crate::types::Dynamic;
 use crate::Error;
 use ferrax_ir::{Cond, Func, FuncBuilder, Op, TensorType, ValueId, While};
 use std::collections::HashSet;
@@ -141,6 +142,8 @@ impl Importer<'_> {
             funcs: self.funcs.clone(),
             b: FuncBuilder::new(name),
             constants: Default::default(),
+            known: Default::default(),
+            refining: Dynamic::default(),
             outputs: Vec::new(),
             checks: Vec::new(),
             external: self.external.clone(),

@@ -292,7 +292,7 @@ impl Importer<'_> {
                 LowerError::Sink(e) => e,
             })?;
         match self.b.value_type(out) {
-            Some(got) if got != ty => Err(Error::at(
+            Some(got) if !self.refining.conforms(ty, got) => Err(Error::at(
                 line,
                 format!("convolution computes {got} where the program declares {ty}"),
             )),

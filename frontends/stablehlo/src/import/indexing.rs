@@ -53,24 +53,23 @@ impl Importer<'_> {
             }
             // The slice sizes are an operand; with static shapes it is a constant.
             (true, [x, i, sizes]) => {
-                let lit = self.constants.get(sizes).ok_or_else(|| {
+                let known = self.known(*sizes).ok_or_else(|| {
                     Error::unsupported(
                         line,
-                        "dynamic_gather with slice sizes computed at run time".to_string(),
+                        "dynamic_gather with slice sizes computed from tensor values".to_string(),
                     )
                 })?;
-                let n = lit.ty.numel();
+                let n = known.len();
                 if n > MAX_SLICE_SIZES {
                     return Err(Error::at(
                         line,
                         format!("{n} slice sizes (at most {MAX_SLICE_SIZES})"),
                     ));
                 }
-                let dense = lit.to_dense();
-                let values = (0..n)
-                    .map(|k| {
-                        let v = dense.get(k).to_f64();
-                        usize::try_from(v as i64)
+                let values = known
+                    .iter()
+                    .map(|&v| {
+                        usize::try_from(v)
                             .map_err(|_| Error::at(line, format!("negative slice size {v}")))
                     })
                     .collect::<Result<Vec<_>, _>>()?;
@@ -147,10 +146,10 @@ impl Importer<'_> {
         self.expect_type(v, ty, line)
     }
 
-    /// The declared result type must be the one the op has.
+    /// The declared result type must be the one the op has (any size where it is dynamic).
     fn expect_type(&self, v: ValueId, ty: &TensorType, line: usize) -> Result<ValueId, Error> {
         match self.b.value_type(v) {
-            Some(t) if t == ty => Ok(v),
+            Some(t) if self.refining.conforms(ty, t) => Ok(v),
             Some(t) => Err(Error::at(
                 line,
                 format!("the result is {t}, but the program declares {ty}"),

@@ -64,6 +64,7 @@ impl Importer<'_> {
             return self.getrf(target, op, args);
         }
         match target {
+            "shape_assertion" => self.shape_assertion(op, args),
             "lapack_spotrf_ffi" | "lapack_dpotrf_ffi" | "lapack_cpotrf_ffi"
             | "lapack_zpotrf_ffi" => self.potrf(target, op, args),
             "lapack_strsm_ffi" | "lapack_dtrsm_ffi" | "lapack_ctrsm_ffi" | "lapack_ztrsm_ffi" => {

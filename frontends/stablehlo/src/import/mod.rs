@@ -4,7 +4,8 @@
 //! Here: the walk over an entry's operations and the calls it inlines. One op's mapping is in
 //! `ops` (with StableHLO's op names in `names` and attribute reading in `attrs`), reductions
 //! in `reduce`, gathers, scatters and dynamic slices in `indexing`, `while`, `case` and `if`
-//! in `control`, sorts in `sort`, checks in `check`, quantized types in `quant`.
+//! in `control`, sorts in `sort`, checks in `check`, quantized types in `quant`; shape
+//! refinement of programs with dynamic shapes in `refine`, over the values `known` folds.
 
 mod attrs;
 mod check;
@@ -12,11 +13,13 @@ mod composite;
 mod control;
 mod conv;
 mod indexing;
+mod known;
 mod lapack;
 mod names;
 mod ops;
 mod quant;
 mod reduce;
+mod refine;
 mod rng;
 mod sort;
 mod variadic;
@@ -25,9 +28,9 @@ mod window;
 pub use check::{Check, CheckKind, Expected};
 
 use crate::parse::{MFunc, Operation};
-use crate::types::{check_size, MAX_INLINED_OPS};
-use crate::Error;
-use ferrax_ir::{Func, FuncBuilder, Literal, Op, ValueId};
+use crate::types::{check_size, Dynamic, MAX_INLINED_OPS};
+use crate::{Error, Specialize};
+use ferrax_ir::{Func, FuncBuilder, Literal, Op, TensorType, ValueId};
 use std::collections::HashMap;
 
 /// An imported entry point: its program and the checks it makes. The program's outputs are
@@ -43,6 +46,11 @@ pub(crate) struct Importer<'a> {
     funcs: HashMap<&'a str, &'a MFunc>,
     b: FuncBuilder,
     constants: HashMap<ValueId, Literal>,
+    /// Small integer values known while importing (see `known`).
+    known: HashMap<ValueId, Vec<i64>>,
+    /// The dynamic dimensions of the result types of the op being imported, where the
+    /// declared types' sizes are placeholders.
+    refining: Dynamic,
     outputs: Vec<ValueId>,
     checks: Vec<Check>,
     /// Calls to these functions become parameters instead of being inlined.
@@ -60,6 +68,8 @@ impl<'a> Importer<'a> {
             funcs: funcs.iter().map(|f| (f.name.as_str(), f)).collect(),
             b: FuncBuilder::new(name),
             constants: HashMap::new(),
+            known: HashMap::new(),
+            refining: Dynamic::default(),
             outputs: Vec::new(),
             checks: Vec::new(),
             external: external.iter().map(|s| s.to_string()).collect(),
@@ -70,10 +80,40 @@ impl<'a> Importer<'a> {
 
     /// Imports `entry`: its parameters, then the results of calls to external functions, become
     /// the parameters of the program; its returned values and checked values its outputs.
-    pub(crate) fn import(mut self, entry: &MFunc) -> Result<Program, Error> {
+    pub(crate) fn import(self, entry: &MFunc) -> Result<Program, Error> {
+        self.import_specialized(entry, &[])
+    }
+
+    /// `import`, with each parameter of `entry` fixed as `specialize` says (one entry per
+    /// parameter, or none for a program without dynamic shapes).
+    pub(crate) fn import_specialized(
+        mut self,
+        entry: &MFunc,
+        specialize: &[Specialize],
+    ) -> Result<Program, Error> {
+        let line = entry.body.first().map_or(1, |o| o.line);
+        if !specialize.is_empty() && specialize.len() != entry.params.len() {
+            return Err(Error::at(
+                line,
+                format!(
+                    "@{} has {} parameters, specialized with {}",
+                    entry.name,
+                    entry.params.len(),
+                    specialize.len()
+                ),
+            ));
+        }
         let mut env = Env::new();
-        for (name, ty) in &entry.params {
-            env.insert(name.clone(), self.b.param(ty.clone()));
+        // Parameters given values become constants once every parameter is added.
+        let mut values = Vec::new();
+        for (k, ((name, ty), &dynamic)) in entry.params.iter().zip(&entry.param_dynamic).enumerate()
+        {
+            match self.specialized_param(name, ty, dynamic, specialize.get(k), line)? {
+                Some(v) => {
+                    env.insert(name.clone(), v);
+                }
+                None => values.push(k),
+            }
         }
         for op in &entry.body {
             let external = matches!(op.name.as_str(), "call" | "func.call")
@@ -87,6 +127,18 @@ impl<'a> Importer<'a> {
                     self.external_params.push(p);
                     env.insert(name.clone(), p);
                 }
+            }
+        }
+        for k in values {
+            if let (Some((name, _)), Some(Specialize::Value(lit))) =
+                (entry.params.get(k), specialize.get(k))
+            {
+                let v = self.push(Op::Constant(lit.clone()), &[], line)?;
+                self.constants.insert(v, lit.clone());
+                if let Some(values) = known::literal_values(lit) {
+                    self.known.insert(v, values);
+                }
+                env.insert(name.clone(), v);
             }
         }
         let returned = self.body(&entry.body, &mut env, 0)?;
@@ -108,6 +160,46 @@ impl<'a> Importer<'a> {
             func: self.b.finish(outputs),
             returned: returned_count,
             checks,
+        })
+    }
+
+    /// Parameter `%name` of type `ty` (`dynamic` where the text writes `?`), as `specialize`
+    /// fixes it: a parameter of the given shape, or `None` for a value of the right type
+    /// (which becomes a constant).
+    fn specialized_param(
+        &mut self,
+        name: &str,
+        ty: &TensorType,
+        dynamic: Dynamic,
+        specialize: Option<&Specialize>,
+        line: usize,
+    ) -> Result<Option<ValueId>, Error> {
+        let written = dynamic.show(ty);
+        let given = match specialize {
+            None if dynamic.is_static() => return Ok(Some(self.b.param(ty.clone()))),
+            None => {
+                return Err(Error::unsupported(
+                    line,
+                    format!(
+                        "dynamic shape {written} of parameter %{name} (load_specialized gives \
+                         it a shape)"
+                    ),
+                ))
+            }
+            Some(Specialize::Shape(dims)) => ty.with_shape(dims.clone()),
+            Some(Specialize::Value(lit)) => lit.ty.clone(),
+        };
+        if !dynamic.conforms(ty, &given) {
+            return Err(Error::at(
+                line,
+                format!("parameter %{name} is {written}, specialized as {given}"),
+            ));
+        }
+        check_size(&given)
+            .map_err(|e| Error::at(line, format!("parameter %{name}: {given} {e}")))?;
+        Ok(match specialize {
+            Some(Specialize::Value(_)) => None,
+            _ => Some(self.b.param(given)),
         })
     }
 
@@ -191,11 +283,26 @@ impl<'a> Importer<'a> {
                     }
                 }
                 _ => {
-                    let results = if op.is_quantized() {
-                        self.quantized(short, op, &args, env, depth)?
-                    } else {
-                        self.results(short, op, &args, env, depth)?
+                    let refined = self.refine(short, op, &args)?;
+                    let (op, args) = match &refined {
+                        Some((op, args)) => (op, args.as_slice()),
+                        None => (op, args.as_slice()),
                     };
+                    let short = op.name.strip_prefix("stablehlo.").unwrap_or(&op.name);
+                    self.refining = op.dynamic_results();
+                    let results = if op.is_quantized() {
+                        self.quantized(short, op, args, env, depth)
+                    } else {
+                        self.results(short, op, args, env, depth)
+                    };
+                    self.refining = Dynamic::default();
+                    let results = results?;
+                    if refined.is_some() {
+                        self.check_refined(op, &results)?;
+                    }
+                    if let [v] = results[..] {
+                        self.fold_known(short, op, args, v);
+                    }
                     for (name, v) in op.results.iter().zip(results) {
                         env.insert(name.clone(), v);
                     }
@@ -203,6 +310,26 @@ impl<'a> Importer<'a> {
             }
         }
         Ok(Vec::new())
+    }
+
+    /// The results of a refined `op` have its declared types, dynamic sizes aside.
+    fn check_refined(&self, op: &Operation, results: &[ValueId]) -> Result<(), Error> {
+        for ((&v, declared), dynamic) in
+            results.iter().zip(&op.result_types).zip(&op.result_dynamic)
+        {
+            let got = self.type_of(v, op.line)?;
+            if !dynamic.conforms(declared, &got) {
+                return Err(Error::at(
+                    op.line,
+                    format!(
+                        "{} gives {got} where the program declares {}",
+                        op.name,
+                        dynamic.show(declared)
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The results of `op`, one that computes values (not a call, return or check).
@@ -226,6 +353,7 @@ impl<'a> Importer<'a> {
             "sort" => self.sort(op, args),
             "rng_bit_generator" => self.rng_bit_generator(op, args),
             "custom_call" => self.custom_call(op, args),
+            "get_dimension_size" => Ok(vec![self.dimension_size(op, args)?]),
             _ => Ok(vec![self.simple(short, op, args)?]),
         }
     }

@@ -39,7 +39,7 @@ impl Importer<'_> {
             LowerError::Sink(e) => e,
         })?;
         match self.b.value_type(v) {
-            Some(t) if t == result => Ok(v),
+            Some(t) if self.refining.conforms(result, t) => Ok(v),
             got => Err(Error::at(
                 line,
                 format!(
@@ -242,7 +242,7 @@ impl Importer<'_> {
         self.push(new, args, line)
     }
 
-    fn slice(op: &Operation) -> Result<Op, Error> {
+    pub(super) fn slice(op: &Operation) -> Result<Op, Error> {
         let line = op.line;
         if let Some(start) = op.attr(&["start_indices"]) {
             let limit = op

@@ -184,7 +184,12 @@ impl Importer<'_> {
             )?);
         }
         let w = geometry(op, rank, self.type_of(padded[0], line)?.dims())?;
-        if let Some(t) = op.result_types.iter().find(|t| t.dims() != w.out) {
+        let out = |t: &TensorType| t.with_shape(w.out.clone());
+        if let Some(t) = op
+            .result_types
+            .iter()
+            .find(|t| !self.refining.conforms(t, &out(t)))
+        {
             return Err(Error::at(
                 line,
                 format!("reduce_window gives {:?}, the result type is {t}", w.out),
