@@ -223,3 +223,77 @@ fn scans_are_unrolled_as_jit_unrolls_them() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A shape-polymorphic export compiles for the shape `--param` gives (a dimension argument's
+/// value too), and runs at that shape; a shape the program cannot take is refused.
+#[test]
+fn shape_polymorphic_exports_compile_for_a_given_shape() {
+    let dir = std::env::temp_dir().join(format!("ferrax-aot-dynamic-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    // `x * x` broadcast against a row of 4, with the batch size `b` passed as `%arg0`.
+    let program = r#"func.func public @main(%arg0: tensor<i64>, %arg1: tensor<?x4xf32>, %arg2: tensor<4xf32>) -> tensor<?x4xf32> {
+  %0 = stablehlo.convert %arg0 : (tensor<i64>) -> tensor<i32>
+  %1 = stablehlo.reshape %0 : (tensor<i32>) -> tensor<1xi32>
+  %c = stablehlo.constant dense<4> : tensor<1xi32>
+  %2 = stablehlo.concatenate %1, %c, dim = 0 : (tensor<1xi32>, tensor<1xi32>) -> tensor<2xi32>
+  %3 = stablehlo.dynamic_broadcast_in_dim %arg2, %2, dims = [1] : (tensor<4xf32>, tensor<2xi32>) -> tensor<?x4xf32>
+  %4 = stablehlo.multiply %arg1, %3 : tensor<?x4xf32>
+  return %4 : tensor<?x4xf32>
+}
+"#;
+    std::fs::write(path("poly.mlir"), program).unwrap();
+    let compile = |params: &[&str]| {
+        let mut args = vec!["compile".to_string(), path("poly.mlir")];
+        for p in params {
+            args.extend(["--param".to_string(), p.to_string()]);
+        }
+        args.extend(["-o".to_string(), path("poly.fxa")]);
+        tool(&args.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let out = compile(&["=3", "3x4", "4"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = tool(&["inspect", &path("poly.fxa")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("inputs (f32[3,4], f32[4])"), "{text}");
+
+    let x = Tensor::from_vec([3, 4], (0..12).map(|i| i as f32 - 4.0).collect::<Vec<_>>());
+    let row = Tensor::from_vec([4], vec![1.0f32, -2.0, 0.5, 3.0]);
+    checkpoint::save_npy(path("x.npy"), &x).unwrap();
+    checkpoint::save_npy(path("row.npy"), &row).unwrap();
+    let out = tool(&[
+        "run",
+        &path("poly.fxa"),
+        &path("x.npy"),
+        &path("row.npy"),
+        "-o",
+        &path(""),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = checkpoint::load_npy(path("output_0.npy")).unwrap();
+    let want: Vec<f32> = (0..12)
+        .map(|i| (i as f32 - 4.0) * [1.0f32, -2.0, 0.5, 3.0][i % 4])
+        .collect();
+    assert_eq!(got.to_vec::<f32>().unwrap(), want);
+
+    for (params, message) in [
+        (vec!["=3", "3x5", "4"], "parameter %arg1 is tensor<?x4xf32>"),
+        (vec!["=3", "3x4"], "3 parameters, specialized with 2"),
+        (vec!["=3", "3by4", "4"], "--param 3by4"),
+        (vec![], "load_specialized"),
+    ] {
+        let out = compile(&params);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{params:?}");
+        assert!(stderr.contains(message), "{params:?}: {stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -5,8 +5,8 @@
 //! Python nor XLA.
 //!
 //! ```text
-//! ferrax-aot compile PROGRAM.mlir|PROGRAM.fx [--target cpu|sm_80|sm_90] -o STEP.fxa
-//! ferrax-aot compile PROGRAM... [--target cpu|sm_80|sm_90] -o DIRECTORY
+//! ferrax-aot compile PROGRAM.mlir|PROGRAM.fx [--target cpu|sm_80|sm_90] [--param P]... -o STEP.fxa
+//! ferrax-aot compile PROGRAM... [--target cpu|sm_80|sm_90] [--param P]... -o DIRECTORY
 //! ferrax-aot inspect STEP.fxa
 //! ferrax-aot run STEP.fxa [INPUT.npy ...] [-o OUTPUT_DIR]
 //! ```
@@ -17,6 +17,11 @@
 //! parallel, each to `DIRECTORY/NAME.fxa` (`NAME` its file's stem). `run` reads one `.npy` per
 //! input, checks them against the signature, and writes
 //! `output_K.npy` per output into the output directory (default: the current one).
+//!
+//! A shape-polymorphic export (`tensor<?x4xf32>`) is compiled for one shape: `--param` once
+//! per parameter of its `@main`, in order, gives the parameter's shape (`8x4`; `scalar` for
+//! rank 0) or, written `=8`, the value of a dimension argument (`tensor<i64>`), which the
+//! artifact then does not take.
 
 use ferrax::aot_runtime::gpu::GpuProgram;
 use ferrax::aot_runtime::ArtifactTarget;
@@ -25,7 +30,9 @@ use ferrax::compiler::backend::ptx::PtxTarget;
 use ferrax::compiler::backend::{inspect_artifact, CpuExecutable};
 use ferrax::compiler::simplify::simplify;
 use ferrax::compiler::unroll::unroll_scans;
+use ferrax::ir::{Literal, Scalar};
 use ferrax::runtime::cuda::CudaDevice;
+use ferrax::stablehlo::Specialize;
 use ferrax::{checkpoint, Array, Tensor};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -33,8 +40,8 @@ use std::process::ExitCode;
 type Failure = Box<dyn std::error::Error>;
 
 const USAGE: &str = "usage:
-  ferrax-aot compile PROGRAM.mlir|PROGRAM.fx [--target cpu|sm_80|sm_90] -o STEP.fxa
-  ferrax-aot compile PROGRAM... [--target cpu|sm_80|sm_90] -o DIRECTORY
+  ferrax-aot compile PROGRAM.mlir|PROGRAM.fx [--target cpu|sm_80|sm_90] [--param P]... -o STEP.fxa
+  ferrax-aot compile PROGRAM... [--target cpu|sm_80|sm_90] [--param P]... -o DIRECTORY
   ferrax-aot inspect STEP.fxa
   ferrax-aot run STEP.fxa [INPUT.npy ...] [-o OUTPUT_DIR]";
 
@@ -63,6 +70,7 @@ fn parse(args: &[String]) -> Result<Parsed<'_>, Failure> {
         let flag = match a.as_str() {
             "-o" | "--output" => "output",
             "--target" => "target",
+            "--param" => "param",
             other if other.starts_with('-') => return Err(format!("unknown option {other}").into()),
             other => {
                 positional.push(other);
@@ -90,7 +98,12 @@ fn command(args: &[String]) -> Result<(), Failure> {
                 "sm_90" => Some(PtxTarget::Sm90),
                 other => return Err(format!("target {other}: expected cpu, sm_80 or sm_90").into()),
             };
-            compile(programs, target, Path::new(out))
+            let params = flags
+                .iter()
+                .filter(|f| f.0 == "param")
+                .map(|f| specialization(f.1))
+                .collect::<Result<Vec<_>, _>>()?;
+            compile(programs, target, &params, Path::new(out))
         }
         ["inspect", artifact] => inspect(Path::new(artifact)),
         ["run", artifact, inputs @ ..] => {
@@ -101,15 +114,42 @@ fn command(args: &[String]) -> Result<(), Failure> {
     }
 }
 
+/// A `--param` value: a shape (`8x4`, `scalar`) or a dimension argument's value (`=8`).
+fn specialization(text: &str) -> Result<Specialize, Failure> {
+    let bad =
+        || format!("--param {text}: expected a shape such as 8x4, scalar, or a value such as =8");
+    if let Some(value) = text.strip_prefix('=') {
+        let v: i64 = value.parse().map_err(|_| bad())?;
+        return Ok(Specialize::Value(Literal::scalar(Scalar::I64(v))));
+    }
+    if text == "scalar" {
+        return Ok(Specialize::Shape(Vec::new()));
+    }
+    let dims = text
+        .split('x')
+        .map(|d| d.parse::<usize>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| bad())?;
+    Ok(Specialize::Shape(dims))
+}
+
 /// The artifact of the program in file `program` (StableHLO text, or ferrax IR text) for the
-/// CPU or GPU `target`, and how many kernels it has.
-fn compile_file(program: &Path, target: Option<PtxTarget>) -> Result<(Vec<u8>, usize), Failure> {
+/// CPU or GPU `target`, its parameters specialized by `params` (where it has dynamic shapes),
+/// and how many kernels it has.
+fn compile_file(
+    program: &Path,
+    target: Option<PtxTarget>,
+    params: &[Specialize],
+) -> Result<(Vec<u8>, usize), Failure> {
     let text =
         std::fs::read_to_string(program).map_err(|e| format!("{}: {e}", program.display()))?;
     let func = if text.trim_start().starts_with("func @") {
+        if !params.is_empty() {
+            return Err("--param applies to StableHLO programs".into());
+        }
         ferrax::ir::parse_func(&text)?
     } else {
-        ferrax::stablehlo::load(&text)?
+        ferrax::stablehlo::load_specialized(&text, params)?
     };
     // As `jit` does: scans with `unroll` unrolled, then simplified.
     let (simple, _) = simplify(&unroll_scans(&func)?)?;
@@ -127,10 +167,15 @@ fn compile_file(program: &Path, target: Option<PtxTarget>) -> Result<(Vec<u8>, u
 }
 
 /// Compiles one program to the file `out`, or several, in parallel, into the directory `out`.
-fn compile(programs: &[&str], target: Option<PtxTarget>, out: &Path) -> Result<(), Failure> {
+fn compile(
+    programs: &[&str],
+    target: Option<PtxTarget>,
+    params: &[Specialize],
+    out: &Path,
+) -> Result<(), Failure> {
     let written: Vec<(PathBuf, Vec<u8>, usize)> = match programs {
         [one] => {
-            let (bytes, kernels) = compile_file(Path::new(one), target)?;
+            let (bytes, kernels) = compile_file(Path::new(one), target, params)?;
             vec![(out.to_path_buf(), bytes, kernels)]
         }
         many => {
@@ -142,10 +187,11 @@ fn compile(programs: &[&str], target: Option<PtxTarget>, out: &Path) -> Result<(
                     || format!("program_{k}"),
                     |s| s.to_string_lossy().into_owned(),
                 );
+                let params = params.to_vec();
                 batch = batch.add(stem, move || {
                     let failed =
                         |e: Failure| ferrax::Error::Artifact(format!("{}: {e}", program.display()));
-                    compile_file(&program, target)
+                    compile_file(&program, target, &params)
                         .map(|(bytes, _)| bytes)
                         .map_err(failed)
                 });
