@@ -470,6 +470,68 @@ fn d_eigh() {
     );
 }
 
+/// `svd`: the singular values, and for complex matrices losses that do not depend on each
+/// pair's phase (`|u|²`, `|vh|²`, `u·diag(sin s)·vh`); real singular vectors directly. Tall,
+/// square (full vectors too) and wide matrices, each with JAX's extra terms where `m ≠ n`.
+#[test]
+fn d_svd() {
+    for (dims, full, seed) in [
+        ([4, 3], false, 141),
+        ([3, 3], true, 143),
+        ([2, 4], false, 145),
+    ] {
+        let n = dims[0] * dims[1];
+        let k = dims[0].min(dims[1]);
+        let z = c128(&dims, complex_values(n, seed, (-1.0, 1.0), (-1.0, 1.0)));
+        check_grad(
+            "svd values",
+            |v| (v[0].svd_values() * 1.5).sin().sum(..),
+            vec![z.clone()],
+        );
+        check_grad(
+            "svd |u|²",
+            |v| {
+                let (u, _, _) = v[0].svd(full);
+                weighted(&(&u * &u.conj()))
+            },
+            vec![z.clone()],
+        );
+        check_grad(
+            "svd |vh|²",
+            |v| {
+                let (_, _, vh) = v[0].svd(full);
+                weighted(&(&vh * &vh.conj()))
+            },
+            vec![z.clone()],
+        );
+        check_grad(
+            "svd u·f(s)·vh",
+            |v| {
+                let (u, s, vh) = v[0].svd(false);
+                let scaled = &u * &s.sin().astype(DType::C128).reshape([1, k]);
+                weighted(&scaled.matmul(&vh))
+            },
+            vec![z],
+        );
+        let x = f64s(&dims, values(n, seed + 7, -1.0, 1.0));
+        check_grad(
+            "svd of reals",
+            |v| {
+                let (u, s, vh) = v[0].svd(full);
+                (&s * &s).sum(..)
+                    + weighted(&u.astype(DType::C128))
+                    + weighted(&vh.astype(DType::C128))
+            },
+            vec![x.clone()],
+        );
+        check_grad(
+            "pinv",
+            |v| weighted(&v[0].pinv().astype(DType::C128)),
+            vec![x],
+        );
+    }
+}
+
 /// The pullback of 1 through a holomorphic function is its complex derivative (what
 /// `jax.grad(f, holomorphic=True)` returns): here `d/dz z·sin(z) = sin(z) + z·cos(z)`.
 #[test]

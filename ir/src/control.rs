@@ -154,6 +154,7 @@ impl Op {
             | Op::Lu(_)
             | Op::Qr(_)
             | Op::Eigh(_)
+            | Op::Svd(_)
             | Op::Attention(_) => Vec::new(),
         }
     }
@@ -228,6 +229,7 @@ impl Op {
             | Op::Lu(_)
             | Op::Qr(_)
             | Op::Eigh(_)
+            | Op::Svd(_)
             | Op::Attention(_) => None,
         }
     }

@@ -109,6 +109,58 @@ impl Qr {
     }
 }
 
+/// What an `svd` instruction yields of the singular value decomposition of `a`, `[.., m, n]`,
+/// a float or complex type (`lax.linalg.svd`): `a = u·diag(s)·vh` with `u`'s columns and
+/// `vh`'s rows orthonormal and `s` real, non-negative and descending (`k = min(m, n)` of
+/// them). With `full_matrices`, `u` is `m × m` and `vh` is `n × n` (their extra columns and
+/// rows an orthonormal completion); without, `u` is `m × k` and `vh` is `k × n`. Singular
+/// vectors are unique up to a common phase per pair: each row of `vh` has its entry of largest
+/// magnitude (the first of equals) real and positive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Svd {
+    pub part: SvdPart,
+    /// Only for `u` and `vh` (the singular values do not depend on it).
+    pub full_matrices: bool,
+}
+
+/// The result an `svd` instruction yields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SvdPart {
+    /// `u`, `a`'s type.
+    U,
+    /// `s`, `[.., k]`, of the real type (f32 for c64).
+    Values,
+    /// `vh`, `a`'s type.
+    Vh,
+}
+
+impl SvdPart {
+    pub const ALL: [SvdPart; 3] = [SvdPart::U, SvdPart::Values, SvdPart::Vh];
+
+    /// The op's name in the text format.
+    pub fn name(self) -> &'static str {
+        match self {
+            SvdPart::U => "svd_u",
+            SvdPart::Values => "svd_values",
+            SvdPart::Vh => "svd_vh",
+        }
+    }
+}
+
+impl Svd {
+    /// The result's trailing dimensions for an `m × n` matrix: `[k]` for the values.
+    pub fn dims(&self, m: usize, n: usize) -> Vec<usize> {
+        let k = m.min(n);
+        match (self.part, self.full_matrices) {
+            (SvdPart::Values, _) => vec![k],
+            (SvdPart::U, true) => vec![m, m],
+            (SvdPart::U, false) => vec![m, k],
+            (SvdPart::Vh, true) => vec![n, n],
+            (SvdPart::Vh, false) => vec![k, n],
+        }
+    }
+}
+
 /// What an `eigh` instruction yields of the eigendecomposition of each Hermitian (real
 /// symmetric) matrix `a`, `[.., m, m]`, read from its lower triangle (the diagonal's real
 /// parts): `a = v·diag(w)·vᴴ` (`lax.linalg.eigh`).

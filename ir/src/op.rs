@@ -522,6 +522,8 @@ pub enum Op {
     Qr(crate::Qr),
     /// A part of the eigendecomposition of Hermitian matrices (see [`crate::EighPart`]).
     Eigh(crate::EighPart),
+    /// A part of the singular value decomposition (see [`crate::Svd`]).
+    Svd(crate::Svd),
     /// A part of dot-product attention (see [`crate::Attention`]).
     Attention(crate::Attention),
     /// A function with a user-defined reverse-mode derivative (`jax.custom_vjp`).
@@ -581,6 +583,7 @@ impl Op {
             Op::Lu(part) => part.name(),
             Op::Qr(qr) => qr.part.name(),
             Op::Eigh(part) => part.name(),
+            Op::Svd(svd) => svd.part.name(),
             Op::Attention(a) => a.name(),
             Op::CustomVjp(_) => "custom_vjp",
             Op::While(_) => "while",

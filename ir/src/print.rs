@@ -172,6 +172,7 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
         }
         Op::Fft { lengths, .. } => items.item(format_args!("lengths={}", List(lengths)))?,
         Op::Qr(qr) => items.flag("full_matrices", qr.full_matrices)?,
+        Op::Svd(svd) => items.flag("full_matrices", svd.full_matrices)?,
         Op::TriangularSolve(s) => {
             items.flag("left_side", s.left_side)?;
             items.flag("lower", s.lower)?;

@@ -800,6 +800,19 @@ pub fn gradient_programs() -> Vec<(&'static str, Func)> {
             )
             .unwrap(),
         ),
+        (
+            "svd_grad",
+            trace(
+                |x: Tensor| {
+                    grad(|x: Tensor| {
+                        let (u, s, vh) = x.svd(false);
+                        s.sin().sum(..) + u.sum(..) * vh.sum(..)
+                    })(x)
+                },
+                &spec(&[4, 3]),
+            )
+            .unwrap(),
+        ),
     ]
 }
 

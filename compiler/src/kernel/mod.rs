@@ -414,6 +414,7 @@ pub fn lower(
                     | Op::Lu(_)
                     | Op::Qr(_)
                     | Op::Eigh(_)
+                    | Op::Svd(_)
                     | Op::Attention(_)
                     | Op::CustomVjp(_)
                     | Op::While(_)

@@ -495,6 +495,7 @@ impl RowLowering<'_> {
             | Op::Lu(_)
             | Op::Qr(_)
             | Op::Eigh(_)
+            | Op::Svd(_)
             | Op::Attention(_)
             | Op::CustomVjp(_)
             | Op::While(_)

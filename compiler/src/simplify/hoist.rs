@@ -66,6 +66,7 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
             | Op::Lu(_)
             | Op::Qr(_)
             | Op::Eigh(_)
+            | Op::Svd(_)
             | Op::Attention(_)
             | Op::CustomVjp(_) => None,
         };

@@ -3,7 +3,8 @@
 //! pivots and `info`, then JAX's own steps (pivots from 0, the NaN guard on `info`, the
 //! permutation by a loop of swaps). The values are those `jax.lax.linalg.lu` gives for the
 //! 3 × 3 iota matrix; `info` names the first zero pivot; results equal the IR's `lu` parts;
-//! other custom calls are refused by name.
+//! other custom calls are refused by name. Likewise `potrf`, `trsm` and `gesdd` (the SVD, with
+//! JAX's published singular values).
 #![allow(clippy::unwrap_used)]
 
 use ferrax_ir::{parse_func, Element};
@@ -260,4 +261,154 @@ fn trsm_is_the_irs_triangular_solve() {
     )
     .unwrap();
     assert_eq!(out[0].as_slice::<f64>().unwrap(), &[2.0, 5.0]);
+}
+
+/// `jnp.linalg.svd` as `jax.export` writes it on the CPU: `lapack_?gesdd_ffi` in `mode`
+/// (`65` is `A`, the full vectors; `83` is `S`), then NaN where `info` is not 0.
+fn exported_svd(f: &str, dims: &str, (s, u, vt): (&str, &str, &str), mode: u8) -> String {
+    let a = format!("tensor<{dims}x{f}>");
+    let (s, u, vt) = (
+        format!("tensor<{s}x{f}>"),
+        format!("tensor<{u}x{f}>"),
+        format!("tensor<{vt}x{f}>"),
+    );
+    format!(
+        r#"func.func public @main(%a: {a}) -> ({u}, {s}, {vt}, tensor<2xi32>) {{
+  %0:7 = stablehlo.custom_call @lapack_{p}gesdd_ffi(%a) {{mhlo.backend_config = {{mode = {mode} : ui8}}, operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>]}} : ({a}) -> ({a}, {s}, {u}, {vt}, tensor<2xi32>, tensor<32xi32>, tensor<268x{f}>)
+  %zero = stablehlo.constant dense<0> : tensor<i32>
+  %zeros = stablehlo.broadcast_in_dim %zero, dims = [] : (tensor<i32>) -> tensor<2xi32>
+  %ok = stablehlo.compare  EQ, %0#4, %zeros,  SIGNED : (tensor<2xi32>, tensor<2xi32>) -> tensor<2xi1>
+  %nan = stablehlo.constant dense<{nan}> : tensor<{f}>
+  %okv = stablehlo.broadcast_in_dim %ok, dims = [0] : (tensor<2xi1>) -> tensor<{s_dims}xi1>
+  %nans = stablehlo.broadcast_in_dim %nan, dims = [] : (tensor<{f}>) -> {s}
+  %values = stablehlo.select %okv, %0#1, %nans : tensor<{s_dims}xi1>, {s}
+  return %0#2, %values, %0#3, %0#4 : {u}, {s}, {vt}, tensor<2xi32>
+}}"#,
+        p = if f == "f32" { "s" } else { "d" },
+        nan = if f == "f32" {
+            "0x7FC00000"
+        } else {
+            "0x7FF8000000000000"
+        },
+        s_dims = s
+            .trim_start_matches("tensor<")
+            .split('x')
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("x"),
+    )
+}
+
+/// JAX's published singular values of two 4 × 4 f32 matrices (its export tests' data), and
+/// vectors that equal JAX's up to each pair's sign; `info` 0, and NaN results with `info` −4
+/// for a matrix holding NaN; the reduced mode; the IR's `svd` parts against the call.
+#[test]
+fn gesdd_gives_jaxs_singular_values() {
+    let a: Vec<f32> = vec![
+        1.5410905,
+        -2.775912,
+        -2.374003,
+        4.028736,
+        -0.56933475,
+        1.6115232,
+        0.9041465,
+        -0.8321383,
+        -5.382895,
+        4.734856,
+        2.1972926,
+        1.5553856,
+        0.5109847,
+        -1.1969309,
+        3.3766198,
+        -1.3678027,
+        2.2637439,
+        3.406768,
+        4.809871,
+        2.8010902,
+        -1.9981416,
+        -0.6599986,
+        0.5138156,
+        4.5982494,
+        -2.335944,
+        -9.151717,
+        -1.0481138,
+        2.272443,
+        -8.257684,
+        1.8223318,
+        0.38403794,
+        5.0769973,
+    ];
+    let jax_s = [
+        8.551605f32,
+        5.3574076,
+        2.8073733,
+        0.52260846,
+        11.457574,
+        10.041604,
+        5.671653,
+        1.4754113,
+    ];
+    let jax_u_first_column = [
+        -0.48540133f32,
+        0.21800542,
+        0.84570533,
+        0.04052323,
+        -0.21146727,
+        0.3461469,
+        0.6526193,
+        0.6399629,
+    ];
+    let text = exported_svd("f32", "2x4x4", ("2x4", "2x4x4", "2x4x4"), 65);
+    let func = load(&text).unwrap();
+    let out = interpret(&func, &[array(&[2, 4, 4], a.clone())]).unwrap();
+    let s = out[1].to_vec::<f32>().unwrap();
+    for (got, want) in s.iter().zip(jax_s) {
+        assert!((got - want).abs() <= 4e-6 * want, "{s:?}");
+    }
+    let u = out[0].to_vec::<f32>().unwrap();
+    for (b, chunk) in jax_u_first_column.chunks(4).enumerate() {
+        let column: Vec<f32> = (0..4).map(|i| u[b * 16 + i * 4]).collect();
+        let sign = if column[0] * chunk[0] < 0.0 {
+            -1.0
+        } else {
+            1.0
+        };
+        for (got, want) in column.iter().zip(chunk) {
+            assert!((sign * got - want).abs() <= 1e-5, "{column:?} vs {chunk:?}");
+        }
+    }
+    assert_eq!(out[3].to_vec::<i32>().unwrap(), [0, 0]);
+
+    let mut bad = a.clone();
+    bad[20] = f32::NAN;
+    let out = interpret(&func, &[array(&[2, 4, 4], bad)]).unwrap();
+    assert_eq!(out[3].to_vec::<i32>().unwrap(), [0, -4]);
+    let s = out[1].to_vec::<f32>().unwrap();
+    assert!(s[..4].iter().all(|x| x.is_finite()) && s[4..].iter().all(|x| x.is_nan()));
+
+    // The reduced vectors of wide matrices equal the IR's `svd` parts.
+    let wide: Vec<f64> = (0..24).map(|i| ((i * 7) % 11) as f64 - 5.0).collect();
+    let text = exported_svd("f64", "2x3x4", ("2x3", "2x3x3", "2x3x4"), 83);
+    let out = interpret(&load(&text).unwrap(), &[array(&[2, 3, 4], wide.clone())]).unwrap();
+    let ir = parse_func(
+        "func @f(%0: f64[2,3,4]) -> (f64[2,3,3], f64[2,3], f64[2,3,4]) {
+  %1 = svd_u %0 : f64[2,3,3]
+  %2 = svd_values %0 : f64[2,3]
+  %3 = svd_vh %0 : f64[2,3,4]
+  return %1, %2, %3
+}",
+    )
+    .unwrap();
+    let want = interpret(&ir, &[array(&[2, 3, 4], wide)]).unwrap();
+    assert_eq!(&out[..3], &want[..]);
+
+    // Results of the wrong types are refused, naming what the call gives.
+    let wrong = exported_svd("f32", "2x4x4", ("2x4", "2x4x3", "2x4x4"), 65);
+    let e = load(&wrong).unwrap_err().to_string();
+    assert!(
+        e.contains("lapack_sgesdd_ffi of") && e.contains("gives"),
+        "{e}"
+    );
+    let odd = exported_svd("f32", "2x4x4", ("2x4", "2x4x4", "2x4x4"), 79);
+    assert!(matches!(load(&odd), Err(Error::Unsupported { .. })));
 }

@@ -3,7 +3,9 @@
 //! `qr` (any matrices).
 
 use super::{arity, invalid};
-use crate::{DType, EighPart, LuPart, Qr, Shape, TensorType, TriangularSolve, TypeError};
+use crate::{
+    DType, EighPart, LuPart, Qr, Shape, Svd, SvdPart, TensorType, TriangularSolve, TypeError,
+};
 
 pub(super) fn triangular_solve(
     s: &TriangularSolve,
@@ -96,6 +98,26 @@ pub(super) fn eigh(part: EighPart, args: &[&TensorType]) -> Result<TensorType, T
             ))
         }
     }
+}
+
+/// `svd`'s singular values (of the real type) or singular vectors (`a`'s type), of the sizes
+/// [`Svd::dims`] gives; the values take no `full_matrices`.
+pub(super) fn svd(svd: &Svd, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let op = svd.part.name();
+    let [a] = arity::<1>(op, args)?;
+    matrix(op, a)?;
+    let dims = a.dims();
+    let rank = dims.len();
+    let dtype = match svd.part {
+        SvdPart::Values if svd.full_matrices => {
+            return Err(invalid(op, "the singular values take no full_matrices"))
+        }
+        SvdPart::Values => a.dtype.complex_part().unwrap_or(a.dtype),
+        SvdPart::U | SvdPart::Vh => a.dtype,
+    };
+    let mut shape = dims[..rank - 2].to_vec();
+    shape.extend(svd.dims(dims[rank - 2], dims[rank - 1]));
+    Ok(TensorType::new(dtype, Shape::new(shape)))
 }
 
 /// The size `m` of `a`, a float or complex `[.., m, m]`.

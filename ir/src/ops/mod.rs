@@ -68,6 +68,7 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::Lu(part) => linalg::lu(*part, args)?,
         Op::Qr(qr) => linalg::qr(qr, args)?,
         Op::Eigh(part) => linalg::eigh(*part, args)?,
+        Op::Svd(svd) => linalg::svd(svd, args)?,
     };
     if ty.rank() > MAX_RANK {
         return Err(TypeError::Rank {

@@ -7,8 +7,8 @@ use super::cursor::{PResult, Parser};
 use crate::{
     bf16_from_f64, f16_from_f64, Attention, AttentionPart, BinaryOp, CompareOp, Cond, CustomVjp,
     DType, DotDims, EighPart, Elements, FftKind, Gather, Literal, LuPart, Op, Qr, QrPart, ReduceOp,
-    Remat, RematPolicy, Scalar, Scan, Scatter, ScatterCombine, TensorType, TriangularSolve,
-    UnaryOp, While,
+    Remat, RematPolicy, Scalar, Scan, Scatter, ScatterCombine, Svd, SvdPart, TensorType,
+    TriangularSolve, UnaryOp, While,
 };
 use half::{bf16, f16};
 use num_complex::Complex;
@@ -56,6 +56,11 @@ pub(super) fn build_op(
         })
     } else if let Some(part) = EighPart::ALL.into_iter().find(|e| e.name() == name) {
         Op::Eigh(part)
+    } else if let Some(part) = SvdPart::ALL.into_iter().find(|s| s.name() == name) {
+        Op::Svd(Svd {
+            part,
+            full_matrices: attrs.flag(p, "full_matrices")?,
+        })
     } else if let Some(kind) = FftKind::ALL.into_iter().find(|k| k.name() == name) {
         Op::Fft {
             kind,

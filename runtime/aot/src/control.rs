@@ -93,6 +93,7 @@ impl<R> CompiledCall<R> {
             | Op::Lu(_)
             | Op::Qr(_)
             | Op::Eigh(_)
+            | Op::Svd(_)
             | Op::Attention(_) => return None,
         };
         regions.next().is_none().then_some(call)

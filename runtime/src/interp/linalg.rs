@@ -8,7 +8,9 @@ use super::complex::{narrow, widen};
 use super::undefined;
 use crate::{Array, RuntimeError};
 use ferrax_ir::DType;
-use ferrax_ir::{Complex, EighPart, Elements, LuPart, Qr, QrPart, Scalar, TriangularSolve};
+use ferrax_ir::{
+    Complex, EighPart, Elements, LuPart, Qr, QrPart, Scalar, Svd, SvdPart, TriangularSolve,
+};
 use std::ops::{Add, Div, Mul, Sub};
 
 type C = Complex<f64>;
@@ -570,6 +572,238 @@ pub(super) fn eigh(part: EighPart, a: &Array) -> Result<Elements, RuntimeError> 
             match part {
                 EighPart::Values => rounded(&w, dtype, name)?,
                 EighPart::Vectors => rounded(&v, dtype, name)?,
+            }
+        }
+        _ => return Err(undefined(name, dtype)),
+    })
+}
+
+/// `x`'s columns `p` and `q` (of `cols` columns) ← `x·J` in that plane (`J = [[jpp, jpq],
+/// [jqp, jqq]]`).
+fn rotate_columns<T: Field>(x: &mut [T], cols: usize, p: usize, q: usize, j: [T; 4]) {
+    for row in x.chunks_mut(cols) {
+        let (a, b) = (row[p], row[q]);
+        row[p] = a * j[0] + b * j[2];
+        row[q] = a * j[1] + b * j[3];
+    }
+}
+
+/// `Σ conj(x_kp)·x_kq` over the rows of `x` (`cols` columns).
+fn column_product<T: Field>(x: &[T], cols: usize, p: usize, q: usize) -> T {
+    x.chunks(cols)
+        .fold(T::ZERO, |acc, row| acc + row[p].conj() * row[q])
+}
+
+/// The singular values and vectors of the matrix `a` of `n` columns and at least as many
+/// rows, by one-sided Jacobi
+/// rotations (Hestenes): columns are rotated pairwise, each pair's phase first, until all are
+/// orthogonal; then `a·v = w` with `w`'s column norms the singular values. Returns the values
+/// (descending), the unit left vectors as columns (zero where the value is zero) and the right
+/// vectors (the columns of a unitary `n × n` matrix), each as a list of columns.
+fn hestenes<T: Field>(a: &[T], n: usize) -> (Vec<f64>, Vec<Vec<T>>, Vec<Vec<T>>) {
+    if n == 0 {
+        return (Vec::new(), Vec::new(), Vec::new());
+    }
+    let mut w = a.to_vec();
+    let mut v = vec![T::ZERO; n * n];
+    for d in 0..n {
+        v[d * n + d] = T::ONE;
+    }
+    for _ in 0..MAX_SWEEPS {
+        let mut rotated = false;
+        for p in 0..n {
+            for q in p + 1..n {
+                let alpha = column_product(&w, n, p, p).real();
+                let beta = column_product(&w, n, q, q).real();
+                let gamma = column_product(&w, n, p, q);
+                let r = gamma.modulus();
+                if r == 0.0 || r <= f64::EPSILON * (alpha * beta).sqrt() {
+                    continue;
+                }
+                rotated = true;
+                let phase = gamma.conj() / T::from_real(r);
+                let zeta = (beta - alpha) / (2.0 * r);
+                let t = match zeta.abs() > 1e150 {
+                    true => 0.5 / zeta,
+                    false => 1f64.copysign(zeta) / (zeta.abs() + zeta.hypot(1.0)),
+                };
+                let c = 1.0 / t.hypot(1.0);
+                let (c, s) = (T::from_real(c), T::from_real(t * c));
+                let j = [c, s, T::ZERO - s * phase, c * phase];
+                rotate_columns(&mut w, n, p, q, j);
+                rotate_columns(&mut v, n, p, q, j);
+            }
+        }
+        if !rotated {
+            break;
+        }
+    }
+    let column = |x: &[T], j: usize| -> Vec<T> { x.chunks(n).map(|row| row[j]).collect() };
+    let norms: Vec<f64> = (0..n)
+        .map(|j| column_product(&w, n, j, j).real().sqrt())
+        .collect();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&x, &y| norms[y].total_cmp(&norms[x]));
+    let values = order.iter().map(|&j| norms[j]).collect();
+    let left = order
+        .iter()
+        .map(|&j| {
+            let scale = T::from_real(if norms[j] > 0.0 { 1.0 / norms[j] } else { 0.0 });
+            column(&w, j).into_iter().map(|x| x * scale).collect()
+        })
+        .collect();
+    let right = order.iter().map(|&j| column(&v, j)).collect();
+    (values, left, right)
+}
+
+/// `columns` (vectors of length `len`) made an orthonormal set of `count`: zero ones replaced
+/// and new ones added by Gram–Schmidt on the standard basis vector that keeps the most of
+/// itself, orthogonalized twice.
+fn complete<T: Field>(columns: &mut Vec<Vec<T>>, len: usize, count: usize) {
+    let norm = |x: &[T]| x.iter().map(|v| v.modulus().powi(2)).sum::<f64>().sqrt();
+    let mut done: Vec<bool> = columns.iter().map(|c| norm(c) > 0.0).collect();
+    columns.resize(count, vec![T::ZERO; len]);
+    done.resize(count, false);
+    for j in 0..count {
+        if done[j] {
+            continue;
+        }
+        let mut best: Option<(f64, Vec<T>)> = None;
+        for i in 0..len {
+            let mut x = vec![T::ZERO; len];
+            x[i] = T::ONE;
+            for _ in 0..2 {
+                for (c, _) in columns.iter().zip(&done).filter(|(_, &d)| d) {
+                    let dot = c
+                        .iter()
+                        .zip(&x)
+                        .fold(T::ZERO, |acc, (&u, &y)| acc + u.conj() * y);
+                    for (y, &u) in x.iter_mut().zip(c) {
+                        *y = *y - dot * u;
+                    }
+                }
+            }
+            let size = norm(&x);
+            if best.as_ref().is_none_or(|(b, _)| size > *b) {
+                best = Some((size, x));
+            }
+        }
+        if let Some((size, x)) = best.filter(|(size, _)| *size > 0.0) {
+            columns[j] = x.into_iter().map(|v| v / T::from_real(size)).collect();
+            done[j] = true;
+        }
+    }
+}
+
+/// The SVD of the `m × n` matrix `a`: the values, `u` (`m × m` or `m × k`) and `vh` (`n × n` or
+/// `k × n`), row-major, the phase of each pair chosen so that the row of `vh` has its entry of
+/// largest magnitude real and positive. NaN throughout for a matrix with a value that is not
+/// finite.
+fn singular<T: Field>(a: &[T], m: usize, n: usize, full: bool) -> (Vec<f64>, Vec<T>, Vec<T>) {
+    let k = m.min(n);
+    let (u_cols, vh_rows) = if full { (m, n) } else { (k, k) };
+    if a.iter().any(|x| !x.modulus().is_finite()) {
+        let nan = T::from_real(f64::NAN);
+        return (
+            vec![f64::NAN; k],
+            vec![nan; m * u_cols],
+            vec![nan; vh_rows * n],
+        );
+    }
+    let (values, mut left, mut right) = if m >= n {
+        hestenes(a, n)
+    } else {
+        // `aᴴ = u'·Σ·v'ᴴ`, so `a = v'·Σ·u'ᴴ`.
+        let mut t = vec![T::ZERO; n * m];
+        for i in 0..m {
+            for j in 0..n {
+                t[j * m + i] = a[i * n + j].conj();
+            }
+        }
+        let (values, left, right) = hestenes(&t, m);
+        (values, right, left)
+    };
+    complete(&mut left, m, k);
+    complete(&mut right, n, k);
+    for (u, v) in left.iter_mut().zip(right.iter_mut()) {
+        let mut largest = 0;
+        for i in 1..n {
+            if v[i].modulus() > v[largest].modulus() {
+                largest = i;
+            }
+        }
+        let pivot = v[largest];
+        if pivot.modulus() > 0.0 {
+            let unit = pivot.conj() / T::from_real(pivot.modulus());
+            for x in u.iter_mut().chain(v.iter_mut()) {
+                *x = *x * unit;
+            }
+            v[largest] = T::from_real(pivot.modulus());
+        }
+    }
+    complete(&mut left, m, u_cols);
+    complete(&mut right, n, vh_rows);
+    let mut u = vec![T::ZERO; m * u_cols];
+    for (j, c) in left.iter().enumerate() {
+        for (i, &x) in c.iter().enumerate() {
+            u[i * u_cols + j] = x;
+        }
+    }
+    let vh = right
+        .iter()
+        .flat_map(|r| r.iter().map(|x| x.conj()))
+        .collect();
+    (values, u, vh)
+}
+
+/// Part `svd.part` of the singular value decomposition of every matrix of `a` (`[.., m, n]`).
+pub(super) fn svd(svd: &Svd, a: &Array) -> Result<Elements, RuntimeError> {
+    let dims = a.dims();
+    let rank = dims.len();
+    let name = svd.part.name();
+    let (m, n) = match rank {
+        0 | 1 => return Err(undefined(name, a.dtype())),
+        _ => (dims[rank - 2], dims[rank - 1]),
+    };
+    let batches: usize = dims[..rank - 2].iter().product();
+    let dtype = a.dtype();
+    fn each<T: Field>(
+        a: &[T],
+        batches: usize,
+        m: usize,
+        n: usize,
+        svd: &Svd,
+    ) -> (Vec<f64>, Vec<T>) {
+        let (mut values, mut vectors) = (Vec::new(), Vec::new());
+        for b in 0..batches {
+            let (s, u, vh) = singular(&a[b * m * n..(b + 1) * m * n], m, n, svd.full_matrices);
+            values.extend(s);
+            vectors.extend(match svd.part {
+                SvdPart::U => u,
+                SvdPart::Vh | SvdPart::Values => vh,
+            });
+        }
+        (values, vectors)
+    }
+    let real = dtype.complex_part().unwrap_or(dtype);
+    Ok(match (a.elements(), svd.part) {
+        (Elements::C64(x), part) => {
+            let x: Vec<C> = x.iter().map(|&z| widen(z)).collect();
+            let (s, v) = each(&x, batches, m, n, svd);
+            match part {
+                SvdPart::Values => rounded(&s, real, name)?,
+                SvdPart::U | SvdPart::Vh => Elements::C64(v.into_iter().map(narrow).collect()),
+            }
+        }
+        (Elements::C128(x), SvdPart::Values) => Elements::F64(each(x, batches, m, n, svd).0),
+        (Elements::C128(x), SvdPart::U | SvdPart::Vh) => {
+            Elements::C128(each(x, batches, m, n, svd).1)
+        }
+        (x, part) if dtype.is_float() => {
+            let (s, v) = each(&x.to_f64_vec(), batches, m, n, svd);
+            match part {
+                SvdPart::Values => rounded(&s, dtype, name)?,
+                SvdPart::U | SvdPart::Vh => rounded(&v, dtype, name)?,
             }
         }
         _ => return Err(undefined(name, dtype)),

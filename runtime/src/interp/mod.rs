@@ -253,6 +253,7 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
         Op::Lu(part) => linalg::lu(*part, args[0])?,
         Op::Qr(qr) => linalg::qr(qr, args[0], ty.dims())?,
         Op::Eigh(part) => linalg::eigh(*part, args[0])?,
+        Op::Svd(svd) => linalg::svd(svd, args[0])?,
     };
     Array::new(ty.shape.clone(), data)
 }

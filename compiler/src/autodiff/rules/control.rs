@@ -94,6 +94,7 @@ pub(super) fn call_jvp(
                 | Op::Lu(_)
                 | Op::Qr(_)
                 | Op::Eigh(_)
+                | Op::Svd(_)
                 | Op::CustomVjp(_)
                 | Op::Attention(_) => return Err(unsupported()),
             };
@@ -137,6 +138,7 @@ pub(super) fn call_jvp(
         | Op::Lu(_)
         | Op::Qr(_)
         | Op::Eigh(_)
+        | Op::Svd(_)
         | Op::CustomVjp(_)
         | Op::Attention(_) => return Err(unsupported()),
     };

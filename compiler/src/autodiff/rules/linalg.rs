@@ -29,12 +29,20 @@
 //! `F_ij = 1/(w_j − w_i)` off the diagonal and 0 on it (infinite for repeated eigenvalues, as
 //! in JAX). Reverse mode: `M`'s cotangent is `diag(g_w)` or `F∘(vᵀ·g_v)`, then
 //! `conj(v)·ct_M·vᵀ` and `H`'s transpose.
+//!
+//! `svd` (JAX's rule, for the reduced vectors, or square matrices): with `dS = uᴴ·da·v`,
+//! `Σ = diag(s)` and `F_ij = 1/(s_j² − s_i²)` off the diagonal, `ds = re(diag(dS))`,
+//! `du = u·(F∘(dS·Σ + Σ·dSᴴ) + ½(dS − dSᴴ)∘I·Σ⁻¹)`, `dv = v·(F∘(Σ·dS + dSᴴ·Σ))`, plus the
+//! parts outside the span for `m > n` (`(I − u·uᴴ)·da·v·Σ⁻¹` in `du`) and `n > m`
+//! (`(I − v·vᴴ)·daᴴ·u·Σ⁻¹` in `dv`); `dvh = dvᴴ`. Reverse mode transposes each step:
+//! `dS`'s cotangent is `diag(g_s)`, `(F∘(H − Hᴴ))·Σ + ½(Z − conj(Z))` (`H = uᵀ·g_u`,
+//! `Z = diag(H)·Σ⁻¹`) or `Σ·(F∘(K − Kᴴ))` (`K = vᵀ·g_vhᴴ`), then `conj(u)·ct·vᵀ`.
 
 use super::elementwise::conj;
 use super::{AutodiffError, Emitter, R};
 use ferrax_ir::{
-    BinaryOp, CompareOp, DType, DotDims, EighPart, LuPart, Op, Qr, QrPart, Shape, TensorType,
-    TriangularSolve, UnaryOp, ValueId,
+    BinaryOp, CompareOp, DType, DotDims, EighPart, LuPart, Op, Qr, QrPart, Shape, Svd, SvdPart,
+    TensorType, TriangularSolve, UnaryOp, ValueId,
 };
 
 /// `p·q` over the last two dimensions (`transpose` each operand first where asked), the
@@ -554,4 +562,242 @@ pub(super) fn eigh_vjp(e: &mut Emitter, part: EighPart, a: ValueId, g: ValueId) 
     let left = product(e, v_conj, ct_m, (false, false))?;
     let s = product(e, left, v, (false, true))?;
     hermitian_transpose(e, s)
+}
+
+/// What the SVD rules read of the reduced decomposition of `a` (`[.., m, n]`): `s` (`[.., k]`,
+/// real), `u` (`m × k`), `v = vhᴴ` (`n × k`), `F` (`F_ij = 1/(s_j² − s_i²)` off the diagonal, 0
+/// on it) in `a`'s dtype, and the sizes.
+struct SvdFactors {
+    s: ValueId,
+    u: ValueId,
+    v: ValueId,
+    f: ValueId,
+    dtype: DType,
+    m: usize,
+    n: usize,
+}
+
+fn svd_factors(e: &mut Emitter, svd: &Svd, a: ValueId) -> R<SvdFactors> {
+    let ty = e.ty(a)?;
+    let rank = ty.rank();
+    let (m, n) = (ty.dims()[rank - 2], ty.dims()[rank - 1]);
+    if svd.full_matrices && m != n {
+        return Err(AutodiffError::Unsupported(format!(
+            "the derivative of the full singular vectors of {ty} (JAX's needs the reduced ones, \
+             or square matrices)"
+        )));
+    }
+    let reduced = |part| {
+        Op::Svd(Svd {
+            part,
+            full_matrices: false,
+        })
+    };
+    let s = e.push(reduced(SvdPart::Values), &[a])?;
+    let u = e.push(reduced(SvdPart::U), &[a])?;
+    let vh = e.push(reduced(SvdPart::Vh), &[a])?;
+    let v = swap_last_two(e, vh)?;
+    let v = conj_of(e, v)?;
+    let k = m.min(n);
+    let mut square = ty.dims()[..rank - 2].to_vec();
+    square.extend([k, k]);
+    let squared = e.mul(s, s)?;
+    let f = eigen_gaps(e, squared, &TensorType::new(ty.dtype, Shape::new(square)))?;
+    Ok(SvdFactors {
+        s,
+        u,
+        v,
+        f,
+        dtype: ty.dtype,
+        m,
+        n,
+    })
+}
+
+/// `x` (`[.., k]`) spread over `[.., rows, cols]` in `dtype`: along the columns (entry `(i, j)`
+/// is `x_j`, `cols = k`) or along the rows (`x_i`, `rows = k`).
+fn spread(
+    e: &mut Emitter,
+    x: ValueId,
+    rows: usize,
+    cols: usize,
+    by_column: bool,
+    dtype: DType,
+) -> R {
+    let ty = e.ty(x)?;
+    let batch = ty.rank() - 1;
+    let mut shape = ty.dims()[..batch].to_vec();
+    shape.extend([rows, cols]);
+    let mut dims: Vec<usize> = (0..batch).collect();
+    dims.push(if by_column { batch + 1 } else { batch });
+    let spread = e.broadcast(x, &Shape::new(shape), dims)?;
+    e.convert(spread, dtype)
+}
+
+/// `1/s`, and 0 where `s` is 0.
+fn safe_inverse(e: &mut Emitter, s: ValueId) -> R {
+    let zero = e.full_like(0.0, s)?;
+    let one = e.full_like(1.0, s)?;
+    let is_zero = e.compare(CompareOp::Eq, s, zero)?;
+    let safe = e.select(is_zero, one, s)?;
+    let inverse = e.div(one, safe)?;
+    e.select(is_zero, zero, inverse)
+}
+
+/// `xᴴ` over the last two dimensions.
+fn adjoint(e: &mut Emitter, x: ValueId) -> R {
+    let t = swap_last_two(e, x)?;
+    conj_of(e, t)
+}
+
+pub(super) fn svd_jvp(
+    e: &mut Emitter,
+    svd: &Svd,
+    a: ValueId,
+    t: Option<ValueId>,
+) -> R<Option<ValueId>> {
+    let Some(t) = t else { return Ok(None) };
+    let SvdFactors {
+        s,
+        u,
+        v,
+        f,
+        dtype,
+        m,
+        n,
+    } = svd_factors(e, svd, a)?;
+    let k = m.min(n);
+    let u_conj = conj_of(e, u)?;
+    let left = product(e, u_conj, t, (true, false))?;
+    let ds = product(e, left, v, (false, false))?;
+    Ok(Some(match svd.part {
+        SvdPart::Values => {
+            let diagonal = kept(e, ds, CompareOp::Eq)?;
+            let real = match dtype.is_complex() {
+                true => e.unary(UnaryOp::Real, diagonal)?,
+                false => diagonal,
+            };
+            let rank = e.ty(real)?.rank();
+            e.reduce(ferrax_ir::ReduceOp::Sum, real, vec![rank - 1])?
+        }
+        SvdPart::U => {
+            let columns = spread(e, s, k, k, true, dtype)?;
+            let dss = e.mul(ds, columns)?;
+            let dss_h = adjoint(e, dss)?;
+            let both = e.add(dss, dss_h)?;
+            let mut x = e.mul(f, both)?;
+            if dtype.is_complex() {
+                let ds_h = adjoint(e, ds)?;
+                let skew = e.sub(ds, ds_h)?;
+                let half = e.scale(skew, 0.5)?;
+                let inverse = safe_inverse(e, s)?;
+                let inverse = spread(e, inverse, k, k, true, dtype)?;
+                let scaled = e.mul(half, inverse)?;
+                let diagonal = kept(e, scaled, CompareOp::Eq)?;
+                x = e.add(x, diagonal)?;
+            }
+            let mut du = product(e, u, x, (false, false))?;
+            if m > n {
+                let dav = product(e, t, v, (false, false))?;
+                let inner = product(e, u_conj, dav, (true, false))?;
+                let projected = product(e, u, inner, (false, false))?;
+                let rest = e.sub(dav, projected)?;
+                let columns = spread(e, s, m, k, true, dtype)?;
+                let rest = e.div(rest, columns)?;
+                du = e.add(du, rest)?;
+            }
+            du
+        }
+        SvdPart::Vh => {
+            let rows = spread(e, s, k, k, false, dtype)?;
+            let sds = e.mul(rows, ds)?;
+            let sds_h = adjoint(e, sds)?;
+            let both = e.add(sds, sds_h)?;
+            let y = e.mul(f, both)?;
+            let mut dv = product(e, v, y, (false, false))?;
+            if n > m {
+                let t_conj = conj_of(e, t)?;
+                let dahu = product(e, t_conj, u, (true, false))?;
+                let v_conj = conj_of(e, v)?;
+                let inner = product(e, v_conj, dahu, (true, false))?;
+                let projected = product(e, v, inner, (false, false))?;
+                let rest = e.sub(dahu, projected)?;
+                let columns = spread(e, s, n, k, true, dtype)?;
+                let rest = e.div(rest, columns)?;
+                dv = e.add(dv, rest)?;
+            }
+            adjoint(e, dv)?
+        }
+    }))
+}
+
+pub(super) fn svd_vjp(e: &mut Emitter, svd: &Svd, a: ValueId, g: ValueId) -> R {
+    let SvdFactors {
+        s,
+        u,
+        v,
+        f,
+        dtype,
+        m,
+        n,
+    } = svd_factors(e, svd, a)?;
+    let k = m.min(n);
+    let u_conj = conj_of(e, u)?;
+    // The cotangent of `uᴴ·da·v`, then of `da`.
+    let ct_ds = match svd.part {
+        SvdPart::Values => {
+            let spread = spread(e, g, k, k, true, dtype)?;
+            kept(e, spread, CompareOp::Eq)?
+        }
+        SvdPart::U => {
+            let h = product(e, u, g, (true, false))?;
+            let h_h = adjoint(e, h)?;
+            let skew = e.sub(h, h_h)?;
+            let gaps = e.mul(f, skew)?;
+            let columns = spread(e, s, k, k, true, dtype)?;
+            let mut c = e.mul(gaps, columns)?;
+            if dtype.is_complex() {
+                let inverse = safe_inverse(e, s)?;
+                let inverse = spread(e, inverse, k, k, true, dtype)?;
+                let scaled = e.mul(h, inverse)?;
+                let z = kept(e, scaled, CompareOp::Eq)?;
+                let z_conj = conj_of(e, z)?;
+                let imaginary = e.sub(z, z_conj)?;
+                let half = e.scale(imaginary, 0.5)?;
+                c = e.add(c, half)?;
+            }
+            c
+        }
+        SvdPart::Vh => {
+            let g_v = adjoint(e, g)?;
+            let kk = product(e, v, g_v, (true, false))?;
+            let kk_h = adjoint(e, kk)?;
+            let skew = e.sub(kk, kk_h)?;
+            let gaps = e.mul(f, skew)?;
+            let rows = spread(e, s, k, k, false, dtype)?;
+            e.mul(rows, gaps)?
+        }
+    };
+    let left = product(e, u_conj, ct_ds, (false, false))?;
+    let mut da = product(e, left, v, (false, true))?;
+    if svd.part == SvdPart::U && m > n {
+        let columns = spread(e, s, m, k, true, dtype)?;
+        let scaled = e.div(g, columns)?;
+        let inner = product(e, u, scaled, (true, false))?;
+        let projected = product(e, u_conj, inner, (false, false))?;
+        let rest = e.sub(scaled, projected)?;
+        let back = product(e, rest, v, (false, true))?;
+        da = e.add(da, back)?;
+    }
+    if svd.part == SvdPart::Vh && n > m {
+        let rows = spread(e, s, k, n, false, dtype)?;
+        let scaled = e.div(g, rows)?;
+        let v_conj = conj_of(e, v)?;
+        let inner = product(e, scaled, v_conj, (false, false))?;
+        let projected = product(e, inner, v, (false, true))?;
+        let rest = e.sub(scaled, projected)?;
+        let back = product(e, u_conj, rest, (false, false))?;
+        da = e.add(da, back)?;
+    }
+    Ok(da)
 }

@@ -54,6 +54,7 @@ pub(super) fn call_jvp(
         | Op::Lu(_)
         | Op::Qr(_)
         | Op::Eigh(_)
+        | Op::Svd(_)
         | Op::Sort { .. }
         | Op::Unary(_)
         | Op::Binary(_)
@@ -98,6 +99,7 @@ pub(super) fn jvp(
         Op::Lu(part) => linalg::lu_jvp(e, *part, x[0], t[0], y),
         Op::Qr(qr) => linalg::qr_jvp(e, qr, x[0], t[0]),
         Op::Eigh(part) => linalg::eigh_jvp(e, *part, x[0], t[0]),
+        Op::Svd(svd) => linalg::svd_jvp(e, svd, x[0], t[0]),
         Op::Sort {
             dimension,
             descending,
@@ -168,6 +170,7 @@ pub(super) fn joins_results(op: &Op) -> bool {
         | Op::Lu(_)
         | Op::Qr(_)
         | Op::Eigh(_)
+        | Op::Svd(_)
         | Op::Attention(_) => false,
     }
 }
@@ -199,6 +202,7 @@ pub(super) fn vjp(
         Op::Lu(LuPart::Pivots | LuPart::Permutation) => Ok(vec![None]),
         Op::Qr(qr) => Ok(vec![Some(linalg::qr_vjp(e, qr, x[0], g()?)?)]),
         Op::Eigh(part) => Ok(vec![Some(linalg::eigh_vjp(e, *part, x[0], g()?)?)]),
+        Op::Svd(svd) => Ok(vec![Some(linalg::svd_vjp(e, svd, x[0], g()?)?)]),
         Op::Sort {
             dimension,
             descending,

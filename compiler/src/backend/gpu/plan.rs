@@ -795,7 +795,8 @@ impl Parts {
             | Op::Cholesky
             | Op::Lu(_)
             | Op::Qr(_)
-            | Op::Eigh(_) => host,
+            | Op::Eigh(_)
+            | Op::Svd(_) => host,
             // A control-flow call is one step for all its instructions (one per result, the
             // same operands), its regions planned as programs of their own.
             Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {

@@ -75,6 +75,7 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
         Op::Lu(part) => linalg::lu(bt, *part, args[0]),
         Op::Qr(qr) => linalg::qr(bt, *qr, args[0]),
         Op::Eigh(part) => linalg::eigh(bt, *part, args[0]),
+        Op::Svd(svd) => linalg::svd(bt, *svd, args[0]),
         Op::CustomVjp(c) => call::custom_vjp(bt, c, args),
         Op::Attention(a) => attention::batch(bt, *a, args),
         Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
@@ -126,6 +127,7 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         | Op::Lu(_)
         | Op::Qr(_)
         | Op::Eigh(_)
+        | Op::Svd(_)
         | Op::Attention(_)
         | Op::CustomVjp(_) => Err(BatchError::Malformed(format!(
             "{} is not a control-flow call",

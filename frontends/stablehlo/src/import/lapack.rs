@@ -16,6 +16,12 @@
 //!   `L`) or `x·op(a) = alpha·b`, `op` by `trans_x` (`N`, `T`, or `C` for the adjoint), `a`'s
 //!   triangle by `uplo` and a unit diagonal by `diag` `U`.
 //!
+//! - `svd`: `lapack_?gesdd_ffi(a)` gives `a` overwritten (LAPACK leaves it undefined; here
+//!   it is `a`), the singular values, `u`, `vt` and `info`, then workspaces. `mode` `A` asks
+//!   for the full vectors, `S` for the reduced ones, `N` for none (`u` and `vt` are then zeros
+//!   of their declared types, as LAPACK leaves them unreferenced). `info` is 0, or −4 (LAPACK's
+//!   answer to a NaN) for a matrix with a value that is not finite, whose results are NaN.
+//!
 //! The `mhlo.backend_config` flags are LAPACK's characters as their codes (`uplo = 76 : ui8`
 //! is `L`).
 
@@ -24,8 +30,8 @@ use crate::lex::Tok;
 use crate::parse::Operation;
 use crate::Error;
 use ferrax_ir::{
-    BinaryOp, CompareOp, DType, LuPart, Op, ReduceOp, Scalar, Shape, TensorType, TriangularSolve,
-    ValueId,
+    BinaryOp, CompareOp, DType, LuPart, Op, ReduceOp, Scalar, Shape, Svd, SvdPart, TensorType,
+    TriangularSolve, ValueId,
 };
 
 /// Whether `target` is a `getrf` call this module imports.
@@ -65,6 +71,8 @@ impl Importer<'_> {
         }
         match target {
             "shape_assertion" => self.shape_assertion(op, args),
+            "lapack_sgesdd_ffi" | "lapack_dgesdd_ffi" | "lapack_cgesdd_ffi"
+            | "lapack_zgesdd_ffi" => self.gesdd(target, op, args),
             "lapack_spotrf_ffi" | "lapack_dpotrf_ffi" | "lapack_cpotrf_ffi"
             | "lapack_zpotrf_ffi" => self.potrf(target, op, args),
             "lapack_strsm_ffi" | "lapack_dtrsm_ffi" | "lapack_ctrsm_ffi" | "lapack_ztrsm_ffi" => {
@@ -254,6 +262,81 @@ impl Importer<'_> {
         let ipiv = self.push(Op::Binary(BinaryOp::Add), &[pivots, one], line)?;
         let info = self.first_zero_pivot(factors, &pivots_ty.shape, &batch, line)?;
         Ok(vec![factors, ipiv, info])
+    }
+
+    fn gesdd(
+        &mut self,
+        target: &str,
+        op: &Operation,
+        args: &[ValueId],
+    ) -> Result<Vec<ValueId>, Error> {
+        let line = op.line;
+        let &[a] = args else {
+            return Err(Error::at(line, format!("{target} takes one matrix")));
+        };
+        let a_ty = self.type_of(a, line)?;
+        let rank = a_ty.rank();
+        if rank < 2 {
+            return Err(Error::at(line, format!("{target} of {a_ty}, not a matrix")));
+        }
+        let full = match flag(op, "mode") {
+            Some(b'A') => Some(true),
+            Some(b'S') => Some(false),
+            Some(b'N') => None,
+            other => {
+                return Err(Error::unsupported(
+                    line,
+                    format!("{target} mode {:?}", other.map(char::from)),
+                ))
+            }
+        };
+        let svd = |part, full_matrices| {
+            Op::Svd(Svd {
+                part,
+                full_matrices,
+            })
+        };
+        let s = self.push(svd(SvdPart::Values, false), &[a], line)?;
+        let s_ty = self.type_of(s, line)?;
+        let batch = Shape::new(a_ty.dims()[..rank - 2].to_vec());
+        let info_ty = TensorType::new(DType::I32, batch.clone());
+        let (u, vt) = match (full, op.result_types.get(2..4)) {
+            (Some(full), _) => (
+                self.push(svd(SvdPart::U, full), &[a], line)?,
+                self.push(svd(SvdPart::Vh, full), &[a], line)?,
+            ),
+            (None, Some([u_ty, vt_ty]))
+                if u_ty.dtype == a_ty.dtype && vt_ty.dtype == a_ty.dtype =>
+            {
+                (
+                    self.full(Scalar::zero(a_ty.dtype), &u_ty.shape, line)?,
+                    self.full(Scalar::zero(a_ty.dtype), &vt_ty.shape, line)?,
+                )
+            }
+            (None, _) => return Err(Error::at(line, format!("{target} declares no u and vt"))),
+        };
+        let (u_ty, vt_ty) = (self.type_of(u, line)?, self.type_of(vt, line)?);
+        let expected = [&a_ty, &a_ty, &s_ty, &u_ty, &vt_ty, &info_ty];
+        let declared = op.result_types.get(..5);
+        if declared.is_none_or(|d| d.iter().zip(&expected[1..]).any(|(d, e)| d != *e)) {
+            return Err(self.wrong_results(target, op, &expected));
+        }
+        // Non-finite input makes every singular value NaN, and so their sum.
+        let sum = Op::Reduce {
+            op: ReduceOp::Sum,
+            axes: vec![rank - 2],
+        };
+        let sum = self.push(sum, &[s], line)?;
+        let infinity = self.full(Scalar::from_f64(s_ty.dtype, f64::INFINITY), &batch, line)?;
+        let finite = self.push(Op::Compare(CompareOp::Lt), &[sum, infinity], line)?;
+        let zero = self.full(Scalar::I32(0), &batch, line)?;
+        let failed = self.full(Scalar::I32(-4), &batch, line)?;
+        let info = self.push(Op::Select, &[finite, zero, failed], line)?;
+        let mut results = vec![a, s, u, vt, info];
+        for ty in &op.result_types[5..] {
+            results.push(self.full(Scalar::zero(ty.dtype), &ty.shape, line)?);
+        }
+        Ok(results)
     }
 
     /// LAPACK's `info` of `factors` (`[.., m, n]`): the 1-based position of the first zero on

@@ -1,10 +1,11 @@
-//! Cholesky factors, LU factors and triangular solves (`lax.linalg`), and what NumPy users
-//! build from them (`jnp.linalg.solve`, `inv`, `det`, `slogdet`; `cho_solve` is two
-//! triangular solves). Derivatives follow from the factorizations' and the solves' rules.
+//! Cholesky, LU, QR, eigen- and singular value decompositions and triangular solves
+//! (`lax.linalg`), and what NumPy users build from them (`jnp.linalg.solve`, `inv`, `det`,
+//! `slogdet`, `pinv`, `matrix_rank`, `cond`, the spectral and nuclear norms; `cho_solve` is two
+//! triangular solves). Derivatives follow from the decompositions' and the solves' rules.
 
 use crate::tensor::apply;
 use crate::Tensor;
-use ferrax_ir::{DType, EighPart, LuPart, Op, Qr, QrPart, TriangularSolve};
+use ferrax_ir::{DType, EighPart, LuPart, Op, Qr, QrPart, Svd, SvdPart, TriangularSolve};
 
 impl Tensor {
     /// `x` with `op(self)·x = b` (`options.left_side`) or `x·op(self) = b`
@@ -94,6 +95,161 @@ impl Tensor {
             apply(part(QrPart::Q), &[self]),
             apply(part(QrPart::R), &[self]),
         )
+    }
+
+    /// The singular value decomposition of each matrix of `self` (`[.., m, n]`, float or
+    /// complex), `self = u·diag(s)·vh` (`jnp.linalg.svd`): `u` with orthonormal columns, `s`
+    /// (`[.., k]`, `k = min(m, n)`, of the real type) non-negative and descending, `vh` with
+    /// orthonormal rows. `full_matrices`: `u` is `m × m` and `vh` `n × n`; else `m × k` and
+    /// `k × n`. Each pair of singular vectors is unique up to a common phase: the row of `vh`
+    /// has its entry of largest magnitude real and positive (LAPACK's choice is not
+    /// specified). One-sided Jacobi rotations in f64 (c128), rounded once. Differentiable where
+    /// JAX's is (the reduced vectors, or square matrices); through repeated singular values the
+    /// vectors' gradients are infinite or NaN, as in JAX.
+    #[track_caller]
+    pub fn svd(&self, full_matrices: bool) -> (Tensor, Tensor, Tensor) {
+        let part = |part| {
+            Op::Svd(Svd {
+                part,
+                full_matrices,
+            })
+        };
+        (
+            apply(part(SvdPart::U), &[self]),
+            self.svd_values(),
+            apply(part(SvdPart::Vh), &[self]),
+        )
+    }
+
+    /// The singular values of each matrix of `self`, `[.., min(m, n)]`, descending
+    /// (`jnp.linalg.svdvals`, `svd(compute_uv=False)`).
+    #[track_caller]
+    pub fn svd_values(&self) -> Tensor {
+        apply(
+            Op::Svd(Svd {
+                part: SvdPart::Values,
+                full_matrices: false,
+            }),
+            &[self],
+        )
+    }
+
+    /// The Moore–Penrose pseudo-inverse of each matrix of `self` (`[.., m, n]` →
+    /// `[.., n, m]`, `jnp.linalg.pinv`): `v·diag(1/s)·uᴴ` over the singular values above
+    /// `10·max(m, n)·ε` times the largest (JAX's default cutoff), the others dropped.
+    #[track_caller]
+    pub fn pinv(&self) -> Tensor {
+        if let Some(failed) = self.matrices("pinv") {
+            return failed;
+        }
+        let (u, s, vh) = self.svd(false);
+        let cutoff = s.max_keepdims(-1) * self.relative_tolerance(10.0);
+        let kept = s.greater(&cutoff);
+        let safe = kept.select(&s, 1.0);
+        let inverse = kept.select(&(1.0 / &safe), 0.0);
+        let v = vh.matrix_adjoint();
+        let scaled = v * inverse.astype(self.dtype()).expand_dims(-2);
+        scaled.matmul(&u.matrix_adjoint())
+    }
+
+    /// The rank of each matrix of `self` (`jnp.linalg.matrix_rank`), `i32` `[..]`: how many
+    /// singular values exceed `max(m, n)·ε` times the largest.
+    #[track_caller]
+    pub fn matrix_rank(&self) -> Tensor {
+        if let Some(failed) = self.matrices("matrix_rank") {
+            return failed;
+        }
+        let s = self.svd_values();
+        let tolerance = s.max_keepdims(-1) * self.relative_tolerance(1.0);
+        s.greater(&tolerance).astype(DType::I32).sum(-1)
+    }
+
+    /// The 2-norm condition number of each matrix of `self` (`jnp.linalg.cond`), `[..]`: the
+    /// largest singular value over the smallest.
+    #[track_caller]
+    pub fn cond(&self) -> Tensor {
+        if let Some(failed) = self.matrices("cond") {
+            return failed;
+        }
+        let s = self.svd_values();
+        let k = s.shape().last().copied().unwrap_or(0);
+        if k == 0 {
+            return self.fail(format!("cond: {} has no singular values", self.ty()));
+        }
+        let rank = s.ndim();
+        let first = s.slice_along(rank - 1, 0);
+        let last = s.slice_along(rank - 1, k - 1);
+        first / last
+    }
+
+    /// The spectral norm (the largest singular value, `jnp.linalg.norm(a, ord=2)`) of each
+    /// matrix of `self`, `[..]`, of the real type; 0 for an empty matrix.
+    #[track_caller]
+    pub fn spectral_norm(&self) -> Tensor {
+        if let Some(failed) = self.matrices("spectral_norm") {
+            return failed;
+        }
+        let s = self.svd_values();
+        match s.shape().last() {
+            Some(0) => s.sum(-1),
+            _ => s.max(-1),
+        }
+    }
+
+    /// The nuclear norm (the sum of the singular values, `jnp.linalg.norm(a, ord="nuc")`) of
+    /// each matrix of `self`, `[..]`, of the real type.
+    #[track_caller]
+    pub fn nuclear_norm(&self) -> Tensor {
+        if let Some(failed) = self.matrices("nuclear_norm") {
+            return failed;
+        }
+        self.svd_values().sum(-1)
+    }
+
+    /// `scale·max(m, n)·ε` of `self`'s real type (NumPy's `finfo(dtype).eps`).
+    fn relative_tolerance(&self, scale: f64) -> f64 {
+        let dims = self.shape();
+        let size = dims[dims.len() - 2].max(dims[dims.len() - 1]) as f64;
+        let real = self.dtype().complex_part().unwrap_or(self.dtype());
+        let epsilon = match real {
+            DType::F64 => f64::EPSILON,
+            DType::F16 => 2f64.powi(-10),
+            DType::BF16 => 2f64.powi(-7),
+            _ => f64::from(f32::EPSILON),
+        };
+        scale * size * epsilon
+    }
+
+    /// Slice `index` of axis `axis`, that axis removed.
+    #[track_caller]
+    fn slice_along(&self, axis: usize, index: usize) -> Tensor {
+        let dims = self.shape();
+        let mut start = vec![0; dims.len()];
+        let mut limit = dims.to_vec();
+        start[axis] = index;
+        limit[axis] = index + 1;
+        self.slice(&start, &limit).squeeze(axis)
+    }
+
+    /// `selfᴴ` over the last two dimensions.
+    #[track_caller]
+    fn matrix_adjoint(&self) -> Tensor {
+        let rank = self.ndim();
+        let mut perm: Vec<usize> = (0..rank).collect();
+        perm.swap(rank - 2, rank - 1);
+        self.transpose(perm).conj()
+    }
+
+    /// `None` when `self` is a matrix or a batch of them, else a failed tensor saying so.
+    #[track_caller]
+    fn matrices(&self, op: &str) -> Option<Tensor> {
+        match self.ndim() >= 2 {
+            true => None,
+            false => Some(self.fail(format!(
+                "{op}: a must be a matrix or a batch of them, not {}",
+                self.ty()
+            ))),
+        }
     }
 
     /// `x` with `self·x = b` for each square matrix of `self` (`jnp.linalg.solve`): `b` is a
