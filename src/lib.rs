@@ -9,6 +9,9 @@ pub use ferrax_ir::{DType, Func, Shape, TensorType};
 pub use ferrax_runtime as runtime;
 pub use ferrax_runtime::{Array, MatmulPrecision};
 pub use ferrax_stablehlo as stablehlo;
+
+mod exported;
+pub use exported::{Exported, ExportedError};
 pub use ferrax_trace::Tree;
 pub use ferrax_trace::{
     checkpoint, custom_vjp, custom_vjp_named, global_norm, grad, grad_with_aux, hessian, jacfwd,
