@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::numbers::{array, typed, uniform, widened, C64};
+use common::numbers::{array, entries, typed, uniform, unit, widened, C64};
 use common::run_on_every_backend as run;
 
 use ferrax::{vmap, Array, DType, Tensor};
@@ -56,19 +56,12 @@ fn decompositions_rebuild_the_hermitian_matrix() {
         let count: usize = dims.iter().product();
         let batches = count / (m * m);
         for dtype in ["f64", "f32", "c128"] {
-            let a: Vec<C64> = values(count, 3)
-                .into_iter()
-                .zip(values(count, 4))
-                .map(|(re, im)| C64::new(re, if dtype == "c128" { im } else { 0.0 }))
-                .collect();
+            let a = entries(count, 3, dtype);
             let input = typed(&dims, &a, dtype);
             let a = widened(&input);
             let out = run(&eigh_program(dtype, &dims), std::slice::from_ref(&input));
             let (w, v) = (widened(&out[0]), widened(&out[1]));
-            let unit = match dtype {
-                "f32" => f64::from(f32::EPSILON),
-                _ => f64::EPSILON,
-            };
+            let unit = unit(dtype);
             let bound = 8.0 * m as f64 * unit;
             let what = format!("{dtype} {dims:?}");
             for batch in 0..batches {

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::numbers::{array, typed, uniform, widened, C64};
+use common::numbers::{array, typed, uniform, unit, widened, C64};
 use common::run_on_every_backend as run;
 
 use ferrax::ir::parse_func;
@@ -82,10 +82,7 @@ fn factors_rebuild_the_permuted_matrix() {
             let out = run(&lu_program(dtype, &dims), std::slice::from_ref(&input));
             let (a, factors) = (widened(&input), widened(&out[0]));
             let (pivots, permutation) = (rows(&out[1]), rows(&out[2]));
-            let unit = match dtype {
-                "f32" => f64::from(f32::EPSILON),
-                _ => f64::EPSILON,
-            };
+            let unit = unit(dtype);
             let bound = if dtype == "c128" { 2f64.sqrt() } else { 1.0 };
             for batch in 0..batches {
                 let a = &a[batch * m * n..(batch + 1) * m * n];

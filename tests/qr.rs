@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::numbers::{array, typed, uniform, widened, C64};
+use common::numbers::{array, entries, typed, uniform, unit, widened, C64};
 use common::run_on_every_backend as run;
 
 use ferrax::nn::initializers;
@@ -70,17 +70,10 @@ fn factors_rebuild_the_matrix() {
         let count: usize = dims.iter().product();
         let batches = count / (m * n);
         for dtype in ["f64", "f32", "c128"] {
-            let a: Vec<C64> = values(count, 1)
-                .into_iter()
-                .zip(values(count, 2))
-                .map(|(re, im)| C64::new(re, if dtype == "c128" { im } else { 0.0 }))
-                .collect();
+            let a = entries(count, 1, dtype);
             let input = typed(&dims, &a, dtype);
             let a = widened(&input);
-            let unit = match dtype {
-                "f32" => f64::from(f32::EPSILON),
-                _ => f64::EPSILON,
-            };
+            let unit = unit(dtype);
             for full in [false, true] {
                 let out = run(
                     &qr_program(dtype, &dims, full),

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::numbers::{array, typed, uniform, widened, C64};
+use common::numbers::{array, entries, typed, uniform, unit, widened, C64};
 use common::run_on_every_backend as run;
 
 use ferrax::{grad, vmap, Array, DType, Tensor};
@@ -137,17 +137,10 @@ fn factors_rebuild_the_matrix() {
         let count: usize = dims.iter().product();
         let batches = count / (m * n);
         for dtype in ["f64", "f32", "c128"] {
-            let a: Vec<C64> = values(count, 1)
-                .into_iter()
-                .zip(values(count, 2))
-                .map(|(re, im)| C64::new(re, if dtype == "c128" { im } else { 0.0 }))
-                .collect();
+            let a = entries(count, 1, dtype);
             let input = typed(&dims, &a, dtype);
             let a = widened(&input);
-            let unit = match dtype {
-                "f32" => f64::from(f32::EPSILON),
-                _ => f64::EPSILON,
-            };
+            let unit = unit(dtype);
             for full in [false, true] {
                 let out = run(
                     &svd_program(dtype, &dims, full),
@@ -369,4 +362,71 @@ fn errors() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("full singular vectors"), "{e}");
+}
+
+/// `lstsq`: an overdetermined system's residual is orthogonal to `a`'s columns (the normal
+/// equations), an underdetermined one's solution is `pinv(a)·b` (the least-norm one), the
+/// residuals are the columns' squared errors, the rank counts the kept values, a vector `b`
+/// gives a vector `x` and one residual; bad shapes are errors.
+#[test]
+fn least_squares() {
+    let close = |x: &[f64], y: &[f64], tol: f64, what: &str| {
+        assert_eq!(x.len(), y.len(), "{what}");
+        for (a, b) in x.iter().zip(y) {
+            assert!((a - b).abs() <= tol, "{what}: {a} vs {b}");
+        }
+    };
+    let a = Tensor::from_vec([6, 3], values(18, 20));
+    let b = Tensor::from_vec([6, 2], values(12, 21));
+    let (x, resid, rank, s) = a.lstsq(&b, None);
+    assert_eq!(x.shape(), &[3, 2]);
+    let error = &b - &a.matmul(&x);
+    let normal = a.t().matmul(&error).to_vec::<f64>().unwrap();
+    close(&normal, &[0.0; 6], 1e-14, "aᵀ(b − a·x)");
+    let squares = (&error * &error).sum(0).to_vec::<f64>().unwrap();
+    close(
+        &resid.to_vec::<f64>().unwrap(),
+        &squares,
+        1e-15,
+        "residuals",
+    );
+    assert_eq!(rank.to_vec::<i32>().unwrap(), [3]);
+    assert_eq!(
+        s.to_vec::<f64>().unwrap(),
+        a.svd_values().to_vec::<f64>().unwrap()
+    );
+
+    let wide = Tensor::from_vec([2, 4], values(8, 22));
+    let rhs = Tensor::from_vec([2], values(2, 23));
+    let (x, resid, rank, _) = wide.lstsq(&rhs, None);
+    assert_eq!(x.shape(), &[4]);
+    assert_eq!(resid.shape(), &[1]);
+    assert_eq!(rank.to_vec::<i32>().unwrap(), [2]);
+    let least_norm = wide.pinv().matmul(&rhs.expand_dims(-1)).squeeze(-1);
+    close(
+        &x.to_vec::<f64>().unwrap(),
+        &least_norm.to_vec::<f64>().unwrap(),
+        1e-14,
+        "least-norm solution",
+    );
+    close(&resid.to_vec::<f64>().unwrap(), &[0.0], 1e-28, "exact fit");
+
+    // A rank-one matrix: one value kept, by the default cutoff and by a cutoff of a half.
+    let rank_one = Tensor::from_vec([3, 2], vec![1.0, 2.0, 2.0, 4.0, -1.0, -2.0]);
+    let ones = Tensor::from_vec([3], vec![1.0, 1.0, 1.0]);
+    assert_eq!(rank_one.lstsq(&ones, None).2.to_vec::<i32>().unwrap(), [1]);
+    assert_eq!(
+        rank_one.lstsq(&ones, Some(0.5)).2.to_vec::<i32>().unwrap(),
+        [1]
+    );
+
+    let e = Tensor::from_vec([2, 2, 2], values(8, 24))
+        .lstsq(&ones, None)
+        .0
+        .to_array()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("lstsq: a must be a matrix"), "{e}");
+    let e = a.lstsq(&ones, None).0.to_array().unwrap_err().to_string();
+    assert!(e.contains("with the rows of a"), "{e}");
 }

@@ -21,6 +21,28 @@ pub fn uniform(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
         .collect()
 }
 
+/// `count` deterministic entries in [−1, 1) for a matrix of `dtype` (`"f64"`, `"f32"` or
+/// `"c128"`): the real parts from `seed`, the imaginary parts (c128 only) from `seed + 1`.
+pub fn entries(count: usize, seed: u64, dtype: &str) -> Vec<C64> {
+    let imaginary = match dtype {
+        "c128" => uniform(count, seed + 1, -1.0, 1.0),
+        _ => vec![0.0; count],
+    };
+    uniform(count, seed, -1.0, 1.0)
+        .into_iter()
+        .zip(imaginary)
+        .map(|(re, im)| C64::new(re, im))
+        .collect()
+}
+
+/// The rounding unit of `dtype` (`"f32"`, or a type of f64 parts).
+pub fn unit(dtype: &str) -> f64 {
+    match dtype {
+        "f32" => f64::from(f32::EPSILON),
+        _ => f64::EPSILON,
+    }
+}
+
 /// An array of `dims` holding `v`.
 pub fn array<T: Element>(dims: &[usize], v: Vec<T>) -> Array {
     Array::new(dims.to_vec(), T::into_elements(v)).unwrap()

@@ -1,6 +1,6 @@
 //! Cholesky, LU, QR, eigen- and singular value decompositions and triangular solves
 //! (`lax.linalg`), and what NumPy users build from them (`jnp.linalg.solve`, `inv`, `det`,
-//! `slogdet`, `pinv`, `matrix_rank`, `cond`, the spectral and nuclear norms; `cho_solve` is two
+//! `slogdet`, `pinv`, `lstsq`, `matrix_rank`, `cond`, the spectral and nuclear norms; `cho_solve` is two
 //! triangular solves). Derivatives follow from the decompositions' and the solves' rules.
 
 use crate::tensor::apply;
@@ -150,6 +150,56 @@ impl Tensor {
         let v = vh.matrix_adjoint();
         let scaled = v * inverse.astype(self.dtype()).expand_dims(-2);
         scaled.matmul(&u.matrix_adjoint())
+    }
+
+    /// The least-squares solution of `self·x = b` (`jnp.linalg.lstsq`) for a matrix `self`
+    /// (`[m, n]`) and `b` (`[m]` or `[m, k]`): `x` minimizing `‖b − self·x‖`, the one of least
+    /// norm where several do, by the SVD without the singular values below `rcond` times the
+    /// largest (`None`: `max(m, n)·ε`; negative: `ε`, as JAX). Also returns the residuals (the
+    /// squared norm of each column of `b − self·x`, `[1]` for a vector `b`, of the real type:
+    /// JAX's default, always computed), the rank (`i32` `[]`) and the singular values.
+    #[track_caller]
+    pub fn lstsq(&self, b: &Tensor, rcond: Option<f64>) -> (Tensor, Tensor, Tensor, Tensor) {
+        let failed = |t: Tensor| (t.clone(), t.clone(), t.clone(), t);
+        if self.ndim() != 2 {
+            return failed(self.fail(format!("lstsq: a must be a matrix, not {}", self.ty())));
+        }
+        if b.ndim() == 1 {
+            let (x, resid, rank, s) = self.lstsq(&b.expand_dims(-1), rcond);
+            return (x.squeeze(-1), resid, rank, s);
+        }
+        if b.ndim() != 2 || b.shape()[0] != self.shape()[0] {
+            return failed(b.fail(format!(
+                "lstsq: b {} must be a vector or a matrix with the rows of a {}",
+                b.ty(),
+                self.ty()
+            )));
+        }
+        let epsilon = self.relative_tolerance(1.0) / self.shape()[0].max(self.shape()[1]) as f64;
+        let rcond = match rcond {
+            None => self.relative_tolerance(1.0),
+            Some(r) if r < 0.0 => epsilon,
+            Some(r) => r,
+        };
+        let (u, s, vh) = self.svd(false);
+        let kept = s.greater_equal(&(s.max_keepdims(-1) * rcond));
+        let rank = kept.astype(DType::I32).sum(-1);
+        let safe = kept.select(&s, 1.0);
+        let inverse = kept.select(&(1.0 / &safe), 0.0).astype(self.dtype());
+        let projected = u.matrix_adjoint().matmul(b) * inverse.expand_dims(-1);
+        let x = vh.matrix_adjoint().matmul(&projected);
+        let error = b - &self.matmul(&x);
+        let resid = (&error * &error.conj()).real_part().sum(0);
+        (x, resid, rank, s)
+    }
+
+    /// The real parts of complex values; real values as they are.
+    #[track_caller]
+    fn real_part(&self) -> Tensor {
+        match self.dtype().is_complex() {
+            true => self.real(),
+            false => self.clone(),
+        }
     }
 
     /// The rank of each matrix of `self` (`jnp.linalg.matrix_rank`), `i32` `[..]`: how many
