@@ -289,13 +289,14 @@ impl<'a> Importer<'a> {
                         None => (op, args.as_slice()),
                     };
                     let short = op.name.strip_prefix("stablehlo.").unwrap_or(&op.name);
-                    self.refining = op.dynamic_results();
+                    // Restored after: an op's regions import ops of their own.
+                    let outer = std::mem::replace(&mut self.refining, op.dynamic_results());
                     let results = if op.is_quantized() {
                         self.quantized(short, op, args, env, depth)
                     } else {
                         self.results(short, op, args, env, depth)
                     };
-                    self.refining = Dynamic::default();
+                    self.refining = outer;
                     let results = results?;
                     if refined.is_some() {
                         self.check_refined(op, &results)?;

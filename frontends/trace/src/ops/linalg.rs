@@ -1,7 +1,8 @@
 //! Cholesky, LU, QR, eigen- and singular value decompositions and triangular solves
 //! (`lax.linalg`), and what NumPy users build from them (`jnp.linalg.solve`, `inv`, `det`,
-//! `slogdet`, `pinv`, `lstsq`, `matrix_rank`, `cond`, the spectral and nuclear norms; `cho_solve` is two
-//! triangular solves). Derivatives follow from the decompositions' and the solves' rules.
+//! `slogdet`, `pinv`, `lstsq`, `matrix_rank`, `cond`, the spectral and nuclear norms;
+//! `cho_solve` is two triangular solves). Derivatives follow from the decompositions' and the
+//! solves' rules.
 
 use crate::tensor::apply;
 use crate::Tensor;
