@@ -130,6 +130,7 @@ fn factors_rebuild_the_matrix() {
         vec![2, 4, 3],
         vec![1, 1],
         vec![7, 6],
+        vec![3, 40],
     ] {
         let rank = dims.len();
         let (m, n) = (dims[rank - 2], dims[rank - 1]);

@@ -656,41 +656,51 @@ fn hestenes<T: Field>(a: &[T], n: usize) -> (Vec<f64>, Vec<Vec<T>>, Vec<Vec<T>>)
     (values, left, right)
 }
 
-/// `columns` (vectors of length `len`) made an orthonormal set of `count`: zero ones replaced
-/// and new ones added by Gram–Schmidt on the standard basis vector that keeps the most of
-/// itself, orthogonalized twice.
+/// `columns` (orthonormal vectors of length `len`, some of them zero) made an orthonormal set
+/// of `count`: the zero ones replaced and new ones added from the orthogonal complement of the
+/// others, the last columns of the full `q` of their Householder QR factorization.
 fn complete<T: Field>(columns: &mut Vec<Vec<T>>, len: usize, count: usize) {
-    let norm = |x: &[T]| x.iter().map(|v| v.modulus().powi(2)).sum::<f64>().sqrt();
-    let mut done: Vec<bool> = columns.iter().map(|c| norm(c) > 0.0).collect();
-    columns.resize(count, vec![T::ZERO; len]);
-    done.resize(count, false);
-    for j in 0..count {
-        if done[j] {
-            continue;
+    let kept: Vec<bool> = columns
+        .iter()
+        .map(|c| c.iter().any(|x| x.modulus() > 0.0))
+        .collect();
+    let r = kept.iter().filter(|&&k| k).count();
+    if r == count && columns.len() == count {
+        return;
+    }
+    let q = match r {
+        0 => {
+            let mut identity = vec![T::ZERO; len * len];
+            for d in 0..len {
+                identity[d * len + d] = T::ONE;
+            }
+            identity
         }
-        let mut best: Option<(f64, Vec<T>)> = None;
-        for i in 0..len {
-            let mut x = vec![T::ZERO; len];
-            x[i] = T::ONE;
-            for _ in 0..2 {
-                for (c, _) in columns.iter().zip(&done).filter(|(_, &d)| d) {
-                    let dot = c
-                        .iter()
-                        .zip(&x)
-                        .fold(T::ZERO, |acc, (&u, &y)| acc + u.conj() * y);
-                    for (y, &u) in x.iter_mut().zip(c) {
-                        *y = *y - dot * u;
-                    }
+        _ => {
+            let mut b = vec![T::ZERO; len * r];
+            for (j, c) in columns
+                .iter()
+                .zip(&kept)
+                .filter(|(_, &k)| k)
+                .map(|(c, _)| c)
+                .enumerate()
+            {
+                for (i, &x) in c.iter().enumerate() {
+                    b[i * r + j] = x;
                 }
             }
-            let size = norm(&x);
-            if best.as_ref().is_none_or(|(b, _)| size > *b) {
-                best = Some((size, x));
-            }
+            let full = Qr {
+                part: QrPart::Q,
+                full_matrices: true,
+            };
+            factor_qr(&b, len, r, &full)
         }
-        if let Some((size, x)) = best.filter(|(size, _)| *size > 0.0) {
-            columns[j] = x.into_iter().map(|v| v / T::from_real(size)).collect();
-            done[j] = true;
+    };
+    let mut spare = (r..len).map(|j| (0..len).map(|i| q[i * len + j]).collect::<Vec<T>>());
+    columns.resize(count, Vec::new());
+    for (j, column) in columns.iter_mut().enumerate() {
+        if !kept.get(j).copied().unwrap_or(false) {
+            *column = spare.next().unwrap_or_else(|| vec![T::ZERO; len]);
         }
     }
 }
