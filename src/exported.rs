@@ -101,7 +101,7 @@ impl Exported {
                     "argument %{} is {}, where the program takes {}",
                     p.name,
                     a.ty(),
-                    written(p)
+                    p
                 )));
             }
         }
@@ -150,14 +150,4 @@ impl Exported {
         };
         Ok(compile(&func, &self.backend)?.executable)
     }
-}
-
-/// `p`'s type as the text writes it (`?` for a dynamic size).
-fn written(p: &Parameter) -> String {
-    let dims: Vec<String> = p
-        .dims
-        .iter()
-        .map(|d| d.map_or("?".to_string(), |d| d.to_string()))
-        .collect();
-    format!("{}[{}]", p.dtype, dims.join(","))
 }

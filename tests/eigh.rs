@@ -8,14 +8,10 @@
 
 mod common;
 
-use common::numbers::{array, entries, typed, uniform, unit, widened, C64};
+use common::numbers::{array, entries, signed as values, typed, unit, widened, C64};
 use common::run_on_every_backend as run;
 
 use ferrax::{vmap, Array, DType, Tensor};
-
-fn values(n: usize, seed: u64) -> Vec<f64> {
-    uniform(n, seed, -1.0, 1.0)
-}
 
 fn eigh_program(dtype: &str, dims: &[usize]) -> String {
     let d: Vec<String> = dims.iter().map(usize::to_string).collect();

@@ -7,16 +7,11 @@
 
 mod common;
 
-use common::numbers::{array, typed, uniform, widened, C64};
+use common::numbers::{array, signed as values, typed, widened, C64};
 use common::run_on_every_backend as run;
 
 use ferrax::ir::{parse_func, TriangularSolve};
 use ferrax::{Array, DType, Tensor};
-
-/// Deterministic values in [-1, 1).
-fn values(n: usize, seed: u64) -> Vec<f64> {
-    uniform(n, seed, -1.0, 1.0)
-}
 
 /// Batches of `m × m` matrices whose diagonal (4 + …) dominates, so every triangle is well
 /// conditioned.

@@ -9,28 +9,11 @@
 
 mod common;
 
-use common::numbers::{array, typed, uniform, unit, widened, C64};
+use common::numbers::{array, entries, shape_text, signed as values, typed, unit, widened, C64};
 use common::run_on_every_backend as run;
 
 use ferrax::ir::parse_func;
 use ferrax::{grad, jit, vmap, Array, DType, Tensor};
-
-fn values(n: usize, seed: u64) -> Vec<f64> {
-    uniform(n, seed, -1.0, 1.0)
-}
-
-fn complex_values(n: usize, seed: u64) -> Vec<C64> {
-    values(n, seed)
-        .into_iter()
-        .zip(values(n, seed + 1))
-        .map(|(re, im)| C64::new(re, im))
-        .collect()
-}
-
-fn shape_text(dtype: &str, dims: &[usize]) -> String {
-    let d: Vec<String> = dims.iter().map(usize::to_string).collect();
-    format!("{dtype}[{}]", d.join(","))
-}
 
 /// The program returning all three parts of `a`'s factorization.
 fn lu_program(dtype: &str, dims: &[usize]) -> String {
@@ -75,7 +58,7 @@ fn factors_rebuild_the_permuted_matrix() {
         let batches = count / (m * n);
         for dtype in ["f64", "f32", "c128"] {
             let a: Vec<C64> = match dtype {
-                "c128" => complex_values(count, 1),
+                "c128" => entries(count, 1, "c128"),
                 _ => values(count, 1).into_iter().map(C64::from).collect(),
             };
             let input = typed(&dims, &a, dtype);
@@ -307,7 +290,7 @@ fn determinants() {
         assert_eq!(sign[batch], want.signum());
         assert!((log[batch] - want.abs().ln()).abs() <= 1e-13 * want.abs().ln().abs().max(1.0));
     }
-    let z = complex_values(m * m, 7);
+    let z = entries(m * m, 7, "c128");
     let a = Tensor::from(array(&[m, m], z.clone()));
     let got = a.det().to_vec::<C64>().unwrap()[0];
     let want = leibniz(&z, m);
@@ -381,7 +364,7 @@ fn solves_and_inverses() {
         .unwrap()[0];
     assert!(residual <= 1e-13, "{residual}");
 
-    let z = Tensor::from(array(&[m, m], complex_values(m * m, 14)));
+    let z = Tensor::from(array(&[m, m], entries(m * m, 14, "c128")));
     let product = z.matmul(&z.inv()).to_vec::<C64>().unwrap();
     for (k, p) in product.iter().enumerate() {
         let want = if k % (m + 1) == 0 { 1.0 } else { 0.0 };

@@ -8,21 +8,12 @@
 
 mod common;
 
-use common::numbers::{array, entries, typed, uniform, unit, widened, C64};
+use common::numbers::{array, entries, shape_text, signed as values, typed, unit, widened, C64};
 use common::run_on_every_backend as run;
 
 use ferrax::nn::initializers;
 use ferrax::random;
 use ferrax::{grad, vmap, Array, DType, Tensor};
-
-fn values(n: usize, seed: u64) -> Vec<f64> {
-    uniform(n, seed, -1.0, 1.0)
-}
-
-fn shape_text(dtype: &str, dims: &[usize]) -> String {
-    let d: Vec<String> = dims.iter().map(usize::to_string).collect();
-    format!("{dtype}[{}]", d.join(","))
-}
 
 /// The dims of `q` and `r` of a `[.., m, n]` matrix.
 fn factor_dims(dims: &[usize], full: bool) -> (Vec<usize>, Vec<usize>) {

@@ -21,14 +21,25 @@ pub fn uniform(n: usize, seed: u64, lo: f64, hi: f64) -> Vec<f64> {
         .collect()
 }
 
+/// `n` deterministic values in [−1, 1).
+pub fn signed(n: usize, seed: u64) -> Vec<f64> {
+    uniform(n, seed, -1.0, 1.0)
+}
+
+/// The IR's text for the type `dtype[dims]` (`f32[2,3]`).
+pub fn shape_text(dtype: &str, dims: &[usize]) -> String {
+    let d: Vec<String> = dims.iter().map(usize::to_string).collect();
+    format!("{dtype}[{}]", d.join(","))
+}
+
 /// `count` deterministic entries in [−1, 1) for a matrix of `dtype` (`"f64"`, `"f32"` or
 /// `"c128"`): the real parts from `seed`, the imaginary parts (c128 only) from `seed + 1`.
 pub fn entries(count: usize, seed: u64, dtype: &str) -> Vec<C64> {
     let imaginary = match dtype {
-        "c128" => uniform(count, seed + 1, -1.0, 1.0),
+        "c128" => signed(count, seed + 1),
         _ => vec![0.0; count],
     };
-    uniform(count, seed, -1.0, 1.0)
+    signed(count, seed)
         .into_iter()
         .zip(imaginary)
         .map(|(re, im)| C64::new(re, im))

@@ -88,6 +88,18 @@ pub struct Parameter {
     pub dims: Vec<Option<usize>>,
 }
 
+impl std::fmt::Display for Parameter {
+    /// The parameter's type in the IR's notation, `?` for a dynamic size (`f32[?,3]`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let dims: Vec<String> = self
+            .dims
+            .iter()
+            .map(|d| d.map_or("?".to_string(), |d| d.to_string()))
+            .collect();
+        write!(f, "{}[{}]", self.dtype, dims.join(","))
+    }
+}
+
 /// The parameters of the program's entry point (`@main`, or its only public function): what a
 /// call must give, and for a shape-polymorphic program which sizes vary.
 pub fn parameters(text: &str) -> Result<Vec<Parameter>, Error> {

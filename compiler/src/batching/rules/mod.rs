@@ -71,11 +71,9 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
         }),
         Op::Fft { kind, lengths } => fft::batch(bt, *kind, lengths, args[0]),
         Op::TriangularSolve(s) => linalg::triangular_solve(bt, *s, args[0], args[1]),
-        Op::Cholesky => linalg::cholesky(bt, args[0]),
-        Op::Lu(part) => linalg::lu(bt, *part, args[0]),
-        Op::Qr(qr) => linalg::qr(bt, *qr, args[0]),
-        Op::Eigh(part) => linalg::eigh(bt, *part, args[0]),
-        Op::Svd(svd) => linalg::svd(bt, *svd, args[0]),
+        Op::Cholesky | Op::Lu(_) | Op::Qr(_) | Op::Eigh(_) | Op::Svd(_) => {
+            linalg::decomposition(bt, op.clone(), args[0])
+        }
         Op::CustomVjp(c) => call::custom_vjp(bt, c, args),
         Op::Attention(a) => attention::batch(bt, *a, args),
         Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {

@@ -10,7 +10,7 @@
 //! variable sizes is not written down, so each assignment is tried in turn until the program
 //! imports (a wrong one fails its shape checks).
 
-use crate::Outcome;
+use crate::{parts, Outcome};
 use ferrax_compiler::pipeline::{compile_simplified, Backend};
 use ferrax_ir::{DType, Elements, Func, Literal, Scalar, TensorType};
 use ferrax_runtime::{interpret, Array};
@@ -149,20 +149,18 @@ fn agree(a: &Array, b: &Array) -> Result<(), String> {
     if a.ty() != b.ty() {
         return Err(format!("{} against {}", a.ty(), b.ty()));
     }
+    let inexact = a.dtype().is_float() || a.dtype().is_complex();
     for i in 0..a.numel() {
         let (x, y) = (a.elements().get(i), b.elements().get(i));
-        let parts = |s: Scalar| match s {
-            Scalar::C64(z) => [f64::from(z.re), f64::from(z.im)],
-            Scalar::C128(z) => [z.re, z.im],
-            other => [other.to_f64(), 0.0],
+        let close = |(p, q): (f64, f64)| {
+            p == q || (p.is_nan() && q.is_nan()) || (p - q).abs() <= 1e-4 * q.abs().max(1.0)
         };
-        for (p, q) in parts(x).into_iter().zip(parts(y)) {
-            let same = p == q || (p.is_nan() && q.is_nan());
-            let inexact = a.dtype().is_float() || a.dtype().is_complex();
-            let close = inexact && (p - q).abs() <= 1e-4 * q.abs().max(1.0);
-            if !(same || close) {
-                return Err(format!("element {i}: {x:?} against {y:?}"));
-            }
+        let agrees = match inexact {
+            true => parts(x).zip(parts(y)).all(close),
+            false => x == y,
+        };
+        if !agrees {
+            return Err(format!("element {i}: {x:?} against {y:?}"));
         }
     }
     Ok(())
