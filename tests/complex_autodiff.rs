@@ -473,6 +473,26 @@ fn d_eigh() {
 /// `svd`: the singular values, and for complex matrices losses that do not depend on each
 /// pair's phase (`|u|²`, `|vh|²`, `u·diag(sin s)·vh`); real singular vectors directly. Tall,
 /// square (full vectors too) and wide matrices, each with JAX's extra terms where `m ≠ n`.
+/// The eigenvalues of general matrices (JAX's rule: `dw = diag(vlᴴ·da·vr) / diag(vlᴴ·vr)`),
+/// complex and real, through losses that read both parts and do not depend on the
+/// eigenvalues' order.
+#[test]
+fn d_eig() {
+    let loss = |v: Vec<Tensor>| {
+        let w = v[0].eigvals();
+        w.sin().real().sum(..) + (w.real() * (w.imag() * 3.0).sin()).sum(..)
+    };
+    for (m, seed) in [(1, 151), (3, 153), (4, 155)] {
+        let z = c128(
+            &[m, m],
+            complex_values(m * m, seed, (-1.0, 1.0), (-1.0, 1.0)),
+        );
+        check_grad("eigvals", loss, vec![z]);
+        let x = f64s(&[m, m], values(m * m, seed + 7, -1.0, 1.0));
+        check_grad("eigvals of reals", loss, vec![x]);
+    }
+}
+
 #[test]
 fn d_svd() {
     for (dims, full, seed) in [

@@ -111,6 +111,9 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::Qr(_)
         | Op::Eigh(_)
         | Op::Svd(_)
+        | Op::Geqrf(_)
+        | Op::HouseholderProduct
+        | Op::Eig(_)
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)
@@ -566,6 +569,9 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::Qr(_)
         | Op::Eigh(_)
         | Op::Svd(_)
+        | Op::Geqrf(_)
+        | Op::HouseholderProduct
+        | Op::Eig(_)
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::While(_)

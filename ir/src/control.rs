@@ -155,6 +155,9 @@ impl Op {
             | Op::Qr(_)
             | Op::Eigh(_)
             | Op::Svd(_)
+            | Op::Geqrf(_)
+            | Op::HouseholderProduct
+            | Op::Eig(_)
             | Op::Attention(_) => Vec::new(),
         }
     }
@@ -230,6 +233,9 @@ impl Op {
             | Op::Qr(_)
             | Op::Eigh(_)
             | Op::Svd(_)
+            | Op::Geqrf(_)
+            | Op::HouseholderProduct
+            | Op::Eig(_)
             | Op::Attention(_) => None,
         }
     }

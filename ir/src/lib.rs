@@ -33,7 +33,7 @@ pub use dtype::DType;
 pub use error::TypeError;
 pub use func::{Func, FuncBuilder, Instr, ValueId};
 pub use indexing::{Gather, IndexMap, Scatter, ScatterCombine, StartReader};
-pub use linalg::{EighPart, LuPart, Qr, QrPart, Svd, SvdPart, TriangularSolve};
+pub use linalg::{EigPart, EighPart, GeqrfPart, LuPart, Qr, QrPart, Svd, SvdPart, TriangularSolve};
 pub use literal::{
     bf16_from_f64, f16_from_f64, ulp_distance, Complex, Element, Elements, Literal, Scalar,
 };

@@ -184,3 +184,57 @@ impl EighPart {
         }
     }
 }
+
+/// What a `geqrf` instruction yields of the Householder QR factorization of `a`, `[.., m, n]`,
+/// a float or complex type (`lax.linalg.geqrf`), in LAPACK's compact form: the reflections
+/// `qr` builds `q` and `r` from (see [`Qr`]). Reflection `j` (`k = min(m, n)` of them) is
+/// `I − τ_j·v·vᴴ` with `v` 0 above row `j`, 1 at it and the packed matrix's column `j` below
+/// it; `q = H(0)···H(k−1)` (`householder_product`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum GeqrfPart {
+    /// `a`'s type: `r` on and above the diagonal, the reflections' vectors below it.
+    Packed,
+    /// `τ`, `[.., k]`, `a`'s type.
+    Taus,
+}
+
+impl GeqrfPart {
+    pub const ALL: [GeqrfPart; 2] = [GeqrfPart::Packed, GeqrfPart::Taus];
+
+    /// The op's name in the text format.
+    pub fn name(self) -> &'static str {
+        match self {
+            GeqrfPart::Packed => "geqrf",
+            GeqrfPart::Taus => "geqrf_taus",
+        }
+    }
+}
+
+/// What an `eig` instruction yields of the eigendecomposition of each square matrix `a`,
+/// `[.., m, m]`, of f32, f64, c64 or c128 (`lax.linalg.eig`), all of the complex type of `a`'s
+/// precision: `a·vr = vr·diag(w)` and `vlᴴ·a = diag(w)·vlᴴ`. The eigenvalues come in the order
+/// the Schur form gives them (not sorted); each eigenvector has unit norm and its entry of
+/// largest magnitude (the first of equals) real and positive. A matrix with a value that is
+/// not finite, or whose iteration does not converge, gives NaN throughout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EigPart {
+    /// `w`, `[.., m]`.
+    Values,
+    /// `vl`, `[.., m, m]`: column `i` is a left eigenvector of `w[i]`.
+    Left,
+    /// `vr`, `[.., m, m]`: column `i` is a right eigenvector of `w[i]`.
+    Right,
+}
+
+impl EigPart {
+    pub const ALL: [EigPart; 3] = [EigPart::Values, EigPart::Left, EigPart::Right];
+
+    /// The op's name in the text format.
+    pub fn name(self) -> &'static str {
+        match self {
+            EigPart::Values => "eig_values",
+            EigPart::Left => "eig_left",
+            EigPart::Right => "eig_right",
+        }
+    }
+}

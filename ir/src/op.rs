@@ -524,6 +524,16 @@ pub enum Op {
     Eigh(crate::EighPart),
     /// A part of the singular value decomposition (see [`crate::Svd`]).
     Svd(crate::Svd),
+    /// A part of the Householder QR factorization in LAPACK's compact form (see
+    /// [`crate::GeqrfPart`]).
+    Geqrf(crate::GeqrfPart),
+    /// The first `n` columns of the product `H(0)···H(k−1)` of the Householder reflections
+    /// `geqrf` packs (`lax.linalg.householder_product`); operands `a`, `[.., m, n]` with
+    /// `m ≥ n`, whose columns below the diagonal hold the reflections' vectors, and `τ`,
+    /// `[.., k]` with `k ≤ n`, of `a`'s type; the result has `a`'s type.
+    HouseholderProduct,
+    /// A part of the eigendecomposition of square matrices (see [`crate::EigPart`]).
+    Eig(crate::EigPart),
     /// A part of dot-product attention (see [`crate::Attention`]).
     Attention(crate::Attention),
     /// A function with a user-defined reverse-mode derivative (`jax.custom_vjp`).
@@ -584,6 +594,9 @@ impl Op {
             Op::Qr(qr) => qr.part.name(),
             Op::Eigh(part) => part.name(),
             Op::Svd(svd) => svd.part.name(),
+            Op::Geqrf(part) => part.name(),
+            Op::HouseholderProduct => "householder_product",
+            Op::Eig(part) => part.name(),
             Op::Attention(a) => a.name(),
             Op::CustomVjp(_) => "custom_vjp",
             Op::While(_) => "while",

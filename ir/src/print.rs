@@ -249,7 +249,10 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
         | Op::StopGradient
         | Op::Cholesky
         | Op::Lu(_)
-        | Op::Eigh(_) => {}
+        | Op::Eigh(_)
+        | Op::Geqrf(_)
+        | Op::HouseholderProduct
+        | Op::Eig(_) => {}
     }
     write!(items.f, " : {}", ins.ty)
 }

@@ -415,6 +415,9 @@ pub fn lower(
                     | Op::Qr(_)
                     | Op::Eigh(_)
                     | Op::Svd(_)
+                    | Op::Geqrf(_)
+                    | Op::HouseholderProduct
+                    | Op::Eig(_)
                     | Op::Attention(_)
                     | Op::CustomVjp(_)
                     | Op::While(_)

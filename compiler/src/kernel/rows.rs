@@ -496,6 +496,9 @@ impl RowLowering<'_> {
             | Op::Qr(_)
             | Op::Eigh(_)
             | Op::Svd(_)
+            | Op::Geqrf(_)
+            | Op::HouseholderProduct
+            | Op::Eig(_)
             | Op::Attention(_)
             | Op::CustomVjp(_)
             | Op::While(_)

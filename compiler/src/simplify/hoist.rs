@@ -67,6 +67,9 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
             | Op::Qr(_)
             | Op::Eigh(_)
             | Op::Svd(_)
+            | Op::Geqrf(_)
+            | Op::HouseholderProduct
+            | Op::Eig(_)
             | Op::Attention(_)
             | Op::CustomVjp(_) => None,
         };

@@ -1,10 +1,11 @@
 //! `triangular_solve` (a square matrix `a`, or a batch of them, and right-hand sides `b` of
-//! one type), `cholesky` and the parts of `eigh` (square matrices) and the parts of `lu` and
-//! `qr` (any matrices).
+//! one type), `cholesky` and the parts of `eigh` and `eig` (square matrices), the parts of
+//! `lu`, `qr`, `svd` and `geqrf` (any matrices) and `householder_product`.
 
 use super::{arity, invalid};
 use crate::{
-    DType, EighPart, LuPart, Qr, Shape, Svd, SvdPart, TensorType, TriangularSolve, TypeError,
+    DType, EigPart, EighPart, GeqrfPart, LuPart, Qr, Shape, Svd, SvdPart, TensorType,
+    TriangularSolve, TypeError,
 };
 
 pub(super) fn triangular_solve(
@@ -117,6 +118,77 @@ pub(super) fn svd(svd: &Svd, args: &[&TensorType]) -> Result<TensorType, TypeErr
     };
     let mut shape = dims[..rank - 2].to_vec();
     shape.extend(svd.dims(dims[rank - 2], dims[rank - 1]));
+    Ok(TensorType::new(dtype, Shape::new(shape)))
+}
+
+/// `geqrf`'s packed factors (`a`'s type) or `τ` (`[.., min(m, n)]`, `a`'s dtype).
+pub(super) fn geqrf(part: GeqrfPart, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let [a] = arity::<1>(part.name(), args)?;
+    matrix(part.name(), a)?;
+    match part {
+        GeqrfPart::Packed => Ok(a.clone()),
+        GeqrfPart::Taus => {
+            let dims = a.dims();
+            let rank = dims.len();
+            let mut shape = dims[..rank - 2].to_vec();
+            shape.push(dims[rank - 2].min(dims[rank - 1]));
+            Ok(TensorType::new(a.dtype, Shape::new(shape)))
+        }
+    }
+}
+
+/// `a`, `[.., m, n]` with `m ≥ n`, and `τ`, `[.., k]` with `k ≤ n`, of one type: `a`'s type.
+pub(super) fn householder_product(args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let op = "householder_product";
+    let [a, taus] = arity::<2>(op, args)?;
+    matrix(op, a)?;
+    if a.dtype != taus.dtype {
+        return Err(TypeError::Mismatch {
+            op,
+            lhs: a.clone(),
+            rhs: taus.clone(),
+        });
+    }
+    let dims = a.dims();
+    let rank = dims.len();
+    let (m, n) = (dims[rank - 2], dims[rank - 1]);
+    if m < n {
+        return Err(invalid(
+            op,
+            format!("a {a} has fewer rows than columns (m ≥ n is required)"),
+        ));
+    }
+    if taus.rank() != rank - 1
+        || taus.dims()[..rank - 2] != dims[..rank - 2]
+        || taus.dims()[rank - 2] > n
+    {
+        return Err(invalid(
+            op,
+            format!("taus {taus} does not fit a {a}: taus is [.., k] with a's batch dimensions and k ≤ n"),
+        ));
+    }
+    Ok(a.clone())
+}
+
+/// `eig`'s eigenvalues (`[.., m]`) or eigenvectors (`[.., m, m]`) of square `a` of f32, f64,
+/// c64 or c128, all complex of `a`'s precision.
+pub(super) fn eig(part: EigPart, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let op = part.name();
+    let [a] = arity::<1>(op, args)?;
+    let dtype = match a.dtype {
+        DType::C64 | DType::C128 => a.dtype,
+        other => other.complex_of().ok_or(TypeError::DType {
+            op,
+            dtype: a.dtype,
+            expected: "f32, f64, c64 or c128",
+        })?,
+    };
+    square(op, a)?;
+    let dims = a.dims();
+    let shape = match part {
+        EigPart::Values => dims[..dims.len() - 1].to_vec(),
+        EigPart::Left | EigPart::Right => dims.to_vec(),
+    };
     Ok(TensorType::new(dtype, Shape::new(shape)))
 }
 

@@ -69,6 +69,9 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::Qr(qr) => linalg::qr(qr, args)?,
         Op::Eigh(part) => linalg::eigh(*part, args)?,
         Op::Svd(svd) => linalg::svd(svd, args)?,
+        Op::Geqrf(part) => linalg::geqrf(*part, args)?,
+        Op::HouseholderProduct => linalg::householder_product(args)?,
+        Op::Eig(part) => linalg::eig(*part, args)?,
     };
     if ty.rank() > MAX_RANK {
         return Err(TypeError::Rank {

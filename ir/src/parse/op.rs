@@ -6,9 +6,9 @@ use super::attrs::Attrs;
 use super::cursor::{PResult, Parser};
 use crate::{
     bf16_from_f64, f16_from_f64, Attention, AttentionPart, BinaryOp, CompareOp, Cond, CustomVjp,
-    DType, DotDims, EighPart, Elements, FftKind, Gather, Literal, LuPart, Op, Qr, QrPart, ReduceOp,
-    Remat, RematPolicy, Scalar, Scan, Scatter, ScatterCombine, Svd, SvdPart, TensorType,
-    TriangularSolve, UnaryOp, While,
+    DType, DotDims, EigPart, EighPart, Elements, FftKind, Gather, GeqrfPart, Literal, LuPart, Op,
+    Qr, QrPart, ReduceOp, Remat, RematPolicy, Scalar, Scan, Scatter, ScatterCombine, Svd, SvdPart,
+    TensorType, TriangularSolve, UnaryOp, While,
 };
 use half::{bf16, f16};
 use num_complex::Complex;
@@ -61,6 +61,10 @@ pub(super) fn build_op(
             part,
             full_matrices: attrs.flag(p, "full_matrices")?,
         })
+    } else if let Some(part) = GeqrfPart::ALL.into_iter().find(|g| g.name() == name) {
+        Op::Geqrf(part)
+    } else if let Some(part) = EigPart::ALL.into_iter().find(|e| e.name() == name) {
+        Op::Eig(part)
     } else if let Some(kind) = FftKind::ALL.into_iter().find(|k| k.name() == name) {
         Op::Fft {
             kind,
@@ -137,6 +141,7 @@ pub(super) fn build_op(
             "dynamic_update_slice" => Op::DynamicUpdateSlice,
             "stop_gradient" => Op::StopGradient,
             "cholesky" => Op::Cholesky,
+            "householder_product" => Op::HouseholderProduct,
             "triangular_solve" => Op::TriangularSolve(TriangularSolve {
                 left_side: attrs.flag(p, "left_side")?,
                 lower: attrs.flag(p, "lower")?,

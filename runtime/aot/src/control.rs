@@ -94,6 +94,9 @@ impl<R> CompiledCall<R> {
             | Op::Qr(_)
             | Op::Eigh(_)
             | Op::Svd(_)
+            | Op::Geqrf(_)
+            | Op::HouseholderProduct
+            | Op::Eig(_)
             | Op::Attention(_) => return None,
         };
         regions.next().is_none().then_some(call)

@@ -9,7 +9,8 @@ use super::undefined;
 use crate::{Array, RuntimeError};
 use ferrax_ir::DType;
 use ferrax_ir::{
-    Complex, EighPart, Elements, LuPart, Qr, QrPart, Scalar, Svd, SvdPart, TriangularSolve,
+    Complex, EighPart, Elements, GeqrfPart, LuPart, Qr, QrPart, Scalar, Svd, SvdPart,
+    TriangularSolve,
 };
 use std::ops::{Add, Div, Mul, Sub};
 
@@ -219,37 +220,15 @@ fn permutations(pivots: &[usize], batches: usize, m: usize, k: usize) -> Vec<usi
 
 /// The Householder QR factorization of every `m × n` matrix of `a` (none empty): `q`
 /// (`m × cols`) and `r` (`rows × n`, zeros below the diagonal), `cols` and `rows` as
-/// `qr.dims` gives them. Reflection `j` is `I − τ·v·vᴴ` with `v_j = 1`, mapping column `j`
-/// from the diagonal down onto `β = −sign(re(a_jj))·‖column‖` (none where nothing lies below
-/// a real diagonal entry: τ = 0).
+/// `qr.dims` gives them.
 fn factor_qr<T: Field>(a: &[T], m: usize, n: usize, qr: &Qr) -> Vec<T> {
-    let k = m.min(n);
     let (rows, cols) = qr.dims(m, n);
     let batches = a.len() / (m * n);
     let mut out = Vec::with_capacity(batches * rows * cols);
     let mut w = a.to_vec();
-    let mut taus = vec![T::ZERO; k];
     for batch in 0..batches {
         let a = &mut w[batch * m * n..(batch + 1) * m * n];
-        for j in 0..k {
-            let alpha = a[j * n + j];
-            let below = (j + 1..m).fold(0.0f64, |s, i| s.hypot(a[i * n + j].modulus()));
-            if below == 0.0 && alpha.imag() == 0.0 {
-                taus[j] = T::ZERO;
-                continue;
-            }
-            let beta = -alpha.modulus().hypot(below).copysign(alpha.real());
-            let beta_t = T::from_real(beta);
-            taus[j] = (beta_t - alpha) / beta_t;
-            let scale = T::ONE / (alpha - beta_t);
-            for i in j + 1..m {
-                a[i * n + j] = a[i * n + j] * scale;
-            }
-            a[j * n + j] = beta_t;
-            // Hᴴ applied to the columns on the right.
-            let below: Vec<T> = (j + 1..m).map(|i| a[i * n + j]).collect();
-            reflect(a, n, j + 1..n, j, &below, taus[j].conj());
-        }
+        let taus = householder(a, m, n);
         match qr.part {
             QrPart::R => {
                 for r in 0..rows {
@@ -258,22 +237,55 @@ fn factor_qr<T: Field>(a: &[T], m: usize, n: usize, qr: &Qr) -> Vec<T> {
                     }
                 }
             }
-            QrPart::Q => {
-                // H(0)·H(1)···H(k−1) applied to the identity's first `cols` columns, the last
-                // reflection first.
-                let mut q = vec![T::ZERO; m * cols];
-                for d in 0..m.min(cols) {
-                    q[d * cols + d] = T::ONE;
-                }
-                for j in (0..k).rev() {
-                    let below: Vec<T> = (j + 1..m).map(|i| a[i * n + j]).collect();
-                    reflect(&mut q, cols, 0..cols, j, &below, taus[j]);
-                }
-                out.extend(q);
-            }
+            QrPart::Q => out.extend(reflections_product(a, m, n, &taus, cols)),
         }
     }
     out
+}
+
+/// Overwrites the `m × n` matrix `a` with its Householder QR factorization in LAPACK's compact
+/// form (`geqr2`) and returns `τ` (`min(m, n)` of them). Reflection `j` is `I − τ·v·vᴴ` with
+/// `v_j = 1`, mapping column `j` from the diagonal down onto `β = −sign(re(a_jj))·‖column‖`
+/// (`larfg`; none where nothing lies below a real diagonal entry: τ = 0); `β` is left on the
+/// diagonal and `v` below it.
+fn householder<T: Field>(a: &mut [T], m: usize, n: usize) -> Vec<T> {
+    let k = m.min(n);
+    let mut taus = vec![T::ZERO; k];
+    for j in 0..k {
+        let alpha = a[j * n + j];
+        let below = (j + 1..m).fold(0.0f64, |s, i| s.hypot(a[i * n + j].modulus()));
+        if below == 0.0 && alpha.imag() == 0.0 {
+            continue;
+        }
+        let beta = -alpha.modulus().hypot(below).copysign(alpha.real());
+        let beta_t = T::from_real(beta);
+        taus[j] = (beta_t - alpha) / beta_t;
+        let scale = T::ONE / (alpha - beta_t);
+        for i in j + 1..m {
+            a[i * n + j] = a[i * n + j] * scale;
+        }
+        a[j * n + j] = beta_t;
+        // Hᴴ applied to the columns on the right.
+        let below: Vec<T> = (j + 1..m).map(|i| a[i * n + j]).collect();
+        reflect(a, n, j + 1..n, j, &below, taus[j].conj());
+    }
+    taus
+}
+
+/// The first `cols` columns (`cols ≤ m`) of `H(0)·H(1)···H(k−1)`, `m × cols`, for the
+/// reflections packed below the diagonal of the `m × n` matrix `a` with `τ` `taus` (`k` of
+/// them, `k ≤ min(m, n)`): LAPACK's `org2r`, applied to the identity's columns, the last
+/// reflection first (reflection `j` leaves the columns before `j` as they are).
+fn reflections_product<T: Field>(a: &[T], m: usize, n: usize, taus: &[T], cols: usize) -> Vec<T> {
+    let mut q = vec![T::ZERO; m * cols];
+    for d in 0..m.min(cols) {
+        q[d * cols + d] = T::ONE;
+    }
+    for (j, &tau) in taus.iter().enumerate().rev() {
+        let below: Vec<T> = (j + 1..m).map(|i| a[i * n + j]).collect();
+        reflect(&mut q, cols, j.min(cols)..cols, j, &below, tau);
+    }
+    q
 }
 
 /// `x ← (I − τ·v·vᴴ)·x` on `columns` of `x` (rows `width` wide), where `v` is 1 at row `j`,
@@ -528,6 +540,76 @@ pub(super) fn qr(qr: &Qr, a: &Array, result: &[usize]) -> Result<Elements, Runti
         }
         Elements::C128(x) => Elements::C128(factor_qr(x, m, n, qr)),
         x if dtype.is_float() => rounded(&factor_qr(&x.to_f64_vec(), m, n, qr), dtype, name)?,
+        _ => return Err(undefined(name, dtype)),
+    })
+}
+
+/// Part `part` of the compact Householder QR factorization of every matrix of `a`
+/// (`[.., m, n]`).
+pub(super) fn geqrf(part: GeqrfPart, a: &Array) -> Result<Elements, RuntimeError> {
+    let dims = a.dims();
+    let rank = dims.len();
+    let name = part.name();
+    let dtype = a.dtype();
+    let (m, n) = match rank {
+        0 | 1 => return Err(undefined(name, dtype)),
+        _ => (dims[rank - 2], dims[rank - 1]),
+    };
+    fn each<T: Field>(a: &[T], m: usize, n: usize, part: GeqrfPart) -> Vec<T> {
+        let mut packed = a.to_vec();
+        let mut taus = Vec::new();
+        if m * n > 0 {
+            for matrix in packed.chunks_mut(m * n) {
+                taus.extend(householder(matrix, m, n));
+            }
+        }
+        match part {
+            GeqrfPart::Packed => packed,
+            GeqrfPart::Taus => taus,
+        }
+    }
+    Ok(match a.elements() {
+        Elements::C64(x) => {
+            let x: Vec<C> = x.iter().map(|&z| widen(z)).collect();
+            Elements::C64(each(&x, m, n, part).into_iter().map(narrow).collect())
+        }
+        Elements::C128(x) => Elements::C128(each(x, m, n, part)),
+        x if dtype.is_float() => rounded(&each(&x.to_f64_vec(), m, n, part), dtype, name)?,
+        _ => return Err(undefined(name, dtype)),
+    })
+}
+
+/// The first `n` columns of the product of the Householder reflections of every matrix of `a`
+/// (`[.., m, n]`, `m ≥ n`) with `τ` `taus` (`[.., k]`, `k ≤ n`).
+pub(super) fn householder_product(a: &Array, taus: &Array) -> Result<Elements, RuntimeError> {
+    let name = "householder_product";
+    let dims = a.dims();
+    let rank = dims.len();
+    let dtype = a.dtype();
+    let (m, n, k) = match (rank, taus.dims().last()) {
+        (2.., Some(&k)) => (dims[rank - 2], dims[rank - 1], k),
+        _ => return Err(undefined(name, dtype)),
+    };
+    fn each<T: Field>(a: &[T], taus: &[T], m: usize, n: usize, k: usize) -> Vec<T> {
+        let batches = a.len().checked_div(m * n).unwrap_or(0);
+        (0..batches)
+            .flat_map(|b| {
+                let taus = &taus[b * k..(b + 1) * k];
+                reflections_product(&a[b * m * n..(b + 1) * m * n], m, n, taus, n)
+            })
+            .collect()
+    }
+    Ok(match (a.elements(), taus.elements()) {
+        (Elements::C64(x), Elements::C64(t)) => {
+            let x: Vec<C> = x.iter().map(|&z| widen(z)).collect();
+            let t: Vec<C> = t.iter().map(|&z| widen(z)).collect();
+            Elements::C64(each(&x, &t, m, n, k).into_iter().map(narrow).collect())
+        }
+        (Elements::C128(x), Elements::C128(t)) => Elements::C128(each(x, t, m, n, k)),
+        (x, t) if dtype.is_float() => {
+            let q = each(&x.to_f64_vec(), &t.to_f64_vec(), m, n, k);
+            rounded(&q, dtype, name)?
+        }
         _ => return Err(undefined(name, dtype)),
     })
 }

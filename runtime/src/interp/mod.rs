@@ -8,6 +8,7 @@ mod bits;
 mod complex;
 mod contract;
 mod control;
+mod eig;
 mod elementwise;
 mod fft;
 mod indexing;
@@ -254,6 +255,9 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
         Op::Qr(qr) => linalg::qr(qr, args[0], ty.dims())?,
         Op::Eigh(part) => linalg::eigh(*part, args[0])?,
         Op::Svd(svd) => linalg::svd(svd, args[0])?,
+        Op::Geqrf(part) => linalg::geqrf(*part, args[0])?,
+        Op::HouseholderProduct => linalg::householder_product(args[0], args[1])?,
+        Op::Eig(part) => eig::eig(*part, args[0])?,
     };
     Array::new(ty.shape.clone(), data)
 }

@@ -95,6 +95,9 @@ pub(super) fn call_jvp(
                 | Op::Qr(_)
                 | Op::Eigh(_)
                 | Op::Svd(_)
+                | Op::Geqrf(_)
+                | Op::HouseholderProduct
+                | Op::Eig(_)
                 | Op::CustomVjp(_)
                 | Op::Attention(_) => return Err(unsupported()),
             };
@@ -139,6 +142,9 @@ pub(super) fn call_jvp(
         | Op::Qr(_)
         | Op::Eigh(_)
         | Op::Svd(_)
+        | Op::Geqrf(_)
+        | Op::HouseholderProduct
+        | Op::Eig(_)
         | Op::CustomVjp(_)
         | Op::Attention(_) => return Err(unsupported()),
     };

@@ -41,8 +41,8 @@
 use super::elementwise::conj;
 use super::{AutodiffError, Emitter, R};
 use ferrax_ir::{
-    BinaryOp, CompareOp, DType, DotDims, EighPart, LuPart, Op, Qr, QrPart, Shape, Svd, SvdPart,
-    TensorType, TriangularSolve, UnaryOp, ValueId,
+    BinaryOp, CompareOp, DType, DotDims, EigPart, EighPart, LuPart, Op, Qr, QrPart, Shape, Svd,
+    SvdPart, TensorType, TriangularSolve, UnaryOp, ValueId,
 };
 
 /// `p·q` over the last two dimensions (`transpose` each operand first where asked), the
@@ -562,6 +562,70 @@ pub(super) fn eigh_vjp(e: &mut Emitter, part: EighPart, a: ValueId, g: ValueId) 
     let left = product(e, v_conj, ct_m, (false, false))?;
     let s = product(e, left, v, (false, true))?;
     hermitian_transpose(e, s)
+}
+
+/// The error for differentiating `geqrf` or `householder_product`, which JAX gives no
+/// derivative either (`qr`'s factors have one).
+pub(super) fn no_derivative(op: &Op) -> AutodiffError {
+    AutodiffError::Unsupported(format!(
+        "the derivative of `{}` (JAX defines none; differentiate `qr` instead)",
+        op.name()
+    ))
+}
+
+/// What the eigenvalues' rules read of `eig(a)`: the left and right eigenvectors and
+/// `d_i = (vlᴴ·vr)_ii`; the eigenvectors have no derivative (JAX defines none).
+fn eig_factors(e: &mut Emitter, part: EigPart, a: ValueId) -> R<(ValueId, ValueId, ValueId)> {
+    if part != EigPart::Values {
+        return Err(AutodiffError::Unsupported(format!(
+            "the derivative of `{}`: JAX defines the eigenvalues' only",
+            part.name()
+        )));
+    }
+    let left = e.push(Op::Eig(EigPart::Left), &[a])?;
+    let right = e.push(Op::Eig(EigPart::Right), &[a])?;
+    let left = conj(e, left)?;
+    let both = e.mul(left, right)?;
+    let rank = e.ty(a)?.rank();
+    let d = e.reduce(ferrax_ir::ReduceOp::Sum, both, vec![rank - 2])?;
+    Ok((left, right, d))
+}
+
+/// `dw_i = (vlᴴ·da·vr)_ii / (vlᴴ·vr)_ii` (JAX's `eig_jvp_rule`).
+pub(super) fn eig_jvp(
+    e: &mut Emitter,
+    part: EigPart,
+    a: ValueId,
+    t: Option<ValueId>,
+) -> R<Option<ValueId>> {
+    let Some(t) = t else { return Ok(None) };
+    let (left_conj, right, d) = eig_factors(e, part, a)?;
+    let complex = e.ty(right)?.dtype;
+    let t = e.convert(t, complex)?;
+    let inner = product(e, left_conj, t, (true, false))?;
+    let m = product(e, inner, right, (false, false))?;
+    let diagonal = kept(e, m, CompareOp::Eq)?;
+    let rank = e.ty(a)?.rank();
+    let sum = e.reduce(ferrax_ir::ReduceOp::Sum, diagonal, vec![rank - 1])?;
+    Ok(Some(e.div(sum, d)?))
+}
+
+/// The transpose of [`eig_jvp`]: `conj(vl)·diag(g / d)·vrᵀ`, its real part for real `a`.
+pub(super) fn eig_vjp(e: &mut Emitter, part: EigPart, a: ValueId, g: ValueId) -> R {
+    let (left_conj, right, d) = eig_factors(e, part, a)?;
+    let ty = e.ty(a)?;
+    let rank = ty.rank();
+    let scaled = e.div(g, d)?;
+    let square = e.ty(right)?.shape;
+    let mut dims: Vec<usize> = (0..rank - 2).collect();
+    dims.push(rank - 1);
+    let columns = e.broadcast(scaled, &square, dims)?;
+    let weighted = e.mul(left_conj, columns)?;
+    let ct = product(e, weighted, right, (false, true))?;
+    match ty.dtype.is_complex() {
+        true => Ok(ct),
+        false => e.unary(UnaryOp::Real, ct),
+    }
 }
 
 /// What the SVD rules read of the reduced decomposition of `a` (`[.., m, n]`): `s` (`[.., k]`,

@@ -55,6 +55,9 @@ pub(super) fn call_jvp(
         | Op::Qr(_)
         | Op::Eigh(_)
         | Op::Svd(_)
+        | Op::Geqrf(_)
+        | Op::HouseholderProduct
+        | Op::Eig(_)
         | Op::Sort { .. }
         | Op::Unary(_)
         | Op::Binary(_)
@@ -100,6 +103,11 @@ pub(super) fn jvp(
         Op::Qr(qr) => linalg::qr_jvp(e, qr, x[0], t[0]),
         Op::Eigh(part) => linalg::eigh_jvp(e, *part, x[0], t[0]),
         Op::Svd(svd) => linalg::svd_jvp(e, svd, x[0], t[0]),
+        Op::Eig(part) => linalg::eig_jvp(e, *part, x[0], t[0]),
+        Op::Geqrf(_) | Op::HouseholderProduct => match t.iter().any(Option::is_some) {
+            true => Err(linalg::no_derivative(op)),
+            false => Ok(None),
+        },
         Op::Sort {
             dimension,
             descending,
@@ -171,6 +179,9 @@ pub(super) fn joins_results(op: &Op) -> bool {
         | Op::Qr(_)
         | Op::Eigh(_)
         | Op::Svd(_)
+        | Op::Geqrf(_)
+        | Op::HouseholderProduct
+        | Op::Eig(_)
         | Op::Attention(_) => false,
     }
 }
@@ -203,6 +214,8 @@ pub(super) fn vjp(
         Op::Qr(qr) => Ok(vec![Some(linalg::qr_vjp(e, qr, x[0], g()?)?)]),
         Op::Eigh(part) => Ok(vec![Some(linalg::eigh_vjp(e, *part, x[0], g()?)?)]),
         Op::Svd(svd) => Ok(vec![Some(linalg::svd_vjp(e, svd, x[0], g()?)?)]),
+        Op::Eig(part) => Ok(vec![Some(linalg::eig_vjp(e, *part, x[0], g()?)?)]),
+        Op::Geqrf(_) | Op::HouseholderProduct => Err(linalg::no_derivative(op)),
         Op::Sort {
             dimension,
             descending,

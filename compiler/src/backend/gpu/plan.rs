@@ -796,7 +796,10 @@ impl Parts {
             | Op::Lu(_)
             | Op::Qr(_)
             | Op::Eigh(_)
-            | Op::Svd(_) => host,
+            | Op::Svd(_)
+            | Op::Geqrf(_)
+            | Op::HouseholderProduct
+            | Op::Eig(_) => host,
             // A control-flow call is one step for all its instructions (one per result, the
             // same operands), its regions planned as programs of their own.
             Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {

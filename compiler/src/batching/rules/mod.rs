@@ -70,10 +70,15 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
             descending: *descending,
         }),
         Op::Fft { kind, lengths } => fft::batch(bt, *kind, lengths, args[0]),
-        Op::TriangularSolve(s) => linalg::triangular_solve(bt, *s, args[0], args[1]),
-        Op::Cholesky | Op::Lu(_) | Op::Qr(_) | Op::Eigh(_) | Op::Svd(_) => {
-            linalg::decomposition(bt, op.clone(), args[0])
-        }
+        Op::TriangularSolve(_)
+        | Op::Cholesky
+        | Op::Lu(_)
+        | Op::Qr(_)
+        | Op::Eigh(_)
+        | Op::Svd(_)
+        | Op::Geqrf(_)
+        | Op::HouseholderProduct
+        | Op::Eig(_) => linalg::leading(bt, op.clone(), args),
         Op::CustomVjp(c) => call::custom_vjp(bt, c, args),
         Op::Attention(a) => attention::batch(bt, *a, args),
         Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
@@ -126,6 +131,9 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         | Op::Qr(_)
         | Op::Eigh(_)
         | Op::Svd(_)
+        | Op::Geqrf(_)
+        | Op::HouseholderProduct
+        | Op::Eig(_)
         | Op::Attention(_)
         | Op::CustomVjp(_) => Err(BatchError::Malformed(format!(
             "{} is not a control-flow call",

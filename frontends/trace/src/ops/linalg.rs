@@ -1,12 +1,14 @@
-//! Cholesky, LU, QR, eigen- and singular value decompositions and triangular solves
-//! (`lax.linalg`), and what NumPy users build from them (`jnp.linalg.solve`, `inv`, `det`,
+//! Cholesky, LU, QR (and its compact form), eigen- and singular value decompositions and
+//! triangular solves (`lax.linalg`), and what NumPy users build from them (`jnp.linalg.solve`, `inv`, `det`,
 //! `slogdet`, `pinv`, `lstsq`, `matrix_rank`, `cond`, the spectral and nuclear norms;
 //! `cho_solve` is two triangular solves). Derivatives follow from the decompositions' and the
 //! solves' rules.
 
 use crate::tensor::apply;
 use crate::Tensor;
-use ferrax_ir::{DType, EighPart, LuPart, Op, Qr, QrPart, Svd, SvdPart, TriangularSolve};
+use ferrax_ir::{
+    DType, EigPart, EighPart, GeqrfPart, LuPart, Op, Qr, QrPart, Svd, SvdPart, TriangularSolve,
+};
 
 impl Tensor {
     /// `x` with `op(self)·x = b` (`options.left_side`) or `x·op(self) = b`
@@ -95,6 +97,58 @@ impl Tensor {
         (
             apply(part(QrPart::Q), &[self]),
             apply(part(QrPart::R), &[self]),
+        )
+    }
+
+    /// The Householder QR factorization of each matrix of `self` (`[.., m, n]`, float or
+    /// complex) in LAPACK's compact form (`lax.linalg.geqrf`): the packed matrix, with `r` on
+    /// and above the diagonal and reflection `j`'s vector below it (its leading 1 implied), and
+    /// `τ` (`[.., min(m, n)]`). The reflections are those of [`Tensor::qr`];
+    /// [`Tensor::householder_product`] multiplies them out. Not differentiable (as in JAX).
+    #[track_caller]
+    pub fn geqrf(&self) -> (Tensor, Tensor) {
+        (
+            apply(Op::Geqrf(GeqrfPart::Packed), &[self]),
+            apply(Op::Geqrf(GeqrfPart::Taus), &[self]),
+        )
+    }
+
+    /// The first `n` columns of `H(0)···H(k−1)` (`lax.linalg.householder_product`), where
+    /// `self` (`[.., m, n]`, `m ≥ n`) holds the reflections' vectors below its diagonal, as
+    /// [`Tensor::geqrf`] packs them, and `taus` (`[.., k]`, `k ≤ n`, `self`'s type) their
+    /// factors: reflection `j` is `I − τ_j·v·vᴴ`. Not differentiable (as in JAX).
+    #[track_caller]
+    pub fn householder_product(&self, taus: &Tensor) -> Tensor {
+        apply(Op::HouseholderProduct, &[self, taus])
+    }
+
+    /// The eigenvalues (`[.., m]`) and right eigenvectors (the columns of `[.., m, m]`) of each
+    /// square matrix of `self` (f32, f64, c64 or c128), `self·v = v·diag(w)`
+    /// (`jnp.linalg.eig`), complex of `self`'s precision. The eigenvalues come in the order the
+    /// Schur form gives them (not sorted); each eigenvector has unit norm and its entry of
+    /// largest magnitude real and positive. The eigenvalues are differentiable
+    /// (`dw = diag(vlᴴ·da·v) / diag(vlᴴ·v)`); the eigenvectors are not (as in JAX).
+    #[track_caller]
+    pub fn eig(&self) -> (Tensor, Tensor) {
+        (self.eigvals(), apply(Op::Eig(EigPart::Right), &[self]))
+    }
+
+    /// The eigenvalues of each square matrix of `self` (`jnp.linalg.eigvals`), as
+    /// [`Tensor::eig`] gives them.
+    #[track_caller]
+    pub fn eigvals(&self) -> Tensor {
+        apply(Op::Eig(EigPart::Values), &[self])
+    }
+
+    /// The eigenvalues, left eigenvectors and right eigenvectors of each square matrix of
+    /// `self` (`lax.linalg.eig`): `vlᴴ·self = diag(w)·vlᴴ` and `self·vr = vr·diag(w)`, each
+    /// eigenvector as [`Tensor::eig`] gives them.
+    #[track_caller]
+    pub fn eig_left_right(&self) -> (Tensor, Tensor, Tensor) {
+        (
+            self.eigvals(),
+            apply(Op::Eig(EigPart::Left), &[self]),
+            apply(Op::Eig(EigPart::Right), &[self]),
         )
     }
 
