@@ -22,10 +22,13 @@
 //!   of their declared types, as LAPACK leaves them unreferenced). `info` is 0, or −4 (LAPACK's
 //!   answer to a NaN) for a matrix with a value that is not finite, whose results are NaN.
 //!
+//! `lapack_qr_eig.rs` imports the calls for QR in LAPACK's compact form and the
+//! eigendecompositions.
+//!
 //! The `mhlo.backend_config` flags are LAPACK's characters as their codes (`uplo = 76 : ui8`
 //! is `L`).
 
-use super::Importer;
+use super::{lapack_qr_eig, Importer};
 use crate::lex::Tok;
 use crate::parse::Operation;
 use crate::Error;
@@ -68,6 +71,9 @@ impl Importer<'_> {
         let target = op.callee.as_deref().or(named).unwrap_or_default();
         if is_getrf(target) {
             return self.getrf(target, op, args);
+        }
+        if let Some(call) = lapack_qr_eig::call_of(target) {
+            return self.lapack_qr_eig(call, target, op, args);
         }
         match target {
             "shape_assertion" => self.shape_assertion(op, args),
@@ -226,7 +232,7 @@ impl Importer<'_> {
 
     /// The error for `op`'s declared results where `of` (the operand, then the results) gives
     /// others.
-    fn wrong_results(&self, target: &str, op: &Operation, of: &[&TensorType]) -> Error {
+    pub(super) fn wrong_results(&self, target: &str, op: &Operation, of: &[&TensorType]) -> Error {
         let text = |types: &mut dyn Iterator<Item = String>| types.collect::<Vec<_>>().join(", ");
         Error::at(
             op.line,
@@ -393,7 +399,7 @@ impl Importer<'_> {
 }
 
 /// The LAPACK character `key` of `op`'s `mhlo.backend_config` (`{uplo = 76 : ui8, ..}`).
-fn flag(op: &Operation, key: &str) -> Option<u8> {
+pub(super) fn flag(op: &Operation, key: &str) -> Option<u8> {
     let tokens = op.attr(&["mhlo.backend_config"])?;
     tokens.windows(3).find_map(|w| match w {
         [Tok::Word(k), Tok::Punct('='), Tok::Word(code)] if k == key => code.parse().ok(),

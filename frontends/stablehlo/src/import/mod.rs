@@ -15,6 +15,7 @@ mod conv;
 mod indexing;
 mod known;
 mod lapack;
+mod lapack_qr_eig;
 mod names;
 mod ops;
 mod quant;
