@@ -270,3 +270,152 @@ fn orthogonal_initializer() {
         .to_string();
     assert!(e.contains("rank >= 2"), "{e}");
 }
+
+/// `geqrf` and `householder_product` (`lax.linalg`'s compact QR): the packed matrix holds `r`
+/// on and above the diagonal, and multiplying out its reflections gives `q` bit for bit, on
+/// every backend; a product of fewer reflections than columns is the product written out
+/// (`I − τ·v·vᴴ` each) in the test; zero sizes; `vmap`; errors.
+#[test]
+fn compact_factorization() {
+    for (dtype, dims, seed) in [
+        ("f64", vec![5, 3], 41),
+        ("f32", vec![4, 4], 42),
+        ("c128", vec![2, 4, 3], 43),
+        ("f64", vec![3, 5], 44),
+    ] {
+        let rank = dims.len();
+        let (m, n) = (dims[rank - 2], dims[rank - 1]);
+        let k = m.min(n);
+        let count: usize = dims.iter().product();
+        let a = typed(&dims, &entries(count, seed, dtype), dtype);
+        let mut taus = dims[..rank - 2].to_vec();
+        taus.push(k);
+        let (a_ty, t_ty) = (shape_text(dtype, &dims), shape_text(dtype, &taus));
+        let (_, r_dims) = factor_dims(&dims, false);
+        let (q_ty, r_ty) = (
+            shape_text(dtype, &factor_dims(&dims, false).0),
+            shape_text(dtype, &r_dims),
+        );
+        let text = format!(
+            "func @f(%0: {a_ty}) -> ({a_ty}, {t_ty}, {q_ty}, {r_ty}) {{\n  %1 = geqrf %0 : {a_ty}\n  %2 = geqrf_taus %0 : {t_ty}\n  %3 = qr_q %0 : {q_ty}\n  %4 = qr_r %0 : {r_ty}\n  return %1, %2, %3, %4\n}}\n"
+        );
+        let out = run(&text, &[a]);
+        let (packed, r) = (widened(&out[0]), widened(&out[3]));
+        for b in 0..count / (m * n) {
+            for i in 0..k {
+                for j in i..n {
+                    assert_eq!(
+                        packed[b * m * n + i * n + j],
+                        r[b * k * n + i * n + j],
+                        "{dims:?}"
+                    );
+                }
+            }
+        }
+        if m >= n {
+            let text = format!(
+                "func @f(%0: {a_ty}, %1: {t_ty}) -> ({a_ty}) {{\n  %2 = householder_product %0, %1 : {a_ty}\n  return %2\n}}\n"
+            );
+            let q = run(&text, &[out[0].clone(), out[1].clone()]);
+            // Bit for bit where the packed factors are not rounded in between.
+            match dtype {
+                "f32" => {
+                    for (x, y) in widened(&q[0]).iter().zip(widened(&out[2])) {
+                        assert!(
+                            (x - y).norm() <= 8.0 * unit(dtype),
+                            "{dims:?}: {x} against {y}"
+                        );
+                    }
+                }
+                _ => assert_eq!(q[0].elements(), out[2].elements(), "{dtype} {dims:?}"),
+            }
+        }
+    }
+
+    // Two reflections of a 4 × 3 matrix, multiplied out by hand.
+    let v = entries(12, 45, "c128");
+    let taus = entries(2, 46, "c128");
+    let text = "func @f(%0: c128[4,3], %1: c128[2]) -> (c128[4,3]) {\n  %2 = householder_product %0, %1 : c128[4,3]\n  return %2\n}\n";
+    let got = widened(
+        &run(
+            text,
+            &[array(&[4, 3], v.clone()), array(&[2], taus.clone())],
+        )[0],
+    );
+    let mut q: Vec<C64> = (0..16)
+        .map(|i| C64::new(if i % 5 == 0 { 1.0 } else { 0.0 }, 0.0))
+        .collect();
+    for (j, tau) in taus.iter().enumerate() {
+        let vj: Vec<C64> = (0..4)
+            .map(|i| match i.cmp(&j) {
+                std::cmp::Ordering::Less => C64::new(0.0, 0.0),
+                std::cmp::Ordering::Equal => C64::new(1.0, 0.0),
+                std::cmp::Ordering::Greater => v[i * 3 + j],
+            })
+            .collect();
+        // q ← q·(I − τ·v·vᴴ)
+        let qv: Vec<C64> = (0..4)
+            .map(|r| (0..4).map(|c| q[r * 4 + c] * vj[c]).sum())
+            .collect();
+        for r in 0..4 {
+            for c in 0..4 {
+                q[r * 4 + c] -= tau * qv[r] * vj[c].conj();
+            }
+        }
+    }
+    for r in 0..4 {
+        for c in 0..3 {
+            let err = (got[r * 3 + c] - q[r * 4 + c]).norm();
+            assert!(
+                err <= 8.0 * unit("c128"),
+                "({r}, {c}): {} against {}",
+                got[r * 3 + c],
+                q[r * 4 + c]
+            );
+        }
+    }
+
+    // Zero sizes, and vmap.
+    let (packed, taus) = Tensor::from_vec([0, 3], Vec::<f32>::new()).geqrf();
+    assert_eq!((packed.shape(), taus.shape()), (&[0, 3][..], &[0][..]));
+    let q = Tensor::from_vec([3, 0], Vec::<f32>::new())
+        .householder_product(&Tensor::from_vec([0], Vec::<f32>::new()));
+    assert_eq!(q.shape(), &[3, 0]);
+    let stack = Tensor::from_vec([3, 4, 2], values(24, 47));
+    let (p, t) = vmap(|a: Tensor| a.geqrf())(stack.clone());
+    let q = vmap(|(a, t): (Tensor, Tensor)| a.householder_product(&t))((p.clone(), t.clone()));
+    assert_eq!(
+        q.to_vec::<f64>().unwrap(),
+        stack.qr(false).0.to_vec::<f64>().unwrap()
+    );
+
+    // Errors: more columns than rows, more factors than columns, another type, a derivative.
+    let wide = Tensor::from_vec([2, 3], values(6, 48));
+    let e = wide
+        .householder_product(&Tensor::from_vec([2], values(2, 49)))
+        .to_array()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("householder_product") && e.contains("m ≥ n"),
+        "{e}"
+    );
+    let tall = Tensor::from_vec([4, 2], values(8, 50));
+    let e = tall
+        .householder_product(&Tensor::from_vec([3], values(3, 51)))
+        .to_array()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("k ≤ n"), "{e}");
+    let e = tall
+        .householder_product(&Tensor::from_vec([2], vec![1.0f32, 2.0]))
+        .to_array()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("householder_product"), "{e}");
+    let e = grad(|a: Tensor| a.geqrf().0.sum(..))(tall)
+        .to_array()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`geqrf`") && e.contains("qr"), "{e}");
+}

@@ -213,8 +213,10 @@ impl GeqrfPart {
 /// What an `eig` instruction yields of the eigendecomposition of each square matrix `a`,
 /// `[.., m, m]`, of f32, f64, c64 or c128 (`lax.linalg.eig`), all of the complex type of `a`'s
 /// precision: `a·vr = vr·diag(w)` and `vlᴴ·a = diag(w)·vlᴴ`. The eigenvalues come in the order
-/// the Schur form gives them (not sorted); each eigenvector has unit norm and its entry of
-/// largest magnitude (the first of equals) real and positive. A matrix with a value that is
+/// the Schur form gives them (not sorted); a real matrix's are exactly real or adjacent exact
+/// conjugate pairs (the positive imaginary part first), as LAPACK's `dgeev` gives them. Each
+/// eigenvector has unit norm and its entry of largest magnitude (the first of equals) real and
+/// positive. A matrix with a value that is
 /// not finite, or whose iteration does not converge, gives NaN throughout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EigPart {

@@ -177,7 +177,7 @@ fn program(name: &str) -> String {
 /// run does.
 #[test]
 fn non_finite_matrices_give_nan_through_info() {
-    let mut a = vec![1.0f64; 16];
+    let mut a = [1.0f64; 16];
     a[5] = f64::NAN;
     for (name, dims) in [("eig_random_f64", [4, 4]), ("eigvalsh_f64", [3, 3])] {
         let count = dims[0] * dims[1];

@@ -1,11 +1,15 @@
 //! `eig`: eigenvalues and eigenvectors of general square matrices (`lax.linalg.eig`), by the
 //! steps of LAPACK's `geev` without balancing, in c128 and rounded once: reduction to upper
-//! Hessenberg form by Householder reflections (`gehrd`), the complex Schur form `a = z·t·zᴴ`
-//! by shifted QR steps on the active window (`lahqr`: Wilkinson's shift, an exceptional shift
-//! after 10 and 20 steps without a deflation), then each eigenvector by substitution in the
-//! triangular `t` (`trevc`) and turned back by `z`.
+//! Hessenberg form by Householder reflections (`gehrd`), the Schur form `a = z·t·zᴴ` by
+//! shifted QR steps on the active window (`lahqr`: complex matrices by Wilkinson's single
+//! shift, an exceptional shift after 10 and 20 steps without a deflation; real ones in real
+//! arithmetic, `real_schur.rs`, each 2 × 2 block then made triangular by one rotation), then
+//! each eigenvector by substitution in the triangular `t` (`trevc`) and turned back by `z`.
+//! A real matrix's conjugate pairs are exact conjugates (the positive imaginary part first),
+//! its real eigenvalues and their vectors exactly real, as LAPACK's `dgeev` gives them.
 
 use super::complex::{narrow, widen};
+use super::real_schur::real_schur;
 use super::undefined;
 use crate::{Array, RuntimeError};
 use ferrax_ir::{Complex, DType, EigPart, Elements};
@@ -22,6 +26,13 @@ const MAX_STEPS: usize = 100;
 /// Substitution rescales a vector whose entry grows past this (the vector is normalized at
 /// the end, so only its direction matters).
 const RESCALE: f64 = 1e150;
+
+/// `x / d` without squaring `d`'s parts (which underflow for tiny `d`, where `Complex`'s
+/// division gives NaN).
+fn quotient(x: C, d: C) -> C {
+    let size = d.norm();
+    x * (d.conj() / size) / size
+}
 
 /// `|re| + |im|`, the size LAPACK's deflation tests use.
 fn cabs1(z: C) -> f64 {
@@ -60,8 +71,8 @@ fn hessenberg(h: &mut [C], m: usize) -> Vec<C> {
             continue;
         }
         let beta = C::new(-alpha.norm().hypot(below).copysign(alpha.re), 0.0);
-        let tau = (beta - alpha) / beta;
-        let scale = ONE / (alpha - beta);
+        let tau = quotient(beta - alpha, beta);
+        let scale = quotient(ONE, alpha - beta);
         // `v` over rows j + 1.., 1 first.
         let v: Vec<C> = std::iter::once(ONE)
             .chain((j + 2..m).map(|i| h[i * m + j] * scale))
@@ -229,12 +240,9 @@ fn rescale(x: &mut [C], size: f64) {
 fn vectors(t: &[C], z: &[C], m: usize) -> (Vec<C>, Vec<C>) {
     let norm = t.iter().fold(0.0f64, |s, x| s.max(cabs1(*x)));
     let small = (f64::EPSILON * norm).max(f64::MIN_POSITIVE);
-    let divisor = |d: C| {
-        if cabs1(d) < small {
-            C::new(small, 0.0)
-        } else {
-            d
-        }
+    let divided = |x: C, d: C| match cabs1(d) < small {
+        true => x / small,
+        false => quotient(x, d),
     };
     let (mut left, mut right) = (vec![ZERO; m * m], vec![ZERO; m * m]);
     for k in 0..m {
@@ -243,7 +251,7 @@ fn vectors(t: &[C], z: &[C], m: usize) -> (Vec<C>, Vec<C>) {
         x[k] = ONE;
         for i in (0..k).rev() {
             let sum = (i + 1..=k).fold(ZERO, |s, j| s + t[i * m + j] * x[j]);
-            x[i] = -sum / divisor(t[i * m + i] - lambda);
+            x[i] = divided(-sum, t[i * m + i] - lambda);
             let size = x[i].norm();
             rescale(&mut x[i..=k], size);
         }
@@ -251,7 +259,7 @@ fn vectors(t: &[C], z: &[C], m: usize) -> (Vec<C>, Vec<C>) {
         y[k] = ONE;
         for i in k + 1..m {
             let sum = (k..i).fold(ZERO, |s, j| s + t[j * m + i].conj() * y[j]);
-            y[i] = -sum / divisor(t[i * m + i] - lambda).conj();
+            y[i] = divided(-sum, (t[i * m + i] - lambda).conj());
             let size = y[i].norm();
             rescale(&mut y[k..=i], size);
         }
@@ -264,18 +272,108 @@ fn vectors(t: &[C], z: &[C], m: usize) -> (Vec<C>, Vec<C>) {
     (left, right)
 }
 
-/// The eigendecomposition of the `m × m` matrix `a` (row-major), NaN throughout for a matrix
-/// with a value that is not finite or an iteration that does not converge.
-fn decompose(a: &[C], m: usize) -> Eigen {
+/// Triangularizes each 2 × 2 block on the diagonal of the real Schur form `t` by a unitary
+/// rotation (its first column a unit eigenvector of the block), applied across `t` and to `z`;
+/// the block's eigenvalues go on the diagonal, a conjugate pair's with the positive imaginary
+/// part first, as exact conjugates. Returns where the pairs start.
+fn split_blocks(t: &mut [C], z: &mut [C], m: usize) -> Vec<usize> {
+    let mut pairs = Vec::new();
+    let mut i = 0;
+    while i + 1 < m {
+        if t[(i + 1) * m + i] == ZERO {
+            i += 1;
+            continue;
+        }
+        let (a, b) = (t[i * m + i].re, t[i * m + i + 1].re);
+        let (c, d) = (t[(i + 1) * m + i].re, t[(i + 1) * m + i + 1].re);
+        let p = 0.5 * (a - d);
+        let disc = p * p + b * c;
+        let (first, second) = if disc >= 0.0 {
+            let root = p + disc.sqrt().copysign(p);
+            let other = if root == 0.0 { d } else { d - b * c / root };
+            (C::new(d + root, 0.0), C::new(other, 0.0))
+        } else {
+            pairs.push(i);
+            let pair = C::new(d + p, (-disc).sqrt());
+            (pair, pair.conj())
+        };
+        // A unit eigenvector of the block for `first`: the better of the two its rows give.
+        let (u, v) = ([C::new(b, 0.0), first - a], [first - d, C::new(c, 0.0)]);
+        let size = |x: &[C; 2]| x[0].norm().hypot(x[1].norm());
+        let x = if size(&u) >= size(&v) { u } else { v };
+        let n = size(&x);
+        let (x0, x1) = (x[0] / n, x[1] / n);
+        for col in i..m {
+            let (r0, r1) = (t[i * m + col], t[(i + 1) * m + col]);
+            t[i * m + col] = x0.conj() * r0 + x1.conj() * r1;
+            t[(i + 1) * m + col] = x0 * r1 - x1 * r0;
+        }
+        for (y, rows) in [(&mut *t, i + 2), (&mut *z, m)] {
+            for r in 0..rows {
+                let (c0, c1) = (y[r * m + i], y[r * m + i + 1]);
+                y[r * m + i] = c0 * x0 + c1 * x1;
+                y[r * m + i + 1] = c1 * x0.conj() - c0 * x1.conj();
+            }
+        }
+        t[(i + 1) * m + i] = ZERO;
+        t[i * m + i] = first;
+        t[(i + 1) * m + i + 1] = second;
+        i += 2;
+    }
+    pairs
+}
+
+/// A real matrix's eigenvectors as LAPACK gives them: a conjugate pair's second vectors the
+/// conjugates of its first, a real eigenvalue's vectors real (their imaginary parts, rounding
+/// errors, dropped).
+fn real_structure(vectors: &mut [C], pairs: &[usize], m: usize) {
+    let mut k = 0;
+    while k < m {
+        if pairs.contains(&k) {
+            for r in 0..m {
+                vectors[r * m + k + 1] = vectors[r * m + k].conj();
+            }
+            k += 2;
+        } else {
+            for r in 0..m {
+                vectors[r * m + k].im = 0.0;
+            }
+            k += 1;
+        }
+    }
+}
+
+/// The eigendecomposition of the `m × m` matrix `a` (row-major; `real` where every entry is),
+/// NaN throughout for a matrix with a value that is not finite or an iteration that does not
+/// converge.
+fn decompose(a: &[C], m: usize, real: bool) -> Eigen {
     if a.iter().any(|x| !x.re.is_finite() || !x.im.is_finite()) {
         return Eigen::nan(m);
     }
     let mut t = a.to_vec();
     let mut z = hessenberg(&mut t, m);
-    if !schur(&mut t, &mut z, m) {
-        return Eigen::nan(m);
+    let pairs = if real {
+        let (mut h, mut q): (Vec<f64>, Vec<f64>) = (
+            t.iter().map(|x| x.re).collect(),
+            z.iter().map(|x| x.re).collect(),
+        );
+        if !real_schur(&mut h, &mut q, m) {
+            return Eigen::nan(m);
+        }
+        t = h.into_iter().map(|x| C::new(x, 0.0)).collect();
+        z = q.into_iter().map(|x| C::new(x, 0.0)).collect();
+        split_blocks(&mut t, &mut z, m)
+    } else {
+        if !schur(&mut t, &mut z, m) {
+            return Eigen::nan(m);
+        }
+        Vec::new()
+    };
+    let (mut left, mut right) = vectors(&t, &z, m);
+    if real {
+        real_structure(&mut left, &pairs, m);
+        real_structure(&mut right, &pairs, m);
     }
-    let (left, right) = vectors(&t, &z, m);
     Eigen {
         values: (0..m).map(|k| t[k * m + k]).collect(),
         left,
@@ -288,13 +386,13 @@ fn decompose(a: &[C], m: usize) -> Eigen {
 pub(super) fn eig(part: EigPart, a: &Array) -> Result<Elements, RuntimeError> {
     let m = a.dims().last().copied().unwrap_or(0);
     let name = part.name();
-    let each = |a: Vec<C>| -> Vec<C> {
+    let each = |a: Vec<C>, real: bool| -> Vec<C> {
         if m == 0 {
             return Vec::new();
         }
         a.chunks(m * m)
             .flat_map(|matrix| {
-                let eigen = decompose(matrix, m);
+                let eigen = decompose(matrix, m, real);
                 match part {
                     EigPart::Values => eigen.values,
                     EigPart::Left => eigen.left,
@@ -306,16 +404,19 @@ pub(super) fn eig(part: EigPart, a: &Array) -> Result<Elements, RuntimeError> {
     let real = |x: Vec<f64>| x.into_iter().map(|v| C::new(v, 0.0)).collect::<Vec<C>>();
     Ok(match (a.dtype(), a.elements()) {
         (_, Elements::C64(x)) => Elements::C64(
-            each(x.iter().map(|&z| widen(z)).collect())
+            each(x.iter().map(|&z| widen(z)).collect(), false)
                 .into_iter()
                 .map(narrow)
                 .collect(),
         ),
-        (_, Elements::C128(x)) => Elements::C128(each(x.clone())),
-        (DType::F32, x) => {
-            Elements::C64(each(real(x.to_f64_vec())).into_iter().map(narrow).collect())
-        }
-        (DType::F64, x) => Elements::C128(each(real(x.to_f64_vec()))),
+        (_, Elements::C128(x)) => Elements::C128(each(x.clone(), false)),
+        (DType::F32, x) => Elements::C64(
+            each(real(x.to_f64_vec()), true)
+                .into_iter()
+                .map(narrow)
+                .collect(),
+        ),
+        (DType::F64, x) => Elements::C128(each(real(x.to_f64_vec()), true)),
         (dtype, _) => return Err(undefined(name, dtype)),
     })
 }

@@ -18,6 +18,7 @@ pub use control::branch_index;
 pub use elementwise::wide_unary;
 mod movement;
 mod num;
+mod real_schur;
 mod reduce;
 mod sort;
 mod source;
