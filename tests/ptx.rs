@@ -54,6 +54,7 @@ fn unexpected_host_ops(plan: &GpuPlan) -> Vec<&str> {
             || op.starts_with("qr_")
             || op.starts_with("eigh_")
             || op.starts_with("svd_")
+            || op.starts_with("eig_")
             || op.contains("gather")
             || op.contains("scatter")
             || op.starts_with("dynamic_")

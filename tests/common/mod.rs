@@ -813,6 +813,14 @@ pub fn gradient_programs() -> Vec<(&'static str, Func)> {
             )
             .unwrap(),
         ),
+        (
+            "eig_grad",
+            trace(
+                |x: Tensor| grad(|x: Tensor| x.eigvals().sin().real().sum(..))(x),
+                &spec(&[4, 4]),
+            )
+            .unwrap(),
+        ),
     ]
 }
 
