@@ -26,6 +26,7 @@ use ferrax::{grad, jit, nn, ConvPadding, DType, DotPrecision, Error, Result, Ten
 use std::sync::Arc;
 use std::time::Instant;
 
+mod cnn;
 // The w9 GPT, shared with examples/train_gpt.rs and tests/gpt.rs (not all of it used here).
 #[allow(dead_code)]
 mod compile;
@@ -491,6 +492,7 @@ fn main() -> Result<()> {
     }
     compile::rows(&args)?;
     rnn::rows(&args)?;
+    cnn::rows(&args)?;
     per_example::rows(&args)?;
     random::rows(&args)?;
     if args.want("w6_compile_softmax") {

@@ -41,7 +41,7 @@ impl Importer<'_> {
     }
 
     /// `geqrf(a)`: the packed factors and `τ`.
-    pub(super) fn geqrf(
+    fn geqrf(
         &mut self,
         target: &str,
         op: &Operation,
@@ -56,7 +56,7 @@ impl Importer<'_> {
     }
 
     /// `orgqr(a, τ)` / `ungqr(a, τ)`: the product of the reflections.
-    pub(super) fn orgqr(
+    fn orgqr(
         &mut self,
         target: &str,
         op: &Operation,
@@ -72,7 +72,7 @@ impl Importer<'_> {
     }
 
     /// `syevd(a)` / `heevd(a)`: the eigenvectors, the eigenvalues and `info`, then workspaces.
-    pub(super) fn syevd(
+    fn syevd(
         &mut self,
         target: &str,
         op: &Operation,
@@ -116,7 +116,7 @@ impl Importer<'_> {
 
     /// `geev(a)`: the eigenvalues (real and imaginary parts apart for real `a`), the left and
     /// right eigenvectors and `info`.
-    pub(super) fn geev(
+    fn geev(
         &mut self,
         target: &str,
         op: &Operation,
