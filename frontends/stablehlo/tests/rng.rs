@@ -1,7 +1,7 @@
 //! `stablehlo.rng_bit_generator` (`THREE_FRY`, u64 bits): threefry2x32's published known
 //! answers (Salmon et al.'s Random123 test vectors) through the whole lowering, row-major
 //! counters over a shape, the new state (the counter advanced, wrapping at 2^64), and the
-//! algorithms and types that are refused. The StableHLO conformance file
+//! algorithms and types that are refused; `PHILOX` and `DEFAULT` against XLA's bits. The StableHLO conformance file
 //! `rng_bit_generator_uint32_4.mlir` checks 10,000 of XLA's values besides.
 #![allow(clippy::unwrap_used)]
 
@@ -103,8 +103,7 @@ fn scalar_and_empty_results() {
 #[test]
 fn other_algorithms_and_types_are_unsupported() {
     for (algorithm, bits, why) in [
-        ("PHILOX", "ui64", "PHILOX"),
-        ("DEFAULT", "ui64", "DEFAULT"),
+        ("PHILOX", "ui16", "u16 bits with PHILOX"),
         ("THREE_FRY", "ui32", "u32 bits"),
     ] {
         match load(&program(algorithm, "4", bits)) {
@@ -114,4 +113,85 @@ fn other_algorithms_and_types_are_unsupported() {
             other => panic!("{algorithm} {bits}: {other:?}"),
         }
     }
+    let text = program("PHILOX", "4", "ui32").replace("tensor<2xui64>", "tensor<4xui64>");
+    match load(&text) {
+        Err(e @ Error::Unsupported { .. }) => {
+            assert!(e.to_string().contains("ui64[2] or ui64[3]"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The bits and new state of `algorithm` from a `u64[n]` state.
+fn philox(algorithm: &str, state: &[u64], dims: &[usize], bits: &str) -> (Vec<u64>, Vec<u64>) {
+    let n = state.len();
+    let shape: String = dims.iter().map(|d| format!("{d}x")).collect();
+    let text = program(algorithm, shape.trim_end_matches('x'), bits)
+        .replace("tensor<2xui64>", &format!("tensor<{n}xui64>"))
+        .replace("tensor<x", "tensor<");
+    let func = load(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let out = interpret(
+        &func,
+        &[Array::new([n], u64::into_elements(state.to_vec())).unwrap()],
+    )
+    .unwrap();
+    let words = |a: &Array| match a.elements() {
+        Elements::U64(v) => v.clone(),
+        Elements::U32(v) => v.iter().map(|&x| u64::from(x)).collect(),
+        other => panic!("{:?}", other.dtype()),
+    };
+    (words(&out[0]), words(&out[1]))
+}
+
+/// `PHILOX` and `DEFAULT` give XLA's bits and new state, bit for bit, as JAX computed them on
+/// the CPU (`data/export_philox.py` wrote `data/philox.json`): u32 and u64 bits, a counter
+/// whose low word wraps into the key's, a partial last block. A `u64[3]` state whose third
+/// word is the key gives the same bits (a `u64[2]` state's counter is its second word over its
+/// first), and keeps the counter's high word.
+#[test]
+fn philox_matches_xla() {
+    let record: serde_json::Value = serde_json::from_str(include_str!("data/philox.json")).unwrap();
+    let words = |v: &serde_json::Value| -> Vec<u64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().parse().unwrap())
+            .collect()
+    };
+    let cases = record["cases"].as_array().unwrap();
+    for case in cases {
+        let algorithm = case["algorithm"].as_str().unwrap();
+        let state = words(&case["state"]);
+        let dims: Vec<usize> = case["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap() as usize)
+            .collect();
+        let bits = match case["dtype"].as_str().unwrap() {
+            "uint32" => "ui32",
+            _ => "ui64",
+        };
+        let (new_state, got) = philox(algorithm, &state, &dims, bits);
+        assert_eq!(
+            got,
+            words(&case["bits"]),
+            "{algorithm} {dims:?} {bits} from {state:x?}"
+        );
+        assert_eq!(
+            new_state,
+            words(&case["new_state"]),
+            "{algorithm} {dims:?} {bits}"
+        );
+        let three = [state[0], state[1], state[0]];
+        let (longer, same) = philox(algorithm, &three, &dims, bits);
+        assert_eq!(same, got, "u64[3] state");
+        assert_eq!(longer[..2], new_state[..], "u64[3] state");
+    }
+    assert!(cases.len() >= 7);
+    // The high word carries in a u64[3] state; nothing is generated for an empty shape.
+    let (state, _) = philox("PHILOX", &[5, u64::MAX, 7], &[3], "ui32");
+    assert_eq!(state, [5, 0, 8]);
+    let (state, bits) = philox("PHILOX", &[5, 9], &[0], "ui64");
+    assert_eq!((state, bits), (vec![5, 9], vec![]));
 }

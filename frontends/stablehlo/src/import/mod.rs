@@ -18,6 +18,7 @@ mod lapack;
 mod lapack_qr_eig;
 mod names;
 mod ops;
+mod philox;
 mod quant;
 mod reduce;
 mod refine;

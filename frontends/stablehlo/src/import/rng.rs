@@ -3,8 +3,8 @@
 //! result is the threefry2x32 hash (`ferrax_ir::threefry2x32`, JAX's PRNG's rounds) of the
 //! counter `state[1] + i` (its low and high words) under the key's low and high words, the
 //! hash's words its low and high halves; the new state is the key and the counter advanced
-//! by the element count. Other algorithms and result types are implementation-defined or
-//! not built, and refused as unsupported.
+//! by the element count. `PHILOX` and `DEFAULT` are `philox.rs`'s. Other algorithms and
+//! result types are implementation-defined or not built, and refused as unsupported.
 
 use super::Importer;
 use crate::lex::Tok;
@@ -70,20 +70,37 @@ impl Importer<'_> {
                 })
             })
             .unwrap_or("DEFAULT");
-        if algorithm != "THREE_FRY" {
-            return Err(Error::unsupported(
-                line,
-                format!("rng_bit_generator with the {algorithm} algorithm"),
-            ));
-        }
         let (&[state], [state_ty, out_ty]) = (args, op.result_types.as_slice()) else {
             return Err(Error::at(
                 line,
                 "rng_bit_generator takes a state and gives a state and bits",
             ));
         };
-        let words_of_state = Shape::new([2]);
         let given = self.b.value_type(state).cloned();
+        match algorithm {
+            "THREE_FRY" => {}
+            "PHILOX" | "DEFAULT" => {
+                let len = state_ty.shape.dims().first().copied().unwrap_or(0);
+                if state_ty.dtype != DType::U64
+                    || state_ty.rank() != 1
+                    || !(2..=3).contains(&len)
+                    || given.as_ref() != Some(state_ty)
+                {
+                    return Err(Error::unsupported(
+                        line,
+                        format!("rng_bit_generator with a {state_ty} state (PHILOX's is ui64[2] or ui64[3])"),
+                    ));
+                }
+                return self.philox_bits(state, len, out_ty, line);
+            }
+            other => {
+                return Err(Error::unsupported(
+                    line,
+                    format!("rng_bit_generator with the {other} algorithm"),
+                ))
+            }
+        }
+        let words_of_state = Shape::new([2]);
         if state_ty.dtype != DType::U64
             || state_ty.shape != words_of_state
             || given.as_ref() != Some(state_ty)
