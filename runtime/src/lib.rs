@@ -13,6 +13,7 @@ pub use array::Array;
 pub use cuda::{CudaDevice, CudaError, DeviceArray, MatmulPrecision};
 pub use interp::{
     branch_index, check_args, ensure_allocatable, eval_call, eval_op, interpret, wide_unary,
+    SharedParts,
 };
 pub use machine::{GemmOperand, GpuMachine, MachineError};
 

@@ -19,7 +19,7 @@ use crate::reuse::{in_place, take_unique};
 use crate::rounding;
 use crate::{threads, PARALLEL_THRESHOLD};
 use ferrax_ir::{DType, Elements, Func, Gather, Op, Scalar, Scatter, TensorType, ValueId};
-use ferrax_runtime::{check_args, eval_op, recycle, Array, RuntimeError};
+use ferrax_runtime::{check_args, eval_op, recycle, Array, RuntimeError, SharedParts};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -314,6 +314,8 @@ impl Executable {
         check_args(func, &args)?;
         let mut values: Vec<Option<Array>> = args.into_iter().map(Some).collect();
         values.resize(func.num_values(), None);
+        // Decompositions several of whose parts the program reads, computed once.
+        let mut shared = SharedParts::default();
         for (s, step) in self.plan.steps.iter().enumerate() {
             match *step {
                 ExecStep::Op(i) => {
@@ -327,7 +329,10 @@ impl Executable {
                                 .map(|&a| live(&values, a))
                                 .collect::<Result<Vec<_>, _>>()?;
                             let refs: Vec<&Array> = operands.iter().collect();
-                            eval_op(&ins.op, &refs)?
+                            match shared.value(func, i, &refs)? {
+                                Some(part) => part,
+                                None => eval_op(&ins.op, &refs)?,
+                            }
                         }
                     };
                     values[func.instr_value(i).index()] = Some(out);

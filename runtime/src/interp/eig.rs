@@ -12,7 +12,7 @@ use super::complex::{narrow, widen};
 use super::real_schur::real_schur;
 use super::undefined;
 use crate::{Array, RuntimeError};
-use ferrax_ir::{Complex, DType, EigPart, Elements};
+use ferrax_ir::{Complex, DType, Elements};
 
 type C = Complex<f64>;
 
@@ -381,42 +381,31 @@ fn decompose(a: &[C], m: usize, real: bool) -> Eigen {
     }
 }
 
-/// Part `part` of the eigendecomposition of every matrix of `a` (`[.., m, m]`, f32, f64, c64 or
-/// c128), of the complex type of `a`'s precision.
-pub(super) fn eig(part: EigPart, a: &Array) -> Result<Elements, RuntimeError> {
+/// The eigenvalues, left and right eigenvectors of every matrix of `a` (`[.., m, m]`, f32, f64,
+/// c64 or c128), of the complex type of `a`'s precision.
+pub(super) fn all_parts(a: &Array) -> Result<Vec<Elements>, RuntimeError> {
     let m = a.dims().last().copied().unwrap_or(0);
-    let name = part.name();
-    let each = |a: Vec<C>, real: bool| -> Vec<C> {
-        if m == 0 {
-            return Vec::new();
+    let real = !a.dtype().is_complex();
+    let wide: Vec<C> = match a.elements() {
+        Elements::C64(x) => x.iter().map(|&z| widen(z)).collect(),
+        Elements::C128(x) => x.clone(),
+        x if matches!(a.dtype(), DType::F32 | DType::F64) => {
+            x.to_f64_vec().into_iter().map(|v| C::new(v, 0.0)).collect()
         }
-        a.chunks(m * m)
-            .flat_map(|matrix| {
-                let eigen = decompose(matrix, m, real);
-                match part {
-                    EigPart::Values => eigen.values,
-                    EigPart::Left => eigen.left,
-                    EigPart::Right => eigen.right,
-                }
-            })
-            .collect()
+        _ => return Err(undefined("eig", a.dtype())),
     };
-    let real = |x: Vec<f64>| x.into_iter().map(|v| C::new(v, 0.0)).collect::<Vec<C>>();
-    Ok(match (a.dtype(), a.elements()) {
-        (_, Elements::C64(x)) => Elements::C64(
-            each(x.iter().map(|&z| widen(z)).collect(), false)
-                .into_iter()
-                .map(narrow)
-                .collect(),
-        ),
-        (_, Elements::C128(x)) => Elements::C128(each(x.clone(), false)),
-        (DType::F32, x) => Elements::C64(
-            each(real(x.to_f64_vec()), true)
-                .into_iter()
-                .map(narrow)
-                .collect(),
-        ),
-        (DType::F64, x) => Elements::C128(each(real(x.to_f64_vec()), true)),
-        (dtype, _) => return Err(undefined(name, dtype)),
-    })
+    let (mut values, mut left, mut right) = (Vec::new(), Vec::new(), Vec::new());
+    if m > 0 {
+        for matrix in wide.chunks(m * m) {
+            let eigen = decompose(matrix, m, real);
+            values.extend(eigen.values);
+            left.extend(eigen.left);
+            right.extend(eigen.right);
+        }
+    }
+    let typed = |v: Vec<C>| match a.dtype() {
+        DType::F32 | DType::C64 => Elements::C64(v.into_iter().map(narrow).collect()),
+        _ => Elements::C128(v),
+    };
+    Ok(vec![typed(values), typed(left), typed(right)])
 }

@@ -1,23 +1,21 @@
 //! `triangular_solve` by forward or back substitution, one right-hand side at a time,
 //! `cholesky` row by row (Cholesky–Banachiewicz), `lu` by Gaussian elimination with partial
 //! pivoting (LAPACK's `getf2`), `qr` by Householder reflections (LAPACK's `geqr2`, `larfg`
-//! and `org2r`) and `eigh` by cyclic Jacobi rotations: real types in f64 and complex ones in
-//! c128, each element rounded once at the end (as the interpreter computes everything).
+//! and `org2r`), `eigh` by cyclic Jacobi rotations and `svd` by one-sided ones: real types in
+//! f64 and complex ones in c128, each element rounded once at the end (as the interpreter
+//! computes everything). `decompose.rs` assembles the decompositions' parts from these.
 
 use super::complex::{narrow, widen};
 use super::undefined;
 use crate::{Array, RuntimeError};
 use ferrax_ir::DType;
-use ferrax_ir::{
-    Complex, EighPart, Elements, GeqrfPart, LuPart, Qr, QrPart, Scalar, Svd, SvdPart,
-    TriangularSolve,
-};
+use ferrax_ir::{Complex, Elements, Scalar, TriangularSolve};
 use std::ops::{Add, Div, Mul, Sub};
 
-type C = Complex<f64>;
+pub(super) type C = Complex<f64>;
 
 /// The arithmetic substitution and factorization need, for f64 and c128.
-trait Field:
+pub(super) trait Field:
     Copy + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self>
 {
     const ZERO: Self;
@@ -166,7 +164,7 @@ fn factor<T: Field>(a: &[T], m: usize) -> Vec<T> {
 /// Factors every `m × n` matrix of `a` in place (`l` below the diagonal, `u` on and above it)
 /// and returns each one's pivot rows, `min(m, n)` per matrix. A step's pivot is the first
 /// largest candidate (a NaN is never larger, as in LAPACK); a zero pivot scales nothing.
-fn factor_lu<T: Field>(a: &mut [T], m: usize, n: usize) -> Vec<usize> {
+pub(super) fn factor_lu<T: Field>(a: &mut [T], m: usize, n: usize) -> Vec<usize> {
     let k = m.min(n);
     let mut pivots = Vec::new();
     if k == 0 {
@@ -206,7 +204,7 @@ fn factor_lu<T: Field>(a: &mut [T], m: usize, n: usize) -> Vec<usize> {
 
 /// The row permutations the pivots of `batches` matrices of `m` rows make (`k` pivots each):
 /// row `i` of `p·a` is row `permutation[i]` of `a`.
-fn permutations(pivots: &[usize], batches: usize, m: usize, k: usize) -> Vec<usize> {
+pub(super) fn permutations(pivots: &[usize], batches: usize, m: usize, k: usize) -> Vec<usize> {
     let mut out = Vec::with_capacity(batches * m);
     for batch in 0..batches {
         let start = out.len();
@@ -218,37 +216,12 @@ fn permutations(pivots: &[usize], batches: usize, m: usize, k: usize) -> Vec<usi
     out
 }
 
-/// The Householder QR factorization of every `m × n` matrix of `a` (none empty): `q`
-/// (`m × cols`) and `r` (`rows × n`, zeros below the diagonal), `cols` and `rows` as
-/// `qr.dims` gives them.
-fn factor_qr<T: Field>(a: &[T], m: usize, n: usize, qr: &Qr) -> Vec<T> {
-    let (rows, cols) = qr.dims(m, n);
-    let batches = a.len() / (m * n);
-    let mut out = Vec::with_capacity(batches * rows * cols);
-    let mut w = a.to_vec();
-    for batch in 0..batches {
-        let a = &mut w[batch * m * n..(batch + 1) * m * n];
-        let taus = householder(a, m, n);
-        match qr.part {
-            QrPart::R => {
-                for r in 0..rows {
-                    for c in 0..cols {
-                        out.push(if r <= c { a[r * n + c] } else { T::ZERO });
-                    }
-                }
-            }
-            QrPart::Q => out.extend(reflections_product(a, m, n, &taus, cols)),
-        }
-    }
-    out
-}
-
 /// Overwrites the `m × n` matrix `a` with its Householder QR factorization in LAPACK's compact
 /// form (`geqr2`) and returns `τ` (`min(m, n)` of them). Reflection `j` is `I − τ·v·vᴴ` with
 /// `v_j = 1`, mapping column `j` from the diagonal down onto `β = −sign(re(a_jj))·‖column‖`
 /// (`larfg`; none where nothing lies below a real diagonal entry: τ = 0); `β` is left on the
 /// diagonal and `v` below it.
-fn householder<T: Field>(a: &mut [T], m: usize, n: usize) -> Vec<T> {
+pub(super) fn householder<T: Field>(a: &mut [T], m: usize, n: usize) -> Vec<T> {
     let k = m.min(n);
     let mut taus = vec![T::ZERO; k];
     for j in 0..k {
@@ -276,7 +249,13 @@ fn householder<T: Field>(a: &mut [T], m: usize, n: usize) -> Vec<T> {
 /// reflections packed below the diagonal of the `m × n` matrix `a` with `τ` `taus` (`k` of
 /// them, `k ≤ min(m, n)`): LAPACK's `org2r`, applied to the identity's columns, the last
 /// reflection first (reflection `j` leaves the columns before `j` as they are).
-fn reflections_product<T: Field>(a: &[T], m: usize, n: usize, taus: &[T], cols: usize) -> Vec<T> {
+pub(super) fn reflections_product<T: Field>(
+    a: &[T],
+    m: usize,
+    n: usize,
+    taus: &[T],
+    cols: usize,
+) -> Vec<T> {
     let mut q = vec![T::ZERO; m * cols];
     for d in 0..m.min(cols) {
         q[d * cols + d] = T::ONE;
@@ -322,7 +301,7 @@ const MAX_SWEEPS: usize = 60;
 /// becomes 0, first taking `h_pq`'s phase onto row `q`, then the real rotation of the 2 × 2
 /// symmetric problem (Numerical Recipes' `jacobi`). NaN throughout for a matrix with a value
 /// that is not finite.
-fn eigen<T: Field>(a: &[T], m: usize) -> (Vec<f64>, Vec<T>) {
+pub(super) fn eigen<T: Field>(a: &[T], m: usize) -> (Vec<f64>, Vec<T>) {
     let mut h = vec![T::ZERO; m * m];
     for i in 0..m {
         for j in 0..i {
@@ -414,7 +393,11 @@ fn eigen<T: Field>(a: &[T], m: usize) -> (Vec<f64>, Vec<T>) {
 }
 
 /// `values` (f64) rounded to `dtype`.
-fn rounded(values: &[f64], dtype: DType, op: &'static str) -> Result<Elements, RuntimeError> {
+pub(super) fn rounded(
+    values: &[f64],
+    dtype: DType,
+    op: &'static str,
+) -> Result<Elements, RuntimeError> {
     let scalars: Vec<Scalar> = values.iter().map(|&v| Scalar::from_f64(dtype, v)).collect();
     Elements::from_scalars(dtype, &scalars).ok_or_else(|| undefined(op, dtype))
 }
@@ -465,120 +448,6 @@ pub(super) fn triangular_solve(
     })
 }
 
-/// Part `part` of the LU factorization of every matrix of `a` (`[.., m, n]`).
-pub(super) fn lu(part: LuPart, a: &Array) -> Result<Elements, RuntimeError> {
-    let dims = a.dims();
-    let rank = dims.len();
-    let (m, n) = match rank {
-        0 | 1 => return Err(undefined(part.name(), a.dtype())),
-        _ => (dims[rank - 2], dims[rank - 1]),
-    };
-    let dtype = a.dtype();
-    let (factors, pivots) = match a.elements() {
-        Elements::C64(x) => {
-            let mut x: Vec<C> = x.iter().map(|&z| widen(z)).collect();
-            let pivots = factor_lu(&mut x, m, n);
-            (Elements::C64(x.into_iter().map(narrow).collect()), pivots)
-        }
-        Elements::C128(x) => {
-            let mut x = x.clone();
-            let pivots = factor_lu(&mut x, m, n);
-            (Elements::C128(x), pivots)
-        }
-        x if dtype.is_float() => {
-            let mut x = x.to_f64_vec();
-            let pivots = factor_lu(&mut x, m, n);
-            (rounded(&x, dtype, part.name())?, pivots)
-        }
-        _ => return Err(undefined(part.name(), dtype)),
-    };
-    let rows = |v: Vec<usize>| Elements::I32(v.into_iter().map(|r| r as i32).collect());
-    Ok(match part {
-        LuPart::Factors => factors,
-        LuPart::Pivots => rows(pivots),
-        LuPart::Permutation => {
-            let batches = dims[..rank - 2].iter().product();
-            rows(permutations(&pivots, batches, m, m.min(n)))
-        }
-    })
-}
-
-/// Factor `qr.part` of the QR factorization of every matrix of `a` (`[.., m, n]`), the result
-/// of dims `result`.
-pub(super) fn qr(qr: &Qr, a: &Array, result: &[usize]) -> Result<Elements, RuntimeError> {
-    let dims = a.dims();
-    let rank = dims.len();
-    let name = qr.part.name();
-    let (m, n) = match rank {
-        0 | 1 => return Err(undefined(name, a.dtype())),
-        _ => (dims[rank - 2], dims[rank - 1]),
-    };
-    let dtype = a.dtype();
-    if m * n == 0 {
-        // No reflections: `q` is the identity's columns, `r` zeros.
-        let count: usize = result.iter().product();
-        let (rows, cols) = qr.dims(m, n);
-        let one = |i: usize| qr.part == QrPart::Q && (i % (rows * cols)) / cols == i % cols;
-        let values: Vec<f64> = (0..count).map(|i| if one(i) { 1.0 } else { 0.0 }).collect();
-        return match dtype {
-            DType::C64 => Ok(Elements::C64(
-                values
-                    .iter()
-                    .map(|&v| Complex::new(v as f32, 0.0))
-                    .collect(),
-            )),
-            DType::C128 => Ok(Elements::C128(
-                values.iter().map(|&v| C::new(v, 0.0)).collect(),
-            )),
-            _ => rounded(&values, dtype, name),
-        };
-    }
-    Ok(match a.elements() {
-        Elements::C64(x) => {
-            let x: Vec<C> = x.iter().map(|&z| widen(z)).collect();
-            Elements::C64(factor_qr(&x, m, n, qr).into_iter().map(narrow).collect())
-        }
-        Elements::C128(x) => Elements::C128(factor_qr(x, m, n, qr)),
-        x if dtype.is_float() => rounded(&factor_qr(&x.to_f64_vec(), m, n, qr), dtype, name)?,
-        _ => return Err(undefined(name, dtype)),
-    })
-}
-
-/// Part `part` of the compact Householder QR factorization of every matrix of `a`
-/// (`[.., m, n]`).
-pub(super) fn geqrf(part: GeqrfPart, a: &Array) -> Result<Elements, RuntimeError> {
-    let dims = a.dims();
-    let rank = dims.len();
-    let name = part.name();
-    let dtype = a.dtype();
-    let (m, n) = match rank {
-        0 | 1 => return Err(undefined(name, dtype)),
-        _ => (dims[rank - 2], dims[rank - 1]),
-    };
-    fn each<T: Field>(a: &[T], m: usize, n: usize, part: GeqrfPart) -> Vec<T> {
-        let mut packed = a.to_vec();
-        let mut taus = Vec::new();
-        if m * n > 0 {
-            for matrix in packed.chunks_mut(m * n) {
-                taus.extend(householder(matrix, m, n));
-            }
-        }
-        match part {
-            GeqrfPart::Packed => packed,
-            GeqrfPart::Taus => taus,
-        }
-    }
-    Ok(match a.elements() {
-        Elements::C64(x) => {
-            let x: Vec<C> = x.iter().map(|&z| widen(z)).collect();
-            Elements::C64(each(&x, m, n, part).into_iter().map(narrow).collect())
-        }
-        Elements::C128(x) => Elements::C128(each(x, m, n, part)),
-        x if dtype.is_float() => rounded(&each(&x.to_f64_vec(), m, n, part), dtype, name)?,
-        _ => return Err(undefined(name, dtype)),
-    })
-}
-
 /// The first `n` columns of the product of the Householder reflections of every matrix of `a`
 /// (`[.., m, n]`, `m ≥ n`) with `τ` `taus` (`[.., k]`, `k ≤ n`).
 pub(super) fn householder_product(a: &Array, taus: &Array) -> Result<Elements, RuntimeError> {
@@ -609,52 +478,6 @@ pub(super) fn householder_product(a: &Array, taus: &Array) -> Result<Elements, R
         (x, t) if dtype.is_float() => {
             let q = each(&x.to_f64_vec(), &t.to_f64_vec(), m, n, k);
             rounded(&q, dtype, name)?
-        }
-        _ => return Err(undefined(name, dtype)),
-    })
-}
-
-/// Part `part` of the eigendecomposition of every Hermitian matrix of `a` (`[.., m, m]`).
-pub(super) fn eigh(part: EighPart, a: &Array) -> Result<Elements, RuntimeError> {
-    let dims = a.dims();
-    let m = dims.last().copied().unwrap_or(0);
-    let dtype = a.dtype();
-    let name = part.name();
-    fn each<T: Field>(a: &[T], m: usize) -> (Vec<f64>, Vec<T>) {
-        let (mut values, mut vectors) = (Vec::new(), Vec::new());
-        for matrix in a.chunks(m * m) {
-            let (w, v) = eigen(matrix, m);
-            values.extend(w);
-            vectors.extend(v);
-        }
-        (values, vectors)
-    }
-    if m == 0 {
-        return Ok(Elements::zeros(
-            match part {
-                EighPart::Values => dtype.complex_part().unwrap_or(dtype),
-                EighPart::Vectors => dtype,
-            },
-            0,
-        ));
-    }
-    Ok(match (a.elements(), part) {
-        (Elements::C64(x), _) => {
-            let x: Vec<C> = x.iter().map(|&z| widen(z)).collect();
-            let (w, v) = each(&x, m);
-            match part {
-                EighPart::Values => rounded(&w, DType::F32, name)?,
-                EighPart::Vectors => Elements::C64(v.into_iter().map(narrow).collect()),
-            }
-        }
-        (Elements::C128(x), EighPart::Values) => Elements::F64(each(x, m).0),
-        (Elements::C128(x), EighPart::Vectors) => Elements::C128(each(x, m).1),
-        (x, _) if dtype.is_float() => {
-            let (w, v) = each(&x.to_f64_vec(), m);
-            match part {
-                EighPart::Values => rounded(&w, dtype, name)?,
-                EighPart::Vectors => rounded(&v, dtype, name)?,
-            }
         }
         _ => return Err(undefined(name, dtype)),
     })
@@ -771,11 +594,9 @@ fn complete<T: Field>(columns: &mut Vec<Vec<T>>, len: usize, count: usize) {
                     b[i * r + j] = x;
                 }
             }
-            let full = Qr {
-                part: QrPart::Q,
-                full_matrices: true,
-            };
-            factor_qr(&b, len, r, &full)
+            // The full q of b's QR.
+            let taus = householder(&mut b, len, r);
+            reflections_product(&b, len, r, &taus, len)
         }
     };
     let mut spare = (r..len).map(|j| (0..len).map(|i| q[i * len + j]).collect::<Vec<T>>());
@@ -791,7 +612,12 @@ fn complete<T: Field>(columns: &mut Vec<Vec<T>>, len: usize, count: usize) {
 /// `k × n`), row-major, the phase of each pair chosen so that the row of `vh` has its entry of
 /// largest magnitude real and positive. NaN throughout for a matrix with a value that is not
 /// finite.
-fn singular<T: Field>(a: &[T], m: usize, n: usize, full: bool) -> (Vec<f64>, Vec<T>, Vec<T>) {
+pub(super) fn singular<T: Field>(
+    a: &[T],
+    m: usize,
+    n: usize,
+    full: bool,
+) -> (Vec<f64>, Vec<T>, Vec<T>) {
     let k = m.min(n);
     let (u_cols, vh_rows) = if full { (m, n) } else { (k, k) };
     if a.iter().any(|x| !x.modulus().is_finite()) {
@@ -846,58 +672,4 @@ fn singular<T: Field>(a: &[T], m: usize, n: usize, full: bool) -> (Vec<f64>, Vec
         .flat_map(|r| r.iter().map(|x| x.conj()))
         .collect();
     (values, u, vh)
-}
-
-/// Part `svd.part` of the singular value decomposition of every matrix of `a` (`[.., m, n]`).
-pub(super) fn svd(svd: &Svd, a: &Array) -> Result<Elements, RuntimeError> {
-    let dims = a.dims();
-    let rank = dims.len();
-    let name = svd.part.name();
-    let (m, n) = match rank {
-        0 | 1 => return Err(undefined(name, a.dtype())),
-        _ => (dims[rank - 2], dims[rank - 1]),
-    };
-    let batches: usize = dims[..rank - 2].iter().product();
-    let dtype = a.dtype();
-    fn each<T: Field>(
-        a: &[T],
-        batches: usize,
-        m: usize,
-        n: usize,
-        svd: &Svd,
-    ) -> (Vec<f64>, Vec<T>) {
-        let (mut values, mut vectors) = (Vec::new(), Vec::new());
-        for b in 0..batches {
-            let (s, u, vh) = singular(&a[b * m * n..(b + 1) * m * n], m, n, svd.full_matrices);
-            values.extend(s);
-            vectors.extend(match svd.part {
-                SvdPart::U => u,
-                SvdPart::Vh | SvdPart::Values => vh,
-            });
-        }
-        (values, vectors)
-    }
-    let real = dtype.complex_part().unwrap_or(dtype);
-    Ok(match (a.elements(), svd.part) {
-        (Elements::C64(x), part) => {
-            let x: Vec<C> = x.iter().map(|&z| widen(z)).collect();
-            let (s, v) = each(&x, batches, m, n, svd);
-            match part {
-                SvdPart::Values => rounded(&s, real, name)?,
-                SvdPart::U | SvdPart::Vh => Elements::C64(v.into_iter().map(narrow).collect()),
-            }
-        }
-        (Elements::C128(x), SvdPart::Values) => Elements::F64(each(x, batches, m, n, svd).0),
-        (Elements::C128(x), SvdPart::U | SvdPart::Vh) => {
-            Elements::C128(each(x, batches, m, n, svd).1)
-        }
-        (x, part) if dtype.is_float() => {
-            let (s, v) = each(&x.to_f64_vec(), batches, m, n, svd);
-            match part {
-                SvdPart::Values => rounded(&s, dtype, name)?,
-                SvdPart::U | SvdPart::Vh => rounded(&v, dtype, name)?,
-            }
-        }
-        _ => return Err(undefined(name, dtype)),
-    })
 }

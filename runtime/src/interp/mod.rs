@@ -8,6 +8,7 @@ mod bits;
 mod complex;
 mod contract;
 mod control;
+mod decompose;
 mod eig;
 mod elementwise;
 mod fft;
@@ -16,10 +17,12 @@ mod linalg;
 
 pub use control::branch_index;
 pub use elementwise::wide_unary;
+pub use shared::SharedParts;
 mod movement;
 mod num;
 mod real_schur;
 mod reduce;
+mod shared;
 mod sort;
 mod source;
 mod special;
@@ -80,6 +83,7 @@ fn run(func: &Func, args: Vec<Array>) -> Result<Vec<Array>, RuntimeError> {
     }
     let mut values: Vec<Option<Array>> = args.into_iter().map(Some).collect();
     let mut calls = Calls::default();
+    let mut shared = SharedParts::default();
     for (i, ins) in func.body.iter().enumerate() {
         let operands = ins
             .args
@@ -92,7 +96,10 @@ fn run(func: &Func, args: Vec<Array>) -> Result<Vec<Array>, RuntimeError> {
             .collect::<Result<Vec<&Array>, RuntimeError>>()?;
         let out = match ins.op.call_result() {
             Some(_) => calls.result(func, i, &operands)?,
-            None => eval_typed(&ins.op, &operands, &ins.ty)?,
+            None => match shared.value(func, i, &operands)? {
+                Some(part) => part,
+                None => eval_typed(&ins.op, &operands, &ins.ty)?,
+            },
         };
         let v = func.instr_value(i).index();
         values.push((keep[v] || last_use[v].is_some()).then_some(out));
@@ -252,13 +259,10 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
         Op::Fft { kind, lengths } => fft::fft(*kind, lengths, args[0], ty)?,
         Op::TriangularSolve(s) => linalg::triangular_solve(s, args[0], args[1])?,
         Op::Cholesky => linalg::cholesky(args[0])?,
-        Op::Lu(part) => linalg::lu(*part, args[0])?,
-        Op::Qr(qr) => linalg::qr(qr, args[0], ty.dims())?,
-        Op::Eigh(part) => linalg::eigh(*part, args[0])?,
-        Op::Svd(svd) => linalg::svd(svd, args[0])?,
-        Op::Geqrf(part) => linalg::geqrf(*part, args[0])?,
+        Op::Lu(_) | Op::Qr(_) | Op::Eigh(_) | Op::Svd(_) | Op::Geqrf(_) | Op::Eig(_) => {
+            decompose::one_part(op, args[0])?
+        }
         Op::HouseholderProduct => linalg::householder_product(args[0], args[1])?,
-        Op::Eig(part) => eig::eig(*part, args[0])?,
     };
     Array::new(ty.shape.clone(), data)
 }
