@@ -10,7 +10,7 @@ use crate::gemm::Gemm;
 use ferrax_ir::{DType, TensorType, ValueId};
 use ferrax_runtime::cuda::MatmulPrecision;
 use ferrax_runtime::machine::GpuMachine;
-use ferrax_runtime::{check_args, eval_op, Array, RuntimeError};
+use ferrax_runtime::{check_args, eval_op, Array, RuntimeError, SharedParts};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -284,8 +284,10 @@ impl<M: GpuMachine> GpuProgram<M> {
         let func = &self.plan.func;
         let mut values: Vec<Option<M::Array>> = args.iter().cloned().map(Some).collect();
         values.resize(func.num_values(), None);
+        // Decompositions several of whose parts the program reads, computed once on the host.
+        let mut shared = SharedParts::default();
         for (step, released) in self.plan.steps.iter().zip(&self.plan.releases) {
-            for (v, array) in self.run_step(step, &values)? {
+            for (v, array) in self.run_step(step, &values, &mut shared)? {
                 if let Some(slot) = values.get_mut(v.index()) {
                     *slot = Some(array);
                 }
@@ -330,6 +332,7 @@ impl<M: GpuMachine> GpuProgram<M> {
         &self,
         step: &GpuStep,
         values: &[Option<M::Array>],
+        shared: &mut SharedParts,
     ) -> Result<Vec<(ValueId, M::Array)>, GpuRunError> {
         let func = &self.plan.func;
         let defined = |i: usize, array: M::Array| Ok(vec![(func.instr_value(i), array)]);
@@ -402,7 +405,7 @@ impl<M: GpuMachine> GpuProgram<M> {
                 defined(*index, out)
             }
             GpuStep::Attention { launch, .. } => self.attention(*launch, values),
-            GpuStep::Host(i) => defined(*i, self.host(*i, values)?),
+            GpuStep::Host(i) => defined(*i, self.host(*i, values, shared)?),
             GpuStep::Call { members, call } => self.call(members, *call, values),
         }
     }
@@ -721,16 +724,27 @@ impl<M: GpuMachine> GpuProgram<M> {
     }
 
     /// Instruction `index` on the host: its operands copied back, evaluated by the reference
-    /// interpreter, its result copied up again.
-    fn host(&self, index: usize, values: &[Option<M::Array>]) -> Result<M::Array, GpuRunError> {
-        let ins = &self.plan.func.body[index];
+    /// interpreter (a decomposition once for the parts the program reads), its result copied
+    /// up again.
+    fn host(
+        &self,
+        index: usize,
+        values: &[Option<M::Array>],
+        shared: &mut SharedParts,
+    ) -> Result<M::Array, GpuRunError> {
+        let func = &self.plan.func;
+        let ins = &func.body[index];
         let operands = ins
             .args
             .iter()
             .map(|&a| Ok(self.machine.download(&get(values, a)?)?))
             .collect::<Result<Vec<_>, GpuRunError>>()?;
         let refs: Vec<&Array> = operands.iter().collect();
-        Ok(self.machine.upload(&eval_op(&ins.op, &refs)?)?)
+        let out = match shared.value(func, index, &refs)? {
+            Some(part) => part,
+            None => eval_op(&ins.op, &refs)?,
+        };
+        Ok(self.machine.upload(&out)?)
     }
 
     /// The call whose instructions are `members` (one per result, the same operands), by
