@@ -234,6 +234,23 @@ fn tree_utilities_flatten_sum_and_norm() {
     assert!(ferrax::tree_unflatten::<Params>(&def, vec![]).is_err());
     assert_eq!(ferrax::tree_sum(&t).to_vec::<f32>().unwrap(), [7.0]);
     assert_eq!(ferrax::global_norm(&t).to_vec::<f32>().unwrap(), [5.0]);
+    // Mixed precisions add in f32 (a bf16 sum would round 1.0001 to 1), complex leaves by
+    // their magnitudes.
+    let mixed: Vec<Tensor> = vec![
+        Tensor::from_vec([1], vec![half::bf16::from_f32(1.0)]),
+        Tensor::from_vec([1], vec![0.01f32]),
+    ];
+    let norm = ferrax::global_norm(&mixed);
+    assert_eq!(norm.dtype(), DType::F32);
+    assert!((norm.to_vec::<f32>().unwrap()[0] - 1.0001f32.sqrt()).abs() < 1e-7);
+    let complex = vec![Tensor::from_vec(
+        [1],
+        vec![ferrax::ir::Complex::new(3.0f64, 4.0)],
+    )];
+    assert_eq!(
+        ferrax::global_norm(&complex).to_vec::<f64>().unwrap(),
+        [5.0]
+    );
     let z = ferrax::zeros_like(&t);
     assert_eq!(z["a"].to_vec::<f32>().unwrap(), [0.0, 0.0]);
     assert_eq!(ferrax::tree_leaves(&z).len(), 2);

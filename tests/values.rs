@@ -66,6 +66,40 @@ fn log_softmax_and_logsumexp_match() {
     assert_close(&lse.to_vec::<f32>().unwrap(), &want_lse, 1e-6);
 }
 
+/// A row of `-inf` (fully masked) has `logsumexp` `-inf` and a row holding `+inf` has `+inf`,
+/// as in `jax.nn.logsumexp` (the infinite maximum is taken as 0); the gradient of the finite
+/// row is its softmax, and the infinite rows' are NaN where JAX 0.10.2's are (`0 / 0` and
+/// `inf / inf` in the backward pass).
+#[test]
+fn logsumexp_of_infinite_rows() {
+    let inf = f32::INFINITY;
+    let x = Tensor::from_vec(
+        [3, 3],
+        vec![-inf, -inf, -inf, 1.0, inf, 0.0, 0.5, -1.0, 2.0],
+    );
+    let f = jit(|x: Tensor| nn::logsumexp(&x, 1));
+    let lse = f.call(x.clone()).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(lse[..2], [-inf, inf]);
+    let want = [0.5f64, -1.0, 2.0]
+        .iter()
+        .map(|v| v.exp())
+        .sum::<f64>()
+        .ln();
+    assert!((f64::from(lse[2]) - want).abs() < 1e-6, "{lse:?}");
+    let g = jit(ferrax::grad(|x: Tensor| {
+        nn::logsumexp(&x, 1).slice(&[2], &[3]).sum(..)
+    }))
+    .call(x)
+    .unwrap()
+    .to_vec::<f32>()
+    .unwrap();
+    let softmax = softmax_rows(&[0.5, -1.0, 2.0], 3);
+    let nan_where: Vec<bool> = g[..6].iter().map(|v| v.is_nan()).collect();
+    assert_eq!(nan_where, [true, true, true, false, true, false], "{g:?}");
+    assert_eq!((g[3], g[5]), (0.0, 0.0));
+    assert_close(&g[6..], &softmax, 1e-6);
+}
+
 #[test]
 fn layernorm_matches_f64_reference() {
     let (rows, cols) = (5, 8);

@@ -113,10 +113,30 @@ pub fn tree_sum<T: Tree>(tree: &T) -> Tensor {
     sum_of(tree.leaves(), |x| x.sum(..))
 }
 
-/// `sqrt(sum of squares of every element)`: the L2 norm of all leaves together
-/// (`optax.global_norm`), a scalar of the first leaf's dtype.
+/// `sqrt(sum of |x|² over every element)`: the L2 norm of all leaves together
+/// (`optax.global_norm`), each leaf's sum in its own dtype (the real one for complex leaves)
+/// and the sums added in the type JAX promotes them to: a tree of one float type keeps it,
+/// mixed half and single precision add in f32, anything with f64 in f64.
 pub fn global_norm<T: Tree>(tree: &T) -> Tensor {
-    sum_of(tree.leaves(), |x| x.square().sum(..)).sqrt()
+    let sums: Vec<Tensor> = tree
+        .leaves()
+        .iter()
+        .map(|x| match x.dtype().is_complex() {
+            true => (x * &x.conj()).real().sum(..),
+            false => x.square().sum(..),
+        })
+        .collect();
+    let dtype = sums
+        .iter()
+        .map(Tensor::dtype)
+        .reduce(|a, b| match (a, b) {
+            _ if a == b => a,
+            (DType::F64, _) | (_, DType::F64) => DType::F64,
+            _ => DType::F32,
+        })
+        .unwrap_or(DType::F32);
+    let sums = sums.iter().map(|x| x.astype(dtype)).collect();
+    sum_of(sums, Tensor::clone).sqrt()
 }
 
 /// `f` of each leaf, summed in leaf order.

@@ -59,11 +59,14 @@ pub fn relu(x: &Tensor) -> Tensor {
 }
 
 /// `log(sum(exp(x)))` over `axes`, computed stably: the maximum is subtracted first and held
-/// constant under differentiation, as in `jax.nn.logsumexp`.
+/// constant under differentiation, as in `jax.nn.logsumexp`; an infinite maximum is taken as
+/// 0, so that a slice of `-inf` (fully masked) gives `-inf` and one holding `+inf` gives
+/// `+inf`, not NaN.
 #[track_caller]
 pub fn logsumexp(x: &Tensor, axes: impl Into<Axes>) -> Tensor {
     let axes = axes.into();
-    let m = x.max_keepdims(axes.clone()).stop_gradient();
+    let largest = x.max_keepdims(axes.clone());
+    let m = largest.is_finite().select(&largest, 0.0).stop_gradient();
     let s = (x - &m).exp().sum_keepdims(axes.clone()).log() + &m;
     match axes {
         Axes::All => s.reshape(Vec::<usize>::new()),
