@@ -1,4 +1,5 @@
-//! GELU (both forms) and SiLU. GELU's exact form uses the composite `erfc` of
+//! GELU (both forms), SiLU and the other activations of `jax.nn` (softplus, log-sigmoid,
+//! leaky ReLU, ELU, ReLU6, hard tanh, GLU). GELU's exact form uses the composite `erfc` of
 //! [`crate::lax::special`].
 
 use crate::lax::special::erfc_nonnegative;
@@ -28,4 +29,76 @@ pub fn gelu(x: &Tensor, approximate: bool) -> Tensor {
 #[track_caller]
 pub fn silu(x: &Tensor) -> Tensor {
     x * x.sigmoid()
+}
+
+/// `log(1 + exp(x))` without overflow (`jax.nn.softplus`, `logaddexp(x, 0)`).
+#[track_caller]
+pub fn softplus(x: &Tensor) -> Tensor {
+    x.logaddexp(&Tensor::zeros(x.dtype(), Vec::<usize>::new()))
+}
+
+/// `log(sigmoid(x)) = −softplus(−x)` (`jax.nn.log_sigmoid`).
+#[track_caller]
+pub fn log_sigmoid(x: &Tensor) -> Tensor {
+    -softplus(&-x)
+}
+
+/// `x` where `x ≥ 0`, else `negative_slope·x` (`jax.nn.leaky_relu`; JAX's default slope is
+/// 0.01).
+#[track_caller]
+pub fn leaky_relu(x: &Tensor, negative_slope: f64) -> Tensor {
+    x.greater_equal(0.0).select(x, x * negative_slope)
+}
+
+/// `x` where `x > 0`, else `alpha·(exp(x) − 1)` (`jax.nn.elu`; JAX's default alpha is 1).
+#[track_caller]
+pub fn elu(x: &Tensor, alpha: f64) -> Tensor {
+    let positive = x.greater(0.0);
+    let safe = positive.select(0.0, x);
+    positive.select(x, safe.expm1() * alpha)
+}
+
+/// `min(max(x, 0), 6)` (`jax.nn.relu6`), with JAX's derivative: 1 strictly between 0 and 6,
+/// else 0.
+#[track_caller]
+pub fn relu6(x: &Tensor) -> Tensor {
+    let f = crate::custom_vjp_named(
+        "relu6",
+        |x: Tensor| x.clip(0.0, 6.0),
+        |x: Tensor| (x.clip(0.0, 6.0), x),
+        |x: Tensor, g: Tensor| x.greater(0.0).logical_and(x.less(6.0)).select(g, 0.0),
+    );
+    f(x.clone())
+}
+
+/// `x` clipped to [−1, 1] (`jax.nn.hard_tanh`).
+#[track_caller]
+pub fn hard_tanh(x: &Tensor) -> Tensor {
+    x.greater(1.0).select(1.0, x.less(-1.0).select(-1.0, x))
+}
+
+/// The gated linear unit (`jax.nn.glu`): `x` split in two halves along `axis`, `a·sigmoid(b)`.
+#[track_caller]
+pub fn glu(x: &Tensor, axis: i64) -> Tensor {
+    let rank = x.ndim() as i64;
+    let at = if axis < 0 { axis + rank } else { axis };
+    if !(0..rank).contains(&at) || !x.shape()[at as usize].is_multiple_of(2) {
+        return Tensor::failed(
+            std::panic::Location::caller(),
+            format!(
+                "glu: axis {axis} of {} must exist and have an even size",
+                x.ty()
+            ),
+            x.ty().clone(),
+        );
+    }
+    let at = at as usize;
+    let half = x.shape()[at] / 2;
+    let mut limit = x.shape().to_vec();
+    limit[at] = half;
+    let a = x.slice(&vec![0; x.ndim()], &limit);
+    let mut start = vec![0; x.ndim()];
+    start[at] = half;
+    let b = x.slice(&start, x.shape());
+    a * b.sigmoid()
 }

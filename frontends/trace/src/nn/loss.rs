@@ -1,5 +1,6 @@
-//! Classification losses and metrics against integer labels, as optax computes them: labels
-//! are indices, so no one-hot matrix of the vocabulary's size is built.
+//! Losses and metrics as optax computes them: against integer labels (indices, so no one-hot
+//! matrix of the vocabulary's size is built), label distributions, binary labels, and the
+//! regression losses.
 //!
 //! The label's logit is picked by comparing every class index with the label inside the
 //! row's sum, not gathered: a gather from the shifted logits would make a fused kernel write
@@ -104,4 +105,37 @@ fn check_labels(op: &str, logits: &Tensor, labels: &Tensor, ty: TensorType) -> O
         return None;
     };
     Some(Tensor::failed(Location::caller(), message, ty))
+}
+
+/// The cross-entropy against label distributions (`optax.softmax_cross_entropy`):
+/// `−Σ labels·log_softmax(logits)` over the last axis; the result has the batch's shape.
+#[track_caller]
+pub fn softmax_cross_entropy(logits: &Tensor, labels: &Tensor) -> Tensor {
+    -(labels * super::log_softmax(logits, -1)).sum(-1)
+}
+
+/// The elementwise binary cross-entropy of logits against labels in [0, 1]
+/// (`optax.sigmoid_binary_cross_entropy`): `−labels·log σ(x) − (1 − labels)·log σ(−x)`, by
+/// log-sigmoids so that large logits neither overflow nor lose the small probability.
+#[track_caller]
+pub fn sigmoid_binary_cross_entropy(logits: &Tensor, labels: &Tensor) -> Tensor {
+    let log_p = super::log_sigmoid(logits);
+    let log_not_p = super::log_sigmoid(&-logits);
+    -(labels * log_p) - (-labels + 1.0) * log_not_p
+}
+
+/// `½·(predictions − targets)²` elementwise (`optax.l2_loss`).
+#[track_caller]
+pub fn l2_loss(predictions: &Tensor, targets: &Tensor) -> Tensor {
+    (predictions - targets).square() * 0.5
+}
+
+/// The Huber loss elementwise (`optax.huber_loss`): `½·e²` where `|e| ≤ delta`, else
+/// `delta·(|e| − ½·delta)`, `e = predictions − targets`.
+#[track_caller]
+pub fn huber_loss(predictions: &Tensor, targets: &Tensor, delta: f64) -> Tensor {
+    let errors = (predictions - targets).abs();
+    let quadratic = errors.minimum(delta);
+    let linear = errors - &quadratic;
+    quadratic.square() * 0.5 + linear * delta
 }

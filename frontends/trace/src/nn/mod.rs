@@ -33,13 +33,16 @@ mod norm;
 mod pool;
 
 pub use crate::lax::{erf, erfc};
-pub use activation::{gelu, silu};
+pub use activation::{elu, gelu, glu, hard_tanh, leaky_relu, log_sigmoid, relu6, silu, softplus};
 pub use attention::{
     causal_self_attention, causal_self_attention_with, dot_product_attention, Attention,
 };
 pub use dropout::dropout;
 pub use linear::{linear, linear_with, Linear};
-pub use loss::{accuracy, softmax_cross_entropy_with_integer_labels};
+pub use loss::{
+    accuracy, huber_loss, l2_loss, sigmoid_binary_cross_entropy, softmax_cross_entropy,
+    softmax_cross_entropy_with_integer_labels,
+};
 pub use norm::{layer_norm, rms_norm};
 pub use pool::{avg_pool, max_pool};
 

@@ -15,6 +15,7 @@ mod fft;
 mod indexing;
 mod linalg;
 mod movement;
+mod numpy;
 mod reduce;
 pub(crate) mod sort;
 mod source;
