@@ -4,7 +4,9 @@
 //! `all`, `tril`, `triu`, `eye`, `diagonal`, `repeat`, `tile`, `roll`, `linspace`,
 //! `logaddexp` (infinities included), the activations `softplus`, `log_sigmoid`, `leaky_relu`,
 //! `elu`, `relu6`, `hard_tanh`, `glu` at and around their kinks, and the losses
-//! `softmax_cross_entropy`, `sigmoid_binary_cross_entropy`, `l2_loss`, `huber_loss`; each
+//! `softmax_cross_entropy`, `sigmoid_binary_cross_entropy`, `l2_loss`, `huber_loss`, and
+//! `einsum` (products, batches, implicit output, traces, diagonals, `...`, three operands);
+//! each
 //! value, and the gradient of `sum(f(x)·w)` where JAX defines one. Tolerance: 1e-12 of the
 //! largest magnitude (the same formulas in f64); infinities and NaN must match exactly.
 #![allow(clippy::unwrap_used, clippy::panic)]
@@ -69,7 +71,10 @@ fn function(name: &str, args: &[Tensor]) -> Tensor {
         "sigmoid_binary_cross_entropy" => nn::sigmoid_binary_cross_entropy(x(), &args[1]),
         "l2_loss" => nn::l2_loss(x(), &args[1]),
         "huber_loss" => nn::huber_loss(x(), &args[1], 1.5),
-        other => panic!("no function {other}"),
+        other => match other.strip_prefix("einsum:") {
+            Some(spec) => Tensor::einsum(spec, &args.iter().collect::<Vec<_>>()),
+            None => panic!("no function {other}"),
+        },
     }
 }
 
@@ -102,7 +107,7 @@ fn assert_close(what: &str, got: &Tensor, want: &Value) {
 fn composites_match_jax() {
     let record: Value = serde_json::from_str(include_str!("jax/numpy_reference.json")).unwrap();
     let cases = record["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 27);
+    assert_eq!(cases.len(), 41);
     for case in cases {
         let name = case["name"].as_str().unwrap();
         let args: Vec<Tensor> = case["inputs"]
@@ -140,6 +145,24 @@ fn errors() {
         assert!(
             e.contains(what) && e.contains("tests/numpy_jax.rs"),
             "{what}: {e}"
+        );
+    }
+    let m = Tensor::from_vec([2, 3], vec![1.0f64; 6]);
+    for (spec, operands, why) in [
+        ("ij,jk->ik", vec![&m], "2 operand subscripts for 1 operands"),
+        ("ij,jk->ik", vec![&m, &m], "label 'j' has sizes 3 and 2"),
+        ("ij->ii", vec![&m], "appears twice"),
+        ("ij->q", vec![&m], "is no operand's"),
+        ("i1", vec![&m], "letters and `...` only"),
+        ("ijk", vec![&m], "names 3 dimensions of an operand of 2"),
+    ] {
+        let e = Tensor::einsum(spec, &operands)
+            .to_array()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(why) && e.contains("tests/numpy_jax.rs"),
+            "{spec}: {e}"
         );
     }
     let empty = Tensor::from_vec([0], Vec::<f64>::new());

@@ -1,6 +1,7 @@
 """Reference values for the jax.numpy, jax.nn and optax functions ferrax composes from its
 primitives (tests/numpy_jax.rs), computed with JAX in float64: each function's value on fixed
-inputs (infinities and the activations' kinks among them) and, where it has one, the gradient
+inputs (infinities and the activations' kinks among them; `jnp.einsum` on fourteen subscripts) and,
+where it has one, the gradient
 of `sum(f(x) * w)` with respect to its first input (`w` = 1, 2, 3, ... over the size).
 
 Run: JAX_PLATFORMS=cpu python3 tests/jax/generate_numpy.py > tests/jax/numpy_reference.json
@@ -49,6 +50,27 @@ CASES = [
     ("l2_loss", optax.l2_loss, [a34, rng.normal(size=(3, 4))], True),
     ("huber_loss", lambda p, t: optax.huber_loss(p, t, delta=1.5), [a34 * 3, rng.normal(size=(3, 4))], True),
 ]
+
+EINSUMS = [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("ij,kj", [(3, 4), (5, 4)]),
+    ("ii", [(4, 4)]),
+    ("ii->i", [(4, 4)]),
+    ("ij->ji", [(3, 4)]),
+    ("ijk->j", [(2, 3, 4)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 2)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("bhqd,bhkd->bhqk", [(2, 2, 3, 4), (2, 2, 5, 4)]),
+    ("ij,ij->", [(3, 4), (3, 4)]),
+    ("bi,ij,bj->b", [(2, 3), (3, 3), (2, 3)]),
+    ("iij->ji", [(3, 3, 2)]),
+]
+for spec, shapes in EINSUMS:
+    CASES.append(
+        ("einsum:" + spec, (lambda spec: lambda *xs: jnp.einsum(spec, *xs))(spec), [rng.normal(size=s) for s in shapes], True)
+    )
 
 
 def weights(shape):

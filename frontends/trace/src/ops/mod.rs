@@ -10,6 +10,7 @@
 mod call;
 mod contract;
 mod conv;
+mod einsum;
 mod elementwise;
 mod fft;
 mod indexing;
