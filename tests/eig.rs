@@ -9,10 +9,10 @@
 
 mod common;
 
-use common::numbers::{array, entries, shape_text, typed, unit, C64};
+use common::numbers::{array, entries, shape_text, typed, unit, widened, C64};
 use common::run_on_every_backend as run;
 
-use ferrax::{grad, vmap, Array, DType, Tensor};
+use ferrax::{grad, vmap, DType, Tensor};
 
 fn complex_of(dtype: &str) -> &'static str {
     match dtype {
@@ -32,31 +32,6 @@ fn eig_program(dtype: &str, dims: &[usize]) -> String {
     format!(
         "func @f(%0: {a}) -> ({w}, {v}, {v}) {{\n  %1 = eig_values %0 : {w}\n  %2 = eig_left %0 : {v}\n  %3 = eig_right %0 : {v}\n  return %1, %2, %3\n}}\n"
     )
-}
-
-/// An array's elements as c128, whatever its float or complex type.
-fn complex(x: &Array) -> Vec<C64> {
-    match x.dtype() {
-        DType::C64 => x
-            .as_slice::<ferrax::ir::Complex<f32>>()
-            .unwrap()
-            .iter()
-            .map(|z| C64::new(f64::from(z.re), f64::from(z.im)))
-            .collect(),
-        DType::C128 => x.as_slice::<C64>().unwrap().to_vec(),
-        DType::F32 => x
-            .as_slice::<f32>()
-            .unwrap()
-            .iter()
-            .map(|&r| C64::new(f64::from(r), 0.0))
-            .collect(),
-        _ => x
-            .as_slice::<f64>()
-            .unwrap()
-            .iter()
-            .map(|&r| C64::new(r, 0.0))
-            .collect(),
-    }
 }
 
 /// Checks one `m × m` matrix's eigenpairs to `tolerance` of `a`'s largest entry: the residuals
@@ -115,10 +90,10 @@ fn eigenpairs_satisfy_their_equations() {
             };
             let out = run(&eig_program(dtype, &dims), std::slice::from_ref(&a));
             let (a, w, vl, vr) = (
-                complex(&a),
-                complex(&out[0]),
-                complex(&out[1]),
-                complex(&out[2]),
+                widened(&a),
+                widened(&out[0]),
+                widened(&out[1]),
+                widened(&out[2]),
             );
             let m = dims[dims.len() - 1];
             let tolerance = 64.0 * m as f64 * unit(if dtype == "c64" { "f32" } else { dtype });
@@ -142,7 +117,7 @@ fn eigenpairs_satisfy_their_equations() {
 /// `eig` of an f64 matrix from the interpreter.
 fn eig_f64(m: usize, a: &[f64]) -> (Vec<C64>, Vec<C64>, Vec<C64>) {
     let out = run(&eig_program("f64", &[m, m]), &[array(&[m, m], a.to_vec())]);
-    (complex(&out[0]), complex(&out[1]), complex(&out[2]))
+    (widened(&out[0]), widened(&out[1]), widened(&out[2]))
 }
 
 /// `got`, in some order, within `tolerance` of `want`.
@@ -273,11 +248,11 @@ fn real_matrices_give_exact_conjugate_pairs() {
         for dtype in ["f64", "f32"] {
             let a = typed(&[m, m], &entries(m * m, seed, "f64"), dtype);
             let out = run(&eig_program(dtype, &[m, m]), std::slice::from_ref(&a));
-            let (w, vl, vr) = (complex(&out[0]), complex(&out[1]), complex(&out[2]));
+            let (w, vl, vr) = (widened(&out[0]), widened(&out[1]), widened(&out[2]));
             let what = format!("{dtype} {m} × {m}");
             check_pairs(
                 &what,
-                &complex(&a),
+                &widened(&a),
                 &w,
                 &vl,
                 &vr,
@@ -354,7 +329,7 @@ fn zero_sizes_and_non_finite_values() {
         );
         for x in &out {
             assert!(
-                complex(x).iter().all(|z| z.re.is_nan() && z.im.is_nan()),
+                widened(x).iter().all(|z| z.re.is_nan() && z.im.is_nan()),
                 "{x:?}"
             );
         }

@@ -69,9 +69,15 @@ pub fn typed(dims: &[usize], v: &[C64], dtype: &str) -> Array {
     }
 }
 
-/// An f32, f64 or c128 array's elements as c128.
+/// An f32, f64, c64 or c128 array's elements as c128.
 pub fn widened(x: &Array) -> Vec<C64> {
     match x.dtype() {
+        DType::C64 => x
+            .as_slice::<Complex<f32>>()
+            .unwrap()
+            .iter()
+            .map(|z| C64::new(f64::from(z.re), f64::from(z.im)))
+            .collect(),
         DType::F32 => x
             .as_slice::<f32>()
             .unwrap()
