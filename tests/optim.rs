@@ -70,7 +70,15 @@ where
     O: GradientTransformation<Params> + Send + Sync,
     O::State: Clone,
 {
-    let r = reference();
+    check_in(&reference(), name, opt);
+}
+
+/// [`check`] against the trajectories of `r`.
+fn check_in<O>(r: &Value, name: &str, opt: O)
+where
+    O: GradientTransformation<Params> + Send + Sync,
+    O::State: Clone,
+{
     let case = r["cases"]
         .as_array()
         .unwrap()
@@ -162,6 +170,49 @@ fn schedules_match_optax_at_each_step() {
         ("linear", optim::linear_schedule(1.0, 0.1, 4, 1)),
         ("cosine", optim::cosine_decay_schedule(0.5, 6, 0.1, 2.0)),
         ("warmup_cosine", warmup_cosine()),
+    ];
+    for (name, s) in schedules {
+        for (step, want) in r["schedules"][name].as_array().unwrap().iter().enumerate() {
+            let want = want.as_f64().unwrap() as f32;
+            let got = s.at(step as i32).unwrap();
+            assert!(
+                (got - want).abs() <= 1e-6 * want.abs().max(1e-2),
+                "{name} at step {step}: {got}, optax {want}"
+            );
+        }
+    }
+}
+
+/// RMSProp, Adagrad (an exact zero gradient among them), Lion with a weight-decay mask, Adam
+/// on an exponential decay and SGD on a piecewise-constant schedule against optax 0.2.8 itself
+/// (`tests/jax/generate_optim_optax.py`), eagerly and under `jit`, and the schedules at every
+/// step.
+#[test]
+fn more_optimizers_and_schedules_follow_optax() {
+    let r: Value = serde_json::from_str(include_str!("jax/optim_optax_reference.json")).unwrap();
+    check_in(&r, "rmsprop", optim::rmsprop(0.01, 0.9, 1e-8));
+    check_in(&r, "adagrad", optim::adagrad(0.1, 0.1, 1e-7));
+    let mask = optim::Mask::Leaves(vec![false, true]);
+    check_in(&r, "lion_masked", optim::lion(0.01, 0.9, 0.99, 0.1, mask));
+    let exponential = || optim::exponential_decay(0.5, 3, 0.5, 2, false, Some(0.1));
+    check_in(
+        &r,
+        "adam_exponential",
+        optim::adam(exponential(), 0.9, 0.999, 1e-8),
+    );
+    let piecewise = || optim::piecewise_constant_schedule(0.2, vec![(6, 0.1), (3, 0.5)]);
+    check_in(&r, "sgd_piecewise", optim::sgd(piecewise()));
+    let schedules = [
+        ("exponential", exponential()),
+        (
+            "staircase",
+            optim::exponential_decay(0.5, 3, 0.5, 0, true, None),
+        ),
+        (
+            "growth",
+            optim::exponential_decay(0.1, 2, 1.5, 0, false, Some(0.3)),
+        ),
+        ("piecewise", piecewise()),
     ];
     for (name, s) in schedules {
         for (step, want) in r["schedules"][name].as_array().unwrap().iter().enumerate() {

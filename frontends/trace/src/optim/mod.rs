@@ -26,6 +26,7 @@
 
 mod adam;
 mod clip;
+mod moments;
 mod schedule;
 mod sgd;
 
@@ -33,10 +34,14 @@ pub use adam::{
     adam, adamw, Adam, AdamState, AdamW, AddDecayedWeights, LeafPredicate, Mask, ScaleByAdam,
 };
 pub use clip::{clip_by_global_norm, ClipByGlobalNorm};
+pub use moments::{
+    adagrad, lion, rmsprop, Adagrad, Lion, MomentState, RmsProp, ScaleByLion, ScaleByRms,
+    ScaleByRss,
+};
 pub use schedule::{
-    constant_schedule, cosine_decay_schedule, join_schedules, linear_schedule,
-    scale_by_learning_rate, warmup_cosine_decay_schedule, CountState, LearningRate,
-    ScaleByLearningRate, Schedule,
+    constant_schedule, cosine_decay_schedule, exponential_decay, join_schedules, linear_schedule,
+    piecewise_constant_schedule, scale_by_learning_rate, warmup_cosine_decay_schedule, CountState,
+    LearningRate, ScaleByLearningRate, Schedule,
 };
 pub use sgd::{sgd, sgd_momentum, trace, Sgd, Trace, TraceState};
 

@@ -95,6 +95,59 @@ pub fn cosine_decay_schedule(
     })
 }
 
+/// `init_value·decay_rate^((count − transition_begin) / transition_steps)` from step
+/// `transition_begin` on, `init_value` before it (`optax.exponential_decay`); with `staircase`
+/// the exponent is floored, and `end_value` bounds the value (below for a decay rate under 1,
+/// above otherwise). `transition_steps == 0` gives `init_value` throughout.
+pub fn exponential_decay(
+    init_value: f64,
+    transition_steps: u32,
+    decay_rate: f64,
+    transition_begin: u32,
+    staircase: bool,
+    end_value: Option<f64>,
+) -> Schedule {
+    Schedule::new(move |count| {
+        let init = Tensor::full(DType::F32, Vec::<usize>::new(), init_value);
+        if transition_steps == 0 {
+            return init;
+        }
+        let elapsed = steps(count) - f64::from(transition_begin);
+        let mut exponent = &elapsed / f64::from(transition_steps);
+        if staircase {
+            exponent = exponent.floor();
+        }
+        let rate = Tensor::full(DType::F32, Vec::<usize>::new(), decay_rate);
+        let decayed = rate.pow(&exponent) * init_value;
+        let mut value = elapsed.less_equal(0.0).select(&init, &decayed);
+        if let Some(end) = end_value {
+            value = match decay_rate < 1.0 {
+                true => value.maximum(end),
+                false => value.minimum(end),
+            };
+        }
+        value
+    })
+}
+
+/// `init_value`, multiplied by each scale once the count reaches its boundary
+/// (`optax.piecewise_constant_schedule`; boundaries in increasing order).
+pub fn piecewise_constant_schedule(
+    init_value: f64,
+    boundaries_and_scales: Vec<(u32, f64)>,
+) -> Schedule {
+    Schedule::new(move |count| {
+        let mut sorted = boundaries_and_scales.clone();
+        sorted.sort_by_key(|&(boundary, _)| boundary);
+        let mut value = Tensor::full(DType::F32, Vec::<usize>::new(), init_value);
+        for (boundary, scale) in sorted {
+            let reached = count.greater_equal(f64::from(boundary));
+            value = reached.select(&value * scale, &value);
+        }
+        value
+    })
+}
+
 /// `schedules[0]` until `boundaries[0]`, then `schedules[1]` counted from that boundary, and
 /// so on (`optax.join_schedules`); there is one boundary fewer than schedules.
 pub fn join_schedules(schedules: Vec<Schedule>, boundaries: Vec<u32>) -> Schedule {

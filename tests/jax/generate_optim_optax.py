@@ -1,0 +1,82 @@
+"""Reference trajectories for ferrax::optim's RMSProp, Adagrad and Lion and the exponential and
+piecewise-constant schedules (tests/optim.rs), computed with optax itself in float32.
+
+Run: JAX_PLATFORMS=cpu python3 tests/jax/generate_optim_optax.py > tests/jax/optim_optax_reference.json
+(needs jax, numpy and optax). The format is generate_optim.py's: each case runs an optimizer
+for STEPS steps from the same params (a dict of two arrays) on committed gradients and records
+the params after every step; each schedule is recorded at steps 0 to 11.
+"""
+import json
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+STEPS = 6
+rng = np.random.default_rng(20271130)
+PARAMS = {
+    "b": rng.uniform(-1, 1, size=(3,)).astype(np.float32),
+    "w": rng.uniform(-1, 1, size=(2, 3)).astype(np.float32),
+}
+SCALES = [0.1, 3.0, 0.5, 2.0, 0.2, 1.5]
+GRADS = [
+    {k: (rng.normal(size=v.shape) * s).astype(np.float32) for k, v in PARAMS.items()}
+    for s in SCALES
+]
+# One exact zero, where Adagrad's accumulator stays at its initial value plus nothing.
+GRADS[0]["b"][1] = 0.0
+
+EXPONENTIAL = optax.exponential_decay(0.5, 3, 0.5, transition_begin=2, staircase=False, end_value=0.1)
+STAIRCASE = optax.exponential_decay(0.5, 3, 0.5, transition_begin=0, staircase=True)
+GROWTH = optax.exponential_decay(0.1, 2, 1.5, end_value=0.3)
+PIECEWISE = optax.piecewise_constant_schedule(0.2, {3: 0.5, 6: 0.1})
+CASES = {
+    "rmsprop": optax.rmsprop(0.01, decay=0.9, eps=1e-8),
+    "adagrad": optax.adagrad(0.1, initial_accumulator_value=0.1, eps=1e-7),
+    "lion_masked": optax.lion(0.01, b1=0.9, b2=0.99, weight_decay=0.1, mask={"b": False, "w": True}),
+    "adam_exponential": optax.adam(EXPONENTIAL),
+    "sgd_piecewise": optax.sgd(PIECEWISE),
+}
+SCHEDULES = {
+    "exponential": EXPONENTIAL,
+    "staircase": STAIRCASE,
+    "growth": GROWTH,
+    "piecewise": PIECEWISE,
+}
+
+
+def tensor(x):
+    x = np.asarray(x, dtype=np.float32)
+    return {"shape": list(x.shape), "data": [float(v) for v in x.ravel()]}
+
+
+def tree(t):
+    return {k: tensor(v) for k, v in t.items()}
+
+
+cases = []
+for name, opt in CASES.items():
+    params = {k: jnp.asarray(v) for k, v in PARAMS.items()}
+    state = opt.init(params)
+    trajectory = []
+    for g in GRADS:
+        u, state = opt.update({k: jnp.asarray(v) for k, v in g.items()}, state, params)
+        params = optax.apply_updates(params, u)
+        trajectory.append(tree(params))
+    cases.append({"name": name, "params": trajectory})
+out = {
+    "generator": "tests/jax/generate_optim_optax.py",
+    "jax": jax.__version__,
+    "optax": optax.__version__,
+    "params": tree(PARAMS),
+    "grads": [tree(g) for g in GRADS],
+    "cases": cases,
+    "schedules": {
+        name: [float(s(jnp.array(c, jnp.int32))) for c in range(12)]
+        for name, s in SCHEDULES.items()
+    },
+}
+json.dump(out, sys.stdout, indent=1)
+sys.stdout.write("\n")
