@@ -6,12 +6,14 @@
 //! the bits JAX gives (`tests/random.rs` checks them against values JAX generated). Samplers
 //! trace to `u32` elementwise IR over an iota: compiled, a draw is one fused kernel.
 
+mod distributions;
 mod integers;
 mod key;
 mod permutation;
 mod sample;
 mod threefry;
 
+pub use distributions::{exponential, laplace, logistic, rademacher};
 pub use integers::randint;
 pub use key::{fold_in, key, split, split2, Key};
 pub use permutation::{permutation, permutation_of, shuffle};
