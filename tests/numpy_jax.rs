@@ -2,7 +2,8 @@
 //! values computed by JAX in f64 (`tests/jax/generate_numpy.py` wrote
 //! `tests/jax/numpy_reference.json`; no Python is needed here): `stack`, `var`, `std`, `any`,
 //! `all`, `tril`, `triu`, `eye`, `diagonal`, `repeat`, `tile`, `roll`, `linspace`,
-//! `logaddexp` (infinities included), the activations `softplus`, `log_sigmoid`, `leaky_relu`,
+//! `logaddexp` (infinities included), `split`, the vector and Frobenius norms, `outer`, `kron`,
+//! `meshgrid`, `nan_to_num`, `isclose`, the activations `softplus`, `log_sigmoid`, `leaky_relu`,
 //! `elu`, `relu6`, `hard_tanh`, `glu` at and around their kinks, and the losses
 //! `softmax_cross_entropy`, `sigmoid_binary_cross_entropy`, `l2_loss`, `huber_loss`, and
 //! `einsum` (products, batches, implicit output, traces, diagonals, `...`, three operands);
@@ -71,6 +72,29 @@ fn function(name: &str, args: &[Tensor]) -> Tensor {
         "sigmoid_binary_cross_entropy" => nn::sigmoid_binary_cross_entropy(x(), &args[1]),
         "l2_loss" => nn::l2_loss(x(), &args[1]),
         "huber_loss" => nn::huber_loss(x(), &args[1], 1.5),
+        "split" => Tensor::stack(&x().split(3, 1), 0),
+        "split_indices" => {
+            let pieces = x().split_at_indices(&[1, 3], 0);
+            Tensor::concatenate(&pieces, 0)
+                * Tensor::linspace(DType::F64, 1.0, 5.0, 5).reshape([5, 1])
+        }
+        "norm_2" => x().vector_norm(2.0, 1),
+        "norm_1" => x().vector_norm(1.0, 0),
+        "norm_inf" => x().vector_norm(f64::INFINITY, 1),
+        "norm_neginf" => x().vector_norm(f64::NEG_INFINITY, 1),
+        "norm_0" => x().vector_norm(0.0, 1),
+        "norm_3" => x().vector_norm(3.0, 1),
+        "frobenius" => x().frobenius_norm(),
+        "outer" => x().outer(&args[1]),
+        "kron" => x().kron(&args[1]),
+        "meshgrid_xy" => Tensor::stack(&Tensor::meshgrid(&[x(), &args[1]], true), 0),
+        "meshgrid_ij" => {
+            let grids = Tensor::meshgrid(&[x(), &args[1], &args[2]], false);
+            let flat: Vec<Tensor> = grids.iter().map(|g| g.reshape([g.numel()])).collect();
+            Tensor::stack(&flat, 0)
+        }
+        "nan_to_num" => x().nan_to_num(0.5, 9.0, -9.0),
+        "isclose" => x().isclose(&args[1], 1e-3, 1e-6).astype(DType::F64),
         other => match other.strip_prefix("einsum:") {
             Some(spec) => Tensor::einsum(spec, &args.iter().collect::<Vec<_>>()),
             None => panic!("no function {other}"),
@@ -107,7 +131,7 @@ fn assert_close(what: &str, got: &Tensor, want: &Value) {
 fn composites_match_jax() {
     let record: Value = serde_json::from_str(include_str!("jax/numpy_reference.json")).unwrap();
     let cases = record["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 41);
+    assert_eq!(cases.len(), 56);
     for case in cases {
         let name = case["name"].as_str().unwrap();
         let args: Vec<Tensor> = case["inputs"]
@@ -165,6 +189,12 @@ fn errors() {
             "{spec}: {e}"
         );
     }
+    let six = Tensor::from_vec([6], vec![1.0f64; 6]);
+    let pieces = six.split(4, 0);
+    let e = pieces[0].to_array().unwrap_err().to_string();
+    assert!(e.contains("split: 4 equal sections of the 6"), "{e}");
+    let e = v.kron(&m).to_array().unwrap_err().to_string();
+    assert!(e.contains("kron: two matrices"), "{e}");
     let empty = Tensor::from_vec([0], Vec::<f64>::new());
     assert_eq!(empty.roll(3, 0).shape(), &[0]);
     assert_eq!(Tensor::linspace(DType::F32, 0.0, 1.0, 0).shape(), &[0]);

@@ -49,6 +49,21 @@ CASES = [
     ("sigmoid_binary_cross_entropy", optax.sigmoid_binary_cross_entropy, [kinks, rng.uniform(size=12)], True),
     ("l2_loss", optax.l2_loss, [a34, rng.normal(size=(3, 4))], True),
     ("huber_loss", lambda p, t: optax.huber_loss(p, t, delta=1.5), [a34 * 3, rng.normal(size=(3, 4))], True),
+    ("split", lambda a: jnp.stack(jnp.split(a, 3, axis=1)), [rng.normal(size=(2, 6))], True),
+    ("split_indices", lambda a: jnp.concatenate(jnp.split(a, [1, 3], axis=0), axis=0) * jnp.arange(1.0, 6.0)[:, None], [rng.normal(size=(5, 2))], True),
+    ("norm_2", lambda a: jnp.linalg.norm(a, ord=2, axis=1), [a34], True),
+    ("norm_1", lambda a: jnp.linalg.norm(a, ord=1, axis=0), [a34], True),
+    ("norm_inf", lambda a: jnp.linalg.norm(a, ord=jnp.inf, axis=1), [a34], True),
+    ("norm_neginf", lambda a: jnp.linalg.norm(a, ord=-jnp.inf, axis=1), [a34], True),
+    ("norm_0", lambda a: jnp.linalg.norm(a, ord=0, axis=1), [np.array([[0.0, 1.5, 0.0], [2.0, -1.0, 3.0]])], False),
+    ("norm_3", lambda a: jnp.linalg.norm(a, ord=3, axis=1), [a34], True),
+    ("frobenius", lambda a: jnp.linalg.norm(a, axis=(-2, -1)), [rng.normal(size=(2, 3, 4))], True),
+    ("outer", lambda a, b: jnp.outer(a, b), [rng.normal(size=(3,)), rng.normal(size=(4,))], True),
+    ("kron", lambda a, b: jnp.kron(a, b), [rng.normal(size=(2, 3)), rng.normal(size=(3, 2))], True),
+    ("meshgrid_xy", lambda a, b: jnp.stack(jnp.meshgrid(a, b)), [rng.normal(size=(3,)), rng.normal(size=(4,))], True),
+    ("meshgrid_ij", lambda a, b, c: jnp.stack([x.ravel() for x in jnp.meshgrid(a, b, c, indexing="ij")]), [rng.normal(size=(2,)), rng.normal(size=(3,)), rng.normal(size=(2,))], True),
+    ("nan_to_num", lambda a: jnp.nan_to_num(a, nan=0.5, posinf=9.0, neginf=-9.0), [np.array([1.0, np.nan, np.inf, -np.inf, -2.0])], False),
+    ("isclose", lambda a, b: jnp.isclose(a, b, rtol=1e-3, atol=1e-6).astype(jnp.float64), [np.array([1.0, 1.0, np.inf, np.nan, 0.0, 1e-7]), np.array([1.0005, 1.002, np.inf, np.nan, 2e-6, 0.0])], False),
 ]
 
 EINSUMS = [

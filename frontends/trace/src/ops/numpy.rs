@@ -1,6 +1,7 @@
-//! What `jax.numpy` builds from the primitives and training code reaches for often: stacking,
-//! variance and standard deviation, `any`/`all`, triangles, diagonals and the identity,
-//! repeating and tiling, rolling, `linspace` and `logaddexp`. Each is spelled in existing ops,
+//! What `jax.numpy` builds from the primitives and training code reaches for often: stacking
+//! and splitting, variance and standard deviation, `any`/`all`, triangles, diagonals and the
+//! identity, repeating and tiling, rolling, `linspace`, `logaddexp`, vector and Frobenius
+//! norms, outer and Kronecker products, `meshgrid`, `nan_to_num` and `isclose`. Each is spelled in existing ops,
 //! so backends, autodiff and `vmap` need nothing new.
 
 use crate::tensor::Tensor;
@@ -212,5 +213,147 @@ impl Tensor {
         let tail = (-difference.abs()).exp().log1p();
         // `inf − inf` is NaN: both infinite of one sign give that infinity.
         difference.is_nan().select(self + other, larger + tail)
+    }
+}
+
+impl Tensor {
+    /// `sections` equal pieces along `axis` (`jnp.split` with a count); a size `sections` does
+    /// not divide gives failed pieces saying so.
+    #[track_caller]
+    pub fn split(&self, sections: usize, axis: i64) -> Vec<Tensor> {
+        let Some(a) = super::axis_index(axis, self.ndim()) else {
+            return vec![self.fail(format!("split: axis {axis} of {}", self.ty()))];
+        };
+        let n = self.shape()[a];
+        if sections == 0 || !n.is_multiple_of(sections) {
+            let message = format!("split: {sections} equal sections of the {n} along axis {axis}");
+            return vec![self.fail(message); sections.max(1)];
+        }
+        let step = n / sections;
+        let indices: Vec<usize> = (1..sections).map(|i| i * step).collect();
+        self.split_at_indices(&indices, axis)
+    }
+
+    /// The pieces between `indices` along `axis` (`jnp.split` with indices): `[..i0]`,
+    /// `[i0..i1]`, ..., `[ik..]`, indices past the end clamped to it.
+    #[track_caller]
+    pub fn split_at_indices(&self, indices: &[usize], axis: i64) -> Vec<Tensor> {
+        let Some(a) = super::axis_index(axis, self.ndim()) else {
+            return vec![self.fail(format!("split: axis {axis} of {}", self.ty()))];
+        };
+        let n = self.shape()[a];
+        let mut bounds = vec![0];
+        bounds.extend(indices.iter().map(|&i| i.min(n)));
+        bounds.push(n);
+        bounds
+            .windows(2)
+            .map(|w| {
+                let mut start = vec![0; self.ndim()];
+                let mut limit = self.shape().to_vec();
+                start[a] = w[0];
+                limit[a] = w[1].max(w[0]);
+                self.slice(&start, &limit)
+            })
+            .collect()
+    }
+
+    /// The vector `p`-norm over `axis` (`jnp.linalg.norm(x, ord=p, axis=axis)`): `(Σ|x|^p)^(1/p)`,
+    /// the largest `|x|` for `p = ∞`, the smallest for `−∞`, the count of nonzeros for 0; of the
+    /// real type for complex `x`.
+    #[track_caller]
+    pub fn vector_norm(&self, p: f64, axis: i64) -> Tensor {
+        let magnitude = self.abs();
+        let axes = [axis as i32];
+        if p == f64::INFINITY {
+            magnitude.max(&axes[..])
+        } else if p == f64::NEG_INFINITY {
+            magnitude.min(&axes[..])
+        } else if p == 0.0 {
+            magnitude
+                .not_equal(0.0)
+                .astype(magnitude.dtype())
+                .sum(&axes[..])
+        } else if p == 1.0 {
+            magnitude.sum(&axes[..])
+        } else if p == 2.0 {
+            magnitude.square().sum(&axes[..]).sqrt()
+        } else {
+            magnitude.pow(p).sum(&axes[..]).pow(1.0 / p)
+        }
+    }
+
+    /// The Frobenius norm of the last two dimensions (`jnp.linalg.norm` of a matrix, its
+    /// default): `sqrt(Σ|x|²)`.
+    #[track_caller]
+    pub fn frobenius_norm(&self) -> Tensor {
+        self.abs().square().sum(&[-2, -1][..]).sqrt()
+    }
+
+    /// The outer product of two vectors, flattened first (`jnp.outer`).
+    #[track_caller]
+    pub fn outer(&self, other: &Tensor) -> Tensor {
+        let (a, b) = (
+            self.reshape([self.numel(), 1]),
+            other.reshape([1, other.numel()]),
+        );
+        a * b
+    }
+
+    /// The Kronecker product of two matrices (`jnp.kron`): block `(i, j)` is `self[i, j]·other`.
+    #[track_caller]
+    pub fn kron(&self, other: &Tensor) -> Tensor {
+        if self.ndim() != 2 || other.ndim() != 2 {
+            return self.fail(format!(
+                "kron: two matrices are needed, not {} and {}",
+                self.ty(),
+                other.ty()
+            ));
+        }
+        let (m, n) = (self.shape()[0], self.shape()[1]);
+        let (p, q) = (other.shape()[0], other.shape()[1]);
+        let blocks = self.reshape([m, 1, n, 1]) * other.reshape([1, p, 1, q]);
+        blocks.reshape([m * p, n * q])
+    }
+
+    /// Coordinate grids of the vectors `axes` (`jnp.meshgrid`): `xy` indexing (the default,
+    /// first two grid axes swapped) or `ij`.
+    #[track_caller]
+    pub fn meshgrid(axes: &[&Tensor], xy: bool) -> Vec<Tensor> {
+        let mut shape: Vec<usize> = axes.iter().map(|t| t.numel()).collect();
+        if xy && shape.len() >= 2 {
+            shape.swap(0, 1);
+        }
+        axes.iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let at = match (xy, i) {
+                    (true, 0) if axes.len() >= 2 => 1,
+                    (true, 1) => 0,
+                    _ => i,
+                };
+                let mut view = vec![1usize; shape.len()];
+                view[at] = t.numel();
+                t.reshape(view).broadcast_to(shape.clone())
+            })
+            .collect()
+    }
+
+    /// `self` with NaN replaced by `nan`, `+∞` by `posinf` and `−∞` by `neginf`
+    /// (`jnp.nan_to_num`, whose defaults are 0 and the dtype's largest and lowest values).
+    #[track_caller]
+    pub fn nan_to_num(&self, nan: f64, posinf: f64, neginf: f64) -> Tensor {
+        let infinite = self.is_inf();
+        let positive = self.greater(0.0);
+        let replaced = self.is_nan().select(nan, self);
+        let highest = Tensor::full(self.dtype(), self.shape().to_vec(), posinf);
+        infinite.select(positive.select(&highest, neginf), &replaced)
+    }
+
+    /// Where `|self − other| ≤ atol + rtol·|other|` elementwise (`jnp.isclose`, NaN never
+    /// close, equal infinities close).
+    #[track_caller]
+    pub fn isclose(&self, other: &Tensor, rtol: f64, atol: f64) -> Tensor {
+        let within = (self - other).abs().less_equal(other.abs() * rtol + atol);
+        within.logical_or(self.equal(other))
     }
 }
