@@ -3,7 +3,7 @@
 //! `tests/jax/numpy_reference.json`; no Python is needed here): `stack`, `var`, `std`, `any`,
 //! `all`, `tril`, `triu`, `eye`, `diagonal`, `repeat`, `tile`, `roll`, `linspace`,
 //! `logaddexp` (infinities included), `split`, the vector and Frobenius norms, `outer`, `kron`,
-//! `meshgrid`, `nan_to_num`, `isclose`, the activations `softplus`, `log_sigmoid`, `leaky_relu`,
+//! `meshgrid`, `nan_to_num`, `isclose`, `searchsorted`, the activations `softplus`, `log_sigmoid`, `leaky_relu`,
 //! `elu`, `relu6`, `hard_tanh`, `glu` at and around their kinks, and the losses
 //! `softmax_cross_entropy`, `sigmoid_binary_cross_entropy`, `l2_loss`, `huber_loss`, and
 //! `einsum` (products, batches, implicit output, traces, diagonals, `...`, three operands);
@@ -94,6 +94,8 @@ fn function(name: &str, args: &[Tensor]) -> Tensor {
             Tensor::stack(&flat, 0)
         }
         "nan_to_num" => x().nan_to_num(0.5, 9.0, -9.0),
+        "searchsorted_left" => x().searchsorted(&args[1], false).astype(DType::F64),
+        "searchsorted_right" => x().searchsorted(&args[1], true).astype(DType::F64),
         "isclose" => x().isclose(&args[1], 1e-3, 1e-6).astype(DType::F64),
         other => match other.strip_prefix("einsum:") {
             Some(spec) => Tensor::einsum(spec, &args.iter().collect::<Vec<_>>()),
@@ -131,7 +133,7 @@ fn assert_close(what: &str, got: &Tensor, want: &Value) {
 fn composites_match_jax() {
     let record: Value = serde_json::from_str(include_str!("jax/numpy_reference.json")).unwrap();
     let cases = record["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 56);
+    assert_eq!(cases.len(), 58);
     for case in cases {
         let name = case["name"].as_str().unwrap();
         let args: Vec<Tensor> = case["inputs"]

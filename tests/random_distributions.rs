@@ -44,8 +44,8 @@ fn draws_match_jax() {
     let record: Value =
         serde_json::from_str(include_str!("jax/distributions_reference.json")).unwrap();
     let cases = record["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 8);
-    for case in cases {
+    assert_eq!(cases.len(), 12);
+    for case in cases.iter().filter(|c| c["name"] != "choice") {
         let name = case["name"].as_str().unwrap();
         let seed = case["seed"].as_u64().unwrap() as u32;
         let shape: Vec<usize> = case["shape"]
@@ -74,6 +74,60 @@ fn draws_match_jax() {
             );
         }
     }
+}
+
+/// `choice` of 8 with and without replacement, uniform and by probabilities, gives JAX's
+/// indices for the same keys.
+#[test]
+fn choices_match_jax() {
+    let record: Value =
+        serde_json::from_str(include_str!("jax/distributions_reference.json")).unwrap();
+    let cases: Vec<&Value> = record["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"] == "choice")
+        .collect();
+    assert_eq!(cases.len(), 4);
+    for case in cases {
+        let seed = case["seed"].as_u64().unwrap() as u32;
+        let shape: Vec<usize> = case["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap() as usize)
+            .collect();
+        let replace = case["replace"].as_bool().unwrap();
+        let p = case["p"].as_array().map(|p| {
+            Tensor::from_vec(
+                [p.len()],
+                p.iter()
+                    .map(|v| v.as_f64().unwrap() as f32)
+                    .collect::<Vec<f32>>(),
+            )
+        });
+        let got = random::choice(&random::key(seed), 8, &shape, replace, p.as_ref());
+        let want: Vec<i32> = case["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap() as i32)
+            .collect();
+        assert_eq!(got.shape(), &shape[..]);
+        assert_eq!(
+            got.to_vec::<i32>().unwrap(),
+            want,
+            "seed {seed}, replace {replace}"
+        );
+    }
+    let e = random::choice(&random::key(0), 3, &[4], false, None)
+        .to_array()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("choice: a sample of 4 from a population of 3"),
+        "{e}"
+    );
 }
 
 /// 100,000 draws of each: the distributions' means and variances (exponential 1 and 1,

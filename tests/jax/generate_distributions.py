@@ -1,5 +1,5 @@
 """Reference draws for ferrax::random's exponential, laplace, logistic and rademacher
-(tests/random_distributions.rs), computed with JAX's default threefry2x32 generator.
+and choice (tests/random_distributions.rs), computed with JAX's default threefry2x32 generator.
 
 Run: JAX_PLATFORMS=cpu python3 tests/jax/generate_distributions.py > tests/jax/distributions_reference.json
 The f64 cases are computed with 64-bit mode enabled, Rademacher's in the default mode.
@@ -36,5 +36,17 @@ for name in ["exponential", "laplace", "logistic"]:
 jax.config.update("jax_enable_x64", False)
 record("rademacher", 0, (257,), "float32")
 record("rademacher", 4, (6,), "int32")
+P = np.array([0.1, 0.05, 0.2, 0.15, 0.1, 0.05, 0.2, 0.15], np.float32)
+for seed, shape, replace, p in [(1, (5,), True, None), (2, (2, 3), False, None),
+                                 (3, (7,), True, P), (4, (4,), False, P)]:
+    x = np.asarray(random.choice(random.key(seed), 8, shape, replace=replace, p=p))
+    cases.append({
+        "name": "choice",
+        "seed": seed,
+        "shape": list(shape),
+        "replace": replace,
+        "p": None if p is None else [float(v) for v in p],
+        "data": [int(v) for v in x.ravel()],
+    })
 json.dump({"jax": jax.__version__, "cases": cases}, sys.stdout)
 sys.stdout.write("\n")

@@ -64,6 +64,8 @@ CASES = [
     ("meshgrid_ij", lambda a, b, c: jnp.stack([x.ravel() for x in jnp.meshgrid(a, b, c, indexing="ij")]), [rng.normal(size=(2,)), rng.normal(size=(3,)), rng.normal(size=(2,))], True),
     ("nan_to_num", lambda a: jnp.nan_to_num(a, nan=0.5, posinf=9.0, neginf=-9.0), [np.array([1.0, np.nan, np.inf, -np.inf, -2.0])], False),
     ("isclose", lambda a, b: jnp.isclose(a, b, rtol=1e-3, atol=1e-6).astype(jnp.float64), [np.array([1.0, 1.0, np.inf, np.nan, 0.0, 1e-7]), np.array([1.0005, 1.002, np.inf, np.nan, 2e-6, 0.0])], False),
+    ("searchsorted_left", lambda a, v: jnp.searchsorted(a, v).astype(jnp.float64), [np.array([1.0, 2, 2, 3, 5]), np.array([[0.0, 2, 2.5], [5, 6, 1]])], False),
+    ("searchsorted_right", lambda a, v: jnp.searchsorted(a, v, side="right").astype(jnp.float64), [np.array([1.0, 2, 2, 3, 5]), np.array([[0.0, 2, 2.5], [5, 6, 1]])], False),
 ]
 
 EINSUMS = [

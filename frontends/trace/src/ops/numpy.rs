@@ -357,3 +357,25 @@ impl Tensor {
         within.logical_or(self.equal(other))
     }
 }
+
+impl Tensor {
+    /// Where each value of `values` would go in this sorted vector to keep it sorted
+    /// (`jnp.searchsorted`): the count of elements below it (`side="left"`), or not above it
+    /// (`right`); `i32`, of `values`' shape. Every pair is compared (`method="compare_all"`),
+    /// which gives the same indices as JAX's default.
+    #[track_caller]
+    pub fn searchsorted(&self, values: &Tensor, right: bool) -> Tensor {
+        if self.ndim() != 1 {
+            return self.fail(format!(
+                "searchsorted: a sorted vector is needed, not {}",
+                self.ty()
+            ));
+        }
+        let v = values.expand_dims(-1);
+        let before = match right {
+            true => self.less_equal(&v),
+            false => self.less(&v),
+        };
+        before.astype(DType::I32).sum(-1)
+    }
+}

@@ -1,5 +1,5 @@
-//! Distributions `jax.random` draws by transforming one uniform draw, with its bounds and
-//! formulas: exponential, Laplace, logistic and Rademacher.
+//! Distributions `jax.random` draws by transforming uniform draws, with its bounds and
+//! formulas: exponential, Laplace, logistic and Rademacher, and `choice`.
 
 use super::sample::{bernoulli, uniform, uniform_in};
 use super::Key;
@@ -52,4 +52,57 @@ pub fn logistic(key: &Key, shape: impl Into<Shape>, dtype: DType) -> Tensor {
 #[track_caller]
 pub fn rademacher(key: &Key, shape: impl Into<Shape>, dtype: DType) -> Tensor {
     bernoulli(key, 0.5, shape).astype(dtype) * 2.0 - 1.0
+}
+
+/// Indices in `0..n` (`i32`, of `shape`) drawn as `jax.random.choice(key, n, shape, replace,
+/// p)` draws them: uniformly (`randint`) or, without replacement, the first of a permutation;
+/// by probabilities `p` (`[n]`, floats, normalized by their sum) through the cumulative sum
+/// and `searchsorted`, or without replacement by the Gumbel top-k trick. Taking `x`'s rows is
+/// `x.take(&indices, axis)`.
+#[track_caller]
+pub fn choice(key: &Key, n: usize, shape: &[usize], replace: bool, p: Option<&Tensor>) -> Tensor {
+    let location = std::panic::Location::caller();
+    let draws: usize = shape.iter().product();
+    let fail = |message: String| {
+        Tensor::failed(
+            location,
+            format!("choice: {message}"),
+            ferrax_ir::TensorType::new(DType::I32, shape.to_vec()),
+        )
+    };
+    if draws == 0 {
+        return Tensor::zeros(DType::I32, shape.to_vec());
+    }
+    if n == 0 {
+        return fail("a population of 0 unless no samples are taken".to_string());
+    }
+    if !replace && draws > n {
+        return fail(format!(
+            "a sample of {draws} from a population of {n} without replacement"
+        ));
+    }
+    let Ok(top) = i64::try_from(n) else {
+        return fail(format!("a population of {n}"));
+    };
+    match p {
+        None if replace => super::integers::randint(key, shape.to_vec(), 0, top, DType::I32),
+        None => super::permutation(key, n)
+            .slice(&[0], &[draws])
+            .astype(DType::I32)
+            .reshape(shape.to_vec()),
+        Some(p) if p.shape() != [n] => fail(format!("p is {}, not [{n}]", p.ty())),
+        Some(p) if replace => {
+            let cumulative = p.cumsum(0);
+            let total = cumulative
+                .slice(&[n - 1], &[n])
+                .reshape(Vec::<usize>::new());
+            let u = uniform(key, shape.to_vec(), p.dtype());
+            let r = (-u + 1.0) * total;
+            cumulative.searchsorted(&r, false)
+        }
+        Some(p) => {
+            let g = super::gumbel(key, [n], p.dtype()) + p.log();
+            g.top_k(draws).1.astype(DType::I32).reshape(shape.to_vec())
+        }
+    }
 }

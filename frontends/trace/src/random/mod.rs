@@ -13,7 +13,7 @@ mod permutation;
 mod sample;
 mod threefry;
 
-pub use distributions::{exponential, laplace, logistic, rademacher};
+pub use distributions::{choice, exponential, laplace, logistic, rademacher};
 pub use integers::randint;
 pub use key::{fold_in, key, split, split2, Key};
 pub use permutation::{permutation, permutation_of, shuffle};
