@@ -191,6 +191,38 @@ fn errors() {
             "{spec}: {e}"
         );
     }
+    // Malformed subscripts of every kind are errors, never panics.
+    let scalar = Tensor::scalar(2.0f64);
+    for spec in [
+        "",
+        "->",
+        ",",
+        "i,->i",
+        "...,...",
+        "i...j...",
+        "...->......",
+        "->i",
+        "ii->ii",
+        "é",
+        "i.j",
+        "ij->",
+        "..i",
+        "i,j,k->ijk",
+        "abcdefghijklmnopqrstuvwxyz",
+    ] {
+        for operands in [vec![&m], vec![&m, &m], vec![&scalar], vec![]] {
+            let _ = Tensor::einsum(spec, &operands).to_array();
+        }
+    }
+    let e = Tensor::einsum("i...j...", &[&m])
+        .to_array()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`...` at most once"), "{e}");
+    assert_eq!(
+        Tensor::einsum("", &[&scalar]).to_vec::<f64>().unwrap(),
+        [2.0]
+    );
     let six = Tensor::from_vec([6], vec![1.0f64; 6]);
     let pieces = six.split(4, 0);
     let e = pieces[0].to_array().unwrap_err().to_string();

@@ -23,6 +23,13 @@ fn parse(spec: &str, ranks: &[usize]) -> Result<(Vec<Vec<char>>, Vec<char>), Str
         Some((i, o)) => (i.to_string(), Some(o.to_string())),
         None => (spec.clone(), None),
     };
+    if inputs.matches("...").count() > ranks.len()
+        || output
+            .as_ref()
+            .is_some_and(|o| o.matches("...").count() > 1)
+    {
+        return Err("`...` at most once per operand and in the output".to_string());
+    }
     let terms: Vec<&str> = inputs.split(',').collect();
     if terms.len() != ranks.len() {
         return Err(format!(
@@ -39,6 +46,9 @@ fn parse(spec: &str, ranks: &[usize]) -> Result<(Vec<Vec<char>>, Vec<char>), Str
     let mut ellipsis_rank: Option<usize> = None;
     let mut labels = Vec::with_capacity(terms.len());
     for (term, &rank) in terms.iter().zip(ranks) {
+        if term.matches("...").count() > 1 {
+            return Err(format!("`...` twice in {term:?}"));
+        }
         let named: Vec<char> = term.replace("...", "").chars().collect();
         if let Some(bad) = named.iter().find(|c| !c.is_ascii_alphabetic()) {
             return Err(format!(
