@@ -184,7 +184,9 @@ fn schedules_match_optax_at_each_step() {
 }
 
 /// RMSProp, Adagrad (an exact zero gradient among them), Lion with a weight-decay mask, Adam
-/// on an exponential decay and SGD on a piecewise-constant schedule against optax 0.2.8 itself
+/// on an exponential decay, SGD on a piecewise-constant schedule and Adam on gradients
+/// accumulated over 3 steps (`MultiSteps`: parameters still for two steps, then moved) against
+/// optax 0.2.8 itself
 /// (`tests/jax/generate_optim_optax.py`), eagerly and under `jit`, and the schedules at every
 /// step.
 #[test]
@@ -202,6 +204,8 @@ fn more_optimizers_and_schedules_follow_optax() {
     );
     let piecewise = || optim::piecewise_constant_schedule(0.2, vec![(6, 0.1), (3, 0.5)]);
     check_in(&r, "sgd_piecewise", optim::sgd(piecewise()));
+    let accumulated = optim::multi_steps(optim::adam(0.05, 0.9, 0.999, 1e-8), 3);
+    check_in(&r, "multi_steps_adam", accumulated);
     let schedules = [
         ("exponential", exponential()),
         (

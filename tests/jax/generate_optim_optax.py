@@ -1,5 +1,5 @@
-"""Reference trajectories for ferrax::optim's RMSProp, Adagrad and Lion and the exponential and
-piecewise-constant schedules (tests/optim.rs), computed with optax itself in float32.
+"""Reference trajectories for ferrax::optim's RMSProp, Adagrad, Lion and gradient accumulation
+(MultiSteps) and the exponential and piecewise-constant schedules (tests/optim.rs), computed with optax itself in float32.
 
 Run: JAX_PLATFORMS=cpu python3 tests/jax/generate_optim_optax.py > tests/jax/optim_optax_reference.json
 (needs jax, numpy and optax). The format is generate_optim.py's: each case runs an optimizer
@@ -38,6 +38,7 @@ CASES = {
     "lion_masked": optax.lion(0.01, b1=0.9, b2=0.99, weight_decay=0.1, mask={"b": False, "w": True}),
     "adam_exponential": optax.adam(EXPONENTIAL),
     "sgd_piecewise": optax.sgd(PIECEWISE),
+    "multi_steps_adam": optax.MultiSteps(optax.adam(0.05), every_k_schedule=3),
 }
 SCHEDULES = {
     "exponential": EXPONENTIAL,

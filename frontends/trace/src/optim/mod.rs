@@ -24,12 +24,14 @@
 //! assert!(params[0].to_vec::<f32>().unwrap()[0] < 1.0);
 //! ```
 
+mod accumulate;
 mod adam;
 mod clip;
 mod moments;
 mod schedule;
 mod sgd;
 
+pub use accumulate::{multi_steps, MultiSteps, MultiStepsState};
 pub use adam::{
     adam, adamw, Adam, AdamState, AdamW, AddDecayedWeights, LeafPredicate, Mask, ScaleByAdam,
 };
