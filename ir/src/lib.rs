@@ -10,6 +10,7 @@ mod control;
 mod conv;
 mod dtype;
 mod error;
+mod float_serde;
 mod func;
 mod indexing;
 mod linalg;

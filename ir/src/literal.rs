@@ -6,12 +6,17 @@ pub use num_complex::Complex;
 use serde::{Deserialize, Serialize};
 use std::hash::{Hash, Hasher};
 
-/// A flat, row-major vector of elements of one dtype.
+/// A flat, row-major vector of elements of one dtype. Serialized, float elements keep
+/// infinities and NaNs in every format (`float_serde`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Elements {
+    #[serde(with = "crate::float_serde::real")]
     F32(Vec<f32>),
+    #[serde(with = "crate::float_serde::real")]
     F64(Vec<f64>),
+    #[serde(with = "crate::float_serde::real")]
     F16(Vec<f16>),
+    #[serde(with = "crate::float_serde::real")]
     BF16(Vec<bf16>),
     I32(Vec<i32>),
     I64(Vec<i64>),
@@ -22,7 +27,9 @@ pub enum Elements {
     U16(Vec<u16>),
     U64(Vec<u64>),
     Bool(Vec<bool>),
+    #[serde(with = "crate::float_serde::complex")]
     C64(Vec<Complex<f32>>),
+    #[serde(with = "crate::float_serde::complex")]
     C128(Vec<Complex<f64>>),
 }
 
