@@ -221,6 +221,26 @@ impl Importer<'_> {
         Ok(x)
     }
 
+    /// The one operand of `target`, a matrix or a batch of them.
+    pub(super) fn matrix_operand(
+        &self,
+        target: &str,
+        op: &Operation,
+        args: &[ValueId],
+    ) -> Result<ValueId, Error> {
+        let &[a] = args else {
+            return Err(Error::at(op.line, format!("{target} takes one matrix")));
+        };
+        let ty = self.type_of(a, op.line)?;
+        if ty.rank() < 2 {
+            return Err(Error::at(
+                op.line,
+                format!("{target} of {ty}, not a matrix"),
+            ));
+        }
+        Ok(a)
+    }
+
     fn iota(&mut self, shape: &Shape, dim: usize, line: usize) -> Result<ValueId, Error> {
         let op = Op::Iota {
             dtype: DType::I32,
@@ -277,14 +297,9 @@ impl Importer<'_> {
         args: &[ValueId],
     ) -> Result<Vec<ValueId>, Error> {
         let line = op.line;
-        let &[a] = args else {
-            return Err(Error::at(line, format!("{target} takes one matrix")));
-        };
+        let a = self.matrix_operand(target, op, args)?;
         let a_ty = self.type_of(a, line)?;
         let rank = a_ty.rank();
-        if rank < 2 {
-            return Err(Error::at(line, format!("{target} of {a_ty}, not a matrix")));
-        }
         let full = match flag(op, "mode") {
             Some(b'A') => Some(true),
             Some(b'S') => Some(false),

@@ -156,26 +156,6 @@ impl Importer<'_> {
         Ok(results)
     }
 
-    /// The one operand of `target`, a matrix or a batch of them.
-    fn matrix_operand(
-        &self,
-        target: &str,
-        op: &Operation,
-        args: &[ValueId],
-    ) -> Result<ValueId, Error> {
-        let &[a] = args else {
-            return Err(Error::at(op.line, format!("{target} takes one matrix")));
-        };
-        let ty = self.type_of(a, op.line)?;
-        if ty.rank() < 2 {
-            return Err(Error::at(
-                op.line,
-                format!("{target} of {ty}, not a matrix"),
-            ));
-        }
-        Ok(a)
-    }
-
     /// Checks that `op` declares at least the types of `of`'s results (`of[0]` is the operand
     /// the error names).
     fn declared(&self, target: &str, op: &Operation, of: &[ValueId]) -> Result<(), Error> {
