@@ -3,6 +3,8 @@ primitives (tests/numpy_jax.rs), computed with JAX in float64: each function's v
 inputs (infinities and the activations' kinks among them; `jnp.einsum` on fourteen subscripts) and,
 where it has one, the gradient
 of `sum(f(x) * w)` with respect to its first input (`w` = 1, 2, 3, ... over the size).
+Complex results are stacked as real and imaginary parts. `jax.nn.dot_product_attention`
+computes its softmax in f32 whatever the input type, so its cases carry a tolerance of 1e-5.
 
 Run: JAX_PLATFORMS=cpu python3 tests/jax/generate_numpy.py > tests/jax/numpy_reference.json
 """
@@ -68,6 +70,82 @@ CASES = [
     ("searchsorted_right", lambda a, v: jnp.searchsorted(a, v, side="right").astype(jnp.float64), [np.array([1.0, 2, 2, 3, 5]), np.array([[0.0, 2, 2.5], [5, 6, 1]])], False),
 ]
 
+a23 = rng.normal(size=(2, 3))
+a234 = rng.normal(size=(2, 3, 4))
+a5 = rng.normal(size=(2, 2, 2, 2, 3))
+ints = np.array([3.0, 0, 1, 3, -2, 7, 1, 3, 4, 0])
+unsorted = np.array([[3.0, 1, np.nan, 2], [1, 5, 3, np.nan], [2, 2, -1, 0]])
+
+
+def ri(z):
+    return jnp.stack([z.real, z.imag])
+
+
+def recurrence(a, b):
+    # (a1, b1) then (a2, b2): x -> a2 (a1 x + b1) + b2, associative.
+    return (a[0] * b[0], b[0] * a[1] + b[1])
+
+
+def attention_inputs(t, s, n, k, h):
+    return [rng.normal(size=(2, t, n, h)), rng.normal(size=(2, s, k, h)), rng.normal(size=(2, s, k, h))]
+
+
+CASES += [
+    ("pad_edge", lambda a: jnp.pad(a, ((2, 5), (1, 3)), mode="edge"), [a34], True),
+    ("pad_reflect", lambda a: jnp.pad(a, ((2, 5), (4, 9)), mode="reflect"), [a34], True),
+    ("pad_symmetric", lambda a: jnp.pad(a, ((7, 2), (1, 4)), mode="symmetric"), [a34], True),
+    ("pad_wrap", lambda a: jnp.pad(a, ((4, 7), (0, 2)), mode="wrap"), [a34], True),
+    ("pad_constant", lambda a: jnp.pad(a, ((1, 0), (2, 1)), constant_values=1.5), [a34], True),
+    ("pad_reflect_single", lambda a: jnp.pad(a, ((2, 3), (1, 1)), mode="reflect"), [rng.normal(size=(1, 3))], True),
+    ("fft_axis0_n5_ortho", lambda a: ri(jnp.fft.fft(a, n=5, axis=0, norm="ortho")), [a34], True),
+    ("ifft_n3_forward", lambda a: ri(jnp.fft.ifft(a, n=3, axis=-1, norm="forward")), [a34], True),
+    ("rfft_axis0_n6", lambda a: ri(jnp.fft.rfft(a, n=6, axis=0)), [a34], True),
+    ("irfft_axis1_n7", lambda a: jnp.fft.irfft(a, n=7, axis=1), [a34], True),
+    ("irfft_default", lambda a: jnp.fft.irfft(a, axis=0, norm="ortho"), [a34], True),
+    ("fftn_axes", lambda a: ri(jnp.fft.fftn(a, s=(3, 5), axes=(0, 2))), [a234], True),
+    ("ifftn_all", lambda a: ri(jnp.fft.ifftn(a)), [a234], True),
+    ("rfftn_all", lambda a: ri(jnp.fft.rfftn(a, norm="ortho")), [a234], True),
+    ("irfftn_s", lambda a: jnp.fft.irfftn(a, s=(3, 6)), [a234], True),
+    ("fft2_ortho", lambda a: ri(jnp.fft.fft2(a, norm="ortho")), [a234], True),
+    ("fftn_five_axes", lambda a: ri(jnp.fft.fftn(a)), [a5], True),
+    ("rfftn_five_axes", lambda a: ri(jnp.fft.rfftn(a, norm="forward")), [a5], True),
+    ("irfftn_five_axes", lambda a: jnp.fft.irfftn(a, s=(2, 3, 2, 2, 4)), [a5], True),
+    ("fftfreq", lambda: jnp.fft.fftfreq(7, 0.5), [], False),
+    ("fftfreq_even", lambda: jnp.fft.fftfreq(8), [], False),
+    ("rfftfreq", lambda: jnp.fft.rfftfreq(9, 0.1), [], False),
+    ("fftshift", lambda a: jnp.fft.fftshift(a), [a234], True),
+    ("ifftshift_axis", lambda a: jnp.fft.ifftshift(a, axes=(1,)), [rng.normal(size=(2, 5))], True),
+    ("bincount", lambda x: jnp.bincount(x.astype(jnp.int32), length=6).astype(jnp.float64), [ints], False),
+    ("bincount_weights", lambda w, x: jnp.bincount(x.astype(jnp.int32), weights=w, length=5), [rng.normal(size=10), ints], True),
+    ("digitize", lambda x, b: jnp.digitize(x, b).astype(jnp.float64), [np.array([-1.0, 0, 0.5, 1, 2.5, 3, 9]), np.array([0.0, 1, 1, 3])], False),
+    ("digitize_right", lambda x, b: jnp.digitize(x, b, right=True).astype(jnp.float64), [np.array([-1.0, 0, 0.5, 1, 2.5, 3, 9]), np.array([0.0, 1, 1, 3])], False),
+    ("digitize_decreasing", lambda x, b: jnp.digitize(x, b).astype(jnp.float64), [np.array([-1.0, 0, 0.5, 1, 2.5, 3, 9]), np.array([3.0, 1, 0])], False),
+    ("histogram", lambda x: jnp.concatenate(jnp.histogram(x, bins=5)), [rng.normal(size=20)], False),
+    ("histogram_range_weights", lambda w, x: jnp.concatenate(jnp.histogram(x, bins=4, range=(-1.0, 1.0), weights=w)), [rng.uniform(size=20), rng.normal(size=20)], True),
+    ("histogram_density", lambda x: jnp.histogram(x, bins=3, density=True)[0], [rng.normal(size=15)], False),
+    ("histogram_edges", lambda w, x, e: jnp.histogram(x, bins=e, weights=w)[0], [rng.uniform(size=6), np.array([0.0, 0.5, 1, 2, 3, 3.5]), np.array([0.0, 1, 2.5, 3])], True),
+    ("unique_values", lambda x: jnp.unique_values(x, size=8), [unsorted], False),
+    ("unique_values_fill", lambda x: jnp.unique_values(x, size=4, fill_value=-9.0), [np.array([2.0, 1, 2, 1])], False),
+    ("unique_counts", lambda x: jnp.concatenate(jnp.unique_counts(x, size=8)), [unsorted], False),
+    ("unique_inverse", lambda x: jnp.unique_inverse(x, size=5).inverse_indices.astype(jnp.float64), [unsorted], False),
+    ("interp", lambda x, xp, fp: jnp.interp(x, xp, fp), [np.array([-1.0, 0, 0.3, 1, 1.5, 2, 2.7, 4, 5]), np.array([0.0, 1, 1, 2, 4]), np.array([1.0, 3, -1, 2, 0.5])], True),
+    ("interp_left_right", lambda fp, x, xp: jnp.interp(x, xp, fp, left=-7.0, right=9.0), [np.array([1.0, 3, -1, 2]), np.array([-1.0, 0, 0.3, 1.5, 2.5, 3, 4]), np.array([0.0, 1, 2, 3])], True),
+    ("associative_scan_add", lambda a: jax.lax.associative_scan(jnp.add, a), [rng.normal(size=(6, 3))], True),
+    ("associative_scan_recurrence", lambda a, b: jnp.stack(jax.lax.associative_scan(recurrence, (a, b), reverse=True, axis=1)), [rng.normal(size=(2, 7)), rng.normal(size=(2, 7))], True),
+    ("associative_scan_odd", lambda a: jax.lax.associative_scan(jnp.multiply, a, axis=-1), [rng.normal(size=(2, 5))], True),
+    ("lax_map", lambda a: jax.lax.map(lambda r: jnp.sin(r) * r.sum(), a), [a34], True),
+]
+
+ATTENTION = [
+    ("attention_bias_mask", lambda q, k, v, bias, m: jax.nn.dot_product_attention(q, k, v, bias=bias, mask=m > 0.5), attention_inputs(4, 5, 2, 2, 3) + [rng.normal(size=(2, 2, 4, 5)), rng.uniform(size=(1, 1, 4, 5))]),
+    ("attention_gqa_causal", lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=True), attention_inputs(5, 5, 4, 2, 3)),
+    ("attention_gqa_bias", lambda q, k, v, bias: jax.nn.dot_product_attention(q, k, v, bias=bias, scale=0.4), attention_inputs(3, 4, 6, 2, 2) + [rng.normal(size=(1, 6, 3, 4))]),
+    ("attention_masked_row", lambda q, k, v, m: jax.nn.dot_product_attention(q, k, v, mask=m > 0.5), attention_inputs(3, 4, 2, 1, 2) + [np.array([[1.0, 0, 1, 1], [0, 0, 0, 0], [1, 1, 1, 0]]).reshape(1, 1, 3, 4)]),
+    ("attention_lengths_window", lambda q, k, v, lq, lk: jax.nn.dot_product_attention(q, k, v, query_seq_lengths=lq.astype(jnp.int32), key_value_seq_lengths=lk.astype(jnp.int32), local_window_size=(1, 2)), attention_inputs(5, 5, 2, 2, 3) + [np.array([4.0, 5]), np.array([5.0, 3])]),
+]
+for name, f, inputs in ATTENTION:
+    CASES.append((name, f, inputs, True, 1e-5))
+
 EINSUMS = [
     ("ij,jk->ik", [(3, 4), (4, 5)]),
     ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
@@ -102,10 +180,12 @@ def encode(x):
 
 def main():
     out = []
-    for name, f, inputs, differentiable in CASES:
+    for name, f, inputs, differentiable, *tolerance in CASES:
         args = [jnp.asarray(x) for x in inputs]
         value = f(*args)
         case = {"name": name, "inputs": [encode(x) for x in inputs], "value": encode(value)}
+        if tolerance:
+            case["tolerance"] = tolerance[0]
         if differentiable:
             g = jax.grad(lambda x, *rest: jnp.sum(f(x, *rest) * weights(value.shape)))(*args)
             case["grad"] = encode(g)

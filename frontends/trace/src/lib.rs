@@ -8,6 +8,7 @@ pub mod checkpoint;
 mod device;
 mod dump;
 mod error;
+pub mod fft;
 mod jit;
 pub mod lax;
 pub mod nn;
@@ -31,8 +32,8 @@ pub use ferrax_ir::{ConvDims, ConvPadding, Convolution};
 pub use jit::{jit, Compiled, Jit, Lowered, Signature};
 pub use lax::{remat, remat_with, RematPolicy};
 pub use ops::{
-    custom_vjp, custom_vjp_named, At, Axes, DotPrecision, IndexMode, Operand, Padding, ShapeArg,
-    Window,
+    custom_vjp, custom_vjp_named, At, Axes, DotPrecision, IndexMode, Operand, PadMode, Padding,
+    ShapeArg, Window,
 };
 pub use tensor::Tensor;
 pub use trace::trace;

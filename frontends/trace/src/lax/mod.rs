@@ -1,25 +1,28 @@
 //! Structured control flow (`jax.lax`): [`cond`], [`switch`], [`while_loop`], [`fori_loop`]
-//! and [`scan`]. Each traces the user's closures into the functions of one `while`, `cond` or
+//! and [`scan`] ([`map`] is a scan without a carry). Each traces the user's closures into the functions of one `while`, `cond` or
 //! `scan` instruction, so a loop is compiled once whatever its trip count, and a branch on a
 //! traced value is possible. Closures may read tracers of an enclosing trace: they become
 //! operands (a loop carries them unchanged). Mistakes (branches returning different structures
 //! or types, a body changing a carried type, a predicate that is not a `bool[]`) are errors at
 //! the caller's line, surfacing from `trace`/`jit` as other tracing errors do. [`remat`]
 //! (`jax.checkpoint`) traces a function into a call whose reverse mode recomputes it.
+//! [`associative_scan`] is no loop: `O(log n)` rounds of whole-array calls of its `fn`.
 //!
 //! The special functions the IR has no op for ([`erf`], [`erfc`], [`erf_inv`]) are here too,
 //! as composites of elementwise ops (`special.rs`), and [`sort_key_val`], whose stable
 //! permutation and gathers live with the `Tensor` sorting methods.
 
+mod associative;
 mod region;
 mod remat;
 mod scan;
 pub(crate) mod special;
 
 pub use crate::ops::sort::sort_key_val;
+pub use associative::associative_scan;
 pub use ferrax_ir::RematPolicy;
 pub use remat::{remat, remat_with};
-pub use scan::{scan, scan_with, ScanOptions};
+pub use scan::{map, scan, scan_with, ScanOptions};
 pub use special::{erf, erf_inv, erfc};
 
 use crate::{Operand, Tensor, Tree};

@@ -179,3 +179,17 @@ pub(super) fn scan_at<C: Tree, X: Tree, Y: Tree>(
     let ys = results.split_off(nc);
     (tree(&c_def, results), tree(&y_def, ys))
 }
+
+/// `jax.lax.map`: `f` applied to each slice of `xs` along its leading dimension, the results
+/// stacked (a [`scan`] without a carry: one traced body, compiled once).
+#[track_caller]
+pub fn map<X: Tree, Y: Tree>(f: impl Fn(X) -> Y, xs: X) -> Y {
+    scan_at(
+        Location::caller(),
+        |(), x| ((), f(x)),
+        (),
+        xs,
+        ScanOptions::default(),
+    )
+    .1
+}

@@ -60,6 +60,136 @@ pub fn dot_product_attention(
     attention_op(q, k, v, (scale, causal, None), Location::caller())
 }
 
+/// What [`dot_product_attention_with`] adds to [`dot_product_attention`], as
+/// `jax.nn.dot_product_attention`'s keywords: an additive `bias` and a boolean `mask` (each
+/// broadcastable to the scores' `[B, N, T, S]`), `scale`, `causal`, the valid lengths of each
+/// batch row's queries and keys (`[B]` integers), and a local window of `(left, right)`
+/// positions around each query.
+#[derive(Clone, Debug, Default)]
+pub struct AttentionOptions {
+    pub bias: Option<Tensor>,
+    pub mask: Option<Tensor>,
+    pub scale: Option<f64>,
+    pub causal: bool,
+    pub query_seq_lengths: Option<Tensor>,
+    pub key_value_seq_lengths: Option<Tensor>,
+    pub local_window: Option<(usize, usize)>,
+}
+
+/// `jax.nn.dot_product_attention(q, k, v, bias, mask, scale=, is_causal=, ...)`: queries
+/// `[B, T, N, H]` attend to keys and values `[B, S, K, H]` where `K` divides `N` (grouped-query
+/// attention: query head `n` reads key head `n / (N / K)`). Without a bias, mask, lengths or
+/// window this is [`dot_product_attention`]'s fused op (keys and values repeated per group);
+/// otherwise the scores are computed (in f32 for half types), biased and masked (masked
+/// scores are `-0.7` times the largest f32, as JAX's, so a row with every key masked averages
+/// the values) and softmaxed. Rows past a query length are zero.
+#[track_caller]
+pub fn dot_product_attention_with(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    options: &AttentionOptions,
+) -> Tensor {
+    let location = Location::caller();
+    let fail = |message: String| {
+        Tensor::failed(
+            location,
+            format!("dot_product_attention: {message}"),
+            q.ty().clone(),
+        )
+    };
+    let (&[b, t, n, h], &[kb, s, kn, kh]) = (q.shape(), k.shape()) else {
+        return fail(format!(
+            "queries {} and keys {} must be [batch, positions, heads, features]",
+            q.ty(),
+            k.ty()
+        ));
+    };
+    if v.shape() != k.shape() || kb != b || kh != h || kn == 0 || n % kn != 0 {
+        return fail(format!(
+            "queries {}, keys {} and values {}: keys and values alike, of the queries' batch and \
+             features, their heads dividing the queries'",
+            q.ty(),
+            k.ty(),
+            v.ty()
+        ));
+    }
+    let group = n / kn;
+    let (k, v) = match group {
+        1 => (k.clone(), v.clone()),
+        _ => (k.repeat(group, 2), v.repeat(group, 2)),
+    };
+    let o = options;
+    let plain = o.bias.is_none()
+        && o.mask.is_none()
+        && o.query_seq_lengths.is_none()
+        && o.key_value_seq_lengths.is_none()
+        && o.local_window.is_none();
+    if plain {
+        return attention_op(q, &k, &v, (o.scale, o.causal, None), location);
+    }
+    let scale = o.scale.unwrap_or(1.0 / (h.max(1) as f64).sqrt());
+    // Scores of half types are accumulated and kept in f32, as JAX's.
+    let logits = match q.dtype() {
+        DType::F16 | DType::BF16 => Tensor::einsum(
+            "btnh,bsnh->bnts",
+            &[&q.astype(DType::F32), &k.astype(DType::F32)],
+        ),
+        _ => Tensor::einsum("btnh,bsnh->bnts", &[q, &k]),
+    } * scale;
+    let logits = match &o.bias {
+        Some(bias) => (&logits + bias).astype(logits.dtype()),
+        None => logits,
+    };
+    let query_pos = Tensor::iota(DType::I32, [t, s], 0);
+    let key_pos = Tensor::iota(DType::I32, [t, s], 1);
+    let mut keep = Tensor::full(DType::Bool, [1, 1, t, s], 1.0);
+    if let Some(mask) = &o.mask {
+        if mask.dtype() != DType::Bool {
+            return fail(format!("the mask {} must be booleans", mask.ty()));
+        }
+        keep = keep.logical_and(mask);
+    }
+    if o.causal {
+        keep = keep.logical_and(query_pos.greater_equal(&key_pos).reshape([1, 1, t, s]));
+    }
+    if let Some((left, right)) = o.local_window {
+        let near = query_pos
+            .less_equal(&key_pos + left as f64)
+            .logical_and(query_pos.greater_equal(&key_pos - right as f64));
+        keep = keep.logical_and(near.reshape([1, 1, t, s]));
+    }
+    let lengths = |l: &Tensor, what: &str| match l.shape() == [b] && l.dtype().is_int() {
+        true => Ok(l.reshape([b, 1, 1, 1])),
+        false => Err(fail(format!("{what} {} must be [{b}] integers", l.ty()))),
+    };
+    let mut query_valid = None;
+    if let Some(l) = &o.query_seq_lengths {
+        let l = match lengths(l, "query_seq_lengths") {
+            Ok(l) => l,
+            Err(e) => return e,
+        };
+        let valid = Tensor::iota(l.dtype(), [1, 1, t, 1], 2).less(&l);
+        keep = keep.logical_and(&valid);
+        query_valid = Some(valid);
+    }
+    if let Some(l) = &o.key_value_seq_lengths {
+        let l = match lengths(l, "key_value_seq_lengths") {
+            Ok(l) => l,
+            Err(e) => return e,
+        };
+        keep = keep.logical_and(Tensor::iota(l.dtype(), [1, 1, 1, s], 3).less(&l));
+    }
+    let masked = keep.select(&logits, -0.7 * f64::from(f32::MAX));
+    let probs = softmax(&masked, -1).astype(v.dtype());
+    let out = Tensor::einsum("bnts,bsnh->btnh", &[&probs, &v]);
+    match query_valid {
+        // [B, 1, T, 1] -> [B, T, 1, 1].
+        Some(valid) => &out * valid.reshape([b, t, 1, 1]).astype(out.dtype()),
+        None => out,
+    }
+}
+
 /// [`dot_product_attention`], its products at `precision` (a half type, operands and results
 /// rounded to it) where given.
 fn attention_op(

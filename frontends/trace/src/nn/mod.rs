@@ -35,7 +35,8 @@ mod pool;
 pub use crate::lax::{erf, erfc};
 pub use activation::{elu, gelu, glu, hard_tanh, leaky_relu, log_sigmoid, relu6, silu, softplus};
 pub use attention::{
-    causal_self_attention, causal_self_attention_with, dot_product_attention, Attention,
+    causal_self_attention, causal_self_attention_with, dot_product_attention,
+    dot_product_attention_with, Attention, AttentionOptions,
 };
 pub use dropout::dropout;
 pub use linear::{linear, linear_with, Linear};

@@ -10,6 +10,7 @@
 mod call;
 mod contract;
 mod conv;
+mod counting;
 mod einsum;
 mod elementwise;
 mod fft;
@@ -17,6 +18,7 @@ mod indexing;
 mod linalg;
 mod movement;
 mod numpy;
+mod pad_modes;
 mod reduce;
 pub(crate) mod sort;
 mod source;
@@ -25,6 +27,7 @@ mod window;
 pub use call::{custom_vjp, custom_vjp_named};
 pub use contract::DotPrecision;
 pub use indexing::{At, IndexMode};
+pub use pad_modes::PadMode;
 pub use window::{Padding, Window};
 
 use crate::Tensor;

@@ -379,3 +379,63 @@ impl Tensor {
         before.astype(DType::I32).sum(-1)
     }
 }
+
+impl Tensor {
+    /// Piecewise-linear interpolation of the points (`xp`, `fp`) at these values
+    /// (`jnp.interp`): `xp` increasing; values below `xp[0]` give `left` (`fp[0]` when
+    /// `None`), above `xp[-1]` `right` (`fp[-1]`). Repeated `xp` values take the left point.
+    #[track_caller]
+    pub fn interp(
+        &self,
+        xp: &Tensor,
+        fp: &Tensor,
+        left: Option<f64>,
+        right: Option<f64>,
+    ) -> Tensor {
+        if xp.ndim() != 1 || xp.shape() != fp.shape() || xp.shape()[0] == 0 {
+            return self.fail(format!(
+                "interp: xp {} and fp {} must be vectors of one non-zero length",
+                xp.ty(),
+                fp.ty()
+            ));
+        }
+        let n = xp.shape()[0];
+        let x = self.astype(xp.dtype());
+        let (below, i) = match n {
+            1 => {
+                let first = Tensor::zeros(DType::I32, x.shape().to_vec());
+                (first.clone(), first)
+            }
+            _ => {
+                let i = xp.searchsorted(&x, true).clip(1, (n - 1) as i32);
+                (&i - 1, i)
+            }
+        };
+        let at = |v: &Tensor, j: &Tensor| v.take_with(j, 0, super::IndexMode::Clip);
+        let (x0, x1, f0, f1) = (at(xp, &below), at(xp, &i), at(fp, &below), at(fp, &i));
+        let dx = &x1 - &x0;
+        // A step of (nearly) zero width, at most the spacing of the dtype's epsilon (as
+        // JAX's), takes the left value rather than divide by it.
+        let epsilon = match xp.dtype() {
+            DType::F64 => f64::EPSILON,
+            DType::F16 => 2f64.powi(-10),
+            DType::BF16 => 2f64.powi(-7),
+            _ => f64::from(f32::EPSILON),
+        };
+        let flat = dx.abs().less_equal(epsilon * epsilon);
+        let safe_dx = flat.select(1.0, &dx);
+        let f = flat.select(&f0, &(&f0 + (&x - &x0) / safe_dx * (&f1 - &f0)));
+        let first = xp.slice(&[0], &[1]).reshape(Vec::<usize>::new());
+        let last = xp.slice(&[n - 1], &[n]).reshape(Vec::<usize>::new());
+        let left = match left {
+            Some(v) => Tensor::full(f.dtype(), Vec::<usize>::new(), v),
+            None => fp.slice(&[0], &[1]).reshape(Vec::<usize>::new()),
+        };
+        let right = match right {
+            Some(v) => Tensor::full(f.dtype(), Vec::<usize>::new(), v),
+            None => fp.slice(&[n - 1], &[n]).reshape(Vec::<usize>::new()),
+        };
+        let f = x.less(&first).select(&left, &f);
+        x.greater(&last).select(&right, &f)
+    }
+}
