@@ -1,5 +1,6 @@
 //! Derivatives of every op against central finite differences in f64, forward against reverse
-//! mode, higher order, and the printed gradient IR.
+//! mode, higher order, and the printed gradient IR; `custom_vjp` and `custom_jvp` rules (the
+//! latter against values JAX computed, `tests/jax/generate_custom_jvp.py`).
 //!
 //! Finite differences use h = 1e-6: truncation error ~h² and rounding error ~1e-16/h give
 //! about 1e-10 absolute error on these O(1) functions, so 1e-7 relative (floor 1e-7) is a
@@ -13,7 +14,7 @@ use common::Gen;
 
 use ferrax::{
     grad, grad_with_aux, hessian, jit, jvp, nn, trace, value_and_grad, value_and_grad_with_aux,
-    vjp, DType, IndexMode, Tensor,
+    vjp, vmap, DType, IndexMode, Tensor,
 };
 
 fn t64(shape: &[usize], data: Vec<f64>) -> Tensor {
@@ -583,6 +584,230 @@ fn custom_vjp_misuse_is_reported() {
         .to_string();
     assert!(
         err.contains("bwd must return one cotangent per operand (f32[3]), it returns (f32[])"),
+        "{err}"
+    );
+}
+
+/// `scaled_sin(x, y) = sin(x)·y` with a forward-mode rule that is not its derivative (the x
+/// term tripled and reading y²), as in `tests/jax/generate_custom_jvp.py`.
+fn scaled_sin() -> impl Fn((Tensor, Tensor)) -> Tensor {
+    ferrax::custom_jvp(
+        |(x, y): (Tensor, Tensor)| x.sin() * y,
+        |(x, y): (Tensor, Tensor), (tx, ty): (Tensor, Tensor)| {
+            let rule = x.cos() * &y * &y * 3.0 * tx + x.sin() * ty;
+            (x.sin() * y, rule)
+        },
+    )
+}
+
+fn reference_vector(record: &serde_json::Value, key: &str) -> Vec<f64> {
+    record[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect()
+}
+
+fn assert_near(what: &str, got: &Tensor, want: &[f64]) {
+    let got = got.to_vec::<f64>().unwrap();
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (g, w) in got.iter().zip(want) {
+        assert!(
+            (g - w).abs() <= 1e-13 * w.abs().max(1.0),
+            "{what}: {got:?} against JAX's {want:?}"
+        );
+    }
+}
+
+/// Both modes, second and third orders, `vmap` and `jit` use the rule as JAX does: values
+/// JAX computed for a rule that differs from the true derivative.
+#[test]
+fn custom_jvp_matches_jax() {
+    let record: serde_json::Value =
+        serde_json::from_str(include_str!("jax/custom_jvp_reference.json")).unwrap();
+    let v = |key: &str| t64(&[3], reference_vector(&record, key));
+    let (x, y) = (v("x"), v("y"));
+    let f = scaled_sin();
+    let loss =
+        |(x, y): (Tensor, Tensor)| (f((x, y)) * Tensor::linspace(DType::F64, 1.0, 3.0, 3)).sum(..);
+    let (gx, gy) = grad(loss)((x.clone(), y.clone()));
+    assert_near("grad x", &gx, &reference_vector(&record, "grad_x"));
+    assert_near("grad y", &gy, &reference_vector(&record, "grad_y"));
+    let f2 = scaled_sin();
+    let jitted = jit(move |(x, y): (Tensor, Tensor)| {
+        grad(|(x, y): (Tensor, Tensor)| {
+            (f2((x, y)) * Tensor::linspace(DType::F64, 1.0, 3.0, 3)).sum(..)
+        })((x, y))
+    })
+    .call((x.clone(), y.clone()))
+    .unwrap();
+    assert_near(
+        "jit grad x",
+        &jitted.0,
+        &reference_vector(&record, "grad_x"),
+    );
+    let (_, tangent) = jvp(
+        |p: (Tensor, Tensor)| f(p),
+        &(x.clone(), y.clone()),
+        &(v("tx"), v("ty")),
+    )
+    .unwrap();
+    assert_near("jvp", &tangent, &reference_vector(&record, "jvp"));
+    // Elementwise derivatives of the scalar function, batched with vmap.
+    let scalar_f = scaled_sin();
+    let d1 = |x: Tensor, y: Tensor| grad(|x: Tensor| scalar_f((x, y.clone())))(x);
+    let d2 = vmap(|(x, y): (Tensor, Tensor)| grad(|x: Tensor| d1(x, y.clone()))(x))((
+        x.clone(),
+        y.clone(),
+    ));
+    assert_near("d2/dx2", &d2, &reference_vector(&record, "d2_dx2"));
+    let cross = vmap(|(x, y): (Tensor, Tensor)| grad(|y: Tensor| d1(x.clone(), y))(y))((
+        x.clone(),
+        y.clone(),
+    ));
+    assert_near("d2/dxdy", &cross, &reference_vector(&record, "d2_dxdy"));
+    let d3 = vmap(|(x, y): (Tensor, Tensor)| {
+        grad(|x: Tensor| grad(|x: Tensor| d1(x, y.clone()))(x))(x)
+    })((x.clone(), y.clone()));
+    assert_near("d3/dx3", &d3, &reference_vector(&record, "d3_dx3"));
+    let per_example =
+        vmap(|(x, y): (Tensor, Tensor)| grad(|x: Tensor| scalar_f((x, y.clone())) * 2.0)(x))((
+            x, y,
+        ));
+    assert_near(
+        "vmap grad",
+        &per_example,
+        &reference_vector(&record, "vmap_grad"),
+    );
+}
+
+/// JAX's motivating example: `log(1 + exp(x))` with the rule `t · (1 - 1/(1 + exp(x)))`
+/// stays finite at 1000 in both modes, where differentiating the expression gives NaN.
+#[test]
+fn custom_jvp_log1pexp_is_stable_in_both_modes() {
+    let log1pexp = || {
+        ferrax::custom_jvp(
+            |x: Tensor| x.exp().log1p(),
+            |x: Tensor, t: Tensor| (x.exp().log1p(), t * (1.0 - 1.0 / (x.exp() + 1.0))),
+        )
+    };
+    let x = t64(&[3], vec![-2.0, 0.5, 1000.0]);
+    let want: Vec<f64> = [-2.0f64, 0.5, 1000.0]
+        .iter()
+        .map(|v| 1.0 - 1.0 / (1.0 + v.exp()))
+        .collect();
+    let f = log1pexp();
+    assert_eq!(
+        grad(|x: Tensor| f(x).sum(..))(x.clone())
+            .to_vec::<f64>()
+            .unwrap(),
+        want
+    );
+    let (_, t) = jvp(|x: Tensor| f(x), &x, &t64(&[3], vec![1.0; 3])).unwrap();
+    assert_eq!(t.to_vec::<f64>().unwrap(), want);
+    // Reverse mode of the batched call transposes the batched rule.
+    let f = log1pexp();
+    let batched = grad(|x: Tensor| vmap(&f)(x).sum(..))(x.clone());
+    assert_eq!(batched.to_vec::<f64>().unwrap(), want);
+    let f = log1pexp();
+    let jitted = jit(move |x: Tensor| grad(|x: Tensor| f(x).sum(..))(x))
+        .call(x)
+        .unwrap();
+    assert_eq!(jitted.to_vec::<f64>().unwrap(), want);
+}
+
+/// Operands of any tree, integer ones among them (their tangents are zeros), a rule with a
+/// loop over the operand, and a matrix product's rule transposed into the matrix gradient.
+#[test]
+fn custom_jvp_over_trees_with_integers_and_products() {
+    let power = ferrax::custom_jvp(
+        |(x, n): (Tensor, Tensor)| x.pow(n.astype(DType::F64)),
+        |(x, n): (Tensor, Tensor), (tx, _): (Tensor, Tensor)| {
+            let n = n.astype(DType::F64);
+            (x.pow(&n), tx * &n * x.pow(&(&n - 1.0)))
+        },
+    );
+    let g = grad(|x: Tensor| power((x, Tensor::from_vec([2], vec![3i32, 2]))).sum(..))(t64(
+        &[2],
+        vec![2.0, -1.5],
+    ));
+    assert_eq!(g.to_vec::<f64>().unwrap(), vec![12.0, -3.0]);
+    // A rule whose work on the operand alone is a `while` loop, which reverse mode refuses:
+    // transposing differentiates only what reads the tangent (JAX's linearization).
+    let looped = ferrax::custom_jvp(
+        |x: Tensor| x.square(),
+        |x: Tensor, t: Tensor| {
+            let (_, slope) = ferrax::lax::while_loop(
+                |(i, _): (Tensor, Tensor)| i.less(3.0),
+                |(i, v): (Tensor, Tensor)| (i + 1.0, v * 2.0),
+                (Tensor::scalar(0.0f64), x.clone()),
+            );
+            (x.square(), slope * t)
+        },
+    );
+    let g = grad(|x: Tensor| looped(x).sum(..))(t64(&[2], vec![0.5, -1.0]));
+    assert_eq!(g.to_vec::<f64>().unwrap(), vec![4.0, -8.0]);
+    let matvec = ferrax::custom_jvp(
+        |(w, x): (Tensor, Tensor)| w.matmul(&x),
+        |(w, x): (Tensor, Tensor), (tw, tx): (Tensor, Tensor)| {
+            (w.matmul(&x), tw.matmul(&x) + w.matmul(&tx))
+        },
+    );
+    let w = t64(&[2, 3], vec![1.0, 2.0, 3.0, -1.0, 0.5, 4.0]);
+    let x = t64(&[3], vec![0.5, -2.0, 1.0]);
+    let (gw, gx) =
+        grad(|(w, x): (Tensor, Tensor)| (matvec((w, x)) * t64(&[2], vec![1.0, -3.0])).sum(..))((
+            w, x,
+        ));
+    assert_eq!(
+        gw.to_vec::<f64>().unwrap(),
+        vec![0.5, -2.0, 1.0, -1.5, 6.0, -3.0]
+    );
+    assert_eq!(gx.to_vec::<f64>().unwrap(), vec![4.0, 0.5, -9.0]);
+}
+
+#[test]
+fn custom_jvp_ir_prints_and_round_trips() {
+    let f = scaled_sin();
+    let ir = trace(
+        |p: (Tensor, Tensor)| f(p),
+        &(common::spec(&[2]), common::spec(&[2])),
+    )
+    .unwrap();
+    let text = ir.to_string();
+    assert_eq!(ferrax::ir::parse_func(&text).unwrap(), ir);
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn custom_jvp_misuse_is_reported() {
+    let bad = ferrax::custom_jvp(
+        |x: Tensor| x.exp(),
+        |x: Tensor, t: Tensor| (x.exp(), t.sum(..)),
+    );
+    let err = trace(|x: Tensor| bad(x), &common::spec(&[3]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("custom_jvp: jvp must return the primal result and its tangent, both f32[3], it returns f32[3], f32[]")
+            && err.contains("tests/autodiff.rs"),
+        "{err}"
+    );
+    let err = trace(
+        |x: Tensor| {
+            let captured = x.clone();
+            ferrax::custom_jvp(
+                |y: Tensor| y.sin(),
+                move |y: Tensor, t: Tensor| (y.sin(), t * &captured),
+            )(x)
+        },
+        &common::spec(&[3]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("custom derivative: the jvp function closes over a traced f32[3] value"),
         "{err}"
     );
 }

@@ -66,6 +66,7 @@ fn corpus_covers_every_op() {
         "concatenate",
         "stop_gradient",
         "custom_vjp",
+        "custom_jvp",
         "gather",
         "dynamic_slice",
         "dynamic_update_slice",

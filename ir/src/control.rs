@@ -114,6 +114,7 @@ impl Op {
                 ("fwd".into(), &c.fwd),
                 ("bwd".into(), &c.bwd),
             ],
+            Op::CustomJvp(c) => vec![("primal".into(), &c.primal), ("jvp".into(), &c.jvp)],
             Op::While(w) => vec![("cond".into(), &w.cond), ("body".into(), &w.body)],
             Op::Scan(s) => vec![("body".into(), &s.body)],
             Op::Remat(r) => vec![("body".into(), &r.body)],
@@ -171,6 +172,10 @@ impl Op {
                 fwd: f(&c.fwd)?,
                 bwd: f(&c.bwd)?,
             })),
+            Op::CustomJvp(c) => Op::CustomJvp(Box::new(crate::CustomJvp {
+                primal: f(&c.primal)?,
+                jvp: f(&c.jvp)?,
+            })),
             Op::While(w) => Op::While(Box::new(While {
                 cond: f(&w.cond)?,
                 body: f(&w.body)?,
@@ -201,6 +206,7 @@ impl Op {
             Op::Scan(s) => Some((s.result, s.body.outputs.len())),
             Op::Remat(r) => Some((r.result, r.body.outputs.len())),
             Op::CustomVjp(_)
+            | Op::CustomJvp(_)
             | Op::Constant(_)
             | Op::Iota { .. }
             | Op::Unary(_)

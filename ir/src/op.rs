@@ -538,6 +538,8 @@ pub enum Op {
     Attention(crate::Attention),
     /// A function with a user-defined reverse-mode derivative (`jax.custom_vjp`).
     CustomVjp(Box<CustomVjp>),
+    /// A function differentiated by a forward-mode rule of the user's (see [`CustomJvp`]).
+    CustomJvp(Box<CustomJvp>),
     /// A loop over carried values (see [`While`]).
     While(Box<While>),
     /// One of several branch functions, picked by an index (see [`Cond`]).
@@ -556,6 +558,16 @@ pub struct CustomVjp {
     pub primal: Func,
     pub fwd: Func,
     pub bwd: Func,
+}
+
+/// The two programs of a `custom_jvp` call. `primal` maps the operands to the one result;
+/// `jvp` maps the operands and one tangent per operand to the result and its tangent, and
+/// must be linear in the tangents. Forward mode runs `jvp`; reverse mode transposes its
+/// tangent part (JAX's `custom_jvp`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CustomJvp {
+    pub primal: Func,
+    pub jvp: Func,
 }
 
 impl Op {
@@ -599,6 +611,7 @@ impl Op {
             Op::Eig(part) => part.name(),
             Op::Attention(a) => a.name(),
             Op::CustomVjp(_) => "custom_vjp",
+            Op::CustomJvp(_) => "custom_jvp",
             Op::While(_) => "while",
             Op::Cond(_) => "cond",
             Op::Scan(_) => "scan",

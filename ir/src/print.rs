@@ -195,6 +195,13 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
                 write_func(f, nested, indent + 4)?;
             }
         }
+        Op::CustomJvp(c) => {
+            for (role, nested) in [("primal", &c.primal), ("jvp", &c.jvp)] {
+                let f = items.next()?;
+                write!(f, "{role}=")?;
+                write_func(f, nested, indent + 4)?;
+            }
+        }
         Op::While(w) => {
             items.item(format_args!("result={}", w.result))?;
             for (role, nested) in [("cond", &w.cond), ("body", &w.body)] {

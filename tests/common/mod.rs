@@ -442,6 +442,19 @@ pub fn corpus() -> Vec<(&'static str, Func)> {
             ),
         ),
         (
+            "custom_jvp_softplus",
+            t(
+                |x: Tensor| {
+                    let softplus = ferrax::custom_jvp(
+                        |x: Tensor| x.exp().log1p(),
+                        |x: Tensor, t: Tensor| (x.exp().log1p(), t * x.sigmoid()),
+                    );
+                    softplus(x) * 2.0
+                },
+                s(&[4]),
+            ),
+        ),
+        (
             // A threefry-like round on u32 words: wrapping add, a rotation as two shifts and
             // an or, xor; then JAX's uniform floats from the bits (mantissa and bit cast).
             "u32_round",

@@ -92,7 +92,20 @@ pub fn jvp(func: &Func) -> Result<Func, AutodiffError> {
 /// Reverse mode. The result takes `func`'s parameters followed by one cotangent per output
 /// (same types) and returns `func`'s outputs followed by one cotangent per parameter.
 pub fn vjp(func: &Func) -> Result<Func, AutodiffError> {
+    vjp_wrt(func, &vec![true; func.params.len()])
+}
+
+/// [`vjp`] with respect to the parameters `wrt` marks: cotangents flow only into values that
+/// depend on one of them, so work on the others alone is computed but never differentiated;
+/// the other parameters' cotangents are zeros.
+pub(crate) fn vjp_wrt(func: &Func, wrt: &[bool]) -> Result<Func, AutodiffError> {
     verify(func)?;
+    let mut active: Vec<bool> = (0..func.params.len())
+        .map(|p| wrt.get(p).copied().unwrap_or(false))
+        .collect();
+    for ins in &func.body {
+        active.push(ins.args.iter().any(|a| active[a.index()]));
+    }
     let mut e = Emitter {
         b: FuncBuilder::new(format!("{}_vjp", func.name)),
     };
@@ -110,7 +123,7 @@ pub fn vjp(func: &Func) -> Result<Func, AutodiffError> {
     // Each value's cotangent contributions, summed when its defining instruction is reached.
     let mut ct: Vec<Vec<ValueId>> = vec![Vec::new(); func.num_values()];
     for (o, &g) in func.outputs.iter().zip(&out_cts) {
-        if func.value_type(*o).is_some_and(|t| differentiable(t.dtype)) {
+        if active[o.index()] && func.value_type(*o).is_some_and(|t| differentiable(t.dtype)) {
             ct[o.index()].push(g);
         }
     }
@@ -131,7 +144,8 @@ pub fn vjp(func: &Func) -> Result<Func, AutodiffError> {
         let y = primal[func.instr_value(i).index()];
         let contributions = rules::vjp(&mut e, &ins.op, &args, y, &gs)?;
         for (a, c) in ins.args.iter().zip(contributions) {
-            let differentiable = func.value_type(*a).is_some_and(|t| differentiable(t.dtype));
+            let differentiable =
+                active[a.index()] && func.value_type(*a).is_some_and(|t| differentiable(t.dtype));
             if let (Some(c), true) = (c, differentiable) {
                 ct[a.index()].push(c);
             }

@@ -420,6 +420,7 @@ pub fn lower(
                     | Op::Eig(_)
                     | Op::Attention(_)
                     | Op::CustomVjp(_)
+                    | Op::CustomJvp(_)
                     | Op::While(_)
                     | Op::Cond(_)
                     | Op::Scan(_)

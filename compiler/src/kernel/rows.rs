@@ -501,6 +501,7 @@ impl RowLowering<'_> {
             | Op::Eig(_)
             | Op::Attention(_)
             | Op::CustomVjp(_)
+            | Op::CustomJvp(_)
             | Op::While(_)
             | Op::Cond(_)
             | Op::Scan(_)

@@ -71,7 +71,8 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
             | Op::HouseholderProduct
             | Op::Eig(_)
             | Op::Attention(_)
-            | Op::CustomVjp(_) => None,
+            | Op::CustomVjp(_)
+            | Op::CustomJvp(_) => None,
         };
         let pushed = match moved {
             Some(Hoisted::Call(op, operands)) => b.push(op, &operands),

@@ -204,7 +204,7 @@ fn simplify_region(
     Ok((extract(func, &egraph, &roots)?, stops))
 }
 
-/// `func` with every `custom_vjp` replaced by its primal program and every `remat` by its
+/// `func` with every `custom_vjp` and `custom_jvp` replaced by its primal program and every `remat` by its
 /// body: the simplifier runs after differentiation, when only the values matter (a `remat`'s
 /// backward call is in another region than its forward values where recomputing them saves
 /// memory: a scan's backward body).
@@ -215,6 +215,7 @@ fn inline_calls(func: &Func) -> Func {
         let args: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
         let out = match &ins.op {
             Op::CustomVjp(c) => inline_call(&mut b, &inline_calls(&c.primal), &args, 0),
+            Op::CustomJvp(c) => inline_call(&mut b, &inline_calls(&c.primal), &args, 0),
             Op::Remat(r) => inline_call(&mut b, &inline_calls(&r.body), &args, r.result),
             op => b.push(op.clone(), &args).ok(),
         };

@@ -1,9 +1,9 @@
-//! `custom_vjp`: a call of a nested function. Its signature checks keep the three nested
-//! programs consistent with each other and with the operands.
+//! `custom_vjp` and `custom_jvp`: calls of a nested function. Their signature checks keep the
+//! nested programs consistent with each other and with the operands.
 
 use super::invalid;
 use super::nest::show;
-use crate::{CustomVjp, TensorType, TypeError};
+use crate::{CustomJvp, CustomVjp, TensorType, TypeError};
 
 const OP: &str = "custom_vjp";
 
@@ -59,6 +59,53 @@ pub(super) fn custom_vjp(c: &CustomVjp, args: &[&TensorType]) -> Result<TensorTy
                 "bwd must return one cotangent per operand {}, it returns {}",
                 show(&operands),
                 show(&c.bwd.output_types())
+            ),
+        ));
+    }
+    Ok(result.clone())
+}
+
+pub(super) fn custom_jvp(c: &CustomJvp, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    const OP: &str = "custom_jvp";
+    let operands: Vec<TensorType> = args.iter().map(|&t| t.clone()).collect();
+    let outputs = c.primal.output_types();
+    let [result] = outputs.as_slice() else {
+        return Err(invalid(
+            OP,
+            format!(
+                "the primal function must return one value, it returns {}",
+                show(&outputs)
+            ),
+        ));
+    };
+    if c.primal.params != operands {
+        return Err(invalid(
+            OP,
+            format!(
+                "operands {} do not match the primal parameters {}",
+                show(&operands),
+                show(&c.primal.params)
+            ),
+        ));
+    }
+    let jvp_params: Vec<TensorType> = operands.iter().chain(&operands).cloned().collect();
+    if c.jvp.params != jvp_params {
+        return Err(invalid(
+            OP,
+            format!(
+                "jvp must take the operands and one tangent each {}, it takes {}",
+                show(&jvp_params),
+                show(&c.jvp.params)
+            ),
+        ));
+    }
+    let jvp_out = c.jvp.output_types();
+    if jvp_out != [result.clone(), result.clone()] {
+        return Err(invalid(
+            OP,
+            format!(
+                "jvp must return the result and its tangent, both {result}, it returns {}",
+                show(&jvp_out)
             ),
         ));
     }

@@ -56,6 +56,7 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::DotGeneral(dims) => contract::dot_general(dims, args)?,
         Op::Attention(a) => a.result_type(args)?,
         Op::CustomVjp(c) => call::custom_vjp(c, args)?,
+        Op::CustomJvp(c) => call::custom_jvp(c, args)?,
         Op::While(w) => control::while_loop(w, args)?,
         Op::Cond(c) => control::cond(c, args)?,
         Op::Scan(s) => control::scan(s, args)?,

@@ -5,10 +5,10 @@
 use super::attrs::Attrs;
 use super::cursor::{PResult, Parser};
 use crate::{
-    bf16_from_f64, f16_from_f64, Attention, AttentionPart, BinaryOp, CompareOp, Cond, CustomVjp,
-    DType, DotDims, EigPart, EighPart, Elements, FftKind, Gather, GeqrfPart, Literal, LuPart, Op,
-    Qr, QrPart, ReduceOp, Remat, RematPolicy, Scalar, Scan, Scatter, ScatterCombine, Svd, SvdPart,
-    TensorType, TriangularSolve, UnaryOp, While,
+    bf16_from_f64, f16_from_f64, Attention, AttentionPart, BinaryOp, CompareOp, Cond, CustomJvp,
+    CustomVjp, DType, DotDims, EigPart, EighPart, Elements, FftKind, Gather, GeqrfPart, Literal,
+    LuPart, Op, Qr, QrPart, ReduceOp, Remat, RematPolicy, Scalar, Scan, Scatter, ScatterCombine,
+    Svd, SvdPart, TensorType, TriangularSolve, UnaryOp, While,
 };
 use half::{bf16, f16};
 use num_complex::Complex;
@@ -161,6 +161,10 @@ pub(super) fn build_op(
                 primal: attrs.func(p, "primal")?,
                 fwd: attrs.func(p, "fwd")?,
                 bwd: attrs.func(p, "bwd")?,
+            })),
+            "custom_jvp" => Op::CustomJvp(Box::new(CustomJvp {
+                primal: attrs.func(p, "primal")?,
+                jvp: attrs.func(p, "jvp")?,
             })),
             "while" => Op::While(Box::new(While {
                 result: attrs.int(p, "result")?,

@@ -62,6 +62,7 @@ impl<R> CompiledCall<R> {
             // Simplification inlines `remat`; one left runs on the interpreter.
             Op::Remat(_)
             | Op::CustomVjp(_)
+            | Op::CustomJvp(_)
             | Op::Constant(_)
             | Op::Iota { .. }
             | Op::Unary(_)

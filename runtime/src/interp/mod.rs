@@ -188,6 +188,17 @@ pub fn ensure_allocatable(ty: &TensorType) -> Result<(), RuntimeError> {
     Ok(())
 }
 
+/// The one result of a custom-derivative call's primal function.
+fn call_primal(primal: &Func, args: &[&Array]) -> Result<Array, RuntimeError> {
+    let owned: Vec<Array> = args.iter().map(|&a| a.clone()).collect();
+    interpret(primal, &owned)?
+        .pop()
+        .ok_or(RuntimeError::ArgCount {
+            expected: 1,
+            got: 0,
+        })
+}
+
 /// Evaluates `op` on operands whose types the shape rules accept, giving a result of type `ty`.
 fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, RuntimeError> {
     ensure_allocatable(ty)?;
@@ -202,14 +213,8 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
                 got: 0,
             });
         }
-        Op::CustomVjp(c) => {
-            let owned: Vec<Array> = args.iter().map(|&a| a.clone()).collect();
-            let mut out = interpret(&c.primal, &owned)?;
-            return out.pop().ok_or(RuntimeError::ArgCount {
-                expected: 1,
-                got: 0,
-            });
-        }
+        Op::CustomVjp(c) => return call_primal(&c.primal, args),
+        Op::CustomJvp(c) => return call_primal(&c.primal, args),
         Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
             let (k, _) = op.call_result().unwrap_or((0, 1));
             let mut out = control::call(op, args)?;

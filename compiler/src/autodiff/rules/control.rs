@@ -99,6 +99,7 @@ pub(super) fn call_jvp(
                 | Op::HouseholderProduct
                 | Op::Eig(_)
                 | Op::CustomVjp(_)
+                | Op::CustomJvp(_)
                 | Op::Attention(_) => return Err(unsupported()),
             };
             calls
@@ -146,6 +147,7 @@ pub(super) fn call_jvp(
         | Op::HouseholderProduct
         | Op::Eig(_)
         | Op::CustomVjp(_)
+        | Op::CustomJvp(_)
         | Op::Attention(_) => return Err(unsupported()),
     };
     let y = e.push(jop.with_result(primal), &jargs)?;

@@ -42,6 +42,7 @@ pub(super) fn call_jvp(
         | Op::Remat(_)
         | Op::Scan(_)
         | Op::CustomVjp(_)
+        | Op::CustomJvp(_)
         | Op::Constant(_)
         | Op::Iota { .. }
         | Op::Compare(_)
@@ -130,6 +131,7 @@ pub(super) fn jvp(
         Op::Reduce { op: r, axes } => reduce::jvp(e, *r, axes, x[0], t[0], y),
         Op::DotGeneral(dims) => contract::jvp(e, dims, x, t),
         Op::CustomVjp(c) => call::jvp(e, c, x, t),
+        Op::CustomJvp(c) => call::custom_jvp_jvp(e, c, x, t),
         Op::Attention(a) => attention::jvp(e, *a, x, t),
         // Differentiated with their primal results by `call_jvp`, never here.
         Op::While(_) | Op::Cond(_) | Op::Remat(_) | Op::Scan(_) => Err(AutodiffError::Unsupported(
@@ -147,6 +149,7 @@ pub(super) fn joins_results(op: &Op) -> bool {
         Op::While(_)
         | Op::Remat(_)
         | Op::CustomVjp(_)
+        | Op::CustomJvp(_)
         | Op::Constant(_)
         | Op::Iota { .. }
         | Op::Unary(_)
@@ -245,6 +248,7 @@ pub(super) fn vjp(
         Op::Reduce { op: r, axes } => Ok(vec![reduce::vjp(e, *r, axes, x[0], y, g()?)?]),
         Op::DotGeneral(dims) => contract::vjp(e, dims, x, g()?),
         Op::CustomVjp(c) => call::vjp(e, c, x, g()?),
+        Op::CustomJvp(c) => call::custom_jvp_vjp(e, c, x, g()?),
         Op::Attention(a) => attention::vjp(e, *a, x, y, g()?),
         Op::While(_) => control::while_vjp(),
         Op::Cond(c) => control::cond_vjp(e, c, x, gs),

@@ -784,7 +784,8 @@ impl Parts {
             | Op::Convert { .. }
             | Op::BitcastConvert { .. }
             | Op::StopGradient
-            | Op::CustomVjp(_) => host,
+            | Op::CustomVjp(_)
+            | Op::CustomJvp(_) => host,
             // Sorting runs on the host's interpreter: a GPU sort kernel is left for later; so
             // do reverses (a strided copy with negative strides is left for later too).
             Op::Sort { .. } | Op::Argsort { .. } | Op::Reverse { .. } => host,

@@ -80,6 +80,7 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
         | Op::HouseholderProduct
         | Op::Eig(_) => linalg::leading(bt, op.clone(), args),
         Op::CustomVjp(c) => call::custom_vjp(bt, c, args),
+        Op::CustomJvp(c) => call::custom_jvp(bt, c, args),
         Op::Attention(a) => attention::batch(bt, *a, args),
         Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
             let k = op.call_result().map_or(0, |(k, _)| k);
@@ -135,7 +136,8 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         | Op::HouseholderProduct
         | Op::Eig(_)
         | Op::Attention(_)
-        | Op::CustomVjp(_) => Err(BatchError::Malformed(format!(
+        | Op::CustomVjp(_)
+        | Op::CustomJvp(_) => Err(BatchError::Malformed(format!(
             "{} is not a control-flow call",
             op.name()
         ))),

@@ -1,12 +1,13 @@
-//! `custom_vjp`, the call op: a function computed by one traced program and differentiated in
-//! reverse mode by two more of the user's (`jax.custom_vjp`). The three functions are traced
-//! here, each on its own, and checked to close over no enclosing tracer before they become one
+//! `custom_vjp` and `custom_jvp`, the call ops: a function computed by one traced program and
+//! differentiated by more of the user's (`jax.custom_vjp`: reverse mode by `fwd` and `bwd`;
+//! `jax.custom_jvp`: both modes by one forward-mode rule). The functions are traced here,
+//! each on its own, and checked to close over no enclosing tracer before they become one
 //! instruction.
 
 use crate::tensor::{apply_at, Inner};
 use crate::trace::{trace_named, Traced};
 use crate::{Error, Result, Tensor, Tree};
-use ferrax_ir::{CustomVjp, DType, Op, TensorType};
+use ferrax_ir::{CustomJvp, CustomVjp, DType, Op, TensorType};
 use std::panic::Location;
 use std::sync::Arc;
 
@@ -54,7 +55,7 @@ fn closed_function(
         Some(c) => Err(Error::Trace {
             location,
             message: format!(
-                "custom_vjp: the {role} function closes over a traced {} value; pass it as an input instead",
+                "custom derivative: the {role} function closes over a traced {} value; pass it as an input instead",
                 c.ty()
             ),
         }),
@@ -103,6 +104,90 @@ fn custom_vjp_call<I: Tree, R: Tree>(
         primal: primal.func,
         fwd: forward.func,
         bwd: backward.func,
+    }));
+    let operands: Vec<&Tensor> = leaves.iter().collect();
+    Ok(apply_at(location, op, &operands))
+}
+
+/// `jax.custom_jvp`: a function computed as `f` but differentiated with a forward-mode rule of
+/// the user's: `jvp(primals, tangents)` returns `f`'s value and its tangent, which must be
+/// linear in the tangents (each tangent has its input's type). Forward mode runs the rule;
+/// reverse mode transposes it, as JAX does, so `grad`, `jvp`, `vmap`, `jit` and derivatives of
+/// any order all use it. The functions must not close over tracers of an enclosing trace:
+/// pass such values as inputs.
+#[track_caller]
+pub fn custom_jvp<I: Tree>(
+    f: impl Fn(I) -> Tensor,
+    jvp: impl Fn(I, I) -> (Tensor, Tensor),
+) -> impl Fn(I) -> Tensor {
+    custom_jvp_named("custom", f, jvp)
+}
+
+/// [`custom_jvp`] whose two programs are named `name` and `name_jvp` in the IR.
+#[track_caller]
+pub fn custom_jvp_named<I: Tree>(
+    name: &'static str,
+    f: impl Fn(I) -> Tensor,
+    jvp: impl Fn(I, I) -> (Tensor, Tensor),
+) -> impl Fn(I) -> Tensor {
+    let location = Location::caller();
+    move |args: I| {
+        custom_jvp_call(name, &f, &jvp, &args, location).unwrap_or_else(|e| {
+            Tensor(Inner::Failed {
+                error: Arc::new(e),
+                ty: TensorType::scalar(DType::F32),
+            })
+        })
+    }
+}
+
+fn custom_jvp_call<I: Tree>(
+    name: &str,
+    f: &impl Fn(I) -> Tensor,
+    jvp: &impl Fn(I, I) -> (Tensor, Tensor),
+    args: &I,
+    location: &'static Location<'static>,
+) -> Result<Tensor> {
+    let mut leaves = Vec::new();
+    let def = args.flatten(&mut leaves);
+    let primal = closed_function("primal", trace_named(name, f, args)?, location)?;
+    let specs = || {
+        let specs = leaves
+            .iter()
+            .map(|l| Tensor::spec(l.dtype(), l.shape().to_vec()));
+        I::unflatten(&def, &mut specs.into_iter())
+    };
+    let rule = closed_function(
+        "jvp",
+        trace_named(
+            &format!("{name}_jvp"),
+            |(p, t): (I, I)| jvp(p, t),
+            &(specs()?, specs()?),
+        )?,
+        location,
+    )?;
+    let result = primal.func.output_types();
+    let returned = rule.func.output_types();
+    if returned.len() != 2 || returned[..1] != result[..] || returned[1..] != result[..] {
+        return Err(Error::Trace {
+            location,
+            message: format!(
+                "custom_jvp: jvp must return the primal result and its tangent, both {}, it \
+                 returns {}",
+                result
+                    .first()
+                    .map_or_else(|| "()".to_string(), ToString::to_string),
+                returned
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    }
+    let op = Op::CustomJvp(Box::new(CustomJvp {
+        primal: primal.func,
+        jvp: rule.func,
     }));
     let operands: Vec<&Tensor> = leaves.iter().collect();
     Ok(apply_at(location, op, &operands))

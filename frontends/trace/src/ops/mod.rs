@@ -24,7 +24,7 @@ pub(crate) mod sort;
 mod source;
 mod window;
 
-pub use call::{custom_vjp, custom_vjp_named};
+pub use call::{custom_jvp, custom_jvp_named, custom_vjp, custom_vjp_named};
 pub use contract::DotPrecision;
 pub use indexing::{At, IndexMode};
 pub use pad_modes::PadMode;
