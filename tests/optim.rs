@@ -211,6 +211,37 @@ fn more_optimizers_and_schedules_follow_optax() {
     check_in(&r, "sgd_piecewise", optim::sgd(piecewise()));
     let accumulated = optim::multi_steps(optim::adam(0.05, 0.9, 0.999, 1e-8), 3);
     check_in(&r, "multi_steps_adam", accumulated);
+    check_in(&r, "adamax", optim::adamax(0.05, 0.9, 0.999, 1e-8));
+    check_in(&r, "nadam", optim::nadam(0.05, 0.9, 0.999, 1e-8));
+    check_in(&r, "amsgrad", optim::amsgrad(0.05, 0.9, 0.999, 1e-8));
+    check_in(
+        &r,
+        "adabelief",
+        optim::adabelief(0.05, 0.9, 0.999, 1e-16, 1e-16),
+    );
+    check_in(&r, "radam", optim::radam(0.05, 0.9, 0.99, 1e-8));
+    let mask = optim::Mask::Leaves(vec![false, true]);
+    check_in(
+        &r,
+        "lamb_masked",
+        optim::lamb(0.05, 0.9, 0.999, 1e-6, 0.01, mask),
+    );
+    let factored = optim::Adafactor {
+        min_dim_size_to_factor: 2,
+        ..optim::adafactor(0.05)
+    };
+    check_in(&r, "adafactor", factored);
+    check_in(&r, "adafactor_unfactored", optim::adafactor(0.05));
+    let with_momentum = optim::Adafactor {
+        min_dim_size_to_factor: 2,
+        momentum: Some(0.9),
+        weight_decay_rate: Some(0.01),
+        weight_decay_mask: optim::Mask::Leaves(vec![false, true]),
+        clipping_threshold: None,
+        multiply_by_parameter_scale: false,
+        ..optim::adafactor(exponential())
+    };
+    check_in(&r, "adafactor_momentum_decay", with_momentum);
     let schedules = [
         ("exponential", exponential()),
         (

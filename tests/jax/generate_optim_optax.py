@@ -1,5 +1,6 @@
-"""Reference trajectories for ferrax::optim's RMSProp, Adagrad, Lion and gradient accumulation
-(MultiSteps) and the exponential and piecewise-constant schedules (tests/optim.rs), computed with optax itself in float32.
+"""Reference trajectories for ferrax::optim's RMSProp, Adagrad, Lion, gradient accumulation
+(MultiSteps), Adamax, Nadam, AMSGrad, AdaBelief, RAdam, LAMB and Adafactor (factored or not,
+with momentum and weight decay) and the exponential and piecewise-constant schedules (tests/optim.rs), computed with optax itself in float32.
 
 Run: JAX_PLATFORMS=cpu python3 tests/jax/generate_optim_optax.py > tests/jax/optim_optax_reference.json
 (needs jax, numpy and optax). The format is generate_optim.py's: each case runs an optimizer
@@ -39,6 +40,21 @@ CASES = {
     "adam_exponential": optax.adam(EXPONENTIAL),
     "sgd_piecewise": optax.sgd(PIECEWISE),
     "multi_steps_adam": optax.MultiSteps(optax.adam(0.05), every_k_schedule=3),
+    "adamax": optax.adamax(0.05),
+    "nadam": optax.nadam(0.05),
+    "amsgrad": optax.amsgrad(0.05),
+    "adabelief": optax.adabelief(0.05),
+    # b2 = 0.99: the rectification starts at step 6 (ro 4.96 at step 5, 5.94 at step 6).
+    "radam": optax.radam(0.05, b2=0.99),
+    "lamb_masked": optax.lamb(0.05, weight_decay=0.01, mask={"b": False, "w": True}),
+    # w (2 x 3) factored, b not.
+    "adafactor": optax.adafactor(0.05, min_dim_size_to_factor=2),
+    "adafactor_unfactored": optax.adafactor(0.05),
+    "adafactor_momentum_decay": optax.adafactor(
+        EXPONENTIAL, min_dim_size_to_factor=2, momentum=0.9, weight_decay_rate=0.01,
+        weight_decay_mask={"b": False, "w": True}, clipping_threshold=None,
+        multiply_by_parameter_scale=False,
+    ),
 }
 SCHEDULES = {
     "exponential": EXPONENTIAL,

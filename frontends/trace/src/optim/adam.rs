@@ -1,6 +1,6 @@
-//! Adam and AdamW: optax's `scale_by_adam` (bias-corrected moments), decoupled weight decay
-//! (`add_decayed_weights`, with a mask choosing the leaves it applies to), and the
-//! optimizers chaining them with the learning rate.
+//! Adam, AdamW and Nadam: optax's `scale_by_adam` (bias-corrected moments, Nesterov's
+//! look-ahead for Nadam), decoupled weight decay (`add_decayed_weights`, with a mask choosing
+//! the leaves it applies to), and the optimizers chaining them with the learning rate.
 
 use super::{increment, leaves_of, or_failed, scale_by_learning_rate, zero_count, Chain};
 use super::{GradientTransformation, LearningRate, ScaleByLearningRate};
@@ -21,6 +21,9 @@ pub struct ScaleByAdam {
     pub eps: f64,
     /// Added to `nu_hat` inside the square root (0 in Adam; optax's `eps_root`).
     pub eps_root: f64,
+    /// Nadam's Nesterov momentum: `mu_hat = b1 mu / (1 - b1^(count+1)) + (1 - b1) g /
+    /// (1 - b1^count)`.
+    pub nesterov: bool,
 }
 
 /// Adam's step count and moments; `mu` and `nu` have the parameters' structure.
@@ -58,7 +61,7 @@ impl<P: Tree> Tree for AdamState<P> {
 }
 
 /// `1 - decay^count` in `dtype` (optax's bias correction, with its float `decay`).
-fn bias_correction(decay: f64, count: &Tensor, dtype: DType) -> Tensor {
+pub(super) fn bias_correction(decay: f64, count: &Tensor, dtype: DType) -> Tensor {
     let power = Tensor::full(dtype, Vec::<usize>::new(), decay).pow(count.astype(dtype));
     -power + 1.0
 }
@@ -83,34 +86,20 @@ impl<P: Tree> GradientTransformation<P> for ScaleByAdam {
             ],
         )
         .and_then(|(def, g, [mu, nu])| {
-            let mu: Vec<Tensor> = g
-                .iter()
-                .zip(&mu)
-                .map(|(g, m)| g * (1.0 - self.b1) + m * self.b1)
-                .collect();
-            let nu: Vec<Tensor> = g
-                .iter()
-                .zip(&nu)
-                .map(|(g, v)| (g * g) * (1.0 - self.b2) + v * self.b2)
-                .collect();
-            let count = increment(&state.count);
-            // optax computes the corrections in its default float type: f64 only with f64 leaves.
-            let wide = if g.iter().any(|g| g.dtype() == DType::F64) {
-                DType::F64
-            } else {
-                DType::F32
-            };
-            let (c1, c2) = (
-                bias_correction(self.b1, &count, wide),
-                bias_correction(self.b2, &count, wide),
+            let (mu, nu) = (
+                first_moments(&g, &mu, self.b1),
+                second_moments(&g, &nu, self.b2),
             );
-            let out = mu
+            let count = increment(&state.count);
+            let wide = correction_type(&g);
+            let m_hat = corrected_first(&g, &mu, self.b1, &count, self.nesterov);
+            let c2 = bias_correction(self.b2, &count, wide);
+            let out = m_hat
                 .iter()
                 .zip(&nu)
                 .map(|(m, v)| {
-                    let m_hat = m / c1.astype(m.dtype());
                     let v_hat = v / c2.astype(v.dtype());
-                    m_hat / ((v_hat + self.eps_root).sqrt() + self.eps)
+                    m / ((v_hat + self.eps_root).sqrt() + self.eps)
                 })
                 .collect();
             Ok((
@@ -123,6 +112,56 @@ impl<P: Tree> GradientTransformation<P> for ScaleByAdam {
             ))
         });
         or_failed(result, updates, state)
+    }
+}
+
+/// `mu = b1 mu + (1 - b1) g` per leaf (optax's `update_moment`, order 1).
+pub(super) fn first_moments(g: &[Tensor], mu: &[Tensor], b1: f64) -> Vec<Tensor> {
+    g.iter()
+        .zip(mu)
+        .map(|(g, m)| g * (1.0 - b1) + m * b1)
+        .collect()
+}
+
+/// `nu = b2 nu + (1 - b2) g²` per leaf (`update_moment_per_elem_norm`, order 2).
+pub(super) fn second_moments(g: &[Tensor], nu: &[Tensor], b2: f64) -> Vec<Tensor> {
+    g.iter()
+        .zip(nu)
+        .map(|(g, v)| (g * g) * (1.0 - b2) + v * b2)
+        .collect()
+}
+
+/// The type optax computes bias corrections in, its default float type: f64 only with f64
+/// leaves.
+pub(super) fn correction_type(g: &[Tensor]) -> DType {
+    match g.iter().any(|g| g.dtype() == DType::F64) {
+        true => DType::F64,
+        false => DType::F32,
+    }
+}
+
+/// The bias-corrected first moments at the new `count`: `mu / (1 - b1^count)`, or with
+/// `nesterov` Nadam's look-ahead `b1 mu / (1 - b1^(count+1)) + (1 - b1) g / (1 - b1^count)`.
+pub(super) fn corrected_first(
+    g: &[Tensor],
+    mu: &[Tensor],
+    b1: f64,
+    count: &Tensor,
+    nesterov: bool,
+) -> Vec<Tensor> {
+    let wide = correction_type(g);
+    let c1 = bias_correction(b1, count, wide);
+    match nesterov {
+        false => mu.iter().map(|m| m / c1.astype(m.dtype())).collect(),
+        true => {
+            let ahead = bias_correction(b1, &increment(count), wide);
+            mu.iter()
+                .zip(g)
+                .map(|(m, g)| {
+                    (m / ahead.astype(m.dtype())) * b1 + (g / c1.astype(g.dtype())) * (1.0 - b1)
+                })
+                .collect()
+        }
     }
 }
 
@@ -148,7 +187,7 @@ impl Mask {
     }
 
     /// The flags of `leaves`.
-    fn flags(&self, leaves: &[Tensor]) -> Result<Vec<bool>> {
+    pub(super) fn flags(&self, leaves: &[Tensor]) -> Result<Vec<bool>> {
         match self {
             Mask::All => Ok(vec![true; leaves.len()]),
             Mask::ByLeaf(f) => Ok(leaves.iter().enumerate().map(|(i, l)| f(i, l)).collect()),
@@ -208,6 +247,20 @@ impl<P: Tree> GradientTransformation<P> for AddDecayedWeights {
     }
 }
 
+/// Nadam (`optax.nadam(lr, b1, b2, eps)`): Adam with Nesterov momentum.
+pub fn nadam(learning_rate: impl Into<LearningRate>, b1: f64, b2: f64, eps: f64) -> Adam {
+    Chain((
+        ScaleByAdam {
+            b1,
+            b2,
+            eps,
+            eps_root: 0.0,
+            nesterov: true,
+        },
+        scale_by_learning_rate(learning_rate),
+    ))
+}
+
 /// Adam: [`ScaleByAdam`] then the learning rate.
 pub type Adam = Chain<(ScaleByAdam, ScaleByLearningRate)>;
 
@@ -222,6 +275,7 @@ pub fn adam(learning_rate: impl Into<LearningRate>, b1: f64, b2: f64, eps: f64) 
             b2,
             eps,
             eps_root: 0.0,
+            nesterov: false,
         },
         scale_by_learning_rate(learning_rate),
     ))
@@ -243,6 +297,7 @@ pub fn adamw(
             b2,
             eps,
             eps_root: 0.0,
+            nesterov: false,
         },
         AddDecayedWeights { weight_decay, mask },
         scale_by_learning_rate(learning_rate),

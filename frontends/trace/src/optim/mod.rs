@@ -25,15 +25,22 @@
 //! ```
 
 mod accumulate;
+mod adafactor;
 mod adam;
+mod adam_variants;
 mod clip;
 mod moments;
 mod schedule;
 mod sgd;
 
 pub use accumulate::{multi_steps, MultiSteps, MultiStepsState};
+pub use adafactor::{adafactor, Adafactor, AdafactorState};
 pub use adam::{
-    adam, adamw, Adam, AdamState, AdamW, AddDecayedWeights, LeafPredicate, Mask, ScaleByAdam,
+    adam, adamw, nadam, Adam, AdamState, AdamW, AddDecayedWeights, LeafPredicate, Mask, ScaleByAdam,
+};
+pub use adam_variants::{
+    adabelief, adamax, amsgrad, lamb, radam, AdaBelief, Adamax, Amsgrad, AmsgradState, Lamb, Radam,
+    ScaleByAdamax, ScaleByAmsgrad, ScaleByBelief, ScaleByRadam, ScaleByTrustRatio,
 };
 pub use clip::{clip_by_global_norm, ClipByGlobalNorm};
 pub use moments::{
