@@ -7,6 +7,7 @@
 //! trace to `u32` elementwise IR over an iota: compiled, a draw is one fused kernel.
 
 mod distributions;
+mod gamma;
 mod integers;
 mod key;
 mod permutation;
@@ -14,6 +15,7 @@ mod sample;
 mod threefry;
 
 pub use distributions::{choice, exponential, laplace, logistic, rademacher};
+pub use gamma::{beta, dirichlet, gamma, loggamma};
 pub use integers::randint;
 pub use key::{fold_in, key, split, split2, Key};
 pub use permutation::{permutation, permutation_of, shuffle};
