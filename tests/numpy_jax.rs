@@ -11,6 +11,10 @@
 //! and normalization (five axes among them), `bincount`, `digitize`, `histogram`,
 //! `unique_values`/`counts`/`inverse` (NaNs), `interp`, `lax.associative_scan`, `lax.map`
 //! and `jax.nn.dot_product_attention` with bias, mask, lengths, window and grouped heads;
+//! the NaN-skipping reductions, quantiles in every method, `median`, `average`, `ptp`, `cov`,
+//! `corrcoef`, `diff`, `convolve`/`correlate` in every mode, `polyval`, `trapezoid`, `cross`,
+//! `remainder`/`floor_divide` (floats and integers), `nonzero`, `argwhere`, `flatnonzero`,
+//! `count_nonzero` and `isin`;
 //! each
 //! value, and the gradient of `sum(f(x)·w)` where JAX defines one. Tolerance: 1e-12 of the
 //! largest magnitude (the same formulas in f64); infinities and NaN must match exactly.
@@ -18,7 +22,7 @@
 
 use ferrax::fft::{self, Norm};
 use ferrax::nn::AttentionOptions;
-use ferrax::{grad, jit, lax, nn, vmap, DType, PadMode, Tensor};
+use ferrax::{grad, jit, lax, nn, vmap, ConvolveMode, DType, PadMode, QuantileMethod, Tensor};
 use serde_json::Value;
 
 fn data(v: &Value) -> (Vec<usize>, Vec<f64>) {
@@ -169,6 +173,62 @@ fn function(name: &str, args: &[Tensor]) -> Tensor {
         }
         "associative_scan_odd" => lax::associative_scan(|a, b| a * b, x().clone(), false, -1),
         "lax_map" => lax::map(|r: Tensor| r.sin() * r.sum(..), x().clone()),
+        "nansum" => x().nansum(1),
+        "nanmean" => x().nanmean(1),
+        "nanmax" => x().nanmax(1),
+        "nanmin" => x().nanmin(0),
+        "nanvar" => x().nanvar(1),
+        "nanstd" => x().nanstd(0),
+        "ptp" => x().ptp(1),
+        "average" => x().average(&args[1], 1),
+        "quantile_linear" => {
+            x().quantile(&[0.0, 0.3, 0.5, 0.85, 1.0], Some(1), QuantileMethod::Linear)
+        }
+        "quantile_lower" => x().quantile(&[0.1, 0.5, 0.9], Some(0), QuantileMethod::Lower),
+        "quantile_higher" => x().quantile(&[0.1, 0.5, 0.9], Some(0), QuantileMethod::Higher),
+        "quantile_nearest" => x().quantile(
+            &[0.1, 0.25, 0.5, 0.75, 0.9],
+            Some(1),
+            QuantileMethod::Nearest,
+        ),
+        "quantile_all" => x().quantile(&[0.2, 0.7], None, QuantileMethod::Linear),
+        "quantile_nan" => x().quantile(&[0.5], Some(1), QuantileMethod::Linear),
+        "nanquantile" => x().nanquantile(&[0.25, 0.5, 1.0], Some(1), QuantileMethod::Linear),
+        "percentile" => x().percentile(&[10.0, 50.0], Some(1), QuantileMethod::Linear),
+        "median" => x().median(Some(1)),
+        "median_all" => x().median(None),
+        "nanmedian" => x().nanmedian(Some(1)),
+        "cov" => x().cov(true, 1),
+        "cov_columns" => x().cov(false, 0),
+        "corrcoef" => x().corrcoef(true),
+        "diff" => x().diff(2, 1),
+        "convolve_full" => x().convolve(&args[1], ConvolveMode::Full),
+        "convolve_same" => x().convolve(&args[1], ConvolveMode::Same),
+        "convolve_valid_swapped" => x().convolve(&args[1], ConvolveMode::Valid),
+        "correlate_full" => x().correlate(&args[1], ConvolveMode::Full),
+        "correlate_same_swapped" => x().correlate(&args[1], ConvolveMode::Same),
+        "polyval" => args[1].polyval(x()),
+        "polyval_coefficients" => x().polyval(&args[1]),
+        "trapezoid_dx" => x().trapezoid(None, 0.5, 1),
+        "trapezoid_x" => x().trapezoid(Some(&args[1]), 1.0, 0),
+        "cross" => x().cross(&args[1]),
+        "remainder" | "floor_divide" => match name {
+            "remainder" => x().remainder(&args[1]),
+            _ => x().floor_divide(&args[1]),
+        },
+        "remainder_int" => x()
+            .astype(DType::I32)
+            .remainder(&args[1].astype(DType::I32))
+            .astype(DType::F64),
+        "floor_divide_int" => x()
+            .astype(DType::I32)
+            .floor_divide(&args[1].astype(DType::I32))
+            .astype(DType::F64),
+        "nonzero" => Tensor::stack(&x().nonzero(5, -1), 0).astype(DType::F64),
+        "argwhere" => x().argwhere(2, 0).astype(DType::F64),
+        "flatnonzero" => x().flatnonzero(6, None).astype(DType::F64),
+        "count_nonzero" => x().count_nonzero(0).astype(DType::F64),
+        "isin" => x().isin(&args[1]).astype(DType::F64),
         "attention_bias_mask" => nn::dot_product_attention_with(
             x(),
             &args[1],
@@ -259,7 +319,7 @@ fn assert_close(what: &str, got: &Tensor, want: &Value, tolerance: f64) {
 fn composites_match_jax() {
     let record: Value = serde_json::from_str(include_str!("jax/numpy_reference.json")).unwrap();
     let cases = record["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 106);
+    assert_eq!(cases.len(), 148);
     for case in cases {
         let name = case["name"].as_str().unwrap();
         let tolerance = case["tolerance"].as_f64().unwrap_or(1e-12);
@@ -522,6 +582,54 @@ fn edges_and_errors_of_the_composites() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("associative_scan"), "{e}");
+    let m23 = Tensor::from_vec([2, 3], vec![1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    for (what, t) in [
+        (
+            "quantile: quantiles must be in [0, 1], not 1.5",
+            v.quantile(&[1.5], None, QuantileMethod::Linear),
+        ),
+        (
+            "quantile: axis 2",
+            v.quantile(&[0.5], Some(2), QuantileMethod::Linear),
+        ),
+        ("median: axis 0 of f64[0] is empty", empty.median(None)),
+        (
+            "convolve: two non-empty vectors",
+            v.convolve(&empty, ConvolveMode::Full),
+        ),
+        (
+            "correlate: two non-empty vectors",
+            m23.correlate(&v, ConvolveMode::Full),
+        ),
+        (
+            "cov: a vector or matrix",
+            m23.reshape([1, 2, 3]).cov(true, 1),
+        ),
+        ("cross: 3-vectors", m23.reshape([3, 2]).cross(&m23)),
+        ("trapezoid: sample points", m23.trapezoid(Some(&v), 1.0, 0)),
+        ("diff: axis 3", v.diff(1, 3)),
+        ("polyval: coefficients", Tensor::scalar(1.0f64).polyval(&v)),
+    ] {
+        let e = t.to_array().unwrap_err().to_string();
+        assert!(
+            e.contains(what) && e.contains("tests/numpy_jax.rs"),
+            "{what}: {e}"
+        );
+    }
+    // Differences past the length are empty; zero-size selections are padding.
+    assert_eq!(v.diff(5, 0).shape(), &[0]);
+    assert_eq!(
+        empty.flatnonzero(2, Some(7)).to_vec::<i32>().unwrap(),
+        [7, 7]
+    );
+    assert_eq!(
+        Tensor::zeros(DType::F32, [0, 3])
+            .argwhere(1, -1)
+            .to_vec::<i32>()
+            .unwrap(),
+        [-1, -1]
+    );
+    assert!(empty.nanmax(..).to_vec::<f64>().unwrap()[0].is_nan());
     // A failed operand's error comes back (its type need not halve with each level).
     let failed = v.slice(&[0], &[5]);
     let e = lax::associative_scan(|a, b| a + b, failed, false, 0)

@@ -136,6 +136,55 @@ CASES += [
     ("lax_map", lambda a: jax.lax.map(lambda r: jnp.sin(r) * r.sum(), a), [a34], True),
 ]
 
+nans = np.array([[1.0, np.nan, 3.0, -2.0], [np.nan, np.nan, np.nan, np.nan], [0.5, 4.0, np.nan, 2.0]])
+a57 = rng.normal(size=(5, 7))
+counts_x = np.array([[0.0, 2, 0], [1, 0, -3], [0, 0, 5]])
+
+CASES += [
+    ("nansum", lambda a: jnp.nansum(a, axis=1), [nans], True),
+    ("nanmean", lambda a: jnp.nanmean(a, axis=1), [nans], False),
+    ("nanmax", lambda a: jnp.nanmax(a, axis=1), [nans], False),
+    ("nanmin", lambda a: jnp.nanmin(a, axis=0), [nans], False),
+    ("nanvar", lambda a: jnp.nanvar(a, axis=1), [nans], False),
+    ("nanstd", lambda a: jnp.nanstd(a, axis=0), [nans], False),
+    ("ptp", lambda a: jnp.ptp(a, axis=1), [a34], False),
+    ("average", lambda a, w: jnp.average(a, axis=1, weights=w), [a34, rng.uniform(size=(3, 4))], True),
+    ("quantile_linear", lambda a: jnp.quantile(a, jnp.array([0.0, 0.3, 0.5, 0.85, 1.0]), axis=1), [a57], True),
+    ("quantile_lower", lambda a: jnp.quantile(a, jnp.array([0.1, 0.5, 0.9]), axis=0, method="lower"), [a57], True),
+    ("quantile_higher", lambda a: jnp.quantile(a, jnp.array([0.1, 0.5, 0.9]), axis=0, method="higher"), [a57], True),
+    ("quantile_nearest", lambda a: jnp.quantile(a, jnp.array([0.1, 0.25, 0.5, 0.75, 0.9]), axis=1, method="nearest"), [a57], True),
+    ("quantile_all", lambda a: jnp.quantile(a, jnp.array([0.2, 0.7])), [a34], True),
+    ("quantile_nan", lambda a: jnp.quantile(a, jnp.array([0.5]), axis=1), [nans], False),
+    ("nanquantile", lambda a: jnp.nanquantile(a, jnp.array([0.25, 0.5, 1.0]), axis=1), [nans], False),
+    ("percentile", lambda a: jnp.percentile(a, jnp.array([10.0, 50.0]), axis=1), [a57], True),
+    ("median", lambda a: jnp.median(a, axis=1), [a34], True),
+    ("median_all", lambda a: jnp.median(a), [a57], True),
+    ("nanmedian", lambda a: jnp.nanmedian(a, axis=1), [nans], False),
+    ("cov", lambda a: jnp.cov(a), [a34], True),
+    ("cov_columns", lambda a: jnp.cov(a, rowvar=False, ddof=0), [a57], True),
+    ("corrcoef", lambda a: jnp.corrcoef(a), [a34], True),
+    ("diff", lambda a: jnp.diff(a, n=2, axis=1), [a57], True),
+    ("convolve_full", lambda a, v: jnp.convolve(a, v), [rng.normal(size=7), rng.normal(size=3)], True),
+    ("convolve_same", lambda a, v: jnp.convolve(a, v, mode="same"), [rng.normal(size=7), rng.normal(size=4)], True),
+    ("convolve_valid_swapped", lambda a, v: jnp.convolve(a, v, mode="valid"), [rng.normal(size=3), rng.normal(size=8)], True),
+    ("correlate_full", lambda a, v: jnp.correlate(a, v, mode="full"), [rng.normal(size=6), rng.normal(size=3)], True),
+    ("correlate_same_swapped", lambda a, v: jnp.correlate(a, v, mode="same"), [rng.normal(size=3), rng.normal(size=6)], True),
+    ("polyval", lambda x, p: jnp.polyval(p, x), [rng.normal(size=(2, 3)), np.array([2.0, -1.0, 0.5, 3.0])], True),
+    ("polyval_coefficients", lambda p, x: jnp.polyval(p, x), [np.array([2.0, -1.0, 0.5, 3.0]), rng.normal(size=(5,))], True),
+    ("trapezoid_dx", lambda y: jnp.trapezoid(y, dx=0.5, axis=1), [a57], True),
+    ("trapezoid_x", lambda y, x: jnp.trapezoid(y, x, axis=0), [a57, np.array([0.0, 0.5, 1.5, 1.7, 3.0])], True),
+    ("cross", lambda a, b: jnp.cross(a, b), [rng.normal(size=(4, 3)), rng.normal(size=(4, 3))], True),
+    ("remainder", lambda a, b: jnp.remainder(a, b), [np.array([5.5, -5.5, 5.5, -5.5, 3.0, -0.0]), np.array([2.0, 2.0, -2.0, -2.0, 1.5, 2.0])], False),
+    ("remainder_int", lambda a, b: jnp.remainder(a.astype(jnp.int32), b.astype(jnp.int32)).astype(jnp.float64), [np.array([7.0, -7, 7, -7, 6, 5]), np.array([3.0, 3, -3, -3, 3, 0])], False),
+    ("floor_divide", lambda a, b: jnp.floor_divide(a, b), [np.array([5.5, -5.5, 5.5, -5.5, 3.0, 7.0]), np.array([2.0, 2.0, -2.0, -2.0, 1.5, 0.5])], False),
+    ("floor_divide_int", lambda a, b: jnp.floor_divide(a.astype(jnp.int32), b.astype(jnp.int32)).astype(jnp.float64), [np.array([7.0, -7, 7, -7, 6]), np.array([3.0, 3, -3, -3, 3])], False),
+    ("nonzero", lambda a: jnp.stack(jnp.nonzero(a, size=5, fill_value=-1)).astype(jnp.float64), [counts_x], False),
+    ("argwhere", lambda a: jnp.argwhere(a, size=2).astype(jnp.float64), [counts_x], False),
+    ("flatnonzero", lambda a: jnp.flatnonzero(a, size=6).astype(jnp.float64), [counts_x], False),
+    ("count_nonzero", lambda a: jnp.count_nonzero(a, axis=0).astype(jnp.float64), [counts_x], False),
+    ("isin", lambda a, t: jnp.isin(a, t).astype(jnp.float64), [counts_x, np.array([5.0, 0.0, 7.0])], False),
+]
+
 ATTENTION = [
     ("attention_bias_mask", lambda q, k, v, bias, m: jax.nn.dot_product_attention(q, k, v, bias=bias, mask=m > 0.5), attention_inputs(4, 5, 2, 2, 3) + [rng.normal(size=(2, 2, 4, 5)), rng.uniform(size=(1, 1, 4, 5))]),
     ("attention_gqa_causal", lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=True), attention_inputs(5, 5, 4, 2, 3)),

@@ -1,7 +1,9 @@
-//! Counting and binning with static result sizes, as `jax.numpy` does them under `jit`:
-//! `bincount` (a scatter-add), `digitize` and `histogram` (a sorted search, then a
-//! scatter-add), and `unique_values`, `unique_counts` and `unique_inverse` (a sort, a running
-//! count of the distinct values, and scatters into `size` slots).
+//! Counting, binning and selecting with static result sizes, as `jax.numpy` does them under
+//! `jit`: `bincount` (a scatter-add), `digitize` and `histogram` (a sorted search, then a
+//! scatter-add), `unique_values`, `unique_counts` and `unique_inverse` (a sort, a running
+//! count of the distinct values, and scatters into `size` slots), `nonzero`, `argwhere` and
+//! `flatnonzero` (a running count of the nonzero elements and a scatter into `size` slots),
+//! `count_nonzero` and `isin`.
 
 use super::IndexMode;
 use crate::Tensor;
@@ -220,5 +222,72 @@ fn float_type(dtype: DType) -> DType {
     match dtype {
         DType::F64 | DType::F32 | DType::F16 | DType::BF16 => dtype,
         _ => DType::F32,
+    }
+}
+
+impl Tensor {
+    /// The coordinates of the first `size` nonzero elements in row-major order, one `i32`
+    /// vector per dimension, padded with `fill_value` (`jnp.nonzero(x, size=, fill_value=)`).
+    #[track_caller]
+    pub fn nonzero(&self, size: usize, fill_value: i32) -> Vec<Tensor> {
+        let flat = self.flatnonzero(size, None);
+        let found = self.count_nonzero(..);
+        let filled = Tensor::iota(DType::I32, [size], 0).greater_equal(&found);
+        let mut stride = 1usize;
+        let mut coordinates: Vec<Tensor> = Vec::with_capacity(self.ndim());
+        for &d in self.shape().iter().rev() {
+            let c = (&flat / stride as f64).fmod(d.max(1) as f64);
+            coordinates.push(filled.select(f64::from(fill_value), &c));
+            stride = stride.saturating_mul(d);
+        }
+        coordinates.reverse();
+        coordinates
+    }
+
+    /// The first `size` nonzero elements' coordinates as rows of an `i32` `[size, ndim]`
+    /// matrix (`jnp.argwhere(x, size=, fill_value=)`).
+    #[track_caller]
+    pub fn argwhere(&self, size: usize, fill_value: i32) -> Tensor {
+        let coordinates = self.nonzero(size, fill_value);
+        match coordinates.is_empty() {
+            true => Tensor::zeros(DType::I32, [size, 0]),
+            false => Tensor::stack(&coordinates, 1),
+        }
+    }
+
+    /// The flat (row-major) indices of the first `size` nonzero elements, `i32`, padded with
+    /// `fill_value` (0 when `None`; `jnp.flatnonzero(x, size=, fill_value=)`).
+    #[track_caller]
+    pub fn flatnonzero(&self, size: usize, fill_value: Option<i32>) -> Tensor {
+        let n = self.numel();
+        let nonzero = match self.dtype() {
+            DType::Bool => self.reshape([n]),
+            _ => self.reshape([n]).not_equal(0.0),
+        };
+        // The k-th nonzero element goes to slot k; the others to `size`, which is dropped.
+        let slot = nonzero.astype(DType::I32).cumsum(0) - 1;
+        let slot = nonzero.select(&slot, Tensor::full(DType::I32, [n], size as f64));
+        let fill = f64::from(fill_value.unwrap_or(0));
+        Tensor::full(DType::I32, [size], fill)
+            .at(&slot)
+            .mode(IndexMode::FillOrDrop)
+            .set(Tensor::iota(DType::I32, [n], 0))
+    }
+
+    /// The count of nonzero elements over `axes` (`jnp.count_nonzero`), `i32`.
+    #[track_caller]
+    pub fn count_nonzero(&self, axes: impl Into<super::Axes>) -> Tensor {
+        let nonzero = match self.dtype() {
+            DType::Bool => self.clone(),
+            _ => self.not_equal(0.0),
+        };
+        nonzero.astype(DType::I32).sum(axes)
+    }
+
+    /// Whether each element is among `test_elements` (`jnp.isin`), booleans of this shape.
+    #[track_caller]
+    pub fn isin(&self, test_elements: &Tensor) -> Tensor {
+        let tests = test_elements.reshape([test_elements.numel()]);
+        self.expand_dims(-1).equal(&tests).any(-1i32)
     }
 }

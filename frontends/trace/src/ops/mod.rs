@@ -20,14 +20,18 @@ mod movement;
 mod numpy;
 mod pad_modes;
 mod reduce;
+mod series;
 pub(crate) mod sort;
 mod source;
+mod statistics;
 mod window;
 
 pub use call::{custom_jvp, custom_jvp_named, custom_vjp, custom_vjp_named};
 pub use contract::DotPrecision;
 pub use indexing::{At, IndexMode};
 pub use pad_modes::PadMode;
+pub use series::ConvolveMode;
+pub use statistics::QuantileMethod;
 pub use window::{Padding, Window};
 
 use crate::Tensor;

@@ -439,3 +439,51 @@ impl Tensor {
         x.greater(&last).select(&right, &f)
     }
 }
+
+impl Tensor {
+    /// The remainder with the sign of the divisor (`jnp.remainder`, Python's `%`; the `%`
+    /// operator is `lax.rem`, which takes the dividend's sign). Integer division by zero
+    /// gives 0, as in JAX.
+    #[track_caller]
+    pub fn remainder(&self, divisor: &Tensor) -> Tensor {
+        let divisor = self.nonzero_divisor(divisor);
+        let truncated = self.fmod(&divisor);
+        let differs = truncated.less(0.0).not_equal(divisor.less(0.0));
+        let shift = differs.logical_and(truncated.not_equal(0.0));
+        shift.select(&(&truncated + &divisor), &truncated)
+    }
+
+    /// The quotient rounded toward negative infinity (`jnp.floor_divide`, Python's `//`).
+    #[track_caller]
+    pub fn floor_divide(&self, divisor: &Tensor) -> Tensor {
+        if self.dtype().is_int() && !self.dtype().is_signed_int() {
+            return self / divisor;
+        }
+        if self.dtype().is_int() {
+            let quotient = self / divisor;
+            let signs = self.sign().not_equal(divisor.sign());
+            let inexact = self.fmod(divisor).not_equal(0.0);
+            return signs
+                .logical_and(inexact)
+                .select(&(&quotient - 1.0), &quotient);
+        }
+        // NumPy's float divmod: (x - mod) / y, one less where the remainder's sign is not the
+        // divisor's, rounded.
+        let remainder = self.fmod(divisor);
+        let exact = divisor.equal(0.0).select(self, &(self - &remainder));
+        let quotient = exact / divisor;
+        let shift = remainder
+            .not_equal(0.0)
+            .logical_and(divisor.sign().not_equal(remainder.sign()));
+        shift.select(&(&quotient - 1.0), &quotient).round_even()
+    }
+
+    /// Integer divisors with zeros replaced by ones (JAX's `remainder` guard); others as given.
+    #[track_caller]
+    fn nonzero_divisor(&self, divisor: &Tensor) -> Tensor {
+        match divisor.dtype().is_int() {
+            true => divisor.equal(0.0).select(1.0, divisor),
+            false => divisor.clone(),
+        }
+    }
+}
