@@ -185,6 +185,46 @@ CASES += [
     ("isin", lambda a, t: jnp.isin(a, t).astype(jnp.float64), [counts_x, np.array([5.0, 0.0, 7.0])], False),
 ]
 
+import jax.scipy as jsp
+
+probs = rng.dirichlet(np.ones(4), size=3)
+spd = (lambda m: m @ m.T + 3 * np.eye(3))(rng.normal(size=(3, 3)))
+
+CASES += [
+    ("celu", lambda x: jax.nn.celu(x, 1.5), [kinks], True),
+    ("selu", jax.nn.selu, [kinks], True),
+    ("hard_sigmoid", jax.nn.hard_sigmoid, [kinks - 2.0], True),
+    ("hard_silu", jax.nn.hard_silu, [kinks - 2.0], True),
+    ("soft_sign", jax.nn.soft_sign, [kinks], True),
+    ("sparse_plus", jax.nn.sparse_plus, [kinks], True),
+    ("sparse_sigmoid", jax.nn.sparse_sigmoid, [kinks], True),
+    ("squareplus", lambda x: jax.nn.squareplus(x, 2.0), [kinks], True),
+    ("mish", jax.nn.mish, [kinks], True),
+    ("standardize", lambda x: jax.nn.standardize(x, axis=-1), [a34], True),
+    ("relu_jvp", lambda x: jax.jvp(jax.nn.relu, (x,), (jnp.ones_like(x),))[1], [kinks], False),
+    ("relu6_jvp", lambda x: jax.jvp(jax.nn.relu6, (x,), (jnp.ones_like(x),))[1], [kinks], False),
+    ("squared_error", optax.squared_error, [a34, rng.normal(size=(3, 4))], True),
+    ("log_cosh", optax.log_cosh, [a34 * 300, rng.normal(size=(3, 4))], True),
+    ("cosine_similarity", lambda p, t: optax.cosine_similarity(p, t, epsilon=1e-3), [np.vstack([a34, np.zeros((1, 4))]), rng.normal(size=(4, 4))], True),
+    ("cosine_distance", optax.cosine_distance, [a34, rng.normal(size=(3, 4))], True),
+    ("kl_divergence", lambda lp, t: optax.kl_divergence(lp, t), [np.log(probs), np.array([[0.5, 0.5, 0, 0], [0.1, 0.2, 0.3, 0.4], [1.0, 0, 0, 0]])], True),
+    ("kl_divergence_with_log_targets", optax.losses.kl_divergence_with_log_targets, [np.log(probs), np.log(rng.dirichlet(np.ones(4), size=3))], True),
+    ("hinge_loss", optax.hinge_loss, [kinks / 3, np.sign(rng.normal(size=12))], True),
+    ("smooth_labels", lambda l: optax.smooth_labels(l, 0.1), [probs], True),
+    ("poly_loss_cross_entropy", lambda x, l: optax.losses.poly_loss_cross_entropy(x, l, epsilon=2.0), [rng.normal(size=(3, 4)) * 2, probs], True),
+    ("xlogy", jsp.special.xlogy, [np.array([0.0, 0.0, 1.5, -2.0, 0.0, 3.0]), np.array([0.0, 2.0, 0.5, 3.0, np.nan, 1e-300])], False),
+    ("xlogy_grad", jsp.special.xlogy, [np.array([0.5, 1.5, -2.0]), np.array([2.0, 0.5, 3.0])], True),
+    ("xlog1py", jsp.special.xlog1py, [np.array([0.0, 0.0, 1.5, -2.0]), np.array([-1.0, 2.0, 0.5, 1e-10])], False),
+    ("entr", jsp.special.entr, [np.array([0.0, 0.5, 1.0, 2.0, -1.0, 1e-300])], False),
+    ("logit", jsp.special.logit, [np.array([0.001, 0.25, 0.5, 0.9, 0.999])], True),
+    ("ndtr", jsp.special.ndtr, [np.array([-40.0, -8.0, -2.0, -0.5, 0.0, 0.3, 0.7, 3.0, 9.0])], True),
+    ("betaln", jsp.special.betaln, [np.array([0.5, 1.0, 2.5, 7.0]), np.array([0.5, 3.0, 1.5, 2.0])], True),
+    ("norm_logpdf", lambda x: jsp.stats.norm.logpdf(x, 0.5, 2.0), [kinks], True),
+    ("norm_pdf", lambda x: jsp.stats.norm.pdf(x, -1.0, 0.5), [kinks / 10], True),
+    ("norm_cdf", lambda x: jsp.stats.norm.cdf(x, 0.5, 2.0), [kinks], True),
+    ("mvn_logpdf", lambda x, m, c: jsp.stats.multivariate_normal.logpdf(x, m, c), [rng.normal(size=(4, 3)), rng.normal(size=3), spd], True),
+]
+
 ATTENTION = [
     ("attention_bias_mask", lambda q, k, v, bias, m: jax.nn.dot_product_attention(q, k, v, bias=bias, mask=m > 0.5), attention_inputs(4, 5, 2, 2, 3) + [rng.normal(size=(2, 2, 4, 5)), rng.uniform(size=(1, 1, 4, 5))]),
     ("attention_gqa_causal", lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=True), attention_inputs(5, 5, 4, 2, 3)),

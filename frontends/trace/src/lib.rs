@@ -17,6 +17,7 @@ mod ops;
 pub mod optim;
 mod persistent;
 pub mod random;
+pub mod scipy;
 mod tensor;
 mod trace;
 mod trace_ctx;

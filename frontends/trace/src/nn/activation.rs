@@ -1,5 +1,6 @@
 //! GELU (both forms), SiLU and the other activations of `jax.nn` (softplus, log-sigmoid,
-//! leaky ReLU, ELU, ReLU6, hard tanh, GLU). GELU's exact form uses the composite `erfc` of
+//! leaky ReLU, ELU, CELU, SELU, ReLU6, hard tanh, hard sigmoid and SiLU, soft sign, sparse
+//! plus and sigmoid, squareplus, mish, GLU) and `standardize`. GELU's exact form uses the composite `erfc` of
 //! [`crate::lax::special`].
 
 use crate::lax::special::erfc_nonnegative;
@@ -62,11 +63,13 @@ pub fn elu(x: &Tensor, alpha: f64) -> Tensor {
 /// else 0.
 #[track_caller]
 pub fn relu6(x: &Tensor) -> Tensor {
-    let f = crate::custom_vjp_named(
+    let f = crate::custom_jvp_named(
         "relu6",
         |x: Tensor| x.clip(0.0, 6.0),
-        |x: Tensor| (x.clip(0.0, 6.0), x),
-        |x: Tensor, g: Tensor| x.greater(0.0).logical_and(x.less(6.0)).select(g, 0.0),
+        |x: Tensor, t: Tensor| {
+            let inside = x.greater(0.0).logical_and(x.less(6.0));
+            (x.clip(0.0, 6.0), inside.select(t, 0.0))
+        },
     );
     f(x.clone())
 }
@@ -101,4 +104,72 @@ pub fn glu(x: &Tensor, axis: i64) -> Tensor {
     start[at] = half;
     let b = x.slice(&start, x.shape());
     a * b.sigmoid()
+}
+
+/// `max(x, 0) + alpha·expm1(min(x, 0) / alpha)` (`jax.nn.celu`; JAX's default alpha is 1).
+#[track_caller]
+pub fn celu(x: &Tensor, alpha: f64) -> Tensor {
+    x.maximum(0.0) + (x.minimum(0.0) / alpha).expm1() * alpha
+}
+
+/// The scaled ELU of self-normalizing networks (`jax.nn.selu`).
+#[track_caller]
+pub fn selu(x: &Tensor) -> Tensor {
+    const ALPHA: f64 = 1.673_263_242_354_377_3;
+    const SCALE: f64 = 1.050_700_987_355_480_5;
+    elu(x, ALPHA) * SCALE
+}
+
+/// `relu6(x + 3) / 6` (`jax.nn.hard_sigmoid`).
+#[track_caller]
+pub fn hard_sigmoid(x: &Tensor) -> Tensor {
+    relu6(&(x + 3.0)) / 6.0
+}
+
+/// `x·hard_sigmoid(x)` (`jax.nn.hard_silu`, also `hard_swish`).
+#[track_caller]
+pub fn hard_silu(x: &Tensor) -> Tensor {
+    x * hard_sigmoid(x)
+}
+
+/// `x / (|x| + 1)` (`jax.nn.soft_sign`).
+#[track_caller]
+pub fn soft_sign(x: &Tensor) -> Tensor {
+    x / (x.abs() + 1.0)
+}
+
+/// 0 below −1, `x` above 1, `(x + 1)² / 4` between (`jax.nn.sparse_plus`).
+#[track_caller]
+pub fn sparse_plus(x: &Tensor) -> Tensor {
+    let between = (x + 1.0).square() / 4.0;
+    x.less_equal(-1.0)
+        .select(0.0, x.greater_equal(1.0).select(x, &between))
+}
+
+/// `clip(x + 1, 0, 2) / 2` (`jax.nn.sparse_sigmoid`; `jnp.clip`'s maximum and minimum, whose
+/// derivative is halved at the bounds).
+#[track_caller]
+pub fn sparse_sigmoid(x: &Tensor) -> Tensor {
+    (x + 1.0).maximum(0.0).minimum(2.0) * 0.5
+}
+
+/// `(x + sqrt(x² + b)) / 2` (`jax.nn.squareplus`; JAX's default `b` is 4).
+#[track_caller]
+pub fn squareplus(x: &Tensor, b: f64) -> Tensor {
+    (x + (x.square() + b).sqrt()) / 2.0
+}
+
+/// `x·tanh(softplus(x))` (`jax.nn.mish`).
+#[track_caller]
+pub fn mish(x: &Tensor) -> Tensor {
+    x * softplus(x).tanh()
+}
+
+/// `(x − mean) / sqrt(variance + epsilon)` over `axis` (`jax.nn.standardize`, its default
+/// "fast" variance `mean(x²) − mean(x)²`, clipped at 0).
+#[track_caller]
+pub fn standardize(x: &Tensor, axis: i32, epsilon: f64) -> Tensor {
+    let mean = x.mean_keepdims(axis);
+    let variance = (x.square().mean_keepdims(axis) - mean.square()).maximum(0.0);
+    (x - mean) * (variance + epsilon).rsqrt()
 }

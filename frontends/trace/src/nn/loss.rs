@@ -139,3 +139,70 @@ pub fn huber_loss(predictions: &Tensor, targets: &Tensor, delta: f64) -> Tensor 
     let linear = errors - &quadratic;
     quadratic.square() * 0.5 + linear * delta
 }
+
+/// `(predictions − targets)²` elementwise (`optax.squared_error`).
+#[track_caller]
+pub fn squared_error(predictions: &Tensor, targets: &Tensor) -> Tensor {
+    (predictions - targets).square()
+}
+
+/// `log(cosh(predictions − targets))` elementwise, without overflow (`optax.log_cosh`:
+/// `logaddexp(e, −e) − log 2`).
+#[track_caller]
+pub fn log_cosh(predictions: &Tensor, targets: &Tensor) -> Tensor {
+    let errors = predictions - targets;
+    errors.logaddexp(&-&errors) - std::f64::consts::LN_2
+}
+
+/// The cosine of the angle between predictions and targets over the last axis
+/// (`optax.cosine_similarity`): each divided by its norm, the squared norm clipped below at
+/// `epsilon`.
+#[track_caller]
+pub fn cosine_similarity(predictions: &Tensor, targets: &Tensor, epsilon: f64) -> Tensor {
+    let norm = |x: &Tensor| x.square().sum_keepdims(-1).maximum(epsilon).sqrt();
+    ((predictions / norm(predictions)) * (targets / norm(targets))).sum(-1)
+}
+
+/// `1 − cosine_similarity` (`optax.cosine_distance`).
+#[track_caller]
+pub fn cosine_distance(predictions: &Tensor, targets: &Tensor, epsilon: f64) -> Tensor {
+    -cosine_similarity(predictions, targets, epsilon) + 1.0
+}
+
+/// `Σ targets·(log targets − log_predictions)` over the last axis, `0·log 0` taken as 0
+/// (`optax.kl_divergence`).
+#[track_caller]
+pub fn kl_divergence(log_predictions: &Tensor, targets: &Tensor) -> Tensor {
+    let log_targets = targets.equal(0.0).select(0.0, targets.log());
+    (targets * (log_targets - log_predictions)).sum(-1)
+}
+
+/// `Σ exp(log_targets)·(log_targets − log_predictions)` over the last axis
+/// (`optax.kl_divergence_with_log_targets`).
+#[track_caller]
+pub fn kl_divergence_with_log_targets(log_predictions: &Tensor, log_targets: &Tensor) -> Tensor {
+    (log_targets.exp() * (log_targets - log_predictions)).sum(-1)
+}
+
+/// `max(0, 1 − outputs·targets)` elementwise, targets in {−1, 1} (`optax.hinge_loss`).
+#[track_caller]
+pub fn hinge_loss(predictor_outputs: &Tensor, targets: &Tensor) -> Tensor {
+    (-(predictor_outputs * targets) + 1.0).maximum(0.0)
+}
+
+/// Labels mixed with the uniform distribution over the last axis' `n` classes:
+/// `(1 − alpha)·labels + alpha / n` (`optax.smooth_labels`).
+#[track_caller]
+pub fn smooth_labels(labels: &Tensor, alpha: f64) -> Tensor {
+    let classes = labels.shape().last().copied().unwrap_or(1).max(1) as f64;
+    labels * (1.0 - alpha) + alpha / classes
+}
+
+/// The Poly-1 loss (`optax.poly_loss_cross_entropy`): the cross-entropy against label
+/// distributions plus `epsilon·Σ labels·(1 − softmax(logits))` over the last axis.
+#[track_caller]
+pub fn poly_loss_cross_entropy(logits: &Tensor, labels: &Tensor, epsilon: f64) -> Tensor {
+    let p = super::softmax(logits, -1);
+    let one_minus_pt = (labels * (-p + 1.0)).sum(-1);
+    softmax_cross_entropy(logits, labels) + one_minus_pt * epsilon
+}

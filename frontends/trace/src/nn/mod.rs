@@ -33,7 +33,10 @@ mod norm;
 mod pool;
 
 pub use crate::lax::{erf, erfc};
-pub use activation::{elu, gelu, glu, hard_tanh, leaky_relu, log_sigmoid, relu6, silu, softplus};
+pub use activation::{
+    celu, elu, gelu, glu, hard_sigmoid, hard_silu, hard_tanh, leaky_relu, log_sigmoid, mish, relu6,
+    selu, silu, soft_sign, softplus, sparse_plus, sparse_sigmoid, squareplus, standardize,
+};
 pub use attention::{
     causal_self_attention, causal_self_attention_with, dot_product_attention,
     dot_product_attention_with, Attention, AttentionOptions,
@@ -41,8 +44,10 @@ pub use attention::{
 pub use dropout::dropout;
 pub use linear::{linear, linear_with, Linear};
 pub use loss::{
-    accuracy, huber_loss, l2_loss, sigmoid_binary_cross_entropy, softmax_cross_entropy,
-    softmax_cross_entropy_with_integer_labels,
+    accuracy, cosine_distance, cosine_similarity, hinge_loss, huber_loss, kl_divergence,
+    kl_divergence_with_log_targets, l2_loss, log_cosh, poly_loss_cross_entropy,
+    sigmoid_binary_cross_entropy, smooth_labels, softmax_cross_entropy,
+    softmax_cross_entropy_with_integer_labels, squared_error,
 };
 pub use norm::{layer_norm, rms_norm};
 pub use pool::{avg_pool, max_pool};
@@ -50,14 +55,14 @@ pub use pool::{avg_pool, max_pool};
 use crate::ops::Axes;
 use crate::Tensor;
 
-/// `max(x, 0)`, with JAX's derivative: 1 where `x > 0`, else 0 (no half-split at zero).
+/// `max(x, 0)`, with JAX's derivative in both modes (a `custom_jvp`, as JAX's): 1 where
+/// `x > 0`, else 0 (no half-split at zero).
 #[track_caller]
 pub fn relu(x: &Tensor) -> Tensor {
-    let f = crate::custom_vjp_named(
+    let f = crate::custom_jvp_named(
         "relu",
         |x: Tensor| x.maximum(0.0),
-        |x: Tensor| (x.maximum(0.0), x),
-        |x: Tensor, g: Tensor| x.greater(0.0).select(g, 0.0),
+        |x: Tensor, t: Tensor| (x.maximum(0.0), x.greater(0.0).select(t, 0.0)),
     );
     f(x.clone())
 }

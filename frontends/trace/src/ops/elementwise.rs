@@ -329,7 +329,9 @@ impl Tensor {
         }
     }
 
-    /// Limits every element to `[lo, hi]` (`jnp.clip`).
+    /// Limits every element to `[lo, hi]` (`lax.clamp`; `jnp.clip`'s values). At a bound the
+    /// derivative is `lax.clamp`'s 0, where `jnp.clip`, a maximum then a minimum, halves it;
+    /// `x.maximum(lo).minimum(hi)` is that form.
     #[track_caller]
     pub fn clip<'a, 'b>(&self, lo: impl Into<Operand<'a>>, hi: impl Into<Operand<'b>>) -> Tensor {
         let (lo, hi) = (lo.into().resolve(self), hi.into().resolve(self));
