@@ -43,7 +43,10 @@ pub use transforms::{
 };
 pub use tree::{Static, StaticValue, Tree, TreeDef};
 pub use tree_util::{
-    global_norm, tree_flatten, tree_leaves, tree_map, tree_map2, tree_map_n, tree_structure,
-    tree_sum, tree_unflatten, zeros_like,
+    global_norm, ravel_pytree, tree_flatten, tree_leaves, tree_map, tree_map2, tree_map_n,
+    tree_structure, tree_sum, tree_unflatten, zeros_like,
 };
-pub use vmap::{hessian, jacfwd, jacrev, vmap, vmap_axes, AxisSpec, AxisTree};
+pub use vmap::{
+    hessian, hessian_tree, jacfwd, jacfwd_tree, jacrev, jacrev_tree, vmap, vmap_axes, AxisSpec,
+    AxisTree,
+};

@@ -161,3 +161,63 @@ pub(crate) fn failed_like<T: Tree>(tree: &T, error: Error) -> T {
         })
     })
 }
+
+/// The dtype [`ravel_pytree`] gives leaves of `dtypes`: theirs when they share one, else the
+/// widest: complex if any is (c128 with any 64-bit float), f64 if any is, otherwise f32.
+fn common_dtype(dtypes: &[DType]) -> DType {
+    match dtypes.split_first() {
+        None => DType::F32,
+        Some((first, rest)) if rest.iter().all(|d| d == first) => *first,
+        Some(_) => {
+            let wide = dtypes.iter().any(|d| matches!(d, DType::F64 | DType::C128));
+            match (dtypes.iter().any(|d| d.is_complex()), wide) {
+                (true, true) => DType::C128,
+                (true, false) => DType::C64,
+                (false, true) => DType::F64,
+                (false, false) => DType::F32,
+            }
+        }
+    }
+}
+
+/// The leaves of `tree` raveled and concatenated into one vector of their common dtype, and
+/// the function that splits such a vector back into the tree, each leaf in its own shape and
+/// dtype (`jax.flatten_util.ravel_pytree`). A vector of another length is an error.
+pub fn ravel_pytree<T: Tree>(tree: &T) -> (Tensor, impl Fn(&Tensor) -> Result<T> + Clone) {
+    let (leaves, def) = tree_flatten(tree);
+    let dtypes: Vec<DType> = leaves.iter().map(Tensor::dtype).collect();
+    let dtype = common_dtype(&dtypes);
+    let shapes: Vec<Vec<usize>> = leaves.iter().map(|l| l.shape().to_vec()).collect();
+    let flat = match leaves.is_empty() {
+        true => Tensor::zeros(dtype, [0]),
+        false => {
+            let pieces: Vec<Tensor> = leaves
+                .iter()
+                .map(|l| l.astype(dtype).reshape([l.numel()]))
+                .collect();
+            Tensor::concatenate(&pieces, 0)
+        }
+    };
+    let unravel = move |flat: &Tensor| -> Result<T> {
+        let total: usize = shapes.iter().map(|s| s.iter().product::<usize>()).sum();
+        if flat.shape() != [total] {
+            return Err(Error::Tree {
+                expected: format!("a vector of {total} elements for {def}"),
+                found: flat.ty().to_string(),
+            });
+        }
+        let mut offset = 0;
+        let mut out = Vec::with_capacity(shapes.len());
+        for (shape, &d) in shapes.iter().zip(&dtypes) {
+            let n: usize = shape.iter().product();
+            let piece = flat.slice(&[offset], &[offset + n]).reshape(shape.clone());
+            out.push(match d == flat.dtype() {
+                true => piece,
+                false => piece.astype(d),
+            });
+            offset += n;
+        }
+        tree_unflatten(&def, out)
+    };
+    (flat, unravel)
+}

@@ -2,7 +2,7 @@
 //! basis of the input's tangents (one `jvp` per input element, as one batched program), and
 //! reverse mode batched over the standard basis of the outputs' cotangents. Each output
 //! leaf's Jacobian is shaped `output.shape + input.shape`, as JAX's. `hessian` is `jacfwd` of
-//! `grad`.
+//! `grad`. The `_tree` forms take a tree of inputs, raveled into one vector and split back.
 
 use super::batch_error;
 use crate::tensor::Inner;
@@ -62,7 +62,13 @@ fn first_error(ts: &[Tensor]) -> Result<()> {
 /// suited to functions with fewer inputs than outputs.
 #[track_caller]
 pub fn jacfwd<O: Tree, F: Fn(Tensor) -> O>(f: F) -> impl Fn(&Tensor) -> Result<O> {
-    let location = Location::caller();
+    jacfwd_at(Location::caller(), f)
+}
+
+fn jacfwd_at<O: Tree, F: Fn(Tensor) -> O>(
+    location: &'static Location<'static>,
+    f: F,
+) -> impl Fn(&Tensor) -> Result<O> {
     move |x: &Tensor| {
         check_float(x, "jacfwd", location)?;
         let traced = trace_named("f", &f, x)?;
@@ -110,7 +116,13 @@ pub fn jacfwd<O: Tree, F: Fn(Tensor) -> O>(f: F) -> impl Fn(&Tensor) -> Result<O
 /// fewer outputs than inputs, such as gradients of many parameters.
 #[track_caller]
 pub fn jacrev<O: Tree, F: Fn(Tensor) -> O>(f: F) -> impl Fn(&Tensor) -> Result<O> {
-    let location = Location::caller();
+    jacrev_at(Location::caller(), f)
+}
+
+fn jacrev_at<O: Tree, F: Fn(Tensor) -> O>(
+    location: &'static Location<'static>,
+    f: F,
+) -> impl Fn(&Tensor) -> Result<O> {
     move |x: &Tensor| {
         check_float(x, "jacrev", location)?;
         let traced = trace_named("f", &f, x)?;
@@ -178,4 +190,90 @@ pub fn jacrev<O: Tree, F: Fn(Tensor) -> O>(f: F) -> impl Fn(&Tensor) -> Result<O
 #[track_caller]
 pub fn hessian<F: Fn(Tensor) -> Tensor>(f: F) -> impl Fn(&Tensor) -> Result<Tensor> {
     jacfwd(grad(f))
+}
+
+/// The Jacobian of a function of a tree of inputs (`jax.jacfwd(f)(params)` for a function
+/// returning one tensor): the tree, each leaf's block shaped `output.shape + leaf.shape`.
+/// The inputs are raveled into one vector ([`crate::ravel_pytree`]), the vector's Jacobian
+/// taken by [`jacfwd`], and its columns split back per leaf.
+#[track_caller]
+pub fn jacfwd_tree<I: Tree, F: Fn(I) -> Tensor>(f: F) -> impl Fn(&I) -> Result<I> {
+    let location = Location::caller();
+    move |x: &I| {
+        let (flat, unravel) = crate::ravel_pytree(x);
+        let jac = jacfwd_at(location, |v: Tensor| apply_raveled(&f, &unravel, &v))(&flat)?;
+        split_columns(&jac, x)
+    }
+}
+
+/// [`jacfwd_tree`] by reverse mode ([`jacrev`]), for many inputs and few outputs.
+#[track_caller]
+pub fn jacrev_tree<I: Tree, F: Fn(I) -> Tensor>(f: F) -> impl Fn(&I) -> Result<I> {
+    let location = Location::caller();
+    move |x: &I| {
+        let (flat, unravel) = crate::ravel_pytree(x);
+        let jac = jacrev_at(location, |v: Tensor| apply_raveled(&f, &unravel, &v))(&flat)?;
+        split_columns(&jac, x)
+    }
+}
+
+/// The Hessian of a scalar function of a tree (`jax.hessian(f)(params)`): one tree per input
+/// leaf `i` in flattening order, whose leaf `j` holds `∂²f / ∂x_i ∂x_j` shaped `x_i.shape +
+/// x_j.shape` (JAX's nested tree, its outer level as a `Vec`).
+#[track_caller]
+pub fn hessian_tree<I: Tree, F: Fn(I) -> Tensor>(f: F) -> impl Fn(&I) -> Result<Vec<I>> {
+    let location = Location::caller();
+    move |x: &I| {
+        let (flat, unravel) = crate::ravel_pytree(x);
+        let h = jacfwd_at(location, grad(|v: Tensor| apply_raveled(&f, &unravel, &v)))(&flat)?;
+        let leaves = x.leaves();
+        let mut rows = Vec::with_capacity(leaves.len());
+        let mut offset = 0;
+        for leaf in &leaves {
+            let n = leaf.numel();
+            let block = h.slice(&[offset, 0], &[offset + n, flat.numel()]);
+            let mut shape = leaf.shape().to_vec();
+            shape.push(flat.numel());
+            rows.push(split_columns(&block.reshape(shape), x)?);
+            offset += n;
+        }
+        Ok(rows)
+    }
+}
+
+/// `f` of the tree `unravel` makes of `v`; a vector that does not fit gives a failed tensor.
+fn apply_raveled<I: Tree>(
+    f: &impl Fn(I) -> Tensor,
+    unravel: &impl Fn(&Tensor) -> Result<I>,
+    v: &Tensor,
+) -> Tensor {
+    match unravel(v) {
+        Ok(tree) => f(tree),
+        Err(e) => Tensor(Inner::Failed {
+            error: std::sync::Arc::new(e),
+            ty: v.ty().clone(),
+        }),
+    }
+}
+
+/// The Jacobian `jac` (`[.., N]`, `N` the raveled inputs) as a tree of `x`'s structure, each
+/// leaf's columns shaped `[..] + leaf.shape`, in the Jacobian's dtype.
+fn split_columns<I: Tree>(jac: &Tensor, x: &I) -> Result<I> {
+    let (leaves, def) = crate::tree_flatten(x);
+    let lead = &jac.shape()[..jac.ndim().saturating_sub(1)];
+    let mut offset = 0;
+    let mut out = Vec::with_capacity(leaves.len());
+    for leaf in &leaves {
+        let n = leaf.numel();
+        let mut start = vec![0; jac.ndim()];
+        let mut limit = jac.shape().to_vec();
+        start[jac.ndim() - 1] = offset;
+        limit[jac.ndim() - 1] = offset + n;
+        let mut shape = lead.to_vec();
+        shape.extend_from_slice(leaf.shape());
+        out.push(jac.slice(&start, &limit).reshape(shape));
+        offset += n;
+    }
+    first_error(&out)?;
+    crate::tree_unflatten(&def, out)
 }

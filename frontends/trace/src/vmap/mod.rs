@@ -12,7 +12,7 @@ mod axes;
 mod jac;
 
 pub use axes::{AxisSpec, AxisTree};
-pub use jac::{hessian, jacfwd, jacrev};
+pub use jac::{hessian, hessian_tree, jacfwd, jacfwd_tree, jacrev, jacrev_tree};
 
 use crate::tensor::Inner;
 use crate::trace::trace_named;
