@@ -20,6 +20,6 @@ pub use ferrax_trace::{
     tree_map, tree_map2, tree_map_n, tree_structure, tree_sum, tree_unflatten, value_and_grad,
     value_and_grad_with_aux, vjp, vmap, vmap_axes, zeros_like, Artifact, At, Axes, AxisSpec,
     AxisTree, Batch, Compiled, ConvDims, ConvPadding, Convolution, ConvolveMode, Device,
-    DotPrecision, Error, IndexMode, Jit, Lowered, Operand, PadMode, Padding, Pullback,
+    DotPrecision, Error, IndexMode, Jit, Lowered, MatrixNorm, Operand, PadMode, Padding, Pullback,
     QuantileMethod, RematPolicy, Result, Signature, Static, Tensor, TreeDef, Window,
 };

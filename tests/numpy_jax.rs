@@ -20,6 +20,8 @@
 //! `log_cosh`, `cosine_similarity`/`distance`, `kl_divergence` (both forms), `hinge_loss`,
 //! `smooth_labels`, `poly_loss_cross_entropy`; `jax.scipy.special`'s `xlogy`, `xlog1py`,
 //! `entr`, `logit`, `ndtr`, `betaln` and `jax.scipy.stats`' normal and multivariate normal;
+//! `matrix_power`, `expm` (each Padé degree, scaling and squaring, a batch), the matrix norms,
+//! `cho_solve`, `tensordot`, `inner`, `vdot` and `multi_dot`;
 //! each
 //! value, and the gradient of `sum(f(x)·w)` where JAX defines one. Tolerance: 1e-12 of the
 //! largest magnitude (the same formulas in f64); infinities and NaN must match exactly.
@@ -28,7 +30,9 @@
 use ferrax::fft::{self, Norm};
 use ferrax::nn::AttentionOptions;
 use ferrax::scipy::{special, stats};
-use ferrax::{grad, jit, jvp, lax, nn, vmap, ConvolveMode, DType, PadMode, QuantileMethod, Tensor};
+use ferrax::{
+    grad, jit, jvp, lax, nn, vmap, ConvolveMode, DType, MatrixNorm, PadMode, QuantileMethod, Tensor,
+};
 use serde_json::Value;
 
 fn data(v: &Value) -> (Vec<usize>, Vec<f64>) {
@@ -272,6 +276,26 @@ fn function(name: &str, args: &[Tensor]) -> Tensor {
         "norm_pdf" => stats::norm::pdf(x(), -1.0, 0.5),
         "norm_cdf" => stats::norm::cdf(x(), 0.5, 2.0),
         "mvn_logpdf" => stats::multivariate_normal::logpdf(x(), &args[1], &args[2]),
+        "matrix_power_5" => x().matrix_power(5),
+        "matrix_power_neg" => x().matrix_power(-3),
+        "matrix_power_batch" => x().matrix_power(6),
+        "expm_small" | "expm_pade5" | "expm_pade7" | "expm_pade9" | "expm_scaled"
+        | "expm_batch" => x().expm(),
+        "matrix_norm_fro" => x().matrix_norm(MatrixNorm::Frobenius),
+        "matrix_norm_nuc" => x().matrix_norm(MatrixNorm::Nuclear),
+        "matrix_norm_1" => x().matrix_norm(MatrixNorm::MaxColumnSum),
+        "matrix_norm_neg1" => x().matrix_norm(MatrixNorm::MinColumnSum),
+        "matrix_norm_inf" => x().matrix_norm(MatrixNorm::MaxRowSum),
+        "matrix_norm_neginf" => x().matrix_norm(MatrixNorm::MinRowSum),
+        "matrix_norm_2" => x().matrix_norm(MatrixNorm::LargestSingular),
+        "matrix_norm_neg2" => x().matrix_norm(MatrixNorm::SmallestSingular),
+        "cho_solve_lower" => args[1].cho_solve(x(), true),
+        "cho_solve_upper" => args[1].cho_solve(x(), false),
+        "tensordot" => x().tensordot(&args[1], (&[0, 2], &[1, 0])),
+        "tensordot_n" => x().tensordot_n(&args[1], 2),
+        "inner" => x().inner(&args[1]),
+        "vdot" => x().vdot(&args[1]),
+        "multi_dot" => Tensor::multi_dot(&[x(), &args[1], &args[2]]),
         "attention_bias_mask" => nn::dot_product_attention_with(
             x(),
             &args[1],
@@ -362,7 +386,10 @@ fn assert_close(what: &str, got: &Tensor, want: &Value, tolerance: f64) {
 fn composites_match_jax() {
     let record: Value = serde_json::from_str(include_str!("jax/numpy_reference.json")).unwrap();
     let cases = record["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 180);
+    assert_eq!(cases.len(), 204);
+    let names: std::collections::BTreeSet<&str> =
+        cases.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), cases.len(), "case names must be distinct");
     for case in cases {
         let name = case["name"].as_str().unwrap();
         let tolerance = case["tolerance"].as_f64().unwrap_or(1e-12);

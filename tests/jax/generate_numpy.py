@@ -225,6 +225,36 @@ CASES += [
     ("mvn_logpdf", lambda x, m, c: jsp.stats.multivariate_normal.logpdf(x, m, c), [rng.normal(size=(4, 3)), rng.normal(size=3), spd], True),
 ]
 
+big = rng.normal(size=(3, 3)) * 4
+chol = np.linalg.cholesky(spd)
+
+CASES += [
+    ("matrix_power_5", lambda a: jnp.linalg.matrix_power(a, 5), [rng.normal(size=(3, 3)) * 0.7], True),
+    ("matrix_power_neg", lambda a: jnp.linalg.matrix_power(a, -3), [spd], True),
+    ("matrix_power_batch", lambda a: jnp.linalg.matrix_power(a, 6), [rng.normal(size=(2, 2, 2)) * 0.6], True),
+    ("expm_small", jsp.linalg.expm, [rng.normal(size=(3, 3)) * 0.005], True),
+    ("expm_pade5", jsp.linalg.expm, [rng.normal(size=(3, 3)) * 0.08], True),
+    ("expm_pade7", jsp.linalg.expm, [rng.normal(size=(3, 3)) * 0.3], True),
+    ("expm_pade9", jsp.linalg.expm, [rng.normal(size=(3, 3)) * 0.7], True),
+    ("expm_scaled", jsp.linalg.expm, [big], True),
+    ("expm_batch", jsp.linalg.expm, [np.stack([rng.normal(size=(2, 2)) * 0.01, rng.normal(size=(2, 2)) * 5])], True),
+    ("matrix_norm_fro", lambda a: jnp.linalg.norm(a, "fro"), [a34], True),
+    ("matrix_norm_nuc", lambda a: jnp.linalg.norm(a, "nuc"), [a34], True),
+    ("matrix_norm_1", lambda a: jnp.linalg.norm(a, 1), [a34], True),
+    ("matrix_norm_neg1", lambda a: jnp.linalg.norm(a, -1), [a34], True),
+    ("matrix_norm_inf", lambda a: jnp.linalg.norm(a, jnp.inf), [a34], True),
+    ("matrix_norm_neginf", lambda a: jnp.linalg.norm(a, -jnp.inf), [a34], True),
+    ("matrix_norm_2", lambda a: jnp.linalg.norm(a, 2), [a34], True),
+    ("matrix_norm_neg2", lambda a: jnp.linalg.norm(a, -2), [a34], True),
+    ("cho_solve_lower", lambda b, c: jsp.linalg.cho_solve((c, True), b), [rng.normal(size=(3, 2)), chol], True),
+    ("cho_solve_upper", lambda b, c: jsp.linalg.cho_solve((c, False), b), [rng.normal(size=(3,)), chol.T], True),
+    ("tensordot", lambda a, b: jnp.tensordot(a, b, axes=([0, 2], [1, 0])), [rng.normal(size=(2, 3, 4)), rng.normal(size=(4, 2, 5))], True),
+    ("tensordot_n", lambda a, b: jnp.tensordot(a, b, axes=2), [rng.normal(size=(2, 3, 4)), rng.normal(size=(3, 4, 2))], True),
+    ("inner", jnp.inner, [rng.normal(size=(2, 3)), rng.normal(size=(4, 3))], True),
+    ("vdot", jnp.vdot, [rng.normal(size=(2, 3)), rng.normal(size=(3, 2))], True),
+    ("multi_dot", lambda a, b, c: jnp.linalg.multi_dot([a, b, c]), [rng.normal(size=(3,)), rng.normal(size=(3, 4)), rng.normal(size=(4, 2))], True),
+]
+
 ATTENTION = [
     ("attention_bias_mask", lambda q, k, v, bias, m: jax.nn.dot_product_attention(q, k, v, bias=bias, mask=m > 0.5), attention_inputs(4, 5, 2, 2, 3) + [rng.normal(size=(2, 2, 4, 5)), rng.uniform(size=(1, 1, 4, 5))]),
     ("attention_gqa_causal", lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=True), attention_inputs(5, 5, 4, 2, 3)),

@@ -34,7 +34,8 @@ pub use jit::{jit, Compiled, Jit, Lowered, Signature};
 pub use lax::{remat, remat_with, RematPolicy};
 pub use ops::{
     custom_jvp, custom_jvp_named, custom_vjp, custom_vjp_named, At, Axes, ConvolveMode,
-    DotPrecision, IndexMode, Operand, PadMode, Padding, QuantileMethod, ShapeArg, Window,
+    DotPrecision, IndexMode, MatrixNorm, Operand, PadMode, Padding, QuantileMethod, ShapeArg,
+    Window,
 };
 pub use tensor::Tensor;
 pub use trace::trace;

@@ -192,3 +192,75 @@ impl Tensor {
         }
     }
 }
+
+impl Tensor {
+    /// The sum of products over `self`'s axes `axes.0` and `other`'s `axes.1`, paired in
+    /// order (`jnp.tensordot(a, b, axes=(..., ...))`): the result has `self`'s other axes,
+    /// then `other`'s.
+    #[track_caller]
+    pub fn tensordot(&self, other: &Tensor, axes: (&[i64], &[i64])) -> Tensor {
+        let resolve = |t: &Tensor, list: &[i64]| -> Option<Vec<usize>> {
+            list.iter()
+                .map(|&a| super::axis_index(a, t.ndim()))
+                .collect()
+        };
+        match (resolve(self, axes.0), resolve(other, axes.1)) {
+            (Some(lhs), Some(rhs)) if lhs.len() == rhs.len() => self.dot_general(
+                other,
+                DotDims {
+                    lhs_batch: vec![],
+                    rhs_batch: vec![],
+                    lhs_contract: lhs,
+                    rhs_contract: rhs,
+                },
+            ),
+            _ => self.fail(format!(
+                "tensordot: axes {:?} of {} and {:?} of {} (as many of each, in range)",
+                axes.0,
+                self.ty(),
+                axes.1,
+                other.ty()
+            )),
+        }
+    }
+
+    /// [`Tensor::tensordot`] over `self`'s last `n` axes and `other`'s first `n`
+    /// (`jnp.tensordot(a, b, axes=n)`).
+    #[track_caller]
+    pub fn tensordot_n(&self, other: &Tensor, n: usize) -> Tensor {
+        let rank = self.ndim() as i64;
+        let lhs: Vec<i64> = (rank - n as i64..rank).collect();
+        let rhs: Vec<i64> = (0..n as i64).collect();
+        self.tensordot(other, (&lhs, &rhs))
+    }
+
+    /// The sum of products over the last axes of both (`jnp.inner`).
+    #[track_caller]
+    pub fn inner(&self, other: &Tensor) -> Tensor {
+        match (self.ndim(), other.ndim()) {
+            (0, _) | (_, 0) => self * other,
+            _ => self.tensordot(other, (&[-1], &[-1])),
+        }
+    }
+
+    /// The dot product of the flattened operands, `self` conjugated (`jnp.vdot`).
+    #[track_caller]
+    pub fn vdot(&self, other: &Tensor) -> Tensor {
+        let a = self.conj().reshape([self.numel()]);
+        a.tensordot(&other.reshape([other.numel()]), (&[0], &[0]))
+    }
+
+    /// The product of a chain of matrices, the first and last possibly vectors
+    /// (`jnp.linalg.multi_dot`), multiplied left to right.
+    #[track_caller]
+    pub fn multi_dot(matrices: &[&Tensor]) -> Tensor {
+        match matrices.split_first() {
+            None => Tensor::failed(
+                Location::caller(),
+                "multi_dot: needs at least one matrix".into(),
+                ferrax_ir::TensorType::scalar(DType::F32),
+            ),
+            Some((first, rest)) => rest.iter().fold((*first).clone(), |acc, m| acc.matmul(m)),
+        }
+    }
+}

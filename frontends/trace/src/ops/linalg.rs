@@ -338,7 +338,7 @@ impl Tensor {
 
     /// `selfᴴ` over the last two dimensions.
     #[track_caller]
-    fn matrix_adjoint(&self) -> Tensor {
+    pub(super) fn matrix_adjoint(&self) -> Tensor {
         let rank = self.ndim();
         let mut perm: Vec<usize> = (0..rank).collect();
         perm.swap(rank - 2, rank - 1);
@@ -347,7 +347,7 @@ impl Tensor {
 
     /// `None` when `self` is a matrix or a batch of them, else a failed tensor saying so.
     #[track_caller]
-    fn matrices(&self, op: &str) -> Option<Tensor> {
+    pub(super) fn matrices(&self, op: &str) -> Option<Tensor> {
         match self.ndim() >= 2 {
             true => None,
             false => Some(self.fail(format!(
@@ -431,7 +431,7 @@ impl Tensor {
 
     /// `None` when `self` is a batch of square matrices, else a failed tensor saying so.
     #[track_caller]
-    fn square_matrices(&self, op: &str) -> Option<Tensor> {
+    pub(super) fn square_matrices(&self, op: &str) -> Option<Tensor> {
         let dims = self.shape();
         match dims.len() >= 2 && dims[dims.len() - 1] == dims[dims.len() - 2] {
             true => None,
@@ -444,7 +444,7 @@ impl Tensor {
 
     /// Identity matrices shaped like `self` (a batch of square matrices), in its type.
     #[track_caller]
-    fn identity(&self) -> Tensor {
+    pub(super) fn identity(&self) -> Tensor {
         let rank = self.ndim();
         let rows = Tensor::iota(DType::I32, self.shape(), rank - 2);
         let cols = Tensor::iota(DType::I32, self.shape(), rank - 1);
