@@ -237,10 +237,7 @@ fn expm_one(a: &Tensor) -> Tensor {
                 2.097847961257068,
             ],
         ),
-        false => (
-            3.92572478313866,
-            &[4.258730016922831e-1, 1.880152677804762],
-        ),
+        false => (3.92572478313866, &[4.258730016922831e-1, 1.880152677804762]),
     };
     let squarings = floor_log2(&(&norm / max_norm)).maximum(0.0);
     let scaled = a / Tensor::full(real, Vec::<usize>::new(), 2.0)
