@@ -9,16 +9,7 @@ const OP: &str = "custom_vjp";
 
 pub(super) fn custom_vjp(c: &CustomVjp, args: &[&TensorType]) -> Result<TensorType, TypeError> {
     let operands: Vec<TensorType> = args.iter().map(|&t| t.clone()).collect();
-    let outputs = c.primal.output_types();
-    let [result] = outputs.as_slice() else {
-        return Err(invalid(
-            OP,
-            format!(
-                "the primal function must return one value, it returns {}",
-                show(&outputs)
-            ),
-        ));
-    };
+    let result = single_result(OP, &c.primal)?;
     if c.primal.params != operands || c.fwd.params != operands {
         return Err(invalid(
             OP,
@@ -31,7 +22,7 @@ pub(super) fn custom_vjp(c: &CustomVjp, args: &[&TensorType]) -> Result<TensorTy
         ));
     }
     let fwd_out = c.fwd.output_types();
-    if fwd_out.first() != Some(result) {
+    if fwd_out.first() != Some(&result) {
         return Err(invalid(
             OP,
             format!(
@@ -62,22 +53,13 @@ pub(super) fn custom_vjp(c: &CustomVjp, args: &[&TensorType]) -> Result<TensorTy
             ),
         ));
     }
-    Ok(result.clone())
+    Ok(result)
 }
 
 pub(super) fn custom_jvp(c: &CustomJvp, args: &[&TensorType]) -> Result<TensorType, TypeError> {
     const OP: &str = "custom_jvp";
     let operands: Vec<TensorType> = args.iter().map(|&t| t.clone()).collect();
-    let outputs = c.primal.output_types();
-    let [result] = outputs.as_slice() else {
-        return Err(invalid(
-            OP,
-            format!(
-                "the primal function must return one value, it returns {}",
-                show(&outputs)
-            ),
-        ));
-    };
+    let result = single_result(OP, &c.primal)?;
     if c.primal.params != operands {
         return Err(invalid(
             OP,
@@ -109,5 +91,19 @@ pub(super) fn custom_jvp(c: &CustomJvp, args: &[&TensorType]) -> Result<TensorTy
             ),
         ));
     }
-    Ok(result.clone())
+    Ok(result)
+}
+
+/// The one result type of a custom-derivative call's `primal` function.
+fn single_result(op: &'static str, primal: &crate::Func) -> Result<TensorType, TypeError> {
+    match primal.output_types().as_slice() {
+        [result] => Ok(result.clone()),
+        outputs => Err(invalid(
+            op,
+            format!(
+                "the primal function must return one value, it returns {}",
+                show(outputs)
+            ),
+        )),
+    }
 }

@@ -26,6 +26,19 @@ pub struct ScaleByAdam {
     pub nesterov: bool,
 }
 
+impl ScaleByAdam {
+    /// Adam's scaling without `eps_root`, Nadam's with `nesterov`.
+    pub fn new(b1: f64, b2: f64, eps: f64, nesterov: bool) -> ScaleByAdam {
+        ScaleByAdam {
+            b1,
+            b2,
+            eps,
+            eps_root: 0.0,
+            nesterov,
+        }
+    }
+}
+
 /// Adam's step count and moments; `mu` and `nu` have the parameters' structure.
 #[derive(Clone, Debug)]
 pub struct AdamState<P> {
@@ -60,6 +73,17 @@ impl<P: Tree> Tree for AdamState<P> {
     }
 }
 
+impl<P: Tree> AdamState<P> {
+    /// The initial state: a zero count and zero moments of `params`' shapes.
+    pub(super) fn zeros(params: &P) -> AdamState<P> {
+        AdamState {
+            count: zero_count(),
+            mu: zeros_like(params),
+            nu: zeros_like(params),
+        }
+    }
+}
+
 /// `1 - decay^count` in `dtype` (optax's bias correction, with its float `decay`).
 pub(super) fn bias_correction(decay: f64, count: &Tensor, dtype: DType) -> Tensor {
     let power = Tensor::full(dtype, Vec::<usize>::new(), decay).pow(count.astype(dtype));
@@ -70,11 +94,7 @@ impl<P: Tree> GradientTransformation<P> for ScaleByAdam {
     type State = AdamState<P>;
 
     fn init(&self, params: &P) -> AdamState<P> {
-        AdamState {
-            count: zero_count(),
-            mu: zeros_like(params),
-            nu: zeros_like(params),
-        }
+        AdamState::zeros(params)
     }
 
     fn update(&self, updates: &P, state: &AdamState<P>, _: &P) -> (P, AdamState<P>) {
@@ -250,13 +270,7 @@ impl<P: Tree> GradientTransformation<P> for AddDecayedWeights {
 /// Nadam (`optax.nadam(lr, b1, b2, eps)`): Adam with Nesterov momentum.
 pub fn nadam(learning_rate: impl Into<LearningRate>, b1: f64, b2: f64, eps: f64) -> Adam {
     Chain((
-        ScaleByAdam {
-            b1,
-            b2,
-            eps,
-            eps_root: 0.0,
-            nesterov: true,
-        },
+        ScaleByAdam::new(b1, b2, eps, true),
         scale_by_learning_rate(learning_rate),
     ))
 }
@@ -270,13 +284,7 @@ pub type AdamW = Chain<(ScaleByAdam, AddDecayedWeights, ScaleByLearningRate)>;
 /// Adam (`optax.adam(lr, b1, b2, eps)`; the usual values are 0.9, 0.999, 1e-8).
 pub fn adam(learning_rate: impl Into<LearningRate>, b1: f64, b2: f64, eps: f64) -> Adam {
     Chain((
-        ScaleByAdam {
-            b1,
-            b2,
-            eps,
-            eps_root: 0.0,
-            nesterov: false,
-        },
+        ScaleByAdam::new(b1, b2, eps, false),
         scale_by_learning_rate(learning_rate),
     ))
 }
@@ -292,13 +300,7 @@ pub fn adamw(
     mask: Mask,
 ) -> AdamW {
     Chain((
-        ScaleByAdam {
-            b1,
-            b2,
-            eps,
-            eps_root: 0.0,
-            nesterov: false,
-        },
+        ScaleByAdam::new(b1, b2, eps, false),
         AddDecayedWeights { weight_decay, mask },
         scale_by_learning_rate(learning_rate),
     ))

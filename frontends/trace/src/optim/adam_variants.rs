@@ -29,11 +29,7 @@ impl<P: Tree> GradientTransformation<P> for ScaleByAdamax {
     type State = AdamState<P>;
 
     fn init(&self, params: &P) -> AdamState<P> {
-        AdamState {
-            count: zero_count(),
-            mu: zeros_like(params),
-            nu: zeros_like(params),
-        }
+        AdamState::zeros(params)
     }
 
     fn update(&self, updates: &P, state: &AdamState<P>, _: &P) -> (P, AdamState<P>) {
@@ -67,11 +63,7 @@ impl<P: Tree> GradientTransformation<P> for ScaleByBelief {
     type State = AdamState<P>;
 
     fn init(&self, params: &P) -> AdamState<P> {
-        AdamState {
-            count: zero_count(),
-            mu: zeros_like(params),
-            nu: zeros_like(params),
-        }
+        AdamState::zeros(params)
     }
 
     fn update(&self, updates: &P, state: &AdamState<P>, _: &P) -> (P, AdamState<P>) {
@@ -113,11 +105,7 @@ impl<P: Tree> GradientTransformation<P> for ScaleByRadam {
     type State = AdamState<P>;
 
     fn init(&self, params: &P) -> AdamState<P> {
-        AdamState {
-            count: zero_count(),
-            mu: zeros_like(params),
-            nu: zeros_like(params),
-        }
+        AdamState::zeros(params)
     }
 
     fn update(&self, updates: &P, state: &AdamState<P>, _: &P) -> (P, AdamState<P>) {
@@ -396,13 +384,7 @@ pub fn lamb(
     mask: Mask,
 ) -> Lamb {
     Chain((
-        ScaleByAdam {
-            b1,
-            b2,
-            eps,
-            eps_root: 0.0,
-            nesterov: false,
-        },
+        ScaleByAdam::new(b1, b2, eps, false),
         AddDecayedWeights { weight_decay, mask },
         ScaleByTrustRatio,
         scale_by_learning_rate(learning_rate),

@@ -65,7 +65,9 @@ pub fn dirichlet(key: &Key, alpha: &Tensor, shape: Option<&[usize]>, dtype: DTyp
     let mut full = shape.unwrap_or(batch).to_vec();
     full.push(k);
     let logs = draw(key, alpha, Shape::new(full), dtype, true, location);
-    crate::nn::softmax(&logs, -1)
+    // JAX's softmax over the last axis (written out: `nn` draws from `random`).
+    let unnormalized = (&logs - logs.max_keepdims(-1).stop_gradient()).exp();
+    &unnormalized / unnormalized.sum_keepdims(-1)
 }
 
 fn draw(
