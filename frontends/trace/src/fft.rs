@@ -202,61 +202,49 @@ fn transform(
     y.transpose(inverse.as_slice())
 }
 
+/// One transform along `axis` at length `n` (the axis' own when `None`).
+fn along_axis(
+    x: &Tensor,
+    kind: FftKind,
+    n: Option<usize>,
+    axis: i64,
+    norm: Norm,
+    location: &'static Location<'static>,
+) -> Tensor {
+    let lengths = n.map(|n| [n]);
+    transform(
+        x,
+        kind,
+        lengths.as_ref().map(|l| &l[..]),
+        &[axis],
+        norm,
+        location,
+    )
+}
+
 /// `jnp.fft.fft(x, n, axis, norm)`: the transform along one axis, `x` cropped or padded to `n`.
 #[track_caller]
 pub fn fft(x: &Tensor, n: Option<usize>, axis: i64, norm: Norm) -> Tensor {
-    let n = n.map(|n| [n]);
-    transform(
-        x,
-        FftKind::Fft,
-        n.as_ref().map(|n| &n[..]),
-        &[axis],
-        norm,
-        Location::caller(),
-    )
+    along_axis(x, FftKind::Fft, n, axis, norm, Location::caller())
 }
 
 /// `jnp.fft.ifft(x, n, axis, norm)`.
 #[track_caller]
 pub fn ifft(x: &Tensor, n: Option<usize>, axis: i64, norm: Norm) -> Tensor {
-    let n = n.map(|n| [n]);
-    transform(
-        x,
-        FftKind::Ifft,
-        n.as_ref().map(|n| &n[..]),
-        &[axis],
-        norm,
-        Location::caller(),
-    )
+    along_axis(x, FftKind::Ifft, n, axis, norm, Location::caller())
 }
 
 /// `jnp.fft.rfft(x, n, axis, norm)`: the `n/2 + 1` non-negative frequencies of real values.
 #[track_caller]
 pub fn rfft(x: &Tensor, n: Option<usize>, axis: i64, norm: Norm) -> Tensor {
-    let n = n.map(|n| [n]);
-    transform(
-        x,
-        FftKind::Rfft,
-        n.as_ref().map(|n| &n[..]),
-        &[axis],
-        norm,
-        Location::caller(),
-    )
+    along_axis(x, FftKind::Rfft, n, axis, norm, Location::caller())
 }
 
 /// `jnp.fft.irfft(x, n, axis, norm)`: `n` real values (default `2 (m - 1)` for `m`
 /// frequencies) from their non-negative frequencies.
 #[track_caller]
 pub fn irfft(x: &Tensor, n: Option<usize>, axis: i64, norm: Norm) -> Tensor {
-    let n = n.map(|n| [n]);
-    transform(
-        x,
-        FftKind::Irfft,
-        n.as_ref().map(|n| &n[..]),
-        &[axis],
-        norm,
-        Location::caller(),
-    )
+    along_axis(x, FftKind::Irfft, n, axis, norm, Location::caller())
 }
 
 /// `jnp.fft.fftn(x, s, axes, norm)`: the transform over `axes` (all when `None`), at the

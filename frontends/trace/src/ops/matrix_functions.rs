@@ -271,11 +271,19 @@ fn expm_one(a: &Tensor) -> Tensor {
     };
     let p = &u + &v;
     let q = -u + v;
-    let mut r = q.solve(&p);
+    let r = q.solve(&p);
+    // As JAX's: a scan over the most squarings, each step a `cond`, so only the squarings
+    // the norm asks for are computed.
     const MAX_SQUARINGS: usize = 16;
-    for i in 0..MAX_SQUARINGS {
-        let squared = r.matmul(&r);
-        r = squarings.greater(i as f64).select(&squared, &r);
-    }
+    let steps = Tensor::arange(real, MAX_SQUARINGS);
+    let (r, ()) = lax::scan(
+        |r: Tensor, i: Tensor| {
+            let square = i.less(&squarings);
+            let r = lax::cond(&square, |r: Tensor| r.matmul(&r), |r: Tensor| r, r);
+            (r, ())
+        },
+        r,
+        steps,
+    );
     squarings.greater(MAX_SQUARINGS as f64).select(f64::NAN, &r)
 }
