@@ -117,6 +117,8 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::CustomJvp(_)
+        | Op::DebugCallback { .. }
+        | Op::AddDependency
         | Op::While(_)
         | Op::Cond(_)
         | Op::Scan(_)
@@ -576,6 +578,8 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::Attention(_)
         | Op::CustomVjp(_)
         | Op::CustomJvp(_)
+        | Op::DebugCallback { .. }
+        | Op::AddDependency
         | Op::While(_)
         | Op::Cond(_)
         | Op::Scan(_)

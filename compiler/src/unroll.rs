@@ -9,7 +9,8 @@
 //!
 //! The compile pipeline runs this first: derivatives are already
 //! taken (the derived scans keep their `unroll`), and the simplifier then sees the unrolled
-//! steps side by side, sharing work between them. A scan of length 0 is left as it is.
+//! steps side by side, sharing work between them. A scan of length 0, or one whose body runs
+//! a host callback, is left as it is.
 
 use crate::dce::eliminate_dead_code;
 use ferrax_ir::{Func, FuncBuilder, Op, Scan, Shape, TensorType, TypeError, ValueId};
@@ -47,7 +48,9 @@ pub fn unroll_scans(func: &Func) -> R<Func> {
         let op = ins.op.map_regions(unroll_scans)?;
         let v = match (done[i], &op) {
             (Some(v), _) => v,
-            (None, Op::Scan(s)) if s.unroll > 1 && s.length > 0 => {
+            // Steps with callbacks stay steps: copies of one would be one call where they read
+            // the same values, and a callback runs once per step.
+            (None, Op::Scan(s)) if s.unroll > 1 && s.length > 0 && !s.body.has_effects() => {
                 let results = unrolled(&mut b, s, &args)?;
                 for j in func.call_instructions(i) {
                     let k = func.body[j].op.call_result().map_or(0, |(k, _)| k);

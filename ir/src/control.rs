@@ -105,6 +105,14 @@ impl RematPolicy {
     }
 }
 
+impl Func {
+    /// Whether running this function has an effect (a `debug_callback` in it or in a
+    /// function it holds).
+    pub fn has_effects(&self) -> bool {
+        self.body.iter().any(|ins| ins.op.has_effect())
+    }
+}
+
 impl Op {
     /// The functions this op holds, each with its role as errors name it.
     pub fn regions(&self) -> Vec<(String, &Func)> {
@@ -159,8 +167,17 @@ impl Op {
             | Op::Geqrf(_)
             | Op::HouseholderProduct
             | Op::Eig(_)
-            | Op::Attention(_) => Vec::new(),
+            | Op::Attention(_)
+            | Op::DebugCallback { .. }
+            | Op::AddDependency => Vec::new(),
         }
+    }
+
+    /// Whether running this op has an effect beyond its value: a `debug_callback`, or an op
+    /// holding a function that runs one.
+    pub fn has_effect(&self) -> bool {
+        matches!(self, Op::DebugCallback { .. })
+            || self.regions().iter().any(|(_, f)| f.has_effects())
     }
 
     /// This op with each of its functions replaced by `f` of it (the op itself where it
@@ -242,7 +259,9 @@ impl Op {
             | Op::Geqrf(_)
             | Op::HouseholderProduct
             | Op::Eig(_)
-            | Op::Attention(_) => None,
+            | Op::Attention(_)
+            | Op::DebugCallback { .. }
+            | Op::AddDependency => None,
         }
     }
 

@@ -540,6 +540,18 @@ pub enum Op {
     CustomVjp(Box<CustomVjp>),
     /// A function differentiated by a forward-mode rule of the user's (see [`CustomJvp`]).
     CustomJvp(Box<CustomJvp>),
+    /// `(token, x_1, .., x_n)`: runs the host function registered as `callback` (in
+    /// `ferrax_runtime::callbacks`) on the operands `x_i` (`jax.debug.callback`); its value is a
+    /// new `bool[]` token. The one op with an effect: tokens chain the callbacks of a program in
+    /// the order they were traced, and `AddDependency` ties the last token to the results, so
+    /// the passes that keep what the outputs need keep the callbacks (see docs/ir.md).
+    DebugCallback {
+        callback: u64,
+    },
+    /// `(x, after)`: `x`, once `after` (of any type) is computed, with the effects behind it
+    /// (XLA's `add_dependency`, whose `after` is a token). Never folded away: it is how a
+    /// callback's effect reaches the outputs.
+    AddDependency,
     /// A loop over carried values (see [`While`]).
     While(Box<While>),
     /// One of several branch functions, picked by an index (see [`Cond`]).
@@ -612,6 +624,8 @@ impl Op {
             Op::Attention(a) => a.name(),
             Op::CustomVjp(_) => "custom_vjp",
             Op::CustomJvp(_) => "custom_jvp",
+            Op::DebugCallback { .. } => "debug_callback",
+            Op::AddDependency => "add_dependency",
             Op::While(_) => "while",
             Op::Cond(_) => "cond",
             Op::Scan(_) => "scan",

@@ -186,6 +186,7 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
                 items.item(format_args!("precision={}", h.name()))?;
             }
         }
+        Op::DebugCallback { callback } => items.item(format_args!("callback={callback}"))?,
         Op::Gather(g) => gather_attrs(g, &mut items)?,
         Op::Scatter(s) => scatter_attrs(s, &mut items)?,
         Op::CustomVjp(c) => {
@@ -259,7 +260,8 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
         | Op::Eigh(_)
         | Op::Geqrf(_)
         | Op::HouseholderProduct
-        | Op::Eig(_) => {}
+        | Op::Eig(_)
+        | Op::AddDependency => {}
     }
     write!(items.f, " : {}", ins.ty)
 }

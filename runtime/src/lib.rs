@@ -3,6 +3,7 @@
 //! (what running a GPU program asks of a GPU).
 
 mod array;
+pub mod callbacks;
 pub mod cuda;
 mod interp;
 pub mod machine;
@@ -41,6 +42,8 @@ pub enum RuntimeError {
     Type(#[from] ferrax_ir::TypeError),
     #[error("out of memory: an array of type {ty} cannot be allocated")]
     OutOfMemory { ty: TensorType },
+    #[error("host callback {callback}: {message}")]
+    Callback { callback: u64, message: String },
     #[error("internal error: value %{value} was released before its last use")]
     Freed { value: u32 },
 }

@@ -21,8 +21,11 @@ mod emit;
 mod partial;
 mod rules;
 
+use crate::dce::eliminate_dead_code;
 use emit::Emitter;
-use ferrax_ir::{verify, DType, Func, FuncBuilder, TypeError, ValueId, VerifyError};
+use ferrax_ir::{
+    verify, DType, Func, FuncBuilder, Literal, Op, Scalar, TypeError, ValueId, VerifyError,
+};
 use std::ops::RangeInclusive;
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -142,7 +145,13 @@ pub(crate) fn vjp_wrt(func: &Func, wrt: &[bool]) -> Result<Func, AutodiffError> 
         };
         let args: Vec<ValueId> = ins.args.iter().map(|a| primal[a.index()]).collect();
         let y = primal[func.instr_value(i).index()];
-        let contributions = rules::vjp(&mut e, &ins.op, &args, y, &gs)?;
+        // What a rule recomputes (a scan's forward pass with residuals) runs no callbacks:
+        // the primal call copied above runs them once.
+        let op = match ins.op.has_effect() {
+            true => ins.op.map_regions(silenced)?,
+            false => ins.op.clone(),
+        };
+        let contributions = rules::vjp(&mut e, &op, &args, y, &gs)?;
         for (a, c) in ins.args.iter().zip(contributions) {
             let differentiable =
                 active[a.index()] && func.value_type(*a).is_some_and(|t| differentiable(t.dtype));
@@ -160,6 +169,31 @@ pub(crate) fn vjp_wrt(func: &Func, wrt: &[bool]) -> Result<Func, AutodiffError> 
         outputs.push(g);
     }
     finish(e, outputs)
+}
+
+/// `func` without its callbacks (nor those of the functions it holds): each token they would
+/// give is a constant.
+fn silenced(func: &Func) -> Result<Func, AutodiffError> {
+    let mut b = FuncBuilder::new(func.name.clone());
+    let mut values: Vec<ValueId> = func.params.iter().map(|t| b.param(t.clone())).collect();
+    for ins in &func.body {
+        let value = match &ins.op {
+            Op::DebugCallback { .. } => {
+                b.push(Op::Constant(Literal::scalar(Scalar::Bool(false))), &[])?
+            }
+            op => {
+                let args: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
+                let op = match op.has_effect() {
+                    true => op.map_regions(silenced)?,
+                    false => op.clone(),
+                };
+                b.push(op, &args)?
+            }
+        };
+        values.push(value);
+    }
+    let outputs = func.outputs.iter().map(|o| values[o.index()]).collect();
+    Ok(eliminate_dead_code(&b.finish(outputs)))
 }
 
 /// The summed cotangents of the results that instructions `members` (of one call, or one

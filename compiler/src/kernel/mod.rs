@@ -421,6 +421,8 @@ pub fn lower(
                     | Op::Attention(_)
                     | Op::CustomVjp(_)
                     | Op::CustomJvp(_)
+                    | Op::DebugCallback { .. }
+                    | Op::AddDependency
                     | Op::While(_)
                     | Op::Cond(_)
                     | Op::Scan(_)

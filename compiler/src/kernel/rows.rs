@@ -502,6 +502,8 @@ impl RowLowering<'_> {
             | Op::Attention(_)
             | Op::CustomVjp(_)
             | Op::CustomJvp(_)
+            | Op::DebugCallback { .. }
+            | Op::AddDependency
             | Op::While(_)
             | Op::Cond(_)
             | Op::Scan(_)

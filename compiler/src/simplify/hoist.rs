@@ -72,7 +72,9 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
             | Op::Eig(_)
             | Op::Attention(_)
             | Op::CustomVjp(_)
-            | Op::CustomJvp(_) => None,
+            | Op::CustomJvp(_)
+            | Op::DebugCallback { .. }
+            | Op::AddDependency => None,
         };
         let pushed = match moved {
             Some(Hoisted::Call(op, operands)) => b.push(op, &operands),
@@ -116,7 +118,10 @@ fn plan(func: &Func, fixed: &[bool]) -> Plan {
     let mut moved = vec![false; n];
     for (k, ins) in func.body.iter().enumerate() {
         let v = np + k;
-        invariant[v] = ins.op.regions().is_empty() && ins.args.iter().all(|a| invariant[a.index()]);
+        // A callback runs every iteration, whatever it reads.
+        invariant[v] = ins.op.regions().is_empty()
+            && !ins.op.has_effect()
+            && ins.args.iter().all(|a| invariant[a.index()]);
         reads_fixed[v] = ins.args.iter().any(|a| reads_fixed[a.index()]);
         let cheap = matches!(
             ins.op,

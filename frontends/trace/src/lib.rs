@@ -5,6 +5,7 @@
 
 mod aot;
 pub mod checkpoint;
+pub mod debug;
 mod device;
 mod dump;
 mod error;

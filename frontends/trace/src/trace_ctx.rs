@@ -18,7 +18,7 @@
 //! flag, read without its lock.
 
 use crate::{Error, Result};
-use ferrax_ir::{infer_type, Func, Instr, Literal, Op, TensorType, ValueId};
+use ferrax_ir::{infer_type, Func, Instr, Literal, Op, Scalar, TensorType, ValueId};
 use std::cell::RefCell;
 use std::fmt;
 use std::marker::PhantomData;
@@ -130,6 +130,11 @@ struct State {
     /// Tracers of enclosing traces used here, with their types.
     captures: Vec<Tracer>,
     instrs: Vec<(Op, Vec<Local>, TensorType)>,
+    /// The value the trace's effects so far are behind (see [`TraceCtx::push_effect`]).
+    token: Option<Local>,
+    /// The last call with effects recorded: its op, its operands as given, and as recorded
+    /// (after the effects before it), so its other results' instructions read the same ones.
+    effect_call: Option<(Op, Vec<Local>, Vec<Local>)>,
     error: Option<Error>,
 }
 
@@ -142,11 +147,53 @@ impl State {
         }
     }
 
-    fn record(&mut self, op: Op, args: Vec<Local>) -> Result<Local, String> {
+    /// Records `op(args)`. An op that holds a function with effects (a loop whose body calls
+    /// back) joins the token chain, so it is kept as a callback is and runs in its place
+    /// among them: its first operand waits for the effects before it, and the effects after
+    /// it wait for its result.
+    fn record(&mut self, op: Op, mut args: Vec<Local>) -> Result<Local, String> {
+        // A callback itself is chained by `push_effect`.
+        let effect = op.has_effect() && !matches!(op, Op::DebugCallback { .. });
+        if effect {
+            args = self.after_effects(&op, args)?;
+        }
         let types: Vec<&TensorType> = args.iter().map(|&a| self.ty(a)).collect();
         let ty = infer_type(&op, &types).map_err(|e| e.to_string())?;
         self.instrs.push((op, args, ty));
-        Ok(Local::Instr(self.instrs.len() - 1))
+        let value = Local::Instr(self.instrs.len() - 1);
+        if effect {
+            let token = self.token()?;
+            self.token = Some(self.record(Op::AddDependency, vec![token, value])?);
+        }
+        Ok(value)
+    }
+
+    /// The operands of the call `op` with effects, its first one behind the trace's effects;
+    /// those of the call before where this is another result of it.
+    fn after_effects(&mut self, op: &Op, args: Vec<Local>) -> Result<Vec<Local>, String> {
+        if let Some((call, given, recorded)) = &self.effect_call {
+            if *given == args && call.same_call(op) {
+                return Ok(recorded.clone());
+            }
+        }
+        let mut recorded = args.clone();
+        if let Some(first) = recorded.first_mut() {
+            let token = self.token()?;
+            *first = self.record(Op::AddDependency, vec![*first, token])?;
+        }
+        self.effect_call = Some((op.clone(), args, recorded.clone()));
+        Ok(recorded)
+    }
+
+    /// The token of the effects so far: a `false` constant before the first.
+    fn token(&mut self) -> Result<Local, String> {
+        match self.token {
+            Some(t) => Ok(t),
+            None => self.record(
+                Op::Constant(Literal::scalar(Scalar::Bool(false))),
+                Vec::new(),
+            ),
+        }
     }
 
     /// The local value for an operand: a tracer of this trace, a captured tracer of an
@@ -186,6 +233,8 @@ impl TraceCtx {
                 inputs: Vec::new(),
                 captures: Vec::new(),
                 instrs: Vec::new(),
+                token: None,
+                effect_call: None,
                 error: None,
             }),
         })
@@ -254,6 +303,43 @@ impl TraceCtx {
         }
     }
 
+    /// Records the host callback `op` (a `debug_callback`) on `args` after the trace's earlier
+    /// effects: it takes their token and gives the next one. When the trace ends, each output
+    /// waits for the last token (`add_dependency`), so whatever keeps an output keeps every
+    /// callback, in the order they were traced.
+    pub(crate) fn push_effect<T: Lift>(
+        self: &Arc<Self>,
+        op: Op,
+        args: &[&T],
+        location: &'static Location<'static>,
+    ) -> Result<()> {
+        let mut state = self.state();
+        let result = if self.is_finished() {
+            Err(format!(
+                "{}: the trace of the function ended before this call",
+                op.name()
+            ))
+        } else {
+            args.iter()
+                .map(|a| state.lift(self.serial, a.lift()))
+                .collect::<Result<Vec<_>, _>>()
+                .and_then(|ids| {
+                    let mut operands = vec![state.token()?];
+                    operands.extend(ids);
+                    let token = state.record(op, operands)?;
+                    state.token = Some(token);
+                    Ok(())
+                })
+        };
+        result.map_err(|message| {
+            let error = Error::Trace { location, message };
+            if state.error.is_none() {
+                state.error = Some(error.clone());
+            }
+            error
+        })
+    }
+
     /// Ends the trace: the recorded function named `name` returning `outputs`, its parameters
     /// the inputs and then the captured tracers, which come back in that order. The first user
     /// error met while tracing is the error, else the first output that is not a value this
@@ -274,6 +360,16 @@ impl TraceCtx {
                 }),
             };
             locals.push(local?);
+        }
+        if let Some(token) = state.token {
+            for l in &mut locals {
+                *l = state
+                    .record(Op::AddDependency, vec![*l, token])
+                    .map_err(|found| Error::Tree {
+                        expected: "outputs that can wait for the function's callbacks".into(),
+                        found,
+                    })?;
+            }
         }
         let (n_in, n_cap) = (state.inputs.len(), state.captures.len());
         let value = |l: Local| {

@@ -5,6 +5,7 @@
 mod call;
 mod contract;
 mod control;
+mod effect;
 mod elementwise;
 mod fft;
 mod indexing;
@@ -57,6 +58,8 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::Attention(a) => a.result_type(args)?,
         Op::CustomVjp(c) => call::custom_vjp(c, args)?,
         Op::CustomJvp(c) => call::custom_jvp(c, args)?,
+        Op::DebugCallback { .. } => effect::debug_callback(args)?,
+        Op::AddDependency => effect::add_dependency(args)?,
         Op::While(w) => control::while_loop(w, args)?,
         Op::Cond(c) => control::cond(c, args)?,
         Op::Scan(s) => control::scan(s, args)?,

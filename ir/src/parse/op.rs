@@ -140,6 +140,10 @@ pub(super) fn build_op(
             },
             "dynamic_update_slice" => Op::DynamicUpdateSlice,
             "stop_gradient" => Op::StopGradient,
+            "add_dependency" => Op::AddDependency,
+            "debug_callback" => Op::DebugCallback {
+                callback: attrs.int(p, "callback")? as u64,
+            },
             "cholesky" => Op::Cholesky,
             "householder_product" => Op::HouseholderProduct,
             "triangular_solve" => Op::TriangularSolve(TriangularSolve {

@@ -20,6 +20,9 @@ impl Executable {
     /// This executable as an artifact for this machine's CPU, with the caller's `metadata`
     /// and the compiler's `notes` (both returned by [`inspect_artifact`]).
     pub fn to_artifact(&self, metadata: &[u8], notes: &[u8]) -> Result<Vec<u8>, ArtifactError> {
+        if self.plan().func.has_effects() {
+            return Err(ArtifactError::HostCallback);
+        }
         let mut code = Vec::new();
         let mut executables = Vec::new();
         let mut queue: Vec<&Executable> = vec![self];
@@ -109,6 +112,10 @@ impl Executable {
             .func;
         if plan.inputs != top.params || plan.outputs != top.output_types() {
             return Err(malformed("its signature is not its program's"));
+        }
+        // A callback id names a function of another process.
+        if top.has_effects() {
+            return Err(ArtifactError::HostCallback);
         }
         // Every part checked, and its code cut out, before any code is mapped.
         let mut rest = code;

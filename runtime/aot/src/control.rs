@@ -98,7 +98,9 @@ impl<R> CompiledCall<R> {
             | Op::Geqrf(_)
             | Op::HouseholderProduct
             | Op::Eig(_)
-            | Op::Attention(_) => return None,
+            | Op::Attention(_)
+            | Op::DebugCallback { .. }
+            | Op::AddDependency => return None,
         };
         regions.next().is_none().then_some(call)
     }

@@ -26,6 +26,9 @@ pub fn gpu_artifact(
     (metadata, notes): (&[u8], &[u8]),
 ) -> Result<Vec<u8>, ArtifactError> {
     check_gpu_plan(plan)?;
+    if plan.func.has_effects() {
+        return Err(ArtifactError::HostCallback);
+    }
     let mut code = Vec::new();
     let mut parts = Vec::new();
     let mut queue: Vec<&GpuRunPlan> = vec![plan];
@@ -209,6 +212,9 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
             .ok_or_else(|| malformed("it holds no plan"))?;
         if inputs != plan.func.params || outputs != plan.func.output_types() {
             return Err(malformed("its signature is not its program's"));
+        }
+        if plan.func.has_effects() {
+            return Err(ArtifactError::HostCallback);
         }
         check_gpu_plan(&plan)?;
         let matmul = match contents.matmul {

@@ -100,7 +100,9 @@ pub(super) fn call_jvp(
                 | Op::Eig(_)
                 | Op::CustomVjp(_)
                 | Op::CustomJvp(_)
-                | Op::Attention(_) => return Err(unsupported()),
+                | Op::Attention(_)
+                | Op::DebugCallback { .. }
+                | Op::AddDependency => return Err(unsupported()),
             };
             calls
                 .0
@@ -148,7 +150,9 @@ pub(super) fn call_jvp(
         | Op::Eig(_)
         | Op::CustomVjp(_)
         | Op::CustomJvp(_)
-        | Op::Attention(_) => return Err(unsupported()),
+        | Op::Attention(_)
+        | Op::DebugCallback { .. }
+        | Op::AddDependency => return Err(unsupported()),
     };
     let y = e.push(jop.with_result(primal), &jargs)?;
     let dy = match differentiable(e.ty(y)?.dtype) {

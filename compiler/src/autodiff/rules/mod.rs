@@ -78,7 +78,9 @@ pub(super) fn call_jvp(
         | Op::Scatter(_)
         | Op::Reduce { .. }
         | Op::DotGeneral(_)
-        | Op::Attention(_) => Ok(None),
+        | Op::Attention(_)
+        | Op::DebugCallback { .. }
+        | Op::AddDependency => Ok(None),
     }
 }
 
@@ -96,7 +98,12 @@ pub(super) fn jvp(
         | Op::Compare(_)
         | Op::BitcastConvert { .. }
         | Op::StopGradient
-        | Op::Argsort { .. } => Ok(None),
+        | Op::Argsort { .. }
+        | Op::DebugCallback { .. } => Ok(None),
+        // The tangent waits for the same effects as the value.
+        Op::AddDependency => t[0]
+            .map(|dx| e.push(Op::AddDependency, &[dx, x[1]]))
+            .transpose(),
         Op::Fft { .. } => fft::jvp(e, op, t[0]),
         Op::TriangularSolve(s) => linalg::jvp(e, s, x, t, y),
         Op::Cholesky => linalg::cholesky_jvp(e, t[0], y),
@@ -185,7 +192,9 @@ pub(super) fn joins_results(op: &Op) -> bool {
         | Op::Geqrf(_)
         | Op::HouseholderProduct
         | Op::Eig(_)
-        | Op::Attention(_) => false,
+        | Op::Attention(_)
+        | Op::DebugCallback { .. }
+        | Op::AddDependency => false,
     }
 }
 
@@ -209,6 +218,9 @@ pub(super) fn vjp(
         Op::Constant(_) | Op::Iota { .. } => Ok(Vec::new()),
         Op::Compare(_) => Ok(vec![None, None]),
         Op::StopGradient | Op::BitcastConvert { .. } | Op::Argsort { .. } => Ok(vec![None]),
+        Op::DebugCallback { .. } => Ok(vec![None; x.len()]),
+        // The cotangent waits for the effects too, so a gradient program keeps them.
+        Op::AddDependency => Ok(vec![Some(e.push(Op::AddDependency, &[g()?, x[1]])?), None]),
         Op::Fft { kind, lengths } => Ok(vec![Some(fft::vjp(e, *kind, lengths, g()?)?)]),
         Op::TriangularSolve(s) => linalg::vjp(e, s, x, y, g()?),
         Op::Cholesky => Ok(vec![Some(linalg::cholesky_vjp(e, y, g()?)?)]),

@@ -6,6 +6,7 @@ mod attention;
 mod call;
 mod contract;
 mod control;
+mod effect;
 mod elementwise;
 mod fft;
 mod indexing;
@@ -82,6 +83,8 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
         Op::CustomVjp(c) => call::custom_vjp(bt, c, args),
         Op::CustomJvp(c) => call::custom_jvp(bt, c, args),
         Op::Attention(a) => attention::batch(bt, *a, args),
+        Op::DebugCallback { .. } => effect::debug_callback(bt, op, args),
+        Op::AddDependency => effect::add_dependency(bt, op, args),
         Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
             let k = op.call_result().map_or(0, |(k, _)| k);
             let results = call(bt, op, args)?;
@@ -137,7 +140,9 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         | Op::Eig(_)
         | Op::Attention(_)
         | Op::CustomVjp(_)
-        | Op::CustomJvp(_) => Err(BatchError::Malformed(format!(
+        | Op::CustomJvp(_)
+        | Op::DebugCallback { .. }
+        | Op::AddDependency => Err(BatchError::Malformed(format!(
             "{} is not a control-flow call",
             op.name()
         ))),

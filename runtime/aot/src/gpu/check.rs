@@ -222,6 +222,7 @@ fn step_fits(plan: &GpuRunPlan, step: &GpuStep) -> bool {
         (GpuStep::View(_), Op::Reshape { .. }) => {
             operands.len() == 1 && operands[0].numel() == ins.ty.numel()
         }
+        (GpuStep::View(_), Op::AddDependency) => operands.len() == 2 && operands[0] == ins.ty,
         (GpuStep::Constant(_), Op::Constant(_) | Op::Iota { .. }) | (GpuStep::Host(_), _) => true,
         _ => false,
     }
