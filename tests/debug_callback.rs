@@ -375,7 +375,10 @@ fn shape_rules_check_the_token_and_runs_refuse_unknown_callbacks() {
     let callback = Op::DebugCallback { callback: 0 };
     assert_eq!(infer_type(&callback, &[&token, &x]).unwrap(), token);
     let message = infer_type(&callback, &[&x]).unwrap_err().to_string();
-    assert!(message.contains("token operand must be bool[]"), "{message}");
+    assert!(
+        message.contains("token operand must be bool[]"),
+        "{message}"
+    );
     assert!(infer_type(&callback, &[]).is_err());
     assert_eq!(infer_type(&Op::AddDependency, &[&x, &x]).unwrap(), x);
     assert!(infer_type(&Op::AddDependency, &[&x]).is_err());
@@ -388,11 +391,17 @@ fn shape_rules_check_the_token_and_runs_refuse_unknown_callbacks() {
     let message = ferrax::runtime::interpret(&func, &input)
         .unwrap_err()
         .to_string();
-    assert!(message.contains("no host function is registered"), "{message}");
+    assert!(
+        message.contains("no host function is registered"),
+        "{message}"
+    );
     let message = CpuExecutable::compile(&func)
         .unwrap()
         .run(&input)
         .unwrap_err()
         .to_string();
-    assert!(message.contains("no host function is registered"), "{message}");
+    assert!(
+        message.contains("no host function is registered"),
+        "{message}"
+    );
 }

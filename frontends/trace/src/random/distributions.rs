@@ -16,6 +16,16 @@ fn epsneg(dtype: DType) -> f64 {
     }
 }
 
+/// The gap above 1 (`finfo(dtype).eps`) of a float dtype.
+pub(super) fn eps(dtype: DType) -> f64 {
+    match dtype {
+        DType::F16 => (-10f64).exp2(),
+        DType::BF16 => (-7f64).exp2(),
+        DType::F64 => (-52f64).exp2(),
+        _ => (-23f64).exp2(),
+    }
+}
+
 /// The smallest normal value (`finfo(dtype).tiny`) of a float dtype.
 fn tiny(dtype: DType) -> f64 {
     match dtype {
@@ -48,10 +58,16 @@ pub fn logistic(key: &Key, shape: impl Into<Shape>, dtype: DType) -> Tensor {
     x.log() - (-&x).log1p()
 }
 
-/// −1 or 1 with equal probability, of `dtype` (`jax.random.rademacher`): `2·bernoulli(0.5) − 1`.
+/// −1 or 1 with equal probability, of `dtype` (`jax.random.rademacher`): `2·bernoulli(0.5) − 1`,
+/// the uniform draw behind it in f32, or in f64 for f64 signs (JAX's with 64-bit types
+/// enabled, the only JAX that draws them).
 #[track_caller]
 pub fn rademacher(key: &Key, shape: impl Into<Shape>, dtype: DType) -> Tensor {
-    bernoulli(key, 0.5, shape).astype(dtype) * 2.0 - 1.0
+    let half = match dtype {
+        DType::F64 => Tensor::scalar(0.5f64),
+        _ => Tensor::scalar(0.5f32),
+    };
+    bernoulli(key, &half, shape).astype(dtype) * 2.0 - 1.0
 }
 
 /// Indices in `0..n` (`i32`, of `shape`) drawn as `jax.random.choice(key, n, shape, replace,

@@ -11,14 +11,22 @@ mod gamma;
 mod integers;
 mod key;
 mod permutation;
+mod poisson;
 mod sample;
 mod threefry;
+mod transforms;
 
 pub use distributions::{choice, exponential, laplace, logistic, rademacher};
 pub use gamma::{beta, dirichlet, gamma, loggamma};
 pub use integers::randint;
 pub use key::{fold_in, key, split, split2, Key};
 pub use permutation::{permutation, permutation_of, shuffle};
+pub use poisson::poisson;
 pub use sample::{
     bernoulli, bits, categorical, gumbel, normal, truncated_normal, uniform, uniform_in,
+};
+pub use transforms::{
+    ball, cauchy, chisquare, double_sided_maxwell, f, generalized_normal, geometric, lognormal,
+    maxwell, multivariate_normal, orthogonal, pareto, rayleigh, t, triangular, wald, weibull_min,
+    CovarianceFactor,
 };
