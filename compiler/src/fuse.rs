@@ -118,6 +118,7 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::CustomVjp(_)
         | Op::CustomJvp(_)
         | Op::DebugCallback { .. }
+        | Op::PureCallback(_)
         | Op::AddDependency
         | Op::While(_)
         | Op::Cond(_)
@@ -579,6 +580,7 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::CustomVjp(_)
         | Op::CustomJvp(_)
         | Op::DebugCallback { .. }
+        | Op::PureCallback(_)
         | Op::AddDependency
         | Op::While(_)
         | Op::Cond(_)

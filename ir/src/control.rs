@@ -111,6 +111,15 @@ impl Func {
     pub fn has_effects(&self) -> bool {
         self.body.iter().any(|ins| ins.op.has_effect())
     }
+
+    /// Whether this function (or one it holds) calls host functions of this process
+    /// (`debug_callback`, `pure_callback`), which no other process has.
+    pub fn calls_host(&self) -> bool {
+        self.body.iter().any(|ins| {
+            matches!(ins.op, Op::DebugCallback { .. } | Op::PureCallback(_))
+                || ins.op.regions().iter().any(|(_, f)| f.calls_host())
+        })
+    }
 }
 
 impl Op {
@@ -169,6 +178,7 @@ impl Op {
             | Op::Eig(_)
             | Op::Attention(_)
             | Op::DebugCallback { .. }
+            | Op::PureCallback(_)
             | Op::AddDependency => Vec::new(),
         }
     }
@@ -261,6 +271,7 @@ impl Op {
             | Op::Eig(_)
             | Op::Attention(_)
             | Op::DebugCallback { .. }
+            | Op::PureCallback(_)
             | Op::AddDependency => None,
         }
     }

@@ -39,7 +39,10 @@ pub use literal::{
     bf16_from_f64, f16_from_f64, ulp_distance, Complex, Element, Elements, Literal, Scalar,
 };
 pub use lower::{LowerError, OpSink};
-pub use op::{BinaryOp, CompareOp, CustomJvp, CustomVjp, DotDims, FftKind, Op, ReduceOp, UnaryOp};
+pub use op::{
+    BinaryOp, CompareOp, CustomJvp, CustomVjp, DotDims, FftKind, Op, PureCallback, ReduceOp,
+    UnaryOp,
+};
 pub use ops::infer_type;
 #[cfg(feature = "text")]
 pub use parse::{parse_func, ParseError};

@@ -2,7 +2,9 @@
 //! program maps onto this set one to one; every pass matches on `Op` exhaustively, so adding
 //! an op is a compile error everywhere it still needs handling.
 
-use crate::{Cond, DType, Func, Gather, Literal, Remat, Scalar, Scan, Scatter, Shape, While};
+use crate::{
+    Cond, DType, Func, Gather, Literal, Remat, Scalar, Scan, Scatter, Shape, TensorType, While,
+};
 use num_complex::Complex;
 use serde::{Deserialize, Serialize};
 
@@ -548,6 +550,10 @@ pub enum Op {
     DebugCallback {
         callback: u64,
     },
+    /// `(x_1, .., x_n)`: the value the host function registered as `callback` returns for the
+    /// operands' values (`jax.pure_callback`), of the instruction's type. Pure: runs may share
+    /// or skip calls as they would any op's (see [`PureCallback`]).
+    PureCallback(Box<PureCallback>),
     /// `(x, after)`: `x`, once `after` (of any type) is computed, with the effects behind it
     /// (XLA's `add_dependency`, whose `after` is a token). Never folded away: it is how a
     /// callback's effect reaches the outputs.
@@ -570,6 +576,16 @@ pub struct CustomVjp {
     pub primal: Func,
     pub fwd: Func,
     pub bwd: Func,
+}
+
+/// A `pure_callback`: the host function's id, its result's type, and how `vmap` batches it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PureCallback {
+    pub callback: u64,
+    pub result: TensorType,
+    /// Under `vmap`, one call on the whole batch (operands and result with a leading batch
+    /// dimension; an unbatched operand of size 1 there), rather than one call per example.
+    pub expand_dims: bool,
 }
 
 /// The two programs of a `custom_jvp` call. `primal` maps the operands to the one result;
@@ -626,6 +642,7 @@ impl Op {
             Op::CustomJvp(_) => "custom_jvp",
             Op::DebugCallback { .. } => "debug_callback",
             Op::AddDependency => "add_dependency",
+            Op::PureCallback(_) => "pure_callback",
             Op::While(_) => "while",
             Op::Cond(_) => "cond",
             Op::Scan(_) => "scan",

@@ -187,6 +187,10 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
             }
         }
         Op::DebugCallback { callback } => items.item(format_args!("callback={callback}"))?,
+        Op::PureCallback(c) => {
+            items.item(format_args!("callback={}", c.callback))?;
+            items.flag("expand_dims", c.expand_dims)?;
+        }
         Op::Gather(g) => gather_attrs(g, &mut items)?,
         Op::Scatter(s) => scatter_attrs(s, &mut items)?,
         Op::CustomVjp(c) => {

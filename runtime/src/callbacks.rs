@@ -1,6 +1,6 @@
-//! Host functions that programs call: a `debug_callback` instruction names one by the id
-//! [`register`] gave it, and every executor calls it through [`call`] with the operands'
-//! values. The ids are this process's: a program that holds one cannot be saved for another
+//! Host functions that programs call: a `debug_callback` or `pure_callback` instruction names
+//! one by the id [`register`] gave it, and every executor calls it through [`call`] with the
+//! operands' values. The ids are this process's: a program that holds one cannot be saved for another
 //! process (artifacts and the persistent cache refuse it).
 //!
 //! Registered functions live as long as the process, as the programs that name them may.
@@ -10,9 +10,10 @@ use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-/// A host function a program calls with its operands' values. An `Err` (or a panic) stops the
-/// run with [`RuntimeError::Callback`].
-pub type HostCallback = Arc<dyn Fn(&[Array]) -> Result<(), String> + Send + Sync>;
+/// A host function a program calls with its operands' values, returning its results (none
+/// for a `debug_callback`). An `Err` (or a panic) stops the run with
+/// [`RuntimeError::Callback`].
+pub type HostCallback = Arc<dyn Fn(&[Array]) -> Result<Vec<Array>, String> + Send + Sync>;
 
 struct Registry {
     functions: Vec<HostCallback>,
@@ -53,7 +54,7 @@ pub fn register_keyed(key: &str, make: impl FnOnce() -> HostCallback) -> u64 {
 
 /// Calls the function registered as `id` on `args`. An id no function has (a program read
 /// from text), an `Err` the function returns, and a panic in it are each an `Err`.
-pub fn call(id: u64, args: &[&Array]) -> Result<(), RuntimeError> {
+pub fn call(id: u64, args: &[&Array]) -> Result<Vec<Array>, RuntimeError> {
     let f = {
         let r = registry().lock().unwrap_or_else(PoisonError::into_inner);
         usize::try_from(id)

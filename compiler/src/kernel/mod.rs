@@ -422,6 +422,7 @@ pub fn lower(
                     | Op::CustomVjp(_)
                     | Op::CustomJvp(_)
                     | Op::DebugCallback { .. }
+                    | Op::PureCallback(_)
                     | Op::AddDependency
                     | Op::While(_)
                     | Op::Cond(_)

@@ -503,6 +503,7 @@ impl RowLowering<'_> {
             | Op::CustomVjp(_)
             | Op::CustomJvp(_)
             | Op::DebugCallback { .. }
+            | Op::PureCallback(_)
             | Op::AddDependency
             | Op::While(_)
             | Op::Cond(_)

@@ -74,6 +74,7 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
             | Op::CustomVjp(_)
             | Op::CustomJvp(_)
             | Op::DebugCallback { .. }
+            | Op::PureCallback(_)
             | Op::AddDependency => None,
         };
         let pushed = match moved {

@@ -31,7 +31,7 @@ pub fn callback(f: impl Fn(&[Array]) + Send + Sync + 'static, args: &[&Tensor]) 
         move || {
             callbacks::register(Arc::new(move |values: &[Array]| {
                 staged(values);
-                Ok(())
+                Ok(Vec::new())
             }))
         },
         move |values| {
@@ -61,7 +61,7 @@ pub fn print(format: &str, args: &[&Tensor]) -> Result<()> {
             callbacks::register_keyed(&format!("debug::print {format}"), move || {
                 Arc::new(move |values: &[Array]| {
                     println!("{}", render(&staged, values));
-                    Ok(())
+                    Ok(Vec::new())
                 }) as HostCallback
             })
         },

@@ -4,6 +4,7 @@
 //! [`checkpoint`]s.
 
 mod aot;
+mod callback;
 pub mod checkpoint;
 pub mod debug;
 mod device;
@@ -28,6 +29,7 @@ mod tree_util;
 mod vmap;
 
 pub use aot::{Artifact, Batch};
+pub use callback::{pure_callback, VmapMethod};
 pub use device::Device;
 pub use error::{Error, Result};
 pub use ferrax_ir::{ConvDims, ConvPadding, Convolution};

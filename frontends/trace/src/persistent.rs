@@ -9,7 +9,7 @@
 //! fingerprint (a build from changed sources misses), the artifact format, the CPU's features
 //! and the options; it holds the artifact, and beside it what `Lowered` shows (the simplified
 //! program, the simplifier's report, the kernels' Cranelift IR), so a hit looks exactly like a
-//! compilation. A program with host callbacks (`debug`) is never cached: it names functions
+//! compilation. A program with host callbacks (`debug`, `pure_callback`) is never cached: it names functions
 //! of this process.
 //!
 //! Safety across processes: an entry is written to a temporary file and renamed into place,
@@ -81,7 +81,7 @@ pub(crate) fn compile(
 ) -> Result<(Compiled, bool)> {
     // A program with host callbacks names functions of this process.
     let dir = match (backend, dir.path()) {
-        (Backend::Cpu, Some(dir)) if !func.has_effects() => dir,
+        (Backend::Cpu, Some(dir)) if !func.calls_host() => dir,
         _ => return Ok((pipeline::compile(func, backend)?, false)),
     };
     let key = key(func, options);

@@ -261,7 +261,7 @@ pub(crate) fn apply_at(location: &'static Location<'static>, op: Op, args: &[&Te
 
 /// The trace an operation on `args` is recorded in: the innermost (most recently started)
 /// trace among the traced arguments. Tracers of enclosing traces are captured by it.
-fn innermost_ctx(args: &[&Tensor]) -> Option<Arc<TraceCtx>> {
+pub(crate) fn innermost_ctx(args: &[&Tensor]) -> Option<Arc<TraceCtx>> {
     args.iter()
         .filter_map(|a| a.trace_ctx())
         .max_by_key(|c| c.serial())

@@ -7,8 +7,8 @@ use super::cursor::{PResult, Parser};
 use crate::{
     bf16_from_f64, f16_from_f64, Attention, AttentionPart, BinaryOp, CompareOp, Cond, CustomJvp,
     CustomVjp, DType, DotDims, EigPart, EighPart, Elements, FftKind, Gather, GeqrfPart, Literal,
-    LuPart, Op, Qr, QrPart, ReduceOp, Remat, RematPolicy, Scalar, Scan, Scatter, ScatterCombine,
-    Svd, SvdPart, TensorType, TriangularSolve, UnaryOp, While,
+    LuPart, Op, PureCallback, Qr, QrPart, ReduceOp, Remat, RematPolicy, Scalar, Scan, Scatter,
+    ScatterCombine, Svd, SvdPart, TensorType, TriangularSolve, UnaryOp, While,
 };
 use half::{bf16, f16};
 use num_complex::Complex;
@@ -144,6 +144,11 @@ pub(super) fn build_op(
             "debug_callback" => Op::DebugCallback {
                 callback: attrs.int(p, "callback")? as u64,
             },
+            "pure_callback" => Op::PureCallback(Box::new(PureCallback {
+                callback: attrs.int(p, "callback")? as u64,
+                result: ty.clone(),
+                expand_dims: attrs.flag(p, "expand_dims")?,
+            })),
             "cholesky" => Op::Cholesky,
             "householder_product" => Op::HouseholderProduct,
             "triangular_solve" => Op::TriangularSolve(TriangularSolve {

@@ -20,7 +20,7 @@ impl Executable {
     /// This executable as an artifact for this machine's CPU, with the caller's `metadata`
     /// and the compiler's `notes` (both returned by [`inspect_artifact`]).
     pub fn to_artifact(&self, metadata: &[u8], notes: &[u8]) -> Result<Vec<u8>, ArtifactError> {
-        if self.plan().func.has_effects() {
+        if self.plan().func.calls_host() {
             return Err(ArtifactError::HostCallback);
         }
         let mut code = Vec::new();
@@ -114,7 +114,7 @@ impl Executable {
             return Err(malformed("its signature is not its program's"));
         }
         // A callback id names a function of another process.
-        if top.has_effects() {
+        if top.calls_host() {
             return Err(ArtifactError::HostCallback);
         }
         // Every part checked, and its code cut out, before any code is mapped.

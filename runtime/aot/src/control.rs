@@ -100,6 +100,7 @@ impl<R> CompiledCall<R> {
             | Op::Eig(_)
             | Op::Attention(_)
             | Op::DebugCallback { .. }
+            | Op::PureCallback(_)
             | Op::AddDependency => return None,
         };
         regions.next().is_none().then_some(call)

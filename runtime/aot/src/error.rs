@@ -16,7 +16,7 @@ pub enum ArtifactError {
     Corrupted,
     #[error("the artifact is malformed: {0}")]
     Malformed(String),
-    #[error("the program calls host functions of the process that traced it (debug callbacks), which an artifact cannot hold")]
+    #[error("the program calls host functions of the process that traced it (debug or pure callbacks), which an artifact cannot hold")]
     HostCallback,
     #[error("the artifact was compiled for {wanted}; this machine lacks {missing}")]
     Target { wanted: String, missing: String },

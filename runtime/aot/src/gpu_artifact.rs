@@ -26,7 +26,7 @@ pub fn gpu_artifact(
     (metadata, notes): (&[u8], &[u8]),
 ) -> Result<Vec<u8>, ArtifactError> {
     check_gpu_plan(plan)?;
-    if plan.func.has_effects() {
+    if plan.func.calls_host() {
         return Err(ArtifactError::HostCallback);
     }
     let mut code = Vec::new();
@@ -213,7 +213,7 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
         if inputs != plan.func.params || outputs != plan.func.output_types() {
             return Err(malformed("its signature is not its program's"));
         }
-        if plan.func.has_effects() {
+        if plan.func.calls_host() {
             return Err(ArtifactError::HostCallback);
         }
         check_gpu_plan(&plan)?;

@@ -232,6 +232,23 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
             crate::callbacks::call(*callback, &args[1..])?;
             return Ok(Array::scalar(false));
         }
+        Op::PureCallback(c) => {
+            let results = crate::callbacks::call(c.callback, args)?;
+            return match results.as_slice() {
+                [value] if value.ty() == ty => Ok(value.clone()),
+                _ => Err(RuntimeError::Callback {
+                    callback: c.callback,
+                    message: format!(
+                        "pure_callback promised {ty}, the host function returned ({})",
+                        results
+                            .iter()
+                            .map(|r| r.ty().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                }),
+            };
+        }
         Op::Convert { to } | Op::BitcastConvert { to } if *to == args[0].dtype() => {
             return Ok(args[0].clone())
         }

@@ -102,6 +102,7 @@ pub(super) fn call_jvp(
                 | Op::CustomJvp(_)
                 | Op::Attention(_)
                 | Op::DebugCallback { .. }
+                | Op::PureCallback(_)
                 | Op::AddDependency => return Err(unsupported()),
             };
             calls
@@ -152,6 +153,7 @@ pub(super) fn call_jvp(
         | Op::CustomJvp(_)
         | Op::Attention(_)
         | Op::DebugCallback { .. }
+        | Op::PureCallback(_)
         | Op::AddDependency => return Err(unsupported()),
     };
     let y = e.push(jop.with_result(primal), &jargs)?;

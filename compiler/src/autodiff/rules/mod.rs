@@ -80,6 +80,7 @@ pub(super) fn call_jvp(
         | Op::DotGeneral(_)
         | Op::Attention(_)
         | Op::DebugCallback { .. }
+        | Op::PureCallback(_)
         | Op::AddDependency => Ok(None),
     }
 }
@@ -100,6 +101,10 @@ pub(super) fn jvp(
         | Op::StopGradient
         | Op::Argsort { .. }
         | Op::DebugCallback { .. } => Ok(None),
+        Op::PureCallback(_) => match t.iter().any(Option::is_some) {
+            true => Err(no_callback_derivative()),
+            false => Ok(None),
+        },
         // The tangent waits for the same effects as the value.
         Op::AddDependency => t[0]
             .map(|dx| e.push(Op::AddDependency, &[dx, x[1]]))
@@ -145,6 +150,14 @@ pub(super) fn jvp(
             format!("forward mode of `{}` without its primal call", op.name()),
         )),
     }
+}
+
+/// A host function's derivative is unknown to the compiler, as to JAX.
+fn no_callback_derivative() -> AutodiffError {
+    AutodiffError::Unsupported(
+        "pure_callback has no derivative; give the function one with custom_jvp or custom_vjp"
+            .into(),
+    )
 }
 
 /// Whether reverse mode takes the cotangents of all of `op`'s results at once, the
@@ -194,6 +207,7 @@ pub(super) fn joins_results(op: &Op) -> bool {
         | Op::Eig(_)
         | Op::Attention(_)
         | Op::DebugCallback { .. }
+        | Op::PureCallback(_)
         | Op::AddDependency => false,
     }
 }
@@ -219,6 +233,7 @@ pub(super) fn vjp(
         Op::Compare(_) => Ok(vec![None, None]),
         Op::StopGradient | Op::BitcastConvert { .. } | Op::Argsort { .. } => Ok(vec![None]),
         Op::DebugCallback { .. } => Ok(vec![None; x.len()]),
+        Op::PureCallback(_) => Err(no_callback_derivative()),
         // The cotangent waits for the effects too, so a gradient program keeps them.
         Op::AddDependency => Ok(vec![Some(e.push(Op::AddDependency, &[g()?, x[1]])?), None]),
         Op::Fft { kind, lengths } => Ok(vec![Some(fft::vjp(e, *kind, lengths, g()?)?)]),

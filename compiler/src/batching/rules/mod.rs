@@ -4,9 +4,9 @@
 
 mod attention;
 mod call;
+mod callback;
 mod contract;
 mod control;
-mod effect;
 mod elementwise;
 mod fft;
 mod indexing;
@@ -83,8 +83,9 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
         Op::CustomVjp(c) => call::custom_vjp(bt, c, args),
         Op::CustomJvp(c) => call::custom_jvp(bt, c, args),
         Op::Attention(a) => attention::batch(bt, *a, args),
-        Op::DebugCallback { .. } => effect::debug_callback(bt, op, args),
-        Op::AddDependency => effect::add_dependency(bt, op, args),
+        Op::DebugCallback { .. } => callback::debug_callback(bt, op, args),
+        Op::AddDependency => callback::add_dependency(bt, op, args),
+        Op::PureCallback(c) => callback::pure_callback(bt, c, args),
         Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
             let k = op.call_result().map_or(0, |(k, _)| k);
             let results = call(bt, op, args)?;
@@ -142,6 +143,7 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         | Op::CustomVjp(_)
         | Op::CustomJvp(_)
         | Op::DebugCallback { .. }
+        | Op::PureCallback(_)
         | Op::AddDependency => Err(BatchError::Malformed(format!(
             "{} is not a control-flow call",
             op.name()
