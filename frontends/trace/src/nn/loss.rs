@@ -124,6 +124,39 @@ pub fn sigmoid_binary_cross_entropy(logits: &Tensor, labels: &Tensor) -> Tensor 
     -(labels * log_p) - (-labels + 1.0) * log_not_p
 }
 
+/// The focal loss for binary labels (`optax.sigmoid_focal_loss`): the sigmoid cross-entropy
+/// scaled by `(1 − p_t)^gamma`, `p_t` the probability of the label (`p·y + (1 − p)(1 − y)`,
+/// soft labels too), taken in log space as optax does; with `alpha`, positives weighted by
+/// `alpha` and negatives by `1 − alpha`.
+#[track_caller]
+pub fn sigmoid_focal_loss(
+    logits: &Tensor,
+    labels: &Tensor,
+    alpha: Option<f64>,
+    gamma: f64,
+) -> Tensor {
+    let labels = labels.astype(logits.dtype());
+    let ce = sigmoid_binary_cross_entropy(logits, &labels);
+    let not_labels = -&labels + 1.0;
+    // log((1 − y)·p + y·(1 − p)) as a weighted log-sum-exp of log p and log(1 − p), each term
+    // of weight 0 left out.
+    let log_p = not_labels
+        .not_equal(0.0)
+        .select(super::log_sigmoid(logits), f64::NEG_INFINITY);
+    let log_q = labels
+        .not_equal(0.0)
+        .select(super::log_sigmoid(&-logits), f64::NEG_INFINITY);
+    let max = log_p.maximum(&log_q);
+    let max = max.is_finite().select(&max, 0.0).stop_gradient();
+    let sum = (&log_p - &max).exp() * &not_labels + (&log_q - &max).exp() * &labels;
+    let log_one_minus_p_t = sum.abs().log() + max;
+    let loss = ce * (log_one_minus_p_t * gamma).exp();
+    match alpha {
+        None => loss,
+        Some(a) => (&labels * a + not_labels * (1.0 - a)) * loss,
+    }
+}
+
 /// `½·(predictions − targets)²` elementwise (`optax.l2_loss`).
 #[track_caller]
 pub fn l2_loss(predictions: &Tensor, targets: &Tensor) -> Tensor {

@@ -46,7 +46,7 @@ pub use linear::{linear, linear_with, Linear};
 pub use loss::{
     accuracy, cosine_distance, cosine_similarity, hinge_loss, huber_loss, kl_divergence,
     kl_divergence_with_log_targets, l2_loss, log_cosh, poly_loss_cross_entropy,
-    sigmoid_binary_cross_entropy, smooth_labels, softmax_cross_entropy,
+    sigmoid_binary_cross_entropy, sigmoid_focal_loss, smooth_labels, softmax_cross_entropy,
     softmax_cross_entropy_with_integer_labels, squared_error,
 };
 pub use norm::{layer_norm, rms_norm};

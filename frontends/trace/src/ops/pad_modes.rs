@@ -1,10 +1,14 @@
-//! `jnp.pad`'s modes beyond a constant: `edge`, `reflect`, `symmetric` and `wrap`. Each mode
+//! `jnp.pad`'s modes beyond a constant: `edge`, `reflect`, `symmetric` and `wrap`, the
+//! statistics `mean`, `median`, `maximum` and `minimum`, and `linear_ramp`. Each copying mode
 //! is a map from a padded position to a position of the operand along one axis; the map is
 //! cut into runs that rise by one (a slice), fall by one (a reversed slice) or stay (a
 //! broadcast edge), and the runs are concatenated. The result is made of slices, so kernels
-//! fuse it and its derivative is the slices' (no gather).
+//! fuse it and its derivative is the slices' (no gather). The other modes pad one axis after
+//! another, as JAX's do: a statistic of the whole axis so far (padding of earlier axes
+//! included), or a ramp from an end value to the edge.
 
 use crate::Tensor;
+use ferrax_ir::DType;
 
 /// How [`Tensor::pad_with`] fills the padding (`jnp.pad`'s `mode`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -19,6 +23,18 @@ pub enum PadMode {
     Symmetric,
     /// The operand repeated periodically (`"wrap"`).
     Wrap,
+    /// The mean along the axis (`"mean"`; rounded to the nearest integer, ties to even, for
+    /// integer operands).
+    Mean,
+    /// The median along the axis (`"median"`; rounded likewise).
+    Median,
+    /// The maximum along the axis (`"maximum"`).
+    Maximum,
+    /// The minimum along the axis (`"minimum"`).
+    Minimum,
+    /// A linear ramp from the value to the edge element, not reaching it (`"linear_ramp"`,
+    /// `end_values`).
+    LinearRamp(f64),
 }
 
 impl PadMode {
@@ -29,6 +45,11 @@ impl PadMode {
             PadMode::Reflect => "reflect",
             PadMode::Symmetric => "symmetric",
             PadMode::Wrap => "wrap",
+            PadMode::Mean => "mean",
+            PadMode::Median => "median",
+            PadMode::Maximum => "maximum",
+            PadMode::Minimum => "minimum",
+            PadMode::LinearRamp(_) => "linear_ramp",
         }
     }
 
@@ -36,7 +57,14 @@ impl PadMode {
     /// first element) shows.
     fn source(self, i: i64, n: i64) -> i64 {
         match self {
-            PadMode::Constant(_) | PadMode::Edge => i.clamp(0, n - 1),
+            // The other modes pad without copying (`pad_filled`): the edge stands for them.
+            PadMode::Constant(_)
+            | PadMode::Edge
+            | PadMode::Mean
+            | PadMode::Median
+            | PadMode::Maximum
+            | PadMode::Minimum
+            | PadMode::LinearRamp(_) => i.clamp(0, n - 1),
             PadMode::Wrap => i.rem_euclid(n),
             PadMode::Reflect if n == 1 => 0,
             PadMode::Reflect => {
@@ -151,13 +179,97 @@ impl Tensor {
             let Some(padded) = n.checked_add(before).and_then(|s| s.checked_add(after)) else {
                 return self.fail(format!("pad: widths {widths:?} are too large"));
             };
-            let first = -(before as i64);
-            let sources: Vec<i64> = (0..padded as i64)
-                .map(|p| mode.source(first + p, n as i64))
-                .collect();
-            out = out.gather_runs(axis, &runs(&sources));
+            out = match mode {
+                PadMode::Mean
+                | PadMode::Median
+                | PadMode::Maximum
+                | PadMode::Minimum
+                | PadMode::LinearRamp(_) => out.pad_filled(axis, (before, after), mode),
+                PadMode::Constant(_)
+                | PadMode::Edge
+                | PadMode::Reflect
+                | PadMode::Symmetric
+                | PadMode::Wrap => {
+                    let first = -(before as i64);
+                    let sources: Vec<i64> = (0..padded as i64)
+                        .map(|p| mode.source(first + p, n as i64))
+                        .collect();
+                    out.gather_runs(axis, &runs(&sources))
+                }
+            };
         }
         out
+    }
+
+    /// `self` padded along `axis` by a statistic of the axis or a ramp to its edges.
+    #[track_caller]
+    fn pad_filled(&self, axis: usize, (before, after): (usize, usize), mode: PadMode) -> Tensor {
+        let dtype = self.dtype();
+        let block = |value: &Tensor, len: usize| {
+            let mut shape = self.shape().to_vec();
+            shape[axis] = len;
+            value.broadcast_to(shape)
+        };
+        let statistic = |stat: Tensor| {
+            let stat = match dtype.is_float() || dtype.is_complex() {
+                true => stat,
+                false => stat.round_even().astype(dtype),
+            };
+            stat.expand_dims(axis as i64)
+        };
+        let wide = || match dtype.is_float() || dtype.is_complex() {
+            true => self.clone(),
+            false => self.astype(DType::F64),
+        };
+        let (low, high) = match mode {
+            PadMode::Mean => {
+                let s = statistic(wide().mean(axis));
+                (block(&s, before), block(&s, after))
+            }
+            PadMode::Median => {
+                let s = statistic(wide().median(Some(axis as i64)));
+                (block(&s, before), block(&s, after))
+            }
+            PadMode::Maximum => {
+                let s = self.max(axis).expand_dims(axis as i64);
+                (block(&s, before), block(&s, after))
+            }
+            PadMode::Minimum => {
+                let s = self.min(axis).expand_dims(axis as i64);
+                (block(&s, before), block(&s, after))
+            }
+            PadMode::LinearRamp(end) => {
+                let n = self.shape()[axis];
+                // end + (edge − end)·j/len for j = 0, 1, .., len − 1 along the axis (in f64,
+                // then floored, for integers).
+                let ramp = |edge: Tensor, len: usize| {
+                    let mut shape = self.shape().to_vec();
+                    shape[axis] = len;
+                    let edge = edge.broadcast_to(shape.clone());
+                    let j = Tensor::iota(edge.dtype(), shape, axis);
+                    let ramp = (edge - end) * (j / len.max(1) as f64) + end;
+                    match dtype.is_float() || dtype.is_complex() {
+                        true => ramp,
+                        false => ramp.floor().astype(dtype),
+                    }
+                };
+                let edge = |at: usize| {
+                    let mut start = vec![0; self.ndim()];
+                    let mut limit = self.shape().to_vec();
+                    start[axis] = at;
+                    limit[axis] = at + 1;
+                    wide().slice(&start, &limit)
+                };
+                let (first, last) = (edge(0), edge(n - 1));
+                (ramp(first, before), ramp(last, after).flip([axis]))
+            }
+            PadMode::Constant(_)
+            | PadMode::Edge
+            | PadMode::Reflect
+            | PadMode::Symmetric
+            | PadMode::Wrap => return self.clone(),
+        };
+        Tensor::concatenate(&[low, self.clone(), high], axis as i64)
     }
 
     /// The concatenation along `axis` of the slices `runs` names.

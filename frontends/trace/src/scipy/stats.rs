@@ -1,8 +1,10 @@
-//! `jax.scipy.stats`: the normal distribution's density, log-density and CDF, and the
-//! multivariate normal's log-density (by a Cholesky factor, as JAX's).
+//! `jax.scipy.stats`: the normal distribution's density, log-density, CDF, log-CDF, survival
+//! functions and quantiles, and the multivariate normal's log-density (by a Cholesky factor,
+//! as JAX's).
 
 /// `jax.scipy.stats.norm`.
 pub mod norm {
+    use super::super::special;
     use crate::Tensor;
 
     /// The log-density of Normal(`loc`, `scale`) at `x`.
@@ -22,7 +24,37 @@ pub mod norm {
     /// The CDF of Normal(`loc`, `scale`) at `x`.
     #[track_caller]
     pub fn cdf(x: &Tensor, loc: f64, scale: f64) -> Tensor {
-        super::super::special::ndtr(&((x - loc) / scale))
+        special::ndtr(&((x - loc) / scale))
+    }
+
+    /// The log-CDF, accurate far in the lower tail (`log_ndtr`).
+    #[track_caller]
+    pub fn logcdf(x: &Tensor, loc: f64, scale: f64) -> Tensor {
+        special::log_ndtr(&((x - loc) / scale))
+    }
+
+    /// The survival function `1 − cdf`, as `cdf(−x)` so the upper tail keeps its digits.
+    #[track_caller]
+    pub fn sf(x: &Tensor, loc: f64, scale: f64) -> Tensor {
+        cdf(&-x, -loc, scale)
+    }
+
+    /// The log of the survival function.
+    #[track_caller]
+    pub fn logsf(x: &Tensor, loc: f64, scale: f64) -> Tensor {
+        logcdf(&-x, -loc, scale)
+    }
+
+    /// The quantile function, the CDF's inverse (`ndtri(q)·scale + loc`).
+    #[track_caller]
+    pub fn ppf(q: &Tensor, loc: f64, scale: f64) -> Tensor {
+        special::ndtri(q) * scale + loc
+    }
+
+    /// The inverse survival function, `ppf(1 − q)`.
+    #[track_caller]
+    pub fn isf(q: &Tensor, loc: f64, scale: f64) -> Tensor {
+        ppf(&(-q + 1.0), loc, scale)
     }
 }
 
