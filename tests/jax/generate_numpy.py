@@ -189,6 +189,7 @@ import jax.scipy as jsp
 
 probs = rng.dirichlet(np.ones(4), size=3)
 spd = (lambda m: m @ m.T + 3 * np.eye(3))(rng.normal(size=(3, 3)))
+a44 = rng.normal(size=(4, 4))
 
 CASES += [
     ("celu", lambda x: jax.nn.celu(x, 1.5), [kinks], True),
@@ -241,6 +242,13 @@ CASES += [
     ("pad_linear_ramp_int", lambda a: jnp.pad(a.astype(jnp.int32), ((2, 1), (0, 3)), mode="linear_ramp", end_values=1).astype(jnp.float64), [np.array([[1.0, 20, 4, 7], [3, 3, 8, 0], [5, 1, 1, 12]])], False),
     ("sigmoid_focal_loss", lambda x, l: optax.sigmoid_focal_loss(x, l, alpha=0.25, gamma=2.0), [kinks, (rng.uniform(size=12) > 0.5).astype(np.float64)], True),
     ("sigmoid_focal_loss_soft", lambda x, l: optax.sigmoid_focal_loss(x, l, gamma=1.5), [kinks / 4, rng.uniform(size=12)], True),
+    ("lu_factor_lu", lambda a: jsp.linalg.lu_factor(a)[0], [a44], True),
+    ("lu_factor_piv", lambda a: jsp.linalg.lu_factor(a)[1].astype(jnp.float64), [a44], False),
+    ("lu_pivots_to_permutation", lambda p: jax.lax.linalg.lu_pivots_to_permutation(p.astype(jnp.int32), 5).astype(jnp.float64), [np.array([[2.0, 2, 4, 3], [0, 3, 2, 4]])], False),
+    ("lu_solve", lambda b, a: jsp.linalg.lu_solve(jsp.linalg.lu_factor(a), b), [rng.normal(size=(4, 2)), a44], True),
+    ("lu_solve_vector_trans", lambda b, a: jsp.linalg.lu_solve(jsp.linalg.lu_factor(a), b, trans=1), [rng.normal(size=(4,)), a44], True),
+    ("lu_solve_grad_a", lambda a, b: jsp.linalg.lu_solve(jsp.linalg.lu_factor(a), b), [a44, rng.normal(size=(4, 3))], True),
+    ("lu_solve_batch_trans", lambda a, b: jsp.linalg.lu_solve(jsp.linalg.lu_factor(a), b, trans=1), [rng.normal(size=(2, 3, 3)), rng.normal(size=(2, 3, 2))], True),
     ("rel_entr", jsp.special.rel_entr, [np.array([0.0, 0.0, 1.5, -1.0, 2.0, 0.5]), np.array([0.0, 2.0, 0.5, 1.0, -1.0, 0.0])], False),
     ("rel_entr_grad", jsp.special.rel_entr, [np.array([0.5, 1.5, 2.0]), np.array([2.0, 0.5, 2.0])], True),
     ("kl_div", jsp.special.kl_div, [np.array([0.0, 0.0, 1.5, -1.0, 2.0, 0.5]), np.array([0.0, 2.0, 0.5, 1.0, -1.0, 0.0])], False),

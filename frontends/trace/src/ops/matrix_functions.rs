@@ -127,6 +127,97 @@ impl Tensor {
         let y = self.triangular_solve(b, triangle(!lower));
         self.triangular_solve(&y, triangle(lower))
     }
+
+    /// The LU factorization with partial pivoting of each matrix, as
+    /// `jax.scipy.linalg.lu_factor` gives it: the packed factors and the `i32` pivots (row `i`
+    /// was swapped with row `pivots[i]`), for [`Tensor::lu_solve`].
+    #[track_caller]
+    pub fn lu_factor(&self) -> (Tensor, Tensor) {
+        let (lu, pivots, _) = self.lu();
+        (lu, pivots)
+    }
+
+    /// The permutation (`i32`, `[.., m]`) that the row swaps `pivots` (`[.., k]`, as
+    /// [`Tensor::lu_factor`] gives them) make of `0..m`, swap `i` exchanging positions `i`
+    /// and `pivots[i]` in turn (`lax.linalg.lu_pivots_to_permutation`).
+    #[track_caller]
+    pub fn lu_pivots_to_permutation(&self, m: usize) -> Tensor {
+        let Some((&k, batch)) = self.shape().split_last() else {
+            return self.fail(format!(
+                "lu_pivots_to_permutation: pivots need an axis, they are {}",
+                self.ty()
+            ));
+        };
+        let pivots = self.astype(DType::I32);
+        let mut dims = batch.to_vec();
+        dims.push(m);
+        let positions = Tensor::iota(DType::I32, dims.clone(), batch.len());
+        let mut column = batch.to_vec();
+        column.push(1);
+        let identity = positions.clone();
+        lax::fori_loop(
+            0,
+            k as f64,
+            move |i, permutation: Tensor| {
+                let i = i.astype(DType::I32);
+                let at_i = i.broadcast_to(column.clone());
+                let j = pivots.take_along_axis(&at_i, -1);
+                let from_i = permutation.take_along_axis(&at_i, -1);
+                let from_j = permutation.take_along_axis(&j, -1);
+                let dims = dims.clone();
+                let here = positions.equal(i.broadcast_to(dims.clone()));
+                let there = positions.equal(j.broadcast_to(dims.clone()));
+                let swapped = there.select(from_i.broadcast_to(dims.clone()), &permutation);
+                here.select(from_j.broadcast_to(dims), &swapped)
+            },
+            identity,
+        )
+    }
+
+    /// `x` with `op(a)·x = b` for the factorization `self`, `pivots` of `a` that
+    /// [`Tensor::lu_factor`] gives (`jax.scipy.linalg.lu_solve((lu, piv), b, trans)`): `op` is
+    /// the identity (`trans` 0), the transpose (1) or the conjugate transpose (2). The rows of
+    /// `b` (a vector, or matrices with the factors' batch dimensions) are permuted and two
+    /// triangular solves follow, so the result differentiates in the factors and in `b`.
+    #[track_caller]
+    pub fn lu_solve(&self, pivots: &Tensor, b: &Tensor, trans: u8) -> Tensor {
+        if let Some(failed) = self.square_matrices("lu_solve") {
+            return failed;
+        }
+        if trans > 2 {
+            return self.fail(format!("lu_solve: trans is 0, 1 or 2, not {trans}"));
+        }
+        if b.ndim() == 1 {
+            return self.lu_solve(pivots, &b.expand_dims(-1), trans).squeeze(-1);
+        }
+        let m = self.shape()[self.ndim() - 1];
+        let permutation = pivots.lu_pivots_to_permutation(m);
+        let rows = |x: &Tensor, order: &Tensor| {
+            let order = order.expand_dims(-1).broadcast_to(x.shape().to_vec());
+            x.take_along_axis(&order, -2)
+        };
+        let triangle = |lower: bool, adjoint: bool, conjugate: bool| TriangularSolve {
+            left_side: true,
+            lower,
+            transpose_a: adjoint,
+            conjugate_a: conjugate,
+            unit_diagonal: lower,
+        };
+        match trans {
+            // p·a = l·u: l·(u·x) = p·b.
+            0 => {
+                let y = self.triangular_solve(&rows(b, &permutation), triangle(true, false, false));
+                self.triangular_solve(&y, triangle(false, false, false))
+            }
+            // aᵀ = uᵀ·lᵀ·p: uᵀ·y = b, lᵀ·z = y, x = pᵀ·z.
+            _ => {
+                let conjugate = trans == 2;
+                let y = self.triangular_solve(b, triangle(false, true, conjugate));
+                let z = self.triangular_solve(&y, triangle(true, true, conjugate));
+                rows(&z, &permutation.argsort(-1))
+            }
+        }
+    }
 }
 
 /// Padé coefficients `b_0 .. b_d` of the degrees JAX uses.
