@@ -1,6 +1,8 @@
 """Reference trajectories for ferrax::optim's RMSProp, Adagrad, Lion, gradient accumulation
-(MultiSteps), Adamax, Nadam, AMSGrad, AdaBelief, RAdam, LAMB and Adafactor (factored or not,
-with momentum and weight decay) and the exponential and piecewise-constant schedules (tests/optim.rs), computed with optax itself in float32.
+(MultiSteps), Adamax, Nadam, AMSGrad, AdaBelief, RAdam, LAMB, Adafactor (factored or not,
+with momentum and weight decay), Yogi, Adadelta, the clip, zero_nans and apply_if_finite
+guards (on gradients with NaNs and infinities) and the exponential and piecewise-constant
+schedules (tests/optim.rs), computed with optax itself in float32.
 
 Run: JAX_PLATFORMS=cpu python3 tests/jax/generate_optim_optax.py > tests/jax/optim_optax_reference.json
 (needs jax, numpy and optax). The format is generate_optim.py's: each case runs an optimizer
@@ -28,6 +30,16 @@ GRADS = [
 ]
 # One exact zero, where Adagrad's accumulator stays at its initial value plus nothing.
 GRADS[0]["b"][1] = 0.0
+# The same gradients with NaNs (for zero_nans) and with non-finite values in steps 2, 3 and 5
+# (for apply_if_finite: two in a row are skipped, within its limit of 2).
+NAN_GRADS = [{k: v.copy() for k, v in g.items()} for g in GRADS]
+NAN_GRADS[1]["b"][0] = np.nan
+NAN_GRADS[2]["w"][1, 2] = np.nan
+NAN_GRADS[4]["b"][2] = np.nan
+BAD_GRADS = [{k: v.copy() for k, v in g.items()} for g in GRADS]
+BAD_GRADS[1]["b"][0] = np.nan
+BAD_GRADS[2]["w"][1, 2] = np.inf
+BAD_GRADS[4]["b"][2] = -np.inf
 
 EXPONENTIAL = optax.exponential_decay(0.5, 3, 0.5, transition_begin=2, staircase=False, end_value=0.1)
 STAIRCASE = optax.exponential_decay(0.5, 3, 0.5, transition_begin=0, staircase=True)
@@ -56,6 +68,14 @@ CASES = {
         multiply_by_parameter_scale=False,
     ),
 }
+CASES.update({
+    "yogi": optax.yogi(0.05),
+    "adadelta_decay": optax.adadelta(0.5, rho=0.9, eps=1e-6, weight_decay=0.01, weight_decay_mask={"b": False, "w": True}),
+    "clip_sgd": optax.chain(optax.clip(0.3), optax.sgd(0.1)),
+    "zero_nans_adam": optax.chain(optax.zero_nans(), optax.adam(0.05)),
+    "apply_if_finite_adam": optax.apply_if_finite(optax.adam(0.05), 2),
+})
+STREAMS = {"zero_nans_adam": NAN_GRADS, "apply_if_finite_adam": BAD_GRADS}
 SCHEDULES = {
     "exponential": EXPONENTIAL,
     "staircase": STAIRCASE,
@@ -66,7 +86,8 @@ SCHEDULES = {
 
 def tensor(x):
     x = np.asarray(x, dtype=np.float32)
-    return {"shape": list(x.shape), "data": [float(v) for v in x.ravel()]}
+    number = lambda v: float(v) if np.isfinite(v) else ("nan" if np.isnan(v) else ("inf" if v > 0 else "-inf"))
+    return {"shape": list(x.shape), "data": [number(v) for v in x.ravel()]}
 
 
 def tree(t):
@@ -78,11 +99,15 @@ for name, opt in CASES.items():
     params = {k: jnp.asarray(v) for k, v in PARAMS.items()}
     state = opt.init(params)
     trajectory = []
-    for g in GRADS:
+    grads = STREAMS.get(name, GRADS)
+    for g in grads:
         u, state = opt.update({k: jnp.asarray(v) for k, v in g.items()}, state, params)
         params = optax.apply_updates(params, u)
         trajectory.append(tree(params))
-    cases.append({"name": name, "params": trajectory})
+    case = {"name": name, "params": trajectory}
+    if name in STREAMS:
+        case["grads"] = [tree(g) for g in grads]
+    cases.append(case)
 out = {
     "generator": "tests/jax/generate_optim_optax.py",
     "jax": jax.__version__,

@@ -13,7 +13,7 @@ use super::{increment, leaves_of, or_failed, scale_by_learning_rate, zero_count,
 use super::{AdamState, AddDecayedWeights, GradientTransformation, LearningRate, Mask};
 use super::{ScaleByAdam, ScaleByLearningRate};
 use crate::tree::child_key_paths;
-use crate::tree_util::{tree_unflatten, zeros_like};
+use crate::tree_util::{tree_map, tree_unflatten, zeros_like};
 use crate::{Result, Tensor, Tree, TreeDef};
 
 /// Adamax's scaling (`optax.scale_by_adamax`): `mu` as Adam's, `nu = max(b2 nu, |g| + eps)`,
@@ -387,6 +387,84 @@ pub fn lamb(
         ScaleByAdam::new(b1, b2, eps, false),
         AddDecayedWeights { weight_decay, mask },
         ScaleByTrustRatio,
+        scale_by_learning_rate(learning_rate),
+    ))
+}
+
+/// Yogi's scaling (`optax.scale_by_yogi`): `mu` as Adam's, `nu = nu − (1 − b2)·sign(nu −
+/// g²)·g²` (an additive second moment that grows no faster than the gradients), both from
+/// `initial_accumulator_value`, the update `mu_hat / (sqrt(nu_hat + eps_root) + eps)`.
+#[derive(Clone, Debug)]
+pub struct ScaleByYogi {
+    pub b1: f64,
+    pub b2: f64,
+    pub eps: f64,
+    pub eps_root: f64,
+    pub initial_accumulator_value: f64,
+}
+
+impl<P: Tree> GradientTransformation<P> for ScaleByYogi {
+    type State = AdamState<P>;
+
+    fn init(&self, params: &P) -> AdamState<P> {
+        let full = |p: &P| {
+            tree_map(p, |t| {
+                Tensor::full(
+                    t.dtype(),
+                    t.shape().to_vec(),
+                    self.initial_accumulator_value,
+                )
+            })
+        };
+        AdamState {
+            count: zero_count(),
+            mu: full(params),
+            nu: full(params),
+        }
+    }
+
+    fn update(&self, updates: &P, state: &AdamState<P>, _: &P) -> (P, AdamState<P>) {
+        let result = moments_of(updates, state).and_then(|(def, g, [mu, nu])| {
+            let count = increment(&state.count);
+            let mu = first_moments(&g, &mu, self.b1);
+            let nu: Vec<Tensor> = g
+                .iter()
+                .zip(&nu)
+                .map(|(g, v)| {
+                    let g2 = g * g;
+                    v - (v - &g2).sign() * g2 * (1.0 - self.b2)
+                })
+                .collect();
+            let m_hat = corrected_first(&g, &mu, self.b1, &count, false);
+            let c2 = bias_correction(self.b2, &count, correction_type(&g));
+            let out = m_hat
+                .iter()
+                .zip(&nu)
+                .map(|(m, v)| {
+                    let v_hat = v / c2.astype(v.dtype());
+                    m / ((v_hat + self.eps_root).sqrt() + self.eps)
+                })
+                .collect();
+            adam_result(&def, out, count, mu, nu)
+        });
+        or_failed(result, updates, state)
+    }
+}
+
+/// Yogi (`optax.yogi`): Yogi's scaling, then the learning rate (optax's `eps` default is
+/// 1e-3).
+pub type Yogi = Chain<(ScaleByYogi, ScaleByLearningRate)>;
+
+/// [`Yogi`] with optax's accumulator start, 1e-6.
+pub fn yogi(learning_rate: impl Into<LearningRate>, b1: f64, b2: f64, eps: f64) -> Yogi {
+    Chain((
+        ScaleByYogi {
+            b1,
+            b2,
+            eps,
+            eps_root: 0.0,
+            initial_accumulator_value: 1e-6,
+        },
         scale_by_learning_rate(learning_rate),
     ))
 }

@@ -29,6 +29,7 @@ mod adafactor;
 mod adam;
 mod adam_variants;
 mod clip;
+mod guards;
 mod moments;
 mod schedule;
 mod sgd;
@@ -39,13 +40,18 @@ pub use adam::{
     adam, adamw, nadam, Adam, AdamState, AdamW, AddDecayedWeights, LeafPredicate, Mask, ScaleByAdam,
 };
 pub use adam_variants::{
-    adabelief, adamax, amsgrad, lamb, radam, AdaBelief, Adamax, Amsgrad, AmsgradState, Lamb, Radam,
-    ScaleByAdamax, ScaleByAmsgrad, ScaleByBelief, ScaleByRadam, ScaleByTrustRatio,
+    adabelief, adamax, amsgrad, lamb, radam, yogi, AdaBelief, Adamax, Amsgrad, AmsgradState, Lamb,
+    Radam, ScaleByAdamax, ScaleByAmsgrad, ScaleByBelief, ScaleByRadam, ScaleByTrustRatio,
+    ScaleByYogi, Yogi,
 };
 pub use clip::{clip_by_global_norm, ClipByGlobalNorm};
+pub use guards::{
+    apply_if_finite, clip, zero_nans, ApplyIfFinite, ApplyIfFiniteState, Clip, ZeroNans,
+    ZeroNansState,
+};
 pub use moments::{
-    adagrad, lion, rmsprop, Adagrad, Lion, MomentState, RmsProp, ScaleByLion, ScaleByRms,
-    ScaleByRss,
+    adadelta, adagrad, lion, rmsprop, Adadelta, AdadeltaState, Adagrad, Lion, MomentState, RmsProp,
+    ScaleByAdadelta, ScaleByLion, ScaleByRms, ScaleByRss,
 };
 pub use schedule::{
     constant_schedule, cosine_decay_schedule, exponential_decay, join_schedules, linear_schedule,

@@ -3,6 +3,7 @@
 //! (`scale_by_lion`, the sign of an interpolated momentum), each chained with the learning
 //! rate as optax's aliases are (Lion with decoupled weight decay, as `optax.lion`).
 
+use super::adam::second_moments;
 use super::{leaves_of, or_failed, scale_by_learning_rate, AddDecayedWeights, Chain, Mask};
 use super::{GradientTransformation, LearningRate, ScaleByLearningRate};
 use crate::tree::child_key_paths;
@@ -186,6 +187,93 @@ pub fn lion(
     Chain((
         ScaleByLion { b1, b2 },
         AddDecayedWeights { weight_decay, mask },
+        scale_by_learning_rate(learning_rate),
+    ))
+}
+
+/// Adadelta's accumulators: the decaying means of squared gradients and of squared updates.
+#[derive(Clone, Debug)]
+pub struct AdadeltaState<P> {
+    pub e_g: P,
+    pub e_x: P,
+}
+
+impl<P: Tree> Tree for AdadeltaState<P> {
+    fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef {
+        TreeDef::Node(vec![self.e_g.flatten(leaves), self.e_x.flatten(leaves)])
+    }
+
+    fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        let c = def.children(2)?;
+        Ok(AdadeltaState {
+            e_g: P::unflatten(&c[0], leaves)?,
+            e_x: P::unflatten(&c[1], leaves)?,
+        })
+    }
+
+    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        child_key_paths("e_g", &self.e_g, prefix, out);
+        child_key_paths("e_x", &self.e_x, prefix, out);
+    }
+}
+
+/// Adadelta's scaling (`optax.scale_by_adadelta`): `e_g = rho·e_g + (1 − rho)·g²`, the update
+/// `sqrt(e_x + eps) / sqrt(e_g + eps)·g` (with the previous `e_x`), then `e_x = rho·e_x + (1 −
+/// rho)·update²`.
+#[derive(Clone, Debug)]
+pub struct ScaleByAdadelta {
+    pub rho: f64,
+    pub eps: f64,
+}
+
+impl<P: Tree> GradientTransformation<P> for ScaleByAdadelta {
+    type State = AdadeltaState<P>;
+
+    fn init(&self, params: &P) -> AdadeltaState<P> {
+        AdadeltaState {
+            e_g: zeros_like(params),
+            e_x: zeros_like(params),
+        }
+    }
+
+    fn update(&self, updates: &P, state: &AdadeltaState<P>, _: &P) -> (P, AdadeltaState<P>) {
+        let result = leaves_of(updates, [(&state.e_g, "e_g"), (&state.e_x, "e_x")]).and_then(
+            |(def, g, [e_g, e_x])| {
+                let e_g = second_moments(&g, &e_g, self.rho);
+                let out: Vec<Tensor> = g
+                    .iter()
+                    .zip(e_g.iter().zip(&e_x))
+                    .map(|(g, (eg, ex))| (ex + self.eps).sqrt() / (eg + self.eps).sqrt() * g)
+                    .collect();
+                let e_x = second_moments(&out, &e_x, self.rho);
+                Ok((
+                    tree_unflatten(&def, out)?,
+                    AdadeltaState {
+                        e_g: tree_unflatten(&def, e_g)?,
+                        e_x: tree_unflatten(&def, e_x)?,
+                    },
+                ))
+            },
+        );
+        or_failed(result, updates, state)
+    }
+}
+
+/// Adadelta: weight decay, [`ScaleByAdadelta`], then the learning rate.
+pub type Adadelta = Chain<(AddDecayedWeights, ScaleByAdadelta, ScaleByLearningRate)>;
+
+/// Adadelta (`optax.adadelta(lr, rho, eps, weight_decay, weight_decay_mask)`; optax's defaults
+/// are 0.9, 1e-6 and no decay).
+pub fn adadelta(
+    learning_rate: impl Into<LearningRate>,
+    rho: f64,
+    eps: f64,
+    weight_decay: f64,
+    mask: Mask,
+) -> Adadelta {
+    Chain((
+        AddDecayedWeights { weight_decay, mask },
+        ScaleByAdadelta { rho, eps },
         scale_by_learning_rate(learning_rate),
     ))
 }
