@@ -286,6 +286,38 @@ fn more_optimizers_and_schedules_follow_optax() {
             optim::exponential_decay(0.1, 2, 1.5, 0, false, Some(0.3)),
         ),
         ("piecewise", piecewise()),
+        (
+            "polynomial",
+            optim::polynomial_schedule(0.5, 0.01, 2.0, 7, 2),
+        ),
+        (
+            "warmup_exponential",
+            optim::warmup_exponential_decay_schedule(0.0, 0.3, 3, 2, 0.5, 1, false, Some(0.05)),
+        ),
+        (
+            "linear_onecycle",
+            optim::linear_onecycle_schedule(10, 0.4, 0.3, 0.85, 25.0, 1e4),
+        ),
+        (
+            "cosine_onecycle",
+            optim::cosine_onecycle_schedule(9, 0.2, 0.4, 25.0, 1e4),
+        ),
+        (
+            "interpolate_cosine",
+            optim::piecewise_interpolate_schedule(
+                optim::Interpolation::Cosine,
+                1.0,
+                vec![(8, 0.5), (4, 0.1)],
+            ),
+        ),
+        (
+            "interpolate_linear",
+            optim::piecewise_interpolate_schedule(
+                optim::Interpolation::Linear,
+                2.0,
+                vec![(9, 0.1), (3, 2.0)],
+            ),
+        ),
     ];
     check_schedules(&r, schedules);
 }

@@ -77,6 +77,12 @@ CASES.update({
 })
 STREAMS = {"zero_nans_adam": NAN_GRADS, "apply_if_finite_adam": BAD_GRADS}
 SCHEDULES = {
+    "polynomial": optax.polynomial_schedule(0.5, 0.01, 2.0, 7, transition_begin=2),
+    "warmup_exponential": optax.warmup_exponential_decay_schedule(0.0, 0.3, 3, 2, 0.5, transition_begin=1, end_value=0.05),
+    "linear_onecycle": optax.linear_onecycle_schedule(10, 0.4),
+    "cosine_onecycle": optax.cosine_onecycle_schedule(9, 0.2, pct_start=0.4),
+    "interpolate_cosine": optax.piecewise_interpolate_schedule("cosine", 1.0, {4: 0.1, 8: 0.01, 8: 0.5}),
+    "interpolate_linear": optax.piecewise_interpolate_schedule("linear", 2.0, {3: 0.5, 3: 2.0, 9: 0.1}),
     "exponential": EXPONENTIAL,
     "staircase": STAIRCASE,
     "growth": GROWTH,

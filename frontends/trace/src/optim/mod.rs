@@ -54,8 +54,10 @@ pub use moments::{
     ScaleByAdadelta, ScaleByLion, ScaleByRms, ScaleByRss,
 };
 pub use schedule::{
-    constant_schedule, cosine_decay_schedule, exponential_decay, join_schedules, linear_schedule,
-    piecewise_constant_schedule, scale_by_learning_rate, warmup_cosine_decay_schedule, CountState,
+    constant_schedule, cosine_decay_schedule, cosine_onecycle_schedule, exponential_decay,
+    join_schedules, linear_onecycle_schedule, linear_schedule, piecewise_constant_schedule,
+    piecewise_interpolate_schedule, polynomial_schedule, scale_by_learning_rate,
+    warmup_cosine_decay_schedule, warmup_exponential_decay_schedule, CountState, Interpolation,
     LearningRate, ScaleByLearningRate, Schedule,
 };
 pub use sgd::{sgd, sgd_momentum, trace, Sgd, Trace, TraceState};

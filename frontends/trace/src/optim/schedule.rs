@@ -195,6 +195,146 @@ pub fn warmup_cosine_decay_schedule(
     )
 }
 
+/// `(init_value − end_value)·(1 − t/transition_steps)^power + end_value` with `t` the steps
+/// since `transition_begin`, clipped to `[0, transition_steps]` (`optax.polynomial_schedule`);
+/// `transition_steps == 0` gives `init_value`.
+pub fn polynomial_schedule(
+    init_value: f64,
+    end_value: f64,
+    power: f64,
+    transition_steps: u32,
+    transition_begin: u32,
+) -> Schedule {
+    if transition_steps == 0 {
+        return constant_schedule(init_value);
+    }
+    let (n, begin) = (f64::from(transition_steps), f64::from(transition_begin));
+    Schedule::new(move |count| {
+        let count = (steps(count) - begin).clip(0.0, n);
+        let frac = -(count / n) + 1.0;
+        frac.pow(power) * (init_value - end_value) + end_value
+    })
+}
+
+/// A linear warm-up from `init_value` to `peak_value` over `warmup_steps`, then
+/// [`exponential_decay`] from `peak_value` (`optax.warmup_exponential_decay_schedule`).
+#[allow(clippy::too_many_arguments)]
+pub fn warmup_exponential_decay_schedule(
+    init_value: f64,
+    peak_value: f64,
+    warmup_steps: u32,
+    transition_steps: u32,
+    decay_rate: f64,
+    transition_begin: u32,
+    staircase: bool,
+    end_value: Option<f64>,
+) -> Schedule {
+    join_schedules(
+        vec![
+            linear_schedule(init_value, peak_value, warmup_steps, 0),
+            exponential_decay(
+                peak_value,
+                transition_steps,
+                decay_rate,
+                transition_begin,
+                staircase,
+                end_value,
+            ),
+        ],
+        vec![warmup_steps],
+    )
+}
+
+/// How [`piecewise_interpolate_schedule`] moves between its values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interpolation {
+    /// `start + (end − start)·pct`.
+    Linear,
+    /// `end + (start − end)/2·(cos(π·pct) + 1)`.
+    Cosine,
+}
+
+/// From `init_value`, the value multiplied by each boundary's scale in turn, interpolated
+/// between boundaries (`optax.piecewise_interpolate_schedule`): the scales accumulate, and
+/// after the last boundary the value stays.
+pub fn piecewise_interpolate_schedule(
+    interpolation: Interpolation,
+    init_value: f64,
+    mut boundaries_and_scales: Vec<(u32, f64)>,
+) -> Schedule {
+    boundaries_and_scales.sort_by_key(|&(b, _)| b);
+    let mut bounds = vec![0u32];
+    // The accumulated values, in f32 as optax's `cumprod` computes them.
+    let mut values = vec![init_value as f32];
+    for &(b, scale) in &boundaries_and_scales {
+        bounds.push(b);
+        let last = values.last().copied().unwrap_or(0.0);
+        values.push(last * scale as f32);
+    }
+    Schedule::new(move |count| {
+        let t = steps(count);
+        let scalar = |v: f32| Tensor::full(DType::F32, Vec::<usize>::new(), f64::from(v));
+        let last = values.last().copied().unwrap_or(0.0);
+        let end = bounds.last().copied().unwrap_or(0);
+        let mut out = t.greater_equal(f64::from(end)).select(scalar(last), 0.0);
+        for (i, pair) in bounds.windows(2).enumerate() {
+            let (lo, hi) = (f64::from(pair[0]), f64::from(pair[1]));
+            let pct = (&t - lo) / (hi - lo).max(1.0);
+            let (start, stop) = (scalar(values[i]), scalar(values[i + 1]));
+            let value = match interpolation {
+                Interpolation::Linear => (&stop - &start) * pct + start,
+                Interpolation::Cosine => (start - &stop) / 2.0 * ((pct * PI).cos() + 1.0) + stop,
+            };
+            let inside = t.greater_equal(lo).logical_and(t.less(hi));
+            out = inside.select(&value, &out);
+        }
+        out
+    })
+}
+
+/// The one-cycle policy with linear pieces (`optax.linear_onecycle_schedule`): from
+/// `peak_value / div_factor` up to `peak_value` at `pct_start` of the steps, back down by
+/// `pct_final`, then to `peak_value / div_factor / final_div_factor` at `transition_steps`.
+pub fn linear_onecycle_schedule(
+    transition_steps: u32,
+    peak_value: f64,
+    pct_start: f64,
+    pct_final: f64,
+    div_factor: f64,
+    final_div_factor: f64,
+) -> Schedule {
+    let n = f64::from(transition_steps);
+    piecewise_interpolate_schedule(
+        Interpolation::Linear,
+        peak_value / div_factor,
+        vec![
+            ((pct_start * n) as u32, div_factor),
+            ((pct_final * n) as u32, 1.0 / div_factor),
+            (transition_steps, 1.0 / final_div_factor),
+        ],
+    )
+}
+
+/// The one-cycle policy with cosine pieces (`optax.cosine_onecycle_schedule`): from
+/// `peak_value / div_factor` up to `peak_value` at `pct_start` of the steps, then down to
+/// `peak_value / div_factor / final_div_factor` at `transition_steps`.
+pub fn cosine_onecycle_schedule(
+    transition_steps: u32,
+    peak_value: f64,
+    pct_start: f64,
+    div_factor: f64,
+    final_div_factor: f64,
+) -> Schedule {
+    piecewise_interpolate_schedule(
+        Interpolation::Cosine,
+        peak_value / div_factor,
+        vec![
+            ((pct_start * f64::from(transition_steps)) as u32, div_factor),
+            (transition_steps, 1.0 / (div_factor * final_div_factor)),
+        ],
+    )
+}
+
 /// A learning rate: a number, or a [`Schedule`] of the step count. Optimizers take
 /// `impl Into<LearningRate>`, so `adam(1e-3, ..)` and `adam(cosine_decay_schedule(..), ..)`
 /// both work.
