@@ -114,14 +114,7 @@ impl<P: Tree> GradientTransformation<P> for ScaleByAdam {
             let wide = correction_type(&g);
             let m_hat = corrected_first(&g, &mu, self.b1, &count, self.nesterov);
             let c2 = bias_correction(self.b2, &count, wide);
-            let out = m_hat
-                .iter()
-                .zip(&nu)
-                .map(|(m, v)| {
-                    let v_hat = v / c2.astype(v.dtype());
-                    m / ((v_hat + self.eps_root).sqrt() + self.eps)
-                })
-                .collect();
+            let out = adaptive_updates(&m_hat, &nu, &c2, self.eps_root, self.eps);
             Ok((
                 tree_unflatten(&def, out)?,
                 AdamState {
@@ -136,6 +129,25 @@ impl<P: Tree> GradientTransformation<P> for ScaleByAdam {
 }
 
 /// `mu = b1 mu + (1 - b1) g` per leaf (optax's `update_moment`, order 1).
+/// Adam's step from the corrected first moments and the second moments with their bias
+/// correction `c2`: `m_hat / (sqrt(nu / c2 + eps_root) + eps)`.
+pub(super) fn adaptive_updates(
+    m_hat: &[Tensor],
+    nu: &[Tensor],
+    c2: &Tensor,
+    eps_root: f64,
+    eps: f64,
+) -> Vec<Tensor> {
+    m_hat
+        .iter()
+        .zip(nu)
+        .map(|(m, v)| {
+            let v_hat = v / c2.astype(v.dtype());
+            m / ((v_hat + eps_root).sqrt() + eps)
+        })
+        .collect()
+}
+
 pub(super) fn first_moments(g: &[Tensor], mu: &[Tensor], b1: f64) -> Vec<Tensor> {
     g.iter()
         .zip(mu)

@@ -7,7 +7,8 @@
 //! update scaled to the ratio of the parameter's norm to the update's).
 
 use super::adam::{
-    bias_correction, corrected_first, correction_type, first_moments, second_moments,
+    adaptive_updates, bias_correction, corrected_first, correction_type, first_moments,
+    second_moments,
 };
 use super::{increment, leaves_of, or_failed, scale_by_learning_rate, zero_count, Chain};
 use super::{AdamState, AddDecayedWeights, GradientTransformation, LearningRate, Mask};
@@ -437,14 +438,7 @@ impl<P: Tree> GradientTransformation<P> for ScaleByYogi {
                 .collect();
             let m_hat = corrected_first(&g, &mu, self.b1, &count, false);
             let c2 = bias_correction(self.b2, &count, correction_type(&g));
-            let out = m_hat
-                .iter()
-                .zip(&nu)
-                .map(|(m, v)| {
-                    let v_hat = v / c2.astype(v.dtype());
-                    m / ((v_hat + self.eps_root).sqrt() + self.eps)
-                })
-                .collect();
+            let out = adaptive_updates(&m_hat, &nu, &c2, self.eps_root, self.eps);
             adam_result(&def, out, count, mu, nu)
         });
         or_failed(result, updates, state)

@@ -63,15 +63,13 @@ pub fn linear_schedule(
     transition_steps: u32,
     transition_begin: u32,
 ) -> Schedule {
-    if transition_steps == 0 {
-        return constant_schedule(init_value);
-    }
-    let (n, begin) = (f64::from(transition_steps), f64::from(transition_begin));
-    Schedule::new(move |count| {
-        let count = (steps(count) - begin).clip(0.0, n);
-        let frac = -(count / n) + 1.0;
-        frac * (init_value - end_value) + end_value
-    })
+    polynomial_schedule(
+        init_value,
+        end_value,
+        1.0,
+        transition_steps,
+        transition_begin,
+    )
 }
 
 /// `init_value * ((1 - alpha) * (0.5 * (1 + cos(pi * min(t, decay_steps) / decay_steps)))
@@ -196,8 +194,8 @@ pub fn warmup_cosine_decay_schedule(
 }
 
 /// `(init_value − end_value)·(1 − t/transition_steps)^power + end_value` with `t` the steps
-/// since `transition_begin`, clipped to `[0, transition_steps]` (`optax.polynomial_schedule`);
-/// `transition_steps == 0` gives `init_value`.
+/// since `transition_begin`, clipped to `[0, transition_steps]` (`optax.polynomial_schedule`,
+/// of which [`linear_schedule`] is power 1); `transition_steps == 0` gives `init_value`.
 pub fn polynomial_schedule(
     init_value: f64,
     end_value: f64,
@@ -212,7 +210,12 @@ pub fn polynomial_schedule(
     Schedule::new(move |count| {
         let count = (steps(count) - begin).clip(0.0, n);
         let frac = -(count / n) + 1.0;
-        frac.pow(power) * (init_value - end_value) + end_value
+        // XLA simplifies a power of 1 away; so does this.
+        let scaled = match power == 1.0 {
+            true => frac,
+            false => frac.pow(power),
+        };
+        scaled * (init_value - end_value) + end_value
     })
 }
 
