@@ -311,6 +311,27 @@ fn more_optimizers_and_schedules_follow_optax() {
             ),
         ),
         (
+            "sgdr",
+            optim::sgdr_schedule(&[
+                optim::WarmupCosine {
+                    init_value: 0.0,
+                    peak_value: 0.4,
+                    warmup_steps: 2,
+                    decay_steps: 5,
+                    end_value: 0.05,
+                    exponent: 1.0,
+                },
+                optim::WarmupCosine {
+                    init_value: 0.1,
+                    peak_value: 0.2,
+                    warmup_steps: 1,
+                    decay_steps: 4,
+                    end_value: 0.0,
+                    exponent: 2.0,
+                },
+            ]),
+        ),
+        (
             "interpolate_linear",
             optim::piecewise_interpolate_schedule(
                 optim::Interpolation::Linear,

@@ -83,6 +83,10 @@ SCHEDULES = {
     "cosine_onecycle": optax.cosine_onecycle_schedule(9, 0.2, pct_start=0.4),
     "interpolate_cosine": optax.piecewise_interpolate_schedule("cosine", 1.0, {4: 0.1, 8: 0.01, 8: 0.5}),
     "interpolate_linear": optax.piecewise_interpolate_schedule("linear", 2.0, {3: 0.5, 3: 2.0, 9: 0.1}),
+    "sgdr": optax.sgdr_schedule([
+        dict(init_value=0.0, peak_value=0.4, warmup_steps=2, decay_steps=5, end_value=0.05),
+        dict(init_value=0.1, peak_value=0.2, warmup_steps=1, decay_steps=4, end_value=0.0, exponent=2.0),
+    ]),
     "exponential": EXPONENTIAL,
     "staircase": STAIRCASE,
     "growth": GROWTH,

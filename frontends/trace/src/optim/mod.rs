@@ -56,9 +56,9 @@ pub use moments::{
 pub use schedule::{
     constant_schedule, cosine_decay_schedule, cosine_onecycle_schedule, exponential_decay,
     join_schedules, linear_onecycle_schedule, linear_schedule, piecewise_constant_schedule,
-    piecewise_interpolate_schedule, polynomial_schedule, scale_by_learning_rate,
+    piecewise_interpolate_schedule, polynomial_schedule, scale_by_learning_rate, sgdr_schedule,
     warmup_cosine_decay_schedule, warmup_exponential_decay_schedule, CountState, Interpolation,
-    LearningRate, ScaleByLearningRate, Schedule,
+    LearningRate, ScaleByLearningRate, Schedule, WarmupCosine,
 };
 pub use sgd::{sgd, sgd_momentum, trace, Sgd, Trace, TraceState};
 

@@ -193,6 +193,39 @@ pub fn warmup_cosine_decay_schedule(
     )
 }
 
+/// One cycle of [`sgdr_schedule`]: [`warmup_cosine_decay_schedule`]'s arguments.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WarmupCosine {
+    pub init_value: f64,
+    pub peak_value: f64,
+    pub warmup_steps: u32,
+    pub decay_steps: u32,
+    pub end_value: f64,
+    pub exponent: f64,
+}
+
+/// Warm restarts (`optax.sgdr_schedule`): each cycle a warm-up and cosine decay, the next
+/// starting where the last one's `decay_steps` end.
+pub fn sgdr_schedule(cycles: &[WarmupCosine]) -> Schedule {
+    let mut schedules = Vec::with_capacity(cycles.len());
+    let mut boundaries = Vec::with_capacity(cycles.len());
+    let mut step = 0u32;
+    for c in cycles {
+        schedules.push(warmup_cosine_decay_schedule(
+            c.init_value,
+            c.peak_value,
+            c.warmup_steps,
+            c.decay_steps,
+            c.end_value,
+            c.exponent,
+        ));
+        step = step.saturating_add(c.decay_steps);
+        boundaries.push(step);
+    }
+    boundaries.pop();
+    join_schedules(schedules, boundaries)
+}
+
 /// `(init_value − end_value)·(1 − t/transition_steps)^power + end_value` with `t` the steps
 /// since `transition_begin`, clipped to `[0, transition_steps]` (`optax.polynomial_schedule`,
 /// of which [`linear_schedule`] is power 1); `transition_steps == 0` gives `init_value`.
