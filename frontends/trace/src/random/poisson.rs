@@ -4,6 +4,7 @@
 //! until all are done), computed in f32 whatever the result's integer type.
 
 use super::sample::uniform;
+use super::transforms::param;
 use super::{split, split2, Key};
 use crate::lax::while_loop;
 use crate::{Operand, Tensor};
@@ -28,12 +29,7 @@ pub fn poisson<'a>(
             TensorType::new(dtype, dims),
         );
     };
-    let lam = match lam.into() {
-        Operand::Number(x) => Tensor::full(DType::F32, Vec::<usize>::new(), x),
-        Operand::Borrowed(t) => t.astype(DType::F32),
-        Operand::Owned(t) => t.astype(DType::F32),
-    }
-    .broadcast_to(dims.clone());
+    let lam = param(lam, DType::F32).broadcast_to(dims.clone());
     let use_knuth = lam.is_nan().logical_or(lam.less(10.0));
     let lam_knuth = use_knuth.select(&lam, 0.0);
     // The rejection method's acceptance rate tends to 89% as the rate grows: any large rate

@@ -13,7 +13,7 @@ use ferrax_ir::{DType, Shape, TensorType};
 use std::panic::Location;
 
 /// A distribution's parameter as a tensor of `dtype`.
-fn param<'a>(p: impl Into<Operand<'a>>, dtype: DType) -> Tensor {
+pub(super) fn param<'a>(p: impl Into<Operand<'a>>, dtype: DType) -> Tensor {
     match p.into() {
         Operand::Number(x) => Tensor::full(dtype, Vec::<usize>::new(), x),
         Operand::Borrowed(t) => t.astype(dtype),

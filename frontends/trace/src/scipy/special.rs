@@ -193,25 +193,40 @@ fn log_ndtr_value(x: &Tensor) -> Tensor {
 /// (`jax.scipy.special.rel_entr`).
 #[track_caller]
 pub fn rel_entr(x: &Tensor, y: &Tensor) -> Tensor {
-    let both_positive = x.greater(0.0).logical_and(y.greater(0.0));
-    let safe_x = both_positive.select(x, 1.0);
-    let safe_y = both_positive.select(y, 1.0);
-    let value = &safe_x * (&safe_x / &safe_y).log();
-    let zero = x.equal(0.0).logical_and(y.greater_equal(0.0));
     let inf = Tensor::full(x.dtype(), Vec::<usize>::new(), f64::INFINITY);
-    both_positive.select(&value, zero.select(0.0, &inf))
+    entropy_term(
+        x,
+        y,
+        |x, y| x * (x / y).log(),
+        |zero| zero.select(0.0, &inf),
+    )
 }
 
 /// `x·log(x/y) − x + y` for positive `x` and `y`, `y` at `x = 0` (`y ≥ 0`), `inf` otherwise
 /// (`jax.scipy.special.kl_div`).
 #[track_caller]
 pub fn kl_div(x: &Tensor, y: &Tensor) -> Tensor {
+    entropy_term(
+        x,
+        y,
+        |x, y| x * (x / y).log() - x + y,
+        |zero| zero.select(y, f64::INFINITY),
+    )
+}
+
+/// `positive(x, y)` where both are positive (computed on safe values elsewhere, so that its
+/// gradient there is zero, not NaN), `boundary(x = 0 and y ≥ 0)` otherwise.
+fn entropy_term(
+    x: &Tensor,
+    y: &Tensor,
+    positive: impl Fn(&Tensor, &Tensor) -> Tensor,
+    boundary: impl Fn(&Tensor) -> Tensor,
+) -> Tensor {
     let both_positive = x.greater(0.0).logical_and(y.greater(0.0));
     let safe_x = both_positive.select(x, 1.0);
     let safe_y = both_positive.select(y, 1.0);
-    let value = &safe_x * (&safe_x / &safe_y).log() - &safe_x + &safe_y;
     let zero = x.equal(0.0).logical_and(y.greater_equal(0.0));
-    both_positive.select(&value, zero.select(y, f64::INFINITY))
+    both_positive.select(positive(&safe_x, &safe_y), boundary(&zero))
 }
 
 /// `log B(a, b) = lgamma(a) + lgamma(b) − lgamma(a + b)` (`jax.scipy.special.betaln`).
