@@ -8,6 +8,8 @@
 //! and what they check, without a GPU.
 #![allow(clippy::unwrap_used)]
 
+#[path = "gpu/callbacks.rs"]
+mod callbacks;
 mod common;
 #[path = "gpu/control_flow.rs"]
 mod control_flow;
@@ -1325,7 +1327,13 @@ fn attention_kernels_run_on_the_device_as_on_the_emulator() {
         let on_device = GpuProgram::compile(&func, &dev, GpuOptions::HIGHEST).unwrap();
         let emulator = Emulator::default();
         let emulated = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
-        assert_eq!(on_device.plan().attentions.len(), 4, "{text}");
+        // The keys' and values' gradients are one launch on the tensor cores.
+        let launches = if !precision.is_empty() && d % 16 == 0 {
+            3
+        } else {
+            4
+        };
+        assert_eq!(on_device.plan().attentions.len(), launches, "{text}");
         let (got, want) = (on_device.run(&args).unwrap(), emulated.run(&args).unwrap());
         let tol = if precision.is_empty() {
             2e-5
