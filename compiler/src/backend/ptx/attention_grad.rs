@@ -12,7 +12,7 @@
 
 use super::attention::{
     block_row, clamped_row, entry_start, load_row, load_tiles, narrowed, round_in_setup, rounded,
-    row_element, supports, unary, BlockRow, EntryStart, Tiles, ROWS, TILE,
+    row_element, supports, unary, BlockRow, EntryStart, HeavyRows, Tiles, ROWS, TILE,
 };
 use super::attention_grad_mma::render_attention_grad_mma;
 use super::attention_mma::{self, on_tensor_cores};
@@ -306,7 +306,11 @@ pub fn render_attention_grad(k: &AttentionGradKernel, mode: MathMode) -> Result<
     } else {
         (s_len, t_len)
     };
-    let at = block_row(&mut e, (&ctaid, &tid), own_len, heads);
+    let heavy = match (by_query, k.causal) {
+        (true, true) => HeavyRows::Last,
+        (false, true) | (_, false) => HeavyRows::First,
+    };
+    let at = block_row(&mut e, (&ctaid, &tid), own_len, (k.batch, heads), heavy);
     let BlockRow {
         bh,
         rb,

@@ -14,7 +14,7 @@
 //! - The values' gradient: the transposed scores as for the keys', and `dv += pᵀ · d_out`
 //!   against the output cotangents transposed.
 
-use super::attention::{entry_start, rounded, unary, EntryStart};
+use super::attention::{entry_start, rounded, unary, EntryStart, HeavyRows};
 use super::attention_grad::{load_query_rows, visited_rows, AttentionGradKernel, QueryRows};
 use super::attention_mma::{
     accumulators, across_row, entry_text, fragments_of, lane_rows, load_pairs, load_tiles, mask,
@@ -72,7 +72,11 @@ pub fn render_attention_grad_mma(
         Own::Queries => (t_len, s_len),
         Own::Keys => (s_len, t_len),
     };
-    let w = warp_rows(&mut e, (&ctaid, &tid), own_len, heads);
+    let heavy = match (own, k.causal) {
+        (Own::Queries, true) => HeavyRows::Last,
+        (Own::Keys, true) | (_, false) => HeavyRows::First,
+    };
+    let w = warp_rows(&mut e, (&ctaid, &tid), own_len, (k.batch, heads), heavy);
     let [start, end, other_base] =
         visited_rows(&mut e, k, own == Own::Queries, (&w.rb, &w.b, &w.h));
 
@@ -228,12 +232,13 @@ pub fn render_attention_grad_mma(
     e.body.push_str(&format!("{tile_loop}:\n"));
     e.line("bar.sync 0".into());
     let visited = Visited {
+        kernel: name,
         base: &other_base,
         len: other_len,
         row: heads * d,
         start: &start,
     };
-    load_tiles(&mut e, &visited, &sources, (d, &tid, &zero));
+    load_tiles(&mut e, &visited, &sources, (d, &tid, &zero))?;
     if own == Own::Keys {
         let rows = QueryRows {
             sources: [lse_in, dlse_in, o_in, do_in],

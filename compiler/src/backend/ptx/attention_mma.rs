@@ -19,7 +19,9 @@
 //! products and results to bf16; the forward weights relative to the running maximum. The
 //! products' sums are the tensor cores' (exact bf16 products, f32 sums in their own order).
 
-use super::attention::{entry_start, rounded, unary, AttentionKernel, EntryStart, ROWS};
+use super::attention::{
+    block_place, entry_start, rounded, unary, AttentionKernel, EntryStart, HeavyRows, ROWS,
+};
 use super::emit::{Class, Emitter};
 use super::loops::{entry_header, Thread, Threads};
 use super::{MathMode, PtxError};
@@ -61,17 +63,18 @@ pub(super) struct WarpRows {
     pub(super) active: [String; 2],
 }
 
-/// The [`WarpRows`] of thread `tid` of block `ctaid` over rows `0..len` of `heads` heads.
+/// The [`WarpRows`] of thread `tid` of block `ctaid` over rows `0..len` of `batch` batches of
+/// `heads` heads, blocks sent out as [`block_place`] says.
 pub(super) fn warp_rows(
     e: &mut Emitter,
     (ctaid, tid): (&str, &str),
     len: usize,
-    heads: usize,
+    (batch, heads): (usize, usize),
+    heavy: HeavyRows,
 ) -> WarpRows {
     let row_blocks = len.div_ceil(ROWS);
-    let [bh, rb, b, h, warp, lane, group, pair, first] = e.regs::<9>(Class::R);
-    e.pre_line(format!("div.u32 {bh}, {ctaid}, {row_blocks}"));
-    e.pre_line(format!("rem.u32 {rb}, {ctaid}, {row_blocks}"));
+    let [bh, rb] = block_place(e, ctaid, (row_blocks, batch * heads), heavy);
+    let [b, h, warp, lane, group, pair, first] = e.regs::<7>(Class::R);
     e.pre_line(format!("div.u32 {b}, {bh}, {heads}"));
     e.pre_line(format!("rem.u32 {h}, {bh}, {heads}"));
     e.pre_line(format!("shr.u32 {warp}, {tid}, 5"));
@@ -264,8 +267,9 @@ pub(super) fn tile(e: &mut Emitter, w: &WarpRows, name: String, layout: Layout, 
 
 /// Where a tile loop's loads read: the visited operands' batch and head's first element
 /// (`base`), the visited rows there are (`len`), a row's stride in elements, and the tile's
-/// first row (`start`, a register).
+/// first row (`start`, a register); `kernel` names the kernel.
 pub(super) struct Visited<'a> {
+    pub(super) kernel: &'a str,
     pub(super) base: &'a str,
     pub(super) len: usize,
     pub(super) row: usize,
@@ -274,95 +278,112 @@ pub(super) struct Visited<'a> {
 
 /// The tile's loads, every thread of the block taking part: `KEYS` rows of `d` features of
 /// each operand at its global address, f32 ones rounded to bf16 and bf16 ones as they are,
-/// into its tiles; zeros for rows past the end. A unit of work is two rows' four features.
+/// into its tiles; zeros for rows past the end. A unit of work is two rows' four features, and
+/// a thread's units are unrolled (`d` a multiple of 16: as many units a thread), each
+/// operand's loads issued before any of its stores, so that a tile costs one trip to memory
+/// rather than one a unit.
 pub(super) fn load_tiles(
     e: &mut Emitter,
     v: &Visited<'_>,
     sources: &[(&str, DType, Vec<&Tile>)],
     (d, tid, zero): (usize, &str, &str),
-) {
+) -> Result<(), PtxError> {
     let quads = d / 4;
-    let [unit, pair_of_rows, feature, row, at, slot] = e.regs::<6>(Class::R);
-    let inside = e.regs::<2>(Class::P);
-    let (load_loop, loaded, past) = (e.label("load"), e.label("loaded"), e.reg(Class::P));
-    e.line(format!("mov.u32 {unit}, {tid}"));
-    e.body.push_str(&format!("{load_loop}:\n"));
-    e.line(format!("setp.ge.u32 {past}, {unit}, {}", KEYS / 2 * quads));
-    e.line(format!("@{past} bra {loaded}"));
-    e.line(format!("div.u32 {pair_of_rows}, {unit}, {quads}"));
-    e.line(format!("rem.u32 {feature}, {unit}, {quads}"));
-    e.line(format!("shl.b32 {feature}, {feature}, 2"));
-    e.line(format!("mad.lo.s32 {row}, {pair_of_rows}, 2, {}", v.start));
-    e.line(format!("setp.lt.u32 {}, {row}, {}", inside[0], v.len));
-    e.line(format!("add.u32 {at}, {row}, 1"));
-    e.line(format!("setp.lt.u32 {}, {at}, {}", inside[1], v.len));
-    e.line(format!("mad.lo.s32 {at}, {row}, {}, {}", v.row, v.base));
-    e.line(format!("add.s32 {at}, {at}, {feature}"));
-    // The rows' byte offsets, per element size.
-    let mut offsets: Vec<(usize, String)> = Vec::with_capacity(2);
+    let units = KEYS / 2 * quads;
+    if !units.is_multiple_of(THREADS) {
+        return Err(PtxError::Unsupported {
+            kernel: v.kernel.to_string(),
+            what: format!("tensor-core attention tiles of {d} features"),
+        });
+    }
+    // Per unit of the thread: its pair of rows, first feature, rows' predicates and element.
+    let placed: Vec<_> = (0..units / THREADS)
+        .map(|i| {
+            let [unit, pair_of_rows, feature, row, at] = e.regs::<5>(Class::R);
+            let inside = e.regs::<2>(Class::P);
+            e.line(format!("add.u32 {unit}, {tid}, {}", i * THREADS));
+            e.line(format!("div.u32 {pair_of_rows}, {unit}, {quads}"));
+            e.line(format!("rem.u32 {feature}, {unit}, {quads}"));
+            e.line(format!("shl.b32 {feature}, {feature}, 2"));
+            e.line(format!("mad.lo.s32 {row}, {pair_of_rows}, 2, {}", v.start));
+            e.line(format!("setp.lt.u32 {}, {row}, {}", inside[0], v.len));
+            e.line(format!("add.u32 {at}, {row}, 1"));
+            e.line(format!("setp.lt.u32 {}, {at}, {}", inside[1], v.len));
+            e.line(format!("mad.lo.s32 {at}, {row}, {}, {}", v.row, v.base));
+            e.line(format!("add.s32 {at}, {at}, {feature}"));
+            (pair_of_rows, feature, inside, at)
+        })
+        .collect();
+    let slot = e.reg(Class::R);
     for (source, dtype, tiles) in sources {
         let bytes = dtype.size_bytes();
-        let offset = match offsets.iter().find(|(b, _)| *b == bytes) {
-            Some((_, offset)) => offset.clone(),
-            None => {
-                let offset = e.reg(Class::Rd);
-                e.line(format!("mul.wide.u32 {offset}, {at}, {bytes}"));
-                offsets.push((bytes, offset.clone()));
-                offset
-            }
-        };
-        let address = e.reg(Class::Rd);
-        e.line(format!("add.s64 {address}, {source}, {offset}"));
-        let two = load_quads(e, (&address, *dtype), (&inside, v.row), zero);
-        for t in tiles {
-            match t.layout {
-                Layout::Rows => {
-                    // Rows `2 * pair_of_rows` and the next, features `feature..+4`.
-                    e.line(format!(
-                        "mad.lo.s32 {slot}, {pair_of_rows}, {}, {feature}",
-                        2 * (d + PAD)
-                    ));
-                    e.line(format!("mad.lo.s32 {slot}, {slot}, 2, {}", t.base));
-                    for k in 0..2 {
-                        let [low, high] = match &two {
-                            Quads::Wide(x) => [
-                                pack(e, &x[k][1], &x[k][0], false),
-                                pack(e, &x[k][3], &x[k][2], false),
-                            ],
-                            Quads::Packed(w) => w[k].clone(),
-                        };
-                        e.line(format!(
-                            "st.shared.v2.b32 [{slot}+{}], {{{low}, {high}}}",
-                            k * Layout::Rows.row_bytes(d)
-                        ));
-                    }
-                }
-                Layout::Transposed => {
-                    // Feature rows `feature..+4`, the two rows side by side.
-                    e.line(format!(
-                        "mad.lo.s32 {slot}, {feature}, {}, {pair_of_rows}",
-                        (KEYS + PAD) / 2
-                    ));
-                    e.line(format!("mad.lo.s32 {slot}, {slot}, 4, {}", t.base));
-                    for f in 0..4 {
-                        let packed = match &two {
-                            Quads::Wide(x) => pack(e, &x[1][f], &x[0][f], false),
-                            Quads::Packed(w) => {
-                                interleaved(e, &w[0][f / 2], &w[1][f / 2], f % 2 == 1)
-                            }
-                        };
-                        e.line(format!(
-                            "st.shared.b32 [{slot}+{}], {packed}",
-                            f * Layout::Transposed.row_bytes(d)
-                        ));
-                    }
-                }
+        let loaded: Vec<Quads> = placed
+            .iter()
+            .map(|(_, _, inside, at)| {
+                let address = e.reg(Class::Rd);
+                e.line(format!("mul.wide.u32 {address}, {at}, {bytes}"));
+                e.line(format!("add.s64 {address}, {source}, {address}"));
+                load_quads(e, (&address, *dtype), (inside, v.row), zero)
+            })
+            .collect();
+        for ((pair_of_rows, feature, _, _), two) in placed.iter().zip(&loaded) {
+            for t in tiles {
+                store_quads(e, t, two, (pair_of_rows, feature, &slot), d);
             }
         }
     }
-    e.line(format!("add.u32 {unit}, {unit}, {THREADS}"));
-    e.line(format!("bra {load_loop}"));
-    e.body.push_str(&format!("{loaded}:\n"));
+    Ok(())
+}
+
+/// A unit's two rows' four features (`two`, as loaded) stored into tile `t` at rows
+/// `2 * pair_of_rows` and the next, features `feature..+4` (`slot` a scratch register).
+fn store_quads(
+    e: &mut Emitter,
+    t: &Tile,
+    two: &Quads,
+    (pair_of_rows, feature, slot): (&str, &str, &str),
+    d: usize,
+) {
+    match t.layout {
+        Layout::Rows => {
+            e.line(format!(
+                "mad.lo.s32 {slot}, {pair_of_rows}, {}, {feature}",
+                2 * (d + PAD)
+            ));
+            e.line(format!("mad.lo.s32 {slot}, {slot}, 2, {}", t.base));
+            for k in 0..2 {
+                let [low, high] = match two {
+                    Quads::Wide(x) => [
+                        pack(e, &x[k][1], &x[k][0], false),
+                        pack(e, &x[k][3], &x[k][2], false),
+                    ],
+                    Quads::Packed(w) => w[k].clone(),
+                };
+                e.line(format!(
+                    "st.shared.v2.b32 [{slot}+{}], {{{low}, {high}}}",
+                    k * Layout::Rows.row_bytes(d)
+                ));
+            }
+        }
+        Layout::Transposed => {
+            // Feature rows `feature..+4`, the two rows side by side.
+            e.line(format!(
+                "mad.lo.s32 {slot}, {feature}, {}, {pair_of_rows}",
+                (KEYS + PAD) / 2
+            ));
+            e.line(format!("mad.lo.s32 {slot}, {slot}, 4, {}", t.base));
+            for f in 0..4 {
+                let packed = match two {
+                    Quads::Wide(x) => pack(e, &x[1][f], &x[0][f], false),
+                    Quads::Packed(w) => interleaved(e, &w[0][f / 2], &w[1][f / 2], f % 2 == 1),
+                };
+                e.line(format!(
+                    "st.shared.b32 [{slot}+{}], {packed}",
+                    f * Layout::Transposed.row_bytes(d)
+                ));
+            }
+        }
+    }
 }
 
 /// Four features of each of two rows, as loaded.
@@ -694,7 +715,11 @@ pub fn render_attention_mma(k: &AttentionKernel, mode: MathMode) -> Result<Strin
         minus_inf,
     } = entry_start(&mut e, name, 3 + outputs);
 
-    let w = warp_rows(&mut e, (&ctaid, &tid), t_len, heads);
+    let heavy = match k.causal {
+        true => HeavyRows::Last,
+        false => HeavyRows::First,
+    };
+    let w = warp_rows(&mut e, (&ctaid, &tid), t_len, (k.batch, heads), heavy);
     let q_rows = lane_rows(&mut e, &w, (&a[0], k.operands), (t_len, heads, d));
     let queries = fragments_of(&mut e, &q_rows, d, k.operands);
     // The output rows' accumulators; each row's running maximum and partial sum.
@@ -725,6 +750,7 @@ pub fn render_attention_mma(k: &AttentionKernel, mode: MathMode) -> Result<Strin
     e.body.push_str(&format!("{tile_loop}:\n"));
     e.line("bar.sync 0".into());
     let visited = Visited {
+        kernel: name,
         base: &kv_base,
         len: s_len,
         row: heads * d,
@@ -734,7 +760,7 @@ pub fn render_attention_mma(k: &AttentionKernel, mode: MathMode) -> Result<Strin
         (a[1].as_str(), k.operands, vec![&keys]),
         (a[2].as_str(), k.operands, vec![&values]),
     ];
-    load_tiles(&mut e, &visited, &sources, (d, &tid, &zero));
+    load_tiles(&mut e, &visited, &sources, (d, &tid, &zero))?;
     e.line("bar.sync 0".into());
     let next = e.label("next");
     if k.causal {
