@@ -113,6 +113,11 @@ pub trait GpuMachine {
         let _ = modules;
         Err(MachineError::Refused("this machine loads PTX only".into()))
     }
+    /// Whether [`GpuMachine::load_cubins`] takes machine code, so that a compiler may
+    /// assemble its modules first.
+    fn loads_machine_code(&self) -> bool {
+        false
+    }
     fn multiprocessors(&self) -> u32;
     /// Blocks for a grid-stride kernel over `len` elements with blocks of `block` threads.
     fn grid_for(&self, len: usize, block: u32) -> u32;
@@ -237,6 +242,10 @@ impl GpuMachine for Arc<CudaDevice> {
             .iter()
             .map(|n| module.function(n))
             .collect::<Result<_, _>>()?)
+    }
+
+    fn loads_machine_code(&self) -> bool {
+        true
     }
 
     fn load_cubins(&self, modules: &[(&[u8], &[&str])]) -> Result<Vec<Function>, MachineError> {

@@ -85,7 +85,14 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
         machine: &M,
         matmul: MatmulPrecision,
     ) -> Result<GpuProgram<M>, GpuError> {
-        let program = ferrax_aot_runtime::gpu::GpuProgram::load(plan.run.clone(), machine, matmul)?;
+        // A device's driver compiles PTX modules one after another, most of a cold compile;
+        // `ptxas` processes, where one is at hand, assemble them at once. PTX where that
+        // fails: the driver may take what this `ptxas` does not.
+        let run = match machine.loads_machine_code() {
+            true => assembled(Cow::Borrowed(&plan.run), target).unwrap_or(Cow::Borrowed(&plan.run)),
+            false => Cow::Borrowed(&plan.run),
+        };
+        let program = ferrax_aot_runtime::gpu::GpuProgram::load(run.into_owned(), machine, matmul)?;
         Ok(GpuProgram {
             plan,
             target,
