@@ -1,12 +1,12 @@
 //! `jax.random`'s distributions built on its uniform, normal, exponential and gamma draws,
-//! and Poisson, against JAX's values for the same keys (`tests/jax/generate_random_more.py`
+//! Poisson and binomial, against JAX's values for the same keys (`tests/jax/generate_random_more.py`
 //! wrote `tests/jax/random_more_reference.json`), in f32 and f64, eagerly and under `jit`.
 //!
 //! Tolerances: each draw is a few elementary functions of JAX's bits, and ferrax's `tan`,
 //! `log`, `pow`, `exp` and `lgamma` round once where XLA's f32 ones may be an ulp or two away,
 //! amplified by the transformations' conditioning (a Cauchy draw near ±π/2): 1e-5 relative in
 //! f32, 1e-12 in f64 (1e-11 where a QR, SVD or eigendecomposition factors the matrix, whose
-//! rounding differs from LAPACK's). Counts (geometric, Poisson) are exact: their accept tests
+//! rounding differs from LAPACK's). Counts (geometric, Poisson, binomial) are exact: their accept tests
 //! and floors must match JAX's for any to. An SVD's or eigendecomposition's vectors are
 //! determined up to sign, which LAPACK and ferrax choose differently, so multivariate normal
 //! draws by those factors are compared by what the sign does not change: each draw's
@@ -143,6 +143,66 @@ fn mahalanobis(draws: &[f64], r: &Value) -> Vec<f64> {
         .collect()
 }
 
+/// A binomial reference's counts: numbers, or "nan" and "inf" as JSON has no such numbers.
+fn counts(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| match x.as_str() {
+            Some(text) => text.parse::<f64>().unwrap(),
+            None => x.as_f64().unwrap(),
+        })
+        .collect()
+}
+
+fn binomial_draw(name: &str, key: &Key, dtype: DType, r: &Value) -> Tensor {
+    let n = Tensor::from_vec([13], counts(&r["binomial_n"])).astype(dtype);
+    let p = Tensor::from_vec([13], counts(&r["binomial_p"])).astype(dtype);
+    match name {
+        "edges" => random::binomial(key, &n, &p, [13], dtype),
+        "inversion" => random::binomial(key, 20.0, 0.4, [3, 5], dtype),
+        "inversion_complement" => random::binomial(key, 20.0, 0.6, [20], dtype),
+        "rejection" => random::binomial(key, 500.0, 0.3, [300], dtype),
+        "rejection_complement" => random::binomial(key, 47.0, 0.55, [100], dtype),
+        other => panic!("no case {other}"),
+    }
+}
+
+/// Binomial counts, NaN and infinite ones included, are JAX's exactly: both methods' accept
+/// tests and floors decide them.
+#[test]
+fn binomial_counts_match_jax_eagerly_and_jitted() {
+    let r: Value = serde_json::from_str(include_str!("jax/random_more_reference.json")).unwrap();
+    let cases = r["binomial_cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 10);
+    for case in cases {
+        let name = case["name"].as_str().unwrap();
+        let dtype = match case["dtype"].as_str().unwrap() {
+            "float32" => DType::F32,
+            _ => DType::F64,
+        };
+        let want = counts(&case["value"]);
+        let key = random::key(case["seed"].as_u64().unwrap() as u32);
+        let eager = binomial_draw(name, &key, dtype, &r);
+        let r2 = r.clone();
+        let name2 = name.to_string();
+        let jitted = jit(move |k: Key| binomial_draw(&name2, &k, dtype, &r2))
+            .call(key)
+            .unwrap();
+        for (how, got) in [("eager", eager), ("jit", jitted)] {
+            assert_eq!(got.dtype(), dtype, "{name} {how}");
+            let got = got.astype(DType::F64).to_vec::<f64>().unwrap();
+            assert_eq!(got.len(), want.len(), "{name} {dtype} {how}");
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    g == w || (g.is_nan() && w.is_nan()),
+                    "binomial {name} {dtype} {how}[{i}]: {g} against JAX's {w}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn bad_parameters_are_errors_at_the_call() {
     let key = random::key(0);
@@ -168,8 +228,20 @@ fn bad_parameters_are_errors_at_the_call() {
         e.contains("multivariate_normal: mean must be [.., k] and cov [.., k, k]"),
         "{e}"
     );
+    let e = random::binomial(&key, 10.0, 0.5, [2], DType::I32)
+        .to_vec::<i32>()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("binomial: the dtype must be a float type"),
+        "{e}"
+    );
     // Zero-size draws.
     assert_eq!(random::poisson(&key, 3.0, [0], DType::I32).shape(), [0]);
+    assert_eq!(
+        random::binomial(&key, 10.0, 0.5, [0, 3], DType::F32).shape(),
+        [0, 3]
+    );
     assert_eq!(
         random::orthogonal(&key, 2, None, [0], DType::F32).shape(),
         [0, 2, 2]

@@ -1,5 +1,5 @@
 """Reference draws for ferrax::random's distributions built on uniform, normal, exponential
-and gamma draws, and Poisson (tests/random_more.rs), computed with JAX's default threefry2x32
+and gamma draws, Poisson and binomial (tests/random_more.rs), computed with JAX's default threefry2x32
 generator, so the same key gives the same values.
 
 Run: JAX_PLATFORMS=cpu python3 tests/jax/generate_random_more.py > tests/jax/random_more_reference.json
@@ -62,5 +62,37 @@ with jax.enable_x64(True):
 case("poisson", "int32", 19, random.poisson(random.key(19), jnp.asarray(LAM, jnp.float32), (8,), jnp.int32))
 case("poisson_shape", "int32", 20, random.poisson(random.key(20), 4.0, (3, 5), jnp.int32))
 case("poisson_large", "int32", 21, random.poisson(random.key(21), 60.0, (400,), jnp.int32))
-json.dump({"jax": jax.__version__, "mean": enc(MEAN), "cov": enc(COV), "lam": enc(LAM), "cases": cases}, sys.stdout)
+# Binomial counts are floats that may be NaN or infinite: those as strings, which JSON lacks.
+BINOMIAL_N = np.array([10.0, 100.0, 1000.0, -1.0, np.nan, np.inf, 5.5, 0.0, 30.0, 2e4, 40.0, 40.0, 12.0])
+BINOMIAL_P = np.array([0.3, 0.7, 0.5, 0.5, 0.5, 0.5, 0.9, 0.5, 0.0, 0.999, 1.0, np.nan, -0.1])
+
+
+def counts(x):
+    return [v if np.isfinite(v) else str(v) for v in np.asarray(x, np.float64).ravel().tolist()]
+
+
+binomial_cases = []
+
+
+def binomial_case(name, dtype, seed, value):
+    binomial_cases.append({"name": name, "dtype": dtype, "seed": seed, "value": counts(value)})
+
+
+def binomials(dtype):
+    dt = jnp.dtype(dtype)
+    k = random.key
+    binomial_case("edges", dtype, 22, random.binomial(
+        k(22), jnp.asarray(BINOMIAL_N, dt), jnp.asarray(BINOMIAL_P, dt), (13,), dt))
+    binomial_case("inversion", dtype, 23, random.binomial(k(23), 20.0, 0.4, (3, 5), dt))
+    binomial_case("inversion_complement", dtype, 24, random.binomial(k(24), 20.0, 0.6, (20,), dt))
+    binomial_case("rejection", dtype, 25, random.binomial(k(25), 500.0, 0.3, (300,), dt))
+    binomial_case("rejection_complement", dtype, 26, random.binomial(k(26), 47.0, 0.55, (100,), dt))
+
+
+binomials("float32")
+with jax.enable_x64(True):
+    binomials("float64")
+json.dump({"jax": jax.__version__, "mean": enc(MEAN), "cov": enc(COV), "lam": enc(LAM),
+           "binomial_n": counts(BINOMIAL_N), "binomial_p": counts(BINOMIAL_P),
+           "cases": cases, "binomial_cases": binomial_cases}, sys.stdout)
 sys.stdout.write("\n")

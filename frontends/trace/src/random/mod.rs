@@ -6,6 +6,7 @@
 //! the bits JAX gives (`tests/random.rs` checks them against values JAX generated). Samplers
 //! trace to `u32` elementwise IR over an iota: compiled, a draw is one fused kernel.
 
+mod binomial;
 mod distributions;
 mod gamma;
 mod integers;
@@ -16,6 +17,7 @@ mod sample;
 mod threefry;
 mod transforms;
 
+pub use binomial::binomial;
 pub use distributions::{choice, exponential, laplace, logistic, rademacher};
 pub use gamma::{beta, dirichlet, gamma, loggamma};
 pub use integers::randint;
