@@ -198,6 +198,51 @@ fn schedules_match_optax_at_each_step() {
     check_schedules(&r, schedules);
 }
 
+/// Schedule-free SGD (warm-up, weight decay), AdamW and a schedule-free Adam without momentum
+/// against optax.contrib, eagerly and under `jit`, then their evaluation parameters after the
+/// last step.
+#[test]
+fn schedule_free_optimizers_follow_optax() {
+    let r: Value = serde_json::from_str(include_str!("jax/optim_optax_reference.json")).unwrap();
+    let sgd = optim::schedule_free_sgd(0.1, Some(3), 0.9, Some(0.01), 2.0);
+    let adamw = optim::schedule_free_adamw(0.05, Some(2), (0.9, 0.99, 1e-8), 0.01, 2.0);
+    let adam = optim::schedule_free(optim::adam(0.05, 0.0, 0.999, 1e-8), 0.05, 0.8, 1.0);
+    check_in(&r, "schedule_free_sgd", sgd.clone());
+    check_in(&r, "schedule_free_adamw", adamw.clone());
+    check_in(&r, "schedule_free_adam", adam.clone());
+    check_eval_params(&r, "schedule_free_sgd", &sgd);
+    check_eval_params(&r, "schedule_free_adamw", &adamw);
+    check_eval_params(&r, "schedule_free_adam", &adam);
+}
+
+/// Runs case `name` (a schedule-free optimizer) eagerly and checks its evaluation parameters
+/// after the last step.
+fn check_eval_params<T: GradientTransformation<Params>>(
+    r: &Value,
+    name: &str,
+    opt: &optim::ScheduleFree<T>,
+) {
+    let case = r["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap();
+    let grads: Vec<Params> = r["grads"].as_array().unwrap().iter().map(tree).collect();
+    let mut p = tree(&r["params"]);
+    let mut s = opt.init(&p);
+    for g in &grads {
+        let (u, next) = opt.update(g, &s, &p);
+        (p, s) = (optim::apply_updates(&p, &u), next);
+    }
+    let eval = optim::schedule_free_eval_params(&s, &p);
+    assert_close(
+        &eval,
+        &tree(&case["eval_params"]),
+        &format!("{name} eval params"),
+    );
+}
+
 /// RMSProp, Adagrad (an exact zero gradient among them), Lion with a weight-decay mask, Adam
 /// on an exponential decay, SGD on a piecewise-constant schedule and Adam on gradients
 /// accumulated over 3 steps (`MultiSteps`: parameters still for two steps, then moved) against

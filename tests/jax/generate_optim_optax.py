@@ -1,8 +1,9 @@
 """Reference trajectories for ferrax::optim's RMSProp, Adagrad, Lion, gradient accumulation
 (MultiSteps), Adamax, Nadam, AMSGrad, AdaBelief, RAdam, LAMB, Adafactor (factored or not,
 with momentum and weight decay), Yogi, Adadelta, the clip, zero_nans and apply_if_finite
-guards (on gradients with NaNs and infinities) and the exponential and piecewise-constant
-schedules (tests/optim.rs), computed with optax itself in float32.
+guards (on gradients with NaNs and infinities), schedule-free SGD, AdamW and Adam (with their
+evaluation parameters after the last step) and the schedules (tests/optim.rs), computed with
+optax itself in float32.
 
 Run: JAX_PLATFORMS=cpu python3 tests/jax/generate_optim_optax.py > tests/jax/optim_optax_reference.json
 (needs jax, numpy and optax). The format is generate_optim.py's: each case runs an optimizer
@@ -75,6 +76,12 @@ CASES.update({
     "zero_nans_adam": optax.chain(optax.zero_nans(), optax.adam(0.05)),
     "apply_if_finite_adam": optax.apply_if_finite(optax.adam(0.05), 2),
 })
+CASES.update({
+    "schedule_free_sgd": optax.contrib.schedule_free_sgd(0.1, warmup_steps=3, b1=0.9, weight_decay=0.01),
+    "schedule_free_adamw": optax.contrib.schedule_free_adamw(
+        0.05, warmup_steps=2, b1=0.9, b2=0.99, eps=1e-8, weight_decay=0.01),
+    "schedule_free_adam": optax.contrib.schedule_free(optax.adam(0.05, b1=0.0), 0.05, b1=0.8, weight_lr_power=1.0),
+})
 STREAMS = {"zero_nans_adam": NAN_GRADS, "apply_if_finite_adam": BAD_GRADS}
 SCHEDULES = {
     "polynomial": optax.polynomial_schedule(0.5, 0.01, 2.0, 7, transition_begin=2),
@@ -115,6 +122,8 @@ for name, opt in CASES.items():
         params = optax.apply_updates(params, u)
         trajectory.append(tree(params))
     case = {"name": name, "params": trajectory}
+    if name.startswith("schedule_free"):
+        case["eval_params"] = tree(optax.contrib.schedule_free_eval_params(state, params))
     if name in STREAMS:
         case["grads"] = [tree(g) for g in grads]
     cases.append(case)

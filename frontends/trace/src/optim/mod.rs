@@ -32,6 +32,7 @@ mod clip;
 mod guards;
 mod moments;
 mod schedule;
+mod schedule_free;
 mod sgd;
 
 pub use accumulate::{multi_steps, MultiSteps, MultiStepsState};
@@ -50,8 +51,9 @@ pub use guards::{
     ZeroNansState,
 };
 pub use moments::{
-    adadelta, adagrad, lion, rmsprop, Adadelta, AdadeltaState, Adagrad, Lion, MomentState, RmsProp,
-    ScaleByAdadelta, ScaleByLion, ScaleByRms, ScaleByRss,
+    adadelta, adagrad, lion, rmsprop, Adadelta, AdadeltaState, Adagrad, Lion, MomentState,
+    RmsCountState, RmsProp, ScaleByAdadelta, ScaleByLion, ScaleByRms, ScaleByRmsCorrected,
+    ScaleByRss,
 };
 pub use schedule::{
     constant_schedule, cosine_decay_schedule, cosine_onecycle_schedule, exponential_decay,
@@ -59,6 +61,10 @@ pub use schedule::{
     piecewise_interpolate_schedule, polynomial_schedule, scale_by_learning_rate, sgdr_schedule,
     warmup_cosine_decay_schedule, warmup_exponential_decay_schedule, CountState, Interpolation,
     LearningRate, ScaleByLearningRate, Schedule, WarmupCosine,
+};
+pub use schedule_free::{
+    schedule_free, schedule_free_adamw, schedule_free_eval_params, schedule_free_sgd, ScheduleFree,
+    ScheduleFreeAdamW, ScheduleFreeSgd, ScheduleFreeState,
 };
 pub use sgd::{sgd, sgd_momentum, trace, Sgd, Trace, TraceState};
 

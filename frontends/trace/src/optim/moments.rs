@@ -1,10 +1,13 @@
 //! The optimizers that keep one moment per parameter: RMSProp (optax's `scale_by_rms`, a
-//! decaying mean of squared gradients), Adagrad (`scale_by_rss`, their running sum) and Lion
+//! decaying mean of squared gradients, bias-corrected for schedule-free AdamW), Adagrad (`scale_by_rss`, their running sum) and Lion
 //! (`scale_by_lion`, the sign of an interpolated momentum), each chained with the learning
 //! rate as optax's aliases are (Lion with decoupled weight decay, as `optax.lion`).
 
-use super::adam::second_moments;
-use super::{leaves_of, or_failed, scale_by_learning_rate, AddDecayedWeights, Chain, Mask};
+use super::adam::{bias_correction, correction_type, second_moments};
+use super::{
+    increment, leaves_of, or_failed, scale_by_learning_rate, zero_count, AddDecayedWeights, Chain,
+    Mask,
+};
 use super::{GradientTransformation, LearningRate, ScaleByLearningRate};
 use crate::tree::child_key_paths;
 use crate::tree_util::{tree_map, tree_unflatten, zeros_like};
@@ -80,6 +83,78 @@ impl<P: Tree> GradientTransformation<P> for ScaleByRms {
             let nu = (g * g) * (1.0 - self.decay) + nu * self.decay;
             ((&nu + self.eps).rsqrt() * g, nu)
         })
+    }
+}
+
+/// RMSProp's scaling with bias correction and `eps` outside the square root
+/// (`optax.scale_by_rms(decay, eps, eps_in_sqrt=False, bias_correction=True)`; Adam's second
+/// moment alone): `nu = decay·nu + (1 − decay)·g²`, the update `g / (sqrt(nu / (1 −
+/// decay^t)) + eps)` at step `t`.
+#[derive(Clone, Debug)]
+pub struct ScaleByRmsCorrected {
+    pub decay: f64,
+    pub eps: f64,
+}
+
+/// [`ScaleByRmsCorrected`]'s state: an `i32` step count and the second moment.
+#[derive(Clone, Debug)]
+pub struct RmsCountState<P> {
+    pub count: Tensor,
+    pub nu: P,
+}
+
+impl<P: Tree> Tree for RmsCountState<P> {
+    fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef {
+        TreeDef::Node(vec![self.count.flatten(leaves), self.nu.flatten(leaves)])
+    }
+
+    fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
+        let c = def.children(2)?;
+        Ok(RmsCountState {
+            count: Tensor::unflatten(&c[0], leaves)?,
+            nu: P::unflatten(&c[1], leaves)?,
+        })
+    }
+
+    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        child_key_paths("count", &self.count, prefix, out);
+        child_key_paths("nu", &self.nu, prefix, out);
+    }
+}
+
+impl<P: Tree> GradientTransformation<P> for ScaleByRmsCorrected {
+    type State = RmsCountState<P>;
+
+    fn init(&self, params: &P) -> RmsCountState<P> {
+        RmsCountState {
+            count: zero_count(),
+            nu: zeros_like(params),
+        }
+    }
+
+    fn update(&self, updates: &P, state: &RmsCountState<P>, _: &P) -> (P, RmsCountState<P>) {
+        let result =
+            leaves_of(updates, [(&state.nu, "the second moment")]).and_then(|(def, g, [nu])| {
+                let nu = second_moments(&g, &nu, self.decay);
+                let count = increment(&state.count);
+                let correction = bias_correction(self.decay, &count, correction_type(&g));
+                let out = g
+                    .iter()
+                    .zip(&nu)
+                    .map(|(g, nu)| {
+                        let nu_hat = nu / correction.astype(nu.dtype());
+                        (1.0 / (nu_hat.sqrt() + self.eps)) * g
+                    })
+                    .collect();
+                Ok((
+                    tree_unflatten(&def, out)?,
+                    RmsCountState {
+                        count,
+                        nu: tree_unflatten(&def, nu)?,
+                    },
+                ))
+            });
+        or_failed(result, updates, state)
     }
 }
 
