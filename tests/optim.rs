@@ -245,7 +245,8 @@ fn check_eval_params<T: GradientTransformation<Params>>(
 
 /// RMSProp, Adagrad (an exact zero gradient among them), Lion with a weight-decay mask, Adam
 /// on an exponential decay, SGD on a piecewise-constant schedule and Adam on gradients
-/// accumulated over 3 steps (`MultiSteps`: parameters still for two steps, then moved) against
+/// accumulated over 3 steps (`MultiSteps`: parameters still for two steps, then moved; and
+/// over 2, skipping non-finite or large gradients) against
 /// optax 0.2.8 itself
 /// (`tests/jax/generate_optim_optax.py`), eagerly and under `jit`, and the schedules at every
 /// step.
@@ -266,6 +267,16 @@ fn more_optimizers_and_schedules_follow_optax() {
     check_in(&r, "sgd_piecewise", optim::sgd(piecewise()));
     let accumulated = optim::multi_steps(optim::adam(0.05, 0.9, 0.999, 1e-8), 3);
     check_in(&r, "multi_steps_adam", accumulated);
+    let skipping = |rule| optim::multi_steps_skipping(optim::adam(0.05, 0.9, 0.999, 1e-8), 2, rule);
+    check_in(
+        &r,
+        "multi_steps_skip_not_finite",
+        skipping(optim::SkipUpdate::NotFinite),
+    );
+    let large = optim::SkipUpdate::LargeUpdates {
+        max_squared_norm: 10.0,
+    };
+    check_in(&r, "multi_steps_skip_large", skipping(large));
     check_in(&r, "adamax", optim::adamax(0.05, 0.9, 0.999, 1e-8));
     check_in(&r, "nadam", optim::nadam(0.05, 0.9, 0.999, 1e-8));
     check_in(&r, "amsgrad", optim::amsgrad(0.05, 0.9, 0.999, 1e-8));

@@ -1,7 +1,8 @@
 """Reference trajectories for ferrax::optim's RMSProp, Adagrad, Lion, gradient accumulation
 (MultiSteps), Adamax, Nadam, AMSGrad, AdaBelief, RAdam, LAMB, Adafactor (factored or not,
 with momentum and weight decay), Yogi, Adadelta, the clip, zero_nans and apply_if_finite
-guards (on gradients with NaNs and infinities), schedule-free SGD, AdamW and Adam (with their
+guards (on gradients with NaNs and infinities), MultiSteps skipping non-finite or large
+gradients, schedule-free SGD, AdamW and Adam (with their
 evaluation parameters after the last step) and the schedules (tests/optim.rs), computed with
 optax itself in float32.
 
@@ -10,6 +11,7 @@ Run: JAX_PLATFORMS=cpu python3 tests/jax/generate_optim_optax.py > tests/jax/opt
 for STEPS steps from the same params (a dict of two arrays) on committed gradients and records
 the params after every step; each schedule is recorded at steps 0 to 11.
 """
+import functools
 import json
 import sys
 
@@ -82,7 +84,16 @@ CASES.update({
         0.05, warmup_steps=2, b1=0.9, b2=0.99, eps=1e-8, weight_decay=0.01),
     "schedule_free_adam": optax.contrib.schedule_free(optax.adam(0.05, b1=0.0), 0.05, b1=0.8, weight_lr_power=1.0),
 })
-STREAMS = {"zero_nans_adam": NAN_GRADS, "apply_if_finite_adam": BAD_GRADS}
+# Gradient norms² about 0.1, 81, 2, 36, 0.4 and 20: a bound of 10 skips steps 2, 4 and 6.
+CASES.update({
+    "multi_steps_skip_not_finite": optax.MultiSteps(
+        optax.adam(0.05), every_k_schedule=2, should_skip_update_fn=optax.skip_not_finite),
+    "multi_steps_skip_large": optax.MultiSteps(
+        optax.adam(0.05), every_k_schedule=2,
+        should_skip_update_fn=functools.partial(optax.skip_large_updates, max_squared_norm=10.0)),
+})
+STREAMS = {"zero_nans_adam": NAN_GRADS, "apply_if_finite_adam": BAD_GRADS,
+           "multi_steps_skip_not_finite": BAD_GRADS}
 SCHEDULES = {
     "polynomial": optax.polynomial_schedule(0.5, 0.01, 2.0, 7, transition_begin=2),
     "warmup_exponential": optax.warmup_exponential_decay_schedule(0.0, 0.3, 3, 2, 0.5, transition_begin=1, end_value=0.05),

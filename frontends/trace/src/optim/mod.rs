@@ -35,7 +35,9 @@ mod schedule;
 mod schedule_free;
 mod sgd;
 
-pub use accumulate::{multi_steps, MultiSteps, MultiStepsState};
+pub use accumulate::{
+    multi_steps, multi_steps_skipping, MultiSteps, MultiStepsState, SkipState, SkipUpdate,
+};
 pub use adafactor::{adafactor, Adafactor, AdafactorState};
 pub use adam::{
     adam, adamw, nadam, Adam, AdamState, AdamW, AddDecayedWeights, LeafPredicate, Mask, ScaleByAdam,
