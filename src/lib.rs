@@ -15,12 +15,12 @@ pub use exported::{Exported, ExportedError};
 pub use ferrax_trace::Tree;
 pub use ferrax_trace::{
     checkpoint, custom_jvp, custom_jvp_named, custom_vjp, custom_vjp_named, debug, fft,
-    global_norm, grad, grad_with_aux, hessian, hessian_tree, jacfwd, jacfwd_tree, jacrev,
-    jacrev_tree, jit, jvp, lax, nn, optim, pure_callback, random, ravel_pytree, remat, remat_with,
-    scipy, trace, tree_flatten, tree_leaves, tree_map, tree_map2, tree_map_n, tree_structure,
-    tree_sum, tree_unflatten, value_and_grad, value_and_grad_with_aux, vjp, vmap, vmap_axes,
-    zeros_like, Artifact, At, Axes, AxisSpec, AxisTree, Batch, Compiled, ConvDims, ConvPadding,
-    Convolution, ConvolveMode, Device, DotPrecision, Error, IndexMode, Jit, Lowered, MatrixNorm,
-    Operand, PadMode, Padding, Pullback, QuantileMethod, RematPolicy, Result, Signature, Static,
-    Tensor, TreeDef, VmapMethod, Window,
+    global_norm, grad, grad_with_aux, hessian, hessian_tree, io_callback, jacfwd, jacfwd_tree,
+    jacrev, jacrev_tree, jit, jvp, lax, nn, optim, pure_callback, random, ravel_pytree, remat,
+    remat_with, scipy, trace, tree_flatten, tree_leaves, tree_map, tree_map2, tree_map_n,
+    tree_structure, tree_sum, tree_unflatten, value_and_grad, value_and_grad_with_aux, vjp, vmap,
+    vmap_axes, zeros_like, Artifact, At, Axes, AxisSpec, AxisTree, Batch, Compiled, ConvDims,
+    ConvPadding, Convolution, ConvolveMode, Device, DotPrecision, Error, IndexMode, Jit, Lowered,
+    MatrixNorm, Operand, PadMode, Padding, Pullback, QuantileMethod, RematPolicy, Result,
+    Signature, Static, Tensor, TreeDef, VmapMethod, Window,
 };

@@ -119,6 +119,7 @@ pub(crate) fn fusible(func: &Func, i: usize, target: &Target) -> bool {
         | Op::CustomJvp(_)
         | Op::DebugCallback { .. }
         | Op::PureCallback(_)
+        | Op::IoCallback(_)
         | Op::AddDependency
         | Op::While(_)
         | Op::Cond(_)
@@ -581,6 +582,7 @@ fn reads_from_memory(func: &Func, i: usize, run: std::ops::Range<usize>) -> bool
         | Op::CustomJvp(_)
         | Op::DebugCallback { .. }
         | Op::PureCallback(_)
+        | Op::IoCallback(_)
         | Op::AddDependency
         | Op::While(_)
         | Op::Cond(_)

@@ -113,11 +113,13 @@ impl Func {
     }
 
     /// Whether this function (or one it holds) calls host functions of this process
-    /// (`debug_callback`, `pure_callback`), which no other process has.
+    /// (`debug_callback`, `pure_callback`, `io_callback`), which no other process has.
     pub fn calls_host(&self) -> bool {
         self.body.iter().any(|ins| {
-            matches!(ins.op, Op::DebugCallback { .. } | Op::PureCallback(_))
-                || ins.op.regions().iter().any(|(_, f)| f.calls_host())
+            matches!(
+                ins.op,
+                Op::DebugCallback { .. } | Op::PureCallback(_) | Op::IoCallback(_)
+            ) || ins.op.regions().iter().any(|(_, f)| f.calls_host())
         })
     }
 }
@@ -179,14 +181,15 @@ impl Op {
             | Op::Attention(_)
             | Op::DebugCallback { .. }
             | Op::PureCallback(_)
+            | Op::IoCallback(_)
             | Op::AddDependency => Vec::new(),
         }
     }
 
-    /// Whether running this op has an effect beyond its value: a `debug_callback`, or an op
-    /// holding a function that runs one.
+    /// Whether running this op has an effect beyond its value: a `debug_callback` or
+    /// `io_callback`, or an op holding a function that runs one.
     pub fn has_effect(&self) -> bool {
-        matches!(self, Op::DebugCallback { .. })
+        matches!(self, Op::DebugCallback { .. } | Op::IoCallback(_))
             || self.regions().iter().any(|(_, f)| f.has_effects())
     }
 
@@ -272,6 +275,7 @@ impl Op {
             | Op::Attention(_)
             | Op::DebugCallback { .. }
             | Op::PureCallback(_)
+            | Op::IoCallback(_)
             | Op::AddDependency => None,
         }
     }

@@ -40,8 +40,8 @@ pub use literal::{
 };
 pub use lower::{LowerError, OpSink};
 pub use op::{
-    BinaryOp, CompareOp, CustomJvp, CustomVjp, DotDims, FftKind, Op, PureCallback, ReduceOp,
-    UnaryOp,
+    BinaryOp, CompareOp, CustomJvp, CustomVjp, DotDims, FftKind, IoCallback, Op, PureCallback,
+    ReduceOp, UnaryOp,
 };
 pub use ops::infer_type;
 #[cfg(feature = "text")]

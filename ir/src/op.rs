@@ -554,6 +554,11 @@ pub enum Op {
     /// operands' values (`jax.pure_callback`), of the instruction's type. Pure: runs may share
     /// or skip calls as they would any op's (see [`PureCallback`]).
     PureCallback(Box<PureCallback>),
+    /// `(token, x_1, .., x_n)`: the value the host function registered as `callback` returns
+    /// for the operands `x_i`, of the instruction's type, called where it stands among the
+    /// program's effects (`jax.experimental.io_callback`): an effect, as `debug_callback` is,
+    /// that gives a value; the next effects wait for it (see [`IoCallback`]).
+    IoCallback(Box<IoCallback>),
     /// `(x, after)`: `x`, once `after` (of any type) is computed, with the effects behind it
     /// (XLA's `add_dependency`, whose `after` is a token). Never folded away: it is how a
     /// callback's effect reaches the outputs.
@@ -586,6 +591,16 @@ pub struct PureCallback {
     /// Under `vmap`, one call on the whole batch (operands and result with a leading batch
     /// dimension; an unbatched operand of size 1 there), rather than one call per example.
     pub expand_dims: bool,
+}
+
+/// An `io_callback`: the host function's id, its result's type, and whether it was asked to
+/// keep its order with other callbacks (JAX's `ordered`; ferrax keeps every callback's order,
+/// and `vmap` refuses an ordered one, as JAX does).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct IoCallback {
+    pub callback: u64,
+    pub result: TensorType,
+    pub ordered: bool,
 }
 
 /// The two programs of a `custom_jvp` call. `primal` maps the operands to the one result;
@@ -643,6 +658,7 @@ impl Op {
             Op::DebugCallback { .. } => "debug_callback",
             Op::AddDependency => "add_dependency",
             Op::PureCallback(_) => "pure_callback",
+            Op::IoCallback(_) => "io_callback",
             Op::While(_) => "while",
             Op::Cond(_) => "cond",
             Op::Scan(_) => "scan",

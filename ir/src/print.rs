@@ -191,6 +191,10 @@ fn write_instr(f: &mut fmt::Formatter<'_>, ins: &Instr, indent: usize) -> fmt::R
             items.item(format_args!("callback={}", c.callback))?;
             items.flag("expand_dims", c.expand_dims)?;
         }
+        Op::IoCallback(c) => {
+            items.item(format_args!("callback={}", c.callback))?;
+            items.flag("ordered", c.ordered)?;
+        }
         Op::Gather(g) => gather_attrs(g, &mut items)?,
         Op::Scatter(s) => scatter_attrs(s, &mut items)?,
         Op::CustomVjp(c) => {

@@ -181,6 +181,15 @@ fn silenced(func: &Func) -> Result<Func, AutodiffError> {
             Op::DebugCallback { .. } => {
                 b.push(Op::Constant(Literal::scalar(Scalar::Bool(false))), &[])?
             }
+            // Its value is needed and the primal call made it: a second call would repeat
+            // the effect.
+            Op::IoCallback(_) => {
+                return Err(AutodiffError::Unsupported(
+                    "reverse mode through a loop whose body calls io_callback would call it \
+                     again; compute the gradient outside the loop or use pure_callback"
+                        .into(),
+                ))
+            }
             op => {
                 let args: Vec<ValueId> = ins.args.iter().map(|a| values[a.index()]).collect();
                 let op = match op.has_effect() {

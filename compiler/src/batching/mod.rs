@@ -37,6 +37,9 @@ pub enum BatchError {
     /// rule reads).
     #[error("malformed program: {0}")]
     Malformed(String),
+    /// An op `vmap` refuses, as JAX does: the message says which and why.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 pub(crate) type R<T = ValueId> = Result<T, BatchError>;

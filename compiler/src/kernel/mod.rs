@@ -423,6 +423,7 @@ pub fn lower(
                     | Op::CustomJvp(_)
                     | Op::DebugCallback { .. }
                     | Op::PureCallback(_)
+                    | Op::IoCallback(_)
                     | Op::AddDependency
                     | Op::While(_)
                     | Op::Cond(_)

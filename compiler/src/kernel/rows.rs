@@ -504,6 +504,7 @@ impl RowLowering<'_> {
             | Op::CustomJvp(_)
             | Op::DebugCallback { .. }
             | Op::PureCallback(_)
+            | Op::IoCallback(_)
             | Op::AddDependency
             | Op::While(_)
             | Op::Cond(_)

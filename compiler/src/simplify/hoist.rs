@@ -75,6 +75,7 @@ pub(super) fn hoist_loop_invariants(func: &Func) -> Func {
             | Op::CustomJvp(_)
             | Op::DebugCallback { .. }
             | Op::PureCallback(_)
+            | Op::IoCallback(_)
             | Op::AddDependency => None,
         };
         let pushed = match moved {

@@ -96,7 +96,7 @@ fn call_back(
             let op = Op::DebugCallback {
                 callback: register(),
             };
-            ctx.push_effect(op, args, location)
+            ctx.push_effect(op, args, location).map(|_| ())
         }
         None => {
             let values = args

@@ -29,7 +29,7 @@ mod tree_util;
 mod vmap;
 
 pub use aot::{Artifact, Batch};
-pub use callback::{pure_callback, VmapMethod};
+pub use callback::{io_callback, pure_callback, VmapMethod};
 pub use device::Device;
 pub use error::{Error, Result};
 pub use ferrax_ir::{ConvDims, ConvPadding, Convolution};

@@ -277,7 +277,12 @@ pub(crate) fn record(
     location: &'static Location<'static>,
     guess: TensorType,
 ) -> Tensor {
-    match ctx.push(op, args, location) {
+    traced(ctx.push(op, args, location), guess)
+}
+
+/// The tensor of a recorded value, or the failed one of type `guess` carrying the error.
+pub(crate) fn traced(recorded: crate::Result<Tracer>, guess: TensorType) -> Tensor {
+    match recorded {
         Ok(tracer) => Tensor(Inner::Traced(tracer)),
         Err(error) => Tensor(Inner::Failed {
             error: Arc::new(error),

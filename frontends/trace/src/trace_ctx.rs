@@ -152,8 +152,9 @@ impl State {
     /// among them: its first operand waits for the effects before it, and the effects after
     /// it wait for its result.
     fn record(&mut self, op: Op, mut args: Vec<Local>) -> Result<Local, String> {
-        // A callback itself is chained by `push_effect`.
-        let effect = op.has_effect() && !matches!(op, Op::DebugCallback { .. });
+        // A callback itself is chained by `push_effect` (or, copied from another program, is
+        // there with its token).
+        let effect = op.has_effect() && !matches!(op, Op::DebugCallback { .. } | Op::IoCallback(_));
         if effect {
             args = self.after_effects(&op, args)?;
         }
@@ -303,16 +304,17 @@ impl TraceCtx {
         }
     }
 
-    /// Records the host callback `op` (a `debug_callback`) on `args` after the trace's earlier
-    /// effects: it takes their token and gives the next one. When the trace ends, each output
-    /// waits for the last token (`add_dependency`), so whatever keeps an output keeps every
+    /// Records the host callback `op` on `args` after the trace's earlier effects: it takes
+    /// their token, and gives the next one (a `debug_callback`) or a value the next effects
+    /// wait for (an `io_callback`), which is returned. When the trace ends, each output waits
+    /// for the last token (`add_dependency`), so whatever keeps an output keeps every
     /// callback, in the order they were traced.
     pub(crate) fn push_effect<T: Lift>(
         self: &Arc<Self>,
         op: Op,
         args: &[&T],
         location: &'static Location<'static>,
-    ) -> Result<()> {
+    ) -> Result<Tracer> {
         let mut state = self.state();
         let result = if self.is_finished() {
             Err(format!(
@@ -324,20 +326,31 @@ impl TraceCtx {
                 .map(|a| state.lift(self.serial, a.lift()))
                 .collect::<Result<Vec<_>, _>>()
                 .and_then(|ids| {
-                    let mut operands = vec![state.token()?];
+                    let before = state.token()?;
+                    let gives_token = matches!(op, Op::DebugCallback { .. });
+                    let mut operands = vec![before];
                     operands.extend(ids);
-                    let token = state.record(op, operands)?;
-                    state.token = Some(token);
-                    Ok(())
+                    let value = state.record(op, operands)?;
+                    state.token = Some(match gives_token {
+                        true => value,
+                        false => state.record(Op::AddDependency, vec![before, value])?,
+                    });
+                    Ok(value)
                 })
         };
-        result.map_err(|message| {
-            let error = Error::Trace { location, message };
-            if state.error.is_none() {
-                state.error = Some(error.clone());
-            }
-            error
-        })
+        result
+            .map(|id| Tracer {
+                ctx: self.clone(),
+                id,
+                ty: state.ty(id).clone(),
+            })
+            .map_err(|message| {
+                let error = Error::Trace { location, message };
+                if state.error.is_none() {
+                    state.error = Some(error.clone());
+                }
+                error
+            })
     }
 
     /// Ends the trace: the recorded function named `name` returning `outputs`, its parameters

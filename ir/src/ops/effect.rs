@@ -1,4 +1,5 @@
-//! `debug_callback` and `add_dependency`: the ops that carry a host callback's effect. A token
+//! `debug_callback`, `io_callback` and `add_dependency`: the ops that carry a host callback's
+//! effect. A token
 //! is a `bool[]` value; it has no meaning but the effects that produced it.
 
 use super::{arity, invalid};
@@ -25,6 +26,21 @@ pub(super) fn debug_callback(args: &[&TensorType]) -> Result<TensorType, TypeErr
     })?;
     check_token(OP, token)?;
     Ok(TensorType::scalar(DType::Bool))
+}
+
+/// `(token, x_1, .., x_n)` to the callback's promised result.
+pub(super) fn io_callback(
+    c: &crate::op::IoCallback,
+    args: &[&TensorType],
+) -> Result<TensorType, TypeError> {
+    const OP: &str = "io_callback";
+    let token = args.first().ok_or_else(|| TypeError::Arity {
+        op: OP,
+        expected: "at least 1".into(),
+        got: 0,
+    })?;
+    check_token(OP, token)?;
+    Ok(c.result.clone())
 }
 
 /// `(x, after)` to `x`; `after` may be any value.

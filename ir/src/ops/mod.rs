@@ -61,6 +61,7 @@ pub fn infer_type(op: &Op, args: &[&TensorType]) -> Result<TensorType, TypeError
         Op::DebugCallback { .. } => effect::debug_callback(args)?,
         Op::AddDependency => effect::add_dependency(args)?,
         Op::PureCallback(c) => c.result.clone(),
+        Op::IoCallback(c) => effect::io_callback(c, args)?,
         Op::While(w) => control::while_loop(w, args)?,
         Op::Cond(c) => control::cond(c, args)?,
         Op::Scan(s) => control::scan(s, args)?,

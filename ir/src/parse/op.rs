@@ -6,9 +6,9 @@ use super::attrs::Attrs;
 use super::cursor::{PResult, Parser};
 use crate::{
     bf16_from_f64, f16_from_f64, Attention, AttentionPart, BinaryOp, CompareOp, Cond, CustomJvp,
-    CustomVjp, DType, DotDims, EigPart, EighPart, Elements, FftKind, Gather, GeqrfPart, Literal,
-    LuPart, Op, PureCallback, Qr, QrPart, ReduceOp, Remat, RematPolicy, Scalar, Scan, Scatter,
-    ScatterCombine, Svd, SvdPart, TensorType, TriangularSolve, UnaryOp, While,
+    CustomVjp, DType, DotDims, EigPart, EighPart, Elements, FftKind, Gather, GeqrfPart, IoCallback,
+    Literal, LuPart, Op, PureCallback, Qr, QrPart, ReduceOp, Remat, RematPolicy, Scalar, Scan,
+    Scatter, ScatterCombine, Svd, SvdPart, TensorType, TriangularSolve, UnaryOp, While,
 };
 use half::{bf16, f16};
 use num_complex::Complex;
@@ -148,6 +148,11 @@ pub(super) fn build_op(
                 callback: attrs.int(p, "callback")? as u64,
                 result: ty.clone(),
                 expand_dims: attrs.flag(p, "expand_dims")?,
+            })),
+            "io_callback" => Op::IoCallback(Box::new(IoCallback {
+                callback: attrs.int(p, "callback")? as u64,
+                result: ty.clone(),
+                ordered: attrs.flag(p, "ordered")?,
             })),
             "cholesky" => Op::Cholesky,
             "householder_product" => Op::HouseholderProduct,

@@ -101,6 +101,7 @@ impl<R> CompiledCall<R> {
             | Op::Attention(_)
             | Op::DebugCallback { .. }
             | Op::PureCallback(_)
+            | Op::IoCallback(_)
             | Op::AddDependency => return None,
         };
         regions.next().is_none().then_some(call)

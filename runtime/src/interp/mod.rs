@@ -232,22 +232,13 @@ fn eval_typed(op: &Op, args: &[&Array], ty: &TensorType) -> Result<Array, Runtim
             crate::callbacks::call(*callback, &args[1..])?;
             return Ok(Array::scalar(false));
         }
+        Op::IoCallback(c) => {
+            let results = crate::callbacks::call(c.callback, &args[1..])?;
+            return callback_value("io_callback", c.callback, results, ty);
+        }
         Op::PureCallback(c) => {
             let results = crate::callbacks::call(c.callback, args)?;
-            return match results.as_slice() {
-                [value] if value.ty() == ty => Ok(value.clone()),
-                _ => Err(RuntimeError::Callback {
-                    callback: c.callback,
-                    message: format!(
-                        "pure_callback promised {ty}, the host function returned ({})",
-                        results
-                            .iter()
-                            .map(|r| r.ty().to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                }),
-            };
+            return callback_value("pure_callback", c.callback, results, ty);
         }
         Op::Convert { to } | Op::BitcastConvert { to } if *to == args[0].dtype() => {
             return Ok(args[0].clone())
@@ -301,4 +292,28 @@ fn undefined(op: &'static str, dtype: DType) -> RuntimeError {
         dtype,
         expected: "a dtype the op is defined on",
     })
+}
+
+/// The one value of type `ty` a host callback (`op`) promised, or the error naming what it
+/// returned instead.
+fn callback_value(
+    op: &str,
+    callback: u64,
+    results: Vec<Array>,
+    ty: &TensorType,
+) -> Result<Array, RuntimeError> {
+    match results.as_slice() {
+        [value] if value.ty() == ty => Ok(value.clone()),
+        _ => Err(RuntimeError::Callback {
+            callback,
+            message: format!(
+                "{op} promised {ty}, the host function returned ({})",
+                results
+                    .iter()
+                    .map(|r| r.ty().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }),
+    }
 }

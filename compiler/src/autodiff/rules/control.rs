@@ -103,6 +103,7 @@ pub(super) fn call_jvp(
                 | Op::Attention(_)
                 | Op::DebugCallback { .. }
                 | Op::PureCallback(_)
+                | Op::IoCallback(_)
                 | Op::AddDependency => return Err(unsupported()),
             };
             calls
@@ -154,6 +155,7 @@ pub(super) fn call_jvp(
         | Op::Attention(_)
         | Op::DebugCallback { .. }
         | Op::PureCallback(_)
+        | Op::IoCallback(_)
         | Op::AddDependency => return Err(unsupported()),
     };
     let y = e.push(jop.with_result(primal), &jargs)?;

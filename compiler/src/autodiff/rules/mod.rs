@@ -81,6 +81,7 @@ pub(super) fn call_jvp(
         | Op::Attention(_)
         | Op::DebugCallback { .. }
         | Op::PureCallback(_)
+        | Op::IoCallback(_)
         | Op::AddDependency => Ok(None),
     }
 }
@@ -101,8 +102,8 @@ pub(super) fn jvp(
         | Op::StopGradient
         | Op::Argsort { .. }
         | Op::DebugCallback { .. } => Ok(None),
-        Op::PureCallback(_) => match t.iter().any(Option::is_some) {
-            true => Err(no_callback_derivative()),
+        Op::PureCallback(_) | Op::IoCallback(_) => match t.iter().any(Option::is_some) {
+            true => Err(no_callback_derivative(op)),
             false => Ok(None),
         },
         // The tangent waits for the same effects as the value.
@@ -153,11 +154,11 @@ pub(super) fn jvp(
 }
 
 /// A host function's derivative is unknown to the compiler, as to JAX.
-fn no_callback_derivative() -> AutodiffError {
-    AutodiffError::Unsupported(
-        "pure_callback has no derivative; give the function one with custom_jvp or custom_vjp"
-            .into(),
-    )
+fn no_callback_derivative(op: &Op) -> AutodiffError {
+    AutodiffError::Unsupported(format!(
+        "{} has no derivative; give the function one with custom_jvp or custom_vjp",
+        op.name()
+    ))
 }
 
 /// Whether reverse mode takes the cotangents of all of `op`'s results at once, the
@@ -208,6 +209,7 @@ pub(super) fn joins_results(op: &Op) -> bool {
         | Op::Attention(_)
         | Op::DebugCallback { .. }
         | Op::PureCallback(_)
+        | Op::IoCallback(_)
         | Op::AddDependency => false,
     }
 }
@@ -233,7 +235,7 @@ pub(super) fn vjp(
         Op::Compare(_) => Ok(vec![None, None]),
         Op::StopGradient | Op::BitcastConvert { .. } | Op::Argsort { .. } => Ok(vec![None]),
         Op::DebugCallback { .. } => Ok(vec![None; x.len()]),
-        Op::PureCallback(_) => Err(no_callback_derivative()),
+        Op::PureCallback(_) | Op::IoCallback(_) => Err(no_callback_derivative(op)),
         // The cotangent waits for the effects too, so a gradient program keeps them.
         Op::AddDependency => Ok(vec![Some(e.push(Op::AddDependency, &[g()?, x[1]])?), None]),
         Op::Fft { kind, lengths } => Ok(vec![Some(fft::vjp(e, *kind, lengths, g()?)?)]),

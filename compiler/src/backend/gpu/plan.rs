@@ -730,7 +730,7 @@ impl Parts {
             // A dependency's value is its operand's buffer; the token only orders the steps.
             Op::Reshape { .. } | Op::AddDependency => GpuStep::View(index),
             // Host functions run on the host, on their operands copied there.
-            Op::DebugCallback { .. } | Op::PureCallback(_) => host,
+            Op::DebugCallback { .. } | Op::PureCallback(_) | Op::IoCallback(_) => host,
             // An iota has no operands: a constant like any other.
             Op::Constant(_) | Op::Iota { .. } => GpuStep::Constant(index),
             // An empty result of data movement is allocated and left as it is.

@@ -2,13 +2,15 @@
 //! on that example's operands (operands shared by the batch as they are). A `pure_callback`
 //! does too and its results are stacked (JAX's `vmap_method="sequential"`), or, marked
 //! `expand_dims`, it runs once on the batch: batched operands with the batch dimension first,
-//! shared ones with a leading dimension of 1, returning the batch of results. `add_dependency`
-//! keeps its operand's batch dimension, whatever it waits for. Tokens come from callbacks,
-//! which give unbatched ones.
+//! shared ones with a leading dimension of 1, returning the batch of results. An unordered
+//! `io_callback` runs once per example, in order (each call after the one before), its results
+//! stacked; `vmap` refuses an ordered one, as JAX does. `add_dependency` keeps its operand's
+//! batch dimension, whatever it waits for. Tokens come from callbacks, which give unbatched
+//! ones.
 
 use super::{BVal, Batcher, R};
 use crate::batching::BatchError;
-use ferrax_ir::{Op, PureCallback, Scalar, Shape, ValueId};
+use ferrax_ir::{IoCallback, Op, PureCallback, Scalar, Shape, ValueId};
 
 /// Example `k` of `x`, batched at `bdim`.
 fn example(bt: &mut Batcher, x: ValueId, bdim: usize, k: usize) -> R<ValueId> {
@@ -116,6 +118,61 @@ pub(super) fn pure_callback(bt: &mut Batcher, c: &PureCallback, args: &[BVal]) -
             });
         }
         let row = bt.push(op.clone(), &operands)?;
+        rows.push(bt.push(
+            Op::Reshape {
+                shape: one.clone().into(),
+            },
+            &[row],
+        )?);
+    }
+    Ok(BVal::at(bt.push(Op::Concatenate { axis: 0 }, &rows)?, 0))
+}
+
+pub(super) fn io_callback(bt: &mut Batcher, c: &IoCallback, args: &[BVal]) -> R<BVal> {
+    let op = Op::IoCallback(Box::new(c.clone()));
+    let (token, operands) = args
+        .split_first()
+        .ok_or_else(|| BatchError::Malformed(format!("{}: no token operand", op.name())))?;
+    if operands.iter().all(|a| a.bdim.is_none()) {
+        let operands: Vec<ValueId> = args.iter().map(|a| a.v).collect();
+        return Ok(BVal {
+            v: bt.push(op, &operands)?,
+            bdim: None,
+        });
+    }
+    if c.ordered {
+        return Err(BatchError::Unsupported(
+            "vmap of an ordered io_callback: its calls per example would have no order among \
+             the batch (as in JAX); pass ordered = false"
+                .into(),
+        ));
+    }
+    if token.bdim.is_some() {
+        return Err(BatchError::Malformed(format!(
+            "{}: the token operand is batched",
+            op.name()
+        )));
+    }
+    let mut batched = vec![bt.size];
+    batched.extend_from_slice(c.result.dims());
+    if bt.size == 0 {
+        let zero = Scalar::zero(c.result.dtype);
+        return Ok(BVal::at(bt.constant(zero, Shape::from(batched))?, 0));
+    }
+    let mut one = vec![1];
+    one.extend_from_slice(c.result.dims());
+    let (mut token, mut rows) = (token.v, Vec::with_capacity(bt.size));
+    for k in 0..bt.size {
+        let mut call = vec![token];
+        for a in operands {
+            call.push(match a.bdim {
+                None => a.v,
+                Some(d) => example(bt, a.v, d, k)?,
+            });
+        }
+        let row = bt.push(op.clone(), &call)?;
+        // The next example's call after this one.
+        token = bt.push(Op::AddDependency, &[token, row])?;
         rows.push(bt.push(
             Op::Reshape {
                 shape: one.clone().into(),

@@ -86,6 +86,7 @@ pub(super) fn batch(bt: &mut Batcher, op: &Op, args: &[BVal], ty: &TensorType) -
         Op::DebugCallback { .. } => callback::debug_callback(bt, op, args),
         Op::AddDependency => callback::add_dependency(bt, op, args),
         Op::PureCallback(c) => callback::pure_callback(bt, c, args),
+        Op::IoCallback(c) => callback::io_callback(bt, c, args),
         Op::While(_) | Op::Cond(_) | Op::Scan(_) | Op::Remat(_) => {
             let k = op.call_result().map_or(0, |(k, _)| k);
             let results = call(bt, op, args)?;
@@ -144,6 +145,7 @@ pub(super) fn call(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<Vec<BVal>> {
         | Op::CustomJvp(_)
         | Op::DebugCallback { .. }
         | Op::PureCallback(_)
+        | Op::IoCallback(_)
         | Op::AddDependency => Err(BatchError::Malformed(format!(
             "{} is not a control-flow call",
             op.name()
