@@ -3,7 +3,7 @@
 //! is a `bool[]` value; it has no meaning but the effects that produced it.
 
 use super::{arity, invalid};
-use crate::{DType, TensorType, TypeError};
+use crate::{DType, IoCallback, TensorType, TypeError};
 
 fn check_token(op: &'static str, token: &TensorType) -> Result<(), TypeError> {
     if *token == TensorType::scalar(DType::Bool) {
@@ -16,30 +16,25 @@ fn check_token(op: &'static str, token: &TensorType) -> Result<(), TypeError> {
     }
 }
 
-/// `(token, x_1, .., x_n)` to the next token.
-pub(super) fn debug_callback(args: &[&TensorType]) -> Result<TensorType, TypeError> {
-    const OP: &str = "debug_callback";
+/// That `args` start with a token.
+fn leading_token(op: &'static str, args: &[&TensorType]) -> Result<(), TypeError> {
     let token = args.first().ok_or_else(|| TypeError::Arity {
-        op: OP,
+        op,
         expected: "at least 1".into(),
         got: 0,
     })?;
-    check_token(OP, token)?;
+    check_token(op, token)
+}
+
+/// `(token, x_1, .., x_n)` to the next token.
+pub(super) fn debug_callback(args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    leading_token("debug_callback", args)?;
     Ok(TensorType::scalar(DType::Bool))
 }
 
 /// `(token, x_1, .., x_n)` to the callback's promised result.
-pub(super) fn io_callback(
-    c: &crate::op::IoCallback,
-    args: &[&TensorType],
-) -> Result<TensorType, TypeError> {
-    const OP: &str = "io_callback";
-    let token = args.first().ok_or_else(|| TypeError::Arity {
-        op: OP,
-        expected: "at least 1".into(),
-        got: 0,
-    })?;
-    check_token(OP, token)?;
+pub(super) fn io_callback(c: &IoCallback, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    leading_token("io_callback", args)?;
     Ok(c.result.clone())
 }
 

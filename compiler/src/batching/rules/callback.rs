@@ -10,7 +10,7 @@
 
 use super::{BVal, Batcher, R};
 use crate::batching::BatchError;
-use ferrax_ir::{IoCallback, Op, PureCallback, Scalar, Shape, ValueId};
+use ferrax_ir::{IoCallback, Op, PureCallback, Scalar, Shape, TensorType, ValueId};
 
 /// Example `k` of `x`, batched at `bdim`.
 fn example(bt: &mut Batcher, x: ValueId, bdim: usize, k: usize) -> R<ValueId> {
@@ -46,12 +46,7 @@ pub(super) fn debug_callback(bt: &mut Batcher, op: &Op, args: &[BVal]) -> R<BVal
     let mut token = token.v;
     for k in 0..bt.size {
         let mut call = vec![token];
-        for a in operands {
-            call.push(match a.bdim {
-                None => a.v,
-                Some(d) => example(bt, a.v, d, k)?,
-            });
-        }
+        call.extend(example_operands(bt, operands, k)?);
         token = bt.push(op.clone(), &call)?;
     }
     Ok(BVal {
@@ -82,9 +77,9 @@ pub(super) fn pure_callback(bt: &mut Batcher, c: &PureCallback, args: &[BVal]) -
             bdim: None,
         });
     }
-    let mut batched = vec![bt.size];
-    batched.extend_from_slice(c.result.dims());
     if c.expand_dims {
+        let mut batched = vec![bt.size];
+        batched.extend_from_slice(c.result.dims());
         let mut operands = Vec::with_capacity(args.len());
         for a in args {
             operands.push(match a.bdim {
@@ -102,30 +97,10 @@ pub(super) fn pure_callback(bt: &mut Batcher, c: &PureCallback, args: &[BVal]) -
         }));
         return Ok(BVal::at(bt.push(whole, &operands)?, 0));
     }
-    if bt.size == 0 {
-        let zero = Scalar::zero(c.result.dtype);
-        return Ok(BVal::at(bt.constant(zero, Shape::from(batched))?, 0));
-    }
-    let mut one = vec![1];
-    one.extend_from_slice(c.result.dims());
-    let mut rows = Vec::with_capacity(bt.size);
-    for k in 0..bt.size {
-        let mut operands = Vec::with_capacity(args.len());
-        for a in args {
-            operands.push(match a.bdim {
-                None => a.v,
-                Some(d) => example(bt, a.v, d, k)?,
-            });
-        }
-        let row = bt.push(op.clone(), &operands)?;
-        rows.push(bt.push(
-            Op::Reshape {
-                shape: one.clone().into(),
-            },
-            &[row],
-        )?);
-    }
-    Ok(BVal::at(bt.push(Op::Concatenate { axis: 0 }, &rows)?, 0))
+    stacked(bt, &c.result, |bt, k| {
+        let operands = example_operands(bt, args, k)?;
+        bt.push(op.clone(), &operands)
+    })
 }
 
 pub(super) fn io_callback(bt: &mut Batcher, c: &IoCallback, args: &[BVal]) -> R<BVal> {
@@ -153,26 +128,45 @@ pub(super) fn io_callback(bt: &mut Batcher, c: &IoCallback, args: &[BVal]) -> R<
             op.name()
         )));
     }
-    let mut batched = vec![bt.size];
-    batched.extend_from_slice(c.result.dims());
-    if bt.size == 0 {
-        let zero = Scalar::zero(c.result.dtype);
-        return Ok(BVal::at(bt.constant(zero, Shape::from(batched))?, 0));
-    }
-    let mut one = vec![1];
-    one.extend_from_slice(c.result.dims());
-    let (mut token, mut rows) = (token.v, Vec::with_capacity(bt.size));
-    for k in 0..bt.size {
+    let mut token = token.v;
+    stacked(bt, &c.result, |bt, k| {
         let mut call = vec![token];
-        for a in operands {
-            call.push(match a.bdim {
-                None => a.v,
-                Some(d) => example(bt, a.v, d, k)?,
-            });
-        }
+        call.extend(example_operands(bt, operands, k)?);
         let row = bt.push(op.clone(), &call)?;
         // The next example's call after this one.
         token = bt.push(Op::AddDependency, &[token, row])?;
+        Ok(row)
+    })
+}
+
+/// Example `k`'s operands: its slices of the batched ones, the shared ones as they are.
+fn example_operands(bt: &mut Batcher, args: &[BVal], k: usize) -> R<Vec<ValueId>> {
+    args.iter()
+        .map(|a| match a.bdim {
+            None => Ok(a.v),
+            Some(d) => example(bt, a.v, d, k),
+        })
+        .collect()
+}
+
+/// `call(k)` (of per-example type `result`) for each example in order, stacked along a new
+/// leading axis; zeros for a batch of none.
+fn stacked(
+    bt: &mut Batcher,
+    result: &TensorType,
+    mut call: impl FnMut(&mut Batcher, usize) -> R<ValueId>,
+) -> R<BVal> {
+    let mut batched = vec![bt.size];
+    batched.extend_from_slice(result.dims());
+    if bt.size == 0 {
+        let zero = Scalar::zero(result.dtype);
+        return Ok(BVal::at(bt.constant(zero, Shape::from(batched))?, 0));
+    }
+    let mut one = vec![1];
+    one.extend_from_slice(result.dims());
+    let mut rows = Vec::with_capacity(bt.size);
+    for k in 0..bt.size {
+        let row = call(bt, k)?;
         rows.push(bt.push(
             Op::Reshape {
                 shape: one.clone().into(),
