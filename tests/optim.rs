@@ -309,6 +309,17 @@ fn more_optimizers_and_schedules_follow_optax() {
     };
     check_in(&r, "adafactor_momentum_decay", with_momentum);
     check_in(&r, "yogi", optim::yogi(0.05, 0.9, 0.999, 1e-3));
+    check_in(&r, "sm3", optim::sm3(0.1, 0.9));
+    let decaying = optim::ScaleBySm3 {
+        b1: 0.5,
+        b2: 0.9,
+        eps: 1e-6,
+    };
+    check_in(
+        &r,
+        "sm3_decaying",
+        optim::chain((decaying, optim::scale_by_learning_rate(0.05))),
+    );
     let mask = optim::Mask::Leaves(vec![false, true]);
     check_in(
         &r,

@@ -2,7 +2,7 @@
 (MultiSteps), Adamax, Nadam, AMSGrad, AdaBelief, RAdam, LAMB, Adafactor (factored or not,
 with momentum and weight decay), Yogi, Adadelta, the clip, zero_nans and apply_if_finite
 guards (on gradients with NaNs and infinities), MultiSteps skipping non-finite or large
-gradients, schedule-free SGD, AdamW and Adam (with their
+gradients, SM3, schedule-free SGD, AdamW and Adam (with their
 evaluation parameters after the last step) and the schedules (tests/optim.rs), computed with
 optax itself in float32.
 
@@ -91,6 +91,10 @@ CASES.update({
     "multi_steps_skip_large": optax.MultiSteps(
         optax.adam(0.05), every_k_schedule=2,
         should_skip_update_fn=functools.partial(optax.skip_large_updates, max_squared_norm=10.0)),
+})
+CASES.update({
+    "sm3": optax.sm3(0.1, momentum=0.9),
+    "sm3_decaying": optax.chain(optax.scale_by_sm3(b1=0.5, b2=0.9, eps=1e-6), optax.scale(-0.05)),
 })
 STREAMS = {"zero_nans_adam": NAN_GRADS, "apply_if_finite_adam": BAD_GRADS,
            "multi_steps_skip_not_finite": BAD_GRADS}

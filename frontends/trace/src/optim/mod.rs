@@ -34,6 +34,7 @@ mod moments;
 mod schedule;
 mod schedule_free;
 mod sgd;
+mod sm3;
 
 pub use accumulate::{
     multi_steps, multi_steps_skipping, MultiSteps, MultiStepsState, SkipState, SkipUpdate,
@@ -69,6 +70,7 @@ pub use schedule_free::{
     ScheduleFreeAdamW, ScheduleFreeSgd, ScheduleFreeState,
 };
 pub use sgd::{sgd, sgd_momentum, trace, Sgd, Trace, TraceState};
+pub use sm3::{sm3, ScaleBySm3, Sm3, Sm3State};
 
 use crate::tree_util::{failed_like, leaves_matching, tree_flatten, tree_map, tree_map2};
 use crate::{Error, Result, Tensor, Tree, TreeDef};
