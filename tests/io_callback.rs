@@ -5,8 +5,9 @@
 //! `grad`, and wrong results are errors.
 #![allow(clippy::unwrap_used)]
 
-use ferrax::compiler::backend::gpu::{GpuOptions, GpuProgram};
-use ferrax::compiler::backend::CpuExecutable;
+mod common;
+
+use common::callbacks::{masked_text, run_on_every_backend};
 use ferrax::{debug, grad, io_callback, jit, lax, trace, vmap, Array, DType, Tensor, TensorType};
 use std::sync::{Arc, Mutex};
 
@@ -115,30 +116,14 @@ fn every_backend_calls_the_host_where_the_program_does() {
         &Tensor::spec(DType::F32, [2]),
     )
     .unwrap();
-    let text = func.to_string();
-    assert_eq!(ferrax::ir::parse_func(&text).unwrap(), func);
-    // Callback ids depend on what else this process registered first.
-    let mut shown = String::new();
-    for (k, part) in text.split("callback=").enumerate() {
-        if k > 0 {
-            shown.push_str("callback=N");
-        }
-        shown.push_str(part.trim_start_matches(|c: char| c.is_ascii_digit()));
-    }
-    insta::assert_snapshot!(shown);
+    insta::assert_snapshot!(masked_text(&func));
     let input = [Array::from_vec([2], vec![1.0f32, 2.0]).unwrap()];
     // before = 1; the loop adds 2, then 3: [6, 7].
     let want = ["before 3 of 1", "loop 3 of 1", "loop 7 of 1"];
-    let out = ferrax::runtime::interpret(&func, &input).unwrap();
+    let out = run_on_every_backend(&func, &input, |backend| {
+        assert_eq!(counter.take(), want, "{backend}");
+    });
     assert_eq!(out[0].as_slice::<f32>().unwrap(), [6.0, 7.0]);
-    assert_eq!(counter.take(), want, "interpreter");
-    let cpu = CpuExecutable::compile(&func).unwrap();
-    assert_eq!(cpu.run(&input).unwrap(), out);
-    assert_eq!(counter.take(), want, "CPU");
-    let emulator = ferrax_ptx_emu::Emulator::default();
-    let gpu = GpuProgram::compile(&func, &emulator, GpuOptions::HIGHEST).unwrap();
-    assert_eq!(gpu.run(&input).unwrap(), out);
-    assert_eq!(counter.take(), want, "emulated GPU");
 }
 
 #[test]

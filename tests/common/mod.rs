@@ -2,6 +2,7 @@
 //! trip and interpreter tests all run over it.
 #![allow(dead_code)]
 
+pub mod callbacks;
 pub mod fusion;
 pub mod numbers;
 

@@ -41,12 +41,18 @@ pub fn compile_artifact(
 }
 
 /// `plan` (rendered for `target`) with its modules and its regions' assembled by `ptxas`
-/// where one is at hand ([`ptxas`]), else as it is.
+/// where one is at hand ([`ptxas`]), else as it is (as it is too where it holds their machine
+/// code for `target` already: a program loaded on a device).
 fn assembled(
     plan: Cow<'_, GpuRunPlan>,
     target: PtxTarget,
 ) -> Result<Cow<'_, GpuRunPlan>, GpuError> {
-    let Some(ptxas) = ptxas() else {
+    let done = |p: &GpuRunPlan| {
+        p.cubins
+            .as_ref()
+            .is_some_and(|c| c.arch == gpu_target(target))
+    };
+    let Some(ptxas) = ptxas().filter(|_| !done(&plan)) else {
         return Ok(plan);
     };
     let mut plan = plan.into_owned();
@@ -80,19 +86,21 @@ impl<M: GpuMachine + Clone> GpuProgram<M> {
     /// `plan` (rendered for `target`) loaded on `machine`, its f32 products computed as
     /// `matmul` says.
     pub fn load(
-        plan: GpuPlan,
+        mut plan: GpuPlan,
         target: PtxTarget,
         machine: &M,
         matmul: MatmulPrecision,
     ) -> Result<GpuProgram<M>, GpuError> {
         // A device's driver compiles PTX modules one after another, most of a cold compile;
-        // `ptxas` processes, where one is at hand, assemble them at once. PTX where that
-        // fails: the driver may take what this `ptxas` does not.
-        let run = match machine.loads_machine_code() {
-            true => assembled(Cow::Borrowed(&plan.run), target).unwrap_or(Cow::Borrowed(&plan.run)),
-            false => Cow::Borrowed(&plan.run),
-        };
-        let program = ferrax_aot_runtime::gpu::GpuProgram::load(run.into_owned(), machine, matmul)?;
+        // `ptxas` processes, where one is at hand, assemble them at once (kept in the plan, so
+        // an artifact of the program reuses them). PTX where that fails: the driver may take
+        // what this `ptxas` does not.
+        if machine.loads_machine_code() {
+            if let Ok(Cow::Owned(run)) = assembled(Cow::Borrowed(&plan.run), target) {
+                plan.run = run;
+            }
+        }
+        let program = ferrax_aot_runtime::gpu::GpuProgram::load(plan.run.clone(), machine, matmul)?;
         Ok(GpuProgram {
             plan,
             target,
