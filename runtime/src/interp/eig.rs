@@ -1,13 +1,15 @@
 //! `eig`: eigenvalues and eigenvectors of general square matrices (`lax.linalg.eig`), by the
-//! steps of LAPACK's `geev` without balancing, in c128 and rounded once: reduction to upper
+//! steps of LAPACK's `geev`, in c128 and rounded once: balancing (`balance.rs`), reduction to upper
 //! Hessenberg form by Householder reflections (`gehrd`), the Schur form `a = z·t·zᴴ` by
 //! shifted QR steps on the active window (`lahqr`: complex matrices by Wilkinson's single
 //! shift, an exceptional shift after 10 and 20 steps without a deflation; real ones in real
 //! arithmetic, `real_schur.rs`, each 2 × 2 block then made triangular by one rotation), then
-//! each eigenvector by substitution in the triangular `t` (`trevc`) and turned back by `z`.
+//! each eigenvector by substitution in the triangular `t` (`trevc`), turned back by `z` and the
+//! balancing.
 //! A real matrix's conjugate pairs are exact conjugates (the positive imaginary part first),
 //! its real eigenvalues and their vectors exactly real, as LAPACK's `dgeev` gives them.
 
+use super::balance::{balance, Balance};
 use super::complex::{narrow, widen};
 use super::real_schur::real_schur;
 use super::undefined;
@@ -233,11 +235,12 @@ fn rescale(x: &mut [C], size: f64) {
     }
 }
 
-/// The eigenvectors of the upper triangular `t` (`trevc`), turned back by `z`: right ones solve
+/// The eigenvectors of the upper triangular `t` (`trevc`), turned back by `z` and `balanced`
+/// (`gebak`) and normalized: right ones solve
 /// `(t − λ_k)·x = 0` with `x_k = 1` and zeros below; left ones `(t − λ_k)ᴴ·y = 0` with
 /// `y_k = 1` and zeros above. A difference of diagonal entries below `ulp·‖t‖` (repeated
 /// eigenvalues) is taken as that size instead.
-fn vectors(t: &[C], z: &[C], m: usize) -> (Vec<C>, Vec<C>) {
+fn vectors(t: &[C], z: &[C], m: usize, balanced: &Balance) -> (Vec<C>, Vec<C>) {
     let norm = t.iter().fold(0.0f64, |s, x| s.max(cabs1(*x)));
     let small = (f64::EPSILON * norm).max(f64::MIN_POSITIVE);
     let divided = |x: C, d: C| match cabs1(d) < small {
@@ -263,8 +266,12 @@ fn vectors(t: &[C], z: &[C], m: usize) -> (Vec<C>, Vec<C>) {
             let size = y[i].norm();
             rescale(&mut y[k..=i], size);
         }
+        let (x, y) = (
+            balanced.right(times(z, &x, m)),
+            balanced.left(times(z, &y, m)),
+        );
         for (out, v) in [(&mut right, x), (&mut left, y)] {
-            for (r, e) in normalized(times(z, &v, m)).into_iter().enumerate() {
+            for (r, e) in normalized(v).into_iter().enumerate() {
                 out[r * m + k] = e;
             }
         }
@@ -351,6 +358,7 @@ fn decompose(a: &[C], m: usize, real: bool) -> Eigen {
         return Eigen::nan(m);
     }
     let mut t = a.to_vec();
+    let balanced = balance(&mut t, m);
     let mut z = hessenberg(&mut t, m);
     let pairs = if real {
         let (mut h, mut q): (Vec<f64>, Vec<f64>) = (
@@ -369,7 +377,7 @@ fn decompose(a: &[C], m: usize, real: bool) -> Eigen {
         }
         Vec::new()
     };
-    let (mut left, mut right) = vectors(&t, &z, m);
+    let (mut left, mut right) = vectors(&t, &z, m, &balanced);
     if real {
         real_structure(&mut left, &pairs, m);
         real_structure(&mut right, &pairs, m);

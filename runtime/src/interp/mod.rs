@@ -4,6 +4,7 @@
 //! rounded to the dtype. Each op dispatches on its dtype once and then runs a loop generic
 //! over the element type (see `num`). Files mirror `ir/src/ops/`.
 
+mod balance;
 mod bits;
 mod complex;
 mod contract;
