@@ -169,8 +169,9 @@ impl Balance {
     /// The scaling by `apply`, then the exchanges undone in LAPACK's order (the window's start
     /// down to 0, then its end up to `m`).
     fn back(&self, mut x: Vec<C>, apply: impl Fn(C, f64) -> C) -> Vec<C> {
-        for i in self.lo..self.hi {
-            x[i] = apply(x[i], self.scale[i]);
+        let window = self.lo..self.hi;
+        for (v, &s) in x[window.clone()].iter_mut().zip(&self.scale[window]) {
+            *v = apply(*v, s);
         }
         for i in (0..self.lo).rev().chain(self.hi..self.m) {
             x.swap(i, self.exchanged[i]);
