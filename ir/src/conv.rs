@@ -450,9 +450,14 @@ impl Convolution {
         }
         let batch_stride = row_stride.first().map_or(1, |&s| s * padded[0]);
         let mut terms = vec![(0, batch_stride)];
+        let overflow = || LowerError::Invalid(format!("strides {:?} overflow", plan.strides));
         for (j, &stride) in row_stride.iter().enumerate() {
-            terms.push((1 + j, plan.strides[j] * stride));
-            terms.push((1 + d + j, plan.window.dilations[j] * stride));
+            let step = plan.strides[j].checked_mul(stride).ok_or_else(overflow)?;
+            let dilated = plan.window.dilations[j]
+                .checked_mul(stride)
+                .ok_or_else(overflow)?;
+            terms.push((1 + j, step));
+            terms.push((1 + d + j, dilated));
         }
         let mut index: Option<Typed<S::Value>> = None;
         for (dim, factor) in terms {

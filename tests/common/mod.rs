@@ -5,6 +5,7 @@
 pub mod callbacks;
 pub mod fusion;
 pub mod numbers;
+pub mod rng;
 
 use ferrax::ir::{Elements, TensorType};
 use ferrax::{grad, lax, nn, trace, Array, DType, Func, Tensor, Tree};

@@ -3,33 +3,9 @@
 //! deleted, operands swapped or replaced), each *repaired* so that a changed type flows
 //! through the program, and the random numbers that pick them.
 
+pub use crate::common::rng::Rng;
 use ferrax::ir::{parse_func, verify};
 use ferrax::Func;
-
-/// xorshift64*: small, deterministic, good enough to pick mutations.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in `0..n` (0 when `n` is 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n.max(1) as u64) as usize
-    }
-
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
 
 /// Where an integer stands in the text.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

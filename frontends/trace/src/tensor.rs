@@ -10,7 +10,7 @@
 
 use crate::trace_ctx::{current_trace, Lift, Lifted, TraceCtx, Tracer};
 use crate::Error;
-use ferrax_ir::{DType, Element, Elements, Literal, Op, Shape, TensorType};
+use ferrax_ir::{infer_type, DType, Element, Elements, Literal, Op, Shape, TensorType};
 use ferrax_runtime::{eval_op, Array, DeviceArray};
 use std::fmt;
 use std::panic::Location;
@@ -219,8 +219,18 @@ pub(crate) fn apply_at(location: &'static Location<'static>, op: Op, args: &[&Te
         .first()
         .map(|a| a.ty().clone())
         .unwrap_or_else(|| TensorType::scalar(DType::F32));
-    if let Some(failed) = args.iter().find(|a| a.error().is_some()) {
-        return (*failed).clone();
+    let failed = args.iter().find_map(|a| match &a.0 {
+        Inner::Failed { error, .. } => Some(error.clone()),
+        _ => None,
+    });
+    if let Some(error) = failed {
+        // The error goes on with the type the op would give, where the operands' types give
+        // one, so that what reads the result sees its dtype and shape.
+        let types: Vec<&TensorType> = args.iter().map(|a| a.ty()).collect();
+        return Tensor(Inner::Failed {
+            error,
+            ty: infer_type(&op, &types).unwrap_or(guess),
+        });
     }
     match innermost_ctx(args).or_else(|| args.is_empty().then(current_trace).flatten()) {
         Some(ctx) => record(&ctx, op, args, location, guess),

@@ -32,13 +32,15 @@ pub(super) fn for_each_row(
             }
             k -= 1;
             idx[k] += 1;
-            a += strides_a[k];
-            b += strides_b[k];
+            // Wrapping: a step past the end is taken once, out of a dimension, and undone at
+            // once (a pad's step over one element may be any size).
+            a = a.wrapping_add(strides_a[k]);
+            b = b.wrapping_add(strides_b[k]);
             if idx[k] < dims[k] {
                 break;
             }
-            a -= strides_a[k] * dims[k];
-            b -= strides_b[k] * dims[k];
+            a = a.wrapping_sub(strides_a[k].wrapping_mul(dims[k]));
+            b = b.wrapping_sub(strides_b[k].wrapping_mul(dims[k]));
             idx[k] = 0;
         }
     }
@@ -275,10 +277,12 @@ fn swap_last_two<T: Copy + Send + Sync>(src: &[T], dims: &[usize]) -> Vec<T> {
 pub(super) fn slice(x: &Array, ty: &TensorType, start: &[usize], steps: &[usize]) -> Elements {
     let in_strides = x.shape().strides();
     let base = start.iter().zip(&in_strides).map(|(s, st)| s * st).sum();
+    // Saturating: a step past the operand's end is only taken along a result dimension of
+    // one element, which never moves.
     let strides: Vec<usize> = steps
         .iter()
         .zip(&in_strides)
-        .map(|(s, st)| s * st)
+        .map(|(s, st)| s.saturating_mul(*st))
         .collect();
     map_elements!(x.elements(), v => gather(v, base, ty.dims(), &strides))
 }
@@ -286,18 +290,21 @@ pub(super) fn slice(x: &Array, ty: &TensorType, start: &[usize], steps: &[usize]
 /// The operand indices `first..first + count` of one dimension that land inside the result,
 /// where index `i` lands at `low + i * (interior + 1)`.
 fn pad_range(low: i64, interior: usize, in_dim: usize, out_dim: usize) -> (usize, usize) {
-    let step = interior as i64 + 1;
+    // In i128: `low` may be any i64, and `-low` or `out_dim - 1 - low` overflow an i64.
+    let (low, step) = (i128::from(low), interior as i128 + 1);
     // The smallest i with low + i * step >= 0, and the first i past out_dim - 1.
     let first = if low >= 0 {
         0
     } else {
         (-low + step - 1) / step
     };
-    let end = if out_dim as i64 - 1 - low < 0 {
+    let last = out_dim as i128 - 1 - low;
+    let end = if last < 0 {
         0
     } else {
-        ((out_dim as i64 - 1 - low) / step + 1).min(in_dim as i64)
+        (last / step + 1).min(in_dim as i128)
     };
+    let first = first.min(in_dim as i128);
     (first as usize, (end - first).max(0) as usize)
 }
 
@@ -317,15 +324,18 @@ fn pad_typed<T: Element>(
     let mut dst_steps = Vec::with_capacity(counts.capacity());
     for k in 0..x.dims().len() {
         let (first, count) = pad_range(low[k], interior[k], x.dims()[k], ty.dims()[k]);
-        let step = interior[k] + 1;
+        // Saturating: a step past the result's end is only taken by a dimension of fewer than
+        // two elements that land, whose one element is at its base.
+        let step = interior[k].saturating_add(1);
         counts.push(count);
         src_base += first * in_strides[k];
         src_steps.push(in_strides[k]);
         if count > 0 {
-            // In range, so non-negative.
-            dst_base += (low[k] + (first * step) as i64) as usize * out_strides[k];
+            // In range (so non-negative and below the result's length), in i128 on the way.
+            let at = i128::from(low[k]) + first as i128 * step as i128;
+            dst_base += at as usize * out_strides[k];
         }
-        dst_steps.push(step * out_strides[k]);
+        dst_steps.push(step.saturating_mul(out_strides[k]));
     }
     let (inner, src_step, dst_step) = match (counts.last(), src_steps.last(), dst_steps.last()) {
         (Some(&n), Some(&s), Some(&d)) => (n, s, d),

@@ -228,6 +228,13 @@ impl Tensor {
     /// (`jnp.tensordot(a, b, axes=n)`).
     #[track_caller]
     pub fn tensordot_n(&self, other: &Tensor, n: usize) -> Tensor {
+        if n > self.ndim() || n > other.ndim() {
+            return self.fail(format!(
+                "tensordot: {n} axes of {} and {}",
+                self.ty(),
+                other.ty()
+            ));
+        }
         let rank = self.ndim() as i64;
         let lhs: Vec<i64> = (rank - n as i64..rank).collect();
         let rhs: Vec<i64> = (0..n as i64).collect();

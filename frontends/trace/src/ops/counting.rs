@@ -86,11 +86,15 @@ impl Tensor {
         let empty = lo.equal(&hi);
         let lo = empty.select(&(&lo - 0.5), &lo);
         let hi = empty.select(&(&hi + 0.5), &hi);
-        let steps = Tensor::arange(x.dtype(), bins + 1) / bins.max(1) as f64;
+        let Some(count) = bins.checked_add(1) else {
+            let failed = self.fail(format!("histogram: {bins} bins are too many"));
+            return (failed.clone(), failed);
+        };
+        let steps = Tensor::arange(x.dtype(), count) / bins.max(1) as f64;
         let edges = &lo + (&hi - &lo) * steps;
         let edges = match bins {
             0 => edges,
-            _ => edges.at(&Tensor::scalar(bins as i32)).set(&hi),
+            _ => edges.at(&Tensor::scalar(bins as i64)).set(&hi),
         };
         let counts = x.histogram_edges(&edges, weights, density);
         (counts, edges)

@@ -104,7 +104,7 @@ impl From<i32> for Axes {
 
 impl From<usize> for Axes {
     fn from(a: usize) -> Axes {
-        Axes::List(vec![a as i64])
+        Axes::List(vec![saturated(a)])
     }
 }
 
@@ -122,8 +122,14 @@ impl From<&[i32]> for Axes {
 
 impl From<Vec<usize>> for Axes {
     fn from(a: Vec<usize>) -> Axes {
-        Axes::List(a.iter().map(|&x| x as i64).collect())
+        Axes::List(a.iter().map(|&x| saturated(x)).collect())
     }
+}
+
+/// `x` as an `i64`, sizes past `i64::MAX` as `i64::MAX` (too large for any type, so still
+/// refused as too large rather than wrapping to a negative size or axis).
+fn saturated(x: usize) -> i64 {
+    i64::try_from(x).unwrap_or(i64::MAX)
 }
 
 /// A shape argument: sizes, where one entry of `reshape`'s may be `-1` (inferred).
@@ -145,19 +151,19 @@ impl ShapeArg for &[i32] {
 
 impl<const N: usize> ShapeArg for [usize; N] {
     fn to_sizes(&self) -> Vec<i64> {
-        self.iter().map(|&x| x as i64).collect()
+        self.iter().map(|&x| saturated(x)).collect()
     }
 }
 
 impl ShapeArg for &[usize] {
     fn to_sizes(&self) -> Vec<i64> {
-        self.iter().map(|&x| x as i64).collect()
+        self.iter().map(|&x| saturated(x)).collect()
     }
 }
 
 impl ShapeArg for Vec<usize> {
     fn to_sizes(&self) -> Vec<i64> {
-        self.iter().map(|&x| x as i64).collect()
+        self.iter().map(|&x| saturated(x)).collect()
     }
 }
 

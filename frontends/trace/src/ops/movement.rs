@@ -57,11 +57,20 @@ impl Tensor {
     #[track_caller]
     pub fn reshape(&self, shape: impl ShapeArg) -> Tensor {
         let sizes = shape.to_sizes();
-        let known: i64 = sizes.iter().filter(|&&s| s >= 0).product();
+        // The product of the given sizes; `None` past `i64::MAX` (no tensor has that many).
+        let known = sizes
+            .iter()
+            .filter(|&&s| s >= 0)
+            .try_fold(1i64, |p, &s| p.checked_mul(s));
         let holes = sizes.iter().filter(|&&s| s == -1).count();
-        let bad = sizes.iter().any(|&s| s < -1)
-            || holes > 1
-            || (holes == 1 && (known == 0 || self.numel() as i64 % known != 0));
+        let bad = match known {
+            None => true,
+            Some(known) => {
+                sizes.iter().any(|&s| s < -1)
+                    || holes > 1
+                    || (holes == 1 && (known == 0 || self.numel() as i64 % known != 0))
+            }
+        };
         if bad {
             return self.fail(format!(
                 "reshape: cannot reshape {} to {sizes:?}",
@@ -72,7 +81,7 @@ impl Tensor {
             .iter()
             .map(|&s| {
                 if s == -1 {
-                    self.numel() / known as usize
+                    self.numel() / known.unwrap_or(1) as usize
                 } else {
                     s as usize
                 }

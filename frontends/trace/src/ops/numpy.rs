@@ -218,7 +218,7 @@ impl Tensor {
 
 impl Tensor {
     /// `sections` equal pieces along `axis` (`jnp.split` with a count); a size `sections` does
-    /// not divide gives failed pieces saying so.
+    /// not divide gives one failed piece saying so.
     #[track_caller]
     pub fn split(&self, sections: usize, axis: i64) -> Vec<Tensor> {
         let Some(a) = super::axis_index(axis, self.ndim()) else {
@@ -227,10 +227,15 @@ impl Tensor {
         let n = self.shape()[a];
         if sections == 0 || !n.is_multiple_of(sections) {
             let message = format!("split: {sections} equal sections of the {n} along axis {axis}");
-            return vec![self.fail(message); sections.max(1)];
+            return vec![self.fail(message)];
+        }
+        // Only an empty axis splits into more sections than it has elements.
+        let mut indices = Vec::new();
+        if indices.try_reserve_exact(sections - 1).is_err() {
+            return vec![self.fail(format!("split: {sections} sections do not fit in memory"))];
         }
         let step = n / sections;
-        let indices: Vec<usize> = (1..sections).map(|i| i * step).collect();
+        indices.extend((1..sections).map(|i| i * step));
         self.split_at_indices(&indices, axis)
     }
 

@@ -146,6 +146,10 @@ impl Tensor {
     /// padded only with a constant.
     #[track_caller]
     pub fn pad_with(&self, widths: &[(usize, usize)], mode: PadMode) -> Tensor {
+        // Its gathers index each padded position on the host: not a failed tensor's guess.
+        if self.error().is_some() {
+            return self.clone();
+        }
         if widths.len() != self.ndim() {
             return self.fail(format!(
                 "pad: {} (before, after) widths for {}",
@@ -190,10 +194,16 @@ impl Tensor {
                 | PadMode::Reflect
                 | PadMode::Symmetric
                 | PadMode::Wrap => {
-                    let first = -(before as i64);
-                    let sources: Vec<i64> = (0..padded as i64)
-                        .map(|p| mode.source(first + p, n as i64))
-                        .collect();
+                    // Each padded position's source index, on the host.
+                    let mut sources = Vec::new();
+                    let (Ok(first), Ok(len), true) = (
+                        i64::try_from(before),
+                        i64::try_from(padded),
+                        sources.try_reserve_exact(padded).is_ok(),
+                    ) else {
+                        return self.fail(format!("pad: widths {widths:?} are too large"));
+                    };
+                    sources.extend((0..len).map(|p| mode.source(p - first, n as i64)));
                     out.gather_runs(axis, &runs(&sources))
                 }
             };

@@ -27,7 +27,13 @@ impl Tensor {
             return self.fail(format!("diff: axis {axis} of {}", self.ty()));
         };
         let mut x = self.clone();
-        for _ in 0..n {
+        // Each difference shortens the axis by one, so at most its length of them do anything
+        // (none on a failed tensor, whose length is a guess).
+        let steps = match self.error() {
+            Some(_) => 0,
+            None => n.min(self.shape()[axis]),
+        };
+        for _ in 0..steps {
             let size = x.shape()[axis];
             if size == 0 {
                 break;
@@ -65,6 +71,10 @@ impl Tensor {
     pub fn polyval(&self, x: &Tensor) -> Tensor {
         if self.ndim() == 0 {
             return self.fail(format!("polyval: coefficients {} need an axis", self.ty()));
+        }
+        // One step per coefficient: a failed tensor's (guessed) length need not be walked.
+        if self.error().is_some() || x.error().is_some() {
+            return self * x;
         }
         let n = self.shape()[0];
         let coefficient = |i: usize| {
