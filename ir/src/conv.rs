@@ -450,14 +450,11 @@ impl Convolution {
         }
         let batch_stride = row_stride.first().map_or(1, |&s| s * padded[0]);
         let mut terms = vec![(0, batch_stride)];
-        let overflow = || LowerError::Invalid(format!("strides {:?} overflow", plan.strides));
+        // Saturating: a factor past the table's rows belongs to a dimension of one position
+        // (the only window that fits), whose term is skipped below.
         for (j, &stride) in row_stride.iter().enumerate() {
-            let step = plan.strides[j].checked_mul(stride).ok_or_else(overflow)?;
-            let dilated = plan.window.dilations[j]
-                .checked_mul(stride)
-                .ok_or_else(overflow)?;
-            terms.push((1 + j, step));
-            terms.push((1 + d + j, dilated));
+            terms.push((1 + j, plan.strides[j].saturating_mul(stride)));
+            terms.push((1 + d + j, plan.window.dilations[j].saturating_mul(stride)));
         }
         let mut index: Option<Typed<S::Value>> = None;
         for (dim, factor) in terms {
