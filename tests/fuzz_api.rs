@@ -32,28 +32,10 @@ const CHAIN: usize = 5;
 /// A program is run only where its values hold at most this many elements in all.
 const RUN_ELEMENTS: usize = 1 << 14;
 
-const DTYPES: [DType; 15] = [
-    DType::F32,
-    DType::F64,
-    DType::F16,
-    DType::BF16,
-    DType::I32,
-    DType::I64,
-    DType::U32,
-    DType::U8,
-    DType::I8,
-    DType::I16,
-    DType::U16,
-    DType::U64,
-    DType::Bool,
-    DType::C64,
-    DType::C128,
-];
-
 /// Mostly f32, sometimes any dtype.
 fn dtype(rng: &mut Rng) -> DType {
     match rng.below(3) {
-        0 => *rng.pick(&DTYPES),
+        0 => *rng.pick(&DType::ALL),
         _ => DType::F32,
     }
 }
@@ -356,7 +338,7 @@ fn call(rng: &mut Rng, log: &RefCell<Vec<String>>, [x, y, z]: [&Tensor; 3]) -> V
             one(x.pad_with(&widths, mode))
         }
         67 => one(x.astype(dtype(rng))),
-        68 => one(x.bitcast(*rng.pick(&DTYPES))),
+        68 => one(x.bitcast(*rng.pick(&DType::ALL))),
         69 => one(match rng.below(8) {
             0 => x + y,
             1 => x - y,
