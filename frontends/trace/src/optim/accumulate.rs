@@ -49,32 +49,11 @@ pub enum SkipUpdate {
 
 /// What a [`SkipUpdate`] rule found at the last step: whether it skipped it, and its measure
 /// (the count of non-finite gradients as `i32`, or their squared norm).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, ferrax_derive::Tree)]
+#[tree(crate = "crate")]
 pub struct SkipState {
     pub should_skip: Tensor,
     pub measure: Tensor,
-}
-
-impl Tree for SkipState {
-    fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef {
-        TreeDef::Node(vec![
-            self.should_skip.flatten(leaves),
-            self.measure.flatten(leaves),
-        ])
-    }
-
-    fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
-        let c = def.children(2)?;
-        Ok(SkipState {
-            should_skip: Tensor::unflatten(&c[0], leaves)?,
-            measure: Tensor::unflatten(&c[1], leaves)?,
-        })
-    }
-
-    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-        child_key_paths("should_skip", &self.should_skip, prefix, out);
-        child_key_paths("measure", &self.measure, prefix, out);
-    }
 }
 
 impl SkipUpdate {

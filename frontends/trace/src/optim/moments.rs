@@ -97,29 +97,11 @@ pub struct ScaleByRmsCorrected {
 }
 
 /// [`ScaleByRmsCorrected`]'s state: an `i32` step count and the second moment.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, ferrax_derive::Tree)]
+#[tree(crate = "crate")]
 pub struct RmsCountState<P> {
     pub count: Tensor,
     pub nu: P,
-}
-
-impl<P: Tree> Tree for RmsCountState<P> {
-    fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef {
-        TreeDef::Node(vec![self.count.flatten(leaves), self.nu.flatten(leaves)])
-    }
-
-    fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
-        let c = def.children(2)?;
-        Ok(RmsCountState {
-            count: Tensor::unflatten(&c[0], leaves)?,
-            nu: P::unflatten(&c[1], leaves)?,
-        })
-    }
-
-    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-        child_key_paths("count", &self.count, prefix, out);
-        child_key_paths("nu", &self.nu, prefix, out);
-    }
 }
 
 impl<P: Tree> GradientTransformation<P> for ScaleByRmsCorrected {

@@ -8,9 +8,8 @@ use super::adam::AddDecayedWeights;
 use super::moments::ScaleByRmsCorrected;
 use super::schedule::{linear_schedule, scale_by_learning_rate, LearningRate, ScaleByLearningRate};
 use super::{increment, leaves_of, or_failed, sgd, Chain, GradientTransformation, Mask, Sgd};
-use crate::tree::child_key_paths;
 use crate::tree_util::{failed_like, tree_flatten, tree_map, tree_map2, tree_unflatten};
-use crate::{Result, Tensor, Tree, TreeDef};
+use crate::{Tensor, Tree};
 use ferrax_ir::DType;
 
 /// `inner` made schedule-free (`optax.contrib.schedule_free`); `inner` should have no
@@ -42,7 +41,8 @@ pub fn schedule_free<T>(
 /// [`ScheduleFree`]'s state: scalars in the parameters' narrowest float type (`b1`, the sum
 /// of the averaging weights, the largest learning rate so far), an `i32` step count from 1,
 /// the inner optimizer's state and the sequence `z`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, ferrax_derive::Tree)]
+#[tree(crate = "crate")]
 pub struct ScheduleFreeState<S, P> {
     pub b1: Tensor,
     pub weight_sum: Tensor,
@@ -50,45 +50,6 @@ pub struct ScheduleFreeState<S, P> {
     pub max_lr: Tensor,
     pub base_optimizer_state: S,
     pub z: P,
-}
-
-impl<S: Tree, P: Tree> Tree for ScheduleFreeState<S, P> {
-    fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef {
-        TreeDef::Node(vec![
-            self.b1.flatten(leaves),
-            self.weight_sum.flatten(leaves),
-            self.step_count.flatten(leaves),
-            self.max_lr.flatten(leaves),
-            self.base_optimizer_state.flatten(leaves),
-            self.z.flatten(leaves),
-        ])
-    }
-
-    fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
-        let c = def.children(6)?;
-        Ok(ScheduleFreeState {
-            b1: Tensor::unflatten(&c[0], leaves)?,
-            weight_sum: Tensor::unflatten(&c[1], leaves)?,
-            step_count: Tensor::unflatten(&c[2], leaves)?,
-            max_lr: Tensor::unflatten(&c[3], leaves)?,
-            base_optimizer_state: S::unflatten(&c[4], leaves)?,
-            z: P::unflatten(&c[5], leaves)?,
-        })
-    }
-
-    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-        child_key_paths("b1", &self.b1, prefix, out);
-        child_key_paths("weight_sum", &self.weight_sum, prefix, out);
-        child_key_paths("step_count", &self.step_count, prefix, out);
-        child_key_paths("max_lr", &self.max_lr, prefix, out);
-        child_key_paths(
-            "base_optimizer_state",
-            &self.base_optimizer_state,
-            prefix,
-            out,
-        );
-        child_key_paths("z", &self.z, prefix, out);
-    }
 }
 
 /// The narrowest float type among `params`' leaves (optax's `tree.dtype(.., 'lowest')`), f32

@@ -6,9 +6,8 @@
 use super::adam::first_moments;
 use super::schedule::{scale_by_learning_rate, ScaleByLearningRate};
 use super::{leaves_of, or_failed, Chain, GradientTransformation};
-use crate::tree::child_key_paths;
 use crate::tree_util::{tree_flatten, tree_unflatten, zeros_like};
-use crate::{Result, Tensor, Tree, TreeDef};
+use crate::{Tensor, Tree};
 
 /// SM3's scaling (`optax.scale_by_sm3`): with `b2 = 1` (optax's default) accumulators sum
 /// squared gradients; else they decay by `b2`.
@@ -21,29 +20,11 @@ pub struct ScaleBySm3 {
 
 /// [`ScaleBySm3`]'s state: per leaf, one accumulator vector per axis (a scalar leaf has
 /// none, and its accumulator is its squared gradient alone), and the momentum of the updates.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, ferrax_derive::Tree)]
+#[tree(crate = "crate")]
 pub struct Sm3State<P> {
     pub mu: Vec<Vec<Tensor>>,
     pub nu: P,
-}
-
-impl<P: Tree> Tree for Sm3State<P> {
-    fn flatten(&self, leaves: &mut Vec<Tensor>) -> TreeDef {
-        TreeDef::Node(vec![self.mu.flatten(leaves), self.nu.flatten(leaves)])
-    }
-
-    fn unflatten(def: &TreeDef, leaves: &mut dyn Iterator<Item = Tensor>) -> Result<Self> {
-        let c = def.children(2)?;
-        Ok(Sm3State {
-            mu: Vec::unflatten(&c[0], leaves)?,
-            nu: P::unflatten(&c[1], leaves)?,
-        })
-    }
-
-    fn key_paths(&self, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
-        child_key_paths("mu", &self.mu, prefix, out);
-        child_key_paths("nu", &self.nu, prefix, out);
-    }
 }
 
 /// `v`, the accumulator of axis `axis` of a leaf of shape `dims`, reshaped to that rank with
